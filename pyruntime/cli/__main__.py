@@ -1,0 +1,5 @@
+import sys
+
+from pyruntime.cli import main
+
+sys.exit(main())

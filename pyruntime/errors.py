@@ -1,0 +1,31 @@
+"""The errors the runtime raises; each names the problem without echoing personal data."""
+
+from __future__ import annotations
+
+
+class CoreAIError(Exception):
+    """Base class of every error the runtime raises on purpose."""
+
+
+class InvalidArgumentError(CoreAIError, ValueError):
+    """A caller passed something malformed (blank role, bad scope, bad argument)."""
+
+
+class UnsafeKeyError(InvalidArgumentError):
+    """A storage key would resolve outside the data root."""
+
+
+class NotFoundError(CoreAIError, LookupError):
+    """The key, version or role asked for does not exist."""
+
+
+class LimitExceededError(CoreAIError):
+    """A size limit (e.g. MaxMemoryChars) would be exceeded; the message names the limit."""
+
+
+class MemoryUnreadableError(CoreAIError):
+    """A memory document exists but cannot be read; it is never overwritten by a mutation."""
+
+
+class PersistenceError(CoreAIError, OSError):
+    """A write did not become durable."""

@@ -1,0 +1,73 @@
+"""Scopes and the single mapping from (scope, role, actor) to a storage key (spec section 4)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Protocol
+
+from pyruntime.errors import InvalidArgumentError
+
+DEFAULT_TURN_ROLE = "Creator"
+ANONYMOUS_ACTOR = "local"
+
+
+@dataclass(frozen=True)
+class AgentMemoryScope:
+    """Tenant / user / session / topic that isolate one player's data from another's."""
+
+    tenant_id: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    topic_id: str | None = None
+
+    def parts(self) -> tuple[str, str, str, str]:
+        """The four fields, None as "" and trimmed."""
+        return tuple((v or "").strip() for v in (self.tenant_id, self.user_id, self.session_id, self.topic_id))  # type: ignore[return-value]
+
+    @property
+    def is_empty(self) -> bool:
+        """True when every field is blank (the key is then the bare role id)."""
+        return not any(self.parts())
+
+
+EMPTY_SCOPE = AgentMemoryScope()
+
+
+class AgentMemoryScopeProvider(Protocol):
+    """Supplies the scope of the current request (a host serving several players)."""
+
+    def current_scope(self) -> AgentMemoryScope: ...
+
+
+def _utf16_len(value: str) -> int:
+    return len(value.encode("utf-16-le")) // 2
+
+
+def _part(value: str) -> str:
+    return f"{_utf16_len(value)}:{value};"
+
+
+def normalize_role_id(role_id: str | None) -> str:
+    """Trimmed role id; a blank one is an error (store calls never default the role)."""
+    role = (role_id or "").strip()
+    if not role:
+        raise InvalidArgumentError("role_id is required and must not be blank")
+    return role
+
+
+def storage_key(role_id: str | None, scope: AgentMemoryScope = EMPTY_SCOPE, actor: str | None = None) -> str:
+    """The storage key of one identity: bare role, `scope-v1-<sha256>` or `actor-v1-<sha256>`."""
+    role = normalize_role_id(role_id)
+    scope = scope or EMPTY_SCOPE
+    actor_id = (actor or "").strip()
+    if actor_id and actor_id != ANONYMOUS_ACTOR:
+        canonical = _part(actor_id)
+        if not scope.is_empty:
+            canonical += "".join(_part(p) for p in scope.parts())
+        canonical += _part(role)
+        return "actor-v1-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    if scope.is_empty:
+        return role
+    canonical = "".join(_part(p) for p in scope.parts()) + _part(role)
+    return "scope-v1-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -1,0 +1,150 @@
+"""The store contract shared by the memory tool, chat history, transcripts and summaries (spec section 3).
+
+Stores are keyed by storage keys (see `pyruntime.scopes.storage_key`); callers reach them
+through `ScopedAgentMemoryStore`, which turns (role, scope, actor) into the key.
+Every method is thread-safe; mutations are durable before they return.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from pyruntime.memory.state import AgentMemoryState
+
+
+class LoadStatus(enum.Enum):
+    """Outcome of `try_load`."""
+
+    LOADED = "loaded"
+    NOT_FOUND = "not_found"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """Loaded (with state), NotFound, or Failed (with a reason that names no key or content)."""
+
+    status: LoadStatus
+    state: AgentMemoryState | None = None
+    reason: str | None = None
+
+    @classmethod
+    def loaded(cls, state: AgentMemoryState) -> "LoadResult":
+        """A document that exists and was read."""
+        return cls(LoadStatus.LOADED, state)
+
+    @classmethod
+    def not_found(cls) -> "LoadResult":
+        """No document for this key."""
+        return cls(LoadStatus.NOT_FOUND)
+
+    @classmethod
+    def failed(cls, reason: str) -> "LoadResult":
+        """A document exists but cannot be read."""
+        return cls(LoadStatus.FAILED, reason=reason)
+
+
+class TranscriptKind(enum.IntEnum):
+    """The `k` field of a history row."""
+
+    USER = 0
+    ASSISTANT = 1
+    TOOL_CALL = 2
+    TOOL_RESULT = 3
+
+
+@dataclass(frozen=True)
+class TranscriptEntry:
+    """One row of a key's transcript; chat messages are rows with `is_chat_message`."""
+
+    kind: TranscriptKind
+    name: str  # chat role, or tool name
+    content: str
+    call_id: str | None = None
+    timestamp: int = 0  # Unix seconds, UTC
+    order: int = 0  # monotonic per key; 0 for legacy rows
+    is_chat_message: bool = False
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message of the chat history window."""
+
+    role: str
+    content: str
+    timestamp: int = 0
+    order: int = 0
+
+
+def chat_kind(role: str) -> TranscriptKind:
+    """A chat message whose role is not `assistant` is a user row (spec 3.1)."""
+    return TranscriptKind.ASSISTANT if role.strip().lower() == "assistant" else TranscriptKind.USER
+
+
+Mutation = Callable[[AgentMemoryState], "AgentMemoryState | None"]
+"""Receives the current state (a fresh one when none exists); returns the new state, or None for no change."""
+
+
+@runtime_checkable
+class AgentMemoryStore(Protocol):
+    """Memory documents, chat history and transcripts of storage keys."""
+
+    def try_load(self, key: str) -> LoadResult:
+        """Loaded | NotFound | Failed(reason)."""
+        ...
+
+    def save(self, key: str, state: AgentMemoryState) -> None:
+        """Replace the state of key (heals an unreadable document)."""
+        ...
+
+    def mutate(self, key: str, fn: Mutation) -> AgentMemoryState:
+        """Atomic read-modify-write under the key's lock; durable before return.
+
+        Returns the state after the call (unchanged when fn returned None).
+        Raises MemoryUnreadableError when the document exists but cannot be read.
+        """
+        ...
+
+    def clear(self, key: str) -> None:
+        """Delete the memory document, its versions and snapshot; chat history stays."""
+        ...
+
+    def append_chat_message(self, key: str, role: str, content: str, persist: bool = True) -> None:
+        """Append one chat message; persist=False keeps it in this process only."""
+        ...
+
+    def get_chat_history(self, key: str, max_messages: int = 0) -> list[ChatMessage]:
+        """Oldest first, the newest max_messages (0 = all)."""
+        ...
+
+    def clear_chat_history(self, key: str) -> None:
+        """Delete chat history and transcript of key (the scoped decorator also clears the summary)."""
+        ...
+
+    def append_transcript(self, key: str, entries: Sequence[TranscriptEntry], persist: bool = True) -> None:
+        """Append transcript rows (tool calls, tool results, ...)."""
+        ...
+
+    def get_transcript(self, key: str, max_entries: int = 0) -> list[TranscriptEntry]:
+        """Oldest first, the newest max_entries (0 = all)."""
+        ...
+
+
+@runtime_checkable
+class ConversationSummaryStore(Protocol):
+    """The rolling summary of each key."""
+
+    def load_summary(self, key: str) -> str | None:
+        """The stored summary, None if there is none."""
+        ...
+
+    def save_summary(self, key: str, summary: str) -> None:
+        """Replace the summary of key (durable before return)."""
+        ...
+
+    def clear_summary(self, key: str) -> None:
+        """Delete the summary of key."""
+        ...

@@ -1,0 +1,13 @@
+"""Shared fixtures. Fixtures of one area live in that area's conftest or tests/support."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("HYPOTHESIS_PROFILE", "ci")
