@@ -1,0 +1,235 @@
+"""Session-only stores: memory, chat history, transcripts and summaries kept in this process (spec section 3)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.memory.state import AgentMemoryState
+from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, TranscriptEntry, chat_kind
+
+DEFAULT_CHAT_CAP = 500
+DEFAULT_TRANSCRIPT_CAP = 2000
+
+
+def require_key(key: str) -> str:
+    """The key itself; a blank key is an error, so nothing is ever stored under it."""
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidArgumentError("key is required and must not be blank")
+    return key
+
+
+def window(items: list, newest: int) -> list:
+    """The newest `newest` items, oldest first (0 or less = all)."""
+    return list(items[-newest:]) if newest > 0 else list(items)
+
+
+def as_chat_message(row: TranscriptEntry) -> ChatMessage:
+    """The chat-window view of a transcript row flagged as a chat message."""
+    return ChatMessage(role=row.name, content=row.content, timestamp=row.timestamp, order=row.order)
+
+
+@dataclass
+class _KeyData:
+    state: AgentMemoryState | None = None
+    rows: list[TranscriptEntry] = field(default_factory=list)
+    chat_rows: int = 0
+    last_order: int = 0
+
+
+class _KeyLocks:
+    """One lock per key, so work on different keys never waits on each other."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.RLock] = {}
+
+    @contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.RLock())
+        with lock:
+            yield
+
+
+class InMemoryAgentMemoryStore:
+    """AgentMemoryStore that keeps everything in process memory; nothing survives the process."""
+
+    def __init__(self, *, chat_cap: int = DEFAULT_CHAT_CAP, transcript_cap: int = DEFAULT_TRANSCRIPT_CAP,
+                 clock: Callable[[], float] = time.time) -> None:
+        if chat_cap < 1 or transcript_cap < 1:
+            raise InvalidArgumentError("chat_cap and transcript_cap must be positive")
+        self._chat_cap = chat_cap
+        self._transcript_cap = transcript_cap
+        self._clock = clock
+        self._locks = _KeyLocks()
+        self._guard = threading.Lock()
+        self._data: dict[str, _KeyData] = {}
+
+    @property
+    def chat_cap(self) -> int:
+        """Chat messages kept per key."""
+        return self._chat_cap
+
+    @property
+    def transcript_cap(self) -> int:
+        """Transcript rows kept per key."""
+        return self._transcript_cap
+
+    def _entry(self, key: str) -> _KeyData:
+        with self._guard:
+            return self._data.setdefault(key, _KeyData())
+
+    def _peek(self, key: str) -> _KeyData | None:
+        with self._guard:
+            return self._data.get(key)
+
+    # -- memory document -------------------------------------------------
+
+    def try_load(self, key: str) -> LoadResult:
+        """Loaded | NotFound (an in-memory document is never unreadable)."""
+        require_key(key)
+        with self._locks.hold(key):
+            data = self._peek(key)
+            if data is None or data.state is None:
+                return LoadResult.not_found()
+            return LoadResult.loaded(data.state)
+
+    def save(self, key: str, state: AgentMemoryState) -> None:
+        """Replace the state of key."""
+        require_key(key)
+        _require_state(state)
+        with self._locks.hold(key):
+            self._entry(key).state = state
+
+    def mutate(self, key: str, fn: Mutation) -> AgentMemoryState:
+        """Atomic read-modify-write under the key's lock; fn returning None changes nothing."""
+        require_key(key)
+        with self._locks.hold(key):
+            data = self._peek(key)
+            current = data.state if data is not None and data.state is not None else AgentMemoryState()
+            updated = fn(current)
+            if updated is None:
+                return current
+            _require_state(updated)
+            self._entry(key).state = updated
+            return updated
+
+    def clear(self, key: str) -> None:
+        """Delete the memory document and its versions; chat history stays."""
+        require_key(key)
+        with self._locks.hold(key):
+            data = self._peek(key)
+            if data is not None:
+                data.state = None
+
+    # -- chat history and transcript --------------------------------------
+
+    def append_chat_message(self, key: str, role: str, content: str, persist: bool = True) -> None:
+        """Append one chat message (a transcript row flagged as chat); persist is irrelevant here."""
+        require_key(key)
+        row = TranscriptEntry(kind=chat_kind(role or ""), name=role or "", content=content or "",
+                              is_chat_message=True)
+        with self._locks.hold(key):
+            self._append_rows(self._entry(key), [row])
+
+    def get_chat_history(self, key: str, max_messages: int = 0) -> list[ChatMessage]:
+        """Oldest first, the newest max_messages (0 = all) of the chat window."""
+        require_key(key)
+        with self._locks.hold(key):
+            data = self._peek(key)
+            if data is None:
+                return []
+            chat = [as_chat_message(r) for r in data.rows if r.is_chat_message]
+        return window(window(chat, self._chat_cap), max_messages)
+
+    def clear_chat_history(self, key: str) -> None:
+        """Delete chat history and transcript of key; memory stays."""
+        require_key(key)
+        with self._locks.hold(key):
+            data = self._peek(key)
+            if data is not None:
+                data.rows = []
+                data.chat_rows = 0
+
+    def append_transcript(self, key: str, entries: Sequence[TranscriptEntry], persist: bool = True) -> None:
+        """Append rows; each gets the next order, and the current time unless it carries a timestamp."""
+        require_key(key)
+        rows = list(entries)
+        for row in rows:
+            if not isinstance(row, TranscriptEntry):
+                raise InvalidArgumentError("transcript entries must be TranscriptEntry objects")
+        with self._locks.hold(key):
+            self._append_rows(self._entry(key), rows)
+
+    def get_transcript(self, key: str, max_entries: int = 0) -> list[TranscriptEntry]:
+        """Oldest first, the newest max_entries (0 = all) of the transcript window."""
+        require_key(key)
+        with self._locks.hold(key):
+            data = self._peek(key)
+            if data is None:
+                return []
+            rows = window(data.rows, self._transcript_cap)
+        return window(rows, max_entries)
+
+    def _append_rows(self, data: _KeyData, rows: list[TranscriptEntry]) -> None:
+        now = int(self._clock())
+        for row in rows:
+            data.last_order += 1
+            data.rows.append(replace(row, order=data.last_order, timestamp=row.timestamp or now))
+            data.chat_rows += row.is_chat_message
+        # Compact only once the slack is large, so appends stay amortised O(1).
+        if len(data.rows) > 2 * (self._transcript_cap + self._chat_cap):
+            self._trim(data)
+
+    def _trim(self, data: _KeyData) -> None:
+        # A row goes only when it has left both windows (newest transcript_cap rows, newest chat_cap chats).
+        first_in_transcript = len(data.rows) - self._transcript_cap
+        chats_to_skip = data.chat_rows - self._chat_cap
+        kept: list[TranscriptEntry] = []
+        for index, row in enumerate(data.rows):
+            in_chat = False
+            if row.is_chat_message:
+                in_chat = chats_to_skip <= 0
+                chats_to_skip -= 1
+            if index >= first_in_transcript or in_chat:
+                kept.append(row)
+        data.rows = kept
+        data.chat_rows = sum(r.is_chat_message for r in kept)
+
+
+class InMemoryConversationSummaryStore:
+    """ConversationSummaryStore kept in process memory."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._summaries: dict[str, str] = {}
+
+    def load_summary(self, key: str) -> str | None:
+        """The stored summary, None if there is none."""
+        require_key(key)
+        with self._lock:
+            return self._summaries.get(key)
+
+    def save_summary(self, key: str, summary: str) -> None:
+        """Replace the summary of key."""
+        require_key(key)
+        if not isinstance(summary, str):
+            raise InvalidArgumentError("summary must be a string")
+        with self._lock:
+            self._summaries[key] = summary
+
+    def clear_summary(self, key: str) -> None:
+        """Delete the summary of key."""
+        require_key(key)
+        with self._lock:
+            self._summaries.pop(key, None)
+
+
+def _require_state(state: object) -> None:
+    if not isinstance(state, AgentMemoryState):
+        raise InvalidArgumentError("state must be an AgentMemoryState")
