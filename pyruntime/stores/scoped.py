@@ -1,0 +1,116 @@
+"""The scoped decorator every caller goes through: (role, scope, actor) -> one storage key (spec sections 3-4)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyruntime.memory.state import AgentMemoryState
+from pyruntime.scopes import EMPTY_SCOPE, AgentMemoryScope, storage_key
+from pyruntime.stores.base import (
+    AgentMemoryStore,
+    ChatMessage,
+    ConversationSummaryStore,
+    LoadResult,
+    Mutation,
+    TranscriptEntry,
+)
+
+
+class ScopedAgentMemoryStore:
+    """Memory, chat, transcript and summary of one scope (and actor), addressed by role id."""
+
+    def __init__(
+        self,
+        store: AgentMemoryStore,
+        summaries: ConversationSummaryStore,
+        scope: AgentMemoryScope = EMPTY_SCOPE,
+        actor: str | None = None,
+    ) -> None:
+        self._store = store
+        self._summaries = summaries
+        self._scope = scope or EMPTY_SCOPE
+        self._actor = actor
+
+    @property
+    def store(self) -> AgentMemoryStore:
+        """The underlying key-addressed store."""
+        return self._store
+
+    @property
+    def summaries(self) -> ConversationSummaryStore:
+        """The underlying key-addressed summary store."""
+        return self._summaries
+
+    @property
+    def scope(self) -> AgentMemoryScope:
+        """The scope every key of this view is derived from."""
+        return self._scope
+
+    @property
+    def actor(self) -> str | None:
+        """The named actor of this view (None or `local` = no actor)."""
+        return self._actor
+
+    def with_scope(self, scope: AgentMemoryScope, actor: str | None = None) -> "ScopedAgentMemoryStore":
+        """The same stores seen through another scope and actor."""
+        return ScopedAgentMemoryStore(self._store, self._summaries, scope, actor)
+
+    def key(self, role_id: str) -> str:
+        """The storage key of role_id in this scope; a blank role is an InvalidArgumentError."""
+        return storage_key(role_id, self._scope, self._actor)
+
+    # -- memory document -------------------------------------------------
+
+    def try_load(self, role_id: str) -> LoadResult:
+        """Loaded | NotFound | Failed(reason)."""
+        return self._store.try_load(self.key(role_id))
+
+    def save(self, role_id: str, state: AgentMemoryState) -> None:
+        """Replace the role's state."""
+        self._store.save(self.key(role_id), state)
+
+    def mutate(self, role_id: str, fn: Mutation) -> AgentMemoryState:
+        """Atomic read-modify-write of the role's state."""
+        return self._store.mutate(self.key(role_id), fn)
+
+    def clear(self, role_id: str) -> None:
+        """Delete the role's memory document and versions; chat history stays."""
+        self._store.clear(self.key(role_id))
+
+    # -- chat history and transcript --------------------------------------
+
+    def append_chat_message(self, role_id: str, role: str, content: str, persist: bool = True) -> None:
+        """Append one chat message to the role's history."""
+        self._store.append_chat_message(self.key(role_id), role, content, persist)
+
+    def get_chat_history(self, role_id: str, max_messages: int = 0) -> list[ChatMessage]:
+        """Oldest first, the newest max_messages (0 = all)."""
+        return self._store.get_chat_history(self.key(role_id), max_messages)
+
+    def clear_chat_history(self, role_id: str) -> None:
+        """Delete the role's chat history, transcript and rolling summary; memory stays."""
+        key = self.key(role_id)
+        self._store.clear_chat_history(key)
+        self._summaries.clear_summary(key)
+
+    def append_transcript(self, role_id: str, entries: Sequence[TranscriptEntry], persist: bool = True) -> None:
+        """Append transcript rows to the role's history."""
+        self._store.append_transcript(self.key(role_id), entries, persist)
+
+    def get_transcript(self, role_id: str, max_entries: int = 0) -> list[TranscriptEntry]:
+        """Oldest first, the newest max_entries (0 = all)."""
+        return self._store.get_transcript(self.key(role_id), max_entries)
+
+    # -- rolling summary --------------------------------------------------
+
+    def load_summary(self, role_id: str) -> str | None:
+        """The role's rolling summary, None if there is none."""
+        return self._summaries.load_summary(self.key(role_id))
+
+    def save_summary(self, role_id: str, summary: str) -> None:
+        """Replace the role's rolling summary."""
+        self._summaries.save_summary(self.key(role_id), summary)
+
+    def clear_summary(self, role_id: str) -> None:
+        """Delete the role's rolling summary."""
+        self._summaries.clear_summary(self.key(role_id))

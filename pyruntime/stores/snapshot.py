@@ -1,0 +1,324 @@
+"""Scope snapshots: all data of one scope for save slots and cloud saves (`coreai.v1.ScopeSnapshot`)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from google.protobuf import json_format
+
+from coreai.v1 import common_pb2, memory_store_pb2
+from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
+from pyruntime.memory.state import AgentMemoryState, MemoryVersion
+from pyruntime.scopes import ANONYMOUS_ACTOR, AgentMemoryScope, normalize_role_id, storage_key
+from pyruntime.stores.base import LoadStatus, TranscriptEntry, TranscriptKind, chat_kind
+from pyruntime.stores.persistence import StoreBundle
+from pyruntime.stores.scoped import ScopedAgentMemoryStore
+
+SNAPSHOT_FORMAT_VERSION = 1
+
+
+@dataclass
+class RoleSnapshot:
+    """Everything one identity (role + actor) has in one scope."""
+
+    role_id: str
+    actor: str | None
+    state: AgentMemoryState | None
+    history: list[TranscriptEntry] = field(default_factory=list)
+    summary: str | None = None
+
+
+@dataclass
+class ScopeSnapshot:
+    """All exported identities of one scope; serialises to the proto3 JSON of `coreai.v1.ScopeSnapshot`."""
+
+    scope: AgentMemoryScope
+    roles: list[RoleSnapshot]
+    exported_at: int
+    format_version: int = SNAPSHOT_FORMAT_VERSION
+
+    def to_proto(self) -> memory_store_pb2.ScopeSnapshot:
+        """The `coreai.v1.ScopeSnapshot` message."""
+        message = memory_store_pb2.ScopeSnapshot(format_version=self.format_version, exported_at=self.exported_at)
+        message.scope.CopyFrom(scope_to_proto(self.scope))
+        for role in self.roles:
+            out = message.roles.add(role_id=role.role_id, actor=role.actor or "")
+            if role.state is not None:
+                out.state.CopyFrom(state_to_proto(role.state))
+            out.history.extend(entry_to_proto(e) for e in role.history)
+            if role.summary is not None:
+                out.summary = role.summary
+        return message
+
+    @classmethod
+    def from_proto(cls, message: memory_store_pb2.ScopeSnapshot) -> "ScopeSnapshot":
+        """The snapshot held by a `coreai.v1.ScopeSnapshot` message."""
+        roles = [
+            RoleSnapshot(
+                role_id=r.role_id,
+                actor=r.actor or None,
+                state=state_from_proto(r.state) if r.HasField("state") else None,
+                history=[entry_from_proto(e) for e in r.history],
+                summary=r.summary if r.HasField("summary") else None,
+            )
+            for r in message.roles
+        ]
+        return cls(scope_from_proto(message.scope), roles, message.exported_at, message.format_version)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Proto3 JSON: camelCase names, int64 as strings, enums as names, defaults omitted."""
+        return json_format.MessageToDict(self.to_proto())
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ScopeSnapshot":
+        """Parse proto3 JSON; anything that is not a valid ScopeSnapshot is an InvalidArgumentError."""
+        if not isinstance(data, dict):
+            raise InvalidArgumentError("snapshot must be a JSON object")
+        try:
+            message = json_format.ParseDict(data, memory_store_pb2.ScopeSnapshot())
+        except json_format.ParseError as exc:
+            raise InvalidArgumentError(f"snapshot is not a valid coreai.v1.ScopeSnapshot: {exc}") from exc
+        return cls.from_proto(message)
+
+    def to_json(self) -> str:
+        """The proto3 JSON text."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ScopeSnapshot":
+        """Parse proto3 JSON text."""
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"snapshot is not valid JSON: {exc}") from exc
+        return cls.from_dict(data)
+
+
+# -- conversions between runtime types and coreai.v1 messages ---------------
+
+
+def scope_to_proto(scope: AgentMemoryScope) -> common_pb2.AgentMemoryScope:
+    """The `coreai.v1.AgentMemoryScope` of scope (None as "")."""
+    tenant, user, session, topic = ((v or "") for v in (scope.tenant_id, scope.user_id, scope.session_id, scope.topic_id))
+    return common_pb2.AgentMemoryScope(tenant_id=tenant, user_id=user, session_id=session, topic_id=topic)
+
+
+def scope_from_proto(message: common_pb2.AgentMemoryScope) -> AgentMemoryScope:
+    """The scope of a message ("" as None)."""
+    return AgentMemoryScope(message.tenant_id or None, message.user_id or None,
+                            message.session_id or None, message.topic_id or None)
+
+
+def state_to_proto(state: AgentMemoryState) -> common_pb2.AgentMemoryState:
+    """The `coreai.v1.AgentMemoryState` of state."""
+    return common_pb2.AgentMemoryState(
+        memory=state.memory,
+        last_system_prompt=state.last_system_prompt,
+        system_prompt_memory_snapshot=state.system_prompt_memory_snapshot,
+        system_prompt_memory_version=state.system_prompt_memory_version,
+        max_memory_versions=state.max_memory_versions,
+        versions=[
+            common_pb2.MemoryVersion(version=v.version, timestamp=v.timestamp, action=v.action,
+                                     content_after=v.content_after, note=v.note)
+            for v in state.versions
+        ],
+    )
+
+
+def state_from_proto(message: common_pb2.AgentMemoryState) -> AgentMemoryState:
+    """The state held by a message."""
+    return AgentMemoryState(
+        memory=message.memory,
+        last_system_prompt=message.last_system_prompt,
+        system_prompt_memory_snapshot=message.system_prompt_memory_snapshot,
+        system_prompt_memory_version=message.system_prompt_memory_version,
+        max_memory_versions=message.max_memory_versions,
+        versions=tuple(
+            MemoryVersion(version=v.version, timestamp=v.timestamp, action=v.action,
+                          content_after=v.content_after, note=v.note)
+            for v in message.versions
+        ),
+    )
+
+
+def entry_to_proto(entry: TranscriptEntry) -> common_pb2.TranscriptEntry:
+    """The `coreai.v1.TranscriptEntry` of a row."""
+    return common_pb2.TranscriptEntry(
+        kind=int(entry.kind), name=entry.name, content=entry.content, call_id=entry.call_id or "",
+        timestamp=entry.timestamp, order=entry.order, is_chat_message=entry.is_chat_message,
+    )
+
+
+def entry_from_proto(message: common_pb2.TranscriptEntry) -> TranscriptEntry:
+    """The row held by a message; an unknown kind stays an int so validation can name it."""
+    kind: Any = TranscriptKind(message.kind) if message.kind in _KINDS else message.kind
+    return TranscriptEntry(kind=kind, name=message.name, content=message.content, call_id=message.call_id or None,
+                           timestamp=message.timestamp, order=message.order, is_chat_message=message.is_chat_message)
+
+
+_KINDS = {int(k) for k in TranscriptKind}
+
+
+# -- export / import -------------------------------------------------------
+
+
+def _actor_id(actor: str | None) -> str | None:
+    # "local" and blank are the anonymous actor: recorded as no actor.
+    value = (actor or "").strip()
+    return None if not value or value == ANONYMOUS_ACTOR else value
+
+
+def _history(view: ScopedAgentMemoryStore, role_id: str) -> list[TranscriptEntry]:
+    """Transcript rows plus chat messages that are still in the chat window but left the transcript window."""
+    rows = view.get_transcript(role_id)
+    seen = {(r.order, r.name, r.content, r.timestamp) for r in rows if r.is_chat_message}
+    older = [
+        TranscriptEntry(kind=chat_kind(m.role), name=m.role, content=m.content, timestamp=m.timestamp,
+                        order=m.order, is_chat_message=True)
+        for m in view.get_chat_history(role_id)
+        if (m.order, m.role, m.content, m.timestamp) not in seen
+    ]
+    return older + rows
+
+
+def export_scope_snapshot(
+    bundle: StoreBundle,
+    scope: AgentMemoryScope,
+    role_ids: Sequence[str],
+    actors: Sequence[str | None] = (None,),
+    clock: Callable[[], float] = time.time,
+) -> ScopeSnapshot:
+    """Snapshot of the named roles x actors in scope; identities with no data are left out.
+
+    Keys are one-way hashes, so what to export must be named. An unreadable memory document
+    raises MemoryUnreadableError rather than being exported as absent.
+    """
+    if isinstance(role_ids, str) or isinstance(actors, str):
+        raise InvalidArgumentError("role_ids and actors must be sequences, not a single string")
+    roles: list[RoleSnapshot] = []
+    seen_keys: set[str] = set()
+    for role_id in role_ids:
+        role = normalize_role_id(role_id)
+        for actor in actors:
+            actor_id = _actor_id(actor)
+            view = bundle.scoped(scope, actor_id)
+            key = view.key(role)
+            if key in seen_keys:
+                continue
+            seen_keys.add(key)
+            loaded = view.try_load(role)
+            if loaded.status is LoadStatus.FAILED:
+                raise MemoryUnreadableError("a memory document of the exported scope cannot be read; nothing exported")
+            state = loaded.state if loaded.status is LoadStatus.LOADED else None
+            history = _history(view, role)
+            summary = view.load_summary(role)
+            if state is None and not history and summary is None:
+                continue
+            roles.append(RoleSnapshot(role, actor_id, state, history, summary))
+    return ScopeSnapshot(scope=scope, roles=roles, exported_at=int(clock()))
+
+
+def validate_scope_snapshot(snapshot: ScopeSnapshot, target_scope: AgentMemoryScope | None = None) -> None:
+    """Raise InvalidArgumentError naming the first problem; a valid snapshot passes silently."""
+    if not isinstance(snapshot, ScopeSnapshot):
+        raise InvalidArgumentError("snapshot must be a ScopeSnapshot")
+    if snapshot.format_version != SNAPSHOT_FORMAT_VERSION:
+        raise InvalidArgumentError(
+            f"unsupported snapshot format_version {snapshot.format_version!r} (expected {SNAPSHOT_FORMAT_VERSION})")
+    scope = target_scope if target_scope is not None else snapshot.scope
+    if not isinstance(scope, AgentMemoryScope):
+        raise InvalidArgumentError("snapshot scope must be an AgentMemoryScope")
+    if not isinstance(snapshot.exported_at, int) or snapshot.exported_at < 0:
+        raise InvalidArgumentError("snapshot exported_at must be a non-negative integer")
+    keys: set[str] = set()
+    for index, role in enumerate(snapshot.roles):
+        where = f"roles[{index}]"
+        if not isinstance(role, RoleSnapshot):
+            raise InvalidArgumentError(f"{where} must be a RoleSnapshot")
+        if not isinstance(role.role_id, str) or not role.role_id.strip():
+            raise InvalidArgumentError(f"{where}.role_id is required and must not be blank")
+        if role.actor is not None and not isinstance(role.actor, str):
+            raise InvalidArgumentError(f"{where}.actor must be a string")
+        key = storage_key(role.role_id, scope, _actor_id(role.actor))
+        if key in keys:
+            raise InvalidArgumentError(f"{where} repeats an identity (same role and actor) of an earlier role")
+        keys.add(key)
+        if role.state is not None:
+            _validate_state(role.state, f"{where}.state")
+        if not isinstance(role.history, list):
+            raise InvalidArgumentError(f"{where}.history must be a list")
+        for row_index, row in enumerate(role.history):
+            _validate_entry(row, f"{where}.history[{row_index}]")
+        if role.summary is not None and not isinstance(role.summary, str):
+            raise InvalidArgumentError(f"{where}.summary must be a string")
+
+
+def _validate_state(state: object, where: str) -> None:
+    if not isinstance(state, AgentMemoryState):
+        raise InvalidArgumentError(f"{where} must be an AgentMemoryState")
+    for name in ("memory", "last_system_prompt", "system_prompt_memory_snapshot"):
+        if not isinstance(getattr(state, name), str):
+            raise InvalidArgumentError(f"{where}.{name} must be a string")
+    if not isinstance(state.system_prompt_memory_version, int) or state.system_prompt_memory_version < 0:
+        raise InvalidArgumentError(f"{where}.system_prompt_memory_version must be a non-negative integer")
+    if not isinstance(state.max_memory_versions, int):
+        raise InvalidArgumentError(f"{where}.max_memory_versions must be an integer")
+    numbers: set[int] = set()
+    for index, version in enumerate(state.versions):
+        vwhere = f"{where}.versions[{index}]"
+        if not isinstance(version, MemoryVersion):
+            raise InvalidArgumentError(f"{vwhere} must be a MemoryVersion")
+        if not isinstance(version.version, int) or version.version < 1:
+            raise InvalidArgumentError(f"{vwhere}.version must be a positive integer")
+        if version.version in numbers:
+            raise InvalidArgumentError(f"{vwhere}.version {version.version} is repeated")
+        numbers.add(version.version)
+        if not isinstance(version.timestamp, int) or version.timestamp < 0:
+            raise InvalidArgumentError(f"{vwhere}.timestamp must be a non-negative integer")
+        for name in ("action", "content_after", "note"):
+            if not isinstance(getattr(version, name), str):
+                raise InvalidArgumentError(f"{vwhere}.{name} must be a string")
+
+
+def _validate_entry(row: object, where: str) -> None:
+    if not isinstance(row, TranscriptEntry):
+        raise InvalidArgumentError(f"{where} must be a TranscriptEntry")
+    if isinstance(row.kind, bool) or row.kind not in _KINDS:
+        raise InvalidArgumentError(f"{where}.kind {row.kind!r} is not a TranscriptKind (0-3)")
+    if not isinstance(row.name, str) or not isinstance(row.content, str):
+        raise InvalidArgumentError(f"{where}.name and content must be strings")
+    if row.call_id is not None and not isinstance(row.call_id, str):
+        raise InvalidArgumentError(f"{where}.call_id must be a string")
+    if not isinstance(row.timestamp, int) or row.timestamp < 0:
+        raise InvalidArgumentError(f"{where}.timestamp must be a non-negative integer")
+    if not isinstance(row.is_chat_message, bool):
+        raise InvalidArgumentError(f"{where}.is_chat_message must be a boolean")
+
+
+def import_scope_snapshot(
+    bundle: StoreBundle,
+    snapshot: ScopeSnapshot,
+    target_scope: AgentMemoryScope | None = None,
+) -> int:
+    """Replace each snapshot identity's memory, history and summary in target_scope (default: its own).
+
+    The whole snapshot is validated before anything is written. Returns the number of roles imported.
+    """
+    validate_scope_snapshot(snapshot, target_scope)
+    scope = target_scope if target_scope is not None else snapshot.scope
+    for role in snapshot.roles:
+        view = bundle.scoped(scope, _actor_id(role.actor))
+        if role.state is not None:
+            view.save(role.role_id, role.state)
+        else:
+            view.clear(role.role_id)
+        view.clear_chat_history(role.role_id)  # also clears the summary
+        if role.history:
+            view.append_transcript(role.role_id, [replace(r, kind=TranscriptKind(r.kind)) for r in role.history])
+        if role.summary is not None:
+            view.save_summary(role.role_id, role.summary)
+    return len(snapshot.roles)
