@@ -203,7 +203,7 @@ class AgentMemoryPolicy:
         with self._lock:
             self._roles[config.role_id] = config.copy()
 
-    def configure_role(self, role_id: str, **fields: Any) -> RoleMemoryConfig:
+    def configure_role(self, role_id: str, /, **fields: Any) -> RoleMemoryConfig:
         """Change the named fields of a role (starting from its current config); returns a copy."""
         if "role_id" in fields:
             raise InvalidArgumentError("role_id cannot be changed by configure_role")
