@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory.state import AgentMemoryState
-from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, TranscriptEntry, chat_kind
+from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, TranscriptEntry, TranscriptKind, chat_kind
 
 DEFAULT_CHAT_CAP = 500
 DEFAULT_TRANSCRIPT_CAP = 2000
@@ -132,14 +132,18 @@ class InMemoryAgentMemoryStore:
     def append_chat_message(self, key: str, role: str, content: str, persist: bool = True) -> None:
         """Append one chat message (a transcript row flagged as chat); persist is irrelevant here."""
         require_key(key)
-        row = TranscriptEntry(kind=chat_kind(role or ""), name=role or "", content=content or "",
-                              is_chat_message=True)
+        if not isinstance(role, str) or not role.strip():
+            raise InvalidArgumentError("role is required and must not be blank")
+        if not isinstance(content, str):
+            raise InvalidArgumentError("content must be a string")
+        row = TranscriptEntry(kind=chat_kind(role), name=role, content=content, is_chat_message=True)
         with self._locks.hold(key):
             self._append_rows(self._entry(key), [row])
 
     def get_chat_history(self, key: str, max_messages: int = 0) -> list[ChatMessage]:
         """Oldest first, the newest max_messages (0 = all) of the chat window."""
         require_key(key)
+        _require_limit(max_messages, "max_messages")
         with self._locks.hold(key):
             data = self._peek(key)
             if data is None:
@@ -159,16 +163,14 @@ class InMemoryAgentMemoryStore:
     def append_transcript(self, key: str, entries: Sequence[TranscriptEntry], persist: bool = True) -> None:
         """Append rows; each gets the next order, and the current time unless it carries a timestamp."""
         require_key(key)
-        rows = list(entries)
-        for row in rows:
-            if not isinstance(row, TranscriptEntry):
-                raise InvalidArgumentError("transcript entries must be TranscriptEntry objects")
+        rows = [_checked_entry(row) for row in entries]  # all rows are checked before any is appended
         with self._locks.hold(key):
             self._append_rows(self._entry(key), rows)
 
     def get_transcript(self, key: str, max_entries: int = 0) -> list[TranscriptEntry]:
         """Oldest first, the newest max_entries (0 = all) of the transcript window."""
         require_key(key)
+        _require_limit(max_entries, "max_entries")
         with self._locks.hold(key):
             data = self._peek(key)
             if data is None:
@@ -233,3 +235,18 @@ class InMemoryConversationSummaryStore:
 def _require_state(state: object) -> None:
     if not isinstance(state, AgentMemoryState):
         raise InvalidArgumentError("state must be an AgentMemoryState")
+
+
+def _require_limit(value: object, name: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidArgumentError(f"{name} must be a non-negative integer (0 = all)")
+
+
+def _checked_entry(row: object) -> TranscriptEntry:
+    if not isinstance(row, TranscriptEntry):
+        raise InvalidArgumentError("entries must be TranscriptEntry objects")
+    if not isinstance(row.content, str) or not isinstance(row.name, str):
+        raise InvalidArgumentError("a transcript entry needs a string name and content")
+    if isinstance(row.kind, bool) or row.kind not in TranscriptKind._value2member_map_:
+        raise InvalidArgumentError("a transcript entry kind must be 0-3 (user, assistant, tool call, tool result)")
+    return replace(row, kind=TranscriptKind(row.kind), call_id=row.call_id or None)

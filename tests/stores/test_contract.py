@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.stores.base import AgentMemoryStore, LoadStatus, TranscriptEntry, TranscriptKind
 
@@ -279,3 +280,49 @@ def test_summary_store_round_trip_replace_and_clear(summaries):
     assert summaries.load_summary(KEY) is None
     assert summaries.load_summary(OTHER) == "other"
     summaries.clear_summary(KEY)  # clearing twice is harmless
+
+
+# -- bad input -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["", "   "])
+def test_blank_key_is_an_error_and_writes_nothing(store, summaries, key):
+    calls = [
+        lambda: store.save(key, _state()),
+        lambda: store.mutate(key, _append_line("x")),
+        lambda: store.append_chat_message(key, "user", "x"),
+        lambda: store.append_transcript(key, [TranscriptEntry(TranscriptKind.USER, "user", "x")]),
+        lambda: store.try_load(key),
+        lambda: summaries.save_summary(key, "x"),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidArgumentError, match="key"):
+            call()
+    assert store.get_chat_history(KEY) == [] and store.try_load(KEY).status is LoadStatus.NOT_FOUND
+
+
+def test_blank_chat_role_is_an_error(store):
+    with pytest.raises(InvalidArgumentError, match="role"):
+        store.append_chat_message(KEY, "  ", "x")
+    assert store.get_chat_history(KEY) == []
+
+
+def test_negative_windows_are_errors(store):
+    with pytest.raises(InvalidArgumentError, match="max_messages"):
+        store.get_chat_history(KEY, -1)
+    with pytest.raises(InvalidArgumentError, match="max_entries"):
+        store.get_transcript(KEY, -1)
+
+
+def test_a_bad_transcript_row_appends_nothing(store):
+    rows = [TranscriptEntry(TranscriptKind.USER, "user", "fine", is_chat_message=True),
+            TranscriptEntry(7, "tool", "bad kind")]  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="kind"):
+        store.append_transcript(KEY, rows)
+    assert store.get_transcript(KEY) == []
+
+
+def test_mutation_must_return_a_state(store):
+    with pytest.raises(InvalidArgumentError):
+        store.mutate(KEY, lambda s: "not a state")
+    assert store.try_load(KEY).status is LoadStatus.NOT_FOUND

@@ -151,11 +151,11 @@ def test_malformed_snapshot_raises_and_writes_nothing(bundle, tmp_path, broken, 
     snap = broken(snap) or snap
     with pytest.raises(InvalidArgumentError, match=message):
         import_scope_snapshot(bundle, snap)
+    game = tmp_path / "game"  # checked before the reads below, which may create lock files
+    assert not game.exists() or [p for p in game.rglob("*") if p.is_file()] == []
     view = bundle.scoped(SLOT_2)
     assert view.try_load("Teacher").state is None  # the valid first role was not written either
     assert view.get_transcript("Teacher") == [] and view.load_summary("Teacher") is None
-    game = tmp_path / "game"
-    assert not game.exists() or [p for p in game.rglob("*") if p.is_file()] == []
 
 
 @pytest.mark.parametrize(
@@ -233,3 +233,16 @@ def test_from_dict_accepts_every_proto3_json_spelling():
     })
     assert snap.exported_at == 5 and snap.scope == AgentMemoryScope()
     assert snap.roles[0].history[0] == TranscriptEntry(TranscriptKind.TOOL_CALL, "", "", call_id="c", timestamp=7)
+
+
+@pytest.mark.parametrize("mode", list(AgentMemoryPersistenceMode))
+def test_export_keeps_chat_that_left_the_transcript_window(tmp_path, mode):
+    bundle = open_stores(mode, tmp_path / "game", chat_cap=5, transcript_cap=4)
+    view = bundle.scoped(SLOT_1)
+    for i in range(3):
+        view.append_chat_message("Teacher", "user", f"m{i}")
+    view.append_transcript("Teacher", [TranscriptEntry(TranscriptKind.TOOL_RESULT, "t", f"r{i}") for i in range(10)])
+    (role,) = export_scope_snapshot(bundle, SLOT_1, ["Teacher"]).roles
+    assert [r.content for r in role.history] == ["m0", "m1", "m2", "r6", "r7", "r8", "r9"]
+    orders = [r.order for r in role.history]
+    assert orders == sorted(orders)
