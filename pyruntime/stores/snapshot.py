@@ -103,7 +103,8 @@ class ScopeSnapshot:
 
 def scope_to_proto(scope: AgentMemoryScope) -> common_pb2.AgentMemoryScope:
     """The `coreai.v1.AgentMemoryScope` of scope (None as "")."""
-    tenant, user, session, topic = ((v or "") for v in (scope.tenant_id, scope.user_id, scope.session_id, scope.topic_id))
+    fields = (scope.tenant_id, scope.user_id, scope.session_id, scope.topic_id)
+    tenant, user, session, topic = ((v or "") for v in fields)
     return common_pb2.AgentMemoryScope(tenant_id=tenant, user_id=user, session_id=session, topic_id=topic)
 
 
