@@ -134,7 +134,7 @@ class RoleMemoryConfig:
         """The memory size limit in force: None -> 16000; 0 means unlimited."""
         return DEFAULT_MAX_MEMORY_CHARS if self.max_memory_chars is None else self.max_memory_chars
 
-    def copy(self, **changes: Any) -> "RoleMemoryConfig":
+    def copy(self, **changes: Any) -> RoleMemoryConfig:
         """An independent copy, with the given fields changed (validated)."""
         unknown = set(changes) - _FIELD_NAMES
         if unknown:
@@ -293,13 +293,13 @@ class AgentBuilder:
     def __init__(self, role_id: str) -> None:
         self._config = RoleMemoryConfig(role_id)
 
-    def with_memory(self, action: MemoryToolAction = MemoryToolAction.Append) -> "AgentBuilder":
+    def with_memory(self, action: MemoryToolAction = MemoryToolAction.Append) -> AgentBuilder:
         """Memory tool on, with this default action."""
         self._config.default_action = action
         self._config.use_memory_tool = True
         return self
 
-    def without_memory(self) -> "AgentBuilder":
+    def without_memory(self) -> AgentBuilder:
         """Memory tool off."""
         self._config.use_memory_tool = False
         return self
@@ -309,7 +309,7 @@ class AgentBuilder:
         context_tokens: int | None = None,
         persist_between_sessions: bool = False,
         max_chat_history_messages: int = DEFAULT_MAX_CHAT_HISTORY_MESSAGES,
-    ) -> "AgentBuilder":
+    ) -> AgentBuilder:
         """Chat history on; context_tokens None keeps the model's context."""
         self._config.context_tokens = 0 if context_tokens is None else context_tokens
         self._config.max_chat_history_messages = max_chat_history_messages
@@ -317,33 +317,33 @@ class AgentBuilder:
         self._config.with_chat_history = True
         return self
 
-    def without_chat_history(self) -> "AgentBuilder":
+    def without_chat_history(self) -> AgentBuilder:
         """Chat history off (and therefore not persisted)."""
         self._config.with_chat_history = False
         self._config.persist_chat_history = False
         return self
 
-    def with_llm_context_compaction(self, enabled: bool = True) -> "AgentBuilder":
+    def with_llm_context_compaction(self, enabled: bool = True) -> AgentBuilder:
         """Per-role switch of the LLM-assisted fold."""
         self._config.use_llm_context_compaction = enabled
         return self
 
-    def with_system_prompt(self, text: str) -> "AgentBuilder":
+    def with_system_prompt(self, text: str) -> AgentBuilder:
         """The role's system prompt."""
         self._config.system_prompt = text
         return self
 
-    def with_temperature(self, temperature: float) -> "AgentBuilder":
+    def with_temperature(self, temperature: float) -> AgentBuilder:
         """The role's sampling temperature."""
         self._config.temperature = temperature
         return self
 
-    def with_max_output_tokens(self, max_output_tokens: int) -> "AgentBuilder":
+    def with_max_output_tokens(self, max_output_tokens: int) -> AgentBuilder:
         """The role's completion cap."""
         self._config.max_output_tokens = max_output_tokens
         return self
 
-    def with_max_tool_call_roundtrips(self, roundtrips: int) -> "AgentBuilder":
+    def with_max_tool_call_roundtrips(self, roundtrips: int) -> AgentBuilder:
         """The role's tool roundtrip limit (0 = unlimited)."""
         self._config.max_tool_call_roundtrips = roundtrips
         return self

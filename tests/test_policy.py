@@ -317,7 +317,9 @@ def test_proto_round_trip_of_every_enum_and_optional(action: MemoryToolAction, m
         context_tokens=1024,
     )
     msg = config_to_proto(cfg)
-    for name in ("max_output_tokens", "max_tool_call_roundtrips", "temperature", "compaction_trigger_ratio", "max_memory_chars"):
+    optionals = ("max_output_tokens", "max_tool_call_roundtrips", "temperature", "compaction_trigger_ratio",
+                 "max_memory_chars")
+    for name in optionals:
         assert msg.HasField(name), name
     assert config_from_proto(msg) == cfg
 

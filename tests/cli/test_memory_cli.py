@@ -84,7 +84,8 @@ def test_read_of_a_role_without_a_save_is_empty(tmp_path: Path, cli) -> None:
         (["rename", "--old-text", "Nope", "--new-text", "x"], "Nope"),
     ],
 )
-def test_failures_exit_nonzero_print_the_result_and_leave_the_file(save: Path, cli, argv: list[str], error: str) -> None:
+def test_failures_exit_nonzero_print_the_result_and_leave_the_file(save: Path, cli, argv: list[str],
+                                                                   error: str) -> None:
     before = memory_file(save, "Creator").read_bytes()
     action, *flags = argv
     run = cli("memory", action, "--data-dir", save, "--role", "Creator", *flags)
