@@ -1,0 +1,549 @@
+"""The persistent file stores (spec 3.1): memory documents, chat history/transcripts, summaries.
+
+Layout under `root` (= `<persistentDataPath>/CoreAI`):
+`AgentMemory/<stem>.json`, `AgentMemory/<stem>.history.jsonl`, `ConversationSummaries/<stem>.json`,
+and the inter-process lock files in `.locks/`, away from the data folders.
+
+Every operation on a key runs under that key's in-process lock and its inter-process file lock,
+so threads and processes sharing a data folder never lose each other's writes. The persisted
+rows of a key are cached in-process; before each operation a `stat` tells whether another process
+changed the file, and only the bytes it appended are read.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from filelock import FileLock
+
+from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
+from pyruntime.memory.state import AgentMemoryState
+from pyruntime.stores import fileio
+from pyruntime.stores.base import (
+    ChatMessage,
+    LoadResult,
+    Mutation,
+    TranscriptEntry,
+    TranscriptKind,
+    chat_kind,
+)
+from pyruntime.stores.file_layout import (
+    HISTORY_SUFFIX,
+    MEMORY_SUFFIX,
+    DocumentError,
+    HistoryRow,
+    decode_memory_document,
+    decode_summary,
+    encode_history_rows,
+    encode_memory_document,
+    encode_summary,
+    file_stem,
+    legacy_conversation_rows,
+    parse_history,
+    retained_mask,
+)
+
+logger = logging.getLogger(__name__)
+
+AGENT_MEMORY_DIR = "AgentMemory"
+SUMMARIES_DIR = "ConversationSummaries"
+LOCKS_DIR = ".locks"
+DEFAULT_CHAT_CAP = 500
+DEFAULT_TRANSCRIPT_CAP = 2000
+_TAIL_BYTES = 64  # bytes compared to make sure a grown file is still the file we cached
+
+
+@dataclass(frozen=True)
+class TrimEvent:
+    """A history file was rewritten without the rows that had left both windows."""
+
+    rows_before: int
+    rows_after: int
+    chat_cap: int
+    transcript_cap: int
+
+    @property
+    def dropped(self) -> int:
+        """Rows removed from the file."""
+        return self.rows_before - self.rows_after
+
+
+@dataclass
+class FileStoreStats:
+    """Counters of what the store did (for tests, diagnostics and benchmarks)."""
+
+    history_appends: int = 0
+    history_rewrites: int = 0
+    trims: int = 0
+    rows_dropped: int = 0
+    skipped_lines: int = 0
+    legacy_migrations: int = 0
+
+
+def _now() -> int:
+    return int(time.time())
+
+
+def _require_key(key: object) -> str:
+    if not isinstance(key, str):
+        raise InvalidArgumentError("key must be a string")
+    return file_stem(key)
+
+
+def _signature(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@dataclass
+class _History:
+    """The persisted rows of one key as last read, and how the file looked then."""
+
+    rows: list[HistoryRow] = field(default_factory=list)
+    chat_prefix: list[int] = field(default_factory=lambda: [0])  # chat rows among rows[:i]
+    signature: tuple[int, int, int] | None = None
+    size: int = 0
+    tail: bytes = b""
+    dirty: bool = False  # unreadable lines or a torn tail: rewrite clean on the next write
+    max_order: int = 0
+
+    def extend(self, rows: Sequence[HistoryRow]) -> None:
+        """Add rows read from or appended to the file."""
+        for row in rows:
+            self.rows.append(row)
+            self.chat_prefix.append(self.chat_prefix[-1] + row.is_chat_message)
+            self.max_order = max(self.max_order, row.order)
+
+    def stale_after(self, new: Sequence[HistoryRow], chat_cap: int, transcript_cap: int) -> int:
+        """Rows outside both windows once new is appended; O(len(new))."""
+        n = len(self.rows) + len(new)
+        n_chat = self.chat_prefix[-1] + sum(r.is_chat_message for r in new)
+        cut = max(0, n - transcript_cap)
+        if cut <= len(self.rows):
+            chat_before_cut = self.chat_prefix[cut]
+        else:
+            chat_before_cut = self.chat_prefix[-1] + sum(r.is_chat_message for r in new[: cut - len(self.rows)])
+        chat_out = max(0, n_chat - chat_cap)
+        return cut - max(0, chat_before_cut - chat_out)
+
+
+@dataclass
+class _KeyState:
+    lock: threading.Lock
+    file_lock: FileLock
+    history: _History | None = None
+    overlay: list[HistoryRow] = field(default_factory=list)  # persist=False rows, this process only
+    legacy_checked: bool = False
+
+
+class _KeyedFolder:
+    """Per-stem in-process and inter-process locks for one data folder."""
+
+    def __init__(self, root: Path, folder: str) -> None:
+        self.folder = root / folder
+        self._lock_folder = root / LOCKS_DIR / folder
+        self._states: dict[str, _KeyState] = {}
+        self._guard = threading.Lock()
+
+    def state(self, stem: str) -> _KeyState:
+        with self._guard:
+            ks = self._states.get(stem)
+            if ks is None:
+                self._lock_folder.mkdir(parents=True, exist_ok=True)
+                ks = _KeyState(threading.Lock(), FileLock(self._lock_folder / f"{stem}.lock"))
+                self._states[stem] = ks
+            return ks
+
+    @contextmanager
+    def locked(self, stem: str) -> Iterator[_KeyState]:
+        ks = self.state(stem)
+        with ks.lock, ks.file_lock:
+            yield ks
+
+
+class FileAgentMemoryStore:
+    """Memory documents, chat history and transcripts as files under `root/AgentMemory/`."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        chat_cap: int = DEFAULT_CHAT_CAP,
+        transcript_cap: int = DEFAULT_TRANSCRIPT_CAP,
+        on_trim: Callable[[TrimEvent], None] | None = None,
+    ) -> None:
+        if chat_cap < 1 or transcript_cap < 1:
+            raise InvalidArgumentError("chat_cap and transcript_cap must be at least 1")
+        self.root = Path(root)
+        self.chat_cap = chat_cap
+        self.transcript_cap = transcript_cap
+        self.rewrite_threshold = max(16, transcript_cap // 8)
+        self.on_trim = on_trim
+        self.stats = FileStoreStats()
+        self._keys = _KeyedFolder(self.root, AGENT_MEMORY_DIR)
+
+    @property
+    def folder(self) -> Path:
+        """`root/AgentMemory`."""
+        return self._keys.folder
+
+    def memory_path(self, key: str) -> Path:
+        """`AgentMemory/<stem>.json` of key."""
+        return self.folder / (file_stem(key) + MEMORY_SUFFIX)
+
+    def history_path(self, key: str) -> Path:
+        """`AgentMemory/<stem>.history.jsonl` of key."""
+        return self.folder / (file_stem(key) + HISTORY_SUFFIX)
+
+    # --- memory document ----------------------------------------------------------------------
+
+    def try_load(self, key: str) -> LoadResult:
+        """Loaded | NotFound | Failed(reason)."""
+        stem = _require_key(key)
+        with self._keys.locked(stem) as ks:
+            self._migrate_legacy(ks, stem)
+            data = fileio.read_bytes(self._memory_file(stem))
+            if data is None:
+                return LoadResult.not_found()
+            try:
+                return LoadResult.loaded(decode_memory_document(data).state)
+            except DocumentError as exc:
+                return LoadResult.failed(str(exc))
+
+    def save(self, key: str, state: AgentMemoryState) -> None:
+        """Replace the state of key (heals an unreadable document)."""
+        stem = _require_key(key)
+        if not isinstance(state, AgentMemoryState):
+            raise InvalidArgumentError("state must be an AgentMemoryState")
+        data = encode_memory_document(state)
+        with self._keys.locked(stem) as ks:
+            self._migrate_legacy(ks, stem)
+            fileio.atomic_write(self._memory_file(stem), data)
+
+    def mutate(self, key: str, fn: Mutation) -> AgentMemoryState:
+        """Atomic read-modify-write under the key's locks; durable before return."""
+        stem = _require_key(key)
+        with self._keys.locked(stem) as ks:
+            self._migrate_legacy(ks, stem)
+            data = fileio.read_bytes(self._memory_file(stem))
+            if data is None:
+                current = AgentMemoryState()
+            else:
+                try:
+                    current = decode_memory_document(data).state
+                except DocumentError as exc:
+                    raise MemoryUnreadableError(f"the memory document cannot be read: {exc}") from None
+            changed = fn(current)
+            if changed is None:
+                return current
+            if not isinstance(changed, AgentMemoryState):
+                raise InvalidArgumentError("a mutation must return an AgentMemoryState or None")
+            fileio.atomic_write(self._memory_file(stem), encode_memory_document(changed))
+            return changed
+
+    def clear(self, key: str) -> None:
+        """Delete the memory document, its versions and snapshot; chat history stays."""
+        stem = _require_key(key)
+        with self._keys.locked(stem) as ks:
+            self._migrate_legacy(ks, stem)
+            path = self._memory_file(stem)
+            data = fileio.read_bytes(path)
+            if data is None:
+                return
+            try:
+                decode_memory_document(data)
+            except DocumentError:
+                logger.warning("Removing an unreadable memory document (%d bytes)", len(data))
+            fileio.remove(path)
+
+    # --- chat history and transcript ----------------------------------------------------------
+
+    def append_chat_message(self, key: str, role: str, content: str, persist: bool = True) -> None:
+        """Append one chat message (one line; `<stem>.json` untouched); persist=False keeps it in this process."""
+        stem = _require_key(key)
+        if not isinstance(role, str) or not role.strip():
+            raise InvalidArgumentError("role is required and must not be blank")
+        if not isinstance(content, str):
+            raise InvalidArgumentError("content must be a string")
+        row = HistoryRow(kind=chat_kind(role), name=role, content=content, is_chat_message=True)
+        self._append(stem, [row], persist)
+
+    def append_transcript(self, key: str, entries: Sequence[TranscriptEntry], persist: bool = True) -> None:
+        """Append transcript rows (tool calls, tool results, ...) in one all-or-nothing write."""
+        stem = _require_key(key)
+        rows = []
+        for entry in entries:
+            if not isinstance(entry, TranscriptEntry):
+                raise InvalidArgumentError("entries must be TranscriptEntry objects")
+            if not isinstance(entry.content, str) or not isinstance(entry.name, str):
+                raise InvalidArgumentError("a transcript entry needs a string name and content")
+            if entry.kind not in TranscriptKind._value2member_map_:
+                raise InvalidArgumentError("a transcript entry kind must be 0-3 (user, assistant, tool call, tool result)")
+            rows.append(
+                HistoryRow(
+                    kind=TranscriptKind(entry.kind),
+                    name=entry.name,
+                    content=entry.content,
+                    call_id=entry.call_id or None,
+                    timestamp=entry.timestamp,
+                    is_chat_message=entry.is_chat_message,
+                )
+            )
+        if rows:
+            self._append(stem, rows, persist)
+
+    def get_chat_history(self, key: str, max_messages: int = 0) -> list[ChatMessage]:
+        """Oldest first, the newest max_messages (0 = all) of the chat window."""
+        stem = _require_key(key)
+        limit = self._limit(max_messages, "max_messages")
+        chat = [r for r in self._merged_rows(stem) if r.is_chat_message][-self.chat_cap :]
+        if limit:
+            chat = chat[-limit:]
+        return [ChatMessage(role=r.name, content=r.content, timestamp=r.timestamp, order=r.order) for r in chat]
+
+    def get_transcript(self, key: str, max_entries: int = 0) -> list[TranscriptEntry]:
+        """Oldest first, the newest max_entries (0 = all) of the transcript window."""
+        stem = _require_key(key)
+        limit = self._limit(max_entries, "max_entries")
+        rows = self._merged_rows(stem)[-self.transcript_cap :]
+        if limit:
+            rows = rows[-limit:]
+        return [
+            TranscriptEntry(
+                kind=r.kind,
+                name=r.name,
+                content=r.content,
+                call_id=r.call_id,
+                timestamp=r.timestamp,
+                order=r.order,
+                is_chat_message=r.is_chat_message,
+            )
+            for r in rows
+        ]
+
+    def clear_chat_history(self, key: str) -> None:
+        """Delete the history file and this process's unpersisted rows of key; memory stays."""
+        stem = _require_key(key)
+        with self._keys.locked(stem) as ks:
+            # Migrating first also empties a legacy conversation still held in <stem>.json.
+            self._migrate_legacy(ks, stem)
+            fileio.remove(self._history_file(stem))
+            ks.overlay = []
+            ks.history = _History()
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _memory_file(self, stem: str) -> Path:
+        return self.folder / (stem + MEMORY_SUFFIX)
+
+    def _history_file(self, stem: str) -> Path:
+        return self.folder / (stem + HISTORY_SUFFIX)
+
+    @staticmethod
+    def _limit(value: int, name: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidArgumentError(f"{name} must be a non-negative integer (0 = all)")
+        return value
+
+    def _merged_rows(self, stem: str) -> list[HistoryRow]:
+        with self._keys.locked(stem) as ks:
+            self._migrate_legacy(ks, stem)
+            history = self._refresh(ks, stem)
+            if not ks.overlay:
+                return list(history.rows)
+            # Legacy rows (order 0) sort first; equal orders keep persisted rows first.
+            return list(heapq.merge(history.rows, ks.overlay, key=lambda r: r.order))
+
+    def _append(self, stem: str, rows: list[HistoryRow], persist: bool) -> None:
+        with self._keys.locked(stem) as ks:
+            self._migrate_legacy(ks, stem)
+            history = self._refresh(ks, stem)
+            order = max(history.max_order, max((r.order for r in ks.overlay), default=0))
+            now = _now()
+            stamped = []
+            for row in rows:
+                order += 1
+                stamped.append(
+                    HistoryRow(
+                        kind=row.kind,
+                        name=row.name,
+                        content=row.content,
+                        call_id=row.call_id,
+                        timestamp=row.timestamp or now,
+                        order=order,
+                        is_chat_message=row.is_chat_message,
+                    )
+                )
+            if not persist:
+                ks.overlay.extend(stamped)
+                mask = retained_mask([r.is_chat_message for r in ks.overlay], self.chat_cap, self.transcript_cap)
+                ks.overlay = [r for r, keep in zip(ks.overlay, mask) if keep]
+                return
+            path = self._history_file(stem)
+            stale = history.stale_after(stamped, self.chat_cap, self.transcript_cap)
+            if history.dirty or stale >= self.rewrite_threshold:
+                self._rewrite(ks, path, history.rows + stamped)
+                return
+            data = encode_history_rows(stamped)
+            st = fileio.append(path, data)
+            history.extend(stamped)
+            history.size = st.st_size
+            history.signature = _signature(st)
+            history.tail = (history.tail + data)[-_TAIL_BYTES:]
+            self.stats.history_appends += 1
+
+    def _rewrite(self, ks: _KeyState, path: Path, rows: list[HistoryRow]) -> None:
+        """Atomically replace the history file with rows, less those outside both windows."""
+        mask = retained_mask([r.is_chat_message for r in rows], self.chat_cap, self.transcript_cap)
+        kept = [r for r, keep in zip(rows, mask) if keep]
+        data = encode_history_rows(kept)
+        fileio.atomic_write(path, data)
+        history = _History()
+        history.extend(kept)
+        st = os.stat(path)
+        history.size = st.st_size
+        history.signature = _signature(st)
+        history.tail = data[-_TAIL_BYTES:]
+        ks.history = history
+        self.stats.history_rewrites += 1
+        if len(kept) < len(rows):
+            event = TrimEvent(len(rows), len(kept), self.chat_cap, self.transcript_cap)
+            self.stats.trims += 1
+            self.stats.rows_dropped += event.dropped
+            logger.warning(
+                "History trimmed: %d row(s) outside both windows dropped, %d kept (chat cap %d, transcript cap %d)",
+                event.dropped,
+                event.rows_after,
+                self.chat_cap,
+                self.transcript_cap,
+            )
+            if self.on_trim is not None:
+                self.on_trim(event)
+
+    def _refresh(self, ks: _KeyState, stem: str) -> _History:
+        """Bring the cached rows up to date with the file (another process may have written it)."""
+        path = self._history_file(stem)
+        try:
+            f = open(path, "rb")
+        except FileNotFoundError:
+            ks.history = _History()
+            return ks.history
+        with f:
+            st = os.fstat(f.fileno())
+            cached = ks.history
+            if cached is not None and cached.signature == _signature(st):
+                return cached
+            if (
+                cached is not None
+                and not cached.dirty
+                and cached.signature is not None
+                and cached.signature[0] == st.st_ino
+                and st.st_size > cached.size
+            ):
+                start = cached.size - len(cached.tail)
+                f.seek(start)
+                chunk = f.read()
+                if chunk.startswith(cached.tail):
+                    self._absorb(cached, chunk[len(cached.tail) :], start + len(chunk), chunk)
+                    cached.signature = _signature(os.fstat(f.fileno()))
+                    return cached
+                f.seek(0)
+            else:
+                f.seek(0)
+            data = f.read()
+            history = _History()
+            self._absorb(history, data, len(data), data)
+            history.signature = _signature(os.fstat(f.fileno()))
+            ks.history = history
+            return history
+
+    def _absorb(self, history: _History, new_bytes: bytes, size: int, window: bytes) -> None:
+        parsed = parse_history(new_bytes)
+        history.extend(parsed.rows)
+        history.size = size
+        history.tail = window[-_TAIL_BYTES:]
+        if parsed.skipped:
+            self.stats.skipped_lines += parsed.skipped
+            logger.warning(
+                "History file: skipped %d unreadable line(s); it is rewritten clean on the next write",
+                parsed.skipped,
+            )
+        if parsed.skipped or parsed.torn_tail:
+            history.dirty = True
+
+    def _migrate_legacy(self, ks: _KeyState, stem: str) -> None:
+        """Move a conversation an old `<stem>.json` still carries into the history file, once."""
+        if ks.legacy_checked:
+            return
+        path = self._memory_file(stem)
+        data = fileio.read_bytes(path)
+        if data is None:
+            ks.legacy_checked = True
+            return
+        try:
+            document = decode_memory_document(data)
+        except DocumentError:
+            return  # unreadable: try_load reports it; checked again on the next touch
+        if not document.has_legacy_conversation:
+            ks.legacy_checked = True
+            return
+        try:
+            legacy = legacy_conversation_rows(document)
+        except DocumentError as exc:
+            logger.warning("Legacy conversation in a memory document is unreadable and was not migrated: %s", exc)
+            legacy = []
+        history = self._refresh(ks, stem)
+        # A crash between the two writes below leaves the rows already at the head: add them once.
+        if legacy and history.rows[: len(legacy)] != legacy:
+            self._rewrite(ks, self._history_file(stem), legacy + history.rows)
+        fileio.atomic_write(path, encode_memory_document(document.state))
+        ks.legacy_checked = True
+        self.stats.legacy_migrations += 1
+        logger.info("Migrated %d legacy conversation row(s) into a history file", len(legacy))
+
+
+class FileConversationSummaryStore:
+    """Rolling summaries as `root/ConversationSummaries/<stem>.json` = `{"Summary":"..."}`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._keys = _KeyedFolder(self.root, SUMMARIES_DIR)
+
+    def summary_path(self, key: str) -> Path:
+        """`ConversationSummaries/<stem>.json` of key."""
+        return self._keys.folder / (file_stem(key) + MEMORY_SUFFIX)
+
+    def load_summary(self, key: str) -> str | None:
+        """The stored summary, None if there is none (or it is unreadable, with a warning)."""
+        stem = _require_key(key)
+        with self._keys.locked(stem):
+            data = fileio.read_bytes(self._keys.folder / (stem + MEMORY_SUFFIX))
+        if data is None:
+            return None
+        try:
+            return decode_summary(data)
+        except DocumentError as exc:
+            logger.warning("Ignoring an unreadable summary file: %s", exc)
+            return None
+
+    def save_summary(self, key: str, summary: str) -> None:
+        """Replace the summary of key (durable before return)."""
+        stem = _require_key(key)
+        if not isinstance(summary, str):
+            raise InvalidArgumentError("summary must be a string")
+        data = encode_summary(summary)
+        with self._keys.locked(stem):
+            fileio.atomic_write(self._keys.folder / (stem + MEMORY_SUFFIX), data)
+
+    def clear_summary(self, key: str) -> None:
+        """Delete the summary of key."""
+        stem = _require_key(key)
+        with self._keys.locked(stem):
+            fileio.remove(self._keys.folder / (stem + MEMORY_SUFFIX))

@@ -1,0 +1,173 @@
+"""Durable file primitives: atomic replace, all-or-nothing append, delete; each fsynced.
+
+Every failure is raised as `PersistenceError` and leaves the file as it was. Paths only, no
+content, would appear in OS error messages, so messages here say what failed, never which file.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+from pyruntime.errors import PersistenceError
+
+# Filesystems (and platforms) that cannot fsync a directory answer with one of these.
+_DIR_FSYNC_UNSUPPORTED = {errno.EINVAL, errno.ENOTSUP, errno.EBADF, errno.EACCES, errno.EISDIR}
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename, create or delete in folder durable (a no-op where the platform cannot)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError as exc:
+        if exc.errno in _DIR_FSYNC_UNSUPPORTED or os.name == "nt":
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in _DIR_FSYNC_UNSUPPORTED:
+            raise
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """The file's bytes, None when it does not exist."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace path with data: temp file in the same folder, flush + fsync, rename over, fsync the folder.
+
+    On any failure the old file (or its absence) is back in place and PersistenceError is raised.
+    """
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix="." + path.name + ".", suffix=".tmp")
+    except OSError as exc:
+        raise PersistenceError(f"could not create a temporary file ({exc.strerror})") from exc
+    tmp = Path(tmp_name)
+    backup: Path | None = None
+    replaced = False
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        # A hard link to the old file lets us put it back if the rename cannot be made durable.
+        backup = _link_backup(path)
+        os.replace(tmp, path)
+        replaced = True
+        fsync_dir(folder)
+    except OSError as exc:
+        _rollback(path, tmp, backup, replaced)
+        raise PersistenceError(f"write did not become durable ({exc.strerror or exc})") from exc
+    except BaseException:
+        _rollback(path, tmp, backup, replaced)
+        raise
+    if backup is not None:
+        _unlink_quietly(backup)
+
+
+def _link_backup(path: Path) -> Path | None:
+    backup = path.with_name(f".{path.name}.{os.getpid()}.{id(path):x}.bak")
+    try:
+        os.link(path, backup)
+    except FileExistsError:
+        _unlink_quietly(backup)
+        try:
+            os.link(path, backup)
+        except OSError:
+            return None
+    except OSError:  # no old file, or a filesystem without hard links: nothing to restore
+        return None
+    return backup
+
+
+def _rollback(path: Path, tmp: Path, backup: Path | None, replaced: bool) -> None:
+    _unlink_quietly(tmp)
+    if not replaced:
+        if backup is not None:
+            _unlink_quietly(backup)
+        return
+    try:
+        if backup is not None:
+            os.replace(backup, path)
+        else:
+            _unlink_quietly(path)
+    except OSError:
+        pass
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def append(path: Path, data: bytes) -> os.stat_result:
+    """Append data and fsync; all or nothing (a failed append is truncated back). Returns the new stat."""
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        created = not path.exists()
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise PersistenceError(f"could not open the history file ({exc.strerror})") from exc
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+            if created:
+                fsync_dir(folder)
+            return os.fstat(fd)
+        except BaseException as exc:
+            _truncate_back(fd, path, start, created)
+            if isinstance(exc, OSError):
+                raise PersistenceError(f"append did not become durable ({exc.strerror or exc})") from exc
+            raise
+    finally:
+        os.close(fd)
+
+
+def _truncate_back(fd: int, path: Path, size: int, created: bool) -> None:
+    try:
+        if created:
+            os.unlink(path)
+        else:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+    except OSError:
+        pass
+
+
+def remove(path: Path) -> bool:
+    """Delete path durably; True when it existed."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise PersistenceError(f"could not delete the file ({exc.strerror})") from exc
+    try:
+        fsync_dir(path.parent)
+    except OSError as exc:
+        raise PersistenceError(f"delete did not become durable ({exc.strerror})") from exc
+    return True
