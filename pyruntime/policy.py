@@ -401,20 +401,18 @@ def _trm_from_proto(value: int) -> ToolResultMemory:
         raise InvalidArgumentError(f"unknown ToolResultMemory value {value}") from None
 
 
-_OPTIONAL_PROTO_FIELDS = (
-    "max_output_tokens",
-    "max_tool_call_roundtrips",
-    "temperature",
-    "compaction_trigger_ratio",
-    "max_memory_chars",
-)
-_PLAIN_PROTO_FIELDS = (
+_PROTO_FIELDS = (
     "use_memory_tool",
     "with_chat_history",
     "persist_chat_history",
     "max_chat_history_messages",
     "context_tokens",
+    "max_output_tokens",
+    "max_tool_call_roundtrips",
+    "temperature",
     "use_llm_context_compaction",
+    "compaction_trigger_ratio",
+    "max_memory_chars",
     "system_prompt",
 )
 
@@ -426,23 +424,19 @@ def config_to_proto(cfg: RoleMemoryConfig) -> common_pb2.RoleMemoryConfig:
         default_action=_action_to_proto(cfg.default_action),
         tool_result_memory=_trm_to_proto(cfg.tool_result_memory),
     )
-    for name in _PLAIN_PROTO_FIELDS:
-        setattr(msg, name, getattr(cfg, name))
-    for name in _OPTIONAL_PROTO_FIELDS:
+    for name in _PROTO_FIELDS:
         value = getattr(cfg, name)
         if value is not None:
             setattr(msg, name, value)
     return msg
 
 
-def config_from_proto(msg: common_pb2.RoleMemoryConfig) -> RoleMemoryConfig:
-    """A validated config from its proto twin; unset optionals -> None, UNSPECIFIED enums -> default."""
-    fields: dict[str, Any] = {name: getattr(msg, name) for name in _PLAIN_PROTO_FIELDS}
-    for name in _OPTIONAL_PROTO_FIELDS:
-        fields[name] = getattr(msg, name) if msg.HasField(name) else None
-    return RoleMemoryConfig(
-        role_id=msg.role_id,
-        default_action=_action_from_proto(msg.default_action),
-        tool_result_memory=_trm_from_proto(msg.tool_result_memory),
-        **fields,
-    )
+def config_from_proto(msg: common_pb2.RoleMemoryConfig, base: RoleMemoryConfig | None = None) -> RoleMemoryConfig:
+    """A validated config from its proto twin: unset fields and UNSPECIFIED enums keep `base` (default: the defaults)."""
+    base = base or RoleMemoryConfig(role_id=msg.role_id)
+    changes: dict[str, Any] = {name: getattr(msg, name) for name in _PROTO_FIELDS if msg.HasField(name)}
+    if msg.default_action:
+        changes["default_action"] = _action_from_proto(msg.default_action)
+    if msg.tool_result_memory:
+        changes["tool_result_memory"] = _trm_from_proto(msg.tool_result_memory)
+    return base.copy(role_id=msg.role_id, **changes)

@@ -365,3 +365,21 @@ def test_concurrent_configuration_loses_no_update() -> None:
         t.join()
     assert all(policy.get(r).max_chat_history_messages == 50 for r in roles)
     assert len(policy.roles()) == len(BUILTIN_TABLE) + len(roles)
+
+
+def test_proto_unset_fields_keep_the_base_config() -> None:
+    """ConfigureRole over the wire is a patch: unset fields keep the role's current values."""
+    from coreai.v1 import common_pb2
+
+    from pyruntime.policy import AgentMemoryPolicy, ToolResultMemory, config_from_proto
+
+    base = AgentMemoryPolicy().get("Programmer")
+    patched = config_from_proto(common_pb2.RoleMemoryConfig(role_id="Programmer", use_memory_tool=False), base)
+    assert patched.use_memory_tool is False
+    assert patched.with_chat_history is False  # Programmer's own value, not the default True
+    assert patched.tool_result_memory is ToolResultMemory.FULL
+    assert patched.use_llm_context_compaction is False
+
+    fresh = config_from_proto(common_pb2.RoleMemoryConfig(role_id="NewRole"))
+    assert fresh.use_memory_tool is True and fresh.with_chat_history is True
+    assert fresh.max_chat_history_messages == 30
