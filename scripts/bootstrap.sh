@@ -15,6 +15,9 @@ command -v cc >/dev/null || need_apt+=(build-essential)
 command -v cmake >/dev/null || need_apt+=(cmake)
 command -v git >/dev/null || need_apt+=(git)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+# The Unity package's C# is compiled with Mono's mcs and driven from pytest through pythonnet.
+command -v mcs >/dev/null || need_apt+=(mono-devel)
+[[ -f /usr/lib/cli/Newtonsoft.Json-5.0/Newtonsoft.Json.dll ]] || need_apt+=(libnewtonsoft-json-cil-dev)
 if ((${#need_apt[@]})); then
     log "installing system packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
