@@ -174,7 +174,7 @@ class MemoryTool:
         except MemoryUnreadableError as exc:
             logger.warning("memory tool: %s refused, the document is unreadable", args.action)
             return MemoryToolResult.failed(
-                f"memory could not be read ({exc}), so it was not changed; do not rewrite it from scratch.")
+                f"memory could not be read, so it was not changed ({exc}). Do not rewrite it from scratch.")
         except (CoreAIError, OSError) as exc:
             logger.warning("memory tool: %s did not become durable (%s)", args.action, type(exc).__name__)
             return self._failure(f"the change could not be saved ({_reason(exc)}); nothing was changed",
