@@ -16,8 +16,10 @@ from pyruntime.memory import (
     list_versions,
     memory_tool_definition,
 )
+from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores.base import LoadStatus
-from pyruntime.stores.in_memory import InMemoryAgentMemoryStore
+from pyruntime.stores.in_memory import InMemoryAgentMemoryStore, InMemoryConversationSummaryStore
+from pyruntime.stores.scoped import ScopedAgentMemoryStore
 
 from .conftest import KEY, NOW, StepClock
 
@@ -276,3 +278,13 @@ def test_an_oversized_document_can_still_shrink(store: InMemoryAgentMemoryStore)
     result = tool.execute({"action": "delete", "old_text": "b" * 10})
     assert (result.success, result.memory_length) == (True, 30)
     assert tool.execute({"action": "str_replace", "old_text": "a", "new_text": "aa"}).success is False
+
+
+def test_the_tool_runs_through_the_scoped_decorator_with_isolated_players(store: InMemoryAgentMemoryStore) -> None:
+    summaries = InMemoryConversationSummaryStore()
+    alice = ScopedAgentMemoryStore(store, summaries, AgentMemoryScope(user_id="alice"))
+    bob = ScopedAgentMemoryStore(store, summaries, AgentMemoryScope(user_id="bob"))
+    assert MemoryTool(alice, "AINpc").execute({"action": "append", "content": "alice likes swords"}).success
+    assert MemoryTool(bob, "AINpc").execute({"action": "read"}).memory == ""
+    assert MemoryTool(alice, "AINpc").execute({"action": "read"}).memory == "alice likes swords"
+    assert state_of(store, alice.key("AINpc")).memory == "alice likes swords"
