@@ -2,7 +2,7 @@
 
 Layout under `root` (= `<persistentDataPath>/CoreAI`):
 `AgentMemory/<stem>.json`, `AgentMemory/<stem>.history.jsonl`, `ConversationSummaries/<stem>.json`,
-and the inter-process lock files in `.locks/`, away from the data folders.
+and the inter-process lock files in `.locks/<folder>/<digest of stem>.lock`, away from the data folders.
 
 Every operation on a key runs under that key's in-process lock and its inter-process file lock,
 so threads and processes sharing a data folder never lose each other's writes. The persisted
@@ -12,6 +12,7 @@ changed the file, and only the bytes it appended are read.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import logging
 import os
@@ -157,7 +158,9 @@ class _KeyedFolder:
             ks = self._states.get(stem)
             if ks is None:
                 self._lock_folder.mkdir(parents=True, exist_ok=True)
-                ks = _KeyState(threading.Lock(), FileLock(self._lock_folder / f"{stem}.lock"))
+                # filelock logs lock paths at DEBUG; a digest keeps the stem (personal data) out of logs.
+                name = hashlib.sha256(stem.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+                ks = _KeyState(threading.Lock(), FileLock(self._lock_folder / f"{name}.lock"))
                 self._states[stem] = ks
             return ks
 
