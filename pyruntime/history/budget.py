@@ -1,0 +1,88 @@
+"""The history token budget of one request (spec section 5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyruntime.errors import InvalidArgumentError
+
+MIN_COMPLETION_RESERVE = 64
+FIXED_OVERHEAD_TOKENS = 64
+MIN_HISTORY_TOKENS = 32
+MAX_OVERFLOW_RETRIES = 3
+OVERFLOW_SHRINK = 0.75
+
+
+@dataclass(frozen=True)
+class HistoryBudget:
+    """Token budgets of one request: the history (summary + recent messages) and the summary's share."""
+
+    max_ctx: int
+    completion_reserve: int
+    fixed_tokens: int
+    history_tokens: int
+    summary_tokens: int  # SummaryTokenBudget
+    overflow_attempt: int = 0
+    max_rolled_summary_tokens: int = 0  # the explicit cap (0 = none), so cuts can be attributed to it
+
+
+def completion_reserve(max_ctx: int, max_output_tokens: int | None) -> int:
+    """`clamp(max_output, 64, max_ctx/2)` if set, else `min(max(64, max_ctx/4), max_ctx/2)`."""
+    half = max_ctx // 2
+    if max_output_tokens is not None and max_output_tokens > 0:
+        return min(max(max_output_tokens, MIN_COMPLETION_RESERVE), half)
+    return min(max(MIN_COMPLETION_RESERVE, max_ctx // 4), half)
+
+
+def summary_token_budget(history_tokens: int, max_rolled_summary_tokens: int = 0) -> int:
+    """`SummaryTokenBudget = min(history // 3, MaxRolledSummaryTokens if > 0)`."""
+    share = history_tokens // 3
+    return min(share, max_rolled_summary_tokens) if max_rolled_summary_tokens > 0 else share
+
+
+def _non_negative(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(f"{name} must be a non-negative integer, got {value!r}")
+
+
+def compute_history_budget(
+    *,
+    model_context_tokens: int,
+    context_tokens: int = 0,
+    max_output_tokens: int | None = None,
+    system_prompt_tokens: int = 0,
+    user_payload_tokens: int = 0,
+    tool_schema_tokens: int = 0,
+    overflow_attempt: int = 0,
+    max_rolled_summary_tokens: int = 0,
+) -> HistoryBudget:
+    """The budget policy of spec 5; `context_tokens` (the role's ContextTokens, 0 = inherit) wins over the model's."""
+    for name, value in (
+        ("model_context_tokens", model_context_tokens),
+        ("context_tokens", context_tokens),
+        ("system_prompt_tokens", system_prompt_tokens),
+        ("user_payload_tokens", user_payload_tokens),
+        ("tool_schema_tokens", tool_schema_tokens),
+        ("overflow_attempt", overflow_attempt),
+        ("max_rolled_summary_tokens", max_rolled_summary_tokens),
+    ):
+        _non_negative(name, value)
+    if overflow_attempt > MAX_OVERFLOW_RETRIES:
+        raise InvalidArgumentError(f"overflow_attempt must be at most {MAX_OVERFLOW_RETRIES}, got {overflow_attempt}")
+    max_ctx = context_tokens or model_context_tokens
+    if max_ctx <= 0:
+        raise InvalidArgumentError("the context size must be positive (role ContextTokens or the model's)")
+    reserve = completion_reserve(max_ctx, max_output_tokens)
+    fixed = system_prompt_tokens + user_payload_tokens + tool_schema_tokens + FIXED_OVERHEAD_TOKENS
+    history = max(MIN_HISTORY_TOKENS, max_ctx - reserve - fixed)
+    if overflow_attempt:
+        history = max(1, int(history * OVERFLOW_SHRINK**overflow_attempt))
+    return HistoryBudget(
+        max_ctx=max_ctx,
+        completion_reserve=reserve,
+        fixed_tokens=fixed,
+        history_tokens=history,
+        summary_tokens=summary_token_budget(history, max_rolled_summary_tokens),
+        overflow_attempt=overflow_attempt,
+        max_rolled_summary_tokens=max_rolled_summary_tokens,
+    )

@@ -1,0 +1,158 @@
+"""Visible cuts: the machine-readable cut report of a turn and the log lines naming the numbers (spec 5).
+
+Log lines carry counts only: never content, message ids, role ids or keys.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass, field
+
+from coreai.v1 import orchestrator_pb2
+
+log = logging.getLogger("pyruntime.history")
+
+
+class CompactionKind(enum.IntEnum):
+    """Which compaction ran in a turn (mirrors `coreai.v1.CompactionKind`)."""
+
+    NONE = orchestrator_pb2.COMPACTION_KIND_NONE
+    DETERMINISTIC = orchestrator_pb2.COMPACTION_KIND_DETERMINISTIC
+    LLM = orchestrator_pb2.COMPACTION_KIND_LLM
+
+
+@dataclass(frozen=True)
+class ClippedBullet:
+    """A folded message whose bullet was clipped at 280 chars."""
+
+    message_id: str
+    chars_kept: int
+    chars_dropped: int
+
+
+@dataclass
+class CutReport:
+    """What of the stored history did not reach the model verbatim in one turn (`coreai.v1.CutReport`).
+
+    Ids are content hashes (`HistoryMessage.id`), never content. `folded_ids` lists only what this
+    turn folded; messages folded by earlier turns are counted in `already_folded`.
+    """
+
+    stored_messages: int = 0
+    sent_verbatim: int = 0
+    pruned_ids: list[str] = field(default_factory=list)
+    folded_ids: list[str] = field(default_factory=list)
+    deferred_ids: list[str] = field(default_factory=list)
+    left_out_ids: list[str] = field(default_factory=list)
+    clipped_bullets: list[ClippedBullet] = field(default_factory=list)
+    tokens_before: int = 0
+    tokens_after: int = 0
+    compaction: CompactionKind = CompactionKind.NONE
+    compaction_fell_back: bool = False
+    summary_tokens_sent: int = 0
+    summary_chars_dropped: int = 0
+    overflow_retries: int = 0
+    lossy: bool = False
+    already_folded: int = 0  # not in the proto: stored messages an earlier turn folded
+
+    def to_proto(self) -> orchestrator_pb2.CutReport:
+        """The `coreai.v1.CutReport` message."""
+        return orchestrator_pb2.CutReport(
+            stored_messages=self.stored_messages,
+            sent_verbatim=self.sent_verbatim,
+            pruned_ids=self.pruned_ids,
+            folded_ids=self.folded_ids,
+            deferred_ids=self.deferred_ids,
+            left_out_ids=self.left_out_ids,
+            clipped_bullets=[
+                orchestrator_pb2.ClippedBullet(
+                    message_id=c.message_id, chars_kept=c.chars_kept, chars_dropped=c.chars_dropped
+                )
+                for c in self.clipped_bullets
+            ],
+            tokens_before=self.tokens_before,
+            tokens_after=self.tokens_after,
+            compaction=int(self.compaction),
+            compaction_fell_back=self.compaction_fell_back,
+            summary_tokens_sent=self.summary_tokens_sent,
+            summary_chars_dropped=self.summary_chars_dropped,
+            overflow_retries=self.overflow_retries,
+            lossy=self.lossy,
+        )
+
+
+def log_fold(folded: int, clipped: int, chars_total: int, chars_kept: int, chars_dropped: int) -> None:
+    """One Info line per deterministic fold."""
+    log.info(
+        "Folded %d message(s) into the rolling summary; %d bullet(s) clipped to 280 chars: "
+        "%d chars total -> %d kept, %d dropped",
+        folded, clipped, chars_total, chars_kept, chars_dropped,
+    )
+
+
+def log_compaction_payload(
+    lines: int, clipped: int, chars_dropped: int, payload_chars: int, max_payload_chars: int, deferred: int,
+    max_line_chars: int,
+) -> None:
+    """One line per LLM compaction call: Info, or Warning when messages were deferred."""
+    text = (
+        "LLM compaction payload: %d line(s) sent, %d clipped to %d chars (%d chars dropped); "
+        "%d of %d payload chars"
+    )
+    args: list[object] = [lines, clipped, max_line_chars, chars_dropped, payload_chars, max_payload_chars]
+    if deferred:
+        log.warning(text + "; %d message(s) deferred to the next compaction", *args, deferred)
+    else:
+        log.info(text, *args)
+
+
+def log_summary_clipped(chars_total: int, chars_kept: int, chars_dropped: int, limit: int) -> None:
+    """Warning for a compacted summary clipped to MaxSummaryChars."""
+    log.warning(
+        "Compacted summary clipped to %d chars (marker included): %d chars total -> %d kept, %d dropped",
+        limit, chars_total, chars_kept, chars_dropped,
+    )
+
+
+def log_summary_cut(by_cap: int, by_reserve: int, reserve: int, sent: int) -> None:
+    """Warning for a rolling summary shortened (leading `…`) by the cap and/or the request reserve."""
+    log.warning(
+        "Rolling summary cut: ~%d token(s) by the context manager's MaxRolledSummaryTokens cap, "
+        "~%d token(s) to fit the %d-token request reserve; ~%d tokens sent",
+        by_cap, by_reserve, reserve, sent,
+    )
+
+
+def log_compaction_fallback(reason: str) -> None:
+    """Warning when the LLM-assisted fold fell back to the deterministic one (reason names no content)."""
+    log.warning("LLM compaction fell back to the deterministic fold: %s", reason)
+
+
+def log_history_window(
+    *,
+    stored: int,
+    verbatim: int,
+    pruned: int,
+    folded: int,
+    summary_tokens: int,
+    deferred: int,
+    left_out: int,
+    window_cap: int | None,
+) -> None:
+    """One line per turn when stored messages do not reach the model verbatim; Warning when any were lost."""
+    if verbatim >= stored:
+        return
+    text = f"history window: {stored} stored message(s) -> {verbatim} sent verbatim"
+    if pruned:
+        text += f", {pruned} pruned (superseded tool results / exact duplicates / reasoning-only turns)"
+    if folded:
+        text += f", {folded} folded into the rolling summary (~{summary_tokens} tokens sent)"
+    if deferred:
+        text += f", {deferred} deferred to the next compaction"
+    if left_out:
+        text += f", {left_out} left out by the window with no rolling summary"
+    if window_cap is not None:
+        text += f"; ≥1 older message(s) not sent (MaxChatHistoryMessages={window_cap})"
+    lost = left_out > 0 or window_cap is not None
+    log.log(logging.WARNING if lost else logging.INFO, text)

@@ -1,0 +1,310 @@
+"""One turn's history: fold-point detection, pruning, compaction, the summary to send, the cut report (spec 5).
+
+The pipeline reads nothing and writes nothing by itself: it gets the stored messages and the prior
+summary, and hands back a `PreparedHistory` whose new summary reaches the store only through
+`commit()`, which the turn calls after it succeeded (a failed overflow retry persists nothing).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.history import cut_report as cuts
+from pyruntime.history.budget import HistoryBudget
+from pyruntime.history.cut_report import CompactionKind, CutReport
+from pyruntime.history.fold import (
+    deterministic_fold,
+    find_fold_point,
+    limit_summary_tokens,
+    marker_hashes,
+    split_marker,
+    with_marker,
+)
+from pyruntime.history.llm_fold import (
+    ChatCompletionFn,
+    LlmCompactionOptions,
+    build_compaction_payload,
+    clip_summary_with_marker,
+    run_compaction,
+)
+from pyruntime.history.messages import HistoryMessage, as_history_messages
+from pyruntime.history.prune import prune_history
+from pyruntime.history.tokens import TokenCounter, count_message_tokens
+from pyruntime.policy import RoleMemoryConfig
+
+
+class Disposition(enum.Enum):
+    """What became of one stored message in this turn."""
+
+    ALREADY_FOLDED = "already folded"  # an earlier turn folded it
+    SENT = "sent verbatim"
+    PRUNED = "pruned"
+    FOLDED = "folded"  # folded by this turn
+    DEFERRED = "deferred"  # the compaction payload had no room; the next compaction folds it
+    LEFT_OUT = "left out"  # not sent and not summarized (a loss, logged as a warning)
+
+
+@dataclass
+class PreparedHistory:
+    """The history of one turn: recent messages (verbatim), the summary text, the cut report, the pending summary."""
+
+    messages: list[HistoryMessage]
+    summary_text: str  # marker stripped, within SummaryTokenBudget; "" when none
+    cut_report: CutReport
+    pending_summary: str | None  # the new stored summary (marker included); None = unchanged
+    dispositions: tuple[Disposition, ...]  # one per stored message, oldest first
+    history_tokens: int  # tokens the summary and the verbatim messages cost
+    _save: Callable[[str], None] | None = field(default=None, repr=False)
+    _committed: bool = field(default=False, repr=False)
+
+    def commit(self) -> bool:
+        """Persist the pending summary after the turn succeeded; returns whether anything was saved (once)."""
+        if self._committed or self.pending_summary is None:
+            return False
+        if self._save is None:
+            raise InvalidArgumentError("this history was prepared without a summary store to commit to")
+        self._save(self.pending_summary)
+        self._committed = True
+        return True
+
+
+def _verbatim_start(tokens: Sequence[int], max_messages: int, room: int) -> int:
+    """Start of the newest messages that fit `room` tokens: at least 1, at most `max_messages` (0 = no cap)."""
+    start, used = len(tokens), 0
+    while start > 0:
+        cost = tokens[start - 1]
+        full = max_messages > 0 and len(tokens) - start >= max_messages
+        if start < len(tokens) and (full or used + cost > room):
+            break
+        used += cost
+        start -= 1
+    return start
+
+
+def _align_to_tool_groups(kept: Sequence[HistoryMessage], start: int) -> int:
+    """Move the verbatim start so no tool call is separated from its result (shrinking unless nothing would stay)."""
+    for _ in range(len(kept) + 1):
+        before = {m.tool_call_id for m in kept[:start] if m.tool_call_id is not None}
+        split = before & {m.tool_call_id for m in kept[start:] if m.tool_call_id is not None}
+        if not split:
+            return start
+        members = [i for i, m in enumerate(kept) if m.tool_call_id in split]
+        start = members[-1] + 1 if members[-1] + 1 < len(kept) else members[0]
+    return start
+
+
+async def prepare_turn_history(
+    stored: Sequence[Any],
+    prior_summary: str | None,
+    *,
+    config: RoleMemoryConfig,
+    counter: TokenCounter,
+    budget: HistoryBudget,
+    compact: ChatCompletionFn | None = None,
+    llm_compaction_enabled: bool = False,
+    llm_options: LlmCompactionOptions | None = None,
+    summarize: bool = True,
+    save_summary: Callable[[str], None] | None = None,
+) -> PreparedHistory:
+    """Assemble one turn's history from the stored messages (oldest first) and the prior stored summary.
+
+    `compact` is used only when `llm_compaction_enabled` (the global switch) and the role's
+    `use_llm_context_compaction` are both on. `summarize=False` runs without a rolling summary:
+    the newest `max_chat_history_messages` are sent, older ones are reported as left out.
+    """
+    messages = as_history_messages(stored)
+    if not summarize:
+        return _prepare_without_summary(messages, config=config, counter=counter, budget=budget)
+    options = llm_options or LlmCompactionOptions()
+    report = CutReport(stored_messages=len(messages), overflow_retries=budget.overflow_attempt)
+    prior_body, _ = split_marker(prior_summary)
+    fold_start = find_fold_point(messages, prior_summary) if prior_body or prior_summary else 0
+    unfolded = messages[fold_start:]
+    pruned = prune_history(unfolded)
+    kept_index = [i for i, _ in pruned.kept]
+    kept = [m for _, m in pruned.kept]
+    tokens = [count_message_tokens(counter, m.content) for m in kept]
+    report.tokens_before = sum(count_message_tokens(counter, m.content) for m in unfolded) + (
+        counter.count(prior_body) if prior_body else 0
+    )
+
+    disposition = [Disposition.ALREADY_FOLDED] * fold_start + [Disposition.SENT] * len(unfolded)
+    for i, _ in pruned.pruned:
+        disposition[fold_start + i] = Disposition.PRUNED
+
+    reserve = budget.summary_tokens
+    prior_cut = limit_summary_tokens(prior_body, counter, reserve)
+    ratio = config.effective_compaction_trigger_ratio
+    max_messages = config.max_chat_history_messages
+    trigger = (max_messages > 0 and len(kept) > max_messages) or (
+        sum(tokens) + prior_cut.tokens >= ratio * budget.history_tokens
+    )
+    start = 0
+    if trigger and kept:
+        start = _verbatim_start(tokens, max_messages, budget.history_tokens - reserve)
+        start = _align_to_tool_groups(kept, start)
+
+    summary_cut = prior_cut
+    cap_dropped = 0
+    if start > 0:
+        to_fold = kept[:start]
+        fold_point = kept_index[start] if start < len(kept) else len(unfolded)
+        body: str | None = None
+        use_llm = compact is not None and llm_compaction_enabled and config.use_llm_context_compaction
+        consumed = len(to_fold)
+        if use_llm:
+            assert compact is not None
+            payload = build_compaction_payload(prior_body, to_fold, options)
+            deferred = len(to_fold) - payload.consumed
+            cuts.log_compaction_payload(
+                payload.lines, payload.clipped_lines, payload.chars_dropped, len(payload.text),
+                options.max_payload_chars, deferred, options.max_per_message_chars,
+            )
+            body, reason = await run_compaction(compact, payload, options)
+            if body is None:
+                cuts.log_compaction_fallback(reason)
+                report.compaction_fell_back = True
+            else:
+                report.compaction = CompactionKind.LLM
+                consumed = payload.consumed
+                if consumed < len(to_fold):
+                    # The marker stops at the last line sent; the next compaction folds the rest.
+                    fold_point = kept_index[consumed - 1] + 1
+        if body is None:
+            fold = deterministic_fold(prior_body, to_fold)
+            body = fold.body
+            report.compaction = CompactionKind.DETERMINISTIC
+            report.clipped_bullets = list(fold.clipped)
+            cuts.log_fold(len(to_fold), len(fold.clipped), fold.chars_total, fold.chars_kept, fold.chars_dropped)
+
+        # The stored summary stays within the summary budget (MaxRolledSummaryTokens and history // 3).
+        capped = limit_summary_tokens(body, counter, reserve)
+        if capped.tokens_dropped:
+            cap_dropped = capped.tokens_dropped
+            report.summary_chars_dropped += capped.chars_dropped
+        body = capped.text
+        hashes = marker_hashes(messages, fold_start + fold_point)
+        if report.compaction is CompactionKind.LLM:
+            pending, total, dropped = clip_summary_with_marker(body, hashes, options.max_summary_chars)
+            if dropped:
+                report.summary_chars_dropped += dropped
+                cuts.log_summary_clipped(total, total - dropped, dropped, options.max_summary_chars)
+            body = split_marker(pending)[0]
+        else:
+            pending = with_marker(body, hashes)
+        summary_cut = limit_summary_tokens(body, counter, reserve)
+
+        for position in range(start):
+            slot = fold_start + kept_index[position]
+            if position < consumed:
+                disposition[slot] = Disposition.FOLDED
+                report.folded_ids.append(kept[position].id)
+            else:
+                disposition[slot] = Disposition.DEFERRED
+                report.deferred_ids.append(kept[position].id)
+        pending_summary: str | None = pending
+    else:
+        pending_summary = None
+
+    verbatim = kept[start:]
+    by_reserve = summary_cut.tokens_dropped if summary_cut is prior_cut else 0
+    if cap_dropped or by_reserve:
+        by_cap = cap_dropped if budget.max_rolled_summary_tokens and reserve == budget.max_rolled_summary_tokens else 0
+        cuts.log_summary_cut(by_cap, cap_dropped - by_cap + by_reserve, reserve, summary_cut.tokens)
+        if by_reserve:
+            report.summary_chars_dropped += summary_cut.chars_dropped
+
+    report.pruned_ids = [unfolded[i].id for i, _ in pruned.pruned]
+    report.sent_verbatim = len(verbatim)
+    report.summary_tokens_sent = summary_cut.tokens
+    history_tokens = sum(tokens[start:]) + summary_cut.tokens
+    report.tokens_after = history_tokens
+    report.already_folded = fold_start
+    report.lossy = report.summary_chars_dropped > 0
+    cuts.log_history_window(
+        stored=len(messages),
+        verbatim=len(verbatim),
+        pruned=len(pruned.pruned),
+        folded=disposition.count(Disposition.FOLDED) + fold_start,
+        summary_tokens=summary_cut.tokens,
+        deferred=len(report.deferred_ids),
+        left_out=0,
+        window_cap=None,
+    )
+    return PreparedHistory(
+        messages=list(verbatim),
+        summary_text=summary_cut.text,
+        cut_report=report,
+        pending_summary=pending_summary,
+        dispositions=tuple(disposition),
+        history_tokens=history_tokens,
+        _save=save_summary,
+    )
+
+
+def _prepare_without_summary(
+    messages: list[HistoryMessage], *, config: RoleMemoryConfig, counter: TokenCounter, budget: HistoryBudget
+) -> PreparedHistory:
+    """No rolling summary: the newest messages that fit the window and the budget; the rest is left out."""
+    window = config.max_chat_history_messages
+    over_cap = window > 0 and len(messages) > window
+    first = len(messages) - window if over_cap else 0
+    considered = messages[first:]
+    pruned = prune_history(considered)
+    kept_index = [i for i, _ in pruned.kept]
+    kept = [m for _, m in pruned.kept]
+    tokens = [count_message_tokens(counter, m.content) for m in kept]
+    start = _align_to_tool_groups(kept, _verbatim_start(tokens, window, budget.history_tokens)) if kept else 0
+    disposition = [Disposition.LEFT_OUT] * len(messages)
+    for i, _ in pruned.pruned:
+        disposition[first + i] = Disposition.PRUNED
+    for position in range(start, len(kept)):
+        disposition[first + kept_index[position]] = Disposition.SENT
+    left_out = [m.id for m, d in zip(messages, disposition) if d is Disposition.LEFT_OUT]
+    history_tokens = sum(tokens[start:])
+    report = CutReport(
+        stored_messages=len(messages),
+        sent_verbatim=len(kept) - start,
+        pruned_ids=[considered[i].id for i, _ in pruned.pruned],
+        left_out_ids=left_out,
+        tokens_before=sum(count_message_tokens(counter, m.content) for m in messages),
+        tokens_after=history_tokens,
+        overflow_retries=budget.overflow_attempt,
+        lossy=bool(left_out),
+    )
+    cuts.log_history_window(
+        stored=len(messages),
+        verbatim=report.sent_verbatim,
+        pruned=len(pruned.pruned),
+        folded=0,
+        summary_tokens=0,
+        deferred=0,
+        left_out=len(left_out),
+        window_cap=window if over_cap else None,
+    )
+    return PreparedHistory(
+        messages=kept[start:],
+        summary_text="",
+        cut_report=report,
+        pending_summary=None,
+        dispositions=tuple(disposition),
+        history_tokens=history_tokens,
+    )
+
+
+async def prepare_scoped_turn_history(store: Any, role_id: str, **kwargs: Any) -> PreparedHistory:
+    """`prepare_turn_history` over a `ScopedAgentMemoryStore`: reads the history once, commits to its summary store."""
+    config: RoleMemoryConfig = kwargs["config"]
+    summarize = kwargs.get("summarize", True)
+    window = config.max_chat_history_messages
+    # With a summary every stored message may still need folding; without one, one extra row shows the cap.
+    limit = 0 if summarize or window <= 0 else window + 1
+    stored = store.get_chat_history(role_id, limit)
+    prior = store.load_summary(role_id) if summarize else None
+    return await prepare_turn_history(
+        stored, prior, save_summary=lambda summary: store.save_summary(role_id, summary), **kwargs
+    )

@@ -1,0 +1,101 @@
+"""Token counting: the loaded model's tokenizer when available, else `max(1, (len+3)//4)` (spec 5)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from pyruntime.errors import InvalidArgumentError
+
+MESSAGE_OVERHEAD_TOKENS = 5
+"""Template tokens around one message's content (ChatML: `<|im_start|>`, role, newline, `<|im_end|>`, newline)."""
+
+GENERATION_PROMPT_TOKENS = 3
+"""Template tokens of the assistant header that opens the reply."""
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts the tokens of a text."""
+
+    def count(self, text: str) -> int:
+        """Tokens of `text` (at least 1 for the heuristic)."""
+        ...
+
+
+class HeuristicTokenCounter:
+    """The fallback estimate `max(1, (len + 3) // 4)`, len in characters."""
+
+    def count(self, text: str) -> int:
+        """Estimated tokens of `text`."""
+        return max(1, (len(text) + 3) // 4)
+
+
+def count_message_tokens(counter: TokenCounter, content: str) -> int:
+    """Tokens one chat message costs in a prompt: its content plus the template overhead (role included)."""
+    return counter.count(content) + MESSAGE_OVERHEAD_TOKENS
+
+
+def count_chat_tokens(counter: TokenCounter, messages: Sequence[Mapping[str, str]]) -> int:
+    """Prompt tokens of a chat: exact when the counter renders the model's template, else estimated."""
+    exact = getattr(counter, "count_messages", None)
+    if callable(exact):
+        return int(exact(messages))
+    return sum(count_message_tokens(counter, m["content"]) for m in messages) + GENERATION_PROMPT_TOKENS
+
+
+class LlamaTokenCounter:
+    """Exact counts with the model's own tokenizer (llama.cpp, vocabulary only: no weights loaded).
+
+    `count_messages` renders the GGUF's chat template and tokenizes it the way llama-cpp-python's
+    chat handler does, so it equals the server's `usage.prompt_tokens` for the same messages.
+    """
+
+    def __init__(self, model_path: str | Path, *, cache_size: int = 4096) -> None:
+        path = Path(model_path)
+        if not path.is_file():
+            raise InvalidArgumentError("model_path does not name a model file")
+        import llama_cpp  # heavy native import: only when an exact counter is asked for
+
+        self._llama = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+        # Counting the same stored message every turn is the common case.
+        self._count = lru_cache(maxsize=cache_size)(self._tokenize_len)
+        self._formatter = None
+        template = self._llama.metadata.get("tokenizer.chat_template")
+        if template:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            self._formatter = Jinja2ChatFormatter(
+                template=template,
+                eos_token=self._token_text(self._llama.token_eos()),
+                bos_token=self._token_text(self._llama.token_bos()),
+            )
+
+    def _token_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self._llama.detokenize([token], special=True).decode("utf-8", "replace")
+
+    def _tokenize_len(self, text: str) -> int:
+        return len(self.tokenize(text))
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of `text` (no BOS added, special tokens parsed)."""
+        return self._llama.tokenize(text.encode("utf-8", "surrogatepass"), add_bos=False, special=True)
+
+    def count(self, text: str) -> int:
+        """Exact tokens of `text`."""
+        return self._count(text)
+
+    def render(self, messages: Sequence[Mapping[str, str]]) -> str:
+        """The prompt text the model's chat template makes of `messages` (with the generation prompt)."""
+        if self._formatter is None:
+            raise InvalidArgumentError("the model has no chat template")
+        return self._formatter(messages=[dict(m) for m in messages]).prompt
+
+    def count_messages(self, messages: Sequence[Mapping[str, str]]) -> int:
+        """Exact prompt tokens of a chat, as llama.cpp counts them."""
+        # The Jinja formatter reports added_special=True, so llama-cpp-python adds no BOS either.
+        return len(self.tokenize(self.render(messages)))
