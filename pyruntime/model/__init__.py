@@ -1,0 +1,46 @@
+"""Local model runtime: hosting llama.cpp, the OpenAI-compatible client, and the request queue."""
+
+from __future__ import annotations
+
+from pyruntime.model.client import ChatStream, OpenAICompatClient
+from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.errors import ContextOverflowError, IncompleteStreamError, ModelError, ModelUnavailableError
+from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config
+from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.model.queue import ModelRequestQueue, Priority
+from pyruntime.model.types import (
+    ChatCompletion,
+    ChatCompletionAccumulator,
+    FinishDelta,
+    StreamDelta,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+    UsageDelta,
+)
+
+__all__ = [
+    "EMBEDDED_MODEL_ALIAS",
+    "ChatCompletion",
+    "ChatCompletionAccumulator",
+    "ChatStream",
+    "ContextOverflowError",
+    "FinishDelta",
+    "IncompleteStreamError",
+    "LlamaServerConfig",
+    "LlamaServerProcess",
+    "ModelError",
+    "ModelRequestQueue",
+    "ModelUnavailableError",
+    "OpenAICompatClient",
+    "Priority",
+    "StreamDelta",
+    "TextDelta",
+    "ToolCall",
+    "ToolCallDelta",
+    "Usage",
+    "UsageDelta",
+    "embedded_model_path",
+    "hosted_model_config",
+]

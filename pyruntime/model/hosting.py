@@ -1,0 +1,184 @@
+"""Run the llama.cpp server in a child process: start, wait until it answers, stop.
+
+A child process keeps a native crash of llama.cpp out of the runtime and lets tests kill it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.errors import ModelUnavailableError
+from pyruntime.model.gguf_info import read_gguf_info
+from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT, LlamaServerConfig, effective_n_ctx
+
+log = logging.getLogger(__name__)
+
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # so the child imports this same pyruntime
+_POLL_S = 0.05
+_TICK_S = 2.0
+_STDERR_LINES = 50
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """True when nothing listens on host:port (checked by binding it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: TIME_WAIT is free
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+class LlamaServerProcess:
+    """One hosted model: llama-cpp-python's OpenAI-compatible server in a child process."""
+
+    def __init__(self, config: LlamaServerConfig) -> None:
+        """Prepare (not start) a server for `config`."""
+        self._requested = config
+        self.config = config
+        self._process: subprocess.Popen[bytes] | None = None
+        # The child's stderr is kept in memory, never logged: llama-cpp-python prints request
+        # bodies (player text) in its error traces. Startup errors quote its tail.
+        self._stderr_tail: deque[str] = deque(maxlen=_STDERR_LINES)
+        self.startup_seconds: float | None = None
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI-style base URL, e.g. `http://127.0.0.1:13333/v1`."""
+        return self.config.base_url
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the child, None before start."""
+        return self._process.pid if self._process else None
+
+    def is_alive(self) -> bool:
+        """True while the child process runs."""
+        return self._process is not None and self._process.poll() is None
+
+    def start(self, timeout: float = 120.0) -> None:
+        """Spawn the child and wait until `GET /v1/models` answers; raise ModelUnavailableError if not."""
+        if self.is_alive():
+            return
+        info = read_gguf_info(self._requested.model_path)
+        self.config = self._requested.with_n_ctx(effective_n_ctx(self._requested.n_ctx, info.context_length))
+        if not port_is_free(self.config.host, self.config.port):
+            raise ModelUnavailableError(f"port {self.config.port} on {self.config.host} is already in use")
+        log.info(
+            "loading model %s (%.1f MB, n_ctx=%d, threads=%d) on port %d",
+            self.config.model_path,
+            info.size_bytes / 1e6,
+            self.config.n_ctx,
+            self.config.n_threads,
+            self.config.port,
+        )
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+        began = time.perf_counter()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "pyruntime.model.llama_server", self.config.to_json()],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,  # the library prints request chatter there
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # Ctrl+C reaches only us; we stop the child in order
+        )
+        threading.Thread(target=self._drain_stderr, args=(self._process,), name="llama-stderr", daemon=True).start()
+        try:
+            self._wait_ready(began, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.perf_counter() - began
+        log.info("model server ready in %.2f s", self.startup_seconds)
+
+    def _wait_ready(self, began: float, timeout: float) -> None:
+        assert self._process is not None
+        next_tick = began + _TICK_S
+        with httpx.Client(timeout=2.0) as http:
+            while True:
+                code = self._process.poll()
+                if code is not None:
+                    time.sleep(0.1)  # let the drain thread read the child's last words
+                    last = self._stderr_tail[-1] if self._stderr_tail else "no output"
+                    raise ModelUnavailableError(f"model server exited with code {code} while starting: {last}")
+                try:
+                    if http.get(f"{self.base_url}/models").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass  # not listening yet: the model is still loading
+                now = time.perf_counter()
+                if now - began > timeout:
+                    raise ModelUnavailableError(f"model server did not answer within {timeout:.0f} s")
+                if now >= next_tick:
+                    log.info("still loading model ... %.0f s", now - began)
+                    next_tick = now + _TICK_S
+                time.sleep(_POLL_S)
+
+    def _drain_stderr(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stderr is not None
+        for raw in process.stderr:
+            line = raw.decode("utf-8", errors="replace").rstrip()
+            if line:
+                self._stderr_tail.append(line)
+
+    def recent_stderr(self) -> list[str]:
+        """The child's last stderr lines (for debugging by hand; may contain request text)."""
+        return list(self._stderr_tail)
+
+    def stop(self, timeout: float = 5.0) -> int | None:
+        """Terminate the child (kill it if it does not exit in `timeout`); returns its exit code."""
+        process = self._process
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("model server did not stop in %.0f s; killing it", timeout)
+                process.kill()
+                process.wait()
+        return process.returncode
+
+    def __enter__(self) -> LlamaServerProcess:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def hosted_model_config(
+    model_path: Path | None,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    n_ctx: int | None = None,
+) -> LlamaServerConfig:
+    """Config for hosting `model_path`, or the embedded SmolLM2 model when it is None."""
+    if model_path is None:
+        return LlamaServerConfig(
+            model_path=embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS, host=host, port=port, n_ctx=n_ctx
+        )
+    if model_path.suffix.lower() != ".gguf":
+        raise InvalidArgumentError("--model must be a .gguf file")
+    alias = model_path.stem.lower() or "local-model"
+    return LlamaServerConfig(model_path=model_path, alias=alias, host=host, port=port, n_ctx=n_ctx)

@@ -1,0 +1,240 @@
+"""Settings of the hosted llama.cpp server, and the entry point that runs it inside a child process.
+
+Run as `python -m pyruntime.model.llama_server CONFIG_JSON`; `hosting.LlamaServerProcess` does that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pyruntime.errors import InvalidArgumentError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 13333
+DEFAULT_N_CTX = 8192  # llama-cpp-python's 2048 is too small for a memory-assembled turn
+MIN_N_CTX = 32
+
+
+def effective_n_ctx(requested: int | None, trained: int | None) -> int:
+    """The context size to host with: the request (default 8192), never above the trained context."""
+    n_ctx = DEFAULT_N_CTX if requested is None else requested
+    if n_ctx < MIN_N_CTX:
+        raise InvalidArgumentError(f"n_ctx must be at least {MIN_N_CTX}, got {n_ctx}")
+    return min(n_ctx, trained) if trained else n_ctx
+
+
+@dataclass(frozen=True)
+class LlamaServerConfig:
+    """Game-ready settings of one hosted model (see spec section 8)."""
+
+    model_path: Path
+    alias: str
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    n_ctx: int | None = None  # None: 8192; always clamped to the model's trained context
+    n_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    interrupt_requests: bool = False  # True would cut a running stream when another request arrives
+    chat_format: str | None = None  # None: the model's own chat template
+    sse_ping_interval_s: float | None = None  # None: the library default (15 s)
+
+    def __post_init__(self) -> None:
+        if not self.alias.strip():
+            raise InvalidArgumentError("model alias must not be blank")
+        if not 0 < self.port < 65536:
+            raise InvalidArgumentError(f"port must be within 1..65535, got {self.port}")
+        if self.n_threads < 1:
+            raise InvalidArgumentError(f"n_threads must be at least 1, got {self.n_threads}")
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI-style base URL (with `/v1`) of the server this config describes."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    def with_n_ctx(self, n_ctx: int) -> LlamaServerConfig:
+        """A copy with the context size fixed."""
+        return replace(self, n_ctx=n_ctx)
+
+    def to_json(self) -> str:
+        """Serialised form passed to the child process."""
+        data = asdict(self)
+        data["model_path"] = str(self.model_path)
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> LlamaServerConfig:
+        """Inverse of `to_json`."""
+        data: dict[str, Any] = json.loads(text)
+        data["model_path"] = Path(data["model_path"])
+        return cls(**data)
+
+
+def run_server(config: LlamaServerConfig) -> None:
+    """Load the model and serve it with uvicorn until SIGTERM/SIGINT (runs in the child process)."""
+    os.environ.pop("CONFIG_FILE", None)  # create_app would otherwise replace our settings with that file
+    import uvicorn
+    from llama_cpp.server.app import create_app
+    from llama_cpp.server.settings import ModelSettings, ServerSettings
+
+    _report_stream_failures_as_events()
+    if config.sse_ping_interval_s is not None:
+        from sse_starlette.sse import EventSourceResponse
+
+        EventSourceResponse.DEFAULT_PING_INTERVAL = config.sse_ping_interval_s
+
+    server_settings = ServerSettings(
+        host=config.host,
+        port=config.port,
+        interrupt_requests=config.interrupt_requests,
+        api_key=None,
+    )
+    model_settings = ModelSettings(
+        model=str(config.model_path),
+        model_alias=config.alias,  # responses then name the alias, not the file path
+        n_ctx=config.n_ctx if config.n_ctx is not None else DEFAULT_N_CTX,
+        n_threads=config.n_threads,
+        n_threads_batch=config.n_threads,
+        chat_format=config.chat_format,
+        verbose=False,
+    )
+    app = create_app(server_settings=server_settings, model_settings=[model_settings])
+    uvicorn.run(
+        DefaultModelMiddleware(app, config.alias),
+        host=config.host,
+        port=config.port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=2,
+        timeout_keep_alive=30,  # longer than httpx's 5 s pool expiry: the client drops idle connections first
+
+    )
+
+
+_OVERFLOW = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+
+
+def stream_error_event(exc: Exception) -> dict[str, Any]:
+    """The OpenAI-style `{"error": ...}` chunk for a failure inside a streamed completion."""
+    match = _OVERFLOW.search(str(exc))
+    if match:
+        message = (
+            f"This model's maximum context length is {match.group(2)} tokens. "
+            f"However, you requested {match.group(1)} tokens."
+        )
+        return {"error": {"message": message, "type": "invalid_request_error", "code": "context_length_exceeded"}}
+    return {"error": {"message": str(exc), "type": "internal_server_error", "code": None}}
+
+
+def _report_stream_failures_as_events() -> None:
+    """Make a failing stream end with an error event instead of silently.
+
+    llama-cpp-python 0.3.36 starts the SSE response before the first token; an error after that
+    (context overflow is checked there) just ends the stream with no data and no `[DONE]`.
+    """
+    import llama_cpp
+
+    create = llama_cpp.Llama.create_chat_completion
+
+    def guarded(chunks: Iterator[Any]) -> Iterator[Any]:
+        try:
+            yield from chunks
+        except Exception as exc:  # noqa: BLE001 - every failure must reach the client
+            yield stream_error_event(exc)
+
+    def create_chat_completion(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = create(self, *args, **kwargs)
+        return guarded(result) if kwargs.get("stream") else result
+
+    llama_cpp.Llama.create_chat_completion = create_chat_completion  # type: ignore[method-assign]
+
+
+class DefaultModelMiddleware:
+    """ASGI middleware: a completion request without `model` gets the alias.
+
+    Without it llama-cpp-python echoes the model's file path as `model` in every response.
+    """
+
+    _PATHS = ("/v1/chat/completions", "/v1/completions")
+
+    def __init__(self, app: Any, alias: str) -> None:
+        self.app = app
+        self.alias = alias
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in self._PATHS:
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([message]), send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = self._with_model(b"".join(chunks))
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        first = {"type": "http.request", "body": body, "more_body": False}
+        await self.app({**scope, "headers": headers}, _replay([first], then=receive), send)
+
+    def _with_model(self, body: bytes) -> bytes:
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return body  # let the server report the malformed body
+        if isinstance(data, dict) and not data.get("model"):
+            data["model"] = self.alias
+            return json.dumps(data).encode()
+        return body
+
+
+def _replay(messages: list[dict[str, Any]], then: Any = None) -> Any:
+    """An ASGI `receive` that returns `messages` first, then defers to `then`."""
+    pending = list(messages)
+
+    async def receive() -> dict[str, Any]:
+        if pending:
+            return pending.pop(0)
+        if then is None:
+            return {"type": "http.disconnect"}
+        return await then()
+
+    return receive
+
+
+def _exit_when_orphaned(poll_s: float = 0.5) -> None:
+    """Stop the child when its parent dies, so no server outlives the runtime."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Child-process entry point: `python -m pyruntime.model.llama_server CONFIG_JSON`."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m pyruntime.model.llama_server CONFIG_JSON", file=sys.stderr)
+        return 2
+    _exit_when_orphaned()
+    run_server(LlamaServerConfig.from_json(args[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

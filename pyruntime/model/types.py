@@ -1,0 +1,140 @@
+"""Typed results of chat requests: completions, tool calls, and the deltas of a stream."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts the server reported for one request."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call of the model: `arguments` is the raw string, `parsed_arguments` its JSON object."""
+
+    id: str
+    name: str
+    arguments: str
+    parsed_arguments: dict[str, Any] | None
+    arguments_error: str | None  # why `arguments` is not a JSON object; None when it parsed
+
+    @classmethod
+    def from_raw(cls, id: str, name: str, arguments: str) -> ToolCall:
+        """Build a tool call, parsing `arguments` leniently."""
+        parsed, error = parse_tool_arguments(arguments)
+        return cls(id=id, name=name, arguments=arguments, parsed_arguments=parsed, arguments_error=error)
+
+
+def parse_tool_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
+    """Parse tool-call arguments as a JSON object; returns (object, None) or (None, reason).
+
+    Lenient: raw control characters inside strings are accepted (grammar-constrained output
+    can contain them), and an empty string means no arguments.
+    """
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw, strict=False)
+    except json.JSONDecodeError as exc:
+        # Position and reason only: the text itself may be personal data.
+        return None, f"arguments are not valid JSON ({exc.msg} at char {exc.pos} of {len(raw)})"
+    if not isinstance(value, dict):
+        return None, f"arguments are JSON {type(value).__name__}, not an object"
+    return value, None
+
+
+@dataclass(frozen=True)
+class ChatCompletion:
+    """The result of one chat request."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of assistant text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of tool call `index`: id and name arrive once, `arguments` is a fragment to append."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True)
+class FinishDelta:
+    """The reply is complete; `finish_reason` says why (stop, length, tool_calls, ...)."""
+
+    finish_reason: str
+
+
+@dataclass(frozen=True)
+class UsageDelta:
+    """Token counts, when the server sends them in the stream."""
+
+    usage: Usage
+
+
+StreamDelta: TypeAlias = TextDelta | ToolCallDelta | FinishDelta | UsageDelta
+
+
+@dataclass
+class _PartialToolCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class ChatCompletionAccumulator:
+    """Folds stream deltas into the `ChatCompletion` a non-streaming request would have given."""
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self._text: list[str] = []
+        self._tools: dict[int, _PartialToolCall] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+
+    def add(self, delta: StreamDelta) -> None:
+        """Fold in one delta."""
+        if isinstance(delta, TextDelta):
+            self._text.append(delta.text)
+        elif isinstance(delta, ToolCallDelta):
+            partial = self._tools.setdefault(delta.index, _PartialToolCall())
+            partial.id = delta.id or partial.id
+            partial.name = delta.name or partial.name
+            partial.arguments.append(delta.arguments)
+        elif isinstance(delta, FinishDelta):
+            self.finish_reason = delta.finish_reason
+        else:
+            self.usage = delta.usage
+
+    def result(self, model: str | None = None) -> ChatCompletion:
+        """The completion so far."""
+        calls = tuple(
+            ToolCall.from_raw(p.id, p.name, "".join(p.arguments)) for _, p in sorted(self._tools.items())
+        )
+        return ChatCompletion(
+            text="".join(self._text),
+            tool_calls=calls,
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            model=model,
+        )

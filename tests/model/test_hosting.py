@@ -1,0 +1,146 @@
+"""Hosting llama.cpp in a child process: start, answer, settings, stop, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.model.errors import ModelUnavailableError
+from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config, port_is_free
+from pyruntime.model.llama_server import LlamaServerConfig, effective_n_ctx
+from tests.support.fixtures import free_port
+from tests.support.tiny_model import TINY_CONTEXT_LENGTH, TINY_MODEL_ALIAS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_server_lists_the_alias_and_never_the_file_path(tiny_llama_server, tiny_model_path):
+    models = httpx.get(f"{tiny_llama_server.base_url}/models").json()
+    assert [m["id"] for m in models["data"]] == [TINY_MODEL_ALIAS]
+    # A request without `model` would make llama-cpp-python echo the file path; the alias is injected.
+    reply = httpx.post(
+        f"{tiny_llama_server.base_url}/chat/completions",
+        json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+    )
+    assert reply.status_code == 200
+    assert reply.json()["model"] == TINY_MODEL_ALIAS
+    assert str(tiny_model_path) not in reply.text and tiny_model_path.name not in reply.text
+
+
+def test_context_defaults_to_8192_clamped_to_the_trained_context(tiny_llama_server):
+    assert tiny_llama_server.config.n_ctx == TINY_CONTEXT_LENGTH  # 8192 asked, the model knows 2048
+    assert tiny_llama_server.config.interrupt_requests is False
+    assert tiny_llama_server.config.n_threads == os.cpu_count()
+    assert effective_n_ctx(None, 32768) == 8192
+    assert effective_n_ctx(16384, 8192) == 8192
+    assert effective_n_ctx(512, None) == 512
+    with pytest.raises(InvalidArgumentError):
+        effective_n_ctx(8, 2048)
+
+
+def test_stop_ends_the_child_and_frees_the_port(tiny_model_path):
+    server = LlamaServerProcess(LlamaServerConfig(model_path=tiny_model_path, alias="t", port=free_port()))
+    server.start(timeout=60)
+    try:
+        assert server.is_alive()
+        assert server.startup_seconds is not None
+    finally:
+        server.stop()
+    assert not server.is_alive()
+    assert port_is_free(server.config.host, server.config.port)
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{server.base_url}/models")
+
+
+def test_missing_or_bad_model_files_are_refused_before_anything_starts(tmp_path):
+    missing = LlamaServerProcess(LlamaServerConfig(model_path=tmp_path / "nope.gguf", alias="x", port=free_port()))
+    with pytest.raises(InvalidArgumentError, match="does not exist"):
+        missing.start()
+    assert missing.pid is None
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a model at all")
+    with pytest.raises(InvalidArgumentError, match="not a GGUF"):
+        LlamaServerProcess(LlamaServerConfig(model_path=junk, alias="x", port=free_port())).start()
+    with pytest.raises(InvalidArgumentError, match=".gguf"):
+        hosted_model_config(tmp_path / "model.bin")
+    with pytest.raises(InvalidArgumentError):
+        LlamaServerConfig(model_path=junk, alias=" ", port=1)
+
+
+def test_a_busy_port_is_reported_without_starting_a_child(tiny_model_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = LlamaServerProcess(LlamaServerConfig(model_path=tiny_model_path, alias="t", port=port))
+        with pytest.raises(ModelUnavailableError, match="already in use"):
+            server.start()
+        assert server.pid is None
+
+
+def test_a_child_that_dies_while_loading_is_reported_with_its_last_words(tmp_path):
+    # A GGUF header llama.cpp cannot load (no tensors, no tokenizer): the child exits during startup.
+    from tests.support.tiny_model import write_tiny_model
+
+    good = write_tiny_model(tmp_path / "good.gguf")
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    server = LlamaServerProcess(LlamaServerConfig(model_path=broken, alias="t", port=free_port()))
+    with pytest.raises(ModelUnavailableError, match="exited with code"):
+        server.start(timeout=60)
+    assert not server.is_alive()
+
+
+def test_the_child_exits_when_its_parent_dies(tiny_model_path, tmp_path):
+    pid_file = tmp_path / "child.pid"
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from pathlib import Path
+        sys.path.insert(0, {str(ROOT)!r})
+        from pyruntime.model.hosting import LlamaServerProcess
+        from pyruntime.model.llama_server import LlamaServerConfig
+        s = LlamaServerProcess(LlamaServerConfig(model_path=Path({str(tiny_model_path)!r}), alias="t", port={free_port()}))
+        s.start(timeout=60)
+        Path({str(pid_file)!r}).write_text(str(s.pid))
+        time.sleep(120)
+        """
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() and time.monotonic() < deadline and parent.poll() is None:
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _running(child):
+        time.sleep(0.1)
+    assert not _running(child)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+def test_config_round_trips_through_json(tiny_model_path):
+    config = LlamaServerConfig(model_path=tiny_model_path, alias="a", port=1234, n_ctx=512, sse_ping_interval_s=1.0)
+    assert LlamaServerConfig.from_json(config.to_json()) == config
+    assert json.loads(config.to_json())["interrupt_requests"] is False
