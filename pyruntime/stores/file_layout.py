@@ -89,13 +89,16 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def compact_json(value: Any) -> str:
-    """Compact JSON with non-ASCII kept as is; code points that cannot be UTF-8 are \\u-escaped."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    """Compact JSON with non-ASCII kept as is (JsonUtility style)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def _utf8(text: str) -> bytes:
-    return text.encode("utf-8")
+    """UTF-8 bytes of JSON text; lone surrogates (not encodable) are written as \\u escapes."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
 
 
 # --- <stem>.json -------------------------------------------------------------------------------

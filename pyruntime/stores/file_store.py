@@ -48,6 +48,7 @@ from pyruntime.stores.file_layout import (
     encode_summary,
     file_stem,
     legacy_conversation_rows,
+    normalize_timestamp,
     parse_history,
     retained_mask,
 )
@@ -248,7 +249,7 @@ class FileAgentMemoryStore:
                 return current
             if not isinstance(changed, AgentMemoryState):
                 raise InvalidArgumentError("a mutation must return an AgentMemoryState or None")
-            fileio.atomic_write(self._memory_file(stem), encode_memory_document(changed))
+            fileio.atomic_write(self._memory_file(stem), encode_memory_document(changed), previous=data)
             return changed
 
     def clear(self, key: str) -> None:
@@ -295,7 +296,7 @@ class FileAgentMemoryStore:
                     name=entry.name,
                     content=entry.content,
                     call_id=entry.call_id or None,
-                    timestamp=entry.timestamp,
+                    timestamp=normalize_timestamp(entry.timestamp),
                     is_chat_message=entry.is_chat_message,
                 )
             )

@@ -49,19 +49,25 @@ def read_bytes(path: Path) -> bytes | None:
         return None
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+_READ_IT = object()  # atomic_write reads the previous content itself
+
+
+def atomic_write(path: Path, data: bytes, *, previous: bytes | None | object = _READ_IT) -> None:
     """Replace path with data: temp file in the same folder, flush + fsync, rename over, fsync the folder.
 
-    On any failure the old file (or its absence) is back in place and PersistenceError is raised.
+    `previous` is the file's current content (None: it does not exist), when the caller has
+    already read it. On any failure the old content (or its absence) is back in place and
+    PersistenceError is raised.
     """
     folder = path.parent
+    if previous is _READ_IT:
+        previous = read_bytes(path)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(dir=folder, prefix="." + path.name + ".", suffix=".tmp")
     except OSError as exc:
         raise PersistenceError(f"could not create a temporary file ({exc.strerror})") from exc
     tmp = Path(tmp_name)
-    backup: Path | None = None
     replaced = False
     try:
         try:
@@ -69,47 +75,30 @@ def atomic_write(path: Path, data: bytes) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        # A hard link to the old file lets us put it back if the rename cannot be made durable.
-        backup = _link_backup(path)
         os.replace(tmp, path)
         replaced = True
         fsync_dir(folder)
-    except OSError as exc:
-        _rollback(path, tmp, backup, replaced)
-        raise PersistenceError(f"write did not become durable ({exc.strerror or exc})") from exc
-    except BaseException:
-        _rollback(path, tmp, backup, replaced)
+    except BaseException as exc:
+        _unlink_quietly(tmp)
+        if replaced:
+            # The rename is visible but not known durable: put the old content back.
+            _restore(path, previous)  # type: ignore[arg-type]
+        if isinstance(exc, OSError):
+            raise PersistenceError(f"write did not become durable ({exc.strerror or exc})") from exc
         raise
-    if backup is not None:
-        _unlink_quietly(backup)
 
 
-def _link_backup(path: Path) -> Path | None:
-    backup = path.with_name(f".{path.name}.{os.getpid()}.{id(path):x}.bak")
-    try:
-        os.link(path, backup)
-    except FileExistsError:
-        _unlink_quietly(backup)
-        try:
-            os.link(path, backup)
-        except OSError:
-            return None
-    except OSError:  # no old file, or a filesystem without hard links: nothing to restore
-        return None
-    return backup
-
-
-def _rollback(path: Path, tmp: Path, backup: Path | None, replaced: bool) -> None:
-    _unlink_quietly(tmp)
-    if not replaced:
-        if backup is not None:
-            _unlink_quietly(backup)
+def _restore(path: Path, previous: bytes | None) -> None:
+    if previous is None:
+        _unlink_quietly(path)
         return
     try:
-        if backup is not None:
-            os.replace(backup, path)
-        else:
-            _unlink_quietly(path)
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+        try:
+            _write_all(fd, previous)
+        finally:
+            os.close(fd)
+        os.replace(tmp_name, path)
     except OSError:
         pass
 

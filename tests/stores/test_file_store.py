@@ -380,3 +380,9 @@ def test_versions_survive_a_round_trip_through_the_file(root):
     store.save(KEY, state)
     assert decode_memory_document(store.memory_path(KEY).read_bytes()).state == state
     assert FileAgentMemoryStore(root).try_load(KEY).state == state
+
+
+def test_millisecond_timestamps_are_stored_as_seconds(root):
+    store = FileAgentMemoryStore(root)
+    store.append_transcript(KEY, [TranscriptEntry(TranscriptKind.USER, "user", "x", timestamp=1_700_000_000_999)])
+    assert json.loads(store.history_path(KEY).read_text("utf-8"))["t"] == 1_700_000_000
