@@ -60,7 +60,8 @@ def find_fold_point(messages: Sequence[HistoryMessage], summary: str | None) -> 
     """How many leading stored messages the summary already accounts for.
 
     The latest position whose preceding messages match the marker wins (all hashes, or as many as
-    the list holds after the store dropped its oldest rows). Nothing matching -> 0: every folded
+    the list holds after the store dropped its oldest rows); a marker of fewer than 8 hashes can
+    only sit that far from the start. Nothing matching -> 0: every folded
     message left the store, so all stored messages are new. Ambiguity needs 8 repeating messages
     in a row; the latest match then counts content the summary already holds as folded, rather
     than folding it twice.
@@ -69,7 +70,9 @@ def find_fold_point(messages: Sequence[HistoryMessage], summary: str | None) -> 
     if not hashes:
         return _legacy_fold_point(messages, body)
     ids = [m.id for m in messages]
-    for point in range(len(ids), 0, -1):
+    # Fewer than 8 hashes: the fold reached the start of the list then, and the list only loses rows.
+    highest = len(ids) if len(hashes) >= MAX_MARKER_HASHES else min(len(ids), len(hashes))
+    for point in range(highest, 0, -1):
         if all(ids[point - 1 - j] == hashes[j] for j in range(min(point, len(hashes)))):
             return point
     return 0

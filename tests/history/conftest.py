@@ -20,7 +20,7 @@ def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def dialogue(count: int, *, size: int = 0, prefix: str = "message") -> list[HistoryMessage]:
     """`count` alternating user/assistant messages with distinct contents."""
     return [
-        HistoryMessage("user" if i % 2 == 0 else "assistant", f"{prefix} {i} " + "w" * size)
+        HistoryMessage("user" if i % 2 == 0 else "assistant", f"{prefix} {i}" + (" " + "w" * size if size else ""))
         for i in range(count)
     ]
 
