@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-# pyruntime.memory imports pyruntime.stores.base, and stores.base imports pyruntime.memory.state:
-# loading the memory package first lets either package be imported first without a cycle error.
-import pyruntime.memory  # noqa: F401  isort: skip
 from pyruntime.stores.base import (
     AgentMemoryStore,
     ChatMessage,

@@ -10,9 +10,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from pyruntime.memory.state import AgentMemoryState
+if TYPE_CHECKING:  # the contract only names the state type; importing it would cycle through pyruntime.memory
+    from pyruntime.memory.state import AgentMemoryState
 
 
 class LoadStatus(enum.Enum):
@@ -84,7 +85,7 @@ def chat_kind(role: str) -> TranscriptKind:
     return TranscriptKind.ASSISTANT if role.strip().lower() == "assistant" else TranscriptKind.USER
 
 
-Mutation = Callable[[AgentMemoryState], "AgentMemoryState | None"]
+Mutation = Callable[["AgentMemoryState"], "AgentMemoryState | None"]
 """Receives the current state (a fresh one when none exists); returns the new state, or None for no change."""
 
 
