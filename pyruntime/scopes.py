@@ -10,6 +10,7 @@ from pyruntime.errors import InvalidArgumentError
 
 DEFAULT_TURN_ROLE = "Creator"
 ANONYMOUS_ACTOR = "local"
+RESERVED_KEY_PREFIXES = ("scope-v1-", "actor-v1-")
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ def normalize_role_id(role_id: str | None) -> str:
     role = (role_id or "").strip()
     if not role:
         raise InvalidArgumentError("role_id is required and must not be blank")
+    if role.startswith(RESERVED_KEY_PREFIXES):
+        # The empty scope stores under the bare role id: a role named like a hashed key would collide with one.
+        raise InvalidArgumentError(f"role_id must not start with {' or '.join(RESERVED_KEY_PREFIXES)}")
     return role
 
 

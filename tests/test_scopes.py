@@ -128,3 +128,10 @@ def test_scoped_keys_are_file_safe_and_contain_no_raw_id(identity):
 def test_user_id_never_appears_in_a_scoped_key():
     key = storage_key("BlacksmithNPC", AgentMemoryScope("studio", "alice@example.com", "", ""), "npc_7")
     assert "alice" not in key and "BlacksmithNPC" not in key and "npc_7" not in key
+
+
+@pytest.mark.parametrize("role", ["scope-v1-" + "0" * 64, "actor-v1-abc", "  scope-v1-x"])
+def test_role_ids_shaped_like_hashed_keys_are_refused(role: str) -> None:
+    """Keys stay injective: a bare role id can never equal a scope-v1-/actor-v1- key."""
+    with pytest.raises(InvalidArgumentError, match="must not start with"):
+        storage_key(role)
