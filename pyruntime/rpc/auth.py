@@ -1,0 +1,113 @@
+"""Who may call the runtime: the bearer token, and the Host/Origin checks that keep web pages out.
+
+A web page in the player's browser can send requests to 127.0.0.1; it cannot read our token file
+and cannot set an `Authorization` header cross-origin without a preflight we never allow. On top,
+HTTP requests whose `Host` is not loopback with our port (DNS rebinding) or that carry a
+non-loopback `Origin` (CSRF) are refused before anything else happens.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pyruntime.errors import InvalidArgumentError
+
+TOKEN_ENV = "COREAI_RUNTIME_TOKEN"
+TOKEN_RELATIVE_PATH = Path("CoreAI") / "runtime" / "token"
+MIN_TOKEN_CHARS = 16
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def default_token_file(data_dir: Path) -> Path:
+    """`<data-dir>/CoreAI/runtime/token`."""
+    return Path(data_dir) / TOKEN_RELATIVE_PATH
+
+
+def generate_token() -> str:
+    """A fresh random token (256 bits)."""
+    return secrets.token_urlsafe(32)
+
+
+def check_token(token: str) -> str:
+    """token, refused when it is too short to be a secret or not printable ASCII (it travels in a header)."""
+    if len(token) < MIN_TOKEN_CHARS:
+        raise InvalidArgumentError(f"the runtime token must be at least {MIN_TOKEN_CHARS} characters")
+    if not token.isascii() or not token.isprintable() or " " in token:
+        raise InvalidArgumentError("the runtime token must be printable ASCII without spaces")
+    return token
+
+
+def write_token_file(path: Path, token: str) -> Path:
+    """Write token to path, readable by this user only (0600), replacing any older file atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # the umask cannot widen it, an older file cannot either
+        os.write(fd, token.encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, path)
+    return path
+
+
+def read_token_file(path: Path) -> str:
+    """The token a running runtime wrote (for clients on the same machine)."""
+    return Path(path).read_text(encoding="ascii").strip()
+
+
+def resolve_token(explicit: str | None = None) -> tuple[str, bool]:
+    """(token, was_given): the launcher's token, else $COREAI_RUNTIME_TOKEN, else a fresh one."""
+    given = explicit if explicit else os.environ.get(TOKEN_ENV, "")
+    if given:
+        return check_token(given.strip()), True
+    return generate_token(), False
+
+
+def bearer_matches(header: str | None, token: str) -> bool:
+    """True when header is `Bearer <token>` (constant-time comparison)."""
+    if not header:
+        return False
+    scheme, _, value = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(value.strip().encode("utf-8", "replace"), token.encode("ascii"))
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for localhost and loopback IP literals (with or without brackets)."""
+    name = host.strip().lower().strip("[]")
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def host_header_allowed(host: str | None, port: int) -> bool:
+    """True when the Host header names a loopback host with our port (browsers always send the port)."""
+    if not host:
+        return False
+    parts = urlsplit(f"//{host.strip()}")
+    try:
+        given_port = parts.port
+    except ValueError:
+        return False
+    return parts.hostname is not None and is_loopback_host(parts.hostname) and given_port == port
+
+
+def origin_allowed(origin: str | None) -> bool:
+    """True when there is no Origin header, or it is an http(s) loopback origin."""
+    if origin is None:
+        return True
+    parts = urlsplit(origin.strip())
+    return parts.scheme in ("http", "https") and parts.hostname is not None and is_loopback_host(parts.hostname)

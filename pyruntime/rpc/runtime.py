@@ -1,0 +1,252 @@
+"""Both transports of one runtime started and stopped together, bound to loopback unless told otherwise.
+
+`start_rpc_servers(services, config)` runs them on a background event loop and returns a handle
+(`stop(grace)`); `RpcServers` does the same inside a running loop; `serve_until_signalled` is the
+foreground form that stops gracefully on SIGTERM/SIGINT. Shutdown order: stop accepting, let
+in-flight calls finish (up to `grace`), then `services.close()` waits for store writes still on
+their threads, so files are consistent when the process exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+from grpc import aio
+
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.rpc.auth import is_loopback_host, resolve_token, write_token_file
+from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT, ConnectRuntimeApp
+from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT, create_grpc_server, grpc_address
+from pyruntime.service import RuntimeServices
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RpcConfig:
+    """Where and how the runtime listens; port 0 picks a free port."""
+
+    host: str = DEFAULT_HOST
+    grpc_port: int = DEFAULT_GRPC_PORT
+    connect_port: int = DEFAULT_CONNECT_PORT
+    token: str | None = field(default=None, repr=False)  # None: $COREAI_RUNTIME_TOKEN, else a fresh one
+    token_file: Path | None = None  # where the token is written (0600) for local clients
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    grace_s: float = 5.0
+
+    @property
+    def is_loopback(self) -> bool:
+        """True when only this machine can connect."""
+        return is_loopback_host(self.host)
+
+
+def _resolve(config: RpcConfig) -> str:
+    token, given = resolve_token(config.token)
+    if not config.is_loopback and not given:
+        raise InvalidArgumentError(
+            f"listening on {config.host} (not loopback) requires an explicit token: pass one from the launcher "
+            "or set COREAI_RUNTIME_TOKEN; a generated token is only for loopback")
+    if config.max_request_bytes < 1024:
+        raise InvalidArgumentError("max_request_bytes must be at least 1024")
+    return token
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handlers: the runtime decides when to stop."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(512)
+    sock.setblocking(False)
+    return sock
+
+
+class RpcServers:
+    """The gRPC and Connect servers of one runtime, in the current event loop."""
+
+    def __init__(self, services: RuntimeServices, config: RpcConfig = RpcConfig()) -> None:
+        self.services = services
+        self.config = config
+        self.token = _resolve(config)
+        self.grpc_port = 0
+        self.connect_port = 0
+        self._grpc: aio.Server | None = None
+        self._uvicorn: _Uvicorn | None = None
+        self._uvicorn_task: asyncio.Task[None] | None = None
+
+    @property
+    def grpc_target(self) -> str:
+        """What a gRPC channel connects to."""
+        return grpc_address(self.config.host, self.grpc_port)
+
+    @property
+    def connect_url(self) -> str:
+        """The base URL of the Connect transport."""
+        host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
+        return f"http://{host}:{self.connect_port}"
+
+    async def start(self) -> None:
+        """Bind both ports, write the token file, start serving; returns once both accept calls."""
+        # Created here, inside the loop that will run it (grpc.aio binds to the current loop).
+        self._grpc = create_grpc_server(self.services, self.token, max_request_bytes=self.config.max_request_bytes)
+        self.grpc_port = self._grpc.add_insecure_port(grpc_address(self.config.host, self.config.grpc_port))
+        if self.grpc_port == 0:
+            raise OSError(f"cannot listen for gRPC on port {self.config.grpc_port}")
+        sock = _bind(self.config.host, self.config.connect_port)
+        self.connect_port = sock.getsockname()[1]
+        app = ConnectRuntimeApp(self.services, self.token, port=self.connect_port,
+                                check_host=self.config.is_loopback, max_request_bytes=self.config.max_request_bytes)
+        self._uvicorn = _Uvicorn(uvicorn.Config(
+            app, lifespan="off", access_log=False, log_level="warning", server_header=False, http="h11",
+            timeout_graceful_shutdown=int(max(1, self.config.grace_s)), timeout_keep_alive=5))
+        if self.config.token_file is not None:
+            write_token_file(self.config.token_file, self.token)
+        await self._grpc.start()
+        self._uvicorn_task = asyncio.create_task(self._uvicorn.serve(sockets=[sock]))
+        while not self._uvicorn.started:
+            if self._uvicorn_task.done():
+                await self._uvicorn_task  # raises the startup error
+                raise OSError("the Connect server stopped during startup")
+            await asyncio.sleep(0.01)
+        logger.info("runtime RPC ready: gRPC port %d, Connect port %d, %s", self.grpc_port, self.connect_port,
+                    "loopback only" if self.config.is_loopback else "listening beyond loopback")
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop accepting calls, let in-flight ones finish for up to grace seconds, then cancel the rest."""
+        grace = self.config.grace_s if grace is None else grace
+        if self._uvicorn is not None:
+            self._uvicorn.should_exit = True
+        await asyncio.gather(self._stop_grpc(grace), self._wait_uvicorn())
+
+    async def _stop_grpc(self, grace: float) -> None:
+        if self._grpc is not None:
+            await self._grpc.stop(grace)
+
+    async def _wait_uvicorn(self) -> None:
+        if self._uvicorn_task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._uvicorn_task
+
+
+class RpcServersHandle:
+    """Servers running on their own event loop thread (what `serve` holds); `stop()` ends them."""
+
+    def __init__(self, servers: RpcServers, loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+        self.servers = servers
+        self._loop = loop
+        self._thread = thread
+        self._stopped = False
+
+    @property
+    def token(self) -> str:
+        """The bearer token clients must send."""
+        return self.servers.token
+
+    @property
+    def grpc_port(self) -> int:
+        """The bound gRPC port."""
+        return self.servers.grpc_port
+
+    @property
+    def connect_port(self) -> int:
+        """The bound Connect (HTTP) port."""
+        return self.servers.connect_port
+
+    @property
+    def grpc_target(self) -> str:
+        """What a gRPC channel connects to."""
+        return self.servers.grpc_target
+
+    @property
+    def connect_url(self) -> str:
+        """The base URL of the Connect transport."""
+        return self.servers.connect_url
+
+    def stop(self, grace: float | None = None) -> None:
+        """Graceful stop: in-flight calls finish (up to grace seconds); idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        asyncio.run_coroutine_threadsafe(self.servers.stop(grace), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+
+    def __enter__(self) -> "RpcServersHandle":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_rpc_servers(services: RuntimeServices, config: RpcConfig = RpcConfig()) -> RpcServersHandle:
+    """Start both transports on a background thread; returns once they accept calls (or raises why not)."""
+    servers = RpcServers(services, config)
+    loop = asyncio.new_event_loop()
+    started: dict[str, BaseException | None] = {}
+    ready = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(servers.start())
+        except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
+            started["error"] = exc
+            ready.set()
+            loop.close()
+            return
+        ready.set()
+        loop.run_forever()
+        loop.close()
+
+    thread = threading.Thread(target=run, name="coreai-rpc", daemon=True)
+    thread.start()
+    ready.wait()
+    if started.get("error") is not None:
+        thread.join()
+        raise started["error"]  # type: ignore[misc]
+    return RpcServersHandle(servers, loop, thread)
+
+
+async def serve_until_signalled(services: RuntimeServices, config: RpcConfig = RpcConfig(), *,
+                                on_ready: Callable[[RpcServers], None] | None = None) -> None:
+    """Serve until SIGTERM or SIGINT, then stop gracefully and wait for in-flight store writes."""
+    servers = RpcServers(services, config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await servers.start()
+        if on_ready is not None:
+            on_ready(servers)
+        await stop.wait()
+        logger.info("runtime RPC stopping (signal)")
+        await servers.stop()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await asyncio.to_thread(services.close)

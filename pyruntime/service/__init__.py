@@ -1,0 +1,47 @@
+"""The runtime's one service implementation, transport-free: proto messages in and out, statuses for failures.
+
+`pyruntime.rpc` serves it over gRPC and Connect; nothing here knows about either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.service.memory_store import MemoryStoreService
+from pyruntime.service.orchestrator import ModelProbe, OrchestratorService, TurnRunner
+from pyruntime.service.status import ServiceError, StatusCode, status_for
+from pyruntime.stores import StoreBundle
+
+
+@dataclass
+class RuntimeServices:
+    """Both services of one runtime, sharing its stores and role policy."""
+
+    memory_store: MemoryStoreService
+    orchestrator: OrchestratorService
+
+    @classmethod
+    def create(cls, stores: StoreBundle, policy: AgentMemoryPolicy | None = None, *,
+               runner: TurnRunner | None = None, model_alias: str = "",
+               model_probe: ModelProbe | None = None) -> "RuntimeServices":
+        """The services over stores; without a runner the turn RPCs answer UNAVAILABLE."""
+        policy = policy if policy is not None else AgentMemoryPolicy()
+        return cls(MemoryStoreService(stores, policy),
+                   OrchestratorService(policy, runner, model_alias=model_alias, model_probe=model_probe))
+
+    def close(self) -> None:
+        """Wait for in-flight store calls to finish (graceful shutdown)."""
+        self.memory_store.close()
+
+
+__all__ = [
+    "MemoryStoreService",
+    "ModelProbe",
+    "OrchestratorService",
+    "RuntimeServices",
+    "ServiceError",
+    "StatusCode",
+    "TurnRunner",
+    "status_for",
+]

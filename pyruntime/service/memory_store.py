@@ -1,0 +1,316 @@
+"""The `coreai.v1.MemoryStore` service: proto requests in, proto responses out, core errors as statuses.
+
+No memory logic lives here: every call goes to the core (`MemoryTool`, `revert_memory`,
+`list_versions`, `diff_versions`, the scoped stores, snapshots).
+
+Which failures become statuses, and which stay results:
+- ApplyMemoryTool and RevertMemory answer with a `MemoryToolResult`, as the model sees it. What the
+  edit itself refuses (`old_text was not found`, a text the action requires is missing, a bad line
+  number) stays a `success=false` result with its `result_json`. A call that is not a valid memory
+  call at all (blank role, bad scope, arguments that cannot be parsed or repaired, unknown action or
+  argument, both typed fields and `arguments_json`) is INVALID_ARGUMENT; an unreadable document is
+  FAILED_PRECONDITION; MaxMemoryChars is RESOURCE_EXHAUSTED; an unknown version or a revert of a key
+  without a document is NOT_FOUND; a write that did not become durable is UNAVAILABLE. The status
+  message is the tool's own error text.
+- LoadState reports an unreadable document as `LOAD_STATUS_FAILED` with its reason (the contract's
+  TryLoad), not as an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from coreai.v1 import common_pb2, memory_store_pb2 as pb
+from pyruntime.errors import (
+    CoreAIError,
+    InvalidArgumentError,
+    LimitExceededError,
+    MemoryUnreadableError,
+    NotFoundError,
+)
+from pyruntime.memory import (
+    MEMORY_ARGUMENT_NAMES,
+    MemoryTool,
+    MemoryToolResult,
+    diff_versions,
+    list_versions,
+    parse_memory_tool_arguments,
+    revert_memory,
+)
+from pyruntime.memory.state import AgentMemoryState
+from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.stores import (
+    LoadResult,
+    LoadStatus,
+    RoleSnapshot,
+    ScopeSnapshot,
+    StoreBundle,
+    export_scope_snapshot,
+    import_scope_snapshot,
+    validate_scope_snapshot,
+)
+from pyruntime.stores.base import AgentMemoryStore, ChatMessage, Mutation
+from pyruntime.stores.scoped import ScopedAgentMemoryStore
+from pyruntime.stores.snapshot import entry_to_proto, state_from_proto, state_to_proto
+from pyruntime.service.executor import BlockingCalls, blocking
+from pyruntime.service.status import ServiceError, StatusCode
+from pyruntime.service.targets import Target, check_id, scope_from_proto, target_from_proto
+
+_TYPED_ARGUMENTS = tuple(name for name in MEMORY_ARGUMENT_NAMES if name != "action")
+
+
+def tool_result_to_proto(result: MemoryToolResult) -> pb.MemoryToolResult:
+    """The `coreai.v1.MemoryToolResult` of a result, with the exact JSON the model sees."""
+    message = pb.MemoryToolResult(success=result.success, message=result.message or "", error=result.error or "",
+                                  version=result.version, memory_length=result.memory_length,
+                                  result_json=result.to_json())
+    if result.memory is not None:
+        message.memory = result.memory
+    return message
+
+
+def chat_message_to_proto(message: ChatMessage) -> common_pb2.ChatMessage:
+    """The `coreai.v1.ChatMessage` of a chat message."""
+    return common_pb2.ChatMessage(role=message.role, content=message.content, timestamp=message.timestamp,
+                                  order=message.order)
+
+
+class _OutcomeRecorder:
+    """The key store seen by one tool call, remembering which status a failure of that call deserves.
+
+    The memory tool turns every failure into a result; this lets the service tell a refused edit
+    (stays a result) from an unreadable document, a size limit or a failed write (become statuses)
+    without reading error texts.
+    """
+
+    def __init__(self, store: AgentMemoryStore) -> None:
+        self._store = store
+        self.status: StatusCode | None = None
+
+    def try_load(self, key: str) -> LoadResult:
+        """The store's try_load, noting an unreadable or missing document."""
+        try:
+            loaded = self._store.try_load(key)
+        except Exception as exc:
+            self._note(exc)
+            raise
+        if loaded.status is LoadStatus.FAILED:
+            self.status = StatusCode.FAILED_PRECONDITION
+        elif loaded.status is LoadStatus.NOT_FOUND:
+            self.status = StatusCode.NOT_FOUND
+        return loaded
+
+    def mutate(self, key: str, fn: Mutation) -> AgentMemoryState:
+        """The store's mutate, noting why it failed."""
+        try:
+            return self._store.mutate(key, fn)
+        except Exception as exc:
+            self._note(exc)
+            raise
+
+    def _note(self, exc: BaseException) -> None:
+        if isinstance(exc, MemoryUnreadableError):
+            self.status = StatusCode.FAILED_PRECONDITION
+        elif isinstance(exc, LimitExceededError):
+            self.status = StatusCode.RESOURCE_EXHAUSTED
+        elif isinstance(exc, NotFoundError):
+            self.status = StatusCode.NOT_FOUND
+        elif isinstance(exc, InvalidArgumentError):
+            self.status = None  # the edit was refused: that stays a result
+        elif isinstance(exc, (CoreAIError, OSError)):
+            self.status = StatusCode.UNAVAILABLE
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def _tool_arguments(request: pb.ApplyMemoryToolRequest) -> str | dict[str, Any]:
+    """The `memory` call of a request: its arguments_json, or its typed fields as an argument object."""
+    typed = {name: getattr(request, name) for name in _TYPED_ARGUMENTS if request.HasField(name)}
+    if request.arguments_json.strip():
+        if typed or request.action:
+            raise InvalidArgumentError("give either the typed fields (action, content, ...) or arguments_json, "
+                                       "not both")
+        return request.arguments_json
+    if not request.action.strip():
+        raise InvalidArgumentError("action is required (or arguments_json with the model's raw call)")
+    return {"action": request.action, **typed}
+
+
+def _result_or_status(result: MemoryToolResult, recorder: _OutcomeRecorder) -> pb.MemoryToolResult:
+    if not result.success and recorder.status is not None:
+        raise ServiceError(recorder.status, result.error or "the memory call failed")
+    return tool_result_to_proto(result)
+
+
+class MemoryStoreService(BlockingCalls):
+    """Implements every `coreai.v1.MemoryStore` RPC over one runtime's stores and role policy."""
+
+    def __init__(self, stores: StoreBundle, policy: AgentMemoryPolicy | None = None, *, workers: int = 16) -> None:
+        super().__init__(workers)
+        self._stores = stores
+        self._policy = policy if policy is not None else AgentMemoryPolicy()
+
+    @property
+    def stores(self) -> StoreBundle:
+        """The stores this service reads and writes."""
+        return self._stores
+
+    @property
+    def policy(self) -> AgentMemoryPolicy:
+        """The role policy (MaxMemoryChars, export's default roles)."""
+        return self._policy
+
+    def _view(self, target: Target) -> ScopedAgentMemoryStore:
+        return self._stores.scoped(target.scope, target.actor)
+
+    def _key(self, target: Target) -> str:
+        return self._view(target).key(target.role_id)
+
+    # -- memory document --------------------------------------------------------------------
+
+    @blocking
+    def load_state(self, request: pb.LoadStateRequest) -> pb.LoadStateResponse:
+        """TryLoad: Loaded (with state), NotFound, or Failed with a reason."""
+        target = target_from_proto(request.target)
+        loaded = self._view(target).try_load(target.role_id)
+        if loaded.status is LoadStatus.LOADED and loaded.state is not None:
+            return pb.LoadStateResponse(status=pb.LOAD_STATUS_LOADED, state=state_to_proto(loaded.state))
+        if loaded.status is LoadStatus.FAILED:
+            return pb.LoadStateResponse(status=pb.LOAD_STATUS_FAILED, reason=loaded.reason or "unreadable")
+        return pb.LoadStateResponse(status=pb.LOAD_STATUS_NOT_FOUND)
+
+    @blocking
+    def apply_memory_tool(self, request: pb.ApplyMemoryToolRequest) -> pb.MemoryToolResult:
+        """One `memory` tool call, exactly as the model would make it."""
+        target = target_from_proto(request.target)
+        args = parse_memory_tool_arguments(_tool_arguments(request))
+        max_chars = self._policy.get(target.role_id).effective_max_memory_chars
+        recorder = _OutcomeRecorder(self._stores.memory)
+        result = MemoryTool(recorder, self._key(target), max_memory_chars=max_chars).execute(args)
+        return _result_or_status(result, recorder)
+
+    @blocking
+    def save_state(self, request: pb.SaveStateRequest) -> pb.SaveStateResponse:
+        """Replace the whole state (heals an unreadable document)."""
+        target = target_from_proto(request.target)
+        if not request.HasField("state"):
+            raise InvalidArgumentError("state is required")
+        state = state_from_proto(request.state)
+        # The snapshot validator checks a state the same way an import does.
+        validate_scope_snapshot(ScopeSnapshot(target.scope, [RoleSnapshot(target.role_id, target.actor, state)], 0))
+        self._view(target).save(target.role_id, state)
+        return pb.SaveStateResponse()
+
+    @blocking
+    def clear_memory(self, request: pb.ClearMemoryRequest) -> pb.ClearMemoryResponse:
+        """Store-level Clear: the document, its versions and snapshot; chat stays."""
+        target = target_from_proto(request.target)
+        self._view(target).clear(target.role_id)
+        return pb.ClearMemoryResponse()
+
+    @blocking
+    def list_versions(self, request: pb.ListVersionsRequest) -> pb.ListVersionsResponse:
+        """Retained versions, oldest first."""
+        target = target_from_proto(request.target)
+        versions = list_versions(self._stores.memory, self._key(target))
+        return pb.ListVersionsResponse(versions=[
+            common_pb2.MemoryVersion(version=v.version, timestamp=v.timestamp, action=v.action,
+                                     content_after=v.content_after, note=v.note)
+            for v in versions
+        ])
+
+    @blocking
+    def revert_memory(self, request: pb.RevertMemoryRequest) -> pb.MemoryToolResult:
+        """Set the memory to a retained version (recorded as a new `revert` version)."""
+        target = target_from_proto(request.target)
+        recorder = _OutcomeRecorder(self._stores.memory)
+        result = revert_memory(recorder, self._key(target), request.version)  # type: ignore[arg-type]
+        return _result_or_status(result, recorder)
+
+    @blocking
+    def diff_versions(self, request: pb.DiffVersionsRequest) -> pb.DiffVersionsResponse:
+        """Unified diff between two retained versions (0 = the empty document)."""
+        target = target_from_proto(request.target)
+        diff = diff_versions(self._stores.memory, self._key(target), request.from_version, request.to_version)
+        return pb.DiffVersionsResponse(unified_diff=diff)
+
+    # -- chat history and transcript ----------------------------------------------------------
+
+    @blocking
+    def append_chat_message(self, request: pb.AppendChatMessageRequest) -> pb.AppendChatMessageResponse:
+        """Append one chat message (persist=false: this process only)."""
+        target = target_from_proto(request.target)
+        role = check_id("role", request.role)
+        self._view(target).append_chat_message(target.role_id, role, request.content, request.persist)
+        return pb.AppendChatMessageResponse()
+
+    @blocking
+    def get_chat_history(self, request: pb.GetChatHistoryRequest) -> pb.GetChatHistoryResponse:
+        """Oldest first, the newest max_messages (0 = all)."""
+        target = target_from_proto(request.target)
+        messages = self._view(target).get_chat_history(target.role_id, request.max_messages)
+        return pb.GetChatHistoryResponse(messages=[chat_message_to_proto(m) for m in messages])
+
+    @blocking
+    def clear_chat_history(self, request: pb.ClearChatHistoryRequest) -> pb.ClearChatHistoryResponse:
+        """Chat history, transcript and rolling summary; memory stays."""
+        target = target_from_proto(request.target)
+        self._view(target).clear_chat_history(target.role_id)
+        return pb.ClearChatHistoryResponse()
+
+    @blocking
+    def get_transcript(self, request: pb.GetTranscriptRequest) -> pb.GetTranscriptResponse:
+        """Oldest first, the newest max_entries (0 = all)."""
+        target = target_from_proto(request.target)
+        entries = self._view(target).get_transcript(target.role_id, request.max_entries)
+        return pb.GetTranscriptResponse(entries=[entry_to_proto(e) for e in entries])
+
+    # -- rolling summary ------------------------------------------------------------------------
+
+    @blocking
+    def load_summary(self, request: pb.LoadSummaryRequest) -> pb.LoadSummaryResponse:
+        """The rolling summary, if any."""
+        target = target_from_proto(request.target)
+        summary = self._view(target).load_summary(target.role_id)
+        return pb.LoadSummaryResponse(found=summary is not None, summary=summary or "")
+
+    @blocking
+    def save_summary(self, request: pb.SaveSummaryRequest) -> pb.SaveSummaryResponse:
+        """Replace the rolling summary."""
+        target = target_from_proto(request.target)
+        self._view(target).save_summary(target.role_id, request.summary)
+        return pb.SaveSummaryResponse()
+
+    @blocking
+    def clear_summary(self, request: pb.ClearSummaryRequest) -> pb.ClearSummaryResponse:
+        """Delete the rolling summary."""
+        target = target_from_proto(request.target)
+        self._view(target).clear_summary(target.role_id)
+        return pb.ClearSummaryResponse()
+
+    # -- snapshots --------------------------------------------------------------------------------
+
+    @blocking
+    def export_snapshot(self, request: pb.ExportSnapshotRequest) -> pb.ExportSnapshotResponse:
+        """All data of the named roles x actors of one scope (every known role when none is named)."""
+        scope = scope_from_proto(request.scope)
+        role_ids: Sequence[str] = [check_id("role_ids[]", r) for r in request.role_ids] or [
+            c.role_id for c in self._policy.roles()]
+        actors: Sequence[str | None] = [check_id("actors[]", a) for a in request.actors] or [None]
+        snapshot = export_scope_snapshot(self._stores, scope, role_ids, actors)
+        return pb.ExportSnapshotResponse(snapshot=snapshot.to_proto())
+
+    @blocking
+    def import_snapshot(self, request: pb.ImportSnapshotRequest) -> pb.ImportSnapshotResponse:
+        """Replace each snapshot identity's data; the whole snapshot is validated before anything is written."""
+        if not request.HasField("snapshot"):
+            raise InvalidArgumentError("snapshot is required")
+        scope_from_proto(request.snapshot.scope, "snapshot.scope")
+        for index, role in enumerate(request.snapshot.roles):
+            check_id(f"snapshot.roles[{index}].role_id", role.role_id)
+            check_id(f"snapshot.roles[{index}].actor", role.actor)
+        target = scope_from_proto(request.target_scope, "target_scope") if request.HasField("target_scope") else None
+        snapshot = ScopeSnapshot.from_proto(request.snapshot)
+        return pb.ImportSnapshotResponse(roles_imported=import_scope_snapshot(self._stores, snapshot, target))
