@@ -43,8 +43,11 @@ def _vocabulary() -> tuple[list[str], list[float], list[int]]:
     types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
     for byte in range(256):
         tokens.append(f"<0x{byte:02X}>")
-        # Control bytes typed CONTROL: grammar-constrained JSON then never contains raw control chars.
-        types.append(gguf.TokenType.CONTROL if byte < 0x20 else gguf.TokenType.BYTE)
+        # Typed CONTROL, these bytes still tokenize input but never appear in output text:
+        # 0x00-0x1F so grammar-constrained JSON never holds raw control chars; 0x80-0xFF because a
+        # random model emits broken UTF-8 with them, which llama-cpp-python's stream then holds
+        # back (no deltas for seconds) or drops. Output is therefore printable ASCII only.
+        types.append(gguf.TokenType.BYTE if 0x20 <= byte < 0x80 else gguf.TokenType.CONTROL)
     tokens += ["<|im_start|>", "<|im_end|>"]
     types += [gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
     scores = [0.0] * len(tokens)

@@ -1,0 +1,266 @@
+"""The OpenAI-compatible client against the real llama.cpp server hosting the tiny model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+
+import httpx
+import pytest
+
+from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.errors import ContextOverflowError, IncompleteStreamError, ModelError, ModelUnavailableError
+from pyruntime.model.types import ChatCompletionAccumulator, FinishDelta, TextDelta, ToolCallDelta
+from tests.support.fixtures import free_port
+from tests.support.tiny_model import TINY_MODEL_ALIAS
+
+HI = [{"role": "user", "content": "hi"}]
+MOOD_SCHEMA = {
+    "type": "object",
+    "properties": {"mood": {"type": "string", "enum": ["happy", "sad"]}, "level": {"type": "integer"}},
+    "required": ["mood", "level"],
+}
+REMEMBER_TOOL = {
+    "type": "function",
+    "function": {"name": "remember", "description": "Store how the player feels.", "parameters": MOOD_SCHEMA},
+}
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_models_lists_the_alias(tiny_server_url):
+    async def go():
+        async with OpenAICompatClient(tiny_server_url) as client:
+            return await client.models()
+
+    assert run(go()) == [TINY_MODEL_ALIAS]
+
+
+def test_chat_returns_text_finish_reason_and_usage(tiny_server_url):
+    async def go():
+        async with OpenAICompatClient(tiny_server_url) as client:
+            return await client.chat(HI, max_tokens=8, temperature=0)
+
+    result = run(go())
+    assert result.text
+    assert result.finish_reason in ("stop", "length")
+    assert result.usage is not None and result.usage.prompt_tokens > 0
+    assert 0 < result.usage.completion_tokens <= 8
+    assert result.model == TINY_MODEL_ALIAS  # resolved from /models, sent with the request
+
+
+def test_stream_yields_the_same_reply_as_chat_and_ignores_pings(endless_server):
+    url = endless_server.base_url
+
+    async def go():
+        async with OpenAICompatClient(url, model=TINY_MODEL_ALIAS) as client:
+            whole = await client.chat(HI, max_tokens=300, temperature=0)
+            deltas = [d async for d in client.stream_chat(HI, max_tokens=300, temperature=0)]
+        async with httpx.AsyncClient() as http:  # the same stream, raw: it really carries pings
+            raw = await http.post(
+                f"{url}/chat/completions",
+                json={"messages": HI, "max_tokens": 300, "temperature": 0, "stream": True},
+            )
+        return whole, deltas, raw.text
+
+    whole, deltas, raw = run(go())
+    assert ": ping" in raw
+    acc = ChatCompletionAccumulator()
+    for delta in deltas:
+        acc.add(delta)
+    assert isinstance(deltas[-1], FinishDelta)
+    assert sum(isinstance(d, TextDelta) for d in deltas) > 1
+    assert acc.result().text == whole.text  # temperature 0 is bit-identical
+    assert acc.result().finish_reason == whole.finish_reason == "length"
+
+
+def test_assistant_content_none_is_accepted_after_normalisation(tiny_server_url):
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None},
+        {"role": "assistant"},
+        {"role": "user", "content": "and now?"},
+    ]
+    raw = httpx.post(f"{tiny_server_url}/chat/completions", json={"messages": messages, "max_tokens": 4})
+    assert raw.status_code >= 400  # the raw request fails on llama-cpp-python
+
+    async def go():
+        async with OpenAICompatClient(tiny_server_url) as client:
+            return await client.chat(messages, max_tokens=4)
+
+    assert run(go()).finish_reason in ("stop", "length")
+
+
+def test_json_schema_response_format_gives_json_matching_the_schema(tiny_server_url):
+    async def go():
+        async with OpenAICompatClient(tiny_server_url) as client:
+            return await client.chat(
+                HI,
+                response_format={"type": "json_schema", "json_schema": {"name": "mood", "schema": MOOD_SCHEMA}},
+                max_tokens=80,
+                temperature=0,
+            )
+
+    result = run(go())
+    value = json.loads(result.text)
+    assert value["mood"] in ("happy", "sad")
+    assert isinstance(value["level"], int)
+
+
+def test_forced_tool_choice_gives_parsed_tool_calls(tiny_server_url):
+    async def go():
+        async with OpenAICompatClient(tiny_server_url) as client:
+            whole = await client.chat(HI, tools=[REMEMBER_TOOL], tool_choice="remember", max_tokens=80, temperature=0)
+            deltas = [
+                d
+                async for d in client.stream_chat(
+                    HI, tools=[REMEMBER_TOOL], tool_choice="remember", max_tokens=80, temperature=0
+                )
+            ]
+            return whole, deltas
+
+    whole, deltas = run(go())
+    assert whole.finish_reason == "tool_calls"
+    (call,) = whole.tool_calls
+    assert call.name == "remember" and call.id
+    assert call.arguments_error is None
+    assert call.parsed_arguments == json.loads(call.arguments, strict=False)
+    assert call.parsed_arguments["mood"] in ("happy", "sad")
+    assert any(isinstance(d, ToolCallDelta) for d in deltas)
+    acc = ChatCompletionAccumulator()
+    for delta in deltas:
+        acc.add(delta)
+    streamed = acc.result()
+    assert [(c.name, c.parsed_arguments) for c in streamed.tool_calls] == [(call.name, call.parsed_arguments)]
+    assert streamed.finish_reason == "tool_calls"
+
+
+def test_truncated_tool_arguments_are_reported_not_raised(tiny_server_url):
+    async def go():
+        async with OpenAICompatClient(tiny_server_url) as client:
+            return await client.chat(HI, tools=[REMEMBER_TOOL], tool_choice="remember", max_tokens=3, temperature=0)
+
+    (call,) = run(go()).tool_calls
+    assert call.parsed_arguments is None
+    assert call.arguments_error and "not valid JSON" in call.arguments_error
+
+
+def test_context_overflow_maps_to_context_overflow_error(small_ctx_server):
+    long = [{"role": "user", "content": "hello " * 400}]
+
+    async def go(stream: bool):
+        async with OpenAICompatClient(small_ctx_server.base_url) as client:
+            if stream:
+                return [d async for d in client.stream_chat(long, max_tokens=16)]
+            return await client.chat(long, max_tokens=16)
+
+    with pytest.raises(ContextOverflowError) as plain:
+        run(go(stream=False))
+    assert plain.value.status == 400
+    assert "256 available" in str(plain.value)
+    assert "hello" not in str(plain.value)  # the error never echoes the prompt
+    with pytest.raises(ContextOverflowError):
+        run(go(stream=True))  # reported as an error event by the hosted server, not a silent end
+    assert small_ctx_server.is_alive()
+
+
+def test_a_refused_connection_is_model_unavailable():
+    async def go():
+        async with OpenAICompatClient(f"http://127.0.0.1:{free_port()}/v1", model="m") as client:
+            await client.chat(HI)
+
+    with pytest.raises(ModelUnavailableError, match="cannot connect"):
+        run(go())
+
+
+def test_http_errors_carry_status_and_keep_server_text_out_of_the_message(tiny_server_url):
+    async def go():
+        async with OpenAICompatClient(tiny_server_url) as client:
+            await client.chat([{"role": "wizard", "content": "secret player words"}])
+
+    with pytest.raises(ModelError) as err:
+        run(go())
+    assert err.value.status is not None and err.value.status >= 400
+    assert "secret" not in str(err.value)
+
+
+def test_killing_the_server_mid_stream_raises_model_unavailable(llama_server_factory, tiny_endless_model_path):
+    server = llama_server_factory(tiny_endless_model_path)
+
+    async def go():
+        seen = 0
+        async with OpenAICompatClient(server.base_url) as client:
+            async for delta in client.stream_chat(HI, max_tokens=1500):
+                seen += 1
+                if seen == 3:
+                    os.kill(server.pid, signal.SIGKILL)
+        return seen
+
+    with pytest.raises(ModelUnavailableError):
+        run(asyncio.wait_for(go(), 30))  # an error, neither a hang nor a silent truncation
+    assert not server.is_alive()
+
+
+def test_cancelling_a_stream_closes_its_connection(endless_server):
+    async def go():
+        # One connection only: if the cancelled stream kept it, models() could not get one.
+        http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1), timeout=httpx.Timeout(10, pool=3))
+        client = OpenAICompatClient(endless_server.base_url, model=TINY_MODEL_ALIAS, http_client=http)
+        first = asyncio.Event()
+
+        async def consume():
+            async for _ in client.stream_chat(HI, max_tokens=1000):
+                first.set()
+
+        task = asyncio.create_task(consume())
+        await asyncio.wait_for(first.wait(), 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        models = await client.models()
+        await http.aclose()
+        return models
+
+    assert run(go()) == [TINY_MODEL_ALIAS]
+
+
+def test_a_stream_cut_by_interrupt_requests_is_an_error_not_a_short_reply(
+    llama_server_factory, tiny_endless_model_path
+):
+    # llama-cpp-python's default interrupt_requests=True: a second request ends the first stream
+    # with [DONE] and no finish_reason. The client must call that out.
+    server = llama_server_factory(tiny_endless_model_path, interrupt_requests=True)
+    outcome = run(_overlapping_streams(server.base_url))
+    assert isinstance(outcome[0], IncompleteStreamError)
+
+
+async def _overlapping_streams(base_url: str) -> list[object]:
+    """Start stream A, then stream B while A runs; returns each one's result or exception."""
+    async with OpenAICompatClient(base_url, model=TINY_MODEL_ALIAS) as client:
+        a_started = asyncio.Event()
+
+        async def stream(messages, started: asyncio.Event | None):
+            acc = ChatCompletionAccumulator()
+            async for delta in client.stream_chat(messages, max_tokens=400):
+                acc.add(delta)
+                if started is not None and not started.is_set():
+                    started.set()
+                    await asyncio.sleep(0.05)  # let B reach the server while A still decodes
+            return acc.result()
+
+        task_a = asyncio.create_task(stream(HI, a_started))
+        await asyncio.wait_for(a_started.wait(), 30)
+        task_b = asyncio.create_task(stream([{"role": "user", "content": "tell me a story"}], None))
+        return await asyncio.gather(task_a, task_b, return_exceptions=True)
+
+
+def test_overlapping_streams_both_complete_with_game_settings(endless_server):
+    a, b = run(_overlapping_streams(endless_server.base_url))
+    for result in (a, b):
+        assert not isinstance(result, BaseException), result
+        assert result.finish_reason == "length"
+        assert result.usage is None or result.usage.completion_tokens == 400
