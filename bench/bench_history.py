@@ -73,7 +73,8 @@ def timed(fn) -> float:
 def prepare_times() -> None:
     """Section 1."""
     print("\n1. Preparing one turn's history (median of %d runs)" % RUNS)
-    print(f"{'stored':>7} | {'steady ms':>9} | {'µs/msg':>7} | {'x base/msg':>10} | {'cold ms':>8} | {'µs/msg':>7} | {'x base/msg':>10}")
+    columns = ("steady ms", "µs/msg", "x base/msg", "cold ms", "µs/msg", "x base/msg")
+    print(f"{'stored':>7} | " + " | ".join(f"{c:>10}" for c in columns))
     base: tuple[float, float] | None = None
     for size in SIZES:
         history = dialogue(size + 2)
@@ -84,8 +85,8 @@ def prepare_times() -> None:
         per = (steady / size * 1e6, cold / size * 1e6)
         base = base or per
         print(
-            f"{size:>7} | {steady * 1e3:>9.2f} | {per[0]:>7.1f} | {per[0] / base[0]:>10.2f} | "
-            f"{cold * 1e3:>8.2f} | {per[1]:>7.1f} | {per[1] / base[1]:>10.2f}"
+            f"{size:>7} | {steady * 1e3:>10.2f} | {per[0]:>10.1f} | {per[0] / base[0]:>10.2f} | "
+            f"{cold * 1e3:>10.2f} | {per[1]:>10.1f} | {per[1] / base[1]:>10.2f}"
         )
 
 

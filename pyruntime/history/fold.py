@@ -61,10 +61,9 @@ def find_fold_point(messages: Sequence[HistoryMessage], summary: str | None) -> 
 
     The latest position whose preceding messages match the marker wins (all hashes, or as many as
     the list holds after the store dropped its oldest rows); a marker of fewer than 8 hashes can
-    only sit that far from the start. Nothing matching -> 0: every folded
-    message left the store, so all stored messages are new. Ambiguity needs 8 repeating messages
-    in a row; the latest match then counts content the summary already holds as folded, rather
-    than folding it twice.
+    only sit that far from the start. Nothing matching -> 0: every folded message left the store,
+    so all stored messages are new. Ambiguity needs a run of 8+ repeating messages; the latest
+    match then counts content the summary already holds as folded, rather than folding it twice.
     """
     body, hashes = split_marker(summary)
     if not hashes:

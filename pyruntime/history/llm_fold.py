@@ -11,7 +11,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from pyruntime.history.fold import fold_marker
-from pyruntime.history.messages import CLIP_ELLIPSIS, HistoryMessage, clip_marked, clip_to_fit, one_line, utf16_len, utf16_prefix
+from pyruntime.history.messages import (
+    CLIP_ELLIPSIS,
+    HistoryMessage,
+    clip_marked,
+    clip_to_fit,
+    one_line,
+    utf16_len,
+    utf16_prefix,
+)
 
 COMPACTION_ROLE_ID = "__CoreAI_ContextCompaction"
 

@@ -52,7 +52,14 @@ def test_summary_budget_takes_the_explicit_cap_when_smaller() -> None:
     assert compute_history_budget(model_context_tokens=8192, max_rolled_summary_tokens=300).summary_tokens == 300
 
 
-@pytest.mark.parametrize("bad", [{"model_context_tokens": 0}, {"model_context_tokens": -1}, {"model_context_tokens": 8192, "system_prompt_tokens": -5}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"model_context_tokens": 0},
+        {"model_context_tokens": -1},
+        {"model_context_tokens": 8192, "system_prompt_tokens": -5},
+    ],
+)
 def test_bad_input_is_refused(bad: dict[str, int]) -> None:
     with pytest.raises(InvalidArgumentError):
         compute_history_budget(**bad)

@@ -95,7 +95,8 @@ def test_a_failing_compactor_falls_back_to_the_deterministic_fold(caplog: pytest
         prepared = asyncio.run(run(dialogue(20), complete=broken))
     report = prepared.cut_report
     assert report.compaction is CompactionKind.DETERMINISTIC and report.compaction_fell_back
-    assert prepared.summary_text.startswith("Previous conversation summary:\n- user: message 0\n- assistant: message 1\n")
+    expected = "Previous conversation summary:\n- user: message 0\n- assistant: message 1\n"
+    assert prepared.summary_text.startswith(expected)
     fallback = [r for r in caplog.records if "fell back" in r.getMessage()]
     assert [r.levelno for r in fallback] == [logging.WARNING]
     assert "ConnectionError" in fallback[0].getMessage() and "secret" not in caplog.text

@@ -125,7 +125,9 @@ def test_a_tool_call_and_its_result_are_never_split_by_the_window() -> None:
 
 
 def test_pruned_messages_are_reported_and_logged(caplog: pytest.LogCaptureFixture) -> None:
-    history = [M("user", "hi"), M("user", "hi"), M("assistant", "<think>hmm</think>"), M("user", "bye"), M("assistant", "ok")]
+    history = [
+        M("user", "hi"), M("user", "hi"), M("assistant", "<think>hmm</think>"), M("user", "bye"), M("assistant", "ok")
+    ]
     with caplog.at_level(logging.INFO, logger="pyruntime.history"):
         prepared = prepare(history)
     assert prepared.messages == [history[0], history[3], history[4]]
@@ -185,15 +187,23 @@ def test_refolding_after_the_history_dropped_its_oldest_rows_folds_each_message_
     assert len(stored) == 40 and find_fold_point(stored, scoped.load_summary("AINpc")) == 30
 
 
+def turn(scoped: ScopedAgentMemoryStore):
+    return asyncio.run(
+        prepare_scoped_turn_history(
+            scoped, "AINpc", config=RoleMemoryConfig("AINpc"), counter=COUNTER, budget=roomy_budget()
+        )
+    )
+
+
 def test_clear_chat_history_also_clears_the_summary_so_the_next_turn_starts_fresh() -> None:
     scoped = ScopedAgentMemoryStore(InMemoryAgentMemoryStore(), InMemoryConversationSummaryStore())
     for m in dialogue(40):
         scoped.append_chat_message("AINpc", m.role, m.content)
-    first = asyncio.run(prepare_scoped_turn_history(scoped, "AINpc", config=RoleMemoryConfig("AINpc"), counter=COUNTER, budget=roomy_budget()))
+    first = turn(scoped)
     first.commit()
     scoped.clear_chat_history("AINpc")
     scoped.append_chat_message("AINpc", "user", "hello again")
-    second = asyncio.run(prepare_scoped_turn_history(scoped, "AINpc", config=RoleMemoryConfig("AINpc"), counter=COUNTER, budget=roomy_budget()))
+    second = turn(scoped)
     assert second.summary_text == "" and [m.content for m in second.messages] == ["hello again"]
 
 

@@ -80,7 +80,9 @@ def test_only_the_newest_three_tool_results_stay() -> None:
 
 
 def test_a_duplicated_tool_result_keeps_its_call() -> None:
-    history = [M("assistant", "call", tool_call_id="c1"), M("tool", "r", tool_call_id="c1"), M("tool", "r", tool_call_id="c1")]
+    history = [
+        M("assistant", "call", tool_call_id="c1"), M("tool", "r", tool_call_id="c1"), M("tool", "r", tool_call_id="c1")
+    ]
     assert sent(history) == [("assistant", "call"), ("tool", "r")]
 
 

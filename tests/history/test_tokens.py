@@ -24,7 +24,10 @@ CHATS = [
         {"role": "assistant", "content": "Hello Alex! A sword costs 40 gold."},
         {"role": "user", "content": "Ünïcödé, emoji 😀 and\nnew lines\tand <|im_start|> inside"},
     ],
-    [{"role": "system", "content": "Previous conversation summary:\n- user: a\n- assistant: b"}, {"role": "user", "content": ""}],
+    [
+        {"role": "system", "content": "Previous conversation summary:\n- user: a\n- assistant: b"},
+        {"role": "user", "content": ""},
+    ],
 ]
 
 
@@ -35,7 +38,8 @@ def test_heuristic_is_len_plus_3_div_4_at_least_1(text: str, expected: int) -> N
 
 def test_heuristic_chat_count_adds_the_template_overhead() -> None:
     chat = [{"role": "user", "content": "x" * 40}, {"role": "assistant", "content": "y" * 8}]
-    assert count_chat_tokens(HeuristicTokenCounter(), chat) == 10 + 2 + 2 * MESSAGE_OVERHEAD_TOKENS + GENERATION_PROMPT_TOKENS
+    expected = 10 + 2 + 2 * MESSAGE_OVERHEAD_TOKENS + GENERATION_PROMPT_TOKENS
+    assert count_chat_tokens(HeuristicTokenCounter(), chat) == expected
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +48,9 @@ def model(tiny_model_path: Path) -> llama_cpp.Llama:
 
 
 @pytest.mark.parametrize("chat", CHATS)
-def test_exact_chat_count_equals_llama_cpp_prompt_tokens(tiny_model_path: Path, model: llama_cpp.Llama, chat: list) -> None:
+def test_exact_chat_count_equals_llama_cpp_prompt_tokens(
+    tiny_model_path: Path, model: llama_cpp.Llama, chat: list
+) -> None:
     counter = LlamaTokenCounter(tiny_model_path)
     reply = model.create_chat_completion(chat, max_tokens=1, temperature=0.0)
     assert count_chat_tokens(counter, chat) == reply["usage"]["prompt_tokens"]
