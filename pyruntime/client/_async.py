@@ -1,0 +1,176 @@
+"""`AsyncRuntimeClient`: every RPC of a running runtime, over gRPC or Connect, returning the core's types.
+
+`_sync.py` is this file with `async`/`await` removed; keep the two in step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from coreai.v1 import memory_store_pb2 as ms, orchestrator_pb2 as orch
+from pyruntime.client import _messages as m
+from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, AsyncTransport, async_transport
+from pyruntime.memory import MemoryToolResult
+from pyruntime.memory.state import AgentMemoryState, MemoryVersion
+from pyruntime.policy import RoleMemoryConfig, config_from_proto, config_to_proto
+from pyruntime.scopes import AgentMemoryScope
+from pyruntime.stores import ChatMessage, LoadResult, ScopeSnapshot, TranscriptEntry
+
+DEFAULT_TIMEOUT_S = 60.0
+
+
+class AsyncRuntimeClient:
+    """Async client of one runtime: `grpc://127.0.0.1:13334` or `http://127.0.0.1:13335` (Connect)."""
+
+    def __init__(self, url: str, *, token: str, timeout: float | None = DEFAULT_TIMEOUT_S,
+                 transport: AsyncTransport | None = None) -> None:
+        self._transport = transport if transport is not None else async_transport(url, token, timeout)
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._transport.aclose()
+
+    async def __aenter__(self) -> "AsyncRuntimeClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _store(self, rpc: str, request: Any) -> Any:
+        return await self._transport.unary(MEMORY_STORE, rpc, request)
+
+    # -- memory document -------------------------------------------------------------------
+
+    async def load_state(self, role_id: str, *, scope: AgentMemoryScope | None = None,
+                         actor: str | None = None) -> LoadResult:
+        """TryLoad: Loaded (with state), NotFound, or Failed(reason)."""
+        request = ms.LoadStateRequest(target=m.target(role_id, scope, actor))
+        return m.load_result(await self._store("LoadState", request))
+
+    async def apply_memory_tool(self, role_id: str, arguments: m.MemoryArguments, *,
+                                scope: AgentMemoryScope | None = None, actor: str | None = None) -> MemoryToolResult:
+        """One `memory` call; a refused edit is a result with success=False (see pyruntime.service)."""
+        request = m.memory_tool_request(role_id, arguments, scope, actor)
+        return m.tool_result(await self._store("ApplyMemoryTool", request))
+
+    async def save_state(self, role_id: str, state: AgentMemoryState, *, scope: AgentMemoryScope | None = None,
+                         actor: str | None = None) -> None:
+        """Replace the whole state (heals an unreadable document)."""
+        await self._store("SaveState", m.save_state_request(role_id, state, scope, actor))
+
+    async def clear_memory(self, role_id: str, *, scope: AgentMemoryScope | None = None,
+                           actor: str | None = None) -> None:
+        """Delete the document, its versions and snapshot; chat stays."""
+        await self._store("ClearMemory", ms.ClearMemoryRequest(target=m.target(role_id, scope, actor)))
+
+    async def list_versions(self, role_id: str, *, scope: AgentMemoryScope | None = None,
+                            actor: str | None = None) -> list[MemoryVersion]:
+        """Retained versions, oldest first."""
+        request = ms.ListVersionsRequest(target=m.target(role_id, scope, actor))
+        return m.versions(await self._store("ListVersions", request))
+
+    async def revert_memory(self, role_id: str, version: int, *, scope: AgentMemoryScope | None = None,
+                            actor: str | None = None) -> MemoryToolResult:
+        """Set the memory to a retained version (recorded as a new version)."""
+        request = ms.RevertMemoryRequest(target=m.target(role_id, scope, actor), version=version)
+        return m.tool_result(await self._store("RevertMemory", request))
+
+    async def diff_versions(self, role_id: str, from_version: int, to_version: int, *,
+                            scope: AgentMemoryScope | None = None, actor: str | None = None) -> str:
+        """Unified diff between two retained versions (0 = the empty document)."""
+        request = ms.DiffVersionsRequest(target=m.target(role_id, scope, actor), from_version=from_version,
+                                         to_version=to_version)
+        return (await self._store("DiffVersions", request)).unified_diff
+
+    # -- chat history and transcript ---------------------------------------------------------
+
+    async def append_chat_message(self, role_id: str, role: str, content: str, *, persist: bool = True,
+                                  scope: AgentMemoryScope | None = None, actor: str | None = None) -> None:
+        """Append one chat message (persist=False: the runtime process only)."""
+        request = ms.AppendChatMessageRequest(target=m.target(role_id, scope, actor), role=role, content=content,
+                                              persist=persist)
+        await self._store("AppendChatMessage", request)
+
+    async def get_chat_history(self, role_id: str, max_messages: int = 0, *, scope: AgentMemoryScope | None = None,
+                               actor: str | None = None) -> list[ChatMessage]:
+        """Oldest first, the newest max_messages (0 = all)."""
+        request = ms.GetChatHistoryRequest(target=m.target(role_id, scope, actor), max_messages=max_messages)
+        return m.chat_messages(await self._store("GetChatHistory", request))
+
+    async def clear_chat_history(self, role_id: str, *, scope: AgentMemoryScope | None = None,
+                                 actor: str | None = None) -> None:
+        """Delete chat history, transcript and rolling summary; memory stays."""
+        await self._store("ClearChatHistory", ms.ClearChatHistoryRequest(target=m.target(role_id, scope, actor)))
+
+    async def get_transcript(self, role_id: str, max_entries: int = 0, *, scope: AgentMemoryScope | None = None,
+                             actor: str | None = None) -> list[TranscriptEntry]:
+        """Oldest first, the newest max_entries (0 = all)."""
+        request = ms.GetTranscriptRequest(target=m.target(role_id, scope, actor), max_entries=max_entries)
+        return m.transcript(await self._store("GetTranscript", request))
+
+    # -- rolling summary -----------------------------------------------------------------------
+
+    async def load_summary(self, role_id: str, *, scope: AgentMemoryScope | None = None,
+                           actor: str | None = None) -> str | None:
+        """The rolling summary, None if there is none."""
+        response = await self._store("LoadSummary", ms.LoadSummaryRequest(target=m.target(role_id, scope, actor)))
+        return response.summary if response.found else None
+
+    async def save_summary(self, role_id: str, summary: str, *, scope: AgentMemoryScope | None = None,
+                           actor: str | None = None) -> None:
+        """Replace the rolling summary."""
+        request = ms.SaveSummaryRequest(target=m.target(role_id, scope, actor), summary=summary)
+        await self._store("SaveSummary", request)
+
+    async def clear_summary(self, role_id: str, *, scope: AgentMemoryScope | None = None,
+                            actor: str | None = None) -> None:
+        """Delete the rolling summary."""
+        await self._store("ClearSummary", ms.ClearSummaryRequest(target=m.target(role_id, scope, actor)))
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    async def export_snapshot(self, scope: AgentMemoryScope | None = None, role_ids: Sequence[str] = (),
+                              actors: Sequence[str] = ()) -> ScopeSnapshot:
+        """All data of the named roles x actors in scope (none named: every known role, no actor)."""
+        response = await self._store("ExportSnapshot", m.export_request(scope, role_ids, actors))
+        return ScopeSnapshot.from_proto(response.snapshot)
+
+    async def import_snapshot(self, snapshot: ScopeSnapshot, target_scope: AgentMemoryScope | None = None) -> int:
+        """Replace the data of the snapshot's identities (in target_scope if given); returns roles imported."""
+        response = await self._store("ImportSnapshot", m.import_request(snapshot, target_scope))
+        return response.roles_imported
+
+    # -- orchestrator ----------------------------------------------------------------------------
+
+    async def run_task(self, hint: str, *, role_id: str = "", scope: AgentMemoryScope | None = None,
+                       actor: str | None = None, **options: Any) -> orch.RunTaskResponse:
+        """One turn (blank role = Creator); options are RunTaskRequest fields (source_tag, timeout_ms, ...)."""
+        request = m.task_request(hint, role_id, scope, actor, options)
+        return await self._transport.unary(ORCHESTRATOR, "RunTask", request)
+
+    async def stream_task(self, hint: str, *, role_id: str = "", scope: AgentMemoryScope | None = None,
+                          actor: str | None = None, **options: Any) -> AsyncIterator[orch.TurnEvent]:
+        """The same turn as events; closing the iterator early cancels the turn."""
+        request = m.task_request(hint, role_id, scope, actor, options)
+        async for event in self._transport.stream(ORCHESTRATOR, "StreamTask", request):
+            yield event
+
+    async def configure_role(self, config: RoleMemoryConfig) -> RoleMemoryConfig:
+        """Register or replace a role's config; returns it as the runtime stored it."""
+        request = orch.ConfigureRoleRequest(config=config_to_proto(config))
+        return config_from_proto(await self._transport.unary(ORCHESTRATOR, "ConfigureRole", request))
+
+    async def get_role_config(self, role_id: str) -> RoleMemoryConfig:
+        """A role's config (defaults for a role the runtime does not know)."""
+        request = orch.GetRoleConfigRequest(role_id=role_id)
+        return config_from_proto(await self._transport.unary(ORCHESTRATOR, "GetRoleConfig", request))
+
+    async def list_roles(self) -> list[RoleMemoryConfig]:
+        """Every built-in and configured role."""
+        response = await self._transport.unary(ORCHESTRATOR, "ListRoles", orch.ListRolesRequest())
+        return [config_from_proto(c) for c in response.roles]
+
+    async def health(self) -> m.RuntimeHealth:
+        """Readiness of the runtime and its model (needs no token)."""
+        return m.health(await self._transport.unary(ORCHESTRATOR, "Health", orch.HealthRequest()))

@@ -1,0 +1,143 @@
+"""Requests built from the client's arguments and responses turned into the core's types (pure, no I/O)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from coreai.v1 import common_pb2, memory_store_pb2 as ms, orchestrator_pb2 as orch
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.memory import MEMORY_ARGUMENT_NAMES, MemoryToolResult
+from pyruntime.memory.state import AgentMemoryState, MemoryVersion
+from pyruntime.scopes import AgentMemoryScope
+from pyruntime.stores import ChatMessage, LoadResult, ScopeSnapshot, TranscriptEntry
+from pyruntime.stores.snapshot import entry_from_proto, scope_to_proto, state_from_proto, state_to_proto
+
+MemoryArguments = str | Mapping[str, Any]
+"""A `memory` call: the model's raw JSON text, or an argument object (`{"action": "append", ...}`)."""
+
+
+@dataclass(frozen=True)
+class RuntimeHealth:
+    """What the Health RPC says."""
+
+    ready: bool
+    model: str
+    version: str
+    model_ready: bool
+
+
+def target(role_id: str, scope: AgentMemoryScope | None, actor: str | None) -> common_pb2.AgentTarget:
+    """The `AgentTarget` of (role, scope, actor)."""
+    if not isinstance(role_id, str):
+        raise InvalidArgumentError("role_id must be a string")
+    message = common_pb2.AgentTarget(role_id=role_id, actor=actor or "")
+    if scope is not None:
+        message.scope.CopyFrom(scope_to_proto(scope))
+    return message
+
+
+def memory_tool_request(role_id: str, arguments: MemoryArguments, scope: AgentMemoryScope | None,
+                        actor: str | None) -> ms.ApplyMemoryToolRequest:
+    """Raw text goes as arguments_json (repaired like a model's call); an object as the typed fields."""
+    request = ms.ApplyMemoryToolRequest(target=target(role_id, scope, actor))
+    if isinstance(arguments, str):
+        request.arguments_json = arguments
+        return request
+    if not isinstance(arguments, Mapping):
+        raise InvalidArgumentError("arguments must be a JSON string or a mapping")
+    unknown = sorted(set(arguments) - set(MEMORY_ARGUMENT_NAMES))
+    if unknown:
+        # The typed fields are strict; the raw JSON path names (or repairs) them server-side.
+        request.arguments_json = json.dumps(dict(arguments), ensure_ascii=False)
+        return request
+    try:
+        for name, value in arguments.items():
+            if value is not None:
+                setattr(request, name, value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"memory argument has the wrong type: {exc}") from None
+    return request
+
+
+def load_result(response: ms.LoadStateResponse) -> LoadResult:
+    """TryLoad's outcome."""
+    if response.status == ms.LOAD_STATUS_LOADED:
+        return LoadResult.loaded(state_from_proto(response.state))
+    if response.status == ms.LOAD_STATUS_FAILED:
+        return LoadResult.failed(response.reason)
+    return LoadResult.not_found()
+
+
+def tool_result(response: ms.MemoryToolResult) -> MemoryToolResult:
+    """The memory tool's result."""
+    return MemoryToolResult(response.success, response.message or None, response.error or None, response.version,
+                            response.memory_length, response.memory if response.HasField("memory") else None)
+
+
+def versions(response: ms.ListVersionsResponse) -> list[MemoryVersion]:
+    """Retained versions, oldest first."""
+    return [MemoryVersion(v.version, v.timestamp, v.action, v.content_after, v.note) for v in response.versions]
+
+
+def chat_messages(response: ms.GetChatHistoryResponse) -> list[ChatMessage]:
+    """Chat messages, oldest first."""
+    return [ChatMessage(m.role, m.content, m.timestamp, m.order) for m in response.messages]
+
+
+def transcript(response: ms.GetTranscriptResponse) -> list[TranscriptEntry]:
+    """Transcript rows, oldest first."""
+    return [entry_from_proto(e) for e in response.entries]
+
+
+def save_state_request(role_id: str, state: AgentMemoryState, scope: AgentMemoryScope | None,
+                       actor: str | None) -> ms.SaveStateRequest:
+    """SaveState of a state."""
+    if not isinstance(state, AgentMemoryState):
+        raise InvalidArgumentError("state must be an AgentMemoryState")
+    return ms.SaveStateRequest(target=target(role_id, scope, actor), state=state_to_proto(state))
+
+
+def export_request(scope: AgentMemoryScope | None, role_ids: Sequence[str],
+                   actors: Sequence[str]) -> ms.ExportSnapshotRequest:
+    """ExportSnapshot of named roles and actors (none named: every known role, no actor)."""
+    if isinstance(role_ids, str) or isinstance(actors, str):
+        raise InvalidArgumentError("role_ids and actors must be sequences, not a single string")
+    request = ms.ExportSnapshotRequest(role_ids=list(role_ids), actors=list(actors))
+    if scope is not None:
+        request.scope.CopyFrom(scope_to_proto(scope))
+    return request
+
+
+def import_request(snapshot: ScopeSnapshot, target_scope: AgentMemoryScope | None) -> ms.ImportSnapshotRequest:
+    """ImportSnapshot, optionally into another scope."""
+    if not isinstance(snapshot, ScopeSnapshot):
+        raise InvalidArgumentError("snapshot must be a ScopeSnapshot")
+    request = ms.ImportSnapshotRequest(snapshot=snapshot.to_proto())
+    if target_scope is not None:
+        request.target_scope.CopyFrom(scope_to_proto(target_scope))
+    return request
+
+
+def task_request(hint: str, role_id: str, scope: AgentMemoryScope | None, actor: str | None,
+                 options: Mapping[str, Any]) -> orch.RunTaskRequest:
+    """A RunTaskRequest; options are its other fields (source_tag, trace_id, timeout_ms, ...)."""
+    request = orch.RunTaskRequest(target=target(role_id, scope, actor), hint=hint)
+    try:
+        for name, value in options.items():
+            if name == "allowed_tool_names":
+                if value is not None:  # unset = every tool, [] = none: presence matters
+                    request.allowed_tool_names.SetInParent()
+                    request.allowed_tool_names.names.extend(value)
+            elif value is not None:
+                setattr(request, name, value)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"bad RunTask option: {exc}") from None
+    return request
+
+
+def health(response: orch.HealthResponse) -> RuntimeHealth:
+    """The Health answer."""
+    return RuntimeHealth(response.ready, response.model, response.version, response.model_ready)

@@ -1,0 +1,238 @@
+"""How calls travel: gRPC (grpcio stubs) or Connect (connectrpc's generated clients), sync and async.
+
+Every transport takes (service, RPC name, request) and returns the response message, raising the
+`pyruntime.client.errors` exception of a failed call's status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import grpc
+from connectrpc.errors import ConnectError
+from google.protobuf.message import Message
+from grpc import aio
+from pyqwest import Client, SyncClient
+
+from coreai.v1 import memory_store_pb2_grpc, orchestrator_pb2_grpc
+from coreai.v1.memory_store_connect import MemoryStoreClient, MemoryStoreClientSync
+from coreai.v1.orchestrator_connect import OrchestratorClient, OrchestratorClientSync
+from pyruntime.client.errors import RuntimeCallError, error_for, status_code_named
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.rpc._shared import python_method_name
+
+MEMORY_STORE = "MemoryStore"
+ORCHESTRATOR = "Orchestrator"
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # responses (snapshots) may be large; requests are limited by the server
+
+
+def parse_runtime_url(url: str) -> tuple[str, str]:
+    """("grpc", "host:port") for `grpc://host:port`, ("connect", "http://host:port") for an http(s) URL."""
+    parts = urlsplit(url.strip())
+    if parts.scheme == "grpc" and parts.netloc:
+        return "grpc", parts.netloc
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return "connect", f"{parts.scheme}://{parts.netloc}"
+    raise InvalidArgumentError("runtime URL must be grpc://HOST:PORT (gRPC) or http://HOST:PORT (Connect)")
+
+
+def _grpc_error(exc: grpc.RpcError) -> RuntimeCallError:
+    code = exc.code() if hasattr(exc, "code") else None
+    details = exc.details() if hasattr(exc, "details") else None
+    return error_for(status_code_named(code.name if code is not None else "UNKNOWN"), details or "call failed")
+
+
+def _connect_error(exc: ConnectError) -> RuntimeCallError:
+    return error_for(status_code_named(exc.code.name), exc.message)
+
+
+class AsyncTransport(Protocol):
+    """Async calls to one runtime."""
+
+    async def unary(self, service: str, rpc: str, request: Message) -> Any:
+        """One request, one response."""
+        ...
+
+    def stream(self, service: str, rpc: str, request: Message) -> AsyncIterator[Any]:
+        """One request, a stream of responses; closing the iterator cancels the call."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+class SyncTransport(Protocol):
+    """Blocking calls to one runtime."""
+
+    def unary(self, service: str, rpc: str, request: Message) -> Any:
+        """One request, one response."""
+        ...
+
+    def stream(self, service: str, rpc: str, request: Message) -> Iterator[Any]:
+        """One request, a stream of responses; closing the iterator cancels the call."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+_GRPC_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+
+
+class AsyncGrpcTransport:
+    """grpc.aio channel with both stubs."""
+
+    def __init__(self, target: str, token: str, timeout: float | None) -> None:
+        self._channel = aio.insecure_channel(target, options=_GRPC_OPTIONS)
+        self._stubs = {MEMORY_STORE: memory_store_pb2_grpc.MemoryStoreStub(self._channel),
+                       ORCHESTRATOR: orchestrator_pb2_grpc.OrchestratorStub(self._channel)}
+        self._metadata = (("authorization", f"Bearer {token}"),)
+        self._timeout = timeout
+
+    async def unary(self, service: str, rpc: str, request: Message) -> Any:
+        """One request, one response."""
+        try:
+            return await getattr(self._stubs[service], rpc)(request, metadata=self._metadata, timeout=self._timeout)
+        except grpc.RpcError as exc:
+            raise _grpc_error(exc) from None
+
+    async def stream(self, service: str, rpc: str, request: Message) -> AsyncIterator[Any]:
+        """One request, a stream of responses; closing the iterator cancels the call."""
+        call = getattr(self._stubs[service], rpc)(request, metadata=self._metadata, timeout=self._timeout)
+        try:
+            async for message in call:
+                yield message
+        except grpc.RpcError as exc:
+            raise _grpc_error(exc) from None
+        finally:
+            call.cancel()
+
+    async def aclose(self) -> None:
+        """Close the channel."""
+        await self._channel.close()
+
+
+class GrpcTransport:
+    """Blocking grpc channel with both stubs."""
+
+    def __init__(self, target: str, token: str, timeout: float | None) -> None:
+        self._channel = grpc.insecure_channel(target, options=_GRPC_OPTIONS)
+        self._stubs = {MEMORY_STORE: memory_store_pb2_grpc.MemoryStoreStub(self._channel),
+                       ORCHESTRATOR: orchestrator_pb2_grpc.OrchestratorStub(self._channel)}
+        self._metadata = (("authorization", f"Bearer {token}"),)
+        self._timeout = timeout
+
+    def unary(self, service: str, rpc: str, request: Message) -> Any:
+        """One request, one response."""
+        try:
+            return getattr(self._stubs[service], rpc)(request, metadata=self._metadata, timeout=self._timeout)
+        except grpc.RpcError as exc:
+            raise _grpc_error(exc) from None
+
+    def stream(self, service: str, rpc: str, request: Message) -> Iterator[Any]:
+        """One request, a stream of responses; closing the iterator cancels the call."""
+        call = getattr(self._stubs[service], rpc)(request, metadata=self._metadata, timeout=self._timeout)
+        try:
+            yield from call
+        except grpc.RpcError as exc:
+            raise _grpc_error(exc) from None
+        finally:
+            call.cancel()
+
+    def close(self) -> None:
+        """Close the channel."""
+        self._channel.close()
+
+
+def _timeout_ms(timeout: float | None) -> int | None:
+    return None if timeout is None else max(1, int(timeout * 1000))
+
+
+class AsyncConnectTransport:
+    """connectrpc's async clients over one pyqwest connection pool (binary protobuf)."""
+
+    def __init__(self, base_url: str, token: str, timeout: float | None) -> None:
+        self._http = Client()
+        options: dict[str, Any] = {"timeout_ms": _timeout_ms(timeout), "http_client": self._http,
+                                   "read_max_bytes": MAX_MESSAGE_BYTES}
+        self._clients = {MEMORY_STORE: MemoryStoreClient(base_url, **options),
+                         ORCHESTRATOR: OrchestratorClient(base_url, **options)}
+        self._headers = {"authorization": f"Bearer {token}"}
+
+    async def unary(self, service: str, rpc: str, request: Message) -> Any:
+        """One request, one response."""
+        try:
+            return await getattr(self._clients[service], python_method_name(rpc))(request, headers=self._headers)
+        except ConnectError as exc:
+            raise _connect_error(exc) from None
+
+    async def stream(self, service: str, rpc: str, request: Message) -> AsyncIterator[Any]:
+        """One request, a stream of responses; closing the iterator cancels the call."""
+        events = getattr(self._clients[service], python_method_name(rpc))(request, headers=self._headers)
+        try:
+            async for message in events:
+                yield message
+        except ConnectError as exc:
+            raise _connect_error(exc) from None
+        finally:
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def aclose(self) -> None:
+        """Close the clients (the pool is closed with them)."""
+        for client in self._clients.values():
+            await client.close()
+
+
+class ConnectTransport:
+    """connectrpc's blocking clients over one pyqwest connection pool (binary protobuf)."""
+
+    def __init__(self, base_url: str, token: str, timeout: float | None) -> None:
+        self._http = SyncClient()
+        options: dict[str, Any] = {"timeout_ms": _timeout_ms(timeout), "http_client": self._http,
+                                   "read_max_bytes": MAX_MESSAGE_BYTES}
+        self._clients = {MEMORY_STORE: MemoryStoreClientSync(base_url, **options),
+                         ORCHESTRATOR: OrchestratorClientSync(base_url, **options)}
+        self._headers = {"authorization": f"Bearer {token}"}
+
+    def unary(self, service: str, rpc: str, request: Message) -> Any:
+        """One request, one response."""
+        try:
+            return getattr(self._clients[service], python_method_name(rpc))(request, headers=self._headers)
+        except ConnectError as exc:
+            raise _connect_error(exc) from None
+
+    def stream(self, service: str, rpc: str, request: Message) -> Iterator[Any]:
+        """One request, a stream of responses; closing the iterator cancels the call."""
+        events = getattr(self._clients[service], python_method_name(rpc))(request, headers=self._headers)
+        try:
+            yield from events
+        except ConnectError as exc:
+            raise _connect_error(exc) from None
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
+
+    def close(self) -> None:
+        """Close the clients."""
+        for client in self._clients.values():
+            client.close()
+
+
+def async_transport(url: str, token: str, timeout: float | None) -> AsyncTransport:
+    """The async transport a runtime URL names."""
+    kind, address = parse_runtime_url(url)
+    return AsyncGrpcTransport(address, token, timeout) if kind == "grpc" else AsyncConnectTransport(
+        address, token, timeout)
+
+
+def sync_transport(url: str, token: str, timeout: float | None) -> SyncTransport:
+    """The blocking transport a runtime URL names."""
+    kind, address = parse_runtime_url(url)
+    return GrpcTransport(address, token, timeout) if kind == "grpc" else ConnectTransport(address, token, timeout)
