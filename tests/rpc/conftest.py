@@ -1,0 +1,117 @@
+"""Real runtimes on loopback (free ports, real file stores) and clients of both transports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pyruntime.client import RuntimeClient
+from pyruntime.rpc import RpcConfig, RpcServersHandle, start_rpc_servers
+from pyruntime.service import RuntimeServices
+from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "test-token-0123456789abcdef"
+TRANSPORTS = ("grpc", "connect")
+
+
+@dataclass
+class Runtime:
+    """A runtime serving file stores under data_dir, in this process."""
+
+    handle: RpcServersHandle
+    services: RuntimeServices
+    data_dir: Path
+
+    @property
+    def token(self) -> str:
+        return self.handle.token
+
+    def url(self, transport: str) -> str:
+        """The client URL of a transport."""
+        return f"grpc://127.0.0.1:{self.handle.grpc_port}" if transport == "grpc" else self.handle.connect_url
+
+    def client(self, transport: str, token: str | None = None) -> RuntimeClient:
+        """A blocking client of one transport (close it)."""
+        return RuntimeClient(self.url(transport), token=token or self.token, timeout=30)
+
+    @property
+    def memory_dir(self) -> Path:
+        return self.data_dir / "CoreAI" / "AgentMemory"
+
+
+def start_runtime(data_dir: Path, services: RuntimeServices | None = None, **config: object) -> Runtime:
+    """Start both transports on free loopback ports over file stores in data_dir."""
+    services = services or RuntimeServices.create(open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir))
+    settings = {"grpc_port": 0, "connect_port": 0, "token": TOKEN, "grace_s": 2.0, **config}
+    handle = start_rpc_servers(services, RpcConfig(**settings))  # type: ignore[arg-type]
+    return Runtime(handle, services, data_dir)
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Iterator[Runtime]:
+    """A fresh runtime per test."""
+    rt = start_runtime(tmp_path / "data")
+    yield rt
+    rt.handle.stop(1.0)
+    rt.services.close()
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    """Each test runs once per transport."""
+    return str(request.param)
+
+
+@pytest.fixture
+def client(runtime: Runtime, transport: str) -> Iterator[RuntimeClient]:
+    """A blocking client of the runtime over the test's transport."""
+    with runtime.client(transport) as c:
+        yield c
+
+
+def files_snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under root with its bytes (to show that a refused call changed nothing)."""
+    if not root.exists():
+        return {}
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+            and "runtime" not in p.parts and not p.name.endswith(".lock")}
+
+
+@dataclass
+class RuntimeProcess:
+    """A runtime in a child process (`python -m pyruntime.rpc`), for signals."""
+
+    process: subprocess.Popen[str]
+    grpc_port: int
+    connect_port: int
+    data_dir: Path
+
+    def terminate(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        """Send sig and wait for the exit code."""
+        self.process.send_signal(sig)
+        return self.process.wait(timeout)
+
+
+def spawn_runtime(data_dir: Path, *, grpc_port: int = 0, connect_port: int = 0) -> RuntimeProcess:
+    """Start `python -m pyruntime.rpc` and wait for its ready line."""
+    env = {**os.environ, "COREAI_RUNTIME_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pyruntime.rpc", "--data-dir", str(data_dir), "--grpc-port", str(grpc_port),
+         "--connect-port", str(connect_port), "--grace", "10"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line:
+        process.kill()
+        raise RuntimeError(f"runtime did not start (exit {process.wait()})")
+    ready = json.loads(line)
+    return RuntimeProcess(process, ready["grpc_port"], ready["connect_port"], data_dir)
