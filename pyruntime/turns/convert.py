@@ -1,0 +1,108 @@
+"""Pure conversions between `coreai.v1` orchestrator messages and the turn types, plus a proto-facing runner.
+
+`ProtoTurnRunner` is the `TurnRunner` the Orchestrator service expects: it converts requests in
+and events/results out, and leaves every decision to `AiOrchestrator`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from coreai.v1 import orchestrator_pb2 as pb
+from pyruntime.scopes import DEFAULT_TURN_ROLE
+from pyruntime.service.targets import target_from_proto
+from pyruntime.turns.events import (
+    CutReportEvent,
+    FinalEvent,
+    TaskResult,
+    TextDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEvent,
+)
+from pyruntime.turns.orchestrator import AiOrchestrator
+from pyruntime.turns.request import AiTaskRequest
+
+
+def request_from_proto(message: pb.RunTaskRequest) -> AiTaskRequest:
+    """The `AiTaskRequest` of a `RunTaskRequest` (blank role -> Creator, timeout_ms 0 -> the default)."""
+    target = target_from_proto(message.target, default_role=DEFAULT_TURN_ROLE)
+    return AiTaskRequest(
+        hint=message.hint,
+        role_id=target.role_id,
+        source_tag=message.source_tag,
+        trace_id=message.trace_id,
+        scope=target.scope,
+        actor=target.actor,
+        request_system_instructions=message.request_system_instructions,
+        allowed_tool_names=tuple(message.allowed_tool_names.names) if message.HasField("allowed_tool_names") else None,
+        forced_tool_mode=message.forced_tool_mode,
+        max_output_tokens=message.max_output_tokens if message.HasField("max_output_tokens") else None,
+        world_state=message.world_state,
+        temperature=message.temperature if message.HasField("temperature") else None,
+        timeout=message.timeout_ms / 1000.0 if message.timeout_ms > 0 else None,
+    )
+
+
+def _tool_call(event: ToolCallEvent) -> pb.ToolCallEvent:
+    return pb.ToolCallEvent(call_id=event.call_id, name=event.name, arguments_json=event.arguments_json)
+
+
+def _tool_result(event: ToolResultEvent) -> pb.ToolResultEvent:
+    return pb.ToolResultEvent(call_id=event.call_id, name=event.name, success=event.success, content=event.content)
+
+
+def result_to_proto(result: TaskResult) -> pb.RunTaskResponse:
+    """The `RunTaskResponse` of a finished turn."""
+    response = pb.RunTaskResponse(
+        status=int(result.status),
+        text=result.text,
+        error=result.error,
+        tool_calls=[_tool_call(c) for c in result.tool_calls],
+        tool_results=[_tool_result(r) for r in result.tool_results],
+        usage=pb.TurnUsage(
+            prompt_tokens=result.usage.prompt_tokens,
+            completion_tokens=result.usage.completion_tokens,
+            model_calls=result.usage.model_calls,
+        ),
+        trace_id=result.trace_id,
+    )
+    if result.cut_report is not None:
+        response.cut_report.CopyFrom(result.cut_report.to_proto())
+    return response
+
+
+def event_to_proto(event: TurnEvent) -> pb.TurnEvent:
+    """The `TurnEvent` message of one turn event."""
+    if isinstance(event, TextDeltaEvent):
+        return pb.TurnEvent(text_delta=pb.TextDelta(text=event.text))
+    if isinstance(event, ToolCallEvent):
+        return pb.TurnEvent(tool_call=_tool_call(event))
+    if isinstance(event, ToolResultEvent):
+        return pb.TurnEvent(tool_result=_tool_result(event))
+    if isinstance(event, CutReportEvent):
+        return pb.TurnEvent(cut_report=event.report.to_proto())
+    if isinstance(event, FinalEvent):
+        return pb.TurnEvent(final=result_to_proto(event.result))
+    raise TypeError(f"not a turn event: {type(event).__name__}")
+
+
+class ProtoTurnRunner:
+    """An `AiOrchestrator` seen through proto messages (the service's `TurnRunner`)."""
+
+    def __init__(self, orchestrator: AiOrchestrator) -> None:
+        """Wrap the orchestrator."""
+        self.orchestrator = orchestrator
+
+    async def run_task(self, request: pb.RunTaskRequest) -> pb.RunTaskResponse:
+        """The whole turn, once it has ended."""
+        return result_to_proto(await self.orchestrator.run_task(request_from_proto(request)))
+
+    async def stream_task(self, request: pb.RunTaskRequest) -> AsyncIterator[pb.TurnEvent]:
+        """The turn as events; closing this iterator cancels the turn."""
+        events = self.orchestrator.stream_task(request_from_proto(request))
+        try:
+            async for event in events:
+                yield event_to_proto(event)
+        finally:
+            await events.aclose()

@@ -1,0 +1,76 @@
+"""`build_orchestrator`: an `AiOrchestrator` wired from a server URL (or a hosted server) in one call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyruntime.history import LlmCompactionOptions, TokenCounter
+from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.queue import ModelRequestQueue
+from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.stores.persistence import AgentMemoryPersistenceMode, StoreBundle, open_stores
+from pyruntime.turns.modes import ToolCallMode
+from pyruntime.turns.orchestrator import DEFAULT_MODEL_CONTEXT_TOKENS, DEFAULT_TURN_TIMEOUT_S, AiOrchestrator
+from pyruntime.turns.templates import model_accepts_later_system
+from pyruntime.turns.tools import ToolRegistry
+
+
+def build_orchestrator(
+    *,
+    server: LlamaServerProcess | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    model: str | None = None,
+    model_path: Path | None = None,
+    model_context_tokens: int | None = None,
+    stores: StoreBundle | None = None,
+    data_dir: Path | None = None,
+    policy: AgentMemoryPolicy | None = None,
+    tools: ToolRegistry | None = None,
+    tool_mode: ToolCallMode | str = ToolCallMode.STRUCTURED,
+    exact_token_counts: bool = False,
+    token_counter: TokenCounter | None = None,
+    system_messages_after_first: bool | None = None,
+    default_timeout: float = DEFAULT_TURN_TIMEOUT_S,
+    llm_compaction_enabled: bool = False,
+    llm_compaction_options: LlmCompactionOptions | None = None,
+) -> AiOrchestrator:
+    """An orchestrator for a hosted llama.cpp `server`, or any OpenAI-compatible `base_url`.
+
+    With a `server` (or a `model_path`), the context size, the GGUF's chat template (does it take a
+    later system message?) and, with `exact_token_counts`, the model's tokenizer are used. Stores:
+    `stores` as given, else file stores under `data_dir`, else session-only stores. Close the client
+    with `await orchestrator.client.aclose()`.
+    """
+    if server is not None:
+        base_url = base_url or server.base_url
+        model_path = model_path or server.config.model_path
+        model = model or server.config.alias
+        if model_context_tokens is None and server.config.n_ctx:
+            model_context_tokens = server.config.n_ctx
+    if not base_url:
+        raise ValueError("build_orchestrator needs a server or a base_url")
+    if system_messages_after_first is None:
+        system_messages_after_first = model_accepts_later_system(model_path) if model_path is not None else True
+    if token_counter is None and exact_token_counts and model_path is not None:
+        from pyruntime.history import LlamaTokenCounter
+
+        token_counter = LlamaTokenCounter(model_path)
+    if stores is None:
+        mode = AgentMemoryPersistenceMode.PERSISTENT if data_dir is not None else AgentMemoryPersistenceMode.SESSION_ONLY
+        stores = open_stores(mode, data_dir)
+    return AiOrchestrator(
+        policy or AgentMemoryPolicy(),
+        stores,
+        OpenAICompatClient(base_url, api_key=api_key, model=model),
+        ModelRequestQueue(),
+        tools=tools,
+        tool_mode=tool_mode,
+        model_context_tokens=model_context_tokens or DEFAULT_MODEL_CONTEXT_TOKENS,
+        token_counter=token_counter,
+        system_messages_after_first=system_messages_after_first,
+        default_timeout=default_timeout,
+        llm_compaction_enabled=llm_compaction_enabled,
+        llm_compaction_options=llm_compaction_options,
+    )

@@ -1,0 +1,561 @@
+"""`AiOrchestrator`: one turn of a role, end to end (spec section 7).
+
+A turn resolves the role's config, prepares the history (spec 5), plans the memory blocks,
+assembles the request, runs the tool loop against the model (through the request queue, streaming
+every piece of text as it arrives), retries a context overflow with a smaller history, and records
+the turn. Recording runs in `finally` behind `asyncio.shield`, so a failure, a timeout or a cancel
+still records the user's hint exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
+from pyruntime.history import (
+    CompactionKind,
+    CompactionRequestOptions,
+    CutReport,
+    HeuristicTokenCounter,
+    LlmCompactionOptions,
+    PreparedHistory,
+    TokenCounter,
+    compute_history_budget,
+    prepare_scoped_turn_history,
+)
+from pyruntime.history.budget import MAX_OVERFLOW_RETRIES
+from pyruntime.memory import MemoryTool
+from pyruntime.memory.state import AgentMemoryState
+from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.errors import ContextOverflowError, ModelError
+from pyruntime.model.queue import ModelRequestQueue, Priority
+from pyruntime.model.types import ChatCompletionAccumulator, TextDelta, ToolCall
+from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
+from pyruntime.stores.persistence import StoreBundle
+from pyruntime.stores.scoped import ScopedAgentMemoryStore
+from pyruntime.turns.events import (
+    CutReportEvent,
+    FinalEvent,
+    TaskResult,
+    TextDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEvent,
+    TurnStatus,
+    TurnUsage,
+)
+from pyruntime.turns.memory_blocks import MemoryBlocks, plan_memory_blocks
+from pyruntime.turns.modes import (
+    MAX_CALLS_PER_ROUND,
+    ReplyExtractor,
+    ToolCallMode,
+    native_tool_choice,
+    parse_structured_reply,
+    structured_schema,
+    tool_contract,
+)
+from pyruntime.turns.prompt import TailBlocks, assemble_messages, build_system_prompt, role_system_prompt
+from pyruntime.turns.recording import TurnRecord, record_turn
+from pyruntime.turns.request import FORCED_TOOL_NONE, FORCED_TOOL_REQUIRED, AiTaskRequest
+from pyruntime.turns.tool_loop import (
+    CallOutcome,
+    ExecutedCall,
+    LoopGuard,
+    MemoryToolAdapter,
+    OfferedTool,
+    ToolExecutor,
+    offered_tools,
+)
+from pyruntime.turns.tools import ToolContext, ToolRegistry
+
+log = logging.getLogger("pyruntime.turns")
+
+DEFAULT_TURN_TIMEOUT_S = 120.0
+DEFAULT_MODEL_CONTEXT_TOKENS = 8192
+ROUND_SEPARATOR = "\n\n"  # between the visible text of two model rounds
+STRUCTURED_RESULTS_HEADER = "Tool results:"
+
+Emit = Callable[[TurnEvent], Awaitable[None]]
+
+
+async def _discard(event: TurnEvent) -> None:
+    return None
+
+
+@dataclass
+class _Turn:
+    """The mutable state of one running turn."""
+
+    request: AiTaskRequest
+    config: RoleMemoryConfig
+    borrowed_history: bool
+    store: ScopedAgentMemoryStore
+    mode: ToolCallMode
+    started: float = field(default_factory=time.perf_counter)
+    status: TurnStatus = TurnStatus.FAILED
+    error: str = ""
+    text: list[str] = field(default_factory=list)
+    round_has_text: bool = False
+    tool_calls: list[ToolCallEvent] = field(default_factory=list)
+    tool_results: list[ToolResultEvent] = field(default_factory=list)
+    rounds: list[list[ExecutedCall]] = field(default_factory=list)
+    loop_messages: list[dict[str, Any]] = field(default_factory=list)
+    forced: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_calls: int = 0
+    overflow_retries: int = 0
+    prepared: PreparedHistory | None = None
+    cut_report: CutReport | None = None
+    finished: bool = False
+
+    @property
+    def role_id(self) -> str:
+        return self.request.role_id
+
+    @property
+    def records_history(self) -> bool:
+        return self.config.with_chat_history
+
+    def result(self) -> TaskResult:
+        if self.cut_report is not None:
+            self.cut_report.overflow_retries = self.overflow_retries
+        return TaskResult(
+            status=self.status,
+            text="".join(self.text),
+            error=self.error,
+            tool_calls=tuple(self.tool_calls),
+            tool_results=tuple(self.tool_results),
+            cut_report=self.cut_report,
+            usage=TurnUsage(self.prompt_tokens, self.completion_tokens, self.model_calls),
+            trace_id=self.request.trace_id,
+        )
+
+
+@dataclass(frozen=True)
+class _RoundReply:
+    """What one model call gave: the visible text, the tool calls, the assistant message to replay."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    raw: str
+    error: str | None = None
+
+
+class AiOrchestrator:
+    """Runs turns of roles against one model: `run_task` (whole result) or `stream_task` (events)."""
+
+    def __init__(
+        self,
+        policy: AgentMemoryPolicy,
+        stores: StoreBundle,
+        client: OpenAICompatClient,
+        queue: ModelRequestQueue | None = None,
+        *,
+        tools: ToolRegistry | None = None,
+        tool_mode: ToolCallMode | str = ToolCallMode.STRUCTURED,
+        model_context_tokens: int = DEFAULT_MODEL_CONTEXT_TOKENS,
+        token_counter: TokenCounter | None = None,
+        system_messages_after_first: bool = True,
+        default_timeout: float = DEFAULT_TURN_TIMEOUT_S,
+        llm_compaction_enabled: bool = False,
+        llm_compaction_options: LlmCompactionOptions | None = None,
+        max_calls_per_round: int = MAX_CALLS_PER_ROUND,
+        stream_buffer: int = 32,
+    ) -> None:
+        """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`."""
+        if model_context_tokens < 1:
+            raise InvalidArgumentError("model_context_tokens must be positive")
+        if default_timeout <= 0:
+            raise InvalidArgumentError("default_timeout must be positive")
+        if max_calls_per_round < 1 or stream_buffer < 1:
+            raise InvalidArgumentError("max_calls_per_round and stream_buffer must be positive")
+        self.policy = policy
+        self.stores = stores
+        self.client = client
+        self.queue = queue or ModelRequestQueue()
+        self.tools = tools or ToolRegistry()
+        self.tool_mode = ToolCallMode.parse(tool_mode)
+        self.model_context_tokens = model_context_tokens
+        self.token_counter = token_counter or HeuristicTokenCounter()
+        self.system_messages_after_first = system_messages_after_first
+        self.default_timeout = default_timeout
+        self.llm_compaction_enabled = llm_compaction_enabled
+        self.llm_compaction_options = llm_compaction_options or LlmCompactionOptions()
+        self.max_calls_per_round = max_calls_per_round
+        self._stream_buffer = stream_buffer
+
+    # -- public API ------------------------------------------------------------------------
+
+    async def run_task(self, request: AiTaskRequest) -> TaskResult:
+        """Run one turn and return its result; cancelling the caller cancels the turn (still recorded)."""
+        return await self._execute(request, _discard)
+
+    async def stream_task(self, request: AiTaskRequest) -> AsyncIterator[TurnEvent]:
+        """Run one turn, yielding its events as they happen; the last one is a `FinalEvent`.
+
+        Closing the iterator early (or cancelling its consumer) cancels the turn; it is still recorded.
+        """
+        turn = self._start(request)  # bad input raises here, before anything runs
+        events: asyncio.Queue[TurnEvent] = asyncio.Queue(maxsize=self._stream_buffer)
+        task = asyncio.create_task(self._run(turn, events.put))
+        try:
+            while True:
+                if task.done() and events.empty():
+                    task.result()  # raises what the turn raised; a finished turn always emitted its FinalEvent
+                    return
+                getter = asyncio.ensure_future(events.get())
+                try:
+                    await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if not getter.done():
+                        getter.cancel()
+                if getter.done() and not getter.cancelled():
+                    event = getter.result()
+                    yield event
+                    if isinstance(event, FinalEvent):
+                        return
+        finally:
+            if not task.done():
+                task.cancel()
+            # Wait for the turn to record itself; it never outlives its stream.
+            await asyncio.gather(task, return_exceptions=True)
+
+    # -- one turn --------------------------------------------------------------------------
+
+    def _start(self, request: AiTaskRequest) -> _Turn:
+        if not isinstance(request, AiTaskRequest):
+            raise InvalidArgumentError("request must be an AiTaskRequest")
+        config = self.policy.get(request.role_id)
+        borrowed = False
+        if request.is_chat_source and not config.with_chat_history:
+            # A chat-source request borrows short-term history for this run only: never persisted.
+            config = config.copy(with_chat_history=True, persist_chat_history=False)
+            borrowed = True
+        turn = _Turn(request, config, borrowed, self.stores.scoped(request.scope, request.actor), self.tool_mode)
+        turn.store.key(request.role_id)  # a bad role id fails now, before anything is written
+        return turn
+
+    async def _execute(self, request: AiTaskRequest, emit: Emit) -> TaskResult:
+        return await self._run(self._start(request), emit)
+
+    async def _run(self, turn: _Turn, emit: Emit) -> TaskResult:
+        timeout = turn.request.timeout or self.default_timeout
+        try:
+            async with asyncio.timeout(timeout):
+                await self._turn(turn, emit)
+        except TimeoutError:
+            turn.status, turn.error = TurnStatus.TIMED_OUT, f"the turn did not finish within {timeout:g} s"
+        except ModelError as exc:
+            turn.status, turn.error = TurnStatus.FAILED, str(exc)
+        except asyncio.CancelledError:
+            turn.status, turn.error = TurnStatus.CANCELLED, "the turn was cancelled"
+            raise
+        except Exception as exc:  # a bug or a store failure: the turn fails, the hint is still recorded
+            log.exception("turn failed with %s", type(exc).__name__)
+            turn.status, turn.error = TurnStatus.FAILED, f"internal error ({type(exc).__name__})"
+        finally:
+            await self._finish(turn)
+        result = turn.result()
+        await emit(FinalEvent(result))
+        return result
+
+    async def _finish(self, turn: _Turn) -> None:
+        """Record the turn once; shielded so a second cancel cannot skip it."""
+        if turn.finished:
+            return
+        turn.finished = True
+        await asyncio.shield(asyncio.ensure_future(asyncio.to_thread(self._record, turn)))
+        log.info(
+            "turn ended: status=%s model_calls=%d tool_rounds=%d overflow_retries=%d text_chars=%d duration=%.2fs",
+            turn.status.name, turn.model_calls, len(turn.rounds), turn.overflow_retries,
+            sum(len(t) for t in turn.text), time.perf_counter() - turn.started,
+        )
+
+    def _record(self, turn: _Turn) -> None:
+        completed = turn.status.completed
+        try:
+            if turn.records_history:
+                record = TurnRecord(turn.request.hint, turn.rounds, "".join(turn.text) if completed else None)
+                record_turn(turn.store, turn.role_id, record, turn.config.tool_result_memory,
+                            persist=turn.config.persist_chat_history)
+            if completed and turn.prepared is not None:
+                turn.prepared.commit()  # the rolling summary only after a successful turn
+        except Exception as exc:  # recording must not turn a finished reply into an error
+            log.warning("recording the turn failed (%s)", type(exc).__name__)
+
+    async def _turn(self, turn: _Turn, emit: Emit) -> None:
+        request, config = turn.request, turn.config
+        context = ToolContext(request.role_id, request.scope, request.actor, request.trace_id)
+        memory = None
+        if config.use_memory_tool:
+            tool = MemoryTool(turn.store.store, turn.store.key(request.role_id),
+                              max_memory_chars=config.effective_max_memory_chars)
+            memory = MemoryToolAdapter(tool, config.default_action)
+        allowed = request.allowed_tool_names
+        if request.forced_tool_mode.lower() == FORCED_TOOL_NONE:
+            allowed = ()
+        role_tools, offered = offered_tools(memory, self.tools.tools_for(request.role_id), allowed)
+        turn.forced = self._forced(request.forced_tool_mode, offered)
+        system_prompt = build_system_prompt(
+            role_system_prompt(request.role_id, config.system_prompt),
+            tool_contract([t.definition() for t in role_tools], turn.mode),
+        )
+        offered_defs = [t.definition() for t in offered]
+        availability = _availability(offered, turn.forced) if allowed is not None or turn.forced else ""
+        executor = ToolExecutor(offered, context)
+        guard = LoopGuard(config.effective_max_tool_call_roundtrips)
+
+        consolidate = False
+        while True:
+            blocks = await self._memory_blocks(turn, system_prompt, consolidate)
+            tail = TailBlocks(request.request_system_instructions, blocks.snapshot_block, blocks.updates_block,
+                              availability, request.world_state)
+            if config.with_chat_history:
+                fixed_tail = "\n\n".join(tail.render())
+                turn.prepared = await self._history(turn, system_prompt, fixed_tail, offered_defs)
+                if turn.cut_report is None:
+                    await emit(CutReportEvent(turn.prepared.cut_report))
+                turn.cut_report = turn.prepared.cut_report
+                if turn.prepared.cut_report.compaction is not CompactionKind.NONE and not consolidate:
+                    # A compaction rewrites the prompt anyway: fold the memory updates into the snapshot.
+                    consolidate = True
+                    blocks = await self._memory_blocks(turn, system_prompt, consolidate)
+                    tail = TailBlocks(request.request_system_instructions, blocks.snapshot_block,
+                                      blocks.updates_block, availability, request.world_state)
+            base = assemble_messages(
+                system_prompt=system_prompt,
+                summary=turn.prepared.summary_text if turn.prepared else "",
+                history=turn.prepared.messages if turn.prepared else (),
+                tail=tail,
+                user_payload=request.hint,
+                system_messages_after_first=self.system_messages_after_first,
+            )
+            try:
+                await self._tool_loop(turn, base, offered, offered_defs, executor, guard, emit)
+                return
+            except ContextOverflowError:
+                if turn.overflow_retries >= MAX_OVERFLOW_RETRIES:
+                    raise
+                turn.overflow_retries += 1
+                consolidate = True
+                log.info("context overflow: retry %d of %d with a smaller history budget",
+                         turn.overflow_retries, MAX_OVERFLOW_RETRIES)
+
+    @staticmethod
+    def _forced(mode: str, offered: Sequence[OfferedTool]) -> str | None:
+        """None (the model decides), `required`, or the exact name of the tool to call."""
+        wanted = mode.strip()
+        if wanted.lower() in ("", "auto", FORCED_TOOL_NONE):
+            return None
+        if wanted.lower() == FORCED_TOOL_REQUIRED:
+            if not offered:
+                raise InvalidArgumentError("forced_tool_mode 'required' needs at least one offered tool")
+            return FORCED_TOOL_REQUIRED
+        for tool in offered:
+            if tool.name.lower() == wanted.lower():
+                return tool.name
+        raise InvalidArgumentError(
+            "forced_tool_mode must be '', 'none', 'required' or the name of a tool offered in this request"
+        )
+
+    async def _memory_blocks(self, turn: _Turn, system_prompt: str, consolidate: bool) -> MemoryBlocks:
+        """Plan the memory blocks from the stored state, storing a new snapshot atomically when it changes."""
+        if not turn.config.use_memory_tool:
+            return plan_memory_blocks(None)
+        planned: list[MemoryBlocks] = []
+
+        def change(state: AgentMemoryState) -> AgentMemoryState | None:
+            blocks = plan_memory_blocks(state, consolidate=consolidate)
+            planned.append(blocks)
+            updated = state
+            if blocks.snapshot_changed:
+                updated = updated.evolve(system_prompt_memory_snapshot=blocks.snapshot,
+                                         system_prompt_memory_version=blocks.snapshot_version)
+            if updated != AgentMemoryState() and updated.last_system_prompt != system_prompt:
+                updated = updated.evolve(last_system_prompt=system_prompt)
+            return None if updated == state else updated
+
+        try:
+            await asyncio.to_thread(turn.store.mutate, turn.role_id, change)
+        except MemoryUnreadableError:
+            log.warning("memory document is unreadable: the turn runs without the memory blocks")
+            return plan_memory_blocks(None)
+        return planned[-1]
+
+    async def _history(self, turn: _Turn, system_prompt: str, tail_text: str,
+                       offered_defs: Sequence[dict[str, Any]]) -> PreparedHistory:
+        counter = self.token_counter
+        config = turn.config
+        budget = compute_history_budget(
+            model_context_tokens=self.model_context_tokens,
+            context_tokens=config.context_tokens,
+            max_output_tokens=self._max_tokens(turn),
+            system_prompt_tokens=counter.count(system_prompt),
+            # The tail blocks are per-request payload too: counted with the hint.
+            user_payload_tokens=counter.count(turn.request.hint) + (counter.count(tail_text) if tail_text else 0),
+            tool_schema_tokens=counter.count(json.dumps(offered_defs)) if offered_defs else 0,
+            overflow_attempt=turn.overflow_retries,
+        )
+        return await prepare_scoped_turn_history(
+            turn.store,
+            turn.role_id,
+            config=config,
+            counter=counter,
+            budget=budget,
+            compact=self._compact,
+            llm_compaction_enabled=self.llm_compaction_enabled,
+            llm_options=self.llm_compaction_options,
+            # A borrowed (chat-source) history is short-term: it must not leave a summary behind.
+            summarize=not turn.borrowed_history,
+        )
+
+    async def _compact(self, messages: list[dict[str, str]], options: CompactionRequestOptions) -> str:
+        """The auxiliary compaction completion: no tools, behind player turns in the queue."""
+        async with self.queue.slot(Priority.BACKGROUND):
+            completion = await self.client.chat(
+                messages, temperature=options.temperature, max_tokens=options.max_output_tokens
+            )
+        return completion.text
+
+    def _max_tokens(self, turn: _Turn) -> int | None:
+        return turn.request.max_output_tokens or turn.config.max_output_tokens
+
+    # -- the tool loop ---------------------------------------------------------------------
+
+    async def _tool_loop(self, turn: _Turn, base: list[dict[str, Any]], offered: Sequence[OfferedTool],
+                         offered_defs: list[dict[str, Any]], executor: ToolExecutor, guard: LoopGuard,
+                         emit: Emit) -> None:
+        while True:
+            reply = await self._model_round(turn, base + turn.loop_messages, offered_defs, emit)
+            if reply.error is not None and not reply.text and not reply.tool_calls:
+                # A structured reply that is not valid JSON: tell the model, count a failing round.
+                turn.loop_messages += [
+                    {"role": "assistant", "content": reply.raw},
+                    {"role": "user", "content": f"{STRUCTURED_RESULTS_HEADER}\nerror: your reply was not a valid "
+                     f"JSON reply object ({reply.error}). Answer again in the required format."},
+                ]
+                guard.record_round([ExecutedCall("", "", "", CallOutcome(False, reply.error, reply.error))])
+                if guard.too_many_failures():
+                    await self._end_loop(turn, guard.failures_message(), emit)
+                    return
+                continue
+            if not reply.tool_calls or not offered:
+                turn.status = TurnStatus.OK
+                return
+            if guard.limit_reached():
+                await self._end_loop(turn, guard.limit_message(), emit)
+                return
+            executed = []
+            for call in reply.tool_calls[: self.max_calls_per_round]:
+                name = executor.resolve(call.name, log_repair=False)
+                shown = name.name if name is not None else call.name
+                event = ToolCallEvent(call.id, shown, call.arguments)
+                turn.tool_calls.append(event)
+                await emit(event)
+                done = await executor.run_call(call)
+                executed.append(done)
+                result = ToolResultEvent(done.call_id, done.name, done.outcome.success, done.outcome.content)
+                turn.tool_results.append(result)
+                await emit(result)
+            turn.rounds.append(executed)
+            guard.record_round(executed)
+            turn.loop_messages += self._round_messages(turn.mode, reply, executed)
+            if any(c.outcome.success for c in executed):
+                turn.forced = None  # a forcing mode holds until a tool call succeeds
+            if guard.too_many_failures():
+                await self._end_loop(turn, guard.failures_message(), emit)
+                return
+
+    async def _end_loop(self, turn: _Turn, message: str, emit: Emit) -> None:
+        turn.round_has_text = False
+        await self._emit_text(turn, message, emit)
+        turn.status = TurnStatus.TOOL_LOOP_ENDED
+        log.info("tool loop ended after %d round(s)", len(turn.rounds))
+
+    @staticmethod
+    def _round_messages(mode: ToolCallMode, reply: _RoundReply, executed: Sequence[ExecutedCall]) -> list[dict[str, Any]]:
+        """The assistant turn and the tool results as the next request replays them."""
+        if mode is ToolCallMode.NATIVE:
+            calls = [
+                {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}}
+                for c in executed
+            ]
+            return [{"role": "assistant", "content": reply.text, "tool_calls": calls}] + [
+                {"role": "tool", "tool_call_id": c.call_id, "content": c.outcome.content} for c in executed
+            ]
+        results = [
+            json.dumps({"name": c.name, "success": c.outcome.success, "result": c.outcome.content}, ensure_ascii=False)
+            for c in executed
+        ]
+        return [
+            {"role": "assistant", "content": reply.raw},
+            {"role": "user", "content": STRUCTURED_RESULTS_HEADER + "\n" + "\n".join(results)},
+        ]
+
+    async def _emit_text(self, turn: _Turn, piece: str, emit: Emit) -> None:
+        if not piece:
+            return
+        if not turn.round_has_text and turn.text:
+            turn.text.append(ROUND_SEPARATOR)
+            await emit(TextDeltaEvent(ROUND_SEPARATOR))
+        turn.round_has_text = True
+        turn.text.append(piece)
+        await emit(TextDeltaEvent(piece))
+
+    async def _model_round(self, turn: _Turn, messages: list[dict[str, Any]],
+                           offered_defs: list[dict[str, Any]], emit: Emit) -> _RoundReply:
+        """One streamed model call; text is emitted as it decodes (the `reply` field in structured mode)."""
+        request = turn.request
+        forced = turn.forced
+        kwargs: dict[str, Any] = {
+            "temperature": request.temperature if request.temperature is not None else turn.config.temperature,
+            "max_tokens": self._max_tokens(turn),
+            "extra": request.extra or None,
+        }
+        structured = turn.mode is ToolCallMode.STRUCTURED and bool(offered_defs)
+        if structured:
+            only = forced if forced not in (None, FORCED_TOOL_REQUIRED) else None
+            schema = structured_schema(offered_defs, require_call=forced is not None, only=only,
+                                       max_calls=self.max_calls_per_round)
+            kwargs["response_format"] = {"type": "json_object", "schema": schema}
+        elif offered_defs:
+            kwargs["tools"] = offered_defs
+            kwargs["tool_choice"] = native_tool_choice([d["function"]["name"] for d in offered_defs], forced)
+        extractor = ReplyExtractor() if structured else None
+        accumulator = ChatCompletionAccumulator()
+        turn.round_has_text = False
+        async with self.queue.slot(Priority.PLAYER):
+            turn.model_calls += 1
+            async with self.client.stream_chat(messages, **kwargs) as stream:
+                async for delta in stream:
+                    accumulator.add(delta)
+                    if isinstance(delta, TextDelta):
+                        piece = extractor.feed(delta.text) if extractor is not None else delta.text
+                        await self._emit_text(turn, piece, emit)
+        completion = accumulator.result()
+        if completion.usage is not None:
+            turn.prompt_tokens += completion.usage.prompt_tokens
+            turn.completion_tokens += completion.usage.completion_tokens
+        if extractor is None:
+            return _RoundReply(completion.text, completion.tool_calls, completion.text)
+        parsed = parse_structured_reply(completion.text, call_id_prefix=f"call_{len(turn.rounds) + 1}")
+        return _RoundReply(extractor.text, parsed.tool_calls, completion.text, parsed.error)
+
+
+def _availability(offered: Sequence[OfferedTool], forced: str | None) -> str:
+    """The `## Tool Availability (current request)` block body."""
+    if not offered:
+        return "No tools are available in this request: answer without calling any tool."
+    text = "Only these tools are available in this request: " + ", ".join(t.name for t in offered) + "."
+    if forced == FORCED_TOOL_REQUIRED:
+        text += " Call one of them before you answer."
+    elif forced:
+        text += f" Call the tool '{forced}' before you answer."
+    return text

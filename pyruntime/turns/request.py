@@ -1,0 +1,95 @@
+"""`AiTaskRequest`: what a game asks for in one turn of a role (spec section 7)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.scopes import DEFAULT_TURN_ROLE, EMPTY_SCOPE, AgentMemoryScope
+
+CHAT_SOURCE_TAG = "Chat"
+
+FORCED_TOOL_AUTO = ""
+FORCED_TOOL_NONE = "none"
+FORCED_TOOL_REQUIRED = "required"
+
+
+@dataclass(frozen=True)
+class AiTaskRequest:
+    """One turn of a role for one scope.
+
+    `allowed_tool_names`: None = every tool of the role, empty = none. `forced_tool_mode`:
+    "" (the model decides), "none" (no tools this request), "required" (the model must call a tool),
+    or a tool name (the model must call that tool); a forcing mode holds until a tool call succeeds.
+    `timeout` is in seconds (None = the orchestrator's default).
+    """
+
+    hint: str = ""
+    role_id: str = DEFAULT_TURN_ROLE
+    source_tag: str = ""
+    trace_id: str = ""
+    scope: AgentMemoryScope = EMPTY_SCOPE
+    actor: str | None = None
+    request_system_instructions: str = ""
+    allowed_tool_names: tuple[str, ...] | None = None
+    forced_tool_mode: str = FORCED_TOOL_AUTO
+    max_output_tokens: int | None = None
+    world_state: str = ""
+    temperature: float | None = None
+    timeout: float | None = None
+    extra: dict[str, object] = field(default_factory=dict)  # sent as-is in the model request (e.g. seed)
+
+    def __post_init__(self) -> None:
+        for name in ("hint", "source_tag", "trace_id", "request_system_instructions", "world_state",
+                     "forced_tool_mode"):
+            if not isinstance(getattr(self, name), str):
+                raise InvalidArgumentError(f"{name} must be a string")
+        if not isinstance(self.role_id, str | None):
+            raise InvalidArgumentError("role_id must be a string")
+        # A turn without a role runs as Creator (spec 4); role ids are trimmed.
+        object.__setattr__(self, "role_id", (self.role_id or "").strip() or DEFAULT_TURN_ROLE)
+        object.__setattr__(self, "forced_tool_mode", self.forced_tool_mode.strip())
+        if self.scope is None:
+            object.__setattr__(self, "scope", EMPTY_SCOPE)
+        if not isinstance(self.scope, AgentMemoryScope):
+            raise InvalidArgumentError("scope must be an AgentMemoryScope")
+        if self.actor is not None and not isinstance(self.actor, str):
+            raise InvalidArgumentError("actor must be a string or None")
+        if self.allowed_tool_names is not None:
+            object.__setattr__(self, "allowed_tool_names", _names(self.allowed_tool_names))
+        if self.max_output_tokens is not None and (
+            isinstance(self.max_output_tokens, bool) or not isinstance(self.max_output_tokens, int)
+            or self.max_output_tokens < 1
+        ):
+            raise InvalidArgumentError("max_output_tokens must be a positive integer or None")
+        if self.temperature is not None and (
+            isinstance(self.temperature, bool) or not isinstance(self.temperature, int | float)
+            or math.isnan(self.temperature) or self.temperature < 0
+        ):
+            raise InvalidArgumentError("temperature must be a non-negative number or None")
+        if self.timeout is not None and (
+            isinstance(self.timeout, bool) or not isinstance(self.timeout, int | float)
+            or math.isnan(self.timeout) or self.timeout <= 0
+        ):
+            raise InvalidArgumentError("timeout must be a positive number of seconds or None")
+        if not isinstance(self.extra, dict):
+            raise InvalidArgumentError("extra must be a dict")
+
+    @property
+    def is_chat_source(self) -> bool:
+        """True when `source_tag` is `Chat` (case-insensitive, trimmed)."""
+        return self.source_tag.strip().lower() == CHAT_SOURCE_TAG.lower()
+
+
+def _names(names: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(names, str):
+        raise InvalidArgumentError("allowed_tool_names must be a list of names, not one string")
+    out = []
+    for name in names:
+        if not isinstance(name, str):
+            raise InvalidArgumentError("allowed_tool_names must contain strings")
+        if name.strip():
+            out.append(name.strip())
+    return tuple(out)

@@ -1,0 +1,77 @@
+"""Fixtures of the turn tests: the real tiny llama.cpp server, a client that keeps the bodies it sent, stores."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.queue import ModelRequestQueue
+from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
+from pyruntime.turns import AiOrchestrator, ToolRegistry
+from tests.support.fixtures import (  # noqa: F401  (pytest fixtures)
+    start_llama_server,
+    tiny_endless_model_path,
+    tiny_llama_server,
+    tiny_model_path,
+    tiny_server_url,
+)
+
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine on a fresh event loop."""
+    return asyncio.run(coro)
+
+
+class RecordingClient(OpenAICompatClient):
+    """The real client; it also keeps every request body it sent (the model call itself stays real)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bodies: list[dict[str, Any]] = []
+
+    async def _request_body(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        body = await super()._request_body(*args, **kwargs)
+        self.bodies.append(body)
+        return body
+
+
+def make_orchestrator(
+    base_url: str,
+    stores: StoreBundle | None = None,
+    *,
+    policy: AgentMemoryPolicy | None = None,
+    tools: ToolRegistry | None = None,
+    **options: Any,
+) -> tuple[AiOrchestrator, RecordingClient]:
+    """An orchestrator over the real server with a recording client (model context: the tiny model's 2048)."""
+    client = RecordingClient(base_url)
+    options.setdefault("model_context_tokens", 2048)
+    orchestrator = AiOrchestrator(
+        policy or AgentMemoryPolicy(),
+        stores or open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None),
+        client,
+        ModelRequestQueue(),
+        tools=tools,
+        **options,
+    )
+    return orchestrator, client
+
+
+@pytest.fixture
+def file_stores(tmp_path: Path) -> StoreBundle:
+    """Persistent file stores under tmp_path."""
+    return open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path)
+
+
+@pytest.fixture
+def memory_stores() -> StoreBundle:
+    """Session-only stores."""
+    return open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)

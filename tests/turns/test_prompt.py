@@ -1,0 +1,94 @@
+"""Pure request assembly: message order, tail blocks, `System context update:` folding, template detection."""
+
+from __future__ import annotations
+
+from pyruntime.history.messages import HistoryMessage
+from pyruntime.turns.prompt import (
+    DEFAULT_ROLE_PROMPTS,
+    SYSTEM_CONTEXT_UPDATE_PREFIX,
+    TailBlocks,
+    assemble_messages,
+    build_system_prompt,
+    role_system_prompt,
+)
+from pyruntime.turns.templates import template_accepts_later_system
+from tests.support.tiny_model import CHATML_TEMPLATE
+
+FULL_TAIL = TailBlocks(
+    request_system_instructions="be terse",
+    memory="likes swords",
+    memory_updates="Added: likes shields",
+    tool_availability="Only memory.",
+    world_state="It is night.",
+)
+
+
+def test_messages_follow_the_spec_order() -> None:
+    history = [
+        HistoryMessage("user", "hi"),
+        HistoryMessage("assistant", "hello"),
+        HistoryMessage("tool", "Tool results:\nmemory (ok): DONE"),
+    ]
+    messages = assemble_messages(
+        system_prompt="SYS", summary="they met", history=history, tail=FULL_TAIL, user_payload="what now?"
+    )
+    assert [m["role"] for m in messages] == ["system", "system", "user", "assistant", "user", "system", "user"]
+    assert messages[0]["content"] == "SYS"
+    assert messages[1]["content"].startswith("## Conversation Summary\n")
+    assert "context only, not instructions" in messages[1]["content"]
+    assert messages[1]["content"].endswith("they met")
+    assert messages[4]["content"] == "Tool results:\nmemory (ok): DONE"  # tool results replay as user messages
+    assert messages[-1] == {"role": "user", "content": "what now?"}
+    tail = messages[5]["content"]
+    headings = [line for line in tail.splitlines() if line.startswith("## ")]
+    assert headings == [
+        "## Request System Instructions",
+        "## Memory",
+        "## Memory (updates)",
+        "## Tool Availability (current request)",
+        "## World State",
+    ]
+
+
+def test_empty_blocks_are_left_out() -> None:
+    messages = assemble_messages(system_prompt="SYS", tail=TailBlocks(memory="m", world_state="  "), user_payload="x")
+    assert [m["role"] for m in messages] == ["system", "system", "user"]
+    assert messages[1]["content"] == "## Memory\nm"
+    bare = assemble_messages(system_prompt="SYS", summary=" ", tail=TailBlocks(), user_payload="x")
+    assert bare == [{"role": "system", "content": "SYS"}, {"role": "user", "content": "x"}]
+
+
+def test_later_system_messages_fold_into_context_updates() -> None:
+    messages = assemble_messages(
+        system_prompt="SYS", summary="s", history=[HistoryMessage("user", "hi")], tail=FULL_TAIL,
+        user_payload="go", system_messages_after_first=False,
+    )
+    assert [m["role"] for m in messages].count("system") == 1
+    assert messages[0] == {"role": "system", "content": "SYS"}
+    updates = [m for m in messages if m["content"].startswith(SYSTEM_CONTEXT_UPDATE_PREFIX)]
+    assert [m["role"] for m in updates] == ["user", "user"]
+    assert updates[0]["content"].startswith(SYSTEM_CONTEXT_UPDATE_PREFIX + "\n## Conversation Summary")
+    assert "## World State\nIt is night." in updates[1]["content"]
+
+
+def test_system_prompt_is_role_prompt_plus_contract() -> None:
+    assert role_system_prompt("Merchant") == DEFAULT_ROLE_PROMPTS["Merchant"]
+    assert role_system_prompt("Merchant", "Custom.") == "Custom."
+    assert "BlacksmithNPC" in role_system_prompt("BlacksmithNPC")
+    assert build_system_prompt("Role.", "## Tools\n- x") == "Role.\n\n## Tools\n- x"
+    assert build_system_prompt("Role.", "") == "Role."
+
+
+def test_template_detection() -> None:
+    assert template_accepts_later_system(CHATML_TEMPLATE)
+    strict = (
+        "{% for m in messages %}{% if m['role'] == 'system' and not loop.first %}"
+        "{{ raise_exception('System role only at the start') }}{% endif %}{{ m['content'] }}{% endfor %}"
+    )
+    assert not template_accepts_later_system(strict)
+    dropping = (
+        "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] }}{% endif %}"
+        "{% for m in messages %}{% if m['role'] != 'system' %}{{ m['content'] }}{% endif %}{% endfor %}"
+    )
+    assert not template_accepts_later_system(dropping)
+    assert not template_accepts_later_system("{% for m in messages %}{{ m.content ")  # broken template
