@@ -1,0 +1,152 @@
+using System;
+
+namespace CoreAI.Ai
+{
+    /// <summary>A built agent: its role id and memory configuration (a copy).</summary>
+    public sealed class AgentConfig
+    {
+        internal AgentConfig(RoleMemoryConfig memory)
+        {
+            Memory = memory;
+        }
+
+        /// <summary>The role id.</summary>
+        public string RoleId => Memory.RoleId;
+
+        /// <summary>How the role uses memory, history and compaction.</summary>
+        public RoleMemoryConfig Memory { get; }
+
+        /// <summary>The role's system prompt.</summary>
+        public string SystemPrompt => Memory.SystemPrompt;
+
+        /// <summary>Register this configuration in a policy.</summary>
+        public void ApplyTo(AgentMemoryPolicy policy)
+        {
+            if (policy == null)
+            {
+                throw new ArgumentNullException("policy");
+            }
+            policy.SetConfig(Memory);
+        }
+    }
+
+    /// <summary>Fluent construction of a role's configuration, starting from the defaults.</summary>
+    /// <example>
+    /// <code>new AgentBuilder("BlacksmithNPC").WithMemory(MemoryToolAction.Append).WithChatHistory(4096, persistBetweenSessions: true).Build();</code>
+    /// </example>
+    public sealed class AgentBuilder
+    {
+        private readonly RoleMemoryConfig _config;
+        private readonly AgentMemoryPolicy _policy;
+
+        /// <summary>A builder whose Build() registers into <see cref="AgentMemoryPolicy.Default"/>.</summary>
+        public AgentBuilder(string roleId) : this(roleId, AgentMemoryPolicy.Default)
+        {
+        }
+
+        /// <summary>A builder whose Build() registers into policy.</summary>
+        public AgentBuilder(string roleId, AgentMemoryPolicy policy)
+        {
+            _config = new RoleMemoryConfig(roleId);
+            _policy = policy ?? throw new ArgumentNullException("policy");
+        }
+
+        /// <summary>Memory tool on, with this default action.</summary>
+        public AgentBuilder WithMemory(MemoryToolAction defaultAction = MemoryToolAction.Append)
+        {
+            _config.UseMemoryTool = true;
+            _config.DefaultAction = defaultAction;
+            return this;
+        }
+
+        /// <summary>Memory tool off.</summary>
+        public AgentBuilder WithoutMemory()
+        {
+            _config.UseMemoryTool = false;
+            return this;
+        }
+
+        /// <summary>Chat history on; contextTokens null keeps the model's context; persistBetweenSessions writes it to disk.</summary>
+        public AgentBuilder WithChatHistory(int? contextTokens = null, bool persistBetweenSessions = false, int maxChatHistoryMessages = AgentMemoryPolicy.DefaultMaxChatHistoryMessages)
+        {
+            _config.WithChatHistory = true;
+            _config.ContextTokens = contextTokens ?? 0;
+            _config.PersistChatHistory = persistBetweenSessions;
+            _config.MaxChatHistoryMessages = maxChatHistoryMessages;
+            return this;
+        }
+
+        /// <summary>Chat history off (and so not persisted).</summary>
+        public AgentBuilder WithoutChatHistory()
+        {
+            _config.WithChatHistory = false;
+            _config.PersistChatHistory = false;
+            return this;
+        }
+
+        /// <summary>Per-role switch of the LLM-assisted fold.</summary>
+        public AgentBuilder WithLlmContextCompaction(bool enabled = true)
+        {
+            _config.UseLlmContextCompaction = enabled;
+            return this;
+        }
+
+        /// <summary>The role's system prompt.</summary>
+        public AgentBuilder WithSystemPrompt(string systemPrompt)
+        {
+            _config.SystemPrompt = systemPrompt ?? "";
+            return this;
+        }
+
+        /// <summary>The role's sampling temperature.</summary>
+        public AgentBuilder WithTemperature(double temperature)
+        {
+            _config.Temperature = temperature;
+            return this;
+        }
+
+        /// <summary>The role's completion cap.</summary>
+        public AgentBuilder WithMaxOutputTokens(int maxOutputTokens)
+        {
+            _config.MaxOutputTokens = maxOutputTokens;
+            return this;
+        }
+
+        /// <summary>The role's tool roundtrip limit (0 = unlimited).</summary>
+        public AgentBuilder WithMaxToolCallRoundtrips(int roundtrips)
+        {
+            _config.MaxToolCallRoundtrips = roundtrips;
+            return this;
+        }
+
+        /// <summary>What of the tool results is recorded into the history.</summary>
+        public AgentBuilder WithToolResultMemory(ToolResultMemory mode)
+        {
+            _config.ToolResultMemory = mode;
+            return this;
+        }
+
+        /// <summary>The memory document size limit (0 = unlimited).</summary>
+        public AgentBuilder WithMaxMemoryChars(int maxMemoryChars)
+        {
+            _config.MaxMemoryChars = maxMemoryChars;
+            return this;
+        }
+
+        /// <summary>Validate, register in the policy (which reaches the runtime before the role's next call), return a copy.</summary>
+        public AgentConfig Build()
+        {
+            AgentConfig config = BuildDetached();
+            _policy.SetConfig(config.Memory);
+            return config;
+        }
+
+        /// <summary>Validate and return the configuration without registering it anywhere.</summary>
+        public AgentConfig BuildDetached()
+        {
+            RoleMemoryConfig copy = _config.Clone();
+            copy.Validate();
+            return new AgentConfig(copy);
+        }
+    }
+}

@@ -1,0 +1,393 @@
+using System;
+using System.Collections.Generic;
+
+namespace CoreAI.Ai
+{
+    /// <summary>
+    /// The role table: built-in roles plus configured ones; a role it does not know gets the defaults
+    /// (memory tool and chat history on). Thread-safe; hands out copies.
+    /// </summary>
+    /// <remarks>
+    /// How it reaches the runtime: a <see cref="CoreAI.Runtime.CoreAIRuntimeClient"/> holds one policy and,
+    /// before a turn or a memory-tool call of a role, pushes that role's config with the ConfigureRole RPC
+    /// if it changed since the last push (<see cref="CoreAI.Runtime.CoreAIRuntimeClient.SyncPolicyAsync"/>
+    /// pushes every changed role at once). Built-in roles the game never touched are not pushed: the runtime
+    /// has the same table.
+    /// </remarks>
+    public sealed class AgentMemoryPolicy
+    {
+        /// <summary>Default window of chat messages per request.</summary>
+        public const int DefaultMaxChatHistoryMessages = 30;
+
+        /// <summary>The built-in roles (spec section 6).</summary>
+        public static readonly IReadOnlyList<string> BuiltInRoleIds = new[]
+        {
+            "Creator", "Builder", "Analyzer", "Programmer", "CoreMechanicAI", "AINpc", "PlainChat", "SmartChat", "Merchant",
+        };
+
+        private static readonly AgentMemoryPolicy DefaultPolicy = new AgentMemoryPolicy();
+
+        private readonly object _lock = new object();
+        private readonly Dictionary<string, RoleMemoryConfig> _roles = new Dictionary<string, RoleMemoryConfig>(StringComparer.Ordinal);
+        private readonly Dictionary<string, long> _changedAt = new Dictionary<string, long>(StringComparer.Ordinal);
+        private long _revision;
+
+        /// <summary>A policy with the built-in role table.</summary>
+        public AgentMemoryPolicy()
+        {
+            foreach (RoleMemoryConfig config in BuiltInRoles())
+            {
+                _roles[config.RoleId] = config;
+            }
+        }
+
+        /// <summary>The process-wide policy: what <c>new AgentBuilder(role).Build()</c> registers into and a runtime client uses unless given another.</summary>
+        public static AgentMemoryPolicy Default => DefaultPolicy;
+
+        /// <summary>Increases with every change.</summary>
+        public long Revision
+        {
+            get { lock (_lock) { return _revision; } }
+        }
+
+        /// <summary>A copy of the role's config; an unknown role gets the defaults under its (trimmed) id.</summary>
+        public RoleMemoryConfig GetConfig(string roleId)
+        {
+            string role = NormalizeRoleId(roleId);
+            lock (_lock)
+            {
+                RoleMemoryConfig config;
+                return _roles.TryGetValue(role, out config) ? config.Clone() : new RoleMemoryConfig(role);
+            }
+        }
+
+        /// <summary>True for a built-in or configured role.</summary>
+        public bool IsKnown(string roleId)
+        {
+            string role = NormalizeRoleId(roleId);
+            lock (_lock)
+            {
+                return _roles.ContainsKey(role);
+            }
+        }
+
+        /// <summary>Copies of every built-in and configured role, sorted by id.</summary>
+        public IReadOnlyList<RoleMemoryConfig> Roles
+        {
+            get
+            {
+                lock (_lock)
+                {
+                    var list = new List<RoleMemoryConfig>();
+                    foreach (RoleMemoryConfig config in _roles.Values)
+                    {
+                        list.Add(config.Clone());
+                    }
+                    list.Sort((a, b) => string.CompareOrdinal(a.RoleId, b.RoleId));
+                    return list;
+                }
+            }
+        }
+
+        /// <summary>Register or replace a role's config (the policy keeps its own validated copy).</summary>
+        public void SetConfig(RoleMemoryConfig config)
+        {
+            if (config == null)
+            {
+                throw new ArgumentNullException("config");
+            }
+            RoleMemoryConfig copy = config.Clone();
+            copy.Validate();
+            lock (_lock)
+            {
+                Store(copy);
+            }
+        }
+
+        /// <summary>Change the named settings of a role (others keep their value); returns a copy of the result.</summary>
+        /// <example><c>policy.ConfigureRole("Creator", defaultAction: MemoryToolAction.Write);</c></example>
+        public RoleMemoryConfig ConfigureRole(
+            string roleId,
+            bool? useMemoryTool = null,
+            MemoryToolAction? defaultAction = null,
+            bool? withChatHistory = null,
+            bool? persistChatHistory = null,
+            int? maxChatHistoryMessages = null,
+            int? contextTokens = null,
+            int? maxOutputTokens = null,
+            int? maxToolCallRoundtrips = null,
+            ToolResultMemory? toolResultMemory = null,
+            double? temperature = null,
+            bool? useLlmContextCompaction = null,
+            double? compactionTriggerRatio = null,
+            int? maxMemoryChars = null,
+            string systemPrompt = null)
+        {
+            return Update(roleId, c =>
+            {
+                if (useMemoryTool.HasValue) c.UseMemoryTool = useMemoryTool.Value;
+                if (defaultAction.HasValue) c.DefaultAction = defaultAction.Value;
+                if (withChatHistory.HasValue) c.WithChatHistory = withChatHistory.Value;
+                if (persistChatHistory.HasValue) c.PersistChatHistory = persistChatHistory.Value;
+                if (maxChatHistoryMessages.HasValue) c.MaxChatHistoryMessages = maxChatHistoryMessages.Value;
+                if (contextTokens.HasValue) c.ContextTokens = contextTokens.Value;
+                if (maxOutputTokens.HasValue) c.MaxOutputTokens = maxOutputTokens.Value;
+                if (maxToolCallRoundtrips.HasValue) c.MaxToolCallRoundtrips = maxToolCallRoundtrips.Value;
+                if (toolResultMemory.HasValue) c.ToolResultMemory = toolResultMemory.Value;
+                if (temperature.HasValue) c.Temperature = temperature.Value;
+                if (useLlmContextCompaction.HasValue) c.UseLlmContextCompaction = useLlmContextCompaction.Value;
+                if (compactionTriggerRatio.HasValue) c.CompactionTriggerRatio = compactionTriggerRatio.Value;
+                if (maxMemoryChars.HasValue) c.MaxMemoryChars = maxMemoryChars.Value;
+                if (systemPrompt != null) c.SystemPrompt = systemPrompt;
+            });
+        }
+
+        /// <summary>Turn the memory tool on for a role.</summary>
+        public void EnableMemoryTool(string roleId)
+        {
+            ConfigureRole(roleId, useMemoryTool: true);
+        }
+
+        /// <summary>Turn the memory tool off for a role.</summary>
+        public void DisableMemoryTool(string roleId)
+        {
+            ConfigureRole(roleId, useMemoryTool: false);
+        }
+
+        /// <summary>Turn the memory tool on or off for every built-in role.</summary>
+        public void SetMemoryToolForAll(bool enabled)
+        {
+            lock (_lock)
+            {
+                foreach (string role in BuiltInRoleIds)
+                {
+                    ConfigureRole(role, useMemoryTool: enabled);
+                }
+            }
+        }
+
+        /// <summary>Chat history on/off, its token budget (0 = the model's), persistence and window for a role.</summary>
+        public void ConfigureChatHistory(string roleId, bool enabled, int contextTokens = 0, bool persist = false, int maxMessages = DefaultMaxChatHistoryMessages)
+        {
+            ConfigureRole(roleId, withChatHistory: enabled, contextTokens: contextTokens, persistChatHistory: persist, maxChatHistoryMessages: maxMessages);
+        }
+
+        /// <summary>Per-role switch of the LLM-assisted fold (the runtime's global switch still applies).</summary>
+        public void ConfigureLlmContextCompaction(string roleId, bool enabled)
+        {
+            ConfigureRole(roleId, useLlmContextCompaction: enabled);
+        }
+
+        /// <summary>The role's default memory action.</summary>
+        public void SetDefaultAction(string roleId, MemoryToolAction action)
+        {
+            ConfigureRole(roleId, defaultAction: action);
+        }
+
+        /// <summary>The role's completion cap (null = none).</summary>
+        public void SetMaxOutputTokens(string roleId, int? maxOutputTokens)
+        {
+            Update(roleId, c => c.MaxOutputTokens = maxOutputTokens);
+        }
+
+        /// <summary>The role's tool roundtrip limit (null = 20, 0 = unlimited).</summary>
+        public void SetMaxToolCallRoundtrips(string roleId, int? roundtrips)
+        {
+            Update(roleId, c => c.MaxToolCallRoundtrips = roundtrips);
+        }
+
+        /// <summary>The role's sampling temperature (null = the backend's).</summary>
+        public void SetTemperature(string roleId, double? temperature)
+        {
+            Update(roleId, c => c.Temperature = temperature);
+        }
+
+        /// <summary>The memory document size limit (null = 16000, 0 = unlimited).</summary>
+        public void SetMaxMemoryChars(string roleId, int? maxMemoryChars)
+        {
+            Update(roleId, c => c.MaxMemoryChars = maxMemoryChars);
+        }
+
+        /// <summary>The role's system prompt.</summary>
+        public void SetSystemPrompt(string roleId, string systemPrompt)
+        {
+            Update(roleId, c => c.SystemPrompt = systemPrompt ?? "");
+        }
+
+        /// <summary>Roles changed after the given stamps (role id -> revision last pushed), with their revision.</summary>
+        internal List<KeyValuePair<RoleMemoryConfig, long>> ChangedSince(IDictionary<string, long> pushed, string onlyRole)
+        {
+            var changed = new List<KeyValuePair<RoleMemoryConfig, long>>();
+            lock (_lock)
+            {
+                foreach (KeyValuePair<string, long> entry in _changedAt)
+                {
+                    if (onlyRole != null && entry.Key != onlyRole)
+                    {
+                        continue;
+                    }
+                    long last;
+                    if (!pushed.TryGetValue(entry.Key, out last) || last < entry.Value)
+                    {
+                        changed.Add(new KeyValuePair<RoleMemoryConfig, long>(_roles[entry.Key].Clone(), entry.Value));
+                    }
+                }
+            }
+            return changed;
+        }
+
+        /// <summary>The trimmed role id; a blank one is an error.</summary>
+        public static string NormalizeRoleId(string roleId)
+        {
+            string role = (roleId ?? "").Trim();
+            if (role.Length == 0)
+            {
+                throw new ArgumentException("roleId is required and must not be blank", "roleId");
+            }
+            return role;
+        }
+
+        private RoleMemoryConfig Update(string roleId, Action<RoleMemoryConfig> change)
+        {
+            string role = NormalizeRoleId(roleId);
+            lock (_lock)
+            {
+                // Changes are applied to a copy and validated before anything is stored: bad input changes nothing.
+                RoleMemoryConfig updated = GetConfig(role);
+                change(updated);
+                updated.Validate();
+                Store(updated);
+                return updated.Clone();
+            }
+        }
+
+        private void Store(RoleMemoryConfig config)
+        {
+            _revision++;
+            _roles[config.RoleId] = config;
+            _changedAt[config.RoleId] = _revision;
+        }
+
+        private static IEnumerable<RoleMemoryConfig> BuiltInRoles()
+        {
+            yield return new RoleMemoryConfig("Creator") { MaxToolCallRoundtrips = 0 };
+            yield return new RoleMemoryConfig("Builder");
+            yield return new RoleMemoryConfig("Analyzer");
+            yield return new RoleMemoryConfig("Programmer")
+            {
+                WithChatHistory = false,
+                ToolResultMemory = ToolResultMemory.Full,
+                UseLlmContextCompaction = false,
+                MaxToolCallRoundtrips = 0,
+            };
+            yield return new RoleMemoryConfig("CoreMechanicAI") { ToolResultMemory = ToolResultMemory.Full };
+            yield return new RoleMemoryConfig("AINpc");
+            yield return new RoleMemoryConfig("PlainChat") { UseMemoryTool = false, PersistChatHistory = true };
+            yield return new RoleMemoryConfig("SmartChat") { PersistChatHistory = true };
+            yield return new RoleMemoryConfig("Merchant");
+        }
+    }
+
+    /// <summary>How one role uses the memory tool, chat history and compaction (spec section 6).</summary>
+    public sealed class RoleMemoryConfig
+    {
+        /// <summary>A role with the defaults: memory tool on (Append), history on (30 messages, not persisted).</summary>
+        public RoleMemoryConfig(string roleId)
+        {
+            RoleId = AgentMemoryPolicy.NormalizeRoleId(roleId);
+        }
+
+        /// <summary>The trimmed role id.</summary>
+        public string RoleId { get; }
+
+        /// <summary>Whether the model gets the memory tool.</summary>
+        public bool UseMemoryTool { get; set; } = true;
+
+        /// <summary>The action shown to the model as the default.</summary>
+        public MemoryToolAction DefaultAction { get; set; } = MemoryToolAction.Append;
+
+        /// <summary>Whether recent dialogue is sent with each request.</summary>
+        public bool WithChatHistory { get; set; } = true;
+
+        /// <summary>Whether the chat history reaches disk (survives a restart).</summary>
+        public bool PersistChatHistory { get; set; }
+
+        /// <summary>Window of stored messages read per request.</summary>
+        public int MaxChatHistoryMessages { get; set; } = AgentMemoryPolicy.DefaultMaxChatHistoryMessages;
+
+        /// <summary>The role's context size in tokens (0 = the model's).</summary>
+        public int ContextTokens { get; set; }
+
+        /// <summary>Completion cap (null = none).</summary>
+        public int? MaxOutputTokens { get; set; }
+
+        /// <summary>Tool roundtrip limit (null = 20, 0 = unlimited).</summary>
+        public int? MaxToolCallRoundtrips { get; set; }
+
+        /// <summary>What of the tool results is recorded into the history.</summary>
+        public ToolResultMemory ToolResultMemory { get; set; } = ToolResultMemory.CompactSummary;
+
+        /// <summary>Sampling temperature (null = the backend's).</summary>
+        public double? Temperature { get; set; }
+
+        /// <summary>Per-role switch of the LLM-assisted fold.</summary>
+        public bool UseLlmContextCompaction { get; set; } = true;
+
+        /// <summary>History-budget fraction that triggers compaction (null or invalid = 0.8).</summary>
+        public double? CompactionTriggerRatio { get; set; }
+
+        /// <summary>Memory document size limit (null = 16000, 0 = unlimited).</summary>
+        public int? MaxMemoryChars { get; set; }
+
+        /// <summary>The role's system prompt ("" = the runtime's built-in prompt).</summary>
+        public string SystemPrompt { get; set; } = "";
+
+        /// <summary>An independent copy.</summary>
+        public RoleMemoryConfig Clone()
+        {
+            return (RoleMemoryConfig)MemberwiseClone();
+        }
+
+        /// <summary>A copy under another role id.</summary>
+        public RoleMemoryConfig CloneAs(string roleId)
+        {
+            RoleMemoryConfig copy = new RoleMemoryConfig(roleId);
+            copy.UseMemoryTool = UseMemoryTool;
+            copy.DefaultAction = DefaultAction;
+            copy.WithChatHistory = WithChatHistory;
+            copy.PersistChatHistory = PersistChatHistory;
+            copy.MaxChatHistoryMessages = MaxChatHistoryMessages;
+            copy.ContextTokens = ContextTokens;
+            copy.MaxOutputTokens = MaxOutputTokens;
+            copy.MaxToolCallRoundtrips = MaxToolCallRoundtrips;
+            copy.ToolResultMemory = ToolResultMemory;
+            copy.Temperature = Temperature;
+            copy.UseLlmContextCompaction = UseLlmContextCompaction;
+            copy.CompactionTriggerRatio = CompactionTriggerRatio;
+            copy.MaxMemoryChars = MaxMemoryChars;
+            copy.SystemPrompt = SystemPrompt;
+            return copy;
+        }
+
+        /// <summary>Throws ArgumentOutOfRangeException naming the first invalid setting.</summary>
+        public void Validate()
+        {
+            if (MaxChatHistoryMessages < 0)
+                throw new ArgumentOutOfRangeException("MaxChatHistoryMessages", MaxChatHistoryMessages, "MaxChatHistoryMessages must be >= 0");
+            if (ContextTokens < 0)
+                throw new ArgumentOutOfRangeException("ContextTokens", ContextTokens, "ContextTokens must be >= 0 (0 = the model's)");
+            if (MaxOutputTokens.HasValue && MaxOutputTokens.Value < 1)
+                throw new ArgumentOutOfRangeException("MaxOutputTokens", MaxOutputTokens, "MaxOutputTokens must be >= 1 when set");
+            if (MaxToolCallRoundtrips.HasValue && MaxToolCallRoundtrips.Value < 0)
+                throw new ArgumentOutOfRangeException("MaxToolCallRoundtrips", MaxToolCallRoundtrips, "MaxToolCallRoundtrips must be >= 0 (0 = unlimited)");
+            if (MaxMemoryChars.HasValue && MaxMemoryChars.Value < 0)
+                throw new ArgumentOutOfRangeException("MaxMemoryChars", MaxMemoryChars, "MaxMemoryChars must be >= 0 (0 = unlimited)");
+            if (Temperature.HasValue && (double.IsNaN(Temperature.Value) || Temperature.Value < 0))
+                throw new ArgumentOutOfRangeException("Temperature", Temperature, "Temperature must be a non-negative number");
+            if (CompactionTriggerRatio.HasValue && double.IsNaN(CompactionTriggerRatio.Value))
+                throw new ArgumentOutOfRangeException("CompactionTriggerRatio", CompactionTriggerRatio, "CompactionTriggerRatio must be a number");
+            if (SystemPrompt == null)
+                throw new ArgumentNullException("SystemPrompt");
+        }
+    }
+}

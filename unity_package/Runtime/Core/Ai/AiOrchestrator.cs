@@ -1,0 +1,103 @@
+using System;
+using System.Threading;
+using System.Threading.Tasks;
+using CoreAI.Runtime;
+using V1 = CoreAI.V1;
+
+namespace CoreAI.Ai
+{
+    /// <summary>Runs turns of roles on the CoreAI runtime: the whole reply, or streamed as it is generated.</summary>
+    /// <remarks>
+    /// Before each turn the role's policy entry is pushed to the runtime if it changed (see
+    /// <see cref="CoreAIRuntimeClient.EnsureRoleSyncedAsync"/>). Transport failures throw
+    /// <see cref="CoreAIRuntimeException"/>s; a turn that ran but failed (model error, timeout on the
+    /// runtime, tool loop ended) returns a result whose <see cref="AiTaskResult.Status"/> says so.
+    /// </remarks>
+    public sealed class AiOrchestrator
+    {
+        private readonly CoreAIRuntimeClient _runtime;
+        private readonly IAgentMemoryScopeProvider _scopes;
+
+        /// <summary>An orchestrator over a runtime; scopeProvider supplies the scope of requests without one.</summary>
+        public AiOrchestrator(CoreAIRuntimeClient runtime, IAgentMemoryScopeProvider scopeProvider = null)
+        {
+            _runtime = runtime ?? throw new ArgumentNullException("runtime");
+            _scopes = scopeProvider ?? new FixedAgentMemoryScopeProvider(AgentMemoryScope.Empty);
+        }
+
+        /// <summary>How long a turn may take when the request sets no Timeout.</summary>
+        public TimeSpan DefaultTurnTimeout { get; set; } = TimeSpan.FromMinutes(5);
+
+        /// <summary>Run one turn and return its outcome.</summary>
+        public async Task<AiTaskResult> RunTaskAsync(AiTaskRequest request, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            V1.RunTaskRequest proto = await PrepareAsync(request, cancellationToken).ConfigureAwait(false);
+            V1.RunTaskResponse response = await _runtime.GuardAsync(
+                _runtime.Orchestrator.RunTaskAsync(proto, CallOptionsFor(request), cancellationToken)).ConfigureAwait(false);
+            return ProtoMapping.FromProto(response);
+        }
+
+        /// <summary>Run one turn, calling onTextDelta with each piece of text as it arrives; returns the final outcome.</summary>
+        public Task<AiTaskResult> StreamTaskAsync(AiTaskRequest request, Action<string> onTextDelta, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return StreamTaskAsync(request, new AiTaskStreamHandlers { OnTextDelta = onTextDelta }, cancellationToken);
+        }
+
+        /// <summary>Run one turn with callbacks for text, tool calls, tool results and the cut report; returns the final outcome.</summary>
+        public async Task<AiTaskResult> StreamTaskAsync(AiTaskRequest request, AiTaskStreamHandlers handlers, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            handlers = handlers ?? new AiTaskStreamHandlers();
+            V1.RunTaskRequest proto = await PrepareAsync(request, cancellationToken).ConfigureAwait(false);
+            V1.RunTaskResponse final = null;
+            Action<V1.TurnEvent> onEvent = e =>
+            {
+                if (e.TextDelta != null)
+                {
+                    if (handlers.OnTextDelta != null && !string.IsNullOrEmpty(e.TextDelta.Text)) handlers.OnTextDelta(e.TextDelta.Text);
+                }
+                else if (e.ToolCall != null)
+                {
+                    if (handlers.OnToolCall != null) handlers.OnToolCall(ProtoMapping.FromProto(e.ToolCall));
+                }
+                else if (e.ToolResult != null)
+                {
+                    if (handlers.OnToolResult != null) handlers.OnToolResult(ProtoMapping.FromProto(e.ToolResult));
+                }
+                else if (e.CutReport != null)
+                {
+                    if (handlers.OnCutReport != null) handlers.OnCutReport(e.CutReport);
+                }
+                else if (e.Final != null)
+                {
+                    final = e.Final;
+                }
+            };
+            await _runtime.GuardAsync(
+                _runtime.Orchestrator.StreamTaskAsync(proto, onEvent, CallOptionsFor(request), cancellationToken)).ConfigureAwait(false);
+            if (final == null)
+            {
+                throw new InternalException("the turn stream ended without its final result");
+            }
+            return ProtoMapping.FromProto(final);
+        }
+
+        private async Task<V1.RunTaskRequest> PrepareAsync(AiTaskRequest request, CancellationToken cancellationToken)
+        {
+            if (request == null)
+            {
+                throw new ArgumentNullException("request");
+            }
+            string role = string.IsNullOrWhiteSpace(request.RoleId) ? "Creator" : request.RoleId.Trim();
+            await _runtime.EnsureRoleSyncedAsync(role, cancellationToken).ConfigureAwait(false);
+            AgentMemoryScope scope = request.Scope ?? _scopes.GetScope(role) ?? AgentMemoryScope.Empty;
+            return ProtoMapping.ToProto(request, scope);
+        }
+
+        private CallOptions CallOptionsFor(AiTaskRequest request)
+        {
+            TimeSpan turn = request.Timeout ?? DefaultTurnTimeout;
+            // The runtime ends the turn itself at its timeout and still answers; allow a little on top for that answer.
+            return CallOptions.WithTimeout(turn == Timeout.InfiniteTimeSpan ? turn : turn + TimeSpan.FromSeconds(10));
+        }
+    }
+}

@@ -1,0 +1,135 @@
+using System;
+using System.Collections.Generic;
+using V1 = CoreAI.V1;
+
+namespace CoreAI.Ai
+{
+    /// <summary>One turn of a role (the design note's AiTaskRequest; spec section 7).</summary>
+    public sealed class AiTaskRequest
+    {
+        /// <summary>The role; blank runs as Creator.</summary>
+        public string RoleId { get; set; } = "";
+
+        /// <summary>The user payload.</summary>
+        public string Hint { get; set; } = "";
+
+        /// <summary>"Chat" borrows short-term history for a role without it, for this request only.</summary>
+        public string SourceTag { get; set; } = "";
+
+        /// <summary>Correlates logs and the result.</summary>
+        public string TraceId { get; set; } = "";
+
+        /// <summary>The scope (null: the orchestrator's scope provider).</summary>
+        public AgentMemoryScope Scope { get; set; }
+
+        /// <summary>A named actor (an NPC instance, a player character); null or "local" for none.</summary>
+        public string Actor { get; set; }
+
+        /// <summary>Extra instructions for this request only (sent in the tail, never in the cached prefix).</summary>
+        public string RequestSystemInstructions { get; set; } = "";
+
+        /// <summary>Tools offered (null: all; empty: none).</summary>
+        public IList<string> AllowedToolNames { get; set; }
+
+        /// <summary>Force a tool ("memory"), or "" for the model's choice.</summary>
+        public string ForcedToolMode { get; set; } = "";
+
+        /// <summary>Completion cap for this request (null: the role's).</summary>
+        public int? MaxOutputTokens { get; set; }
+
+        /// <summary>World state sent in the tail.</summary>
+        public string WorldState { get; set; } = "";
+
+        /// <summary>Sampling temperature for this request (null: the role's).</summary>
+        public double? Temperature { get; set; }
+
+        /// <summary>How long the runtime may take (null: the orchestrator's DefaultTurnTimeout).</summary>
+        public TimeSpan? Timeout { get; set; }
+    }
+
+    /// <summary>How a turn ended.</summary>
+    public enum AiTaskStatus
+    {
+        Ok,
+        Failed,
+        TimedOut,
+        Cancelled,
+        ToolLoopEnded,
+    }
+
+    /// <summary>A tool call the model made during a turn.</summary>
+    public sealed class AiToolCall
+    {
+        /// <summary>The call id.</summary>
+        public string CallId { get; set; } = "";
+
+        /// <summary>The tool name, e.g. "memory".</summary>
+        public string Name { get; set; } = "";
+
+        /// <summary>The arguments as the model produced them.</summary>
+        public string ArgumentsJson { get; set; } = "";
+    }
+
+    /// <summary>The result of a tool call during a turn.</summary>
+    public sealed class AiToolResult
+    {
+        /// <summary>The call id.</summary>
+        public string CallId { get; set; } = "";
+
+        /// <summary>The tool name.</summary>
+        public string Name { get; set; } = "";
+
+        /// <summary>True when the tool succeeded.</summary>
+        public bool Success { get; set; }
+
+        /// <summary>What the model saw.</summary>
+        public string Content { get; set; } = "";
+    }
+
+    /// <summary>The outcome of a turn.</summary>
+    public sealed class AiTaskResult
+    {
+        /// <summary>How the turn ended.</summary>
+        public AiTaskStatus Status { get; set; }
+
+        /// <summary>True when Status is Ok.</summary>
+        public bool Succeeded => Status == AiTaskStatus.Ok;
+
+        /// <summary>The visible reply (think blocks stripped).</summary>
+        public string Text { get; set; } = "";
+
+        /// <summary>Why the turn did not succeed.</summary>
+        public string Error { get; set; } = "";
+
+        /// <summary>The trace id of the turn.</summary>
+        public string TraceId { get; set; } = "";
+
+        /// <summary>Tool calls in order.</summary>
+        public List<AiToolCall> ToolCalls { get; } = new List<AiToolCall>();
+
+        /// <summary>Tool results in order.</summary>
+        public List<AiToolResult> ToolResults { get; } = new List<AiToolResult>();
+
+        /// <summary>What of the stored history did not reach the model verbatim.</summary>
+        public V1.CutReport CutReport { get; set; }
+
+        /// <summary>Token counts and model calls.</summary>
+        public V1.TurnUsage Usage { get; set; }
+    }
+
+    /// <summary>Callbacks of a streamed turn; they run in order on a thread-pool thread (marshal to the main thread yourself).</summary>
+    public sealed class AiTaskStreamHandlers
+    {
+        /// <summary>Each piece of visible text as it arrives (a typewriter effect).</summary>
+        public Action<string> OnTextDelta { get; set; }
+
+        /// <summary>A tool call as the model makes it.</summary>
+        public Action<AiToolCall> OnToolCall { get; set; }
+
+        /// <summary>A tool call's result.</summary>
+        public Action<AiToolResult> OnToolResult { get; set; }
+
+        /// <summary>The history cut report of the turn.</summary>
+        public Action<V1.CutReport> OnCutReport { get; set; }
+    }
+}

@@ -1,0 +1,115 @@
+using System;
+using System.Collections.Generic;
+
+namespace CoreAI.Ai
+{
+    /// <summary>One store contract for the memory tool and chat history (spec section 3).</summary>
+    public interface IAgentMemoryStore
+    {
+        /// <summary>True and the state when the role has a memory document; false when it has none.</summary>
+        /// <exception cref="CoreAI.Runtime.FailedPreconditionException">The document exists but cannot be read.</exception>
+        bool TryLoad(string roleId, out AgentMemoryState state);
+
+        /// <summary>Replace the whole state (heals an unreadable document).</summary>
+        void Save(string roleId, AgentMemoryState state);
+
+        /// <summary>Delete the memory document, its versions and snapshot; chat history stays.</summary>
+        void Clear(string roleId);
+
+        /// <summary>Append a chat message; persistToDisk false keeps it in the runtime process only.</summary>
+        void AppendChatMessage(string roleId, string role, string content, bool persistToDisk = true);
+
+        /// <summary>Oldest first, the newest maxMessages (0 = all).</summary>
+        ChatMessage[] GetChatHistory(string roleId, int maxMessages = 0);
+
+        /// <summary>Delete chat history, transcript and rolling summary; memory stays.</summary>
+        void ClearChatHistory(string roleId);
+    }
+
+    /// <summary>A store that keeps versions itself (the runtime does); the extension methods use it when present.</summary>
+    public interface IAgentMemoryVersionStore
+    {
+        /// <summary>Retained versions, oldest first.</summary>
+        IReadOnlyList<AgentMemoryVersion> ListVersions(string roleId);
+
+        /// <summary>Restore a version (recorded as a new "revert" version).</summary>
+        /// <exception cref="CoreAI.Runtime.NotFoundException">Unknown version or role.</exception>
+        MemoryToolResult Revert(string roleId, int version);
+    }
+
+    /// <summary>Versions of any <see cref="IAgentMemoryStore"/>: the runtime's when the store has them, else from the loaded state.</summary>
+    public static class AgentMemoryStoreExtensions
+    {
+        /// <summary>Retained versions of a role, oldest first.</summary>
+        public static IReadOnlyList<AgentMemoryVersion> ListVersions(this IAgentMemoryStore store, string roleId)
+        {
+            if (store == null)
+            {
+                throw new ArgumentNullException("store");
+            }
+            var versioned = store as IAgentMemoryVersionStore;
+            if (versioned != null)
+            {
+                return versioned.ListVersions(roleId);
+            }
+            AgentMemoryState state;
+            return store.TryLoad(roleId, out state) && state.Versions != null
+                ? (IReadOnlyList<AgentMemoryVersion>)state.Versions.ToArray()
+                : new AgentMemoryVersion[0];
+        }
+
+        /// <summary>Set the memory to a retained version; the revert is itself a new version.</summary>
+        /// <exception cref="CoreAI.Runtime.NotFoundException">Unknown version or role.</exception>
+        public static MemoryToolResult Revert(this IAgentMemoryStore store, string roleId, int version)
+        {
+            if (store == null)
+            {
+                throw new ArgumentNullException("store");
+            }
+            var versioned = store as IAgentMemoryVersionStore;
+            if (versioned != null)
+            {
+                return versioned.Revert(roleId, version);
+            }
+            AgentMemoryState state;
+            if (!store.TryLoad(roleId, out state))
+            {
+                throw new CoreAI.Runtime.NotFoundException("the role has no memory document to revert");
+            }
+            AgentMemoryVersion target = state.Versions.Find(v => v.Version == version);
+            if (target == null)
+            {
+                throw new CoreAI.Runtime.NotFoundException("version " + version + " is not retained");
+            }
+            int before = state.Memory.Length;
+            int next = 1;
+            foreach (AgentMemoryVersion v in state.Versions)
+            {
+                next = Math.Max(next, v.Version + 1);
+            }
+            state.Memory = target.ContentAfter;
+            int delta = state.Memory.Length - before;
+            state.Versions.Add(new AgentMemoryVersion
+            {
+                Version = next,
+                Timestamp = DateTimeOffset.UtcNow.ToUnixTimeSeconds(),
+                Action = "revert",
+                ContentAfter = state.Memory,
+                Note = "Reverted to version " + version + ".",
+            });
+            int keep = state.MaxMemoryVersions < 1 ? AgentMemoryState.DefaultMaxMemoryVersions : state.MaxMemoryVersions;
+            if (state.Versions.Count > keep)
+            {
+                state.Versions.RemoveRange(0, state.Versions.Count - keep);
+            }
+            store.Save(roleId, state);
+            return new MemoryToolResult
+            {
+                Success = true,
+                Message = "DONE: reverted to version " + version + " (" + (delta >= 0 ? "+" : "") + delta + " chars)",
+                Version = next,
+                MemoryLength = state.Memory.Length,
+            };
+        }
+    }
+}

@@ -1,0 +1,321 @@
+using System;
+using System.Collections.Generic;
+using System.Globalization;
+using System.IO;
+using System.Net;
+using System.Net.Http;
+using System.Net.Http.Headers;
+using System.Text;
+using System.Threading;
+using System.Threading.Tasks;
+
+namespace CoreAI.Runtime
+{
+    /// <summary>Where the runtime listens and how to call it.</summary>
+    public sealed class ConnectClientOptions
+    {
+        /// <summary>The runtime's default RPC address.</summary>
+        public const string DefaultBaseUrl = "http://127.0.0.1:13335";
+
+        /// <summary>Base URL of the runtime's Connect endpoint, e.g. http://127.0.0.1:13335.</summary>
+        public string BaseUrl { get; set; } = DefaultBaseUrl;
+
+        /// <summary>Bearer token the runtime was started with (null: send none).</summary>
+        public string Token { get; set; }
+
+        /// <summary>Timeout of a call without its own (Timeout.InfiniteTimeSpan: none).</summary>
+        public TimeSpan DefaultTimeout { get; set; } = TimeSpan.FromSeconds(30);
+
+        /// <summary>Optional HTTP handler (a custom transport); the client disposes it.</summary>
+        public HttpMessageHandler Handler { get; set; }
+    }
+
+    /// <summary>Per-call settings.</summary>
+    public sealed class CallOptions
+    {
+        /// <summary>This call's timeout (null: the client's default; Timeout.InfiniteTimeSpan: none).</summary>
+        public TimeSpan? Timeout { get; set; }
+
+        /// <summary>A call with this timeout.</summary>
+        public static CallOptions WithTimeout(TimeSpan timeout)
+        {
+            return new CallOptions { Timeout = timeout };
+        }
+    }
+
+    /// <summary>
+    /// A Connect-protocol client over HttpClient (HTTP/1.1, proto3 JSON): unary calls and server streams,
+    /// bearer token, per-call timeouts, cancellation, and errors as <see cref="CoreAIRuntimeException"/>s.
+    /// </summary>
+    /// <remarks>
+    /// Thread-safe; create one per runtime and reuse it. A cancelled CancellationToken ends a call with
+    /// OperationCanceledException; a timeout with DeadlineExceededException; an unreachable runtime with
+    /// UnavailableException.
+    /// </remarks>
+    public sealed class ConnectClient : IDisposable
+    {
+        private const string UnaryContentType = "application/json";
+        private const string StreamContentType = "application/connect+json";
+        private static readonly Encoding Utf8 = new UTF8Encoding(false);
+
+        private readonly HttpClient _http;
+        private readonly string _baseUrl;
+        private readonly TimeSpan _defaultTimeout;
+        private readonly AuthenticationHeaderValue _authorization;
+
+        /// <summary>A client of the runtime described by options.</summary>
+        public ConnectClient(ConnectClientOptions options)
+        {
+            if (options == null)
+            {
+                throw new ArgumentNullException("options");
+            }
+            Uri baseUri;
+            if (!Uri.TryCreate(options.BaseUrl, UriKind.Absolute, out baseUri) || (baseUri.Scheme != "http" && baseUri.Scheme != "https"))
+            {
+                throw new ArgumentException("BaseUrl must be an absolute http:// or https:// URL", "options");
+            }
+            _baseUrl = options.BaseUrl.TrimEnd('/');
+            _defaultTimeout = options.DefaultTimeout;
+            _authorization = string.IsNullOrEmpty(options.Token) ? null : new AuthenticationHeaderValue("Bearer", options.Token);
+            TuneServicePoint(baseUri);
+            HttpMessageHandler handler = options.Handler ?? new HttpClientHandler { UseProxy = false, AllowAutoRedirect = false };
+            _http = new HttpClient(handler, true) { Timeout = System.Threading.Timeout.InfiniteTimeSpan };
+            _http.DefaultRequestHeaders.ExpectContinue = false;
+        }
+
+        /// <summary>The base URL calls go to.</summary>
+        public string BaseUrl => _baseUrl;
+
+        /// <summary>One unary call: POST {base}/{service}/{method} with the request as JSON.</summary>
+        public async Task<TResponse> UnaryAsync<TRequest, TResponse>(
+            string service, string method, TRequest request, CallOptions options, CancellationToken cancellationToken)
+            where TResponse : new()
+        {
+            TimeSpan timeout = ResolveTimeout(options);
+            byte[] body = Utf8.GetBytes(ProtoJson.Serialize(request));
+            using (CancellationTokenSource deadline = NewDeadline(cancellationToken, timeout))
+            using (HttpRequestMessage message = NewRequest(service, method, body, UnaryContentType, timeout))
+            {
+                int status;
+                string text;
+                try
+                {
+                    using (HttpResponseMessage response = await _http.SendAsync(message, HttpCompletionOption.ResponseContentRead, deadline.Token).ConfigureAwait(false))
+                    {
+                        status = (int)response.StatusCode;
+                        text = await response.Content.ReadAsStringAsync().ConfigureAwait(false);
+                    }
+                }
+                catch (Exception ex)
+                {
+                    throw Translate(ex, service, method, cancellationToken, deadline, timeout);
+                }
+                if (status != 200)
+                {
+                    throw ConnectErrors.FromUnaryResponse(status, text);
+                }
+                try
+                {
+                    return ProtoJson.Deserialize<TResponse>(text);
+                }
+                catch (Newtonsoft.Json.JsonException ex)
+                {
+                    throw new InternalException("unreadable " + method + " response: " + ex.Message, ex);
+                }
+            }
+        }
+
+        /// <summary>One server-streaming call; onMessage runs for every message, in order, on a pool thread.</summary>
+        /// <remarks>An exception thrown by onMessage ends the call and propagates unchanged.</remarks>
+        public async Task ServerStreamAsync<TRequest, TResponse>(
+            string service, string method, TRequest request, Action<TResponse> onMessage, CallOptions options, CancellationToken cancellationToken)
+            where TResponse : new()
+        {
+            if (onMessage == null)
+            {
+                throw new ArgumentNullException("onMessage");
+            }
+            TimeSpan timeout = ResolveTimeout(options);
+            byte[] body = ConnectEnvelope.Encode(0, ProtoJson.Serialize(request));
+            using (CancellationTokenSource deadline = NewDeadline(cancellationToken, timeout))
+            using (HttpRequestMessage message = NewRequest(service, method, body, StreamContentType, timeout))
+            {
+                HttpResponseMessage response;
+                try
+                {
+                    response = await _http.SendAsync(message, HttpCompletionOption.ResponseHeadersRead, deadline.Token).ConfigureAwait(false);
+                }
+                catch (Exception ex)
+                {
+                    throw Translate(ex, service, method, cancellationToken, deadline, timeout);
+                }
+                using (response)
+                // Closing the response is what reliably interrupts a blocked read on every HttpClient stack.
+                using (deadline.Token.Register(response.Dispose))
+                {
+                    if ((int)response.StatusCode != 200)
+                    {
+                        string text;
+                        try
+                        {
+                            text = await response.Content.ReadAsStringAsync().ConfigureAwait(false);
+                        }
+                        catch (Exception ex)
+                        {
+                            throw Translate(ex, service, method, cancellationToken, deadline, timeout);
+                        }
+                        throw ConnectErrors.FromUnaryResponse((int)response.StatusCode, text);
+                    }
+                    Stream stream;
+                    try
+                    {
+                        stream = await response.Content.ReadAsStreamAsync().ConfigureAwait(false);
+                    }
+                    catch (Exception ex)
+                    {
+                        throw Translate(ex, service, method, cancellationToken, deadline, timeout);
+                    }
+                    while (true)
+                    {
+                        ConnectEnvelope envelope;
+                        try
+                        {
+                            envelope = await ConnectEnvelope.ReadAsync(stream, deadline.Token).ConfigureAwait(false);
+                        }
+                        catch (CoreAIRuntimeException)
+                        {
+                            throw;
+                        }
+                        catch (Exception ex)
+                        {
+                            throw Translate(ex, service, method, cancellationToken, deadline, timeout);
+                        }
+                        if (envelope == null)
+                        {
+                            throw new InternalException(method + " stream ended without an end-of-stream message");
+                        }
+                        if (envelope.IsCompressed)
+                        {
+                            throw new InternalException(method + " stream sent a compressed message this client did not ask for");
+                        }
+                        if (envelope.IsEndStream)
+                        {
+                            CoreAIRuntimeException error = ConnectErrors.FromEndOfStream(envelope.Text);
+                            if (error != null)
+                            {
+                                throw error;
+                            }
+                            return;
+                        }
+                        TResponse item;
+                        try
+                        {
+                            item = ProtoJson.Deserialize<TResponse>(envelope.Text);
+                        }
+                        catch (Newtonsoft.Json.JsonException ex)
+                        {
+                            throw new InternalException("unreadable " + method + " stream message: " + ex.Message, ex);
+                        }
+                        onMessage(item);
+                    }
+                }
+            }
+        }
+
+        /// <summary>Closes the connections.</summary>
+        public void Dispose()
+        {
+            _http.Dispose();
+        }
+
+        private TimeSpan ResolveTimeout(CallOptions options)
+        {
+            TimeSpan timeout = options != null && options.Timeout.HasValue ? options.Timeout.Value : _defaultTimeout;
+            if (timeout != System.Threading.Timeout.InfiniteTimeSpan && timeout <= TimeSpan.Zero)
+            {
+                throw new ArgumentOutOfRangeException("options", "a call timeout must be positive (or Timeout.InfiniteTimeSpan)");
+            }
+            return timeout;
+        }
+
+        private static CancellationTokenSource NewDeadline(CancellationToken cancellationToken, TimeSpan timeout)
+        {
+            CancellationTokenSource deadline = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
+            if (timeout != System.Threading.Timeout.InfiniteTimeSpan)
+            {
+                deadline.CancelAfter(timeout);
+            }
+            return deadline;
+        }
+
+        private HttpRequestMessage NewRequest(string service, string method, byte[] body, string contentType, TimeSpan timeout)
+        {
+            var message = new HttpRequestMessage(HttpMethod.Post, _baseUrl + "/" + service + "/" + method);
+            message.Content = new ByteArrayContent(body);
+            message.Content.Headers.ContentType = new MediaTypeHeaderValue(contentType);
+            message.Headers.Add("Connect-Protocol-Version", "1");
+            if (timeout != System.Threading.Timeout.InfiniteTimeSpan)
+            {
+                // Tell the runtime the deadline too, so it stops work nobody waits for.
+                long ms = Math.Max(1L, (long)Math.Ceiling(timeout.TotalMilliseconds));
+                message.Headers.Add("Connect-Timeout-Ms", Math.Min(ms, 9999999999L).ToString(CultureInfo.InvariantCulture));
+            }
+            if (_authorization != null)
+            {
+                message.Headers.Authorization = _authorization;
+            }
+            return message;
+        }
+
+        private Exception Translate(Exception ex, string service, string method, CancellationToken caller, CancellationTokenSource deadline, TimeSpan timeout)
+        {
+            if (caller.IsCancellationRequested)
+            {
+                return new OperationCanceledException(method + " was cancelled", ex, caller);
+            }
+            if (deadline.IsCancellationRequested)
+            {
+                return new DeadlineExceededException(
+                    method + " timed out after " + ((long)timeout.TotalMilliseconds).ToString(CultureInfo.InvariantCulture) + " ms", ex);
+            }
+            if (ex is HttpRequestException || ex is WebException || ex is IOException || ex is ObjectDisposedException
+                || ex is System.Net.Sockets.SocketException)
+            {
+                return new UnavailableException(
+                    "the CoreAI runtime at " + _baseUrl + " cannot be reached (" + service + "/" + method + "): " + Innermost(ex).Message, ex);
+            }
+            if (ex is OperationCanceledException)
+            {
+                return new DeadlineExceededException(method + " timed out", ex);
+            }
+            return new InternalException(method + " failed: " + ex.Message, ex);
+        }
+
+        private static Exception Innermost(Exception ex)
+        {
+            while (ex.InnerException != null)
+            {
+                ex = ex.InnerException;
+            }
+            return ex;
+        }
+
+        private static void TuneServicePoint(Uri baseUri)
+        {
+            try
+            {
+                ServicePoint point = ServicePointManager.FindServicePoint(baseUri);
+                // Small JSON calls to localhost: Nagle and 100-continue only add latency, and two
+                // connections (the default) would make a running stream block every other call.
+                point.UseNagleAlgorithm = false;
+                point.Expect100Continue = false;
+                point.ConnectionLimit = Math.Max(point.ConnectionLimit, 16);
+            }
+            catch (NotSupportedException)
+            {
+                // Platforms without ServicePointManager keep their defaults.
+            }
+        }
+    }
+}
