@@ -88,6 +88,7 @@ async def serve(options: ServeOptions) -> int:
             server = LlamaServerProcess(config)
             await asyncio.to_thread(server.start)
             log.info("serving model %s at %s", config.alias, server.base_url)
+        log.info("ready; stop with Ctrl+C or SIGTERM")
         return await _wait(stop, server)
     finally:
         if server is not None:

@@ -45,6 +45,9 @@ class LlamaServerConfig:
     interrupt_requests: bool = False  # True would cut a running stream when another request arrives
     chat_format: str | None = None  # None: the model's own chat template
     sse_ping_interval_s: float | None = None  # None: the library default (15 s)
+    # The server's default True keeps logits of every prompt position (n_ctx x vocab floats,
+    # 1.6 GB for SmolLM2 at 8192) and slows prompt evaluation; only prompt logprobs need it.
+    logits_all: bool = False
 
     def __post_init__(self) -> None:
         if not self.alias.strip():
@@ -103,6 +106,7 @@ def run_server(config: LlamaServerConfig) -> None:
         n_threads=config.n_threads,
         n_threads_batch=config.n_threads,
         chat_format=config.chat_format,
+        logits_all=config.logits_all,
         verbose=False,
     )
     app = create_app(server_settings=server_settings, model_settings=[model_settings])

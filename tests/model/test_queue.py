@@ -1,0 +1,168 @@
+"""ModelRequestQueue: one holder at a time, player turns first, FIFO within a priority, cancellation-safe."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.queue import ModelRequestQueue, Priority
+from pyruntime.model.types import ChatCompletionAccumulator
+from tests.support.tiny_model import TINY_MODEL_ALIAS
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 30))
+
+
+async def settle() -> None:
+    """Let every ready task run until it blocks."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def holder(queue: ModelRequestQueue, priority: Priority, name: str, log: list[str], release: asyncio.Event):
+    async with queue.slot(priority):
+        log.append(f"start {name}")
+        await release.wait()
+        log.append(f"end {name}")
+
+
+def test_one_holder_at_a_time_and_player_waiters_jump_ahead_of_earlier_background_ones():
+    async def go():
+        queue = ModelRequestQueue()
+        log: list[str] = []
+        gates = {name: asyncio.Event() for name in ("first", "bg1", "bg2", "player", "bg3")}
+        order = [
+            ("first", Priority.BACKGROUND),
+            ("bg1", Priority.BACKGROUND),
+            ("bg2", Priority.BACKGROUND),
+            ("player", Priority.PLAYER),
+            ("bg3", Priority.BACKGROUND),
+        ]
+        tasks = []
+        for name, priority in order:
+            tasks.append(asyncio.create_task(holder(queue, priority, name, log, gates[name])))
+            await settle()
+        assert queue.busy and queue.waiting == 4
+        for name in ("first", "player", "bg1", "bg2", "bg3"):
+            gates[name].set()
+            await settle()
+        await asyncio.gather(*tasks)
+        return log, queue
+
+    log, queue = run(go())
+    assert log == [
+        "start first", "end first",
+        "start player", "end player",
+        "start bg1", "end bg1",
+        "start bg2", "end bg2",
+        "start bg3", "end bg3",
+    ]  # fmt: skip
+    assert not queue.busy and queue.waiting == 0
+
+
+def test_a_cancelled_waiter_leaves_the_queue():
+    async def go():
+        queue = ModelRequestQueue()
+        log: list[str] = []
+        gate_a, gate_b, gate_c = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        a = asyncio.create_task(holder(queue, Priority.PLAYER, "a", log, gate_a))
+        await settle()
+        b = asyncio.create_task(holder(queue, Priority.PLAYER, "b", log, gate_b))
+        c = asyncio.create_task(holder(queue, Priority.BACKGROUND, "c", log, gate_c))
+        await settle()
+        b.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await b
+        assert queue.waiting == 1
+        gate_a.set()
+        gate_c.set()
+        await asyncio.gather(a, c)
+        return log, queue
+
+    log, queue = run(go())
+    assert log == ["start a", "end a", "start c", "end c"]
+    assert not queue.busy
+
+
+def test_a_cancelled_holder_releases_the_slot():
+    async def go():
+        queue = ModelRequestQueue()
+        log: list[str] = []
+        never, gate_b = asyncio.Event(), asyncio.Event()
+        a = asyncio.create_task(holder(queue, Priority.PLAYER, "a", log, never))
+        await settle()
+        b = asyncio.create_task(holder(queue, Priority.BACKGROUND, "b", log, gate_b))
+        await settle()
+        a.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await a
+        await settle()
+        gate_b.set()
+        await b
+        return log, queue
+
+    log, queue = run(go())
+    assert log == ["start a", "start b", "end b"]
+    assert not queue.busy
+
+
+def test_a_waiter_cancelled_just_as_it_is_granted_passes_the_slot_on():
+    async def go():
+        queue = ModelRequestQueue()
+        log: list[str] = []
+        gate_c = asyncio.Event()
+        slot = queue.slot(Priority.PLAYER)
+        await slot.__aenter__()
+        b = asyncio.create_task(holder(queue, Priority.PLAYER, "b", log, asyncio.Event()))
+        c = asyncio.create_task(holder(queue, Priority.PLAYER, "c", log, gate_c))
+        await settle()
+        await slot.__aexit__(None, None, None)  # hands the slot to b's future, b has not run yet ...
+        b.cancel()  # ... and is cancelled before it ever does
+        with pytest.raises(asyncio.CancelledError):
+            await b
+        gate_c.set()
+        await c
+        return log, queue
+
+    log, queue = run(go())
+    assert log == ["start c", "end c"]
+    assert not queue.busy and queue.waiting == 0
+
+
+def test_priority_must_be_a_known_priority():
+    async def go():
+        async with ModelRequestQueue().slot(7):  # type: ignore[arg-type]
+            pass
+
+    with pytest.raises(ValueError):
+        run(go())
+
+
+def test_two_overlapping_streams_through_the_queue_both_complete_intact(endless_server):
+    async def go():
+        queue = ModelRequestQueue()
+        async with OpenAICompatClient(endless_server.base_url, model=TINY_MODEL_ALIAS) as client:
+            in_flight = 0
+            most = 0
+
+            async def turn(priority: Priority, text: str):
+                nonlocal in_flight, most
+                async with queue.slot(priority):
+                    in_flight += 1
+                    most = max(most, in_flight)
+                    acc = ChatCompletionAccumulator()
+                    async for delta in client.stream_chat([{"role": "user", "content": text}], max_tokens=200):
+                        acc.add(delta)
+                    in_flight -= 1
+                    return acc.result()
+
+            results = await asyncio.gather(turn(Priority.BACKGROUND, "summarise"), turn(Priority.PLAYER, "hi"))
+            return results, most
+
+    results, most = run(go())
+    assert most == 1
+    for result in results:
+        assert result.finish_reason == "length" and result.text
