@@ -4,7 +4,7 @@ Order of checks for every HTTP request: Host (DNS rebinding) and Origin (CSRF) a
 403 before anything else; `GET /healthz` answers without a token; every RPC except Health needs
 the bearer token (UNAUTHENTICATED before the body is read); bodies over the limit are
 RESOURCE_EXHAUSTED; JSON bodies are strict (an unknown field is INVALID_ARGUMENT, so a
-misspelt field never silently does nothing).
+misspelt field never silently does nothing) and JSON answers write every field, defaults included.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from connectrpc.code import Code
-from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_json_codec
+from connectrpc.compat import google_protobuf_binary_codec
+from connectrpc.compat._codec import ProtoJSONCodec
+from google.protobuf import json_format
+from google.protobuf.message import Message
 from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
 
@@ -40,6 +43,22 @@ def connect_error(error: ServiceError) -> ConnectError:
     """The ConnectError of a service status (Connect spells CANCELLED with one L)."""
     name = "CANCELED" if error.code is StatusCode.CANCELLED else error.code.name
     return ConnectError(Code[name], error.message)
+
+
+class ExplicitJsonCodec(ProtoJSONCodec):
+    """Proto3 JSON, compact, with fields at their default written out (`"success": false`, `"version": 0`).
+
+    Parsers must accept either form; writing defaults spares a Unity client the "missing means
+    default" rule. Decoding is strict: an unknown field is INVALID_ARGUMENT.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(ignore_unknown_fields=False)
+
+    def encode(self, message: Message) -> bytes:
+        """Compact proto3 JSON with defaults."""
+        return json_format.MessageToJson(message, always_print_fields_with_no_presence=True,
+                                         indent=None).encode()
 
 
 class _ConnectService:
@@ -108,7 +127,7 @@ class ConnectRuntimeApp:
 
     def __init__(self, services: RuntimeServices, token: str, *, port: int, check_host: bool = True,
                  max_request_bytes: int) -> None:
-        codecs = [google_protobuf_binary_codec(), google_protobuf_json_codec(ignore_unknown_fields=False)]
+        codecs = [google_protobuf_binary_codec(), ExplicitJsonCodec()]
         options: dict[str, Any] = {"interceptors": [BearerTokenCheck(token)], "read_max_bytes": max_request_bytes,
                                    "codecs": codecs}
         memory = MemoryStoreASGIApplication(_ConnectService(services.memory_store), **options)  # type: ignore[arg-type]
