@@ -1,0 +1,94 @@
+"""Fixtures of the Unity-layer tests: compiled assemblies, a tiny model, free ports, a launcher factory."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.tiny_model import write_tiny_model
+from tests.unity_layer.dotnet import ROOT, load_assemblies
+
+PYTHON = ROOT / ".venv" / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def assemblies() -> Path:
+    """Core (with the launcher), the Unity layer and the editor, compiled and loaded."""
+    return load_assemblies("core", "unity", "editor")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random-weight GGUF (fast real llama.cpp)."""
+    return write_tiny_model(tmp_path_factory.mktemp("model") / "tiny-test-model.gguf")
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports that are free now."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.fixture
+def make_options(assemblies: Path, tiny_model: Path, tmp_path: Path):
+    """Options for the real runtime (`python -m pyruntime.cli serve`) on free ports, data dir under tmp."""
+    from CoreAI.Launcher import RuntimeLaunchOptions
+    from System import TimeSpan
+
+    def make(data_dir: Path | None = None, **overrides) -> RuntimeLaunchOptions:
+        options = RuntimeLaunchOptions.ForPython(str(PYTHON), str(data_dir or tmp_path / "persistent"))
+        connect, grpc, model = free_ports(3)
+        options.ConnectPort, options.GrpcPort, options.ModelPort = connect, grpc, model
+        options.ModelPath = str(tiny_model)
+        options.ProjectId = "test-project"
+        options.WorkingDirectory = str(ROOT)  # so `-m pyruntime.cli` imports this checkout
+        options.Environment["PYTHONPATH"] = str(ROOT)
+        options.StartTimeout = TimeSpan.FromSeconds(60)
+        options.WatchInterval = TimeSpan.FromMilliseconds(200)
+        options.RestartBackoffInitial = TimeSpan.FromMilliseconds(500)
+        options.RestartBackoffMax = TimeSpan.FromSeconds(4)
+        options.StopTimeout = TimeSpan.FromSeconds(10)
+        for name, value in overrides.items():
+            setattr(options, name, value)
+        return options
+
+    return make
+
+
+@pytest.fixture
+def launchers() -> Iterator[list]:
+    """Launchers a test created; every one is stopped afterwards so no runtime outlives the test."""
+    created: list = []
+    yield created
+    for launcher in created:
+        launcher.Stop()
+
+
+_exit_status = {"code": 0}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remember the exit code for pytest_unconfigure."""
+    _exit_status["code"] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Skip pythonnet's slow shutdown (3-5 s) while keeping the exit code."""
+    if "clr" in sys.modules:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_exit_status["code"])

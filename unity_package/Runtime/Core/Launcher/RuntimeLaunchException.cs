@@ -1,0 +1,44 @@
+using System;
+
+namespace CoreAI.Launcher
+{
+    /// <summary>Why a runtime could not be started.</summary>
+    public enum RuntimeLaunchFailure
+    {
+        /// <summary>The runtime program does not exist at the configured path.</summary>
+        RuntimeNotFound,
+
+        /// <summary>A port the runtime needs is taken by another program.</summary>
+        PortInUse,
+
+        /// <summary>The runtime exited while starting (its log tail is in the message).</summary>
+        ExitedDuringStart,
+
+        /// <summary>The runtime did not answer health within the start timeout.</summary>
+        StartTimeout,
+
+        /// <summary>The process could not be spawned at all.</summary>
+        SpawnFailed,
+
+        /// <summary>The launcher was stopped while starting.</summary>
+        Stopped,
+    }
+
+    /// <summary>A runtime could not be started; the message says why and what to do.</summary>
+    public sealed class RuntimeLaunchException : Exception
+    {
+        /// <summary>Creates the exception.</summary>
+        public RuntimeLaunchException(RuntimeLaunchFailure failure, string message, string logTail = null, Exception inner = null)
+            : base(message + (string.IsNullOrEmpty(logTail) ? "" : "\n--- runtime log (last lines) ---\n" + logTail), inner)
+        {
+            Failure = failure;
+            LogTail = logTail ?? "";
+        }
+
+        /// <summary>Why the start failed.</summary>
+        public RuntimeLaunchFailure Failure { get; private set; }
+
+        /// <summary>The last lines of the runtime's log ("" when none).</summary>
+        public string LogTail { get; private set; }
+    }
+}

@@ -1,0 +1,191 @@
+using System;
+using System.Collections.Generic;
+using System.IO;
+using System.Text;
+
+namespace CoreAI.Launcher
+{
+    /// <summary>How to start `coreai-runtime serve` and how to look after it.</summary>
+    public sealed class RuntimeLaunchOptions
+    {
+        /// <summary>Default port of the Connect (HTTP/1.1 + JSON) API, which also answers GET /healthz.</summary>
+        public const int DefaultConnectPort = 13335;
+
+        /// <summary>Default port of the gRPC API.</summary>
+        public const int DefaultGrpcPort = 13334;
+
+        /// <summary>Default port of the hosted model's OpenAI-compatible server.</summary>
+        public const int DefaultModelPort = 13333;
+
+        /// <summary>
+        /// The program to run: `coreai-runtime` of a Python environment, that environment's `python`
+        /// (with <see cref="RuntimeArguments"/> = `-m pyruntime.cli`), or a bundled executable. A bare
+        /// name is looked up on PATH.
+        /// </summary>
+        public string RuntimePath { get; set; } = "coreai-runtime";
+
+        /// <summary>Arguments put before `serve` (e.g. `-m`, `pyruntime.cli` when RuntimePath is python).</summary>
+        public IList<string> RuntimeArguments { get; set; } = new List<string>();
+
+        /// <summary>The game's persistentDataPath: saves live under `CoreAI/`, the launcher's state under `CoreAI/Runtime/`.</summary>
+        public string DataDir { get; set; }
+
+        /// <summary>GGUF model file to host; null hosts the runtime's embedded model.</summary>
+        public string ModelPath { get; set; }
+
+        /// <summary>Use this OpenAI-compatible server instead of hosting a model (exclusive with ModelPath).</summary>
+        public string LlmUrl { get; set; }
+
+        /// <summary>Listen address of the runtime (loopback: the runtime is for this machine only).</summary>
+        public string Host { get; set; } = "127.0.0.1";
+
+        /// <summary>Port of the Connect API (health, memory store, orchestrator).</summary>
+        public int ConnectPort { get; set; } = DefaultConnectPort;
+
+        /// <summary>Port of the gRPC API.</summary>
+        public int GrpcPort { get; set; } = DefaultGrpcPort;
+
+        /// <summary>Port of the hosted model's server.</summary>
+        public int ModelPort { get; set; } = DefaultModelPort;
+
+        /// <summary>Context size of the hosted model; 0 keeps the runtime's default.</summary>
+        public int ContextTokens { get; set; }
+
+        /// <summary>The token clients present; null or empty makes the launcher generate one.</summary>
+        public string Token { get; set; }
+
+        /// <summary>Identifies the project, so a runtime started by another project is never reused.</summary>
+        public string ProjectId { get; set; } = "";
+
+        /// <summary>More `serve` arguments, appended as they are (e.g. persistence mode and caps).</summary>
+        public IList<string> ExtraServeArguments { get; set; } = new List<string>();
+
+        /// <summary>Environment variables set for the runtime (besides the token).</summary>
+        public IDictionary<string, string> Environment { get; set; } = new Dictionary<string, string>();
+
+        /// <summary>Working directory of the runtime; null: the data dir.</summary>
+        public string WorkingDirectory { get; set; }
+
+        /// <summary>How long a start may take until the runtime answers health.</summary>
+        public TimeSpan StartTimeout { get; set; } = TimeSpan.FromSeconds(120);
+
+        /// <summary>How long one health request may take.</summary>
+        public TimeSpan HealthRequestTimeout { get; set; } = TimeSpan.FromSeconds(2);
+
+        /// <summary>How often the watchdog checks that the runtime still runs.</summary>
+        public TimeSpan WatchInterval { get; set; } = TimeSpan.FromSeconds(1);
+
+        /// <summary>Restart the runtime when it dies.</summary>
+        public bool RestartOnExit { get; set; } = true;
+
+        /// <summary>Delay before the first restart; doubled after each failed attempt.</summary>
+        public TimeSpan RestartBackoffInitial { get; set; } = TimeSpan.FromSeconds(1);
+
+        /// <summary>Longest delay between restart attempts.</summary>
+        public TimeSpan RestartBackoffMax { get; set; } = TimeSpan.FromSeconds(30);
+
+        /// <summary>Consecutive failed restarts after which the launcher gives up (0 = never).</summary>
+        public int MaxRestartAttempts { get; set; } = 10;
+
+        /// <summary>A runtime up this long is stable: the backoff starts over at its next death.</summary>
+        public TimeSpan StableUptime { get; set; } = TimeSpan.FromSeconds(60);
+
+        /// <summary>How long a graceful stop may take before the runtime is killed.</summary>
+        public TimeSpan StopTimeout { get; set; } = TimeSpan.FromSeconds(10);
+
+        /// <summary>Options for a Python environment: `python -m pyruntime.cli serve`.</summary>
+        public static RuntimeLaunchOptions ForPython(string pythonPath, string dataDir)
+        {
+            RuntimeLaunchOptions options = new RuntimeLaunchOptions();
+            options.RuntimePath = pythonPath;
+            options.RuntimeArguments = new List<string> { "-m", "pyruntime.cli" };
+            options.DataDir = dataDir;
+            return options;
+        }
+
+        /// <summary>Throws ArgumentException naming the first invalid option.</summary>
+        public void Validate()
+        {
+            if (string.IsNullOrWhiteSpace(RuntimePath))
+                throw new ArgumentException("RuntimePath is required (coreai-runtime, python or a bundled executable)");
+            if (string.IsNullOrWhiteSpace(DataDir))
+                throw new ArgumentException("DataDir is required (the game's persistentDataPath)");
+            if (!Path.IsPathRooted(DataDir))
+                throw new ArgumentException("DataDir must be an absolute path");
+            if (string.IsNullOrWhiteSpace(Host))
+                throw new ArgumentException("Host is required");
+            CheckPort("ConnectPort", ConnectPort);
+            CheckPort("GrpcPort", GrpcPort);
+            CheckPort("ModelPort", ModelPort);
+            if (ConnectPort == ModelPort || ConnectPort == GrpcPort || GrpcPort == ModelPort)
+                throw new ArgumentException("ConnectPort, GrpcPort and ModelPort must all differ");
+            if (!string.IsNullOrEmpty(ModelPath) && !string.IsNullOrEmpty(LlmUrl))
+                throw new ArgumentException("set ModelPath or LlmUrl, not both");
+            if (ContextTokens < 0)
+                throw new ArgumentException("ContextTokens must be 0 (runtime default) or positive, got " + ContextTokens);
+            if (StartTimeout <= TimeSpan.Zero)
+                throw new ArgumentException("StartTimeout must be positive");
+            if (WatchInterval <= TimeSpan.Zero)
+                throw new ArgumentException("WatchInterval must be positive");
+            if (RestartBackoffInitial < TimeSpan.Zero || RestartBackoffMax < RestartBackoffInitial)
+                throw new ArgumentException("need 0 <= RestartBackoffInitial <= RestartBackoffMax");
+            if (MaxRestartAttempts < 0)
+                throw new ArgumentException("MaxRestartAttempts must be 0 (never give up) or positive");
+        }
+
+        private static void CheckPort(string name, int port)
+        {
+            if (port < 1 || port > 65535)
+                throw new ArgumentException(name + " must be within 1..65535, got " + port);
+        }
+
+        /// <summary>The ports the runtime listens on: Connect, gRPC and (when it hosts the model) the model's.</summary>
+        public int[] Ports()
+        {
+            if (!string.IsNullOrEmpty(LlmUrl)) return new[] { ConnectPort, GrpcPort };
+            return new[] { ConnectPort, GrpcPort, ModelPort };
+        }
+
+        /// <summary>The full argument list: RuntimeArguments, `serve` and its flags (the token goes by environment, never here).</summary>
+        public IList<string> BuildArguments()
+        {
+            List<string> args = new List<string>(RuntimeArguments ?? new List<string>());
+            args.Add("serve");
+            args.Add("--data-dir");
+            args.Add(DataDir);
+            args.Add("--host");
+            args.Add(Host);
+            args.Add("--port");
+            args.Add(ModelPort.ToString(System.Globalization.CultureInfo.InvariantCulture));
+            args.Add("--connect-port");
+            args.Add(ConnectPort.ToString(System.Globalization.CultureInfo.InvariantCulture));
+            args.Add("--grpc-port");
+            args.Add(GrpcPort.ToString(System.Globalization.CultureInfo.InvariantCulture));
+            if (!string.IsNullOrEmpty(ModelPath))
+            {
+                args.Add("--model");
+                args.Add(ModelPath);
+            }
+            if (!string.IsNullOrEmpty(LlmUrl))
+            {
+                args.Add("--llm-url");
+                args.Add(LlmUrl);
+            }
+            if (ContextTokens > 0)
+            {
+                args.Add("--ctx");
+                args.Add(ContextTokens.ToString(System.Globalization.CultureInfo.InvariantCulture));
+            }
+            if (ExtraServeArguments != null) args.AddRange(ExtraServeArguments);
+            return args;
+        }
+
+        /// <summary>A digest of what is started (never the token): a recorded runtime is reused only when it matches.</summary>
+        public string Fingerprint()
+        {
+            StringBuilder text = new StringBuilder(RuntimePath);
+            foreach (string arg in BuildArguments()) text.Append('\n').Append(arg);
+            return Digest.Sha256Hex(text.ToString());
+        }
+    }
+}

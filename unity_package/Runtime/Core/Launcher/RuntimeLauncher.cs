@@ -1,0 +1,497 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.IO;
+using System.Threading;
+using System.Threading.Tasks;
+
+namespace CoreAI.Launcher
+{
+    /// <summary>
+    /// Starts `coreai-runtime serve` for a game and looks after it: waits until it answers health,
+    /// reuses the runtime this project already started (after an editor domain reload) instead of
+    /// spawning another, restarts it with backoff when it dies, and stops it on request.
+    /// Plain C#: no UnityEngine, usable from the editor, a player or a test.
+    /// </summary>
+    public sealed class RuntimeLauncher : IDisposable
+    {
+        /// <summary>The environment variable that carries the token to the runtime (never the command line).</summary>
+        public const string TokenEnvironmentVariable = "COREAI_RUNTIME_TOKEN";
+
+        private const int LogTailLines = 30;
+        private static readonly TimeSpan PollInterval = TimeSpan.FromMilliseconds(100);
+
+        private readonly RuntimeLaunchOptions options;
+        private readonly object gate = new object();
+        private Process process; // the process this launcher spawned; null when it reused one
+        private RuntimeEndpoint endpoint;
+        private DateTime startedAtUtc;
+        private Thread watchdog;
+        private CancellationTokenSource lifetime = new CancellationTokenSource();
+        private int restartCount;
+
+        /// <summary>A launcher for `options` (validated here; nothing starts until Start).</summary>
+        public RuntimeLauncher(RuntimeLaunchOptions options)
+        {
+            if (options == null) throw new ArgumentNullException(nameof(options));
+            options.Validate();
+            this.options = options;
+        }
+
+        /// <summary>Raised on the launcher's own thread (never the main thread) for starts, deaths, restarts and stops.</summary>
+        public event Action<RuntimeLauncherEvent> EventRaised;
+
+        /// <summary>`&lt;DataDir&gt;/CoreAI/runtime`: the launcher's state file and the runtime's log.</summary>
+        public string RuntimeFolder
+        {
+            get { return RuntimeFolderOf(options.DataDir); }
+        }
+
+        /// <summary>The state file that lets the next launcher find this runtime.</summary>
+        public string StateFilePath
+        {
+            get { return Path.Combine(RuntimeFolder, "launcher.json"); }
+        }
+
+        /// <summary>The runtime's log (stdout and stderr); the previous run's is `runtime.log.1`.</summary>
+        public string LogFilePath
+        {
+            get { return Path.Combine(RuntimeFolder, "runtime.log"); }
+        }
+
+        /// <summary>Where the runtime answers; null while none is running.</summary>
+        public RuntimeEndpoint Endpoint
+        {
+            get { return endpoint; }
+        }
+
+        /// <summary>The runtime's process id; 0 while none is running.</summary>
+        public int ProcessId
+        {
+            get
+            {
+                RuntimeEndpoint current = endpoint;
+                return current == null ? 0 : current.ProcessId;
+            }
+        }
+
+        /// <summary>True when the running runtime was started before (by an earlier launcher) and reused.</summary>
+        public bool Reused { get; private set; }
+
+        /// <summary>How many times this launcher restarted a runtime that died.</summary>
+        public int RestartCount
+        {
+            get { return Volatile.Read(ref restartCount); }
+        }
+
+        /// <summary>True while the runtime's process runs.</summary>
+        public bool IsRunning
+        {
+            get
+            {
+                RuntimeEndpoint current = endpoint;
+                return current != null && IsProcessAlive(current.ProcessId);
+            }
+        }
+
+        /// <summary>`&lt;dataDir&gt;/CoreAI/runtime`.</summary>
+        public static string RuntimeFolderOf(string dataDir)
+        {
+            return Path.Combine(Path.Combine(dataDir, "CoreAI"), "runtime");
+        }
+
+        /// <summary>Starts (or reuses) the runtime on a worker thread; completes when it answers health.</summary>
+        public Task<RuntimeEndpoint> StartAsync(CancellationToken cancel = default(CancellationToken))
+        {
+            return Task.Run(() => Start(cancel));
+        }
+
+        /// <summary>Starts (or reuses) the runtime and blocks until it answers health. Throws RuntimeLaunchException.</summary>
+        public RuntimeEndpoint Start(CancellationToken cancel = default(CancellationToken))
+        {
+            lock (gate)
+            {
+                if (endpoint != null && IsProcessAlive(endpoint.ProcessId)) return endpoint;
+                if (lifetime.IsCancellationRequested) lifetime = new CancellationTokenSource();
+                using (CancellationTokenSource linked = CancellationTokenSource.CreateLinkedTokenSource(cancel, lifetime.Token))
+                {
+                    Directory.CreateDirectory(RuntimeFolder);
+                    using (AcquireStartLock(linked.Token))
+                    {
+                        RuntimeEndpoint reused = TryReuse(linked.Token);
+                        if (reused != null)
+                        {
+                            endpoint = reused;
+                            Reused = true;
+                            Raise(RuntimeLauncherEventKind.Reused, reused.ProcessId, 0, TimeSpan.Zero, "");
+                        }
+                        else
+                        {
+                            endpoint = Launch(linked.Token);
+                            Reused = false;
+                            Raise(RuntimeLauncherEventKind.Started, endpoint.ProcessId, 0, TimeSpan.Zero, "");
+                        }
+                    }
+                }
+                StartWatchdog();
+                return endpoint;
+            }
+        }
+
+        /// <summary>True when the runtime answers health now.</summary>
+        public bool IsHealthy()
+        {
+            RuntimeEndpoint current = endpoint;
+            return current != null && HealthProbe.Check(current.ConnectBaseUrl, options.HealthRequestTimeout, CancellationToken.None) != null;
+        }
+
+        /// <summary>The runtime's health answer, or null when it does not answer.</summary>
+        public RuntimeHealth CheckHealth()
+        {
+            RuntimeEndpoint current = endpoint;
+            return current == null ? null : HealthProbe.Check(current.ConnectBaseUrl, options.HealthRequestTimeout, CancellationToken.None);
+        }
+
+        /// <summary>Stops the runtime (gracefully, then killed after StopTimeout) and forgets it. Call on quit.</summary>
+        public void Stop()
+        {
+            EndWatchdog();
+            int pid;
+            lock (gate)
+            {
+                RuntimeEndpoint current = endpoint;
+                pid = current == null ? 0 : current.ProcessId;
+                if (pid != 0)
+                {
+                    ProcessControl.Stop(pid, process, options.StopTimeout);
+                    RuntimeStateFile.Delete(StateFilePath, pid);
+                }
+                endpoint = null;
+                DisposeProcess();
+            }
+            if (pid != 0) Raise(RuntimeLauncherEventKind.Stopped, pid, 0, TimeSpan.Zero, "");
+        }
+
+        /// <summary>
+        /// Lets go of the runtime without stopping it (before an editor domain reload): the next
+        /// launcher of this project and data dir reuses it.
+        /// </summary>
+        public void Detach()
+        {
+            EndWatchdog();
+            lock (gate)
+            {
+                endpoint = null;
+                DisposeProcess();
+            }
+        }
+
+        /// <summary>Same as Stop.</summary>
+        public void Dispose()
+        {
+            Stop();
+        }
+
+        /// <summary>
+        /// Stops the runtime recorded under `dataDir` if it is alive and accepts its recorded token
+        /// (so an unrelated process that reuses the pid is never touched); returns true when one was stopped.
+        /// </summary>
+        public static bool StopRecorded(string dataDir, TimeSpan timeout)
+        {
+            string statePath = Path.Combine(RuntimeFolderOf(dataDir), "launcher.json");
+            RuntimeState state = RuntimeStateFile.Read(statePath);
+            if (state == null) return false;
+            bool ours = ProcessControl.IsAlive(state.ProcessId)
+                && HealthProbe.AcceptsToken(BaseUrl(state.Host, state.ConnectPort), state.Token, TimeSpan.FromSeconds(2), CancellationToken.None);
+            if (ours) ProcessControl.Stop(state.ProcessId, null, timeout);
+            RuntimeStateFile.Delete(statePath, 0);
+            return ours;
+        }
+
+        private static string BaseUrl(string host, int port)
+        {
+            return "http://" + host + ":" + port;
+        }
+
+        private IDisposable AcquireStartLock(CancellationToken cancel)
+        {
+            string path = Path.Combine(RuntimeFolder, "launcher.lock");
+            DateTime deadline = DateTime.UtcNow + options.StartTimeout;
+            while (true)
+            {
+                try
+                {
+                    return new FileStream(path, FileMode.OpenOrCreate, FileAccess.ReadWrite, FileShare.None);
+                }
+                catch (IOException)
+                {
+                    if (DateTime.UtcNow > deadline) throw new RuntimeLaunchException(RuntimeLaunchFailure.StartTimeout,
+                        "another launcher kept the start lock for longer than StartTimeout (" + options.StartTimeout.TotalSeconds + " s)");
+                }
+                if (cancel.WaitHandle.WaitOne(PollInterval)) throw Stopped();
+            }
+        }
+
+        private RuntimeEndpoint TryReuse(CancellationToken cancel)
+        {
+            RuntimeState state = RuntimeStateFile.Read(StateFilePath);
+            if (state == null) return null;
+            if (!ProcessControl.IsAlive(state.ProcessId))
+            {
+                RuntimeStateFile.Delete(StateFilePath, state.ProcessId);
+                return null;
+            }
+            string url = BaseUrl(state.Host, state.ConnectPort);
+            bool answers = HealthProbe.Check(url, options.HealthRequestTimeout, cancel) != null
+                && HealthProbe.AcceptsToken(url, state.Token, options.HealthRequestTimeout, cancel);
+            if (!answers)
+            {
+                // A hung runtime, or a pid now used by another program: never kill what we cannot identify.
+                RuntimeStateFile.Delete(StateFilePath, state.ProcessId);
+                return null;
+            }
+            if ((state.ProjectId ?? "") != (options.ProjectId ?? ""))
+                throw new RuntimeLaunchException(RuntimeLaunchFailure.PortInUse,
+                    "a CoreAI runtime started by another project (same persistentDataPath) is running on port "
+                    + state.ConnectPort + "; stop it first (or give this project its own product name)");
+            bool sameSettings = state.Fingerprint == options.Fingerprint()
+                && (string.IsNullOrEmpty(options.Token) || options.Token == state.Token);
+            if (!sameSettings)
+            {
+                // Our own runtime, started with other settings: replace it.
+                ProcessControl.Stop(state.ProcessId, null, options.StopTimeout);
+                RuntimeStateFile.Delete(StateFilePath, state.ProcessId);
+                return null;
+            }
+            startedAtUtc = state.StartedAtUtc;
+            return new RuntimeEndpoint(state.Host, state.ConnectPort, state.ModelPort, state.Token, state.ProcessId);
+        }
+
+        private RuntimeEndpoint Launch(CancellationToken cancel)
+        {
+            string exe = ExecutableResolver.Resolve(options.RuntimePath);
+            if (exe == null)
+                throw new RuntimeLaunchException(RuntimeLaunchFailure.RuntimeNotFound,
+                    "CoreAI runtime not found at '" + options.RuntimePath + "': install the runtime (pip install the CoreAI "
+                    + "runtime into a Python environment) and set Runtime Path to its coreai-runtime or python, or to a bundled executable");
+            foreach (int port in options.Ports())
+            {
+                if (!ProcessControl.PortIsFree(options.Host, port))
+                    throw new RuntimeLaunchException(RuntimeLaunchFailure.PortInUse,
+                        "port " + port + " on " + options.Host + " is in use by another program; stop it or choose other ports in the CoreAI settings");
+            }
+            string token = string.IsNullOrEmpty(options.Token) ? Digest.NewToken() : options.Token;
+            RotateLog();
+            Dictionary<string, string> env = new Dictionary<string, string>();
+            env["PYTHONUNBUFFERED"] = "1"; // log lines reach the file as they happen
+            if (options.Environment != null)
+            {
+                foreach (KeyValuePair<string, string> pair in options.Environment) env[pair.Key] = pair.Value;
+            }
+            env[TokenEnvironmentVariable] = token;
+            string workDir = string.IsNullOrEmpty(options.WorkingDirectory) ? options.DataDir : options.WorkingDirectory;
+            Directory.CreateDirectory(options.DataDir);
+            Process spawned;
+            try
+            {
+                spawned = ProcessControl.Spawn(exe, options.BuildArguments(), env, workDir, LogFilePath);
+            }
+            catch (Exception e) when (e is System.ComponentModel.Win32Exception || e is IOException || e is InvalidOperationException)
+            {
+                throw new RuntimeLaunchException(RuntimeLaunchFailure.SpawnFailed,
+                    "cannot start the CoreAI runtime '" + exe + "': " + e.Message, null, e);
+            }
+            RuntimeEndpoint started = new RuntimeEndpoint(options.Host, options.ConnectPort, options.ModelPort, token, spawned.Id);
+            try
+            {
+                WaitReady(spawned, exe, started, cancel);
+            }
+            catch
+            {
+                ProcessControl.Stop(spawned.Id, spawned, options.StopTimeout);
+                spawned.Dispose();
+                throw;
+            }
+            DisposeProcess();
+            process = spawned;
+            startedAtUtc = DateTime.UtcNow;
+            RuntimeStateFile.Write(StateFilePath, new RuntimeState
+            {
+                ProcessId = started.ProcessId,
+                Host = options.Host,
+                ConnectPort = options.ConnectPort,
+                GrpcPort = options.GrpcPort,
+                ModelPort = options.ModelPort,
+                Token = token,
+                ProjectId = options.ProjectId ?? "",
+                Fingerprint = options.Fingerprint(),
+                StartedAtUtc = startedAtUtc,
+            });
+            return started;
+        }
+
+        private void WaitReady(Process spawned, string exe, RuntimeEndpoint started, CancellationToken cancel)
+        {
+            DateTime deadline = DateTime.UtcNow + options.StartTimeout;
+            while (true)
+            {
+                if (cancel.IsCancellationRequested) throw Stopped();
+                if (spawned.HasExited)
+                {
+                    spawned.WaitForExit(); // flushes the output pumps on Windows
+                    throw new RuntimeLaunchException(RuntimeLaunchFailure.ExitedDuringStart,
+                        "the CoreAI runtime '" + exe + "' exited with code " + spawned.ExitCode + " while starting",
+                        LogTail.Read(LogFilePath, LogTailLines));
+                }
+                if (HealthProbe.Check(started.ConnectBaseUrl, options.HealthRequestTimeout, cancel) != null) return;
+                if (DateTime.UtcNow > deadline)
+                    throw new RuntimeLaunchException(RuntimeLaunchFailure.StartTimeout,
+                        "the CoreAI runtime did not answer " + started.ConnectBaseUrl + "/healthz within "
+                        + options.StartTimeout.TotalSeconds + " s", LogTail.Read(LogFilePath, LogTailLines));
+                if (cancel.WaitHandle.WaitOne(PollInterval)) throw Stopped();
+            }
+        }
+
+        private static RuntimeLaunchException Stopped()
+        {
+            return new RuntimeLaunchException(RuntimeLaunchFailure.Stopped, "the launcher was stopped while starting the runtime");
+        }
+
+        private void RotateLog()
+        {
+            try
+            {
+                string previous = LogFilePath + ".1";
+                if (File.Exists(previous)) File.Delete(previous);
+                if (File.Exists(LogFilePath)) File.Move(LogFilePath, previous);
+            }
+            catch (IOException)
+            {
+                // A log still held open (Windows) is appended to instead.
+            }
+        }
+
+        private bool IsProcessAlive(int pid)
+        {
+            Process owned = process;
+            if (owned != null && owned.Id == pid)
+            {
+                try
+                {
+                    return !owned.HasExited;
+                }
+                catch (InvalidOperationException)
+                {
+                    return false;
+                }
+            }
+            return ProcessControl.IsAlive(pid);
+        }
+
+        private void DisposeProcess()
+        {
+            if (process != null) process.Dispose();
+            process = null;
+        }
+
+        private void StartWatchdog()
+        {
+            if (watchdog != null && watchdog.IsAlive) return;
+            CancellationToken token = lifetime.Token;
+            watchdog = new Thread(() => Watch(token)) { IsBackground = true, Name = "CoreAI runtime watchdog" };
+            watchdog.Start();
+        }
+
+        private void EndWatchdog()
+        {
+            lifetime.Cancel();
+            Thread current = watchdog;
+            if (current != null && current != Thread.CurrentThread) current.Join(TimeSpan.FromSeconds(30));
+            watchdog = null;
+        }
+
+        private void Watch(CancellationToken cancel)
+        {
+            int series = 0; // restart attempts since the runtime last ran stably
+            while (!cancel.WaitHandle.WaitOne(options.WatchInterval))
+            {
+                RuntimeEndpoint current = endpoint;
+                if (current == null) return;
+                if (IsProcessAlive(current.ProcessId)) continue;
+                string exit = "";
+                lock (gate)
+                {
+                    if (cancel.IsCancellationRequested || endpoint != current) return;
+                    Process owned = process;
+                    if (owned != null && owned.Id == current.ProcessId && owned.HasExited) exit = "exit code " + owned.ExitCode;
+                    RuntimeStateFile.Delete(StateFilePath, current.ProcessId);
+                    endpoint = null;
+                    DisposeProcess();
+                }
+                Raise(RuntimeLauncherEventKind.Exited, current.ProcessId, 0, TimeSpan.Zero, exit);
+                if (!options.RestartOnExit) return;
+                if (DateTime.UtcNow - startedAtUtc >= options.StableUptime) series = 0;
+                if (!Restart(cancel, ref series)) return;
+            }
+        }
+
+        private bool Restart(CancellationToken cancel, ref int series)
+        {
+            int failedInRow = 0;
+            while (true)
+            {
+                series++;
+                TimeSpan delay = Backoff(series);
+                Raise(RuntimeLauncherEventKind.Restarting, 0, series, delay, "");
+                if (cancel.WaitHandle.WaitOne(delay)) return false;
+                try
+                {
+                    RuntimeEndpoint restarted;
+                    lock (gate)
+                    {
+                        if (cancel.IsCancellationRequested) return false;
+                        restarted = Launch(cancel);
+                        endpoint = restarted;
+                        Reused = false;
+                    }
+                    Interlocked.Increment(ref restartCount);
+                    Raise(RuntimeLauncherEventKind.Restarted, restarted.ProcessId, series, delay, "");
+                    return true;
+                }
+                catch (RuntimeLaunchException e)
+                {
+                    if (e.Failure == RuntimeLaunchFailure.Stopped || cancel.IsCancellationRequested) return false;
+                    failedInRow++;
+                    Raise(RuntimeLauncherEventKind.RestartFailed, 0, series, delay, e.Message);
+                    if (options.MaxRestartAttempts > 0 && failedInRow >= options.MaxRestartAttempts)
+                    {
+                        Raise(RuntimeLauncherEventKind.GaveUp, 0, series, delay, failedInRow + " restart attempts failed in a row");
+                        return false;
+                    }
+                }
+            }
+        }
+
+        /// <summary>Delay before restart attempt `attempt` (1-based): initial, doubled each time, capped.</summary>
+        public TimeSpan Backoff(int attempt)
+        {
+            double factor = Math.Pow(2, Math.Min(30, Math.Max(0, attempt - 1)));
+            double ms = Math.Min(options.RestartBackoffMax.TotalMilliseconds, options.RestartBackoffInitial.TotalMilliseconds * factor);
+            return TimeSpan.FromMilliseconds(ms);
+        }
+
+        private void Raise(RuntimeLauncherEventKind kind, int pid, int attempt, TimeSpan delay, string message)
+        {
+            Action<RuntimeLauncherEvent> handler = EventRaised;
+            if (handler == null) return;
+            try
+            {
+                handler(new RuntimeLauncherEvent(kind, pid, attempt, delay, message));
+            }
+            catch (Exception)
+            {
+                // A failing subscriber must not stop the watchdog.
+            }
+        }
+    }
+}

@@ -1,0 +1,80 @@
+using System;
+using System.IO;
+using Newtonsoft.Json;
+
+namespace CoreAI.Launcher
+{
+    /// <summary>
+    /// What a launcher records about the runtime it started, so that the next launcher (after an
+    /// editor domain reload) can find and reuse it. Lives under `CoreAI/runtime/` of the data dir.
+    /// </summary>
+    internal sealed class RuntimeState
+    {
+        [JsonProperty("pid")] public int ProcessId;
+        [JsonProperty("host")] public string Host;
+        [JsonProperty("connectPort")] public int ConnectPort;
+        [JsonProperty("grpcPort")] public int GrpcPort;
+        [JsonProperty("modelPort")] public int ModelPort;
+        [JsonProperty("token")] public string Token;
+        [JsonProperty("projectId")] public string ProjectId;
+        [JsonProperty("fingerprint")] public string Fingerprint;
+        [JsonProperty("startedAtUtc")] public DateTime StartedAtUtc;
+    }
+
+    /// <summary>Reads and writes the launcher's state file (atomically; an unreadable file counts as none).</summary>
+    internal static class RuntimeStateFile
+    {
+        /// <summary>The state, or null when there is no readable state file.</summary>
+        public static RuntimeState Read(string path)
+        {
+            try
+            {
+                if (!File.Exists(path)) return null;
+                RuntimeState state = JsonConvert.DeserializeObject<RuntimeState>(File.ReadAllText(path));
+                if (state == null || state.ProcessId <= 0 || string.IsNullOrEmpty(state.Token)) return null;
+                return state;
+            }
+            catch (IOException)
+            {
+                return null;
+            }
+            catch (UnauthorizedAccessException)
+            {
+                return null;
+            }
+            catch (JsonException)
+            {
+                return null;
+            }
+        }
+
+        /// <summary>Writes `state` to `path` through a temp file, so a reader never sees half a file.</summary>
+        public static void Write(string path, RuntimeState state)
+        {
+            string temp = path + ".tmp";
+            File.WriteAllText(temp, JsonConvert.SerializeObject(state, Formatting.Indented));
+            if (File.Exists(path)) File.Replace(temp, path, null);
+            else File.Move(temp, path);
+        }
+
+        /// <summary>Deletes the state file if it still records `pid` (0: whatever it records).</summary>
+        public static void Delete(string path, int pid)
+        {
+            try
+            {
+                if (pid != 0)
+                {
+                    RuntimeState state = Read(path);
+                    if (state != null && state.ProcessId != pid) return;
+                }
+                if (File.Exists(path)) File.Delete(path);
+            }
+            catch (IOException)
+            {
+            }
+            catch (UnauthorizedAccessException)
+            {
+            }
+        }
+    }
+}

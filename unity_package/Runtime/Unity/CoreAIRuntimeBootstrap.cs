@@ -1,0 +1,195 @@
+using System;
+using System.IO;
+using System.Threading.Tasks;
+using CoreAI.Launcher;
+using UnityEngine;
+
+namespace CoreAI.Unity
+{
+    /// <summary>
+    /// Starts the CoreAI runtime for the game (or reuses the one this project already runs), with
+    /// Application.persistentDataPath as its data dir, and stops it when the application quits.
+    /// Launcher events and results reach the main thread through <see cref="MainThread"/>, drained in Update.
+    /// Add it to a GameObject in the first scene and assign a <see cref="CoreAIRuntimeSettings"/> asset.
+    /// </summary>
+    [DisallowMultipleComponent]
+    [AddComponentMenu("CoreAI/CoreAI Runtime Bootstrap")]
+    public sealed class CoreAIRuntimeBootstrap : MonoBehaviour
+    {
+        [Tooltip("Program, model, ports, persistence and caps of the runtime.")]
+        [SerializeField] private CoreAIRuntimeSettings settings;
+
+        [Tooltip("Start the runtime when this component is enabled in Play Mode or a player.")]
+        [SerializeField] private bool startOnEnable = true;
+
+        [Tooltip("Keep this GameObject (and the runtime) across scene loads.")]
+        [SerializeField] private bool keepAcrossScenes = true;
+
+        private readonly MainThreadQueue mainThread = new MainThreadQueue();
+        private RuntimeLauncher launcher;
+        private Task<RuntimeEndpoint> starting;
+        private bool quitting;
+
+        /// <summary>The active bootstrap, or null.</summary>
+        public static CoreAIRuntimeBootstrap Instance { get; private set; }
+
+        /// <summary>Raised on the main thread when the runtime answers health (after a start, reuse or restart).</summary>
+        public event Action<RuntimeEndpoint> RuntimeReady;
+
+        /// <summary>Raised on the main thread when the runtime could not be started; the argument says why.</summary>
+        public event Action<Exception> RuntimeFailed;
+
+        /// <summary>Raised on the main thread for every launcher event (exited, restarting, restarted …).</summary>
+        public event Action<RuntimeLauncherEvent> RuntimeEvent;
+
+        /// <summary>The settings in use.</summary>
+        public CoreAIRuntimeSettings Settings
+        {
+            get { return settings; }
+            set { settings = value; }
+        }
+
+        /// <summary>Actions to run on the main thread (drained every Update).</summary>
+        public MainThreadQueue MainThread
+        {
+            get { return mainThread; }
+        }
+
+        /// <summary>Where the runtime answers; null until it is ready.</summary>
+        public RuntimeEndpoint Endpoint
+        {
+            get { return launcher == null ? null : launcher.Endpoint; }
+        }
+
+        /// <summary>The launcher (null before StartRuntime).</summary>
+        public RuntimeLauncher Launcher
+        {
+            get { return launcher; }
+        }
+
+        /// <summary>True once the runtime answers health.</summary>
+        public bool IsReady
+        {
+            get { return Endpoint != null; }
+        }
+
+        /// <summary>
+        /// Starts the runtime (idempotent); completes with its endpoint, or faults with a
+        /// RuntimeLaunchException. Awaiting it from a MonoBehaviour resumes on the main thread.
+        /// </summary>
+        public Task<RuntimeEndpoint> StartRuntime()
+        {
+            if (starting != null && !(starting.IsFaulted || starting.IsCanceled)) return starting;
+            if (settings == null)
+            {
+                InvalidOperationException missing = new InvalidOperationException("CoreAIRuntimeBootstrap has no CoreAIRuntimeSettings assigned");
+                CoreAILog.Error(missing.Message);
+                starting = Task.FromException<RuntimeEndpoint>(missing);
+                return starting;
+            }
+            string projectRoot = Directory.GetParent(Application.dataPath) == null ? "" : Directory.GetParent(Application.dataPath).FullName;
+            RuntimeLaunchOptions options = settings.ToLaunchOptions(Application.persistentDataPath, projectRoot, ProjectIdentity.Current());
+            if (launcher != null) launcher.Detach();
+            launcher = new RuntimeLauncher(options);
+            launcher.EventRaised += e => mainThread.Post(() => OnLauncherEvent(e));
+            RuntimeLauncher started = launcher;
+            starting = started.StartAsync();
+            starting.ContinueWith(t => mainThread.Post(() => OnStartFinished(started, t)));
+            return starting;
+        }
+
+        /// <summary>Stops the runtime now (it is also stopped when the application quits).</summary>
+        public void StopRuntime()
+        {
+            if (launcher == null) return;
+            launcher.Stop();
+            launcher = null;
+            starting = null;
+        }
+
+        private void Awake()
+        {
+            if (Instance != null && Instance != this)
+            {
+                CoreAILog.Warning("a second CoreAIRuntimeBootstrap was destroyed; one per game is enough");
+                Destroy(gameObject);
+                return;
+            }
+            Instance = this;
+            if (keepAcrossScenes && gameObject != null) DontDestroyOnLoad(gameObject);
+        }
+
+        private void OnEnable()
+        {
+            // Also runs after an editor domain reload in Play Mode: the launcher then reuses the runtime.
+            if (Instance == null) Instance = this;
+            if (startOnEnable && Application.isPlaying && Instance == this) StartRuntime();
+        }
+
+        private void Update()
+        {
+            mainThread.Drain(64, e => CoreAILog.Exception("a main-thread callback failed", e));
+        }
+
+        private void OnDisable()
+        {
+            // Disabled or about to be reloaded: let go without stopping, so a reload reuses the runtime.
+            if (!quitting && launcher != null)
+            {
+                launcher.Detach();
+                launcher = null;
+                starting = null;
+            }
+        }
+
+        private void OnApplicationQuit()
+        {
+            quitting = true;
+            StopRuntime();
+        }
+
+        private void OnDestroy()
+        {
+            if (Instance == this) Instance = null;
+        }
+
+        private void OnStartFinished(RuntimeLauncher started, Task<RuntimeEndpoint> task)
+        {
+            if (task.IsFaulted)
+            {
+                Exception error = task.Exception.GetBaseException();
+                CoreAILog.Exception("the runtime could not be started", error);
+                if (RuntimeFailed != null) RuntimeFailed(error);
+                return;
+            }
+            if (task.IsCanceled || started != launcher) return;
+            RuntimeEndpoint endpoint = task.Result; // completed: no blocking
+            CoreAILog.Info((started.Reused ? "reusing the runtime" : "runtime started") + " on port " + endpoint.ConnectPort + " (pid " + endpoint.ProcessId + ")");
+            if (RuntimeReady != null) RuntimeReady(endpoint);
+        }
+
+        private void OnLauncherEvent(RuntimeLauncherEvent e)
+        {
+            switch (e.Kind)
+            {
+                case RuntimeLauncherEventKind.Exited:
+                    CoreAILog.Warning("the runtime (pid " + e.ProcessId + ") exited unexpectedly" + (e.Message.Length > 0 ? " (" + e.Message + ")" : ""));
+                    break;
+                case RuntimeLauncherEventKind.Restarting:
+                    CoreAILog.Info("restarting the runtime in " + e.Delay.TotalSeconds.ToString("0.#") + " s (attempt " + e.Attempt + ")");
+                    break;
+                case RuntimeLauncherEventKind.RestartFailed:
+                    CoreAILog.Warning("restart attempt " + e.Attempt + " failed: " + e.Message);
+                    break;
+                case RuntimeLauncherEventKind.GaveUp:
+                    CoreAILog.Error("the runtime keeps failing; stopped restarting it: " + e.Message);
+                    break;
+                case RuntimeLauncherEventKind.Restarted:
+                    CoreAILog.Info("runtime restarted (pid " + e.ProcessId + ")");
+                    if (RuntimeReady != null && launcher != null && launcher.Endpoint != null) RuntimeReady(launcher.Endpoint);
+                    break;
+            }
+            if (RuntimeEvent != null) RuntimeEvent(e);
+        }
+    }
+}

@@ -1,0 +1,174 @@
+using System;
+using System.Collections.Generic;
+using CoreAI.Ai;
+using CoreAI.Launcher;
+using UnityEngine;
+
+namespace CoreAI.Unity
+{
+    /// <summary>Which program starts the runtime.</summary>
+    public enum RuntimeProgram
+    {
+        /// <summary>`coreai-runtime` of a Python environment (Runtime Path: that file, or the bare name on PATH).</summary>
+        CoreAIRuntimeCommand,
+
+        /// <summary>A Python environment's interpreter, run as `python -m pyruntime.cli` (Runtime Path: the python).</summary>
+        PythonEnvironment,
+
+        /// <summary>A runtime executable shipped with the game (Runtime Path: that file).</summary>
+        BundledExecutable,
+    }
+
+    /// <summary>How the game starts and reaches the CoreAI runtime: program, model, ports, persistence, caps.</summary>
+    [CreateAssetMenu(menuName = "CoreAI/Runtime Settings", fileName = "CoreAIRuntimeSettings")]
+    public sealed class CoreAIRuntimeSettings : ScriptableObject
+    {
+        /// <summary>The runtime's default chat-message cap per key (spec 3.1).</summary>
+        public const int DefaultChatHistoryMessageCap = 500;
+
+        /// <summary>The runtime's default transcript-row cap per key (spec 3.1).</summary>
+        public const int DefaultTranscriptEntryCap = 2000;
+
+        [Header("Runtime program")]
+        [Tooltip("What Runtime Path points at.")]
+        [SerializeField] private RuntimeProgram runtimeProgram = RuntimeProgram.CoreAIRuntimeCommand;
+
+        [Tooltip("coreai-runtime (bare name: looked up on PATH), a Python environment's python, or a bundled executable. Relative paths are resolved against the project folder.")]
+        [SerializeField] private string runtimePath = "coreai-runtime";
+
+        [Header("Model")]
+        [Tooltip("GGUF model file to host. Empty: the runtime's embedded SmolLM2-135M.")]
+        [SerializeField] private string modelPath = "";
+
+        [Tooltip("Use this OpenAI-compatible server (LM Studio, Ollama, llama-server …) instead of hosting a model. Empty: host one.")]
+        [SerializeField] private string llmUrl = "";
+
+        [Tooltip("Context size of the hosted model in tokens; 0 keeps the runtime's default (8192, never above the model's).")]
+        [Min(0)]
+        [SerializeField] private int contextTokens;
+
+        [Header("Ports (loopback)")]
+        [SerializeField] private int connectPort = RuntimeLaunchOptions.DefaultConnectPort;
+        [SerializeField] private int grpcPort = RuntimeLaunchOptions.DefaultGrpcPort;
+        [SerializeField] private int modelPort = RuntimeLaunchOptions.DefaultModelPort;
+
+        [Header("Persistence")]
+        [Tooltip("Persistent: files under persistentDataPath/CoreAI. SessionOnly: everything in memory, no files.")]
+        [SerializeField] private AgentMemoryPersistenceMode persistenceMode = AgentMemoryPersistenceMode.Persistent;
+
+        [Tooltip("Chat messages kept per role on disk.")]
+        [Min(1)]
+        [SerializeField] private int chatHistoryMessageCap = DefaultChatHistoryMessageCap;
+
+        [Tooltip("Transcript rows kept per role on disk.")]
+        [Min(1)]
+        [SerializeField] private int transcriptEntryCap = DefaultTranscriptEntryCap;
+
+        [Header("Lifecycle")]
+        [Tooltip("Seconds the runtime may take until it answers health (model loading included).")]
+        [Min(1)]
+        [SerializeField] private float startTimeoutSeconds = 120f;
+
+        [Tooltip("Restart the runtime when it dies (with doubling delays).")]
+        [SerializeField] private bool restartOnCrash = true;
+
+        [Tooltip("Longest delay between restart attempts, in seconds.")]
+        [Min(0)]
+        [SerializeField] private float maxRestartBackoffSeconds = 30f;
+
+        /// <summary>What Runtime Path points at.</summary>
+        public RuntimeProgram RuntimeProgram { get { return runtimeProgram; } set { runtimeProgram = value; } }
+
+        /// <summary>The runtime program's path (or bare name).</summary>
+        public string RuntimePath { get { return runtimePath; } set { runtimePath = value; } }
+
+        /// <summary>GGUF model file to host; empty hosts the embedded model.</summary>
+        public string ModelPath { get { return modelPath; } set { modelPath = value; } }
+
+        /// <summary>External OpenAI-compatible server; empty hosts a model.</summary>
+        public string LlmUrl { get { return llmUrl; } set { llmUrl = value; } }
+
+        /// <summary>Context size of the hosted model; 0 = runtime default.</summary>
+        public int ContextTokens { get { return contextTokens; } set { contextTokens = value; } }
+
+        /// <summary>Port of the Connect API.</summary>
+        public int ConnectPort { get { return connectPort; } set { connectPort = value; } }
+
+        /// <summary>Port of the gRPC API.</summary>
+        public int GrpcPort { get { return grpcPort; } set { grpcPort = value; } }
+
+        /// <summary>Port of the hosted model.</summary>
+        public int ModelPort { get { return modelPort; } set { modelPort = value; } }
+
+        /// <summary>Where memory, chat, transcripts and summaries live.</summary>
+        public AgentMemoryPersistenceMode PersistenceMode { get { return persistenceMode; } set { persistenceMode = value; } }
+
+        /// <summary>Chat messages kept per key.</summary>
+        public int ChatHistoryMessageCap { get { return chatHistoryMessageCap; } set { chatHistoryMessageCap = value; } }
+
+        /// <summary>Transcript rows kept per key.</summary>
+        public int TranscriptEntryCap { get { return transcriptEntryCap; } set { transcriptEntryCap = value; } }
+
+        /// <summary>Start timeout in seconds.</summary>
+        public float StartTimeoutSeconds { get { return startTimeoutSeconds; } set { startTimeoutSeconds = value; } }
+
+        /// <summary>Restart the runtime when it dies.</summary>
+        public bool RestartOnCrash { get { return restartOnCrash; } set { restartOnCrash = value; } }
+
+        /// <summary>Longest restart delay in seconds.</summary>
+        public float MaxRestartBackoffSeconds { get { return maxRestartBackoffSeconds; } set { maxRestartBackoffSeconds = value; } }
+
+        /// <summary>
+        /// Launch options for these settings. `persistentDataPath` is Application.persistentDataPath;
+        /// `projectRoot` resolves relative paths (the project folder in the Editor, the player's data folder in a build).
+        /// </summary>
+        public RuntimeLaunchOptions ToLaunchOptions(string persistentDataPath, string projectRoot, string projectId)
+        {
+            RuntimeLaunchOptions options = new RuntimeLaunchOptions();
+            options.RuntimePath = Resolve(runtimePath, projectRoot, true);
+            if (runtimeProgram == RuntimeProgram.PythonEnvironment)
+                options.RuntimeArguments = new List<string> { "-m", "pyruntime.cli" };
+            options.DataDir = persistentDataPath;
+            options.ModelPath = string.IsNullOrWhiteSpace(modelPath) ? null : Resolve(modelPath, projectRoot, false);
+            options.LlmUrl = string.IsNullOrWhiteSpace(llmUrl) ? null : llmUrl.Trim();
+            options.ContextTokens = contextTokens;
+            options.ConnectPort = connectPort;
+            options.GrpcPort = grpcPort;
+            options.ModelPort = modelPort;
+            options.ProjectId = projectId ?? "";
+            options.ExtraServeArguments = ServeArguments();
+            options.StartTimeout = TimeSpan.FromSeconds(Math.Max(1f, startTimeoutSeconds));
+            options.RestartOnExit = restartOnCrash;
+            options.RestartBackoffMax = TimeSpan.FromSeconds(Math.Max(1f, maxRestartBackoffSeconds));
+            if (options.RestartBackoffInitial > options.RestartBackoffMax) options.RestartBackoffInitial = options.RestartBackoffMax;
+            return options;
+        }
+
+        /// <summary>The `serve` flags for persistence and caps (only what differs from the runtime's defaults).</summary>
+        public List<string> ServeArguments()
+        {
+            List<string> args = new List<string>();
+            if (persistenceMode == AgentMemoryPersistenceMode.SessionOnly) args.Add("--session-only");
+            if (chatHistoryMessageCap != DefaultChatHistoryMessageCap)
+            {
+                args.Add("--chat-history-cap");
+                args.Add(chatHistoryMessageCap.ToString(System.Globalization.CultureInfo.InvariantCulture));
+            }
+            if (transcriptEntryCap != DefaultTranscriptEntryCap)
+            {
+                args.Add("--transcript-cap");
+                args.Add(transcriptEntryCap.ToString(System.Globalization.CultureInfo.InvariantCulture));
+            }
+            return args;
+        }
+
+        private static string Resolve(string path, string root, bool bareNameOnPath)
+        {
+            if (string.IsNullOrWhiteSpace(path)) return path;
+            string trimmed = path.Trim();
+            bool bareName = trimmed.IndexOf('/') < 0 && trimmed.IndexOf('\\') < 0;
+            if ((bareName && bareNameOnPath) || System.IO.Path.IsPathRooted(trimmed) || string.IsNullOrEmpty(root)) return trimmed;
+            return System.IO.Path.GetFullPath(System.IO.Path.Combine(root, trimmed));
+        }
+    }
+}

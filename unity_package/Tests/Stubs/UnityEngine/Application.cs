@@ -1,0 +1,58 @@
+using System;
+
+namespace UnityEngine
+{
+    /// <summary>Access to application run-time data (stub: values are settable through StubState).</summary>
+    public class Application
+    {
+        /// <summary>A directory path where data that is kept between runs can be stored.</summary>
+        public static string persistentDataPath { get { return StubState.PersistentDataPath; } }
+
+        /// <summary>The path to the game data folder (Assets in the Editor).</summary>
+        public static string dataPath { get { return StubState.DataPath; } }
+
+        /// <summary>True in a player, or in the Editor in Play Mode.</summary>
+        public static bool isPlaying { get { return StubState.IsPlaying; } }
+
+        /// <summary>True inside the Unity Editor.</summary>
+        public static bool isEditor { get { return StubState.IsEditor; } }
+
+        /// <summary>The product name from the Player settings.</summary>
+        public static string productName { get { return StubState.ProductName; } }
+
+        /// <summary>Raised when the player application is quitting.</summary>
+        public static event Action quitting;
+
+        /// <summary>Stub only: raise `quitting`.</summary>
+        internal static void RaiseQuitting()
+        {
+            Action handler = quitting;
+            if (handler != null) handler();
+        }
+    }
+
+    /// <summary>Stub only: the values the stubbed API returns. Not part of Unity's API.</summary>
+    public static class StubState
+    {
+        /// <summary>Value of Application.persistentDataPath.</summary>
+        public static string PersistentDataPath = "";
+
+        /// <summary>Value of Application.dataPath.</summary>
+        public static string DataPath = "";
+
+        /// <summary>Value of Application.isPlaying.</summary>
+        public static bool IsPlaying;
+
+        /// <summary>Value of Application.isEditor.</summary>
+        public static bool IsEditor = true;
+
+        /// <summary>Value of Application.productName.</summary>
+        public static string ProductName = "StubProduct";
+
+        /// <summary>Raises Application.quitting.</summary>
+        public static void Quit()
+        {
+            Application.RaiseQuitting();
+        }
+    }
+}
