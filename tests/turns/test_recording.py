@@ -1,0 +1,53 @@
+"""Recording rules: tool results per ToolResultMemory, the hint once, persistence, no reply without its hint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pyruntime.policy import ToolResultMemory
+from pyruntime.stores import AgentMemoryPersistenceMode, TranscriptKind, open_stores
+from pyruntime.turns.recording import TurnRecord, record_turn, recorded_result, truncate_middle
+from pyruntime.turns.tool_loop import CallOutcome, ExecutedCall
+
+OK = ExecutedCall("c1", "roll", '{"sides":6}', CallOutcome(True, "x" * 300, "rolled a " + "6" * 300))
+BAD = ExecutedCall("c2", "roll", '{"sides":5}', CallOutcome(False, "bad sides", "bad sides"))
+
+
+def test_modes_keep_what_they_promise() -> None:
+    assert recorded_result(OK, ToolResultMemory.NONE) is None
+    assert recorded_result(OK, ToolResultMemory.ERRORS_ONLY) is None
+    assert recorded_result(BAD, ToolResultMemory.ERRORS_ONLY).line == "roll (error): bad sides"
+    compact = recorded_result(OK, ToolResultMemory.COMPACT_SUMMARY)
+    assert compact.line.startswith("roll (ok): rolled a 666")
+    assert compact.line.endswith("…[+80 chars]") and compact.chars_dropped == 80  # 320 chars, 240 kept
+    full = recorded_result(ExecutedCall("c", "t", "{}", CallOutcome(True, "a" * 1500 + "b" * 1500, "")),
+                           ToolResultMemory.FULL)
+    assert full.transcript_content == "a" * 1000 + "...[truncated 1000 chars]..." + "b" * 1000
+    assert truncate_middle("short") == ("short", 0)
+
+
+def test_turn_rows_and_persistence(tmp_path: Path) -> None:
+    stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path)
+    scoped = stores.scoped()
+    record = TurnRecord("hello", [[OK, BAD]], "<think>hmm</think>Hi there")
+    record_turn(scoped, "Smith", record, ToolResultMemory.ERRORS_ONLY, persist=True)
+    chat = [(m.role, m.content) for m in scoped.get_chat_history("Smith")]
+    assert chat == [("user", "hello"), ("tool", "Tool results:\nroll (error): bad sides"), ("assistant", "Hi there")]
+    rows = [(r.kind, r.name, r.call_id) for r in scoped.get_transcript("Smith") if not r.is_chat_message]
+    assert rows == [(TranscriptKind.TOOL_CALL, "roll", "c1"), (TranscriptKind.TOOL_CALL, "roll", "c2"),
+                    (TranscriptKind.TOOL_RESULT, "roll", "c2")]
+    lines = [json.loads(x) for x in (tmp_path / "CoreAI" / "AgentMemory" / "Smith.history.jsonl").read_text().splitlines()]
+    assert [x["k"] for x in lines] == [0, 2, 2, 3, 0, 1]
+
+    record_turn(scoped, "Temp", TurnRecord("hi", (), "yo"), ToolResultMemory.FULL, persist=False)
+    assert [m.content for m in scoped.get_chat_history("Temp")] == ["hi", "yo"]
+    assert not (tmp_path / "CoreAI" / "AgentMemory" / "Temp.history.jsonl").exists()
+
+
+def test_no_reply_without_hint_and_failed_turn_keeps_only_the_hint() -> None:
+    scoped = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None).scoped()
+    record_turn(scoped, "R", TurnRecord("", (), "orphan"), ToolResultMemory.FULL, persist=True)
+    assert scoped.get_chat_history("R") == []
+    record_turn(scoped, "R", TurnRecord("asked", (), None), ToolResultMemory.FULL, persist=True)
+    assert [(m.role, m.content) for m in scoped.get_chat_history("R")] == [("user", "asked")]
