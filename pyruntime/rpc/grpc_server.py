@@ -1,4 +1,4 @@
-"""gRPC transport (grpc.aio): the generated servicers bound to the service, a bearer-token check, status codes.
+"""gRPC transport (grpc.aio): every RPC of the contract bound to the service, a bearer-token check, status codes.
 
 Browsers cannot speak gRPC (HTTP/2 with trailers), so the Host/Origin checks of the Connect transport
 are not needed here; the bearer token is.
@@ -7,14 +7,16 @@ are not needed here; the bearer token is.
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
 from grpc import aio
 
-from coreai.v1 import memory_store_pb2_grpc, orchestrator_pb2_grpc
+from coreai.v1 import memory_store_pb2, orchestrator_pb2
 from pyruntime.rpc._shared import UNAUTHENTICATED_MESSAGE, python_method_name
 from pyruntime.rpc.auth import bearer_matches
 from pyruntime.service import RuntimeServices, ServiceError
@@ -29,40 +31,67 @@ async def _abort(context: aio.ServicerContext, error: ServiceError) -> None:
     await context.abort(grpc.StatusCode[error.code.name], error.message)
 
 
-class _GrpcServicer:
-    """A generated servicer's methods (`LoadState`, ...) answered by the service's (`load_state`, ...)."""
+class _Malformed:
+    """A request body that is not a valid message (grpc would answer UNKNOWN; we answer INVALID_ARGUMENT)."""
 
-    def __init__(self, implementation: object) -> None:
-        self._implementation = implementation
+    def __init__(self, type_name: str) -> None:
+        self.error = ServiceError(StatusCode.INVALID_ARGUMENT, f"the request is not a valid {type_name} message")
 
-    def __getattr__(self, rpc_name: str) -> Callable[..., Any]:
-        method = getattr(self._implementation, python_method_name(rpc_name))
-        if inspect.isasyncgenfunction(method):
-            return self._server_stream(method)
-        return self._unary(method)
 
-    @staticmethod
-    def _unary(method: Callable[[Any], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-        async def call(request: Any, context: aio.ServicerContext) -> Any:
-            try:
-                return await method(request)
-            except Exception as exc:  # noqa: BLE001 - every failure leaves as a status
-                await _abort(context, status_for(exc))
+def _lenient_parser(message_class: type[Message]) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        try:
+            return message_class.FromString(data)
+        except Exception:  # noqa: BLE001 - any decode failure is the caller's bad input
+            return _Malformed(message_class.DESCRIPTOR.full_name)
 
-        return call
+    return parse
 
-    @staticmethod
-    def _server_stream(method: Callable[[Any], AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
-        async def call(request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
-            try:
-                # aclosing: a client that goes away closes the service's stream now, which cancels the turn.
-                async with contextlib.aclosing(method(request)) as events:
-                    async for event in events:
-                        yield event
-            except Exception as exc:  # noqa: BLE001
-                await _abort(context, status_for(exc))
 
-        return call
+def _serialize(message: Message) -> bytes:
+    return message.SerializeToString()
+
+
+def _unary(method: Callable[[Any], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    async def call(request: Any, context: aio.ServicerContext) -> Any:
+        try:
+            if isinstance(request, _Malformed):
+                raise request.error
+            return await method(request)
+        except Exception as exc:  # noqa: BLE001 - every failure leaves as a status
+            await _abort(context, status_for(exc))
+
+    return call
+
+
+def _server_stream(method: Callable[[Any], AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
+    async def call(request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
+        try:
+            if isinstance(request, _Malformed):
+                raise request.error
+            # aclosing: a client that goes away closes the service's stream now, which cancels the turn.
+            async with contextlib.aclosing(method(request)) as events:
+                async for event in events:
+                    yield event
+        except Exception as exc:  # noqa: BLE001
+            await _abort(context, status_for(exc))
+
+    return call
+
+
+def service_handler(service: ServiceDescriptor, implementation: object) -> grpc.GenericRpcHandler:
+    """The handlers of every RPC of service, answered by implementation's methods (`LoadState` -> `load_state`)."""
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    for method in service.methods:
+        function = getattr(implementation, python_method_name(method.name))
+        parse = _lenient_parser(GetMessageClass(method.input_type))
+        if method.server_streaming:
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                _server_stream(function), request_deserializer=parse, response_serializer=_serialize)
+        else:
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                _unary(function), request_deserializer=parse, response_serializer=_serialize)
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 
 def _refusal(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
@@ -107,8 +136,10 @@ def create_grpc_server(services: RuntimeServices, token: str, *, max_request_byt
             ("grpc.so_reuseport", 0),  # a second runtime on the same port must fail, not share it
         ],
     )
-    memory_store_pb2_grpc.add_MemoryStoreServicer_to_server(_GrpcServicer(services.memory_store), server)
-    orchestrator_pb2_grpc.add_OrchestratorServicer_to_server(_GrpcServicer(services.orchestrator), server)
+    server.add_generic_rpc_handlers((
+        service_handler(memory_store_pb2.DESCRIPTOR.services_by_name["MemoryStore"], services.memory_store),
+        service_handler(orchestrator_pb2.DESCRIPTOR.services_by_name["Orchestrator"], services.orchestrator),
+    ))
     return server
 
 
