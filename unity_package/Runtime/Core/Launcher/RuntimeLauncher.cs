@@ -29,6 +29,8 @@ namespace CoreAI.Launcher
         private Thread watchdog;
         private CancellationTokenSource lifetime = new CancellationTokenSource();
         private int restartCount;
+        private readonly List<RuntimeLauncherEvent> history = new List<RuntimeLauncherEvent>();
+        private const int HistoryLimit = 64;
 
         /// <summary>A launcher for `options` (validated here; nothing starts until Start).</summary>
         public RuntimeLauncher(RuntimeLaunchOptions options)
@@ -82,6 +84,12 @@ namespace CoreAI.Launcher
         public int RestartCount
         {
             get { return Volatile.Read(ref restartCount); }
+        }
+
+        /// <summary>The newest events of this launcher, oldest first (for status displays and diagnostics).</summary>
+        public RuntimeLauncherEvent[] RecentEvents
+        {
+            get { lock (history) return history.ToArray(); }
         }
 
         /// <summary>True while the runtime's process runs.</summary>
@@ -482,11 +490,17 @@ namespace CoreAI.Launcher
 
         private void Raise(RuntimeLauncherEventKind kind, int pid, int attempt, TimeSpan delay, string message)
         {
+            RuntimeLauncherEvent e = new RuntimeLauncherEvent(kind, pid, attempt, delay, message);
+            lock (history)
+            {
+                history.Add(e);
+                if (history.Count > HistoryLimit) history.RemoveAt(0);
+            }
             Action<RuntimeLauncherEvent> handler = EventRaised;
             if (handler == null) return;
             try
             {
-                handler(new RuntimeLauncherEvent(kind, pid, attempt, delay, message));
+                handler(e);
             }
             catch (Exception)
             {
