@@ -1,0 +1,175 @@
+"""Fixtures of the Unity package core tests: the assemblies compiled with mcs and loaded through pythonnet,
+and real runtimes (the Python RPC servers over real file stores, turns on a real llama.cpp tiny model).
+
+C# is called from Python exactly as a game calls it; tasks are awaited with `wait()` (Wait(timeout),
+then GetAwaiter().GetResult() so exceptions arrive unwrapped) - never `.Result`, which holds the GIL
+while the in-process runtime needs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.support.fixtures import tiny_llama_server, tiny_model_path  # noqa: E402,F401
+from tools.build_csharp import DEFAULT_OUT, build_core, compile_assembly, sources  # noqa: E402
+
+TOKEN = "unity-core-test-token-0123456789"
+TEST_ASSEMBLY = "CoreAI.Tests.UnityCore"
+CSHARP_TESTS = Path(__file__).parent / "csharp"
+WAIT_S = 120.0
+
+
+def start_mono() -> None:
+    """Start Mono once per process; preemptive suspend avoids the GC/GIL deadlock."""
+    os.environ["MONO_THREADS_SUSPEND"] = "preemptive"
+    import pythonnet
+
+    if pythonnet.get_runtime_info() is None:
+        with warnings.catch_warnings():
+            # clr_loader warns about Mono < 6.12; Debian 12 ships 6.8 and preemptive suspend is the fix it hints at.
+            warnings.simplefilter("ignore", UserWarning)
+            pythonnet.load("mono")
+
+
+@pytest.fixture(scope="session")
+def assemblies() -> Path:
+    """CoreAI.Runtime.Core.dll and the test assembly (design note examples), compiled and loaded."""
+    core = build_core()
+    tests = compile_assembly(TEST_ASSEMBLY, sources(CSHARP_TESTS), DEFAULT_OUT, [core])
+    start_mono()
+    import clr
+
+    for dll in (DEFAULT_OUT / "Newtonsoft.Json.dll", core, tests):
+        clr.AddReference(str(dll))
+    return DEFAULT_OUT
+
+
+def wait(task: Any, timeout_s: float = WAIT_S) -> Any:
+    """The result of a .NET Task (its exception, unwrapped, when it failed)."""
+    from System import TimeSpan
+
+    try:
+        finished = task.Wait(TimeSpan.FromSeconds(timeout_s))
+    except Exception:  # noqa: BLE001 - the AggregateException; GetResult below raises the real one
+        finished = True
+    if not finished:
+        raise TimeoutError(f"the .NET task did not finish within {timeout_s} s")
+    return task.GetAwaiter().GetResult()
+
+
+@dataclass
+class Runtime:
+    """A runtime serving file stores under data_dir (RPC in this process, model in a llama.cpp process)."""
+
+    handle: Any
+    services: Any
+    orchestrator: Any
+    data_dir: Path
+
+    @property
+    def url(self) -> str:
+        """The Connect base URL."""
+        return self.handle.connect_url
+
+    @property
+    def memory_dir(self) -> Path:
+        """Where memory documents live."""
+        return self.data_dir / "CoreAI" / "AgentMemory"
+
+    def client(self, token: str | None = TOKEN, policy: Any = None) -> Any:
+        """A C# CoreAIRuntimeClient of this runtime (dispose it)."""
+        from CoreAI.Runtime import CoreAIRuntimeClient
+
+        return CoreAIRuntimeClient(self.url, token, policy)
+
+    def stop(self) -> None:
+        """Graceful stop; in-flight store writes finish first."""
+        loop = getattr(self.handle, "_loop", None)
+        if loop is not None and loop.is_running():
+            asyncio.run_coroutine_threadsafe(self.orchestrator.client.aclose(), loop).result(5)
+        self.handle.stop(1.0)
+        self.services.close()
+
+
+def start_runtime(data_dir: Path, llama: Any) -> Runtime:
+    """Both transports on free loopback ports, file stores under data_dir, turns on the llama server."""
+    from pyruntime.policy import AgentMemoryPolicy
+    from pyruntime.rpc import RpcConfig, start_rpc_servers
+    from pyruntime.service import RuntimeServices
+    from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+    from pyruntime.turns.convert import ProtoTurnRunner
+    from pyruntime.turns.factory import build_orchestrator
+
+    policy = AgentMemoryPolicy()
+    stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir)
+    orchestrator = build_orchestrator(server=llama, stores=stores, policy=policy)
+    services = RuntimeServices.create(stores, policy, runner=ProtoTurnRunner(orchestrator),
+                                      model_alias=llama.config.alias)
+    handle = start_rpc_servers(services, RpcConfig(grpc_port=0, connect_port=0, token=TOKEN, grace_s=1.0))
+    return Runtime(handle, services, orchestrator, data_dir)
+
+
+@pytest.fixture
+def runtime_factory(assemblies: Path, tiny_llama_server: Any, tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
+    """Start runtimes (default data dir: this test's); all are stopped after the test."""
+    started: list[Runtime] = []
+
+    def start(data_dir: Path | None = None) -> Runtime:
+        rt = start_runtime(data_dir or tmp_path / "data", tiny_llama_server)
+        started.append(rt)
+        return rt
+
+    yield start
+    for rt in started:
+        rt.stop()
+
+
+@pytest.fixture
+def runtime(runtime_factory: Callable[..., Runtime]) -> Runtime:
+    """A fresh runtime for one test."""
+    return runtime_factory()
+
+
+@pytest.fixture
+def client(runtime: Runtime) -> Iterator[Any]:
+    """A C# client of the test's runtime with a fresh policy."""
+    from CoreAI.Ai import AgentMemoryPolicy
+
+    c = runtime.client(policy=AgentMemoryPolicy())
+    yield c
+    c.Dispose()
+
+
+_session: dict[str, pytest.Session] = {}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remember the session so pytest_unconfigure can read its final exit status."""
+    _session["s"] = session
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Skip pythonnet's slow shutdown (3-5 s) once everything is reported, keeping the exit code.
+
+    Only when Mono was started in this process and it is not an xdist worker (whose controller waits
+    for its own shutdown handshake); reports, cache and junit files are written before this hook.
+    """
+    if "clr" not in sys.modules or hasattr(config, "workerinput") or "s" not in _session:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(_session["s"].exitstatus))
