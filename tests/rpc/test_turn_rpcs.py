@@ -1,0 +1,181 @@
+"""RunTask and StreamTask through both transports against a real llama.cpp server with the tiny model.
+
+The tiny model's text is gibberish: these tests assert protocol and structure (events in order, deltas
+that add up to the final text, tool calls and results, recording, cancellation), never meaning.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from coreai.v1 import orchestrator_pb2 as pb
+from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
+from pyruntime.scopes import AgentMemoryScope
+from pyruntime.service import RuntimeServices
+from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.turns import build_orchestrator
+from pyruntime.turns.convert import ProtoTurnRunner
+from tests.rpc.conftest import TRANSPORTS, Runtime, start_runtime
+from tests.support.fixtures import (  # noqa: F401  (pytest fixtures)
+    start_llama_server,
+    tiny_endless_model_path,
+    tiny_llama_server,
+    tiny_model_path,
+)
+
+SCOPE = AgentMemoryScope(user_id="player-1")
+
+
+class ObservedRunner(ProtoTurnRunner):
+    """The real proto runner, also noting streams that were closed before their final event."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)  # type: ignore[arg-type]
+        self.closed_early = 0
+        self.finished = 0
+
+    async def stream_task(self, request: pb.RunTaskRequest) -> AsyncIterator[pb.TurnEvent]:
+        final = False
+        try:
+            async for event in super().stream_task(request):
+                final = event.HasField("final")
+                yield event
+        finally:
+            if final:
+                self.finished += 1
+            else:
+                self.closed_early += 1
+
+
+@dataclass
+class TurnRuntime:
+    """A runtime whose turns run against a real llama.cpp server."""
+
+    runtime: Runtime
+    runner: ObservedRunner
+
+
+def turn_runtime(server: LlamaServerProcess, data_dir: Path) -> TurnRuntime:
+    stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir)
+    policy = AgentMemoryPolicy()
+    orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, tool_mode="native")
+    runner = ObservedRunner(orchestrator)
+
+    async def model_ready() -> bool:
+        return bool(await orchestrator.client.models())
+
+    services = RuntimeServices.create(stores, policy, runner=runner, model_alias=server.config.alias,
+                                      model_probe=model_ready)
+    return TurnRuntime(start_runtime(data_dir, services), runner)
+
+
+@pytest.fixture(scope="module")
+def turns(tiny_llama_server: LlamaServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TurnRuntime]:
+    rt = turn_runtime(tiny_llama_server, tmp_path_factory.mktemp("turns") / "data")
+    yield rt
+    rt.runtime.handle.stop(1.0)
+    rt.runtime.services.close()
+
+
+@pytest.fixture(scope="module")
+def endless_turns(tiny_endless_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TurnRuntime]:
+    server = start_llama_server(tiny_endless_model_path)
+    rt = turn_runtime(server, tmp_path_factory.mktemp("endless") / "data")
+    yield rt
+    rt.runtime.handle.stop(1.0)
+    rt.runtime.services.close()
+    server.stop()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_run_task_and_health(turns: TurnRuntime, transport: str) -> None:
+    with turns.runtime.client(transport) as client:
+        health = client.health()
+        assert health.ready and health.model_ready and health.model == "tiny-test-model"
+        role = f"Plain{transport}"
+        client.configure_role(RoleMemoryConfig(role, use_memory_tool=False, max_output_tokens=12, temperature=0.0))
+        result = client.run_task("hello there", role_id=role, scope=SCOPE, trace_id="t-1")
+        assert result.status == pb.TURN_STATUS_OK and result.text and result.trace_id == "t-1"
+        assert result.usage.model_calls == 1
+        history = client.get_chat_history(role, scope=SCOPE)
+        assert [(m.role, m.content) for m in history] == [("user", "hello there"), ("assistant", result.text)]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_stream_task_delivers_deltas_tool_calls_and_cut_report(turns: TurnRuntime, transport: str) -> None:
+    role = f"Keeper{transport}"
+    with turns.runtime.client(transport) as client:
+        client.configure_role(RoleMemoryConfig(role, max_output_tokens=200, temperature=0.0,
+                                               max_tool_call_roundtrips=1))
+        events = list(client.stream_task("remember this", role_id=role, scope=SCOPE, forced_tool_mode="memory"))
+        kinds = [e.WhichOneof("event") for e in events]
+        assert kinds[0] == "cut_report" and kinds[-1] == "final" and kinds.count("final") == 1
+        final = events[-1].final
+        calls = [e.tool_call for e in events if e.HasField("tool_call")]
+        results = [e.tool_result for e in events if e.HasField("tool_result")]
+        assert calls and calls[0].name == "memory" and results[0].call_id == calls[0].call_id
+        assert kinds.index("tool_call") < kinds.index("tool_result")
+        assert set(json.loads(results[0].content)) == {"Success", "Message", "Error", "Version", "MemoryLength",
+                                                       "Memory"}
+        assert "".join(e.text_delta.text for e in events if e.HasField("text_delta")) == final.text
+        assert [c.call_id for c in final.tool_calls] == [c.call_id for c in calls]
+        # What the tool reported is what the store holds, seen through the MemoryStore service.
+        reported = json.loads(results[0].content)["Version"]
+        assert max((v.version for v in client.list_versions(role, scope=SCOPE)), default=0) == reported
+
+
+def test_raw_connect_stream_as_unity_reads_it(turns: TurnRuntime) -> None:
+    runtime = turns.runtime
+    request = json.dumps({"target": {"roleId": "RawStream", "scope": {"userId": "p"}}, "hint": "hi",
+                          "maxOutputTokens": 8, "forcedToolMode": "none"}).encode()
+    with httpx.stream("POST", f"{runtime.handle.connect_url}/coreai.v1.Orchestrator/StreamTask",
+                      content=struct.pack(">BI", 0, len(request)) + request, timeout=60,
+                      headers={"Content-Type": "application/connect+json",
+                               "Authorization": f"Bearer {runtime.token}"}) as response:
+        assert response.status_code == 200
+        data = response.read()
+    frames = []
+    while data:
+        flags, length = struct.unpack(">BI", data[:5])
+        frames.append((flags, json.loads(data[5:5 + length])))
+        data = data[5 + length:]
+    assert [f for f, _ in frames[:-1]] == [0] * (len(frames) - 1) and frames[-1] == (0x02, {})  # clean end
+    messages = [m for _, m in frames[:-1]]
+    assert "cutReport" in messages[0] and "final" in messages[-1]
+    assert messages[-1]["final"]["status"] == "TURN_STATUS_OK"
+    text = "".join(m["textDelta"]["text"] for m in messages if "textDelta" in m)
+    assert text == messages[-1]["final"]["text"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_client_disconnect_cancels_the_turn_and_the_hint_is_recorded_once(endless_turns: TurnRuntime,
+                                                                          transport: str) -> None:
+    role = f"Talker{transport}"
+    before = endless_turns.runner.closed_early
+    with endless_turns.runtime.client(transport) as client:
+        client.configure_role(RoleMemoryConfig(role, use_memory_tool=False, max_output_tokens=1500))
+        stream = client.stream_task("a long story please", role_id=role, scope=SCOPE)
+        seen = []
+        for event in stream:
+            seen.append(event.WhichOneof("event"))
+            if seen.count("text_delta") == 3:
+                break
+        stream.close()  # the client goes away mid-turn
+        deadline = time.monotonic() + 20
+        while endless_turns.runner.closed_early == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert endless_turns.runner.closed_early == before + 1  # the turn was cut, not run to its end
+        history = client.get_chat_history(role, scope=SCOPE)
+        assert [m.content for m in history].count("a long story please") == 1
+        assert history[0].role == "user"
+        # The runtime keeps serving the same role.
+        assert client.apply_memory_tool(role, {"action": "read"}, scope=SCOPE).success
