@@ -123,27 +123,45 @@ class StructuredReply:
     error: str | None = None
 
 
-def parse_structured_reply(text: str, *, call_id_prefix: str = "call") -> StructuredReply:
-    """Parse `{"tool_calls": [...], "reply": "..."}` (lenient about control characters)."""
+def parse_tool_calls(raw_calls: Any, *, call_id_prefix: str = "call") -> tuple[tuple[ToolCall, ...], str | None]:
+    """The calls of a decoded `tool_calls` value; (calls so far, error) when an item is malformed."""
+    if not isinstance(raw_calls, list):
+        return (), "tool_calls is not a list"
+    calls = []
+    for index, raw in enumerate(raw_calls):
+        if not isinstance(raw, dict):
+            return tuple(calls), f"tool_calls[{index}] is not an object"
+        arguments = raw.get("arguments")
+        text_args = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {})
+        calls.append(ToolCall.from_raw(f"{call_id_prefix}_{index}", str(raw.get("name") or ""), text_args))
+    return tuple(calls), None
+
+
+def parse_structured_reply(
+    text: str, *, call_id_prefix: str = "call", tool_calls_json: str | None = None
+) -> StructuredReply:
+    """Parse `{"tool_calls": [...], "reply": "..."}` (lenient about control characters).
+
+    `tool_calls_json` (the complete `tool_calls` value of a reply cut later, from `ReplyExtractor`)
+    still yields the calls when the whole reply is not valid JSON.
+    """
     try:
         data = json.loads(text, strict=False)
     except json.JSONDecodeError as exc:
-        return StructuredReply("", (), f"the reply is not complete JSON ({exc.msg} at char {exc.pos} of {len(text)})")
+        error = f"the reply is not complete JSON ({exc.msg} at char {exc.pos} of {len(text)})"
+        if tool_calls_json is not None:
+            try:
+                calls, _ = parse_tool_calls(json.loads(tool_calls_json, strict=False), call_id_prefix=call_id_prefix)
+            except json.JSONDecodeError:
+                calls = ()
+            return StructuredReply("", calls, error)
+        return StructuredReply("", (), error)
     if not isinstance(data, dict):
         return StructuredReply("", (), "the reply is not a JSON object")
     reply = data.get("reply")
     reply = reply if isinstance(reply, str) else ""
-    raw_calls = data.get("tool_calls") or []
-    if not isinstance(raw_calls, list):
-        return StructuredReply(reply, (), "tool_calls is not a list")
-    calls = []
-    for index, raw in enumerate(raw_calls):
-        if not isinstance(raw, dict):
-            return StructuredReply(reply, tuple(calls), f"tool_calls[{index}] is not an object")
-        arguments = raw.get("arguments")
-        text_args = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {})
-        calls.append(ToolCall.from_raw(f"{call_id_prefix}_{index}", str(raw.get("name") or ""), text_args))
-    return StructuredReply(reply, tuple(calls))
+    calls, error = parse_tool_calls(data.get("tool_calls") or [], call_id_prefix=call_id_prefix)
+    return StructuredReply(reply, calls, error)
 
 
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
@@ -166,12 +184,16 @@ class ReplyExtractor:
         self._expect_key = False
         self._after_colon = False
         self._done = False
+        self._raw: list[str] = []
+        self._calls_start: int | None = None
         self.text = ""
+        self.tool_calls_json: str | None = None  # the complete top-level `tool_calls` value, once closed
 
     def feed(self, chunk: str) -> str:
         """Consume more output; returns the newly decoded reply text (may be "")."""
         out: list[str] = []
         for char in chunk:
+            self._raw.append(char)
             if self._in_string:
                 self._string_char(char, out)
             else:
@@ -189,11 +211,15 @@ class ReplyExtractor:
             self._key_chars = []
             self._after_colon = False
         elif char in "{[":
+            if self._depth == 1 and self._after_colon and self._last_key == "tool_calls":
+                self._calls_start = len(self._raw) - 1
             self._depth += 1
             self._expect_key = char == "{" and self._depth == 1
             self._after_colon = False
         elif char in "}]":
             self._depth -= 1
+            if self._depth == 1 and self._calls_start is not None and self.tool_calls_json is None:
+                self.tool_calls_json = "".join(self._raw[self._calls_start:])
         elif char == "," and self._depth == 1:
             self._expect_key = True
         elif char == ":" and self._depth == 1:

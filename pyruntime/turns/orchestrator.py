@@ -545,7 +545,8 @@ class AiOrchestrator:
             turn.completion_tokens += completion.usage.completion_tokens
         if extractor is None:
             return _RoundReply(completion.text, completion.tool_calls, completion.text)
-        parsed = parse_structured_reply(completion.text, call_id_prefix=f"call_{len(turn.rounds) + 1}")
+        parsed = parse_structured_reply(completion.text, call_id_prefix=f"call_{len(turn.rounds) + 1}",
+                                        tool_calls_json=extractor.tool_calls_json)
         return _RoundReply(extractor.text, parsed.tool_calls, completion.text, parsed.error)
 
 

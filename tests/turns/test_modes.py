@@ -89,3 +89,15 @@ def test_contract_and_tool_choice() -> None:
     assert ToolCallMode.parse(" Native ") is ToolCallMode.NATIVE
     with pytest.raises(InvalidArgumentError):
         ToolCallMode.parse("xml")
+
+
+def test_calls_survive_a_reply_cut_by_max_tokens() -> None:
+    text = '{ "tool_calls" : [ {"name": "roll", "arguments": {"sides": 6, "note": "]}"}} ], "reply": "I am rol'
+    extractor = ReplyExtractor()
+    for char in text:
+        extractor.feed(char)
+    assert extractor.text == "I am rol"
+    assert json.loads(extractor.tool_calls_json) == [{"name": "roll", "arguments": {"sides": 6, "note": "]}"}}]
+    parsed = parse_structured_reply(text, tool_calls_json=extractor.tool_calls_json)
+    assert parsed.error is not None and [c.parsed_arguments for c in parsed.tool_calls] == [{"sides": 6, "note": "]}"}]
+    assert ReplyExtractor().tool_calls_json is None
