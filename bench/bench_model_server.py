@@ -99,7 +99,10 @@ def main() -> None:
             rows.append(measure(name, "library defaults", library, args.runs, gen_tokens))
             rows.append(measure(name, "game settings", game, args.runs, gen_tokens))
     print(f"\ncores={cores}, runs={args.runs} (medians)")
-    print(f"{'model':<14}{'settings':<18}{'start s':>9}{'first s':>9}{'prompt tok/s':>14}{'gen tok/s':>11}{'prompt x':>10}{'gen x':>8}")
+    print(
+        f"{'model':<14}{'settings':<18}{'start s':>9}{'first s':>9}"
+        f"{'prompt tok/s':>14}{'gen tok/s':>11}{'prompt x':>10}{'gen x':>8}"
+    )
     for i, row in enumerate(rows):
         base = rows[i - i % 2]
         print(

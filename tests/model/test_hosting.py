@@ -111,7 +111,8 @@ def test_the_child_exits_when_its_parent_dies(tiny_model_path, tmp_path):
         sys.path.insert(0, {str(ROOT)!r})
         from pyruntime.model.hosting import LlamaServerProcess
         from pyruntime.model.llama_server import LlamaServerConfig
-        s = LlamaServerProcess(LlamaServerConfig(model_path=Path({str(tiny_model_path)!r}), alias="t", port={free_port()}))
+        config = LlamaServerConfig(model_path=Path({str(tiny_model_path)!r}), alias="t", port={free_port()})
+        s = LlamaServerProcess(config)
         s.start(timeout=60)
         Path({str(pid_file)!r}).write_text(str(s.pid))
         time.sleep(120)
