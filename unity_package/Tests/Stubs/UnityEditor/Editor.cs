@@ -214,3 +214,28 @@ namespace UnityEditor
         }
     }
 }
+
+namespace UnityEditor
+{
+    /// <summary>Access to the project's assets (stub: finds nothing).</summary>
+    public sealed class AssetDatabase
+    {
+        /// <summary>GUIDs of the assets matching `filter` (e.g. "t:TypeName").</summary>
+        public static string[] FindAssets(string filter)
+        {
+            return new string[0];
+        }
+
+        /// <summary>The asset path of a GUID.</summary>
+        public static string GUIDToAssetPath(string guid)
+        {
+            return "";
+        }
+
+        /// <summary>The asset at `assetPath`, or null.</summary>
+        public static T LoadAssetAtPath<T>(string assetPath) where T : UnityEngine.Object
+        {
+            return null;
+        }
+    }
+}
