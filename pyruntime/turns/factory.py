@@ -58,7 +58,8 @@ def build_orchestrator(
 
         token_counter = LlamaTokenCounter(model_path)
     if stores is None:
-        mode = AgentMemoryPersistenceMode.PERSISTENT if data_dir is not None else AgentMemoryPersistenceMode.SESSION_ONLY
+        persistent = data_dir is not None
+        mode = AgentMemoryPersistenceMode.PERSISTENT if persistent else AgentMemoryPersistenceMode.SESSION_ONLY
         stores = open_stores(mode, data_dir)
     return AiOrchestrator(
         policy or AgentMemoryPolicy(),

@@ -258,7 +258,8 @@ class AiOrchestrator:
             turn.status, turn.error = TurnStatus.CANCELLED, "the turn was cancelled"
             raise
         except Exception as exc:  # a bug or a store failure: the turn fails, the hint is still recorded
-            log.exception("turn failed with %s", type(exc).__name__)
+            # The type only: a traceback's messages may quote player text.
+            log.error("turn failed with %s", type(exc).__name__)
             turn.status, turn.error = TurnStatus.FAILED, f"internal error ({type(exc).__name__})"
         finally:
             await self._finish(turn)
@@ -480,7 +481,9 @@ class AiOrchestrator:
         log.info("tool loop ended after %d round(s)", len(turn.rounds))
 
     @staticmethod
-    def _round_messages(mode: ToolCallMode, reply: _RoundReply, executed: Sequence[ExecutedCall]) -> list[dict[str, Any]]:
+    def _round_messages(
+        mode: ToolCallMode, reply: _RoundReply, executed: Sequence[ExecutedCall]
+    ) -> list[dict[str, Any]]:
         """The assistant turn and the tool results as the next request replays them."""
         if mode is ToolCallMode.NATIVE:
             calls = [

@@ -97,9 +97,10 @@ class TailBlocks:
 
 def history_message(message: HistoryMessage | Mapping[str, str]) -> dict[str, str]:
     """A stored message as sent: assistant stays assistant, everything else (tool results too) replays as user."""
-    role, content = (
-        (message.role, message.content) if isinstance(message, HistoryMessage) else (message["role"], message["content"])
-    )
+    if isinstance(message, HistoryMessage):
+        role, content = message.role, message.content
+    else:
+        role, content = message["role"], message["content"]
     return {"role": "assistant" if role.strip().lower() == "assistant" else "user", "content": content}
 
 

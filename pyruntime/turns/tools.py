@@ -105,7 +105,8 @@ class RegisteredTool:
             raise
         except Exception as exc:  # the game's code failed: the model gets told, the turn goes on
             detail = str(exc).strip()
-            return ToolOutput(False, f"tool '{self.name}' failed: {type(exc).__name__}" + (f": {detail}" if detail else ""))
+            reason = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+            return ToolOutput(False, f"tool '{self.name}' failed: {reason}")
         return _output(value)
 
 

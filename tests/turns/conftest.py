@@ -15,7 +15,6 @@ from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.turns import AiOrchestrator, ToolRegistry
 from tests.support.fixtures import (  # noqa: F401  (pytest fixtures)
-    start_llama_server,
     tiny_endless_model_path,
     tiny_llama_server,
     tiny_model_path,

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from pyruntime.history import LlamaTokenCounter
+from pyruntime.history import CompactionKind, LlamaTokenCounter
 from pyruntime.memory import MemoryTool
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.policy import AgentMemoryPolicy
-from pyruntime.stores import StoreBundle
+from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.turns import AiTaskRequest, TextDeltaEvent, TurnStatus
 from tests.support.fixtures import free_port, start_llama_server
 from tests.turns.conftest import make_orchestrator, run
@@ -123,7 +123,8 @@ def test_cancelling_run_task_records_once_and_propagates(endless_server: LlamaSe
 def _long_history(stores: StoreBundle, role: str, messages: int, chars: int) -> None:
     scoped = stores.scoped()
     for i in range(messages):
-        scoped.append_chat_message(role, "user" if i % 2 == 0 else "assistant", f"{i:03d} " + "lorem ipsum " * (chars // 12))
+        content = f"{i:03d} " + "lorem ipsum " * (chars // 12)
+        scoped.append_chat_message(role, "user" if i % 2 == 0 else "assistant", content)
 
 
 def test_overflow_retries_with_a_smaller_history_and_consolidates_memory(
@@ -163,3 +164,29 @@ def test_overflow_gives_up_after_three_retries(tiny_server_url: str, memory_stor
     assert result.status is TurnStatus.FAILED and "context window" in result.error
     assert result.usage.model_calls == 4 and result.cut_report.overflow_retries == 3
     assert _chat(memory_stores) == [("user", hint)]
+
+
+def test_rolling_summary_is_committed_only_after_a_successful_turn(
+    tiny_server_url: str, memory_stores: StoreBundle
+) -> None:
+    policy = AgentMemoryPolicy()
+    policy.configure_role("Folder", system_prompt="You are Folder.", use_memory_tool=False, max_output_tokens=8,
+                          max_chat_history_messages=2)
+    failed_stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
+    for stores in (memory_stores, failed_stores):
+        _long_history(stores, "Folder", 6, 24)
+    good, good_client = make_orchestrator(tiny_server_url, memory_stores, policy=policy)
+    bad, bad_client = make_orchestrator(f"http://127.0.0.1:{free_port()}/v1", failed_stores, policy=policy)
+    bad.client.model = "any"
+    ok = run(good.run_task(AiTaskRequest("next", "Folder")))
+    failed = run(bad.run_task(AiTaskRequest("next", "Folder")))
+    run(good.run_task(AiTaskRequest("and then", "Folder")))
+    run(good_client.aclose())
+    run(bad_client.aclose())
+    assert ok.status is TurnStatus.OK and failed.status is TurnStatus.FAILED
+    assert ok.cut_report.compaction is failed.cut_report.compaction is CompactionKind.DETERMINISTIC
+    assert memory_stores.scoped().load_summary("Folder").startswith("Previous conversation summary:")
+    assert failed_stores.scoped().load_summary("Folder") is None
+    summary = good_client.bodies[-1]["messages"][1]  # the next turn sends it right after the system prompt
+    assert summary["role"] == "system" and summary["content"].startswith("## Conversation Summary\n")
+    assert "[fold:v1:" not in summary["content"]

@@ -111,7 +111,8 @@ def test_memory_snapshot_then_updates_across_turns(tiny_server_url: str, memory_
     _write_memory(memory_stores, ALICE, "Smith", {"action": "append", "content": "hates rain"})
     run(turn("three"))
     tail = _tail(client.bodies[-1])
-    assert "## Memory\nlikes swords\n\n## Memory (updates)\nAdded to the memory since the block above:\nhates rain" in tail
+    expected = "## Memory\nlikes swords\n\n## Memory (updates)\nAdded to the memory since the block above:\nhates rain"
+    assert expected in tail
     state = scoped.try_load("Smith").state
     assert (state.system_prompt_memory_snapshot, state.system_prompt_memory_version) == ("likes swords", 1)
     run(client.aclose())

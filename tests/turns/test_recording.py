@@ -37,7 +37,8 @@ def test_turn_rows_and_persistence(tmp_path: Path) -> None:
     rows = [(r.kind, r.name, r.call_id) for r in scoped.get_transcript("Smith") if not r.is_chat_message]
     assert rows == [(TranscriptKind.TOOL_CALL, "roll", "c1"), (TranscriptKind.TOOL_CALL, "roll", "c2"),
                     (TranscriptKind.TOOL_RESULT, "roll", "c2")]
-    lines = [json.loads(x) for x in (tmp_path / "CoreAI" / "AgentMemory" / "Smith.history.jsonl").read_text().splitlines()]
+    history_file = tmp_path / "CoreAI" / "AgentMemory" / "Smith.history.jsonl"
+    lines = [json.loads(x) for x in history_file.read_text().splitlines()]
     assert [x["k"] for x in lines] == [0, 2, 2, 3, 0, 1]
 
     record_turn(scoped, "Temp", TurnRecord("hi", (), "yo"), ToolResultMemory.FULL, persist=False)

@@ -32,7 +32,9 @@ class StrictRoll(BaseModel):
         raise ValueError("this die cannot be rolled")
 
 
-def _setup(args_model: type[BaseModel] = Roll, roundtrips: int | None = 3) -> tuple[AgentMemoryPolicy, ToolRegistry, list]:
+def _setup(
+    args_model: type[BaseModel] = Roll, roundtrips: int | None = 3
+) -> tuple[AgentMemoryPolicy, ToolRegistry, list]:
     policy = AgentMemoryPolicy()
     policy.configure_role("Dicer", system_prompt="You are Dicer.", use_memory_tool=False, max_output_tokens=120,
                           temperature=0.0, max_tool_call_roundtrips=roundtrips)
