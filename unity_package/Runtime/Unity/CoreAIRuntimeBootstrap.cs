@@ -1,7 +1,9 @@
 using System;
 using System.IO;
 using System.Threading.Tasks;
+using CoreAI.Ai;
 using CoreAI.Launcher;
+using CoreAI.Runtime;
 using UnityEngine;
 
 namespace CoreAI.Unity
@@ -96,6 +98,15 @@ namespace CoreAI.Unity
             starting = started.StartAsync();
             starting.ContinueWith(t => mainThread.Post(() => OnStartFinished(started, t)));
             return starting;
+        }
+
+        /// <summary>A client of the ready runtime (the caller disposes it); policy null uses AgentMemoryPolicy.Default.</summary>
+        /// <exception cref="InvalidOperationException">The runtime is not ready yet (wait for RuntimeReady).</exception>
+        public CoreAIRuntimeClient CreateClient(AgentMemoryPolicy policy = null)
+        {
+            RuntimeEndpoint endpoint = Endpoint;
+            if (endpoint == null) throw new InvalidOperationException("the CoreAI runtime is not ready yet; wait for RuntimeReady");
+            return new CoreAIRuntimeClient(endpoint.ConnectBaseUrl, endpoint.Token, policy);
         }
 
         /// <summary>Stops the runtime now (it is also stopped when the application quits).</summary>

@@ -1,0 +1,92 @@
+"""The package as Unity sees it: everything compiles with mcs -langversion:7.2 (the Unity layer, the
+editor and the sample against the stubs), the manifest, the assembly definitions and .meta files."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.unity_layer.dotnet import ROOT
+from tools.build_csharp import CORE, EDITOR, UNITY, BuildError, build, build_core, build_stubs, build_unity, compile_assembly
+
+PACKAGE = ROOT / "unity_package"
+OWN_FOLDERS = ["Runtime/Unity", "Runtime/Core/Launcher", "Editor", "Tests/Stubs"]
+OWN_CODE = ["Runtime/Unity", "Runtime/Core/Launcher", "Editor", "Samples~/BlacksmithNpc"]
+
+
+def test_core_unity_layer_and_editor_compile() -> None:
+    built = {p.name for p in build(("core", "unity", "editor"))}
+    assert {f"{CORE}.dll", f"{UNITY}.dll", f"{EDITOR}.dll"} <= built
+
+
+def test_the_sample_compiles_against_the_package(tmp_path: Path) -> None:
+    refs = [build_core(), *build_stubs(), build_unity()]
+    files = sorted((PACKAGE / "Samples~" / "BlacksmithNpc").rglob("*.cs"))
+    assert compile_assembly("CoreAI.Samples.BlacksmithNpc", files, tmp_path, refs).exists()
+
+
+def test_a_compile_error_fails_the_build(tmp_path: Path) -> None:
+    bad = tmp_path / "Bad.cs"
+    # A C# 8 switch expression: Unity's older compilers and mcs refuse it, so must the build.
+    bad.write_text("namespace X { public class Y { object F(object o) => o switch { _ => o }; } }")
+    with pytest.raises(BuildError):
+        compile_assembly("Bad", [bad], tmp_path)
+
+
+def _own_sources() -> list[Path]:
+    return [f for folder in OWN_CODE for f in sorted((PACKAGE / folder).rglob("*.cs"))]
+
+
+def test_no_async_void_and_every_type_in_a_namespace() -> None:
+    sources = _own_sources() + sorted((PACKAGE / "Tests" / "Stubs").rglob("*.cs"))
+    assert sources
+    for path in sources:
+        text = path.read_text()
+        assert not re.search(r"\basync\s+void\b", text), f"async void in {path.name}"
+        assert re.search(r"^namespace \S+", text, re.M), f"{path.name} declares types outside a namespace"
+
+
+def test_manifest() -> None:
+    manifest = json.loads((PACKAGE / "package.json").read_text())
+    assert re.fullmatch(r"com\.[a-z0-9-]+\.[a-z0-9.-]+", manifest["name"])
+    assert re.fullmatch(r"\d+\.\d+\.\d+", manifest["version"])
+    assert "com.unity.nuget.newtonsoft-json" in manifest["dependencies"]
+    assert re.fullmatch(r"\d{4}\.\d", manifest["unity"])
+    [sample] = manifest["samples"]
+    assert sample["path"] == "Samples~/BlacksmithNpc" and (PACKAGE / sample["path"] / "BlacksmithNpc.cs").exists()
+
+
+def test_assembly_definitions() -> None:
+    def asmdef(rel: str) -> dict:
+        return json.loads((PACKAGE / rel).read_text())
+
+    unity = asmdef("Runtime/Unity/CoreAI.Runtime.Unity.asmdef")
+    assert unity["name"] == UNITY and unity["references"] == [CORE]
+    editor = asmdef("Editor/CoreAI.Editor.asmdef")
+    assert editor["name"] == EDITOR and editor["includePlatforms"] == ["Editor"]
+    assert set(editor["references"]) == {CORE, UNITY}
+    sample = asmdef("Samples~/BlacksmithNpc/CoreAI.Samples.BlacksmithNpc.asmdef")
+    assert set(sample["references"]) == {CORE, UNITY}
+    # Unity must never compile the stubs (they redefine UnityEngine types): an unmet define constraint.
+    stubs = asmdef("Tests/Stubs/CoreAI.Tests.Stubs.asmdef")
+    assert stubs["defineConstraints"] and not stubs["autoReferenced"]
+
+
+def test_every_own_file_and_folder_has_a_unique_meta() -> None:
+    # A git-URL package is immutable: Unity ignores any asset without a .meta file.
+    paths = [PACKAGE / p for p in ("package.json", "README.md", "CHANGELOG.md", "Runtime", "Tests")]
+    for folder in OWN_FOLDERS:
+        paths.append(PACKAGE / folder)
+        paths += [p for p in (PACKAGE / folder).rglob("*") if p.suffix != ".meta"]
+    guids = {}
+    for path in paths:
+        meta = path.with_name(path.name + ".meta")
+        assert meta.exists(), f"missing {meta.relative_to(PACKAGE)}"
+        guid = re.search(r"^guid: ([0-9a-f]{32})$", meta.read_text(), re.M)
+        assert guid, f"no guid in {meta.name}"
+        assert guid.group(1) not in guids, f"{meta.name} repeats the guid of {guids.get(guid.group(1))}"
+        guids[guid.group(1)] = meta.name
+        assert ("folderAsset: yes" in meta.read_text()) == path.is_dir()
