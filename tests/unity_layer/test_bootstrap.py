@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unity_layer.conftest import PYTHON, free_ports
+from tests.unity_layer.conftest import PYTHON, free_ports, serve_command
 from tests.unity_layer.dotnet import ROOT
 from tests.unity_layer.processes import cmdline, is_alive, tree, wait_for
 
@@ -33,13 +33,21 @@ def unity_state(assemblies, tmp_path: Path):
     StubState.PersistentDataPath = ""
 
 
-def _settings(tiny_model: Path):
+def _settings(tiny_model: Path, tmp_path: Path):
     from CoreAI.Unity import CoreAIRuntimeSettings, RuntimeProgram
     from UnityEngine import ScriptableObject
 
     settings = ScriptableObject.CreateInstance[CoreAIRuntimeSettings]()
-    settings.RuntimeProgram = RuntimeProgram.PythonEnvironment
-    settings.RuntimePath = str(PYTHON)
+    if serve_command()[0] == "-m":
+        settings.RuntimeProgram = RuntimeProgram.PythonEnvironment
+        settings.RuntimePath = str(PYTHON)
+    else:  # serve has no RPC yet: a "bundled executable" that runs the adapter
+        exe = tmp_path / "bundled" / "coreai-runtime"
+        exe.parent.mkdir(exist_ok=True)
+        exe.write_text(f'#!/bin/sh\nexec "{PYTHON}" "{serve_command()[0]}" "$@"\n')
+        exe.chmod(0o755)
+        settings.RuntimeProgram = RuntimeProgram.BundledExecutable
+        settings.RuntimePath = str(exe)
     settings.ModelPath = str(tiny_model)
     settings.ConnectPort, settings.GrpcPort, settings.ModelPort = free_ports(3)
     settings.StartTimeoutSeconds = 60
@@ -63,13 +71,13 @@ def _until_ready(bootstrap, ready: list) -> None:
     wait_for(tick, 60, "RuntimeReady on the main thread")
 
 
-def test_bootstrap_runs_the_runtime_for_play_mode(unity_state: Path, tiny_model: Path, monkeypatch) -> None:
+def test_bootstrap_runs_the_runtime_for_play_mode(unity_state: Path, tiny_model: Path, tmp_path: Path, monkeypatch) -> None:
     import threading
 
     from UnityEngine import StubLog
 
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the runtime imports this checkout's pyruntime
-    settings = _settings(tiny_model)
+    settings = _settings(tiny_model, tmp_path)
     first = _bootstrap(settings)
     ready: list = []
     main = threading.get_ident()
@@ -111,7 +119,7 @@ def test_bootstrap_runs_the_runtime_for_play_mode(unity_state: Path, tiny_model:
 def test_missing_runtime_is_reported_on_the_main_thread(unity_state: Path, tiny_model: Path, tmp_path: Path) -> None:
     from UnityEngine import StubLog
 
-    settings = _settings(tiny_model)
+    settings = _settings(tiny_model, tmp_path)
     settings.RuntimePath = str(tmp_path / "nowhere" / "python")
     bootstrap = _bootstrap(settings)
     failures: list = []
