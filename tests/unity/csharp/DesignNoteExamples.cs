@@ -33,6 +33,8 @@ namespace CoreAI.Tests
                 useMemoryTool: true,
                 defaultAction: MemoryToolAction.Append);
             outcome.Policy = policy;
+            // Test harness only: the tiny random model would otherwise write up to the context's end each round.
+            policy.SetMaxOutputTokens("CoreMechanicAI", 48);
 
             using (var runtime = new CoreAIRuntimeClient(url, token, policy))
             {
