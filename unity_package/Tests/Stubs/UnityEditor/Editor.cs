@@ -42,33 +42,17 @@ namespace UnityEditor
         /// <summary>Whether the Editor is in Play Mode.</summary>
         public static bool isPlaying { get; set; }
 
-        /// <summary>Whether the Editor is in, or about to enter, Play Mode.</summary>
-        public static bool isPlayingOrWillChangePlaymode
-        {
-            get { return isPlaying; }
-        }
     }
 
     /// <summary>Editor utility functions (stub: dialogs answer StubDialogs.Answer).</summary>
     public sealed class EditorUtility
     {
         /// <summary>Shows a modal dialog; true when `ok` is pressed.</summary>
-        public static bool DisplayDialog(string title, string message, string ok, string cancel)
+        public static bool DisplayDialog(string title, string message, string ok, string cancel = "")
         {
             StubDialogs.LastTitle = title;
             StubDialogs.LastMessage = message;
             return StubDialogs.Answer;
-        }
-
-        /// <summary>Shows a modal dialog with one button.</summary>
-        public static bool DisplayDialog(string title, string message, string ok)
-        {
-            return DisplayDialog(title, message, ok, "");
-        }
-
-        /// <summary>Opens the file browser at `path`.</summary>
-        public static void RevealInFinder(string path)
-        {
         }
     }
 
@@ -137,21 +121,12 @@ namespace UnityEditor
         {
         }
 
-        /// <summary>A label with a value.</summary>
-        public static void LabelField(string label, string label2, params GUILayoutOption[] options)
-        {
-        }
 
         /// <summary>A label with a style.</summary>
         public static void LabelField(string label, GUIStyle style, params GUILayoutOption[] options)
         {
         }
 
-        /// <summary>A text field; returns the edited text.</summary>
-        public static string TextField(string label, string text, params GUILayoutOption[] options)
-        {
-            return text;
-        }
 
         /// <summary>A multi-line text area; returns the edited text.</summary>
         public static string TextArea(string text, params GUILayoutOption[] options)
@@ -186,16 +161,7 @@ namespace UnityEditor
         {
         }
 
-        /// <summary>Begins a vertical group.</summary>
-        public static Rect BeginVertical(params GUILayoutOption[] options)
-        {
-            return new Rect();
-        }
 
-        /// <summary>Ends a vertical group.</summary>
-        public static void EndVertical()
-        {
-        }
 
         /// <summary>Begins a scroll view; returns the scroll position.</summary>
         public static Vector2 BeginScrollView(Vector2 scrollPosition, params GUILayoutOption[] options)
@@ -208,10 +174,6 @@ namespace UnityEditor
         {
         }
 
-        /// <summary>Vertical space.</summary>
-        public static void Space()
-        {
-        }
     }
 }
 

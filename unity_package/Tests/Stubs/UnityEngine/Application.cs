@@ -1,5 +1,3 @@
-using System;
-
 namespace UnityEngine
 {
     /// <summary>Access to application run-time data (stub: values are settable through StubState).</summary>
@@ -14,21 +12,8 @@ namespace UnityEngine
         /// <summary>True in a player, or in the Editor in Play Mode.</summary>
         public static bool isPlaying { get { return StubState.IsPlaying; } }
 
-        /// <summary>True inside the Unity Editor.</summary>
-        public static bool isEditor { get { return StubState.IsEditor; } }
-
         /// <summary>The product name from the Player settings.</summary>
         public static string productName { get { return StubState.ProductName; } }
-
-        /// <summary>Raised when the player application is quitting.</summary>
-        public static event Action quitting;
-
-        /// <summary>Stub only: raise `quitting`.</summary>
-        internal static void RaiseQuitting()
-        {
-            Action handler = quitting;
-            if (handler != null) handler();
-        }
     }
 
     /// <summary>Stub only: the values the stubbed API returns. Not part of Unity's API.</summary>
@@ -43,16 +28,7 @@ namespace UnityEngine
         /// <summary>Value of Application.isPlaying.</summary>
         public static bool IsPlaying;
 
-        /// <summary>Value of Application.isEditor.</summary>
-        public static bool IsEditor = true;
-
         /// <summary>Value of Application.productName.</summary>
         public static string ProductName = "StubProduct";
-
-        /// <summary>Raises Application.quitting.</summary>
-        public static void Quit()
-        {
-            Application.RaiseQuitting();
-        }
     }
 }

@@ -42,23 +42,6 @@ namespace UnityEngine
         }
     }
 
-    /// <summary>Restricts an int or float field to a range.</summary>
-    [AttributeUsage(AttributeTargets.Field, Inherited = true, AllowMultiple = false)]
-    public sealed class RangeAttribute : PropertyAttribute
-    {
-        /// <summary>Lower bound.</summary>
-        public readonly float min;
-
-        /// <summary>Upper bound.</summary>
-        public readonly float max;
-
-        /// <summary>Restrict a field to the range [min, max].</summary>
-        public RangeAttribute(float min, float max)
-        {
-            this.min = min;
-            this.max = max;
-        }
-    }
 
     /// <summary>Restricts an int or float field to a minimum.</summary>
     [AttributeUsage(AttributeTargets.Field, Inherited = true, AllowMultiple = false)]
@@ -74,15 +57,6 @@ namespace UnityEngine
         }
     }
 
-    /// <summary>A multi-line text field in the Inspector.</summary>
-    [AttributeUsage(AttributeTargets.Field, Inherited = true, AllowMultiple = false)]
-    public class TextAreaAttribute : PropertyAttribute
-    {
-        /// <summary>Edit a string with a text area.</summary>
-        public TextAreaAttribute()
-        {
-        }
-    }
 
     /// <summary>Adds a ScriptableObject type to the Assets/Create menu.</summary>
     [AttributeUsage(AttributeTargets.Class, Inherited = false, AllowMultiple = false)]
@@ -114,33 +88,5 @@ namespace UnityEngine
         }
     }
 
-    /// <summary>When a RuntimeInitializeOnLoadMethod method is called.</summary>
-    public enum RuntimeInitializeLoadType
-    {
-        AfterSceneLoad = 0,
-        BeforeSceneLoad = 1,
-        AfterAssembliesLoaded = 2,
-        BeforeSplashScreen = 3,
-        SubsystemRegistration = 4,
-    }
 
-    /// <summary>Calls a static method when the runtime has loaded.</summary>
-    [AttributeUsage(AttributeTargets.Method, AllowMultiple = false)]
-    public class RuntimeInitializeOnLoadMethodAttribute : Attribute
-    {
-        /// <summary>Call after the first scene has loaded.</summary>
-        public RuntimeInitializeOnLoadMethodAttribute()
-        {
-            loadType = RuntimeInitializeLoadType.AfterSceneLoad;
-        }
-
-        /// <summary>Call at `loadType`.</summary>
-        public RuntimeInitializeOnLoadMethodAttribute(RuntimeInitializeLoadType loadType)
-        {
-            this.loadType = loadType;
-        }
-
-        /// <summary>When the method is called.</summary>
-        public RuntimeInitializeLoadType loadType { get; set; }
-    }
 }

@@ -103,10 +103,6 @@ namespace UnityEngine
             return selected;
         }
 
-        /// <summary>Flexible space in the layout.</summary>
-        public static void FlexibleSpace()
-        {
-        }
 
         /// <summary>Starts a GUILayout block in a fixed screen area.</summary>
         public static void BeginArea(Rect screenRect)
@@ -124,11 +120,6 @@ namespace UnityEngine
             return new GUILayoutOption();
         }
 
-        /// <summary>A fixed height option.</summary>
-        public static GUILayoutOption Height(float height)
-        {
-            return new GUILayoutOption();
-        }
 
         /// <summary>A minimum height option.</summary>
         public static GUILayoutOption MinHeight(float minHeight)

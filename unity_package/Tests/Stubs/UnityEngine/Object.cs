@@ -27,11 +27,6 @@ namespace UnityEngine
             DontDestroy.Remove(obj);
         }
 
-        /// <summary>Destroys the object at once (edit mode).</summary>
-        public static void DestroyImmediate(Object obj)
-        {
-            DontDestroy.Remove(obj);
-        }
     }
 
     /// <summary>Base class of everything attached to a GameObject.</summary>
@@ -64,11 +59,6 @@ namespace UnityEngine
             return (T)Activator.CreateInstance(typeof(T), true);
         }
 
-        /// <summary>Creates an instance of a scriptable object.</summary>
-        public static ScriptableObject CreateInstance(Type type)
-        {
-            return (ScriptableObject)Activator.CreateInstance(type, true);
-        }
     }
 
     /// <summary>An entity in a scene.</summary>
@@ -91,14 +81,5 @@ namespace UnityEngine
             return component;
         }
 
-        /// <summary>The first component of type T, or null.</summary>
-        public T GetComponent<T>()
-        {
-            foreach (Component c in components)
-            {
-                if (c is T) return (T)(object)c;
-            }
-            return default(T);
-        }
     }
 }
