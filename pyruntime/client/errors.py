@@ -80,7 +80,8 @@ _BY_CODE: dict[StatusCode, type[RuntimeCallError]] = {
 def error_for(code: StatusCode, message: str) -> RuntimeCallError:
     """The exception of a failed call's status."""
     cls = _BY_CODE.get(code)
-    return cls(message) if cls is not None else RuntimeCallError(message, code)
+    # An unmapped code (DEADLINE_EXCEEDED, CANCELLED, INTERNAL, ...) is named in the message too.
+    return cls(message) if cls is not None else RuntimeCallError(f"{code.name}: {message}", code)
 
 
 def status_code_named(name: str) -> StatusCode:

@@ -35,8 +35,9 @@ DEFAULT_CONNECT_PORT = 13335
 HEALTH_PATH = "/healthz"
 PUBLIC_METHODS = frozenset({("coreai.v1.Orchestrator", "Health")})
 
-ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
-                   Awaitable[None]]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
 
 
 def connect_error(error: ServiceError) -> ConnectError:
@@ -115,7 +116,7 @@ class BearerTokenCheck:
         """Nothing to do after a call."""
 
 
-async def _respond(send: Callable[[dict[str, Any]], Awaitable[None]], status: int, body: dict[str, Any]) -> None:
+async def _respond(send: Send, status: int, body: dict[str, Any]) -> None:
     payload = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
@@ -130,15 +131,15 @@ class ConnectRuntimeApp:
         codecs = [google_protobuf_binary_codec(), ExplicitJsonCodec()]
         options: dict[str, Any] = {"interceptors": [BearerTokenCheck(token)], "read_max_bytes": max_request_bytes,
                                    "codecs": codecs}
-        memory = MemoryStoreASGIApplication(_ConnectService(services.memory_store), **options)  # type: ignore[arg-type]
-        orchestrator = OrchestratorASGIApplication(_ConnectService(services.orchestrator), **options)  # type: ignore[arg-type]
+        # The adapters answer every generated method by name (see _ConnectService), hence the ignores.
+        memory = MemoryStoreASGIApplication(_ConnectService(services.memory_store), **options)  # type: ignore
+        orchestrator = OrchestratorASGIApplication(_ConnectService(services.orchestrator), **options)  # type: ignore
         self._routes: dict[str, ASGIApp] = {memory.path + "/": memory, orchestrator.path + "/": orchestrator}
         self._orchestrator = services.orchestrator
         self._port = port
         self._check_host = check_host
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]],
-                       send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
@@ -163,7 +164,7 @@ class ConnectRuntimeApp:
                 return
         await _respond(send, 404, {"code": "unimplemented", "message": "no such procedure"})
 
-    async def _health(self, scope: dict[str, Any], send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    async def _health(self, scope: dict[str, Any], send: Send) -> None:
         if scope.get("method") not in ("GET", "HEAD"):
             await _respond(send, 405, {"code": "unimplemented", "message": "use GET /healthz"})
             return
@@ -172,8 +173,7 @@ class ConnectRuntimeApp:
                                    "model": health.model, "version": health.version})
 
     @staticmethod
-    async def _lifespan(receive: Callable[[], Awaitable[dict[str, Any]]],
-                        send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    async def _lifespan(receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
 import socket
@@ -113,9 +114,12 @@ class RpcServers:
         """Bind both ports, write the token file, start serving; returns once both accept calls."""
         # Created here, inside the loop that will run it (grpc.aio binds to the current loop).
         self._grpc = create_grpc_server(self.services, self.token, max_request_bytes=self.config.max_request_bytes)
-        self.grpc_port = self._grpc.add_insecure_port(grpc_address(self.config.host, self.config.grpc_port))
+        try:
+            self.grpc_port = self._grpc.add_insecure_port(grpc_address(self.config.host, self.config.grpc_port))
+        except RuntimeError:  # grpc's way of saying the address is taken or invalid
+            self.grpc_port = 0
         if self.grpc_port == 0:
-            raise OSError(f"cannot listen for gRPC on port {self.config.grpc_port}")
+            raise OSError(errno.EADDRINUSE, f"cannot listen for gRPC on port {self.config.grpc_port}")
         sock = _bind(self.config.host, self.config.connect_port)
         self.connect_port = sock.getsockname()[1]
         app = ConnectRuntimeApp(self.services, self.token, port=self.connect_port,

@@ -40,8 +40,8 @@ class Runtime:
         return f"grpc://127.0.0.1:{self.handle.grpc_port}" if transport == "grpc" else self.handle.connect_url
 
     def client(self, transport: str, token: str | None = None) -> RuntimeClient:
-        """A blocking client of one transport (close it)."""
-        return RuntimeClient(self.url(transport), token=token or self.token, timeout=30)
+        """A blocking client of one transport (close it); generous timeout: the machine is shared."""
+        return RuntimeClient(self.url(transport), token=token or self.token, timeout=120)
 
     @property
     def memory_dir(self) -> Path:
