@@ -101,12 +101,13 @@ class RuntimeProcess:
         return self.process.wait(timeout)
 
 
-def spawn_runtime(data_dir: Path, *, grpc_port: int = 0, connect_port: int = 0) -> RuntimeProcess:
+def spawn_runtime(data_dir: Path, *, grpc_port: int = 0, connect_port: int = 0,
+                  extra: tuple[str, ...] = ()) -> RuntimeProcess:
     """Start `python -m pyruntime.rpc` and wait for its ready line."""
     env = {**os.environ, "COREAI_RUNTIME_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
         [sys.executable, "-m", "pyruntime.rpc", "--data-dir", str(data_dir), "--grpc-port", str(grpc_port),
-         "--connect-port", str(connect_port), "--grace", "10"],
+         "--connect-port", str(connect_port), "--grace", "10", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
     assert process.stdout is not None
     line = process.stdout.readline()

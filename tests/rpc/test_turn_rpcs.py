@@ -7,6 +7,7 @@ that add up to the final text, tool calls and results, recording, cancellation),
 from __future__ import annotations
 
 import json
+import signal
 import struct
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -18,13 +19,14 @@ import pytest
 
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.client import RuntimeClient
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service import RuntimeServices
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import build_orchestrator
 from pyruntime.turns.convert import ProtoTurnRunner
-from tests.rpc.conftest import TRANSPORTS, Runtime, start_runtime
+from tests.rpc.conftest import TOKEN, TRANSPORTS, Runtime, spawn_runtime, start_runtime
 from tests.support.fixtures import (  # noqa: F401  (pytest fixtures)
     start_llama_server,
     tiny_endless_model_path,
@@ -179,3 +181,18 @@ def test_client_disconnect_cancels_the_turn_and_the_hint_is_recorded_once(endles
         assert history[0].role == "user"
         # The runtime keeps serving the same role.
         assert client.apply_memory_tool(role, {"action": "read"}, scope=SCOPE).success
+
+
+def test_standalone_runtime_runs_turns_against_an_llm_url(tiny_llama_server: LlamaServerProcess,
+                                                          tmp_path: Path) -> None:
+    runtime = spawn_runtime(tmp_path, extra=("--llm-url", tiny_llama_server.base_url))
+    try:
+        with RuntimeClient(f"grpc://127.0.0.1:{runtime.grpc_port}", token=TOKEN, timeout=120) as client:
+            assert client.health().model_ready
+            result = client.run_task("hi", role_id="PlainChat", max_output_tokens=8, forced_tool_mode="none")
+            assert result.status == pb.TURN_STATUS_OK and result.text
+    finally:
+        assert runtime.terminate(signal.SIGTERM) == 0
+    # PlainChat persists its history: the turn is in the files after the runtime stopped.
+    history = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path).scoped().get_chat_history("PlainChat")
+    assert [m.content for m in history][:1] == ["hi"]
