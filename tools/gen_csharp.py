@@ -12,6 +12,7 @@ Usage: python tools/gen_csharp.py [OUT_DIR]   (default: unity_package/Runtime/Co
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 from pathlib import Path
@@ -204,16 +205,27 @@ def file_name(file: FileDescriptor) -> str:
     return _pascal(Path(file.name).stem) + ".g.cs"
 
 
+def unity_meta(name: str) -> str:
+    """The Unity .meta of a generated script: a guid derived from its name, so regenerating never churns it."""
+    guid = hashlib.md5(f"coreai-unity-core/Generated/{name}".encode()).hexdigest()
+    return (f"fileFormatVersion: 2\nguid: {guid}\nMonoImporter:\n  externalObjects: {{}}\n  serializedVersion: 2\n"
+            "  defaultReferences: []\n  executionOrder: 0\n  icon: {instanceID: 0}\n  userData: \n"
+            "  assetBundleName: \n  assetBundleVariant: \n")
+
+
 def generate(out_dir: Path) -> list[Path]:
-    """Write every generated file into out_dir (and remove stale .g.cs files); returns the paths."""
+    """Write every generated file and its Unity .meta into out_dir (stale ones are removed); returns the paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for file in FILES:
         path = out_dir / file_name(file)
         path.write_text(render(file), encoding="utf-8", newline="\n")
-        written.append(path)
-    for stale in set(out_dir.glob("*.g.cs")) - set(written):
-        stale.unlink()
+        meta = path.with_name(path.name + ".meta")
+        meta.write_text(unity_meta(path.name), encoding="utf-8", newline="\n")
+        written += [path, meta]
+    for stale in set(out_dir.glob("*.g.cs")) | set(out_dir.glob("*.g.cs.meta")):
+        if stale not in written:
+            stale.unlink()
     return written
 
 

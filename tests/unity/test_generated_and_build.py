@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_generated_csharp_is_current(tmp_path: Path) -> None:
     subprocess.run([sys.executable, str(ROOT / "tools" / "gen_csharp.py"), str(tmp_path)], check=True,
                    capture_output=True)
-    fresh = sorted(p.name for p in tmp_path.glob("*.g.cs"))
-    committed = sorted(p.name for p in GENERATED.glob("*.g.cs"))
-    assert fresh == committed == ["Common.g.cs", "MemoryStore.g.cs", "Orchestrator.g.cs"]
+    fresh = sorted(p.name for p in tmp_path.glob("*.g.cs*"))
+    committed = sorted(p.name for p in GENERATED.glob("*.g.cs*"))
+    assert fresh == committed
+    assert [n for n in fresh if n.endswith(".cs")] == ["Common.g.cs", "MemoryStore.g.cs", "Orchestrator.g.cs"]
     stale = [n for n in fresh if (tmp_path / n).read_bytes() != (GENERATED / n).read_bytes()]
     assert not stale, f"stale generated C# (run `python tools/gen_csharp.py`): {stale}"
 
@@ -39,6 +41,22 @@ def test_generated_csharp_covers_every_message_and_method() -> None:
         for service in module.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
                 assert f'ServiceName, "{method.name}"' in text
+
+
+def test_every_core_file_and_folder_has_a_unique_unity_meta() -> None:
+    # A git-URL package is immutable: Unity ignores any asset without a .meta file.
+    core = ROOT / "unity_package" / "Runtime" / "Core"
+    paths = [core] + [p for p in core.rglob("*") if p.suffix != ".meta" and "Launcher" not in p.relative_to(core).parts[:1]]
+    guids: dict[str, str] = {}
+    for path in paths:
+        meta = path.with_name(path.name + ".meta")
+        assert meta.exists(), f"missing {meta.relative_to(core.parent)}"
+        text = meta.read_text()
+        guid = re.search(r"^guid: ([0-9a-f]{32})$", text, re.M)
+        assert guid and guid.group(1) not in guids, f"{meta.name}: missing or repeated guid"
+        guids[guid.group(1)] = meta.name
+        assert ("folderAsset: yes" in text) == path.is_dir()
+        assert ("AssemblyDefinitionImporter" in text) == (path.suffix == ".asmdef")
 
 
 def test_compile_error_fails_with_mcs_output(tmp_path: Path) -> None:
