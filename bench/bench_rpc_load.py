@@ -78,7 +78,7 @@ def plan(clients: int, mutations: int, scopes: int) -> list[list[tuple[int, str]
 
 
 class RuntimeProcess:
-    """`python -m pyruntime.rpc` on fixed loopback ports, restartable on the same ports and data."""
+    """`coreai-runtime serve --no-model` on fixed loopback ports, restartable on the same ports and data."""
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
@@ -89,8 +89,8 @@ class RuntimeProcess:
     def start(self) -> None:
         env = {**os.environ, "COREAI_RUNTIME_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pyruntime.rpc", "--data-dir", str(self.data_dir), "--grpc-port",
-             str(self.grpc_port), "--connect-port", str(self.connect_port)],
+            [sys.executable, "-m", "pyruntime.cli", "serve", "--no-model", "--data-dir", str(self.data_dir),
+             "--grpc-port", str(self.grpc_port), "--connect-port", str(self.connect_port)],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
         assert self.process.stdout is not None
         if not self.process.stdout.readline():

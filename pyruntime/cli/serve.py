@@ -1,107 +1,351 @@
-"""`coreai-runtime serve`: host the model (or check an external one) until SIGINT/SIGTERM.
+"""`coreai-runtime serve`: the runtime - stores, model, orchestrator, gRPC and Connect - until SIGINT/SIGTERM.
 
-A thin composition: each service is started in order and stopped in reverse. Later issues add
-the gRPC/Connect services and the orchestrator here.
+Started in order: stores -> model server (a hosted llama.cpp child, a checked external URL, or none
+with `--no-model`) -> orchestrator -> services -> RPC servers. Then ONE JSON line goes to stdout for
+launchers, `{"grpc_port": N, "connect_port": N, "model_url": "..." | null, "token_file": "..."}`;
+logs go to stderr. Stopped in reverse: in-flight calls get `--grace` seconds, store writes finish,
+the model child is stopped (on every path, failures included). Exit 0 after a signal, 1 when
+something fails (the model server dying included), 2 on bad arguments.
+
+The token comes from $COREAI_RUNTIME_TOKEN or is generated; it is written to the token file (0600)
+and never logged nor taken from the command line (other users can read those).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import errno
+import json
 import logging
+import shutil
 import signal
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config
+from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config, port_is_free
 from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT
+from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.rpc import RpcConfig, RpcServers
+from pyruntime.rpc.auth import TOKEN_ENV, default_token_file, is_loopback_host, resolve_token
+from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
+from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
+from pyruntime.service import RuntimeServices
+from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
+from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
+from pyruntime.turns.modes import ToolCallMode
 
 log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+DEFAULT_GRACE_S = 5.0
 _WATCH_S = 0.5
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """What `serve` was asked to do."""
+    """What `serve` was asked to do (the parsed flags)."""
 
-    model: Path | None
-    llm_url: str | None
-    host: str
-    port: int
-    ctx: int | None
-    data_dir: Path | None
+    model: Path | None = None
+    llm_url: str | None = None
+    no_model: bool = False
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    ctx: int | None = None
+    data_dir: Path | None = None
+    session_only: bool = False
+    listen: str = DEFAULT_HOST
+    grpc_port: int = DEFAULT_GRPC_PORT
+    connect_port: int = DEFAULT_CONNECT_PORT
+    token_file: Path | None = None
+    grace: float = DEFAULT_GRACE_S
+    chat_history_cap: int = DEFAULT_CHAT_CAP
+    transcript_cap: int = DEFAULT_TRANSCRIPT_CAP
+    tool_mode: ToolCallMode | None = None
+
+    @property
+    def hosts_model(self) -> bool:
+        """True when serve runs llama.cpp itself (neither --llm-url nor --no-model)."""
+        return self.llm_url is None and not self.no_model
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `serve` subcommand."""
-    p = subparsers.add_parser("serve", help="host the local model (default: embedded SmolLM2) until stopped")
+    p = subparsers.add_parser(
+        "serve", help="run the runtime: model server, orchestrator, gRPC and Connect services, until stopped",
+        description="Run the runtime until SIGINT/SIGTERM. Prints one JSON ready line on stdout; logs go to stderr.")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--model", type=Path, help="GGUF model file to host (default: the embedded SmolLM2-135M)")
-    source.add_argument("--llm-url", help="use this OpenAI-compatible server (e.g. http://127.0.0.1:1234/v1) instead")
+    source.add_argument("--llm-url", help="run turns against this OpenAI-compatible server (e.g. http://127.0.0.1:1234/v1)")
+    source.add_argument("--no-model", action="store_true",
+                        help="no model: serve the stores and the role policy only (turns answer UNAVAILABLE)")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"listen address of the hosted model (default {DEFAULT_HOST})")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port of the hosted model (default {DEFAULT_PORT})")
     p.add_argument("--ctx", type=int, help="context size (default 8192, never above the model's trained context)")
-    p.add_argument("--data-dir", type=Path, help="the game's persistentDataPath (saves live under CoreAI/)")
+    p.add_argument("--data-dir", type=Path,
+                   help="the game's persistentDataPath (saves live under CoreAI/); required unless --session-only")
+    p.add_argument("--session-only", action="store_true", help="keep memory and chats in this process, write no saves")
+    p.add_argument("--listen", default=DEFAULT_HOST,
+                   help=f"RPC bind address (default {DEFAULT_HOST}; anything else requires ${TOKEN_ENV})")
+    p.add_argument("--grpc-port", type=int, default=DEFAULT_GRPC_PORT,
+                   help=f"gRPC port (default {DEFAULT_GRPC_PORT}; 0 = any free port)")
+    p.add_argument("--connect-port", type=int, default=DEFAULT_CONNECT_PORT,
+                   help=f"Connect (HTTP) port (default {DEFAULT_CONNECT_PORT}; 0 = any free port)")
+    p.add_argument("--token-file", type=Path,
+                   help="where the token is written (default <data-dir>/CoreAI/runtime/token)")
+    p.add_argument("--grace", type=float, default=DEFAULT_GRACE_S,
+                   help=f"seconds in-flight calls get on shutdown (default {DEFAULT_GRACE_S:g})")
+    p.add_argument("--chat-history-cap", type=int, default=DEFAULT_CHAT_CAP,
+                   help=f"chat messages kept per key (default {DEFAULT_CHAT_CAP})")
+    p.add_argument("--transcript-cap", type=int, default=DEFAULT_TRANSCRIPT_CAP,
+                   help=f"transcript rows kept per key (default {DEFAULT_TRANSCRIPT_CAP})")
+    p.add_argument("--tool-mode", choices=[m.value for m in ToolCallMode],
+                   help="how tool calls travel (default: the orchestrator's default for the model)")
     p.set_defaults(handler=run)
+
+
+def options_from_args(args: argparse.Namespace) -> ServeOptions:
+    """The options of parsed `serve` flags."""
+    return ServeOptions(
+        model=args.model, llm_url=args.llm_url, no_model=args.no_model, host=args.host, port=args.port,
+        ctx=args.ctx, data_dir=args.data_dir, session_only=args.session_only, listen=args.listen,
+        grpc_port=args.grpc_port, connect_port=args.connect_port, token_file=args.token_file, grace=args.grace,
+        chat_history_cap=args.chat_history_cap, transcript_cap=args.transcript_cap,
+        tool_mode=ToolCallMode.parse(args.tool_mode) if args.tool_mode else None)
 
 
 def run(args: argparse.Namespace) -> int:
     """Handler of `serve`: returns the exit code."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise here
-    options = ServeOptions(args.model, args.llm_url, args.host, args.port, args.ctx, args.data_dir)
     try:
-        _validate(options)
+        options = options_from_args(args)
+        validate(options)
         return asyncio.run(serve(options))
     except InvalidArgumentError as exc:
         log.error("%s", exc)
         return EXIT_USAGE
     except CoreAIError as exc:
-        log.error("%s", exc)
+        log.error("cannot start: %s", exc)
+        return EXIT_FAILED
+    except OSError as exc:  # strerror only: str(exc) would name files
+        log.error("cannot start: %s (errno %s)", exc.strerror or type(exc).__name__, exc.errno)
         return EXIT_FAILED
 
 
-def _validate(options: ServeOptions) -> None:
+def validate(options: ServeOptions) -> None:
+    """Refuse bad flags before anything starts (InvalidArgumentError naming the flag)."""
+    if options.data_dir is None and not options.session_only:
+        raise InvalidArgumentError(
+            "--data-dir is required (the game's persistentDataPath, where saves live); "
+            "pass --session-only to keep everything in memory instead")
     if options.data_dir is not None and options.data_dir.exists() and not options.data_dir.is_dir():
         raise InvalidArgumentError("--data-dir exists but is not a directory")
     if options.llm_url is not None and not options.llm_url.startswith(("http://", "https://")):
         raise InvalidArgumentError("--llm-url must be an http:// or https:// URL")
+    if options.model is not None and options.model.suffix.lower() != ".gguf":
+        raise InvalidArgumentError("--model must be a .gguf file")
+    if options.hosts_model and not 0 < options.port <= 65535:
+        raise InvalidArgumentError(f"--port must be within 1..65535, got {options.port}")
+    for flag, port in (("--grpc-port", options.grpc_port), ("--connect-port", options.connect_port)):
+        if not 0 <= port <= 65535:
+            raise InvalidArgumentError(f"{flag} must be within 0..65535 (0 = any free port), got {port}")
+    ports = [options.grpc_port, options.connect_port] + ([options.port] if options.hosts_model else [])
+    fixed = [p for p in ports if p != 0]
+    if len(set(fixed)) != len(fixed):
+        raise InvalidArgumentError("--port, --grpc-port and --connect-port must differ")
+    if options.grace < 0:
+        raise InvalidArgumentError("--grace must be >= 0 seconds")
+    if options.chat_history_cap < 1 or options.transcript_cap < 1:
+        raise InvalidArgumentError("--chat-history-cap and --transcript-cap must be at least 1")
+    _, given = resolve_token()  # also refuses a malformed $COREAI_RUNTIME_TOKEN
+    if not is_loopback_host(options.listen) and not given:
+        raise InvalidArgumentError(
+            f"--listen {options.listen} is not loopback: set {TOKEN_ENV} (a generated token is only for loopback)")
 
 
-async def serve(options: ServeOptions) -> int:
-    """Start the services, wait for SIGINT/SIGTERM (or the model server dying), stop them."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+@dataclass(frozen=True)
+class _Model:
+    """Where turns go: the base URL, the alias shown in Health, the hosted child (if serve runs one)."""
+
+    url: str | None
+    alias: str
     server: LlamaServerProcess | None = None
+
+
+async def serve(options: ServeOptions, *, on_ready: Callable[[dict[str, Any]], None] | None = None) -> int:
+    """Start everything, announce readiness, wait for a signal (or the model server dying), stop in reverse."""
+    stop = asyncio.Event()
+    with _signals_set(stop):
+        async with contextlib.AsyncExitStack() as stack:
+            starting = asyncio.create_task(_start(options, stack))
+            stopping = asyncio.create_task(stop.wait())
+            try:
+                await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopping.cancel()
+            if not starting.done():  # a signal while starting: unwind what has started so far
+                starting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await starting
+                log.info("stopped while starting")
+                return EXIT_OK
+            ready, model = starting.result()
+            (on_ready or _print_ready)(ready)
+            log.info("ready; stop with Ctrl+C or SIGTERM")
+            return await _wait(stop, model.server)
+
+
+@contextlib.contextmanager
+def _signals_set(stop: asyncio.Event) -> Iterator[None]:
+    loop = asyncio.get_running_loop()
+    for sig in _SIGNALS:
+        loop.add_signal_handler(sig, stop.set)
     try:
-        if options.llm_url is not None:
-            await _check_external(options.llm_url)
-        else:
-            config = hosted_model_config(options.model, host=options.host, port=options.port, n_ctx=options.ctx)
-            server = LlamaServerProcess(config)
-            await asyncio.to_thread(server.start)
-            log.info("serving model %s at %s", config.alias, server.base_url)
-        log.info("ready; stop with Ctrl+C or SIGTERM")
-        return await _wait(stop, server)
+        yield
     finally:
-        if server is not None:
-            await asyncio.to_thread(server.stop)
-            log.info("model server stopped")
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in _SIGNALS:
             loop.remove_signal_handler(sig)
 
 
-async def _check_external(url: str) -> None:
+async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack) -> tuple[dict[str, Any], _Model]:
+    """Each stage in order; each registers its own stop on stack first, so any failure unwinds what started."""
+    _check_rpc_ports_free(options)
+    stores = _open_stores(options)
+    model = await _start_model(options, stack)
+    policy = AgentMemoryPolicy()
+    services = await _services(options, stores, policy, model, stack)
+    token_file = _token_file(options, stack)
+    config = RpcConfig(host=options.listen, grpc_port=options.grpc_port, connect_port=options.connect_port,
+                       token_file=token_file, grace_s=options.grace)
+    servers = RpcServers(services, config)
+    stack.push_async_callback(_stop_rpc, servers)
+    await servers.start()
+    ready = {"grpc_port": servers.grpc_port, "connect_port": servers.connect_port, "model_url": model.url,
+             "token_file": str(token_file)}
+    return ready, model
+
+
+def _check_rpc_ports_free(options: ServeOptions) -> None:
+    """Fail before the model loads (seconds) when an RPC port is taken; the bind itself stays the real check."""
+    if ":" in options.listen:
+        return  # port_is_free speaks IPv4 only; the bind reports IPv6 conflicts
+    host = "127.0.0.1" if options.listen == "localhost" else options.listen
+    for flag, port in (("--grpc-port", options.grpc_port), ("--connect-port", options.connect_port)):
+        if port and not port_is_free(host, port):
+            raise OSError(errno.EADDRINUSE, f"port {port} ({flag}) on {options.listen} is already in use")
+
+
+def _open_stores(options: ServeOptions) -> StoreBundle:
+    mode = AgentMemoryPersistenceMode.SESSION_ONLY if options.session_only else AgentMemoryPersistenceMode.PERSISTENT
+    stores = open_stores(mode, options.data_dir, chat_cap=options.chat_history_cap,
+                         transcript_cap=options.transcript_cap)
+    log.info("stores open: %s (chat cap %d, transcript cap %d)", mode.value, options.chat_history_cap,
+             options.transcript_cap)
+    return stores
+
+
+async def _start_model(options: ServeOptions, stack: contextlib.AsyncExitStack) -> _Model:
+    if options.no_model:
+        log.info("no model: turns answer UNAVAILABLE")
+        return _Model(None, "")
+    if options.llm_url is not None:
+        return _Model(options.llm_url, await _check_external(options.llm_url))
+    config = hosted_model_config(options.model, host=options.host, port=options.port, n_ctx=options.ctx)
+    server = LlamaServerProcess(config)
+    stack.push_async_callback(_stop_model, server)
+    await _host(server)
+    log.info("serving model %s at %s", server.config.alias, server.base_url)
+    return _Model(server.base_url, server.config.alias, server)
+
+
+async def _host(server: LlamaServerProcess) -> None:
+    """Start the llama.cpp child; if cancelled meanwhile, keep stopping it until its start gives up."""
+    loading = asyncio.ensure_future(asyncio.to_thread(server.start))
+    loading.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved: no "never retrieved" noise
+    try:
+        await asyncio.shield(loading)
+    except asyncio.CancelledError:
+        # The loading thread cannot be cancelled; a child it spawns after one stop() would outlive us.
+        while not loading.done():
+            await asyncio.to_thread(server.stop)
+            await asyncio.wait({loading}, timeout=_WATCH_S)
+        raise
+
+
+async def _stop_model(server: LlamaServerProcess) -> None:
+    if server.pid is None:
+        return
+    await asyncio.to_thread(server.stop)
+    log.info("model server stopped")
+
+
+async def _check_external(url: str) -> str:
+    """The alias of the external server's first model (never a path); raises when it does not answer."""
     async with OpenAICompatClient(url, timeout=10.0) as client:
         models = await client.models()
     log.info("external model server answers with %d model(s)", len(models))
+    if not models:
+        return ""
+    # llama-cpp-python lists a model by its file path unless it has an alias; a path never goes out.
+    name = PurePosixPath(models[0].replace("\\", "/")).name
+    return name[:-5] if name.lower().endswith(".gguf") else name
+
+
+async def _services(options: ServeOptions, stores: StoreBundle, policy: AgentMemoryPolicy, model: _Model,
+                    stack: contextlib.AsyncExitStack) -> RuntimeServices:
+    """The services; with a model, turns run through an orchestrator against it."""
+    if model.url is None:
+        return RuntimeServices.create(stores, policy)
+    from pyruntime.turns import build_orchestrator  # the turn engine only when there is a model
+    from pyruntime.turns.convert import ProtoTurnRunner
+
+    settings: dict[str, Any] = {"tool_mode": options.tool_mode} if options.tool_mode is not None else {}
+    if model.server is not None:
+        orchestrator = build_orchestrator(server=model.server, stores=stores, policy=policy,
+                                          exact_token_counts=True, **settings)
+    else:
+        orchestrator = build_orchestrator(base_url=model.url, stores=stores, policy=policy, **settings)
+    stack.push_async_callback(orchestrator.client.aclose)
+
+    async def model_ready() -> bool:
+        return bool(await orchestrator.client.models())
+
+    return RuntimeServices.create(stores, policy, runner=ProtoTurnRunner(orchestrator), model_alias=model.alias,
+                                  model_probe=model_ready)
+
+
+def _token_file(options: ServeOptions, stack: contextlib.AsyncExitStack) -> Path:
+    """--token-file, else under the data dir; session-only without one: a private folder removed at exit."""
+    if options.token_file is not None:
+        return options.token_file
+    if options.data_dir is not None:
+        return default_token_file(options.data_dir)
+    folder = Path(tempfile.mkdtemp(prefix="coreai-runtime-"))  # 0700
+    stack.callback(shutil.rmtree, folder, True)
+    return folder / "token"
+
+
+async def _stop_rpc(servers: RpcServers) -> None:
+    """Stop accepting, give in-flight calls the grace period, then wait for store writes still running."""
+    log.info("stopping")
+    try:
+        await servers.stop()
+    finally:
+        await asyncio.to_thread(servers.services.close)
+    log.info("RPC servers stopped")
+
+
+def _print_ready(ready: dict[str, Any]) -> None:
+    print(json.dumps(ready), flush=True)
 
 
 async def _wait(stop: asyncio.Event, server: LlamaServerProcess | None) -> int:
@@ -109,9 +353,6 @@ async def _wait(stop: asyncio.Event, server: LlamaServerProcess | None) -> int:
         if server is not None and not server.is_alive():
             log.error("model server exited unexpectedly")
             return EXIT_FAILED
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), _WATCH_S)
-        except TimeoutError:
-            pass
-    log.info("stopping")
     return EXIT_OK

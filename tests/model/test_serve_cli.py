@@ -1,10 +1,15 @@
-"""`coreai-runtime serve` as a real subprocess: starts the model server, answers, stops on SIGTERM."""
+"""`coreai-runtime serve` as a real subprocess: model server + orchestrator + gRPC/Connect, ready line, clean stop.
+
+Every serve here binds free ports (never the defaults 13333/13334/13335) and a data dir under tmp.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,25 +18,35 @@ from pathlib import Path
 import httpx
 import pytest
 
+from coreai.v1 import orchestrator_pb2 as pb
+from pyruntime.client import RuntimeClient, RuntimeUnavailableError
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS
 from pyruntime.model.hosting import port_is_free
+from pyruntime.rpc.auth import read_token_file
+from pyruntime.scopes import AgentMemoryScope, storage_key
+from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
 from tests.support.fixtures import free_port
+from tests.unity_layer.processes import cmdline, is_alive, processes_mentioning, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
+RPC_ANY_PORT = ("--grpc-port", "0", "--connect-port", "0")
+SCOPE = AgentMemoryScope(user_id="player-1")
 
 
 class Serve:
-    """A running `coreai-runtime serve`; its stderr goes to a file the test can poll."""
+    """A running `coreai-runtime serve`; stdout and stderr go to files the test can poll."""
 
-    def __init__(self, tmp_path: Path, *args: str) -> None:
-        self.log = tmp_path / f"serve-{time.monotonic_ns()}.log"
-        with self.log.open("w") as err:
+    def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        stamp = time.monotonic_ns()
+        self.log = tmp_path / f"serve-{stamp}.log"
+        self.out = tmp_path / f"serve-{stamp}.out"
+        with self.log.open("w") as err, self.out.open("w") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "pyruntime.cli", "serve", *args],
                 cwd=ROOT,
-                env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                stdout=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+                stdout=out,
                 stderr=err,
                 text=True,
             )
@@ -39,6 +54,9 @@ class Serve:
     @property
     def err(self) -> str:
         return self.log.read_text()
+
+    def stdout_lines(self) -> list[str]:
+        return self.out.read_text().splitlines()
 
     def wait_for_log(self, text: str, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
@@ -49,12 +67,20 @@ class Serve:
                 raise AssertionError(f"serve never logged {text!r}: {self.err}")
             time.sleep(0.05)
 
+    def ready(self, timeout: float = 90.0) -> dict:
+        """The parsed JSON ready line (waits for it)."""
+        self.wait_for_log("ready;", timeout)
+        lines = self.stdout_lines()
+        assert len(lines) == 1, f"exactly one line on stdout, got {lines!r}"
+        return json.loads(lines[0])
+
     def wait(self, timeout: float = 30.0) -> int:
         return self.process.wait(timeout)
 
-    def stop(self) -> int:
-        """SIGTERM, then the exit code (killed and failed if it does not stop)."""
-        self.process.send_signal(signal.SIGTERM)
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Signal, then the exit code (killed and failed if it does not stop)."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
         try:
             return self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -63,73 +89,166 @@ class Serve:
             raise
 
 
-def test_serve_hosts_a_model_file_and_stops_cleanly_on_sigterm(tiny_model_path, tmp_path):
+def model_children(port: int) -> list[int]:
+    """Live llama.cpp server processes hosting on `port` (whoever their parent is now)."""
+    return [pid for pid in processes_mentioning("pyruntime.model.llama_server")
+            if any(f'"port": {port},' in arg for arg in cmdline(pid))]
+
+
+def serve_with_model(tmp_path: Path, model: Path, *extra: str) -> tuple[Serve, int]:
     port = free_port()
-    serve = Serve(tmp_path, "--model", str(tiny_model_path), "--port", str(port))
-    try:
-        serve.wait_for_log("ready;")
-        models = httpx.get(f"http://127.0.0.1:{port}/v1/models").json()
-    finally:
-        rc = serve.stop()
-    assert [m["id"] for m in models["data"]] == ["tiny"]
-    assert rc == 0
-    assert "loading model" in serve.err and "ready in" in serve.err and "model server stopped" in serve.err
-    assert port_is_free("127.0.0.1", port)  # the llama.cpp child is gone too
+    return Serve(tmp_path, "--model", str(model), "--port", str(port), "--data-dir", str(tmp_path / "data"),
+                 *RPC_ANY_PORT, *extra), port
 
 
-def test_serve_with_llm_url_checks_the_external_server_and_hosts_nothing(tiny_server_url, tmp_path):
-    serve = Serve(tmp_path, "--llm-url", tiny_server_url)
+def test_serve_runs_the_whole_runtime_over_both_transports_and_stops_cleanly(tiny_model_path, tmp_path):
+    data_dir = tmp_path / "data"
+    serve, port = serve_with_model(tmp_path, tiny_model_path, "--tool-mode", "native")
     try:
-        serve.wait_for_log("ready;")
+        ready = serve.ready()
+        assert set(ready) == {"grpc_port", "connect_port", "model_url", "token_file"}
+        assert ready["model_url"] == f"http://127.0.0.1:{port}/v1"
+        assert Path(ready["token_file"]) == data_dir / "CoreAI" / "runtime" / "token"
+        token = read_token_file(Path(ready["token_file"]))
+        [child] = model_children(port)
+        urls = {"grpc": f"grpc://127.0.0.1:{ready['grpc_port']}", "connect": f"http://127.0.0.1:{ready['connect_port']}"}
+        for transport, url in urls.items():
+            with RuntimeClient(url, token=token, timeout=120) as client:
+                health = client.health()
+                assert health.ready and health.model_ready and health.model == "tiny"
+                written = client.apply_memory_tool("Blacksmith", {"action": "append", "content": f"via {transport}"},
+                                                   scope=SCOPE)
+                assert written.success, written.error
+                turn = client.run_task("hi", role_id="PlainChat", scope=SCOPE, max_output_tokens=8,
+                                       forced_tool_mode="none")
+                assert turn.status == pb.TURN_STATUS_OK and turn.text
     finally:
         rc = serve.stop()
     assert rc == 0
+    assert token not in serve.err  # the token is never logged
+    assert not is_alive(child) and model_children(port) == []
+    assert port_is_free("127.0.0.1", port)
+    assert "RPC servers stopped" in serve.err and "model server stopped" in serve.err
+    # Both writes and both turns are on disk after the runtime stopped (PlainChat persists its history).
+    stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir)
+    loaded = stores.memory.try_load(storage_key("Blacksmith", SCOPE))
+    assert loaded.status is LoadStatus.LOADED and loaded.state is not None
+    assert loaded.state.memory.splitlines() == ["via grpc", "via connect"]
+    history = stores.scoped(SCOPE).get_chat_history("PlainChat")
+    assert [m.content for m in history if m.role == "user"] == ["hi", "hi"]
+
+
+def test_serve_exits_when_its_model_server_dies(tiny_model_path, tmp_path):
+    serve, port = serve_with_model(tmp_path, tiny_model_path)
+    try:
+        serve.ready()
+        [child] = model_children(port)
+        os.kill(child, signal.SIGKILL)
+        rc = serve.wait()
+    finally:
+        serve.stop()
+    assert rc == 1
+    assert "model server exited unexpectedly" in serve.err
+    assert "RPC servers stopped" in serve.err  # everything else was stopped in order too
+
+
+def test_sigterm_while_the_model_loads_leaves_no_child(tiny_model_path, tmp_path):
+    serve, port = serve_with_model(tmp_path, tiny_model_path)
+    try:
+        serve.wait_for_log("loading model")
+    finally:
+        rc = serve.stop()
+    assert rc == 0
+    assert "stopped while starting" in serve.err
+    assert serve.stdout_lines() == []  # never announced ready
+    wait_for(lambda: model_children(port) == [], 5, "no llama.cpp child left")
+
+
+def test_a_taken_rpc_port_fails_before_the_model_loads(tiny_model_path, tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        taken = busy.getsockname()[1]
+        port = free_port()
+        serve = Serve(tmp_path, "--model", str(tiny_model_path), "--port", str(port), "--data-dir",
+                      str(tmp_path / "data"), "--grpc-port", "0", "--connect-port", str(taken))
+        rc = serve.wait()
+    assert rc == 1
+    assert f"port {taken} (--connect-port)" in serve.err
+    assert "loading model" not in serve.err and model_children(port) == []
+
+
+def test_serve_with_llm_url_runs_turns_there_and_hosts_nothing(tiny_server_url, tmp_path):
+    serve = Serve(tmp_path, "--llm-url", tiny_server_url, "--data-dir", str(tmp_path / "data"), *RPC_ANY_PORT)
+    try:
+        ready = serve.ready()
+        token = read_token_file(Path(ready["token_file"]))
+        with RuntimeClient(f"grpc://127.0.0.1:{ready['grpc_port']}", token=token, timeout=120) as client:
+            assert client.health().model == "tiny-test-model"
+            turn = client.run_task("hi", role_id="PlainChat", max_output_tokens=8, forced_tool_mode="none")
+            assert turn.status == pb.TURN_STATUS_OK
+    finally:
+        rc = serve.stop()
+    assert rc == 0
+    assert ready["model_url"] == tiny_server_url
     assert "external model server answers with 1 model(s)" in serve.err
     assert "loading model" not in serve.err
 
 
-def test_serve_exits_when_its_model_server_dies(tiny_model_path, tmp_path):
-    port = free_port()
-    serve = Serve(tmp_path, "--model", str(tiny_model_path), "--port", str(port))
+def test_no_model_session_only_serves_stores_and_refuses_turns(tmp_path):
+    serve = Serve(tmp_path, "--no-model", "--session-only", *RPC_ANY_PORT)
     try:
-        serve.wait_for_log("ready;")
-        child = next(p for p in Path("/proc").iterdir() if p.name.isdigit() and _is_child_server(p, port))
-        os.kill(int(child.name), signal.SIGKILL)
-        rc = serve.wait()
+        ready = serve.ready()
+        token_file = Path(ready["token_file"])
+        with RuntimeClient(f"http://127.0.0.1:{ready['connect_port']}", token=read_token_file(token_file)) as client:
+            assert client.apply_memory_tool("Merchant", {"action": "write", "content": "prices"}).success
+            assert client.load_state("Merchant").state.memory == "prices"
+            assert not client.health().model_ready
+            with pytest.raises(RuntimeUnavailableError, match="no model"):
+                client.run_task("hi")
     finally:
-        if serve.process.poll() is None:
-            serve.stop()
-    assert rc == 1
-    assert "model server exited unexpectedly" in serve.err
-
-
-def _is_child_server(proc: Path, port: int) -> bool:
-    try:
-        cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return b"pyruntime.model.llama_server" in cmdline and any(f'"port": {port}'.encode() in a for a in cmdline)
+        rc = serve.stop(signal.SIGINT)
+    assert rc == 0
+    assert ready["model_url"] is None
+    assert not token_file.parent.exists()  # the private token folder of a data-dir-less runtime is removed
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([serve.log.name, serve.out.name])  # no saves
 
 
 def test_serve_fails_fast_when_the_external_server_is_down(tmp_path):
-    serve = Serve(tmp_path, "--llm-url", f"http://127.0.0.1:{free_port()}/v1")
+    serve = Serve(tmp_path, "--llm-url", f"http://127.0.0.1:{free_port()}/v1", "--session-only", *RPC_ANY_PORT)
     assert serve.wait() == 1
     assert "cannot connect" in serve.err
+    assert serve.stdout_lines() == []
 
 
-def test_serve_refuses_bad_arguments(tmp_path):
-    serve = Serve(tmp_path, "--model", str(tmp_path / "model.bin"), "--port", str(free_port()))
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (("--model", "model.bin", "--session-only"), {}, "--model must be a .gguf file"),
+        (("--no-model",), {}, "--data-dir is required"),
+        (("--no-model", "--session-only", "--listen", "0.0.0.0"), {"COREAI_RUNTIME_TOKEN": ""},
+         "set COREAI_RUNTIME_TOKEN"),
+        (("--no-model", "--session-only", "--grpc-port", "14000", "--connect-port", "14000"), {}, "must differ"),
+        (("--no-model", "--session-only", "--grpc-port", "70000"), {}, "--grpc-port must be within 0..65535"),
+        (("--no-model", "--session-only", "--chat-history-cap", "0"), {}, "--chat-history-cap"),
+        (("--no-model", "--llm-url", "http://127.0.0.1:1/v1"), {}, "not allowed with argument"),
+    ],
+)
+def test_serve_refuses_bad_arguments_and_starts_nothing(tmp_path, args, env, message):
+    serve = Serve(tmp_path, *args, env=env)
     assert serve.wait() == 2
-    assert ".gguf" in serve.err
+    assert message in serve.err
+    assert serve.stdout_lines() == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([serve.log.name, serve.out.name])
 
 
 @pytest.mark.slow
-def test_serve_without_arguments_hosts_the_embedded_smollm2_and_it_chats(tmp_path):
+def test_serve_without_a_model_flag_hosts_the_embedded_smollm2_and_it_chats(tmp_path):
     port = free_port()
-    serve = Serve(tmp_path, "--port", str(port))
+    serve = Serve(tmp_path, "--port", str(port), "--data-dir", str(tmp_path / "data"), *RPC_ANY_PORT)
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
-        serve.wait_for_log("ready;")
+        ready = serve.ready()
 
         async def ask():
             async with OpenAICompatClient(base_url) as client:
@@ -140,9 +259,13 @@ def test_serve_without_arguments_hosts_the_embedded_smollm2_and_it_chats(tmp_pat
                 return models, reply
 
         models, reply = asyncio.run(ask())
+        with RuntimeClient(f"grpc://127.0.0.1:{ready['grpc_port']}",
+                           token=read_token_file(Path(ready["token_file"]))) as client:
+            assert client.health().model == EMBEDDED_MODEL_ALIAS
+        hosted = httpx.get(f"{base_url}/models").json()
     finally:
         rc = serve.stop()
-    assert models == [EMBEDDED_MODEL_ALIAS]
+    assert models == [EMBEDDED_MODEL_ALIAS] and [m["id"] for m in hosted["data"]] == [EMBEDDED_MODEL_ALIAS]
     assert reply.text.strip()
     assert reply.model == EMBEDDED_MODEL_ALIAS
     assert rc == 0

@@ -88,7 +88,7 @@ def files_snapshot(root: Path) -> dict[str, bytes]:
 
 @dataclass
 class RuntimeProcess:
-    """A runtime in a child process (`python -m pyruntime.rpc`), for signals."""
+    """A runtime in a child process (`coreai-runtime serve`), for signals."""
 
     process: subprocess.Popen[str]
     grpc_port: int
@@ -102,12 +102,12 @@ class RuntimeProcess:
 
 
 def spawn_runtime(data_dir: Path, *, grpc_port: int = 0, connect_port: int = 0,
-                  extra: tuple[str, ...] = ()) -> RuntimeProcess:
-    """Start `python -m pyruntime.rpc` and wait for its ready line."""
+                  model: tuple[str, ...] = ("--no-model",), extra: tuple[str, ...] = ()) -> RuntimeProcess:
+    """Start `coreai-runtime serve` (by default without a model) and wait for its ready line."""
     env = {**os.environ, "COREAI_RUNTIME_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "pyruntime.rpc", "--data-dir", str(data_dir), "--grpc-port", str(grpc_port),
-         "--connect-port", str(connect_port), "--grace", "10", *extra],
+        [sys.executable, "-m", "pyruntime.cli", "serve", *model, "--data-dir", str(data_dir),
+         "--grpc-port", str(grpc_port), "--connect-port", str(connect_port), "--grace", "10", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
     assert process.stdout is not None
     line = process.stdout.readline()

@@ -185,7 +185,7 @@ def test_client_disconnect_cancels_the_turn_and_the_hint_is_recorded_once(endles
 
 def test_standalone_runtime_runs_turns_against_an_llm_url(tiny_llama_server: LlamaServerProcess,
                                                           tmp_path: Path) -> None:
-    runtime = spawn_runtime(tmp_path, extra=("--llm-url", tiny_llama_server.base_url))
+    runtime = spawn_runtime(tmp_path, model=("--llm-url", tiny_llama_server.base_url))
     try:
         with RuntimeClient(f"grpc://127.0.0.1:{runtime.grpc_port}", token=TOKEN, timeout=120) as client:
             assert client.health().model_ready

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -16,15 +14,6 @@ from tests.support.tiny_model import write_tiny_model
 from tests.unity_layer.dotnet import ROOT, load_assemblies
 
 PYTHON = ROOT / ".venv" / "bin" / "python"
-ADAPTER = Path(__file__).with_name("serve_adapter.py")
-
-
-@cache
-def serve_command() -> list[str]:
-    """What follows `python`: the real `-m pyruntime.cli` once its serve starts the RPC servers, else the adapter."""
-    help_text = subprocess.run([str(PYTHON), "-m", "pyruntime.cli", "serve", "--help"], cwd=ROOT,
-                               capture_output=True, text=True, check=False).stdout
-    return ["-m", "pyruntime.cli"] if "--connect-port" in help_text else [str(ADAPTER)]
 
 
 @pytest.fixture(scope="session")
@@ -61,9 +50,6 @@ def make_options(assemblies: Path, tiny_model: Path, tmp_path: Path):
 
     def make(data_dir: Path | None = None, **overrides) -> RuntimeLaunchOptions:
         options = RuntimeLaunchOptions.ForPython(str(PYTHON), str(data_dir or tmp_path / "persistent"))
-        options.RuntimeArguments.Clear()
-        for arg in serve_command():
-            options.RuntimeArguments.Add(arg)
         connect, grpc, model = free_ports(3)
         options.ConnectPort, options.GrpcPort, options.ModelPort = connect, grpc, model
         options.ModelPath = str(tiny_model)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unity_layer.conftest import PYTHON, free_ports, serve_command
+from tests.unity_layer.conftest import PYTHON, free_ports
 from tests.unity_layer.dotnet import ROOT
 from tests.unity_layer.processes import cmdline, is_alive, tree, wait_for
 
@@ -33,21 +33,13 @@ def unity_state(assemblies, tmp_path: Path):
     StubState.PersistentDataPath = ""
 
 
-def _settings(tiny_model: Path, tmp_path: Path):
+def _settings(tiny_model: Path):
     from CoreAI.Unity import CoreAIRuntimeSettings, RuntimeProgram
     from UnityEngine import ScriptableObject
 
     settings = ScriptableObject.CreateInstance[CoreAIRuntimeSettings]()
-    if serve_command()[0] == "-m":
-        settings.RuntimeProgram = RuntimeProgram.PythonEnvironment
-        settings.RuntimePath = str(PYTHON)
-    else:  # serve has no RPC yet: a "bundled executable" that runs the adapter
-        exe = tmp_path / "bundled" / "coreai-runtime"
-        exe.parent.mkdir(exist_ok=True)
-        exe.write_text(f'#!/bin/sh\nexec "{PYTHON}" "{serve_command()[0]}" "$@"\n')
-        exe.chmod(0o755)
-        settings.RuntimeProgram = RuntimeProgram.BundledExecutable
-        settings.RuntimePath = str(exe)
+    settings.RuntimeProgram = RuntimeProgram.PythonEnvironment
+    settings.RuntimePath = str(PYTHON)
     settings.ModelPath = str(tiny_model)
     settings.ConnectPort, settings.GrpcPort, settings.ModelPort = free_ports(3)
     settings.StartTimeoutSeconds = 60
@@ -77,7 +69,7 @@ def test_bootstrap_runs_the_runtime_for_play_mode(unity_state: Path, tiny_model:
     from UnityEngine import StubLog
 
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the runtime imports this checkout's pyruntime
-    settings = _settings(tiny_model, tmp_path)
+    settings = _settings(tiny_model)
     first = _bootstrap(settings)
     ready: list = []
     main = threading.get_ident()
@@ -119,7 +111,7 @@ def test_bootstrap_runs_the_runtime_for_play_mode(unity_state: Path, tiny_model:
 def test_missing_runtime_is_reported_on_the_main_thread(unity_state: Path, tiny_model: Path, tmp_path: Path) -> None:
     from UnityEngine import StubLog
 
-    settings = _settings(tiny_model, tmp_path)
+    settings = _settings(tiny_model)
     settings.RuntimePath = str(tmp_path / "nowhere" / "python")
     bootstrap = _bootstrap(settings)
     failures: list = []
