@@ -12,8 +12,8 @@ Connect client (the baseline).
 
 Run:  .venv/bin/python bench/bench_csharp_rpc.py                 (3 runs x 100 calls)
       .venv/bin/python bench/bench_csharp_rpc.py --runs 5 --calls 1000
-      .venv/bin/python bench/bench_csharp_rpc.py --ports CONNECT,GRPC   (a runtime already running with
-                                                                     COREAI_RUNTIME_TOKEN=bench-csharp-token-0123456789abcd)
+      .venv/bin/python bench/bench_csharp_rpc.py --ports CONNECT,GRPC
+          (against a runtime already running with COREAI_RUNTIME_TOKEN=bench-csharp-token-0123456789abcd)
 """
 
 from __future__ import annotations

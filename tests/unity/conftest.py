@@ -115,7 +115,7 @@ def start_runtime(data_dir: Path, llama: Any) -> Runtime:
 
     policy = AgentMemoryPolicy()
     stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir)
-    orchestrator = build_orchestrator(server=llama, stores=stores, policy=policy)
+    orchestrator = build_orchestrator(server=llama, stores=stores, policy=policy, exact_token_counts=True)
     services = RuntimeServices.create(stores, policy, runner=ProtoTurnRunner(orchestrator),
                                       model_alias=llama.config.alias)
     handle = start_rpc_servers(services, RpcConfig(grpc_port=0, connect_port=0, token=TOKEN, grace_s=1.0))

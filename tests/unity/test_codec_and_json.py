@@ -149,7 +149,8 @@ def test_python_proto3_json_reads_into_csharp_types(assemblies: Any) -> None:
     event = ProtoJson.Deserialize[TurnEvent](json_format.MessageToJson(orchestrator_pb2.TurnEvent(final=final)))
     assert event.TextDelta is None and event.Final is not None
     assert event.Final.Status == TurnStatus.ToolLoopEnded and event.Final.Text == "hi"
-    assert [(c.CallId, c.Name, c.ArgumentsJson) for c in event.Final.ToolCalls] == [("c1", "memory", '{"action":"read"}')]
+    calls = [(c.CallId, c.Name, c.ArgumentsJson) for c in event.Final.ToolCalls]
+    assert calls == [("c1", "memory", '{"action":"read"}')]
     assert list(event.Final.CutReport.FoldedIds) == ["a", "b"] and event.Final.CutReport.StoredMessages == 4
     assert str(event.Final.CutReport.Compaction) == "Llm"
 
@@ -158,7 +159,8 @@ def test_unknown_enum_names_and_fields_from_a_newer_runtime_are_tolerated(assemb
     from CoreAI.Runtime import ProtoJson
     from CoreAI.V1 import LoadStateResponse, LoadStatus
 
-    back = ProtoJson.Deserialize[LoadStateResponse]('{"status":"LOAD_STATUS_FROM_THE_FUTURE","newField":1,"reason":"r"}')
+    newer = '{"status":"LOAD_STATUS_FROM_THE_FUTURE","newField":1,"reason":"r"}'
+    back = ProtoJson.Deserialize[LoadStateResponse](newer)
     assert back.Status == LoadStatus.Unspecified and back.Reason == "r"
     assert ProtoJson.Deserialize[LoadStateResponse]('{"status":3}').Status == LoadStatus.Failed
 

@@ -173,7 +173,8 @@ def test_client_timeout_is_deadline_exceeded_and_cancellation_is_operation_cance
         request.RoleId, request.Hint = "AINpc", "tell me a long story"
         proto = ProtoMapping.ToProto(request, AgentMemoryScope.Empty)
         with pytest.raises(DeadlineExceededException):
-            wait(client.Orchestrator.RunTaskAsync(proto, CallOptions.WithTimeout(TimeSpan.FromMilliseconds(1)), CancellationToken(False)))
+            one_ms = CallOptions.WithTimeout(TimeSpan.FromMilliseconds(1))
+            wait(client.Orchestrator.RunTaskAsync(proto, one_ms, CancellationToken(False)))
         # A turn's own Timeout is the runtime's to enforce: the turn ends and says so.
         request.Timeout = TimeSpan.FromMilliseconds(1)
         result = wait(client.CreateOrchestrator().RunTaskAsync(request))
@@ -181,6 +182,7 @@ def test_client_timeout_is_deadline_exceeded_and_cancellation_is_operation_cance
         cts = CancellationTokenSource()
         cts.Cancel()
         with pytest.raises(OperationCanceledException):
-            wait(client.Orchestrator.HealthAsync(HealthRequest(), CallOptions.WithTimeout(TimeSpan.FromSeconds(5)), cts.Token))
+            five_s = CallOptions.WithTimeout(TimeSpan.FromSeconds(5))
+            wait(client.Orchestrator.HealthAsync(HealthRequest(), five_s, cts.Token))
     finally:
         client.Dispose()

@@ -46,7 +46,8 @@ def test_generated_csharp_covers_every_message_and_method() -> None:
 def test_every_core_file_and_folder_has_a_unique_unity_meta() -> None:
     # A git-URL package is immutable: Unity ignores any asset without a .meta file.
     core = ROOT / "unity_package" / "Runtime" / "Core"
-    paths = [core] + [p for p in core.rglob("*") if p.suffix != ".meta" and "Launcher" not in p.relative_to(core).parts[:1]]
+    own = [p for p in core.rglob("*") if p.suffix != ".meta" and p.relative_to(core).parts[0] != "Launcher"]
+    paths = [core, *own]
     guids: dict[str, str] = {}
     for path in paths:
         meta = path.with_name(path.name + ".meta")
@@ -72,7 +73,8 @@ def test_csharp_8_is_refused(tmp_path: Path) -> None:
     # Code must stay inside what Unity and mcs 7.2 both accept: a local function is C# 7.0 but a
     # switch expression (C# 8) must fail the build rather than slip into the package.
     newer = tmp_path / "Newer.cs"
-    newer.write_text("namespace CoreAI.Tests { public static class N { public static int F(int x) => x switch { 1 => 2, _ => 0 }; } }\n")
+    newer.write_text("namespace CoreAI.Tests { public static class N {\n"
+                     "  public static int F(int x) => x switch { 1 => 2, _ => 0 }; } }\n")
     with pytest.raises(BuildError):
         compile_assembly("CoreAI.Tests.Newer", [newer], tmp_path / "out")
 

@@ -48,10 +48,12 @@ def test_a_refused_edit_is_a_result_and_changes_nothing(client: Any) -> None:
 
 
 def test_raw_model_json_is_repaired_like_the_models(client: Any) -> None:
+    from CoreAI.Ai import MemoryToolCall
+
     store = _store(client)
     result = wait(store.ExecuteMemoryToolJsonAsync("Teacher", '{"action": "APPEND", "content": "likes swords"}'))
     assert result.Success
-    assert store.ExecuteMemoryTool("Teacher", __import__("CoreAI.Ai", fromlist=["MemoryToolCall"]).MemoryToolCall.Read()).Memory == "likes swords"
+    assert store.ExecuteMemoryTool("Teacher", MemoryToolCall.Read()).Memory == "likes swords"
 
 
 def test_list_versions_revert_and_diff(client: Any) -> None:

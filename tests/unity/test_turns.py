@@ -33,7 +33,8 @@ def test_builder_role_reaches_the_runtime_and_a_turn_runs(client: Any) -> None:
     assert config.RoleId == "Smith" and config.Memory.ContextTokens == 1024
     before = wait(client.GetRoleConfigAsync("Smith"))
     assert before.PersistChatHistory is False  # not pushed yet: the runtime has the defaults
-    result = wait(client.CreateOrchestrator().RunTaskAsync(_request("Smith", "Forge me a sword", TraceId="trace-42", ForcedToolMode="none")))
+    request = _request("Smith", "Forge me a sword", TraceId="trace-42", ForcedToolMode="none")
+    result = wait(client.CreateOrchestrator().RunTaskAsync(request))
     assert result.Succeeded, result.Error
     assert result.TraceId == "trace-42" and result.Usage.ModelCalls >= 1
     pushed = wait(client.GetRoleConfigAsync("Smith"))
@@ -62,7 +63,8 @@ def test_cancelling_a_stream_raises_operation_canceled(client: Any) -> None:
     from CoreAI.Tests import StreamRecording
 
     AgentBuilder("Bard", client.Policy).WithoutMemory().WithMaxOutputTokens(200).Build()
-    recording = wait(StreamRecording.CancelAfterFirstDeltaAsync(client.CreateOrchestrator(), _request("Bard", "Sing long")))
+    orchestrator = client.CreateOrchestrator()
+    recording = wait(StreamRecording.CancelAfterFirstDeltaAsync(orchestrator, _request("Bard", "Sing long")))
     assert recording.Deltas.Count >= 1 and recording.Result is None
     # The client stays usable after a cancelled stream.
     assert wait(client.HealthAsync()).Ready
