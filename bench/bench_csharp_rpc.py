@@ -1,6 +1,6 @@
 """Round-trip cost of RPCs from the Unity package's C# client, against the Python client, in one run.
 
-One store-only runtime (`python -m pyruntime.rpc`, real file stores) runs in its own process. The
+One runtime without a model (`coreai-runtime serve --no-model`, real file stores) runs in its own process. The
 same calls go to it from:
 - C#: `CoreAI.Runtime.CoreAIRuntimeClient` (Connect over HttpClient, Mono), timed inside C# with a
   Stopwatch (pythonnet only starts each batch);
@@ -77,7 +77,8 @@ def start_runtime(data_dir: Path) -> tuple[subprocess.Popen[str], dict[str, int]
     """The runtime in its own process; returns it with its ports once it accepts calls."""
     env = {**os.environ, "COREAI_RUNTIME_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pyruntime.rpc", "--data-dir", str(data_dir), "--connect-port", "0", "--grpc-port", "0"],
+        [sys.executable, "-m", "pyruntime.cli", "serve", "--no-model", "--data-dir", str(data_dir),
+         "--connect-port", "0", "--grpc-port", "0"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
