@@ -29,7 +29,7 @@ def build_orchestrator(
     policy: AgentMemoryPolicy | None = None,
     tools: ToolRegistry | None = None,
     tool_mode: ToolCallMode | str = ToolCallMode.STRUCTURED,
-    exact_token_counts: bool = False,
+    exact_token_counts: bool | None = None,
     token_counter: TokenCounter | None = None,
     system_messages_after_first: bool | None = None,
     default_timeout: float = DEFAULT_TURN_TIMEOUT_S,
@@ -39,7 +39,8 @@ def build_orchestrator(
     """An orchestrator for a hosted llama.cpp `server`, or any OpenAI-compatible `base_url`.
 
     With a `server` (or a `model_path`), the context size, the GGUF's chat template (does it take a
-    later system message?) and, with `exact_token_counts`, the model's tokenizer are used. Stores:
+    later system message?) and the model's tokenizer are used (`exact_token_counts=None` means: exact whenever
+    the model file is known; the length heuristic under-counts JSON by a third, which overflows small contexts). Stores:
     `stores` as given, else file stores under `data_dir`, else session-only stores. Close the client
     with `await orchestrator.client.aclose()`.
     """
@@ -53,6 +54,8 @@ def build_orchestrator(
         raise ValueError("build_orchestrator needs a server or a base_url")
     if system_messages_after_first is None:
         system_messages_after_first = model_accepts_later_system(model_path) if model_path is not None else True
+    if exact_token_counts is None:
+        exact_token_counts = model_path is not None
     if token_counter is None and exact_token_counts and model_path is not None:
         from pyruntime.history import LlamaTokenCounter
 
