@@ -85,7 +85,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run the runtime until SIGINT/SIGTERM. Prints one JSON ready line on stdout; logs go to stderr.")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--model", type=Path, help="GGUF model file to host (default: the embedded SmolLM2-135M)")
-    source.add_argument("--llm-url", help="run turns against this OpenAI-compatible server (e.g. http://127.0.0.1:1234/v1)")
+    source.add_argument("--llm-url",
+                        help="run turns against this OpenAI-compatible server (e.g. http://127.0.0.1:1234/v1)")
     source.add_argument("--no-model", action="store_true",
                         help="no model: serve the stores and the role policy only (turns answer UNAVAILABLE)")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"listen address of the hosted model (default {DEFAULT_HOST})")

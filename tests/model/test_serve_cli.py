@@ -111,7 +111,8 @@ def test_serve_runs_the_whole_runtime_over_both_transports_and_stops_cleanly(tin
         assert Path(ready["token_file"]) == data_dir / "CoreAI" / "runtime" / "token"
         token = read_token_file(Path(ready["token_file"]))
         [child] = model_children(port)
-        urls = {"grpc": f"grpc://127.0.0.1:{ready['grpc_port']}", "connect": f"http://127.0.0.1:{ready['connect_port']}"}
+        urls = {"grpc": f"grpc://127.0.0.1:{ready['grpc_port']}",
+                "connect": f"http://127.0.0.1:{ready['connect_port']}"}
         for transport, url in urls.items():
             with RuntimeClient(url, token=token, timeout=120) as client:
                 health = client.health()
@@ -176,6 +177,20 @@ def test_a_taken_rpc_port_fails_before_the_model_loads(tiny_model_path, tmp_path
     assert rc == 1
     assert f"port {taken} (--connect-port)" in serve.err
     assert "loading model" not in serve.err and model_children(port) == []
+
+
+def test_an_rpc_bind_failure_after_the_model_loaded_stops_the_model_child(tiny_model_path, tmp_path):
+    # On IPv6 the early free-port check is skipped, so the bind itself fails, after the model is up.
+    with socket.socket(socket.AF_INET6) as busy:
+        busy.bind(("::1", 0))
+        busy.listen(1)
+        taken = busy.getsockname()[1]
+        serve, port = serve_with_model(tmp_path, tiny_model_path, "--listen", "::1", "--connect-port", str(taken))
+        rc = serve.wait(60)
+    assert rc == 1
+    assert "model server ready" in serve.err and "model server stopped" in serve.err
+    assert "Address already in use" in serve.err
+    assert serve.stdout_lines() == [] and model_children(port) == []
 
 
 def test_serve_with_llm_url_runs_turns_there_and_hosts_nothing(tiny_server_url, tmp_path):
