@@ -311,8 +311,7 @@ async def _services(options: ServeOptions, stores: StoreBundle, policy: AgentMem
 
     settings: dict[str, Any] = {"tool_mode": options.tool_mode} if options.tool_mode is not None else {}
     if model.server is not None:
-        orchestrator = build_orchestrator(server=model.server, stores=stores, policy=policy,
-                                          exact_token_counts=True, **settings)
+        orchestrator = build_orchestrator(server=model.server, stores=stores, policy=policy, **settings)
     else:
         orchestrator = build_orchestrator(base_url=model.url, stores=stores, policy=policy, **settings)
     stack.push_async_callback(orchestrator.client.aclose)
