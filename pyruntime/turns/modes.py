@@ -16,10 +16,24 @@ from typing import Any
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.history.messages import clip_marked
+from pyruntime.memory.tool import MEMORY_TOOL_NAME
 from pyruntime.model.types import ToolCall
 
 MAX_CALLS_PER_ROUND = 4
 MAX_DESCRIPTION_CHARS = 500  # a tool's description in the contract (depends only on the text: cache-stable)
+# With the memory tool, the format is shown as complete, concrete replies: SmolLM2-135M copies a
+# placeholder such as "<your answer>" verbatim and, without a filled-in call, leaves `content` out
+# (measured with bench/bench_tool_modes.py).
+_STRUCTURED_FORMAT_WITH_MEMORY = (
+    "\n\nAlways reply with one JSON object, for example:\n"
+    f'{{"tool_calls": [{{"name": "{MEMORY_TOOL_NAME}", "arguments": {{"action": "append", '
+    '"content": "The player\'s horse is called Shadowfax."}}], '
+    '"reply": "I will remember that your horse is Shadowfax."}\n'
+    "or, when no tool is needed:\n"
+    '{"tool_calls": [], "reply": "Hello! How can I help you?"}\n'
+    "Tool results come back in the next message; then answer again in the same format, with an empty "
+    "tool_calls list unless you need another tool."
+)
 
 
 class ToolCallMode(enum.Enum):
@@ -63,7 +77,9 @@ def tool_contract(definitions: Sequence[Mapping[str, Any]], mode: ToolCallMode) 
         return ""
     lines = "\n".join(f"- {_call_shape(d)}: {_description(d)}" for d in definitions)
     text = "## Tools\nYou can call these tools when they help:\n" + lines
-    if mode is ToolCallMode.STRUCTURED:
+    if mode is ToolCallMode.STRUCTURED and MEMORY_TOOL_NAME in (_name(d) for d in definitions):
+        text += _STRUCTURED_FORMAT_WITH_MEMORY
+    elif mode is ToolCallMode.STRUCTURED:
         text += (
             "\n\nAlways answer with one JSON object: "
             '{"tool_calls": [{"name": "<tool>", "arguments": {...}}], "reply": "<your answer>"}. '

@@ -71,6 +71,7 @@ from pyruntime.turns.tool_loop import (
     OfferedTool,
     ToolExecutor,
     offered_tools,
+    reply_settles_round,
 )
 from pyruntime.turns.tools import ToolContext, ToolRegistry
 
@@ -470,6 +471,9 @@ class AiOrchestrator:
             turn.loop_messages += self._round_messages(turn.mode, reply, executed)
             if any(c.outcome.success for c in executed):
                 turn.forced = None  # a forcing mode holds until a tool call succeeds
+            if reply_settles_round(turn.mode, reply.text, executed):
+                turn.status = TurnStatus.OK
+                return
             if guard.too_many_failures():
                 await self._end_loop(turn, guard.failures_message(), emit)
                 return

@@ -39,8 +39,8 @@ DEFAULT_ROLE_PROMPTS: dict[str, str] = {
     "AINpc": "You are a non-player character in a video game. Stay in character and answer in one or two "
     "short sentences.",
     "PlainChat": "You are a friendly chat companion inside a video game. Answer briefly.",
-    "SmartChat": "You are a helpful chat companion inside a video game. Remember what the player tells you "
-    "and answer briefly.",
+    "SmartChat": "You are a helpful chat companion inside a video game. Answer briefly. When the player tells you "
+    'something to remember, call memory once with action "append" and one short sentence as content.',
     "Merchant": "You are a merchant in a video game. You buy and sell goods, haggle a little and stay in "
     "character. Answer briefly.",
 }

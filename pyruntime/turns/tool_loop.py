@@ -19,9 +19,11 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from pyruntime.history.messages import clip_marked, one_line
-from pyruntime.memory import MEMORY_TOOL_NAME, MemoryTool, memory_tool_definition
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.memory import MEMORY_TOOL_NAME, MemoryTool, memory_tool_definition, parse_memory_tool_arguments
 from pyruntime.memory.actions import MemoryToolAction
 from pyruntime.model.types import ToolCall
+from pyruntime.turns.modes import ToolCallMode
 from pyruntime.turns.tools import RegisteredTool, ToolContext, ToolOutput
 
 log = logging.getLogger("pyruntime.turns")
@@ -46,11 +48,16 @@ class OfferedTool(Protocol):
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """What one call gave back: `content` goes to the model, `summary` is its one-line gist."""
+    """What one call gave back: `content` goes to the model, `summary` is its one-line gist.
+
+    `result_needed` is False for a call the model does not have to see the result of to answer
+    (a successful memory mutation: its result only says it was stored).
+    """
 
     success: bool
     content: str
     summary: str
+    result_needed: bool = True
 
 
 class MemoryToolAdapter:
@@ -71,7 +78,16 @@ class MemoryToolAdapter:
         """Run the call (the tool repairs and validates its own arguments); the store I/O runs in a thread."""
         raw: Any = call.parsed_arguments if call.parsed_arguments is not None else call.arguments
         result = await asyncio.to_thread(self._tool.execute, raw)
-        return CallOutcome(result.success, result.to_json(), result.message or result.error or "")
+        needed = not result.success or _memory_action(raw) == "read"
+        return CallOutcome(result.success, result.to_json(), result.message or result.error or "", needed)
+
+
+def _memory_action(raw: Any) -> str:
+    """The (repaired) action of a memory call, "" when the arguments do not parse."""
+    try:
+        return parse_memory_tool_arguments(raw).action
+    except (InvalidArgumentError, RecursionError):
+        return ""
 
 
 class RegisteredToolAdapter:
@@ -176,6 +192,21 @@ class ToolExecutor:
         self._previous = signature
         outcome = await tool.run(call, self._context)
         return ExecutedCall(call.id, tool.name, call.arguments, outcome)
+
+
+def reply_settles_round(mode: ToolCallMode, reply_text: str, calls: Sequence[ExecutedCall]) -> bool:
+    """True when a structured reply already answers and its calls need no second model round.
+
+    A structured reply carries the answer beside the calls; when every call succeeded and none of
+    their results is needed to answer (memory stored), asking the model again only costs a round
+    trip, and small models then tend to repeat the call instead of stopping.
+    """
+    return (
+        mode is ToolCallMode.STRUCTURED
+        and bool(reply_text.strip())
+        and bool(calls)
+        and all(c.outcome.success and not c.outcome.result_needed for c in calls)
+    )
 
 
 @dataclass
