@@ -1,0 +1,119 @@
+"""`coreai-runtime chat` as a real subprocess: the tiny model hosted by the chat, lines on stdin, files on disk."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pyruntime.cli.chat import tool_marker
+from pyruntime.memory import MemoryTool
+from pyruntime.scopes import AgentMemoryScope
+from pyruntime.turns import ToolCallEvent, ToolResultEvent
+from tests.cli.conftest import file_bundle, memory_on_disk
+from tests.support.fixtures import tiny_model_path  # noqa: F401  (pytest fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAT_TIMEOUT_S = 90
+U1 = AgentMemoryScope(user_id="u1")
+
+
+def chat(*args: object, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `python -m pyruntime.cli chat ARGS` with `stdin` as its input (EOF after it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pyruntime.cli", "chat", *map(str, args)],
+        input=stdin, capture_output=True, text=True, timeout=CHAT_TIMEOUT_S, cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def tiny_chat(model: Path, data_dir: Path, *lines: str, role: str = "SmartChat") -> subprocess.CompletedProcess[str]:
+    """A chat with the tiny model, short bounded replies, user u1."""
+    return chat("--model", model, "--data-dir", data_dir, "--role", role, "--user", "u1", "--max-tokens", "24",
+                "--timeout", "60", stdin="".join(f"{line}\n" for line in lines))
+
+
+def test_chat_turns_commands_and_saves_on_disk(tiny_model_path: Path, tmp_path: Path) -> None:
+    data = tmp_path / "saves"  # does not exist yet: the chat creates it
+    first = tiny_chat(tiny_model_path, data, "Remember this: my sword is called Dawnbreaker.", "/history")
+    assert first.returncode == 0, first.stderr
+    assert f"Saves: {data / 'CoreAI'}" in first.stdout
+    assert "Loading model tiny (" in first.stdout and "Model ready in" in first.stdout
+    assert "Chatting with SmartChat (memory tool on (append), chat history saved" in first.stdout
+    assert "SmartChat> " in first.stdout and first.stdout.rstrip().endswith("Bye.")  # EOF quits cleanly
+    assert "Traceback" not in first.stderr
+    # SmartChat persists its history: a fresh set of stores (another process) reads the turn back.
+    history = file_bundle(data).scoped(U1).get_chat_history("SmartChat")
+    assert history[0].role == "user" and history[0].content == "Remember this: my sword is called Dawnbreaker."
+    assert history[-1].role == "assistant"
+    assert "user: Remember this: my sword is called Dawnbreaker." in first.stdout  # /history
+
+    # Memory written elsewhere (the saves CLI, the game) shows in /memory and /versions; /revert changes the file.
+    tool = MemoryTool(file_bundle(data).memory, file_bundle(data).scoped(U1).key("SmartChat"))
+    assert tool.execute({"action": "write", "content": "Sword: Dawnbreaker"}).success
+    assert tool.execute({"action": "append", "content": "Horse: Shadowfax"}).success
+    before = memory_on_disk(data, "SmartChat", U1)
+    second = tiny_chat(tiny_model_path, data, "/memory", "/versions", "/history", "/revert 1", "/clear", "/history",
+                       "/quit", "never sent")
+    assert second.returncode == 0, second.stderr
+    out = second.stdout
+    assert f"Memory of SmartChat (version 2, {len(before)} chars):\n{before}\n" in out
+    assert "v1  " in out and "write" in out and "v2  " in out and "chars 18->35 (+17)" in out
+    assert "user: Remember this: my sword is called Dawnbreaker." in out  # history from the first process
+    assert "Reverted the memory to version 1 (now version 3)." in out
+    assert memory_on_disk(data, "SmartChat", U1) == "Sword: Dawnbreaker"
+    assert f"Cleared the chat history ({len(history)} message(s)) and the conversation summary" in out
+    assert out.count("The chat history of SmartChat is empty.") == 1  # after /clear
+    assert file_bundle(data).scoped(U1).get_chat_history("SmartChat") == []
+    assert file_bundle(data).scoped(U1).get_transcript("SmartChat") == []
+    assert memory_on_disk(data, "SmartChat", U1) == "Sword: Dawnbreaker"  # /clear keeps the memory
+    assert "SmartChat> " not in out  # /quit stopped before the last line was sent
+
+
+def test_chat_command_errors_change_nothing(tiny_model_path: Path, tmp_path: Path) -> None:
+    run = tiny_chat(tiny_model_path, tmp_path, "/revert x", "/revert 7", "/nope", "/help")
+    assert run.returncode == 0, run.stderr
+    assert "Usage: /revert N" in run.stdout
+    assert "Not reverted: cannot revert:" in run.stdout
+    assert "Unknown command /nope; /help lists the commands." in run.stdout
+    assert "/clear       clear the chat history and the conversation summary" in run.stdout
+    assert not list((tmp_path / "CoreAI").rglob("*.json*"))  # no document, no history written
+
+
+def test_chat_usage_errors_are_one_line(tiny_model_path: Path, tmp_path: Path) -> None:
+    missing = chat("--model", tmp_path / "missing.gguf", "--data-dir", tmp_path / "d")
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == "error: --model must be an existing .gguf file"
+    assert not (tmp_path / "d").exists()  # nothing created
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    assert chat("--data-dir", afile).stderr.strip() == "error: --data-dir exists but is not a directory"
+    assert chat("--role", "  ", "--data-dir", tmp_path / "d").returncode == 2
+    bad_url = chat("--llm-url", "ftp://x", "--data-dir", tmp_path / "d")
+    assert (bad_url.returncode, bad_url.stderr.strip()) == (2, "error: --llm-url must be an http:// or https:// URL")
+
+
+def test_chat_default_data_dir_is_per_user(tiny_model_path: Path, tmp_path: Path) -> None:
+    run = chat("--model", tiny_model_path, "--max-tokens", "8", env={"XDG_DATA_HOME": str(tmp_path)})
+    assert run.returncode == 0, run.stderr
+    assert f"Saves: {tmp_path / 'coreai-runtime' / 'CoreAI'}" in run.stdout
+    assert (tmp_path / "coreai-runtime").is_dir()
+
+
+def test_unreachable_llm_url_fails_the_turn_in_one_line(tmp_path: Path) -> None:
+    run = chat("--llm-url", "http://127.0.0.1:9/v1", "--data-dir", tmp_path, stdin="hello\n")
+    assert run.returncode == 0
+    lines = [line for line in run.stdout.splitlines() if line.startswith("[turn failed")]
+    assert lines == ["[turn failed: cannot connect to the model server at http://127.0.0.1:9/v1]"]
+    assert "Traceback" not in run.stderr
+
+
+def test_tool_marker() -> None:
+    call = ToolCallEvent("c1", "memory", '{"action": " Append ", "content": "x"}')
+    assert tool_marker(call, ToolResultEvent("c1", "memory", True, "{}")) == "[memory append ✓]"
+    failed = ToolResultEvent("c1", "memory", False, '{"Success": false, "Error": "content is required"}')
+    assert tool_marker(call, failed) == "[memory append ✗ content is required]"
+    other = ToolResultEvent("c2", "roll", False, "invalid arguments for tool 'roll': " + "x" * 200)
+    marker = tool_marker(None, other)
+    assert marker.startswith("[roll ✗ invalid arguments") and marker.endswith("…]") and len(marker) < 100
