@@ -75,7 +75,7 @@ class ClippedBullet(_message.Message):
     def __init__(self, message_id: _Optional[str] = ..., chars_kept: _Optional[int] = ..., chars_dropped: _Optional[int] = ...) -> None: ...
 
 class CutReport(_message.Message):
-    __slots__ = ("stored_messages", "sent_verbatim", "pruned_ids", "folded_ids", "deferred_ids", "left_out_ids", "clipped_bullets", "tokens_before", "tokens_after", "compaction", "compaction_fell_back", "summary_tokens_sent", "summary_chars_dropped", "overflow_retries", "lossy")
+    __slots__ = ("stored_messages", "sent_verbatim", "pruned_ids", "folded_ids", "deferred_ids", "left_out_ids", "clipped_bullets", "tokens_before", "tokens_after", "compaction", "compaction_fell_back", "summary_tokens_sent", "summary_chars_dropped", "overflow_retries", "lossy", "already_folded")
     STORED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     SENT_VERBATIM_FIELD_NUMBER: _ClassVar[int]
     PRUNED_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +91,7 @@ class CutReport(_message.Message):
     SUMMARY_CHARS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     OVERFLOW_RETRIES_FIELD_NUMBER: _ClassVar[int]
     LOSSY_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_FOLDED_FIELD_NUMBER: _ClassVar[int]
     stored_messages: int
     sent_verbatim: int
     pruned_ids: _containers.RepeatedScalarFieldContainer[str]
@@ -106,7 +107,8 @@ class CutReport(_message.Message):
     summary_chars_dropped: int
     overflow_retries: int
     lossy: bool
-    def __init__(self, stored_messages: _Optional[int] = ..., sent_verbatim: _Optional[int] = ..., pruned_ids: _Optional[_Iterable[str]] = ..., folded_ids: _Optional[_Iterable[str]] = ..., deferred_ids: _Optional[_Iterable[str]] = ..., left_out_ids: _Optional[_Iterable[str]] = ..., clipped_bullets: _Optional[_Iterable[_Union[ClippedBullet, _Mapping]]] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ..., compaction: _Optional[_Union[CompactionKind, str]] = ..., compaction_fell_back: _Optional[bool] = ..., summary_tokens_sent: _Optional[int] = ..., summary_chars_dropped: _Optional[int] = ..., overflow_retries: _Optional[int] = ..., lossy: _Optional[bool] = ...) -> None: ...
+    already_folded: int
+    def __init__(self, stored_messages: _Optional[int] = ..., sent_verbatim: _Optional[int] = ..., pruned_ids: _Optional[_Iterable[str]] = ..., folded_ids: _Optional[_Iterable[str]] = ..., deferred_ids: _Optional[_Iterable[str]] = ..., left_out_ids: _Optional[_Iterable[str]] = ..., clipped_bullets: _Optional[_Iterable[_Union[ClippedBullet, _Mapping]]] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ..., compaction: _Optional[_Union[CompactionKind, str]] = ..., compaction_fell_back: _Optional[bool] = ..., summary_tokens_sent: _Optional[int] = ..., summary_chars_dropped: _Optional[int] = ..., overflow_retries: _Optional[int] = ..., lossy: _Optional[bool] = ..., already_folded: _Optional[int] = ...) -> None: ...
 
 class ToolCallEvent(_message.Message):
     __slots__ = ("call_id", "name", "arguments_json")

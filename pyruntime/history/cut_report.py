@@ -54,7 +54,7 @@ class CutReport:
     summary_chars_dropped: int = 0
     overflow_retries: int = 0
     lossy: bool = False
-    already_folded: int = 0  # not in the proto: stored messages an earlier turn folded
+    already_folded: int = 0  # stored messages an earlier turn folded
 
     def to_proto(self) -> orchestrator_pb2.CutReport:
         """The `coreai.v1.CutReport` message."""
@@ -79,6 +79,7 @@ class CutReport:
             summary_chars_dropped=self.summary_chars_dropped,
             overflow_retries=self.overflow_retries,
             lossy=self.lossy,
+            already_folded=self.already_folded,
         )
 
 

@@ -263,3 +263,16 @@ def test_cut_report_to_proto_mirrors_every_field() -> None:
     [bullet] = proto.clipped_bullets
     assert (bullet.message_id, bullet.chars_kept, bullet.chars_dropped) == (history[0].id, 280, 120)
     assert proto.tokens_before == report.tokens_before and proto.tokens_after == report.tokens_after
+
+
+def test_cut_report_proto_has_every_dataclass_field() -> None:
+    """Every field of the Python report reaches the wire (the proto mirrors the dataclass one to one)."""
+    import dataclasses
+
+    from pyruntime.history.cut_report import CutReport
+
+    proto_fields = set(orchestrator_pb2.CutReport.DESCRIPTOR.fields_by_name)
+    assert {f.name for f in dataclasses.fields(CutReport)} == proto_fields
+    report = CutReport(already_folded=7, overflow_retries=2, lossy=True, summary_chars_dropped=5)
+    proto = report.to_proto()
+    assert (proto.already_folded, proto.overflow_retries, proto.lossy, proto.summary_chars_dropped) == (7, 2, True, 5)

@@ -136,6 +136,9 @@ namespace CoreAI.V1
 
         [JsonProperty("lossy", NullValueHandling = NullValueHandling.Ignore)]
         public bool Lossy { get; set; }
+
+        [JsonProperty("alreadyFolded", NullValueHandling = NullValueHandling.Ignore)]
+        public int AlreadyFolded { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ToolCallEvent.</summary>
