@@ -1,36 +1,55 @@
-"""The saves CLI: inspect or fix one player's memory, history and snapshots on disk.
+"""The saves CLI: inspect or fix one player's memory, history and snapshots, on disk or through a running runtime.
 
 Subcommands `memory`, `history`, `export` and `import` work on the file stores under
-`<--data-dir>/CoreAI/` (the game's persistentDataPath). Results go to stdout (JSON where it is
-JSON); errors go to stderr as one log line, never a traceback. Exit codes: 0 success, 1 the
-operation failed, 2 bad input (nothing was written).
+`<--data-dir>/CoreAI/` (the game's persistentDataPath), or, with `--runtime URL`, through the
+runtime that owns those files while the game runs (`grpc://HOST:PORT` or `http://HOST:PORT` =
+Connect; token from `--token-file`, else $COREAI_RUNTIME_TOKEN, else `<data-dir>/CoreAI/runtime/token`).
+Both ways print the same output. Results go to stdout (JSON where it is JSON); errors go to stderr
+as one log line, never a traceback. Exit codes: 0 success, 1 the operation failed (an unreachable
+runtime included), 2 bad input, a missing or refused runtime token included (nothing was written).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from google.protobuf import json_format
 
+from pyruntime.client import (
+    RuntimeCallError,
+    RuntimeClient,
+    RuntimeLimitExceededError,
+    RuntimeMemoryUnreadableError,
+    RuntimeNotFoundError,
+    RuntimeUnavailableError,
+    UnauthenticatedError,
+    read_token_file,
+)
 from pyruntime.errors import CoreAIError, InvalidArgumentError
-from pyruntime.memory.actions import MEMORY_ACTIONS
+from pyruntime.memory import parse_memory_tool_arguments
+from pyruntime.memory.actions import MEMORY_ACTIONS, MemoryToolResult
 from pyruntime.memory.state import MemoryVersion
 from pyruntime.memory.tool import MemoryTool
 from pyruntime.memory.versions import diff_versions, list_versions, revert_memory
 from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.rpc.auth import TOKEN_ENV, check_token, default_token_file
 from pyruntime.scopes import AgentMemoryScope, normalize_role_id
 from pyruntime.stores import (
     AgentMemoryPersistenceMode,
+    LoadStatus,
     ScopedAgentMemoryStore,
     ScopeSnapshot,
     StoreBundle,
+    TranscriptEntry,
     export_scope_snapshot,
     import_scope_snapshot,
     open_stores,
@@ -52,15 +71,28 @@ class UsageError(InvalidArgumentError):
     """Bad command-line input; reported with exit code 2 before anything is written."""
 
 
+class RuntimeUnreachableError(CoreAIError):
+    """--runtime names a runtime that does not answer (the game is not running, or another port)."""
+
+
 # -- shared option groups ------------------------------------------------------------------
 
 
+def _save_options(parser: argparse.ArgumentParser) -> None:
+    """Where the saves are: --data-dir (the files), or --runtime URL with its token."""
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="the game's persistentDataPath (the runtime adds CoreAI/...); required without "
+                             "--runtime, with it only where the token file is")
+    parser.add_argument("--runtime", metavar="URL", default=None,
+                        help="go through a running runtime instead of the files: grpc://127.0.0.1:13334 (gRPC) "
+                             "or http://127.0.0.1:13335 (Connect)")
+    parser.add_argument("--token-file", dest="token_file", type=Path, default=None,
+                        help=f"the runtime's token (default: ${TOKEN_ENV}, else <data-dir>/CoreAI/runtime/token)")
+
+
 def _target_options(parser: argparse.ArgumentParser, *, role: bool = True) -> None:
-    """--data-dir, the scope flags and (optionally) --role and --actor."""
-    parser.add_argument("--data-dir", required=True, type=Path,
-                        help="the game's persistentDataPath (the runtime adds CoreAI/...)")
-    # --runtime URL (talk to a running runtime instead of the files) is added by a later issue;
-    # it plugs in where `_open_bundle` opens the stores.
+    """Where the saves are, the scope flags and (optionally) --role and --actor."""
+    _save_options(parser)
     if role:
         parser.add_argument("--role", required=True, help="role id (trimmed; must not be blank)")
         parser.add_argument("--actor", default=None, help="named actor (NPC instance); 'local' = none")
@@ -79,7 +111,8 @@ def _edit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--line", type=int, default=None, help="insert: 1-based line number")
     parser.add_argument("--replace-all", dest="replace_all", action="store_true", default=None)
     parser.add_argument("--max-memory-chars", dest="max_memory_chars", type=int, default=None,
-                        help="size limit of the document (default: the role's policy; 0 = unlimited)")
+                        help="size limit of the document (default: the role's policy; 0 = unlimited); "
+                             "files only: a runtime applies its own policy")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -128,8 +161,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     imp = subparsers.add_parser("import", help="import a snapshot, replacing the data of its identities")
     imp.add_argument("file", type=Path, help="snapshot file (proto3 JSON)")
-    imp.add_argument("--data-dir", required=True, type=Path,
-                     help="the game's persistentDataPath (the runtime adds CoreAI/...)")
+    _save_options(imp)
     for part in ("tenant", "user", "session", "topic"):
         imp.add_argument(f"--into-{part}", dest=f"into_{part}", default=None,
                          help="import into this scope instead of the snapshot's own (any --into-* flag)")
@@ -139,18 +171,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # -- error handling ------------------------------------------------------------------------
 
 
+def _error_name(exc: CoreAIError) -> str:
+    """The core error's name, the same whether the core raised it here or a runtime answered with it."""
+    for cls in type(exc).__mro__:
+        if cls.__module__ == CoreAIError.__module__ and cls is not CoreAIError:
+            return cls.__name__
+    return exc.code.name if isinstance(exc, RuntimeCallError) else type(exc).__name__
+
+
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Turn every error into one stderr log line and an exit code; never a traceback."""
 
     def run(args: argparse.Namespace) -> int:
         try:
             return handler(args)
+        except UnauthenticatedError:
+            log.error("the runtime refused the token (missing or wrong): give --token-file, set %s, or use "
+                      "the token file of the running runtime", TOKEN_ENV)
+            return EXIT_USAGE
+        except RuntimeUnreachableError as exc:
+            log.error("%s", exc)
+            return EXIT_FAILED
         except InvalidArgumentError as exc:
             log.error("invalid input: %s", exc)
             return EXIT_USAGE
         except CoreAIError as exc:
             # Runtime errors are written to name no key, role or content.
-            log.error("%s: %s", type(exc).__name__, exc)
+            log.error("%s: %s", _error_name(exc), exc)
             return EXIT_FAILED
         except OSError as exc:
             # The OS message may carry a path (a key stem); log only what failed.
@@ -165,50 +212,267 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
     return run
 
 
-# -- opening the save -----------------------------------------------------------------------
+# -- where the saves are: the files, or a running runtime -------------------------------------
 
 
 @dataclass(frozen=True)
-class _Target:
-    """What one command works on: the opened stores, the scope, the actor and the role."""
+class Target:
+    """One save: the (trimmed) role, the scope and the actor (None = none)."""
 
-    bundle: StoreBundle
+    role: str
     scope: AgentMemoryScope
     actor: str | None
-    role: str
 
-    @property
-    def view(self) -> ScopedAgentMemoryStore:
-        """The scoped store of this scope and actor."""
-        return self.bundle.scoped(self.scope, self.actor)
 
-    @property
-    def key(self) -> str:
-        """The storage key of (scope, actor, role)."""
-        return self.view.key(self.role)
+class SaveBackend(Protocol):
+    """What the commands need from the saves; the files and a running runtime give the same answers."""
+
+    def apply_memory_tool(self, target: Target, arguments: Mapping[str, Any],
+                          max_memory_chars: int | None) -> MemoryToolResult:
+        """One `memory` call (None: the role policy's limit)."""
+        ...
+
+    def list_versions(self, target: Target) -> list[MemoryVersion]:
+        """Retained versions, oldest first."""
+        ...
+
+    def revert_memory(self, target: Target, version: int) -> MemoryToolResult:
+        """Set the memory to a retained version (recorded as a new version)."""
+        ...
+
+    def diff_versions(self, target: Target, from_version: int, to_version: int) -> str:
+        """Unified diff between two retained versions."""
+        ...
+
+    def get_transcript(self, target: Target, max_entries: int) -> list[TranscriptEntry]:
+        """Oldest first, the newest max_entries (0 = all)."""
+        ...
+
+    def load_summary(self, target: Target) -> str | None:
+        """The rolling summary, None if there is none."""
+        ...
+
+    def clear_chat_history(self, target: Target) -> None:
+        """Delete chat history, transcript and rolling summary; memory stays."""
+        ...
+
+    def export_snapshot(self, scope: AgentMemoryScope, roles: Sequence[str] | None,
+                        actors: Sequence[str]) -> ScopeSnapshot:
+        """The named roles x actors of scope (roles None: the policy's roles; actors empty: no actor)."""
+        ...
+
+    def import_snapshot(self, snapshot: ScopeSnapshot, target_scope: AgentMemoryScope | None) -> int:
+        """Replace the data of the snapshot's identities; returns how many were imported."""
+        ...
+
+    def close(self) -> None:
+        """Release what the backend holds."""
+        ...
+
+
+class FileSaves:
+    """The file stores under <data-dir>/CoreAI, opened by this process (with the built-in role policy)."""
+
+    def __init__(self, bundle: StoreBundle) -> None:
+        self._bundle = bundle
+        self._policy = AgentMemoryPolicy()
+
+    def _view(self, target: Target) -> ScopedAgentMemoryStore:
+        return self._bundle.scoped(target.scope, target.actor)
+
+    def _key(self, target: Target) -> str:
+        return self._view(target).key(target.role)
+
+    def apply_memory_tool(self, target: Target, arguments: Mapping[str, Any],
+                          max_memory_chars: int | None) -> MemoryToolResult:
+        """One `memory` call (None: the role policy's limit)."""
+        if max_memory_chars is None:
+            max_memory_chars = self._policy.get(target.role).effective_max_memory_chars
+        return MemoryTool(self._bundle.memory, self._key(target), max_memory_chars=max_memory_chars).execute(
+            arguments)
+
+    def list_versions(self, target: Target) -> list[MemoryVersion]:
+        """Retained versions, oldest first."""
+        return list_versions(self._bundle.memory, self._key(target))
+
+    def revert_memory(self, target: Target, version: int) -> MemoryToolResult:
+        """Set the memory to a retained version (recorded as a new version)."""
+        return revert_memory(self._bundle.memory, self._key(target), version)
+
+    def diff_versions(self, target: Target, from_version: int, to_version: int) -> str:
+        """Unified diff between two retained versions."""
+        return diff_versions(self._bundle.memory, self._key(target), from_version, to_version)
+
+    def get_transcript(self, target: Target, max_entries: int) -> list[TranscriptEntry]:
+        """Oldest first, the newest max_entries (0 = all)."""
+        return self._view(target).get_transcript(target.role, max_entries)
+
+    def load_summary(self, target: Target) -> str | None:
+        """The rolling summary, None if there is none."""
+        return self._view(target).load_summary(target.role)
+
+    def clear_chat_history(self, target: Target) -> None:
+        """Delete chat history, transcript and rolling summary; memory stays."""
+        self._view(target).clear_chat_history(target.role)
+
+    def export_snapshot(self, scope: AgentMemoryScope, roles: Sequence[str] | None,
+                        actors: Sequence[str]) -> ScopeSnapshot:
+        """The named roles x actors of scope (roles None: the policy's roles; actors empty: no actor)."""
+        role_ids = roles if roles is not None else [c.role_id for c in self._policy.roles()]
+        return export_scope_snapshot(self._bundle, scope, role_ids, list(actors) or [None])
+
+    def import_snapshot(self, snapshot: ScopeSnapshot, target_scope: AgentMemoryScope | None) -> int:
+        """Replace the data of the snapshot's identities; returns how many were imported."""
+        return import_scope_snapshot(self._bundle, snapshot, target_scope)
+
+    def close(self) -> None:
+        """Nothing to release: every store call opens and closes its own files."""
+
+
+# The runtime answers these refusals of a memory call with a status where the tool itself returns a
+# failed result; RuntimeSaves turns them back into that result so both ways print the same JSON.
+_REFUSALS_AS_STATUS = (RuntimeMemoryUnreadableError, RuntimeLimitExceededError, RuntimeNotFoundError,
+                       RuntimeUnavailableError)
+
+
+class RuntimeSaves:
+    """A running runtime, through `RuntimeClient`; the runtime applies its own role policy and locks."""
+
+    def __init__(self, client: RuntimeClient) -> None:
+        self._client = client
+
+    @classmethod
+    def connect(cls, url: str, token: str) -> "RuntimeSaves":
+        """A client of the runtime at url, after checking that it answers (Health needs no token)."""
+        client = RuntimeClient(url, token=token)
+        try:
+            client.health()
+        except RuntimeCallError as exc:
+            client.close()
+            raise RuntimeUnreachableError(
+                f"the runtime at {url.strip()} is not reachable ({exc.code.name}); is the game running on that "
+                "port?") from None
+        return cls(client)
+
+    def _where(self, target: Target) -> dict[str, Any]:
+        return {"scope": target.scope, "actor": target.actor}
+
+    def _as_result(self, target: Target, call: Callable[[], MemoryToolResult]) -> MemoryToolResult:
+        try:
+            return call()
+        except _REFUSALS_AS_STATUS as exc:
+            # The tool's failure reports the unchanged document's version and length (0 when unreadable).
+            loaded = self._client.load_state(target.role, **self._where(target))
+            state = loaded.state if loaded.status is LoadStatus.LOADED else None
+            if state is None:
+                return MemoryToolResult.failed(str(exc))
+            return MemoryToolResult.failed(str(exc), version=state.latest_version, memory_length=len(state.memory))
+
+    def apply_memory_tool(self, target: Target, arguments: Mapping[str, Any],
+                          max_memory_chars: int | None) -> MemoryToolResult:
+        """One `memory` call under the runtime's policy (max_memory_chars must be None)."""
+        if max_memory_chars is not None:
+            raise UsageError("--max-memory-chars applies to the files only; a runtime applies its role policy")
+        try:
+            # Arguments the tool cannot parse are its failed result, not a bad request (as on the files).
+            parse_memory_tool_arguments(arguments)
+        except InvalidArgumentError as exc:
+            return MemoryToolResult.failed(str(exc))
+        return self._as_result(target, lambda: self._client.apply_memory_tool(target.role, arguments,
+                                                                              **self._where(target)))
+
+    def list_versions(self, target: Target) -> list[MemoryVersion]:
+        """Retained versions, oldest first."""
+        return self._client.list_versions(target.role, **self._where(target))
+
+    def revert_memory(self, target: Target, version: int) -> MemoryToolResult:
+        """Set the memory to a retained version (recorded as a new version)."""
+        return self._as_result(target, lambda: self._client.revert_memory(target.role, version,
+                                                                          **self._where(target)))
+
+    def diff_versions(self, target: Target, from_version: int, to_version: int) -> str:
+        """Unified diff between two retained versions."""
+        return self._client.diff_versions(target.role, from_version, to_version, **self._where(target))
+
+    def get_transcript(self, target: Target, max_entries: int) -> list[TranscriptEntry]:
+        """Oldest first, the newest max_entries (0 = all); process-only rows included."""
+        return self._client.get_transcript(target.role, max_entries, **self._where(target))
+
+    def load_summary(self, target: Target) -> str | None:
+        """The rolling summary, None if there is none."""
+        return self._client.load_summary(target.role, **self._where(target))
+
+    def clear_chat_history(self, target: Target) -> None:
+        """Delete chat history, transcript and rolling summary; memory stays."""
+        self._client.clear_chat_history(target.role, **self._where(target))
+
+    def export_snapshot(self, scope: AgentMemoryScope, roles: Sequence[str] | None,
+                        actors: Sequence[str]) -> ScopeSnapshot:
+        """The named roles x actors of scope (roles None: the runtime's policy's roles; actors empty: no actor)."""
+        return self._client.export_snapshot(scope, roles or (), actors)
+
+    def import_snapshot(self, snapshot: ScopeSnapshot, target_scope: AgentMemoryScope | None) -> int:
+        """Replace the data of the snapshot's identities; returns how many were imported."""
+        return self._client.import_snapshot(snapshot, target_scope)
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._client.close()
+
+
+def _check_data_dir(data_dir: Path | None) -> Path:
+    if data_dir is None:
+        raise UsageError("--data-dir is required (or --runtime URL to go through a running runtime)")
+    if not data_dir.is_dir():
+        raise UsageError("--data-dir must be an existing directory (the game's persistentDataPath)")
+    return data_dir
+
+
+def _runtime_token(args: argparse.Namespace) -> str:
+    """--token-file, else $COREAI_RUNTIME_TOKEN, else <data-dir>/CoreAI/runtime/token."""
+    if args.token_file is not None:
+        path = args.token_file
+    elif os.environ.get(TOKEN_ENV, "").strip():
+        return check_token(os.environ[TOKEN_ENV].strip())
+    elif args.data_dir is not None:
+        path = default_token_file(args.data_dir)
+    else:
+        raise UsageError(f"--runtime needs a token: give --token-file, set {TOKEN_ENV}, or give --data-dir "
+                         "(its CoreAI/runtime/token)")
+    try:
+        token = read_token_file(path)
+    except (OSError, UnicodeDecodeError):
+        # No path in the message: it may name the player's account.
+        raise UsageError("the runtime token file cannot be read (is the runtime running with this data dir?)") \
+            from None
+    return check_token(token)
+
+
+@contextlib.contextmanager
+def _open_backend(args: argparse.Namespace) -> Iterator[SaveBackend]:
+    """The saves the command works on: the files under --data-dir, or the runtime at --runtime."""
+    backend: SaveBackend
+    if args.runtime is not None:
+        backend = RuntimeSaves.connect(args.runtime, _runtime_token(args))
+    else:
+        backend = FileSaves(open_stores(AgentMemoryPersistenceMode.PERSISTENT, _check_data_dir(args.data_dir)))
+    try:
+        yield backend
+    finally:
+        backend.close()
 
 
 def _scope(tenant: str | None, user: str | None, session: str | None, topic: str | None) -> AgentMemoryScope:
     return AgentMemoryScope(tenant, user, session, topic)
 
 
-def _check_data_dir(data_dir: Path) -> Path:
-    if not data_dir.is_dir():
-        raise UsageError("--data-dir must be an existing directory (the game's persistentDataPath)")
-    return data_dir
-
-
-def _open_bundle(data_dir: Path) -> StoreBundle:
-    """The file stores under data_dir/CoreAI (the one place a future --runtime would switch)."""
-    return open_stores(AgentMemoryPersistenceMode.PERSISTENT, _check_data_dir(data_dir))
-
-
-def _open_target(args: argparse.Namespace) -> _Target:
+def _target(args: argparse.Namespace) -> Target:
     # Validate everything first: bad input must create nothing on disk.
     role = normalize_role_id(args.role)
-    _check_data_dir(args.data_dir)
     scope = _scope(args.tenant, args.user, args.session, args.topic)
-    return _Target(_open_bundle(args.data_dir), scope, args.actor, role)
+    if args.runtime is None:
+        _check_data_dir(args.data_dir)
+    return Target(role, scope, args.actor)
 
 
 def _print_json(value: Any) -> None:
@@ -231,11 +495,11 @@ def _tool_arguments(args: argparse.Namespace) -> dict[str, Any]:
 def _run_tool_action(args: argparse.Namespace) -> int:
     if args.max_memory_chars is not None and args.max_memory_chars < 0:
         raise UsageError("--max-memory-chars must be >= 0 (0 = unlimited)")
-    target = _open_target(args)
-    max_chars = args.max_memory_chars
-    if max_chars is None:
-        max_chars = AgentMemoryPolicy().get(target.role).effective_max_memory_chars
-    result = MemoryTool(target.bundle.memory, target.key, max_memory_chars=max_chars).execute(_tool_arguments(args))
+    if args.max_memory_chars is not None and args.runtime is not None:
+        raise UsageError("--max-memory-chars applies to the files only; a runtime applies its role policy")
+    target = _target(args)
+    with _open_backend(args) as saves:
+        result = saves.apply_memory_tool(target, _tool_arguments(args), args.max_memory_chars)
     print(result.to_json())
     return EXIT_OK if result.success else EXIT_FAILED
 
@@ -252,8 +516,9 @@ def _version_dict(version: MemoryVersion) -> dict[str, Any]:
 
 
 def _run_versions(args: argparse.Namespace) -> int:
-    target = _open_target(args)
-    versions = list_versions(target.bundle.memory, target.key)
+    target = _target(args)
+    with _open_backend(args) as saves:
+        versions = saves.list_versions(target)
     if args.json:
         _print_json([_version_dict(v) for v in versions])
     else:
@@ -263,15 +528,17 @@ def _run_versions(args: argparse.Namespace) -> int:
 
 
 def _run_revert(args: argparse.Namespace) -> int:
-    target = _open_target(args)
-    result = revert_memory(target.bundle.memory, target.key, args.version)
+    target = _target(args)
+    with _open_backend(args) as saves:
+        result = saves.revert_memory(target, args.version)
     print(result.to_json())
     return EXIT_OK if result.success else EXIT_FAILED
 
 
 def _run_diff(args: argparse.Namespace) -> int:
-    target = _open_target(args)
-    diff = diff_versions(target.bundle.memory, target.key, args.a, args.b)
+    target = _target(args)
+    with _open_backend(args) as saves:
+        diff = saves.diff_versions(target, args.a, args.b)
     if args.json:
         _print_json({"diff": diff})
     else:
@@ -285,10 +552,10 @@ def _run_diff(args: argparse.Namespace) -> int:
 def _run_history_show(args: argparse.Namespace) -> int:
     if args.max_entries < 0:
         raise UsageError("--max must be >= 0 (0 = all)")
-    target = _open_target(args)
-    view = target.view
-    rows = view.get_transcript(target.role, args.max_entries)
-    summary = view.load_summary(target.role)
+    target = _target(args)
+    with _open_backend(args) as saves:
+        rows = saves.get_transcript(target, args.max_entries)
+        summary = saves.load_summary(target)
     if args.json:
         _print_json({"summary": summary, "history": [json_format.MessageToDict(entry_to_proto(r)) for r in rows]})
         return EXIT_OK
@@ -304,11 +571,11 @@ def _run_history_show(args: argparse.Namespace) -> int:
 
 
 def _run_history_clear(args: argparse.Namespace) -> int:
-    target = _open_target(args)
-    view = target.view
-    rows = len(view.get_transcript(target.role))
-    had_summary = view.load_summary(target.role) is not None
-    view.clear_chat_history(target.role)  # chat history, transcript and the rolling summary
+    target = _target(args)
+    with _open_backend(args) as saves:
+        rows = len(saves.get_transcript(target, 0))
+        had_summary = saves.load_summary(target) is not None
+        saves.clear_chat_history(target)  # chat history, transcript and the rolling summary
     _print_json({"Success": True, "ClearedRows": rows, "SummaryCleared": had_summary})
     return EXIT_OK
 
@@ -317,15 +584,16 @@ def _run_history_clear(args: argparse.Namespace) -> int:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    roles = args.roles if args.roles is not None else [c.role_id for c in AgentMemoryPolicy().roles()]
-    roles = [normalize_role_id(r) for r in roles]
+    roles = [normalize_role_id(r) for r in args.roles] if args.roles is not None else None
     if not args.out.parent.is_dir():
         raise UsageError("--out must be in an existing directory")
     if args.out.is_dir():
         raise UsageError("--out must be a file, not a directory")
-    bundle = _open_bundle(args.data_dir)
     scope = _scope(args.tenant, args.user, args.session, args.topic)
-    snapshot = export_scope_snapshot(bundle, scope, roles, args.actors if args.actors else (None,))
+    if args.runtime is None:
+        _check_data_dir(args.data_dir)
+    with _open_backend(args) as saves:
+        snapshot = saves.export_snapshot(scope, roles, args.actors or [])
     # Atomic: a reader (or a crash) never leaves half a snapshot behind.
     atomic_write(args.out, (snapshot.to_json() + "\n").encode("utf-8"))
     _print_json({"Success": True, "RolesExported": len(snapshot.roles)})
@@ -333,15 +601,16 @@ def _run_export(args: argparse.Namespace) -> int:
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    _check_data_dir(args.data_dir)
+    if args.runtime is None:
+        _check_data_dir(args.data_dir)
     if not args.file.is_file():
         raise UsageError("the snapshot file does not exist")
-    # Parse and validate before opening the stores: a bad file writes nothing.
+    # Parse and validate before opening the saves: a bad file writes nothing.
     snapshot = ScopeSnapshot.from_json(args.file.read_text(encoding="utf-8"))
     into = (args.into_tenant, args.into_user, args.into_session, args.into_topic)
     target = _scope(*into) if any(v is not None for v in into) else None
     validate_scope_snapshot(snapshot, target)
-    imported = import_scope_snapshot(_open_bundle(args.data_dir), snapshot, target)
+    with _open_backend(args) as saves:
+        imported = saves.import_snapshot(snapshot, target)
     _print_json({"Success": True, "RolesImported": imported})
     return EXIT_OK
-
