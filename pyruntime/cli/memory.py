@@ -35,7 +35,6 @@ from pyruntime.client import (
     read_token_file,
 )
 from pyruntime.errors import CoreAIError, InvalidArgumentError
-from pyruntime.memory import parse_memory_tool_arguments
 from pyruntime.memory.actions import MEMORY_ACTIONS, MemoryToolResult
 from pyruntime.memory.state import MemoryVersion
 from pyruntime.memory.tool import MemoryTool
@@ -373,11 +372,6 @@ class RuntimeSaves:
         """One `memory` call under the runtime's policy (max_memory_chars must be None)."""
         if max_memory_chars is not None:
             raise UsageError("--max-memory-chars applies to the files only; a runtime applies its role policy")
-        try:
-            # Arguments the tool cannot parse are its failed result, not a bad request (as on the files).
-            parse_memory_tool_arguments(arguments)
-        except InvalidArgumentError as exc:
-            return MemoryToolResult.failed(str(exc))
         return self._as_result(target, lambda: self._client.apply_memory_tool(target.role, arguments,
                                                                               **self._where(target)))
 
