@@ -49,6 +49,7 @@ from pyruntime.turns import (
     TurnEvent,
     build_orchestrator,
 )
+from pyruntime.turns.factory import model_profile
 from pyruntime.turns.orchestrator import DEFAULT_TURN_TIMEOUT_S
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,6 @@ EXIT_USAGE = 2
 
 DEFAULT_ROLE = "SmartChat"
 DEFAULT_MAX_TOKENS = 256  # small models ramble; a chat line needs no more
-HOSTED_MAX_CALLS_PER_ROUND = 1
 LOAD_TICK_S = 2.0
 TOOL_DETAIL_CHARS = 80
 
@@ -167,8 +167,7 @@ def _options(args: argparse.Namespace) -> ChatOptions:
         raise InvalidArgumentError("--max-tokens must be at least 1")
     if not args.timeout > 0:
         raise InvalidArgumentError("--timeout must be a positive number of seconds")
-    # Structured calls need llama.cpp's schema grammar; any other server gets the OpenAI protocol.
-    mode = args.tool_mode or (ToolCallMode.NATIVE.value if args.llm_url else ToolCallMode.STRUCTURED.value)
+    profile = model_profile(hosted=args.llm_url is None, tool_mode=args.tool_mode)
     return ChatOptions(
         role=role,
         data_dir=data_dir,
@@ -177,7 +176,7 @@ def _options(args: argparse.Namespace) -> ChatOptions:
         api_key=args.api_key,
         scope=AgentMemoryScope(args.tenant, args.user, args.session, args.topic),
         actor=args.actor,
-        tool_mode=ToolCallMode.parse(mode),
+        tool_mode=profile.tool_mode,
         max_tokens=args.max_tokens,
         timeout=args.timeout,
         ctx=args.ctx,
@@ -225,17 +224,9 @@ def chat_orchestrator(
     api_key: str | None = None,
     timeout: float = DEFAULT_TURN_TIMEOUT_S,
 ) -> AiOrchestrator:
-    """The chat's orchestrator for a hosted `server` or an external `base_url`.
-
-    A hosted model in structured mode gets one tool call per round: SmolLM2-135M then stores a
-    stated fact as often as with four, in half the median turn time and without runaway rounds
-    (bench/bench_tool_modes.py).
-    """
-    orchestrator = build_orchestrator(server=server, base_url=base_url, api_key=api_key, stores=stores,
-                                      tool_mode=tool_mode, default_timeout=timeout)
-    if server is not None and tool_mode is ToolCallMode.STRUCTURED:
-        orchestrator.max_calls_per_round = HOSTED_MAX_CALLS_PER_ROUND
-    return orchestrator
+    """The chat's orchestrator for a hosted `server` or an external `base_url` (the factory's model profile)."""
+    return build_orchestrator(server=server, base_url=base_url, api_key=api_key, stores=stores,
+                              tool_mode=tool_mode, default_timeout=timeout)
 
 
 async def _start_with_progress(server: LlamaServerProcess, out: TextIO) -> None:

@@ -110,7 +110,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--transcript-cap", type=int, default=DEFAULT_TRANSCRIPT_CAP,
                    help=f"transcript rows kept per key (default {DEFAULT_TRANSCRIPT_CAP})")
     p.add_argument("--tool-mode", choices=[m.value for m in ToolCallMode],
-                   help="how tool calls travel (default: the orchestrator's default for the model)")
+                   help="how tool calls travel (default: structured for a hosted model, native for --llm-url)")
     p.set_defaults(handler=run)
 
 
@@ -309,11 +309,12 @@ async def _services(options: ServeOptions, stores: StoreBundle, policy: AgentMem
     from pyruntime.turns import build_orchestrator  # the turn engine only when there is a model
     from pyruntime.turns.convert import ProtoTurnRunner
 
-    settings: dict[str, Any] = {"tool_mode": options.tool_mode} if options.tool_mode is not None else {}
+    # Tool mode and calls per round: the factory's model profile, the same as the chat's.
+    mode = options.tool_mode
     if model.server is not None:
-        orchestrator = build_orchestrator(server=model.server, stores=stores, policy=policy, **settings)
+        orchestrator = build_orchestrator(server=model.server, stores=stores, policy=policy, tool_mode=mode)
     else:
-        orchestrator = build_orchestrator(base_url=model.url, stores=stores, policy=policy, **settings)
+        orchestrator = build_orchestrator(base_url=model.url, stores=stores, policy=policy, tool_mode=mode)
     stack.push_async_callback(orchestrator.client.aclose)
 
     async def model_ready() -> bool:

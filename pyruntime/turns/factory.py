@@ -1,7 +1,12 @@
-"""`build_orchestrator`: an `AiOrchestrator` wired from a server URL (or a hosted server) in one call."""
+"""`build_orchestrator`: an `AiOrchestrator` wired from a server URL (or a hosted server) in one call.
+
+The per-model defaults (how tool calls travel, how many run per round) live here, in
+`model_profile`, so the chat, `serve` and games get the same behaviour from the same model.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyruntime.history import LlmCompactionOptions, TokenCounter
@@ -10,10 +15,36 @@ from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.queue import ModelRequestQueue
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores.persistence import AgentMemoryPersistenceMode, StoreBundle, open_stores
-from pyruntime.turns.modes import ToolCallMode
+from pyruntime.turns.modes import MAX_CALLS_PER_ROUND, ToolCallMode
 from pyruntime.turns.orchestrator import DEFAULT_MODEL_CONTEXT_TOKENS, DEFAULT_TURN_TIMEOUT_S, AiOrchestrator
 from pyruntime.turns.templates import model_accepts_later_system
 from pyruntime.turns.tools import ToolRegistry
+
+# A hosted small model in structured mode gets one tool call per round: SmolLM2-135M then stores a
+# stated fact as often as with four, in half the median turn time and without runaway rounds
+# (bench/bench_tool_modes.py).
+HOSTED_STRUCTURED_CALLS_PER_ROUND = 1
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """The turn settings that suit a model server: how tool calls travel and how many run per round."""
+
+    tool_mode: ToolCallMode
+    max_calls_per_round: int
+
+
+def model_profile(*, hosted: bool, tool_mode: ToolCallMode | str | None = None) -> ModelProfile:
+    """The defaults for a model we host (llama.cpp: structured, one call per round) or an external server.
+
+    Structured calls need llama.cpp's schema grammar, so a server we do not run gets the OpenAI
+    protocol (`native`) unless `tool_mode` says otherwise. An explicit `tool_mode` keeps the call
+    limit measured for that mode.
+    """
+    mode = ToolCallMode.parse(tool_mode) if tool_mode is not None else (
+        ToolCallMode.STRUCTURED if hosted else ToolCallMode.NATIVE)
+    one_call = hosted and mode is ToolCallMode.STRUCTURED
+    return ModelProfile(mode, HOSTED_STRUCTURED_CALLS_PER_ROUND if one_call else MAX_CALLS_PER_ROUND)
 
 
 def build_orchestrator(
@@ -28,7 +59,8 @@ def build_orchestrator(
     data_dir: Path | None = None,
     policy: AgentMemoryPolicy | None = None,
     tools: ToolRegistry | None = None,
-    tool_mode: ToolCallMode | str = ToolCallMode.STRUCTURED,
+    tool_mode: ToolCallMode | str | None = None,
+    max_calls_per_round: int | None = None,
     exact_token_counts: bool | None = None,
     token_counter: TokenCounter | None = None,
     system_messages_after_first: bool | None = None,
@@ -40,7 +72,8 @@ def build_orchestrator(
 
     With a `server` (or a `model_path`), the context size, the GGUF's chat template (does it take a
     later system message?) and the model's tokenizer are used (`exact_token_counts=None` means: exact whenever
-    the model file is known; the length heuristic under-counts JSON by a third, which overflows small contexts). Stores:
+    the model file is known; the length heuristic under-counts JSON by a third, which overflows small contexts).
+    `tool_mode` and `max_calls_per_round` default to the `model_profile` of the server kind. Stores:
     `stores` as given, else file stores under `data_dir`, else session-only stores. Close the client
     with `await orchestrator.client.aclose()`.
     """
@@ -52,6 +85,7 @@ def build_orchestrator(
             model_context_tokens = server.config.n_ctx
     if not base_url:
         raise ValueError("build_orchestrator needs a server or a base_url")
+    profile = model_profile(hosted=server is not None, tool_mode=tool_mode)
     if system_messages_after_first is None:
         system_messages_after_first = model_accepts_later_system(model_path) if model_path is not None else True
     if exact_token_counts is None:
@@ -70,7 +104,8 @@ def build_orchestrator(
         OpenAICompatClient(base_url, api_key=api_key, model=model),
         ModelRequestQueue(),
         tools=tools,
-        tool_mode=tool_mode,
+        tool_mode=profile.tool_mode,
+        max_calls_per_round=max_calls_per_round if max_calls_per_round is not None else profile.max_calls_per_round,
         model_context_tokens=model_context_tokens or DEFAULT_MODEL_CONTEXT_TOKENS,
         token_counter=token_counter,
         system_messages_after_first=system_messages_after_first,

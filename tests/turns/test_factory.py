@@ -1,0 +1,51 @@
+"""`build_orchestrator` and the per-model profile: one place decides tool mode and calls per round."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator
+from pyruntime.turns.factory import HOSTED_STRUCTURED_CALLS_PER_ROUND, ModelProfile, model_profile
+from pyruntime.turns.modes import MAX_CALLS_PER_ROUND
+from tests.turns.conftest import RecordingClient, run
+
+
+def test_model_profile_per_server_kind_and_explicit_mode() -> None:
+    assert model_profile(hosted=True) == ModelProfile(ToolCallMode.STRUCTURED, HOSTED_STRUCTURED_CALLS_PER_ROUND)
+    assert model_profile(hosted=False) == ModelProfile(ToolCallMode.NATIVE, MAX_CALLS_PER_ROUND)
+    # An explicit mode wins; the one-call limit belongs to the hosted model in structured mode only.
+    assert model_profile(hosted=True, tool_mode="native") == ModelProfile(ToolCallMode.NATIVE, MAX_CALLS_PER_ROUND)
+    assert model_profile(hosted=False, tool_mode=ToolCallMode.STRUCTURED) == ModelProfile(
+        ToolCallMode.STRUCTURED, MAX_CALLS_PER_ROUND)
+    with pytest.raises(InvalidArgumentError, match="unknown tool-call mode"):
+        model_profile(hosted=True, tool_mode="json")
+
+
+def test_a_hosted_server_gets_structured_mode_with_one_call_in_the_grammar(tiny_llama_server: LlamaServerProcess
+                                                                          ) -> None:
+    orchestrator = build_orchestrator(server=tiny_llama_server)
+    assert (orchestrator.tool_mode, orchestrator.max_calls_per_round) == (ToolCallMode.STRUCTURED, 1)
+    client = RecordingClient(tiny_llama_server.base_url)
+
+    async def go() -> None:
+        await orchestrator.client.aclose()
+        orchestrator.client = client
+        try:
+            await orchestrator.run_task(AiTaskRequest(hint="hi", role_id="SmartChat", max_output_tokens=16))
+        finally:
+            await client.aclose()
+
+    run(go())
+    schema = client.bodies[0]["response_format"]["schema"]
+    assert schema["properties"]["tool_calls"]["maxItems"] == 1
+
+
+def test_an_external_url_gets_native_mode_and_explicit_settings_win(tiny_server_url: str) -> None:
+    external = build_orchestrator(base_url=tiny_server_url)
+    assert (external.tool_mode, external.max_calls_per_round) == (ToolCallMode.NATIVE, MAX_CALLS_PER_ROUND)
+    chosen = build_orchestrator(base_url=tiny_server_url, tool_mode="structured", max_calls_per_round=2)
+    assert (chosen.tool_mode, chosen.max_calls_per_round) == (ToolCallMode.STRUCTURED, 2)
+    for orchestrator in (external, chosen):
+        run(orchestrator.client.aclose())
