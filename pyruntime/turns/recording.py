@@ -2,7 +2,8 @@
 
 Tool results are recorded per `ToolResultMemory`: as transcript rows (tool call k=2, tool result
 k=3) and, per round, as one `tool` chat message with one line per result, so they replay (as a user
-message) in later turns. Building the rows is pure; `record_turn` writes them.
+message) in later turns. Building the rows is pure (`turn_rows`); `record_turn` writes them in one
+durable append, so a turn costs one history write and one fsync however many rows it leaves.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pyruntime.history.messages import clip_marked, one_line, utf16_len, utf16_prefix
 from pyruntime.history.prune import strip_think
 from pyruntime.policy import ToolResultMemory
-from pyruntime.stores.base import TranscriptEntry, TranscriptKind
+from pyruntime.stores.base import TranscriptEntry, TranscriptKind, chat_kind
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
 from pyruntime.turns.tool_loop import ExecutedCall
 
@@ -72,19 +73,31 @@ class TurnRecord:
     reply: str | None = None
 
 
-def record_turn(
-    store: ScopedAgentMemoryStore, role_id: str, record: TurnRecord, mode: ToolResultMemory, *, persist: bool
-) -> None:
-    """Append the turn to the role's history: hint, per round the call/result rows and `tool` message, the reply.
+def _chat_row(role: str, content: str) -> TranscriptEntry:
+    return TranscriptEntry(chat_kind(role), role, content, is_chat_message=True)
 
-    Nothing is written without a hint, so no assistant message is ever stored without its user message.
+
+@dataclass(frozen=True)
+class TurnRows:
+    """The history rows of one turn and the numbers of the tool results they keep (for the log line)."""
+
+    rows: list[TranscriptEntry]
+    results: int = 0
+    chars_total: int = 0
+    chars_dropped: int = 0
+
+
+def turn_rows(record: TurnRecord, mode: ToolResultMemory) -> TurnRows:
+    """The rows of a turn, in order: the hint, per round the call/result rows and `tool` message, the reply.
+
+    No rows without a hint, so no assistant message is ever stored without its user message.
     """
     if not record.hint:
-        return
-    store.append_chat_message(role_id, "user", record.hint, persist)
+        return TurnRows([])
+    rows = [_chat_row("user", record.hint)]
     entries = total = dropped = 0
     for calls in record.rounds:
-        rows = [
+        rows += [
             TranscriptEntry(TranscriptKind.TOOL_CALL, c.name, c.arguments_json, call_id=c.call_id or None)
             for c in calls
         ]
@@ -94,18 +107,38 @@ def record_turn(
                             call_id=r.call.call_id or None)
             for r in results
         ]
-        if rows:
-            store.append_transcript(role_id, rows, persist)
         if results:
             lines = "\n".join(r.line for r in results)
-            store.append_chat_message(role_id, TOOL_CHAT_ROLE, f"{TOOL_RESULTS_HEADER}\n{lines}", persist)
+            rows.append(_chat_row(TOOL_CHAT_ROLE, f"{TOOL_RESULTS_HEADER}\n{lines}"))
             entries += len(results)
             total += sum(r.chars_total for r in results)
             dropped += sum(r.chars_dropped for r in results)
-    if entries:
-        log.info("tool results stored in history: %d entries, %d chars total -> %d kept, %d dropped",
-                 entries, total, total - dropped, dropped)
     if record.reply is not None:
         reply = strip_think(record.reply)
         if reply.strip():
-            store.append_chat_message(role_id, "assistant", reply, persist)
+            rows.append(_chat_row("assistant", reply))
+    return TurnRows(rows, entries, total, dropped)
+
+
+def record_turn(
+    store: ScopedAgentMemoryStore, role_id: str, record: TurnRecord, mode: ToolResultMemory, *, persist: bool
+) -> None:
+    """Append the turn's rows to the role's history in ONE all-or-nothing append (one write, one fsync).
+
+    Should that append fail, the hint alone is tried once more: the user's words are kept whenever
+    they can be (the failed append wrote nothing, so the hint is still recorded at most once).
+    """
+    made = turn_rows(record, mode)
+    if not made.rows:
+        return
+    try:
+        store.append_transcript(role_id, made.rows, persist)
+    except Exception as exc:
+        if len(made.rows) == 1:
+            raise
+        log.warning("recording the turn failed (%s); recording the user hint alone", type(exc).__name__)
+        store.append_transcript(role_id, made.rows[:1], persist)
+        raise
+    if made.results:
+        log.info("tool results stored in history: %d entries, %d chars total -> %d kept, %d dropped",
+                 made.results, made.chars_total, made.chars_total - made.chars_dropped, made.chars_dropped)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
+import pytest
+
+from pyruntime.errors import PersistenceError
 from pyruntime.policy import ToolResultMemory
 from pyruntime.stores import AgentMemoryPersistenceMode, TranscriptKind, open_stores
-from pyruntime.turns.recording import TurnRecord, record_turn, recorded_result, truncate_middle
+from pyruntime.turns.recording import TurnRecord, record_turn, recorded_result, truncate_middle, turn_rows
 from pyruntime.turns.tool_loop import CallOutcome, ExecutedCall
 
 OK = ExecutedCall("c1", "roll", '{"sides":6}', CallOutcome(True, "x" * 300, "rolled a " + "6" * 300))
@@ -52,3 +57,38 @@ def test_no_reply_without_hint_and_failed_turn_keeps_only_the_hint() -> None:
     assert scoped.get_chat_history("R") == []
     record_turn(scoped, "R", TurnRecord("asked", (), None), ToolResultMemory.FULL, persist=True)
     assert [(m.role, m.content) for m in scoped.get_chat_history("R")] == [("user", "asked")]
+
+
+def test_a_turn_is_one_durable_append_of_every_row(tmp_path: Path) -> None:
+    stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path)
+    record_turn(stores.scoped(), "Smith", TurnRecord("hello", [[OK], [BAD]], "done"), ToolResultMemory.FULL,
+                persist=True)
+    assert stores.memory.stats.history_appends == 1
+    rows = turn_rows(TurnRecord("hello", [[OK], [BAD]], "done"), ToolResultMemory.FULL).rows
+    stored = stores.scoped().get_transcript("Smith")
+    assert [(r.kind, r.name, r.content, r.is_chat_message) for r in stored] == [
+        (r.kind, r.name, r.content, r.is_chat_message) for r in rows
+    ]
+    assert [r.name for r in rows] == ["user", "roll", "roll", "tool", "roll", "roll", "tool", "assistant"]
+
+
+def test_when_the_batch_cannot_be_written_the_hint_alone_is_kept(tmp_path: Path, monkeypatch) -> None:
+    stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path)
+    real_fsync = os.fsync
+    failures = []
+
+    def fsync_failing_once(fd: int) -> None:
+        if not failures:  # the first durable write of the turn (the whole batch) does not become durable
+            failures.append(fd)
+            raise OSError(errno.EIO, "injected I/O error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_failing_once)
+    with pytest.raises(PersistenceError):
+        record_turn(stores.scoped(), "Smith", TurnRecord("hello", [[OK]], "Hi there"), ToolResultMemory.FULL,
+                    persist=True)
+    monkeypatch.undo()
+    assert failures, "the injected fault was hit"
+    # The failed append left nothing behind; the hint went in on its own, exactly once, with no reply.
+    assert [(m.role, m.content) for m in stores.scoped().get_chat_history("Smith")] == [("user", "hello")]
+    assert [r.content for r in stores.scoped().get_transcript("Smith")] == ["hello"]
