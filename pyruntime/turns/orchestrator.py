@@ -80,6 +80,7 @@ log = logging.getLogger("pyruntime.turns")
 DEFAULT_TURN_TIMEOUT_S = 120.0
 DEFAULT_MODEL_CONTEXT_TOKENS = 8192
 ROUND_SEPARATOR = "\n\n"  # between the visible text of two model rounds
+FIXED_COUNT_CACHE_SIZE = 256  # (role, part) entries of the system-prompt / tool-schema token counts
 STRUCTURED_RESULTS_HEADER = "Tool results:"
 
 Emit = Callable[[TurnEvent], Awaitable[None]]
@@ -191,6 +192,9 @@ class AiOrchestrator:
         self.llm_compaction_options = llm_compaction_options or LlmCompactionOptions()
         self.max_calls_per_round = max_calls_per_round
         self._stream_buffer = stream_buffer
+        # The system prompt and tool schemas of a role are byte-identical turn after turn (spec 7):
+        # their token counts are kept per role and reused while the text is unchanged.
+        self._fixed_counts: dict[tuple[str, str], tuple[str, int]] = {}
 
     # -- public API ------------------------------------------------------------------------
 
@@ -399,10 +403,11 @@ class AiOrchestrator:
             model_context_tokens=self.model_context_tokens,
             context_tokens=config.context_tokens,
             max_output_tokens=self._max_tokens(turn),
-            system_prompt_tokens=counter.count(system_prompt),
+            system_prompt_tokens=self._fixed_count(turn.role_id, "system", system_prompt),
             # The tail blocks are per-request payload too: counted with the hint.
             user_payload_tokens=counter.count(turn.request.hint) + (counter.count(tail_text) if tail_text else 0),
-            tool_schema_tokens=counter.count(json.dumps(offered_defs)) if offered_defs else 0,
+            tool_schema_tokens=(self._fixed_count(turn.role_id, "tools", json.dumps(offered_defs))
+                                if offered_defs else 0),
             overflow_attempt=turn.overflow_retries,
         )
         return await prepare_scoped_turn_history(
@@ -417,6 +422,18 @@ class AiOrchestrator:
             # A borrowed (chat-source) history is short-term: it must not leave a summary behind.
             summarize=not turn.borrowed_history,
         )
+
+    def _fixed_count(self, role_id: str, part: str, text: str) -> int:
+        """Tokens of a role's system prompt or tool schemas, counted once while the text stays the same."""
+        key = (role_id, part)
+        cached = self._fixed_counts.get(key)
+        if cached is not None and cached[0] == text:
+            return cached[1]
+        tokens = self.token_counter.count(text)
+        if cached is None and len(self._fixed_counts) >= FIXED_COUNT_CACHE_SIZE:
+            del self._fixed_counts[next(iter(self._fixed_counts))]  # the oldest role's entry
+        self._fixed_counts[key] = (text, tokens)
+        return tokens
 
     async def _compact(self, messages: list[dict[str, str]], options: CompactionRequestOptions) -> str:
         """The auxiliary compaction completion: no tools, behind player turns in the queue."""
