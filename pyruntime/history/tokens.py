@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import ctypes
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -46,6 +49,51 @@ def count_chat_tokens(counter: TokenCounter, messages: Sequence[Mapping[str, str
     return sum(count_message_tokens(counter, m["content"]) for m in messages) + GENERATION_PROMPT_TOKENS
 
 
+# ggml_log_level as the bundled llama.cpp defines it (include/ggml.h). llama-cpp-python's own log
+# callback still maps the older numbering (WARN=2, ERROR=3), so under verbose=False it prints every
+# warning as an error, e.g. `n_ctx_seq (512) > n_ctx_train (0)` on each vocabulary-only load.
+GGML_LOG_LEVEL_ERROR = 4
+GGML_LOG_LEVEL_CONT = 5  # continues the previous message at its level
+
+
+class _ErrorsOnlyLog:
+    """A llama.cpp log callback that writes only errors (and their continuation lines) to stderr."""
+
+    def __init__(self) -> None:
+        import llama_cpp
+
+        self._printing = False
+        self.callback = llama_cpp.llama_log_callback(self._log)  # kept referenced while installed
+
+    def _log(self, level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        if level != GGML_LOG_LEVEL_CONT:
+            self._printing = level == GGML_LOG_LEVEL_ERROR
+        if self._printing:
+            print(text.decode("utf-8", "replace"), end="", flush=True, file=sys.stderr)
+
+
+_ERRORS_ONLY: _ErrorsOnlyLog | None = None
+
+
+@contextmanager
+def llama_errors_only() -> Iterator[None]:
+    """Within the block, llama.cpp in this process logs errors only; its default callback comes back after.
+
+    The hosted server runs in a child process with its own llama.cpp and logging: this does not touch it.
+    """
+    global _ERRORS_ONLY
+    import llama_cpp
+    from llama_cpp import _logger
+
+    if _ERRORS_ONLY is None:
+        _ERRORS_ONLY = _ErrorsOnlyLog()
+    llama_cpp.llama_log_set(_ERRORS_ONLY.callback, ctypes.c_void_p(0))
+    try:
+        yield
+    finally:
+        llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
+
+
 class LlamaTokenCounter:
     """Exact counts with the model's own tokenizer (llama.cpp, vocabulary only: no weights loaded).
 
@@ -59,7 +107,8 @@ class LlamaTokenCounter:
             raise InvalidArgumentError("model_path does not name a model file")
         import llama_cpp  # heavy native import: only when an exact counter is asked for
 
-        self._llama = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+        with llama_errors_only():  # a vocabulary-only load warns about its (unused) context on stderr
+            self._llama = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
         # Counting the same stored message every turn is the common case.
         self._count = lru_cache(maxsize=cache_size)(self._tokenize_len)
         self._formatter = None

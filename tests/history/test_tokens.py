@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
 import llama_cpp
 import pytest
+from llama_cpp import _logger
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.history.tokens import (
     GENERATION_PROMPT_TOKENS,
+    GGML_LOG_LEVEL_CONT,
+    GGML_LOG_LEVEL_ERROR,
     MESSAGE_OVERHEAD_TOKENS,
     HeuristicTokenCounter,
     LlamaTokenCounter,
     count_chat_tokens,
+    llama_errors_only,
 )
 
 CHATS = [
@@ -66,3 +71,29 @@ def test_exact_text_count_equals_the_model_tokenizer(tiny_model_path: Path, mode
 def test_exact_counter_refuses_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError):
         LlamaTokenCounter(tmp_path / "missing.gguf")
+
+
+def test_loading_the_vocabulary_prints_nothing_and_restores_the_log_callback(
+    tiny_model_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    capfd.readouterr()
+    counter = LlamaTokenCounter(tiny_model_path)
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")  # no `llama_context: n_ctx_seq (...) > n_ctx_train (0)` line
+    assert counter.count("the sword") >= 1
+    # llama-cpp-python's own callback is back for every other llama.cpp use in this process.
+    current = llama_cpp.llama_log_callback()
+    llama_cpp.llama_log_get(ctypes.byref(current), ctypes.byref(ctypes.c_void_p()))
+    assert ctypes.cast(current, ctypes.c_void_p).value == ctypes.cast(_logger.llama_log_callback, ctypes.c_void_p).value
+
+
+def test_llama_errors_still_reach_stderr_while_the_load_is_quiet(capfd: pytest.CaptureFixture[str]) -> None:
+    with llama_errors_only():
+        current = llama_cpp.llama_log_callback()
+        llama_cpp.llama_log_get(ctypes.byref(current), ctypes.byref(ctypes.c_void_p()))
+        # Messages as llama.cpp hands them to the installed callback: level, text, user data.
+        for level, text in ((GGML_LOG_LEVEL_ERROR - 1, b"a warning\n"), (GGML_LOG_LEVEL_ERROR, b"an error"),
+                            (GGML_LOG_LEVEL_CONT, b" that goes on\n"), (GGML_LOG_LEVEL_ERROR - 2, b"info\n"),
+                            (GGML_LOG_LEVEL_CONT, b" more info\n")):
+            current(level, text, None)
+    assert capfd.readouterr().err == "an error that goes on\n"
