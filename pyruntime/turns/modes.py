@@ -23,12 +23,19 @@ MAX_CALLS_PER_ROUND = 4
 MAX_DESCRIPTION_CHARS = 500  # a tool's description in the contract (depends only on the text: cache-stable)
 # With the memory tool, the format is shown as complete, concrete replies: SmolLM2-135M copies a
 # placeholder such as "<your answer>" verbatim and, without a filled-in call, leaves `content` out
-# (measured with bench/bench_tool_modes.py).
+# (measured with bench/bench_tool_modes.py). It also pastes the filled-in example after a plain "hi";
+# the example's made-up name lets the runtime tell such a copy from a fact the player stated.
+FORMAT_EXAMPLE_NAME = "Shadowfax"
+FORMAT_EXAMPLE_REFUSAL = (
+    f"nothing was stored: {FORMAT_EXAMPLE_NAME} is from the format example in your instructions, not from the "
+    "player. Store only facts the player states in their own message. Now answer the player, with an empty "
+    "tool_calls list."
+)
 _STRUCTURED_FORMAT_WITH_MEMORY = (
     "\n\nAlways reply with one JSON object, for example:\n"
     f'{{"tool_calls": [{{"name": "{MEMORY_TOOL_NAME}", "arguments": {{"action": "append", '
-    '"content": "The player\'s horse is called Shadowfax."}}], '
-    '"reply": "I will remember that your horse is Shadowfax."}\n'
+    f'"content": "The player\'s horse is called {FORMAT_EXAMPLE_NAME}."}}}}], '
+    f'"reply": "I will remember that your horse is {FORMAT_EXAMPLE_NAME}."}}\n'
     "or, when no tool is needed:\n"
     '{"tool_calls": [], "reply": "Hello! How can I help you?"}\n'
     "Tool results come back in the next message; then answer again in the same format, with an empty "
@@ -87,6 +94,12 @@ def tool_contract(definitions: Sequence[Mapping[str, Any]], mode: ToolCallMode) 
             "then answer again in the same format."
         )
     return text
+
+
+def copies_format_example(arguments: str, player_text: str) -> bool:
+    """True when memory-call arguments carry the format example's name and the player's message does not."""
+    name = FORMAT_EXAMPLE_NAME.casefold()
+    return name in arguments.casefold() and name not in player_text.casefold()
 
 
 def structured_schema(

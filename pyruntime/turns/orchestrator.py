@@ -303,7 +303,7 @@ class AiOrchestrator:
         if config.use_memory_tool:
             tool = MemoryTool(turn.store.store, turn.store.key(request.role_id),
                               max_memory_chars=config.effective_max_memory_chars)
-            memory = MemoryToolAdapter(tool, config.default_action)
+            memory = MemoryToolAdapter(tool, config.default_action, player_text=request.hint)
         allowed = request.allowed_tool_names
         if request.forced_tool_mode.lower() == FORCED_TOOL_NONE:
             allowed = ()

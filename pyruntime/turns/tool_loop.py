@@ -23,7 +23,7 @@ from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory import MEMORY_TOOL_NAME, MemoryTool, memory_tool_definition, parse_memory_tool_arguments
 from pyruntime.memory.actions import MemoryToolAction
 from pyruntime.model.types import ToolCall
-from pyruntime.turns.modes import ToolCallMode
+from pyruntime.turns.modes import FORMAT_EXAMPLE_REFUSAL, ToolCallMode, copies_format_example
 from pyruntime.turns.tools import RegisteredTool, ToolContext, ToolOutput
 
 log = logging.getLogger("pyruntime.turns")
@@ -65,10 +65,12 @@ class MemoryToolAdapter:
 
     name = MEMORY_TOOL_NAME
 
-    def __init__(self, tool: MemoryTool, default_action: MemoryToolAction) -> None:
-        """Wrap a `MemoryTool` bound to the turn's key."""
+    def __init__(self, tool: MemoryTool, default_action: MemoryToolAction, player_text: str | None = None) -> None:
+        """Wrap a `MemoryTool` bound to the turn's key; `player_text` (the player's message) enables the
+        format-example guard."""
         self._tool = tool
         self._default_action = default_action
+        self._player_text = player_text
 
     def definition(self) -> dict[str, Any]:
         """The memory tool's definition with the role's default action."""
@@ -76,6 +78,9 @@ class MemoryToolAdapter:
 
     async def run(self, call: ToolCall, context: ToolContext) -> CallOutcome:
         """Run the call (the tool repairs and validates its own arguments); the store I/O runs in a thread."""
+        if self._player_text is not None and copies_format_example(call.arguments, self._player_text):
+            # A small model pastes the contract's example after a plain "hi"; that is never the player's fact.
+            return CallOutcome(False, FORMAT_EXAMPLE_REFUSAL, "copied the format example: nothing stored")
         raw: Any = call.parsed_arguments if call.parsed_arguments is not None else call.arguments
         result = await asyncio.to_thread(self._tool.execute, raw)
         needed = not result.success or _memory_action(raw) == "read"
