@@ -51,7 +51,8 @@ class CallOutcome:
     """What one call gave back: `content` goes to the model, `summary` is its one-line gist.
 
     `result_needed` is False for a call the model does not have to see the result of to answer
-    (a successful memory mutation: its result only says it was stored).
+    (a successful memory mutation: its result only says it was stored; a refused copy of the format
+    example: nothing was stored and there is nothing to fix).
     """
 
     success: bool
@@ -80,7 +81,8 @@ class MemoryToolAdapter:
         """Run the call (the tool repairs and validates its own arguments); the store I/O runs in a thread."""
         if self._player_text is not None and copies_format_example(call.arguments, self._player_text):
             # A small model pastes the contract's example after a plain "hi"; that is never the player's fact.
-            return CallOutcome(False, FORMAT_EXAMPLE_REFUSAL, "copied the format example: nothing stored")
+            # The refusal is final: the round's reply still answers (asking again makes SmolLM2 paste it again).
+            return CallOutcome(False, FORMAT_EXAMPLE_REFUSAL, "copied the format example: nothing stored", False)
         raw: Any = call.parsed_arguments if call.parsed_arguments is not None else call.arguments
         result = await asyncio.to_thread(self._tool.execute, raw)
         needed = not result.success or _memory_action(raw) == "read"
@@ -202,15 +204,15 @@ class ToolExecutor:
 def reply_settles_round(mode: ToolCallMode, reply_text: str, calls: Sequence[ExecutedCall]) -> bool:
     """True when a structured reply already answers and its calls need no second model round.
 
-    A structured reply carries the answer beside the calls; when every call succeeded and none of
-    their results is needed to answer (memory stored), asking the model again only costs a round
-    trip, and small models then tend to repeat the call instead of stopping.
+    A structured reply carries the answer beside the calls; when none of their results is needed to
+    answer (memory stored, a pasted format example refused), asking the model again only costs a
+    round trip, and small models then tend to repeat the call instead of stopping.
     """
     return (
         mode is ToolCallMode.STRUCTURED
         and bool(reply_text.strip())
         and bool(calls)
-        and all(c.outcome.success and not c.outcome.result_needed for c in calls)
+        and all(not c.outcome.result_needed for c in calls)
     )
 
 
