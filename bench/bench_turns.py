@@ -2,16 +2,20 @@
 
 For each model, a SmartChat session (memory pre-filled, history persisted in file stores, tools
 offered in the system prompt but not this request, temperature 0) runs N turns through
-`AiOrchestrator.run_task`; every request body the runtime sent is kept. Then the same bodies are
-replayed in the same order straight to the same llama.cpp server with plain httpx (streamed, read to
-the end). Before each pass one identical warm-up request puts the server's prefix cache in the same
-state, so turn i of both passes starts from turn i-1's cached prompt and decodes the same tokens;
-both passes pause 0.1 s (untimed) before each turn so every request finds the server idle.
+`AiOrchestrator.run_task`. Right after each runtime turn, the request body it sent is replayed
+straight to the same llama.cpp server with plain httpx (streamed, read to the end), so both
+measurements of a pair are taken seconds apart and a slow moment of a shared machine hits both.
+Equal cache state: before the replay of turn i, the body of turn i-1 (the warm-up request for
+turn 1) is sent again, untimed, so the server's prefix cache is where it was before the runtime
+turn i (same prompt, same decoded tokens at temperature 0), and the replay leaves it where the
+runtime turn left it. Every timed request is preceded by an untimed 0.1 s pause so it finds the
+server idle.
 
-overhead = median(turn through the runtime) / median(the same request straight to the server)
-(target <= 1.05). The runtime's share includes request assembly, history preparation with exact
-token counts, the memory-snapshot write, recording the turn (fsync'd appends), the queue and
-the client's SSE parsing.
+overhead = median(turn through the runtime) / median(the same request straight to the server),
+and the median of the per-turn ratios (target <= 1.05). The runtime's share includes request
+assembly, history preparation with exact token counts, the memory-snapshot read (and write when it
+changes), recording the turn (one fsync'd append), the queue and the client's SSE parsing. Also
+printed: history appends per turn (the file store's own counter).
 
 Models: the tiny random test model whose replies always run to max_tokens (stable decode time), and
 the embedded SmolLM2-135M (realistic times).
@@ -61,17 +65,26 @@ class Row:
     direct: list[float] = field(default_factory=list)
     ratios: list[float] = field(default_factory=list)
     extra_ms: list[float] = field(default_factory=list)
+    appends_per_turn: list[float] = field(default_factory=list)
 
 
 async def warm_up(http: httpx.AsyncClient, base_url: str) -> None:
-    """One fixed request: the same prefix-cache state before both passes."""
+    """One fixed request: the prefix-cache state before turn 1 (of the runtime and of its replay)."""
     await http.post(f"{base_url}/chat/completions",
                     json={"messages": WARM_UP, "max_tokens": 1, "temperature": 0, "seed": 0})
 
 
-async def runtime_pass(server: LlamaServerProcess, turns: int, max_tokens: int) -> tuple[list[float], list[dict]]:
-    """N turns through the runtime in a fresh data dir: (seconds per turn, request bodies sent)."""
-    times = []
+async def stream_to_end(http: httpx.AsyncClient, base_url: str, body: dict[str, Any]) -> None:
+    """One request straight to the server, streamed and read to `[DONE]` (what the runtime's client does)."""
+    async with http.stream("POST", f"{base_url}/chat/completions", json=body) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if line.strip() == "data: [DONE]":
+                break
+
+
+async def paired_pass(server: LlamaServerProcess, http: httpx.AsyncClient, row: Row, turns: int) -> None:
+    """N runtime turns in a fresh data dir, each followed by the same request sent straight (see the docstring)."""
     with tempfile.TemporaryDirectory() as data_dir:
         stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, Path(data_dir))
         tool = MemoryTool(stores.memory, stores.scoped().key(ROLE))
@@ -80,48 +93,47 @@ async def runtime_pass(server: LlamaServerProcess, turns: int, max_tokens: int) 
         orchestrator = build_orchestrator(server=server, stores=stores)
         await orchestrator.client.aclose()
         client = orchestrator.client = RecordingClient(server.base_url, model=server.config.alias)
+        await warm_up(http, server.base_url)
+        previous: dict[str, Any] | None = None  # None: the warm-up request
+        appends = stores.memory.stats.history_appends
         for i in range(turns):
             request = AiTaskRequest(hint=f"Turn {i + 1}: tell me something about my sword.", role_id=ROLE,
-                                    forced_tool_mode="none", max_output_tokens=max_tokens, temperature=0.0,
+                                    forced_tool_mode="none", max_output_tokens=row.max_tokens, temperature=0.0,
                                     extra={"seed": 0})
             await asyncio.sleep(PAUSE_S)
             began = time.perf_counter()
             result = await orchestrator.run_task(request)
-            times.append(time.perf_counter() - began)
+            runtime = time.perf_counter() - began
             if not result.ok or result.usage.model_calls != 1:
                 raise SystemExit(f"turn {i + 1} did not run as one model call: {result.status.name} {result.error}")
+            body = client.bodies[-1]
+            # Untimed: the cache back to its state before this runtime turn.
+            if previous is None:
+                await warm_up(http, server.base_url)
+            else:
+                await stream_to_end(http, server.base_url, previous)
+            await asyncio.sleep(PAUSE_S)
+            began = time.perf_counter()
+            await stream_to_end(http, server.base_url, body)
+            direct = time.perf_counter() - began
+            previous = body
+            row.runtime.append(runtime)
+            row.direct.append(direct)
+            row.ratios.append(runtime / direct)
+            row.extra_ms.append((runtime - direct) * 1000)
+        row.appends_per_turn.append((stores.memory.stats.history_appends - appends) / turns)
         await client.aclose()
-    return times, client.bodies
-
-
-async def direct_pass(http: httpx.AsyncClient, base_url: str, bodies: list[dict[str, Any]]) -> list[float]:
-    """The same bodies, in order, straight to the server (streamed, read to the end)."""
-    times = []
-    for body in bodies:
-        await asyncio.sleep(PAUSE_S)
-        began = time.perf_counter()
-        async with http.stream("POST", f"{base_url}/chat/completions", json=body) as response:
-            response.raise_for_status()
-            async for line in response.aiter_lines():
-                if line.strip() == "data: [DONE]":
-                    break
-        times.append(time.perf_counter() - began)
-    return times
 
 
 async def measure(server: LlamaServerProcess, row: Row, turns: int, rounds: int) -> None:
     async with httpx.AsyncClient(timeout=300) as http:
         for r in range(rounds):
-            await warm_up(http, server.base_url)
-            runtime, bodies = await runtime_pass(server, turns, row.max_tokens)
-            await warm_up(http, server.base_url)
-            direct = await direct_pass(http, server.base_url, bodies)
-            row.runtime += runtime
-            row.direct += direct
-            row.ratios += [a / b for a, b in zip(runtime, direct)]
-            row.extra_ms += [(a - b) * 1000 for a, b in zip(runtime, direct)]
-            print(f"  {row.model} round {r + 1}/{rounds}: runtime median {statistics.median(runtime) * 1000:.1f} ms, "
-                  f"direct median {statistics.median(direct) * 1000:.1f} ms", flush=True)
+            done = len(row.runtime)
+            await paired_pass(server, http, row, turns)
+            print(f"  {row.model} round {r + 1}/{rounds}: runtime median "
+                  f"{statistics.median(row.runtime[done:]) * 1000:.1f} ms, direct median "
+                  f"{statistics.median(row.direct[done:]) * 1000:.1f} ms, median per-turn ratio "
+                  f"{statistics.median(row.ratios[done:]):.3f}", flush=True)
 
 
 def main() -> None:
@@ -147,13 +159,13 @@ def main() -> None:
     print(f"\nSmartChat turns (history persisted, memory blocks, temperature 0), {args.turns} turns x {args.rounds} "
           "rounds per model")
     print("| model | max_tokens | runtime turn median ms | direct median ms | overhead (ratio of medians) | "
-          "median per-turn ratio | median per-turn extra ms |")
-    print("|---|---|---|---|---|---|---|")
+          "median per-turn ratio | median per-turn extra ms | history appends per turn |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r.model} | {r.max_tokens} | {statistics.median(r.runtime) * 1000:.1f} | "
               f"{statistics.median(r.direct) * 1000:.1f} | "
               f"{statistics.median(r.runtime) / statistics.median(r.direct):.3f} | {statistics.median(r.ratios):.3f} | "
-              f"{statistics.median(r.extra_ms):.1f} |")
+              f"{statistics.median(r.extra_ms):.1f} | {statistics.mean(r.appends_per_turn):.2f} |")
     print("\nRun: .venv/bin/python bench/bench_turns.py " + " ".join(sys.argv[1:]))
 
 
