@@ -4,13 +4,16 @@ For each mode, N tries (fresh data dir each, seed = try number) of one SmartChat
 "Remember this: my sword is called Dawnbreaker." through the real orchestrator and the real hosted
 llama.cpp server. A try succeeds when the memory document on disk afterwards contains
 "Dawnbreaker". Also measured: the median turn latency, the model calls per turn, and (with
-`--chit-chat`) how often a hint that states nothing ("Hi! How are you today?") still writes memory.
+`--chit-chat`) how often small talk that states nothing ("Hi! How are you today?", "Tell me a
+joke.", ... one line per try, in turn) still writes memory.
 
 Modes:
 - native: OpenAI `tools` with `tool_choice` auto (with the model's own template llama.cpp then
   answers in plain text: no structured `tool_calls`, see the toolchain notes)
 - structured: one grammar-constrained JSON reply per round (up to 4 calls per round)
-- structured-1: the same with at most 1 call per round
+- structured-1: the same with at most 1 call per round (the factory's profile for a hosted model)
+- structured-1-noguard: structured-1 without the format-example guard (the memory tool then also
+  stores a pasted copy of the contract's example), the baseline of the guard
 
 Run: `.venv/bin/python bench/bench_tool_modes.py [--tries 10] [--temperature T] [--chit-chat]`
 """
@@ -32,6 +35,7 @@ from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  
 from pyruntime.model.hosting import LlamaServerProcess  # noqa: E402
 from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
+from pyruntime.turns import tool_loop  # noqa: E402
 from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator  # noqa: E402
 from pyruntime.turns.modes import MAX_CALLS_PER_ROUND  # noqa: E402
 from tests.support.fixtures import free_port  # noqa: E402
@@ -39,12 +43,15 @@ from tests.support.fixtures import free_port  # noqa: E402
 ROLE = "SmartChat"
 FACT_HINT = "Remember this: my sword is called Dawnbreaker."
 FACT = "Dawnbreaker"
-CHIT_CHAT_HINT = "Hi! How are you today?"
-MODES = {
-    "native": (ToolCallMode.NATIVE, MAX_CALLS_PER_ROUND),
-    "structured": (ToolCallMode.STRUCTURED, MAX_CALLS_PER_ROUND),
-    "structured-1": (ToolCallMode.STRUCTURED, 1),
+CHIT_CHAT_HINTS = ("Hi! How are you today?", "hello, how are you?", "What a nice day it is.", "Tell me a joke.",
+                   "Thanks, see you later!")
+MODES = {  # mode: (tool-call mode, calls per round, format-example guard on)
+    "native": (ToolCallMode.NATIVE, MAX_CALLS_PER_ROUND, True),
+    "structured": (ToolCallMode.STRUCTURED, MAX_CALLS_PER_ROUND, True),
+    "structured-1": (ToolCallMode.STRUCTURED, 1, True),
+    "structured-1-noguard": (ToolCallMode.STRUCTURED, 1, False),
 }
+_GUARD = tool_loop.copies_format_example
 
 
 @dataclass
@@ -57,15 +64,18 @@ class Row:
     statuses: dict[str, int] = field(default_factory=dict)
     spurious: int = 0
     chit_chat_tries: int = 0
+    chit_chat_latencies: list[float] = field(default_factory=list)
+    chit_chat_statuses: dict[str, int] = field(default_factory=dict)
 
 
 async def one_turn(server: LlamaServerProcess, mode: str, hint: str, seed: int, args: argparse.Namespace
                    ) -> tuple[str, float, int, str]:
     """(memory on disk afterwards, seconds, model calls, status) of one turn in a fresh data dir."""
-    tool_mode, max_calls = MODES[mode]
+    tool_mode, max_calls, guard = MODES[mode]
+    tool_loop.copies_format_example = _GUARD if guard else (lambda arguments, player_text: False)
     with tempfile.TemporaryDirectory() as data_dir:
-        orchestrator = build_orchestrator(server=server, data_dir=Path(data_dir), tool_mode=tool_mode)
-        orchestrator.max_calls_per_round = max_calls
+        orchestrator = build_orchestrator(server=server, data_dir=Path(data_dir), tool_mode=tool_mode,
+                                          max_calls_per_round=max_calls)
         request = AiTaskRequest(hint=hint, role_id=ROLE, source_tag="Chat", max_output_tokens=args.max_tokens,
                                 temperature=args.temperature, timeout=args.timeout, extra={"seed": seed})
         began = time.perf_counter()
@@ -93,11 +103,15 @@ async def measure(server: LlamaServerProcess, args: argparse.Namespace) -> list[
                   f"{seconds:.1f} s, {calls} model call(s), {status}", flush=True)
         if args.chit_chat:
             for i in range(args.tries):
-                memory, seconds, _, _ = await one_turn(server, mode, CHIT_CHAT_HINT, 1000 + i, args)
+                hint = CHIT_CHAT_HINTS[i % len(CHIT_CHAT_HINTS)]
+                memory, seconds, _, status = await one_turn(server, mode, hint, 1000 + i, args)
                 row.chit_chat_tries += 1
+                row.chit_chat_latencies.append(seconds)
+                row.chit_chat_statuses[status] = row.chit_chat_statuses.get(status, 0) + 1
                 row.spurious += bool(memory.strip())
                 print(f"  {mode:<12} chit-chat try {i + 1}/{args.tries}: "
-                      f"{'memory written' if memory.strip() else 'nothing stored'}, {seconds:.1f} s", flush=True)
+                      f"{'memory written' if memory.strip() else 'nothing stored'}, {seconds:.1f} s, {status}",
+                      flush=True)
         rows.append(row)
     return rows
 
@@ -108,7 +122,7 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
           f"max_output_tokens {args.max_tokens}, turn timeout {args.timeout:g} s")
     header = "| mode | fact stored | median turn s | median model calls | turn statuses |"
     if args.chit_chat:
-        header += " memory written on chit-chat |"
+        header += " memory written on chit-chat | chit-chat median s | chit-chat statuses |"
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     for r in rows:
@@ -116,7 +130,9 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
         line = (f"| {r.mode} | {r.stored}/{r.tries} | {statistics.median(r.latencies):.1f} | "
                 f"{statistics.median(r.model_calls):g} | {statuses} |")
         if args.chit_chat:
-            line += f" {r.spurious}/{r.chit_chat_tries} |"
+            chit_statuses = ", ".join(f"{k} {v}" for k, v in sorted(r.chit_chat_statuses.items()))
+            line += (f" {r.spurious}/{r.chit_chat_tries} | {statistics.median(r.chit_chat_latencies):.1f} |"
+                     f" {chit_statuses} |")
         print(line)
     print("\nRun: .venv/bin/python bench/bench_tool_modes.py " + " ".join(sys.argv[1:]))
 
