@@ -32,7 +32,7 @@ from typing import Any
 
 from pyruntime.errors import InvalidArgumentError, UnsafeKeyError
 from pyruntime.memory.state import DEFAULT_MAX_MEMORY_VERSIONS, AgentMemoryState, MemoryVersion
-from pyruntime.stores.base import TranscriptKind, chat_kind
+from pyruntime.stores.base import TranscriptEntry, TranscriptKind, chat_kind
 
 FNV_OFFSET_BASIS = 2166136261
 FNV_PRIME = 16777619
@@ -253,20 +253,7 @@ def _legacy_text(value: Any) -> str:
 # --- <stem>.history.jsonl ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class HistoryRow:
-    """One line of `<stem>.history.jsonl` (k, r, c, id, t, o, m)."""
-
-    kind: TranscriptKind
-    name: str
-    content: str
-    call_id: str | None = None
-    timestamp: int = 0
-    order: int = 0
-    is_chat_message: bool = False
-
-
-def encode_history_row(row: HistoryRow) -> bytes:
+def encode_history_row(row: TranscriptEntry) -> bytes:
     """One compact line, newline included; `id`, `o` and `m` omitted when empty, 0 or false."""
     obj: dict[str, Any] = {"k": int(row.kind), "r": row.name, "c": row.content}
     if row.call_id:
@@ -279,12 +266,12 @@ def encode_history_row(row: HistoryRow) -> bytes:
     return _utf8(compact_json(obj)) + b"\n"
 
 
-def encode_history_rows(rows: Iterable[HistoryRow]) -> bytes:
+def encode_history_rows(rows: Iterable[TranscriptEntry]) -> bytes:
     """A whole history file."""
     return b"".join(encode_history_row(r) for r in rows)
 
 
-def decode_history_row(line: bytes) -> HistoryRow:
+def decode_history_row(line: bytes) -> TranscriptEntry:
     """Parse one line (without its newline); raises DocumentError when it is not a valid row."""
     obj = _loads_object(line, "history row")
     what = "history row"
@@ -298,7 +285,7 @@ def decode_history_row(line: bytes) -> HistoryRow:
     is_chat = obj.get("m", False)
     if not isinstance(is_chat, bool):
         raise DocumentError("history row field m is not a boolean")
-    return HistoryRow(
+    return TranscriptEntry(
         kind=TranscriptKind(kind),
         name=_field(obj, "r", str, "", what),
         content=content,
@@ -313,14 +300,14 @@ def decode_history_row(line: bytes) -> HistoryRow:
 class ParsedHistory:
     """The rows of a history file (or of a chunk of it) and what was wrong with it."""
 
-    rows: list[HistoryRow]
+    rows: list[TranscriptEntry]
     skipped: int  # unreadable lines (torn or corrupt), left out of rows
     torn_tail: bool  # the chunk does not end with a newline
 
 
 def parse_history(data: bytes) -> ParsedHistory:
     """Parse history bytes tolerantly: an unreadable line is skipped and counted."""
-    rows: list[HistoryRow] = []
+    rows: list[TranscriptEntry] = []
     skipped = 0
     pos = 0
     size = len(data)
@@ -431,17 +418,17 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def legacy_conversation_rows(document: MemoryDocument) -> list[HistoryRow]:
+def legacy_conversation_rows(document: MemoryDocument) -> list[TranscriptEntry]:
     """The rows a legacy `<stem>.json` carries, oldest first, with order 0 (legacy rows).
 
     Raises DocumentError when a legacy field is not readable (the caller then leaves it alone).
     """
-    transcript: list[HistoryRow] = []
+    transcript: list[TranscriptEntry] = []
     for item in _legacy_items(document.legacy_transcript_json):
         name = _text(_ci_get(item, "name", "role", "toolName", "tool"))
         call_id = _text(_ci_get(item, "callId", "call_id", "id")) or None
         transcript.append(
-            HistoryRow(
+            TranscriptEntry(
                 kind=_legacy_kind(_ci_get(item, "kind", "type"), name),
                 name=name,
                 content=_text(_ci_get(item, "content", "text", "message")),
@@ -454,7 +441,7 @@ def legacy_conversation_rows(document: MemoryDocument) -> list[HistoryRow]:
     pos = 0
     for item in _legacy_items(document.legacy_chat_json):
         role = _text(_ci_get(item, "role", "name"))
-        message = HistoryRow(
+        message = TranscriptEntry(
             kind=chat_kind(role),
             name=role,
             content=_text(_ci_get(item, "content", "text", "message")),
@@ -464,7 +451,7 @@ def legacy_conversation_rows(document: MemoryDocument) -> list[HistoryRow]:
         for j in range(pos, len(rows)):
             row = rows[j]
             if not matched[j] and row.kind == message.kind and row.name == role and row.content == message.content:
-                rows[j] = HistoryRow(
+                rows[j] = TranscriptEntry(
                     kind=row.kind,
                     name=row.name,
                     content=row.content,

@@ -40,7 +40,6 @@ from pyruntime.stores.file_layout import (
     HISTORY_SUFFIX,
     MEMORY_SUFFIX,
     DocumentError,
-    HistoryRow,
     decode_memory_document,
     decode_summary,
     encode_history_rows,
@@ -108,7 +107,7 @@ def _signature(st: os.stat_result) -> tuple[int, int, int]:
 class _History:
     """The persisted rows of one key as last read, and how the file looked then."""
 
-    rows: list[HistoryRow] = field(default_factory=list)
+    rows: list[TranscriptEntry] = field(default_factory=list)
     chat_prefix: list[int] = field(default_factory=lambda: [0])  # chat rows among rows[:i]
     signature: tuple[int, int, int] | None = None
     size: int = 0
@@ -116,14 +115,14 @@ class _History:
     dirty: bool = False  # unreadable lines or a torn tail: rewrite clean on the next write
     max_order: int = 0
 
-    def extend(self, rows: Sequence[HistoryRow]) -> None:
+    def extend(self, rows: Sequence[TranscriptEntry]) -> None:
         """Add rows read from or appended to the file."""
         for row in rows:
             self.rows.append(row)
             self.chat_prefix.append(self.chat_prefix[-1] + row.is_chat_message)
             self.max_order = max(self.max_order, row.order)
 
-    def stale_after(self, new: Sequence[HistoryRow], chat_cap: int, transcript_cap: int) -> int:
+    def stale_after(self, new: Sequence[TranscriptEntry], chat_cap: int, transcript_cap: int) -> int:
         """Rows outside both windows once new is appended; O(len(new))."""
         n = len(self.rows) + len(new)
         n_chat = self.chat_prefix[-1] + sum(r.is_chat_message for r in new)
@@ -141,7 +140,7 @@ class _KeyState:
     lock: threading.Lock
     file_lock: FileLock
     history: _History | None = None
-    overlay: list[HistoryRow] = field(default_factory=list)  # persist=False rows, this process only
+    overlay: list[TranscriptEntry] = field(default_factory=list)  # persist=False rows, this process only
     legacy_checked: bool = False
 
 
@@ -276,7 +275,7 @@ class FileAgentMemoryStore:
             raise InvalidArgumentError("role is required and must not be blank")
         if not isinstance(content, str):
             raise InvalidArgumentError("content must be a string")
-        row = HistoryRow(kind=chat_kind(role), name=role, content=content, is_chat_message=True)
+        row = TranscriptEntry(kind=chat_kind(role), name=role, content=content, is_chat_message=True)
         self._append(stem, [row], persist)
 
     def append_transcript(self, key: str, entries: Sequence[TranscriptEntry], persist: bool = True) -> None:
@@ -291,7 +290,7 @@ class FileAgentMemoryStore:
             if entry.kind not in TranscriptKind._value2member_map_:
                 raise InvalidArgumentError("a transcript entry kind must be 0-3 (user, assistant, tool call, tool result)")
             rows.append(
-                HistoryRow(
+                TranscriptEntry(
                     kind=TranscriptKind(entry.kind),
                     name=entry.name,
                     content=entry.content,
@@ -319,18 +318,7 @@ class FileAgentMemoryStore:
         rows = self._merged_rows(stem)[-self.transcript_cap :]
         if limit:
             rows = rows[-limit:]
-        return [
-            TranscriptEntry(
-                kind=r.kind,
-                name=r.name,
-                content=r.content,
-                call_id=r.call_id,
-                timestamp=r.timestamp,
-                order=r.order,
-                is_chat_message=r.is_chat_message,
-            )
-            for r in rows
-        ]
+        return rows
 
     def clear_chat_history(self, key: str) -> None:
         """Delete the history file and this process's unpersisted rows of key; memory stays."""
@@ -356,7 +344,7 @@ class FileAgentMemoryStore:
             raise InvalidArgumentError(f"{name} must be a non-negative integer (0 = all)")
         return value
 
-    def _merged_rows(self, stem: str) -> list[HistoryRow]:
+    def _merged_rows(self, stem: str) -> list[TranscriptEntry]:
         with self._keys.locked(stem) as ks:
             self._migrate_legacy(ks, stem)
             history = self._refresh(ks, stem)
@@ -365,7 +353,7 @@ class FileAgentMemoryStore:
             # Legacy rows (order 0) sort first; equal orders keep persisted rows first.
             return list(heapq.merge(history.rows, ks.overlay, key=lambda r: r.order))
 
-    def _append(self, stem: str, rows: list[HistoryRow], persist: bool) -> None:
+    def _append(self, stem: str, rows: list[TranscriptEntry], persist: bool) -> None:
         with self._keys.locked(stem) as ks:
             self._migrate_legacy(ks, stem)
             history = self._refresh(ks, stem)
@@ -375,7 +363,7 @@ class FileAgentMemoryStore:
             for row in rows:
                 order += 1
                 stamped.append(
-                    HistoryRow(
+                    TranscriptEntry(
                         kind=row.kind,
                         name=row.name,
                         content=row.content,
@@ -403,7 +391,7 @@ class FileAgentMemoryStore:
             history.tail = (history.tail + data)[-_TAIL_BYTES:]
             self.stats.history_appends += 1
 
-    def _rewrite(self, ks: _KeyState, path: Path, rows: list[HistoryRow]) -> None:
+    def _rewrite(self, ks: _KeyState, path: Path, rows: list[TranscriptEntry]) -> None:
         """Atomically replace the history file with rows, less those outside both windows."""
         mask = retained_mask([r.is_chat_message for r in rows], self.chat_cap, self.transcript_cap)
         kept = [r for r, keep in zip(rows, mask) if keep]

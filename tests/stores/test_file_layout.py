@@ -9,10 +9,9 @@ import pytest
 
 from pyruntime.errors import InvalidArgumentError, UnsafeKeyError
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
-from pyruntime.stores.base import TranscriptKind
+from pyruntime.stores.base import TranscriptEntry, TranscriptKind
 from pyruntime.stores.file_layout import (
     DocumentError,
-    HistoryRow,
     decode_history_row,
     decode_memory_document,
     decode_summary,
@@ -58,12 +57,12 @@ GOLDEN_STATE = AgentMemoryState(
 )
 
 GOLDEN_ROWS = [
-    HistoryRow(TranscriptKind.USER, "user", "Hallo, Lehrerin ✏", None, 1_700_000_000, 1, True),
-    HistoryRow(
+    TranscriptEntry(TranscriptKind.USER, "user", "Hallo, Lehrerin ✏", None, 1_700_000_000, 1, True),
+    TranscriptEntry(
         TranscriptKind.TOOL_CALL, "memory", '{"action":"append","content":"likes swords"}', "call_1", 1_700_000_001, 2
     ),
-    HistoryRow(TranscriptKind.TOOL_RESULT, "memory", "DONE: appended", "call_1", 1_700_000_002, 3),
-    HistoryRow(TranscriptKind.ASSISTANT, "assistant", "Gut!\n\tWie geht's?", None, 1_700_000_003, 4, True),
+    TranscriptEntry(TranscriptKind.TOOL_RESULT, "memory", "DONE: appended", "call_1", 1_700_000_002, 3),
+    TranscriptEntry(TranscriptKind.ASSISTANT, "assistant", "Gut!\n\tWie geht's?", None, 1_700_000_003, 4, True),
 ]
 
 
@@ -211,13 +210,13 @@ def test_golden_history_parses_back():
 
 
 def test_rows_omit_empty_optional_fields():
-    line = encode_history_rows([HistoryRow(TranscriptKind.USER, "npc", "x", call_id="", timestamp=5)])
+    line = encode_history_rows([TranscriptEntry(TranscriptKind.USER, "npc", "x", call_id="", timestamp=5)])
     assert line == b'{"k":0,"r":"npc","c":"x","t":5}\n'
 
 
 def test_legacy_rows_without_order_and_ms_timestamps_are_read():
     row = decode_history_row(b'{"k":1,"r":"assistant","c":"hi","t":1700000005000,"m":true}')
-    assert row == HistoryRow(TranscriptKind.ASSISTANT, "assistant", "hi", None, 1_700_000_005, 0, True)
+    assert row == TranscriptEntry(TranscriptKind.ASSISTANT, "assistant", "hi", None, 1_700_000_005, 0, True)
 
 
 def test_torn_and_corrupt_lines_are_skipped_and_counted():
@@ -252,11 +251,11 @@ def test_legacy_golden_file_yields_every_message_and_entry_once_in_seconds():
     assert document.state.memory == "likes swords"
     rows = legacy_conversation_rows(document)
     assert rows == [
-        HistoryRow(TranscriptKind.USER, "user", "hello", None, 1_700_000_000, 0, True),
-        HistoryRow(TranscriptKind.TOOL_CALL, "memory", "{}", "c1", 1_700_000_001, 0, False),
-        HistoryRow(TranscriptKind.TOOL_RESULT, "memory", "DONE", "c1", 1_700_000_002, 0, False),
-        HistoryRow(TranscriptKind.ASSISTANT, "assistant", "hi there", None, 1_700_000_005, 0, True),
-        HistoryRow(TranscriptKind.USER, "user", "bye", None, 1_700_000_009, 0, True),
+        TranscriptEntry(TranscriptKind.USER, "user", "hello", None, 1_700_000_000, 0, True),
+        TranscriptEntry(TranscriptKind.TOOL_CALL, "memory", "{}", "c1", 1_700_000_001, 0, False),
+        TranscriptEntry(TranscriptKind.TOOL_RESULT, "memory", "DONE", "c1", 1_700_000_002, 0, False),
+        TranscriptEntry(TranscriptKind.ASSISTANT, "assistant", "hi there", None, 1_700_000_005, 0, True),
+        TranscriptEntry(TranscriptKind.USER, "user", "bye", None, 1_700_000_009, 0, True),
     ]
 
 
@@ -265,8 +264,8 @@ def test_legacy_wrapper_objects_named_kinds_and_iso_timestamps_are_understood():
     transcript = json.dumps({"items": [{"kind": "ToolCall", "toolName": "memory", "content": "{}", "timestamp": "1700000000"}]})
     document = decode_memory_document(json.dumps({"chatHistoryJson": chat, "transcriptEntriesJson": transcript}).encode())
     assert legacy_conversation_rows(document) == [
-        HistoryRow(TranscriptKind.TOOL_CALL, "memory", "{}", None, 1_700_000_000, 0, False),
-        HistoryRow(TranscriptKind.USER, "system", "be nice", None, 1_700_000_000, 0, True),
+        TranscriptEntry(TranscriptKind.TOOL_CALL, "memory", "{}", None, 1_700_000_000, 0, False),
+        TranscriptEntry(TranscriptKind.USER, "system", "be nice", None, 1_700_000_000, 0, True),
     ]
 
 
