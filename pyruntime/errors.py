@@ -29,3 +29,7 @@ class MemoryUnreadableError(CoreAIError):
 
 class PersistenceError(CoreAIError, OSError):
     """A write did not become durable."""
+
+
+class StoreLockedError(PersistenceError):
+    """A save's lock was not obtained in time (another process or call holds it); nothing was done."""

@@ -11,6 +11,11 @@ from pyruntime.errors import InvalidArgumentError
 DEFAULT_TURN_ROLE = "Creator"
 ANONYMOUS_ACTOR = "local"
 RESERVED_KEY_PREFIXES = ("scope-v1-", "actor-v1-")
+MAX_ROLE_ID_BYTES = 128
+"""Longest role id, in UTF-8 bytes. In the empty scope the role id is the save's file name
+(`<role>[_<fnv8>].history.jsonl`); 128 keeps that name at most 151 bytes, far under the 255-byte
+name limit of ext4/NTFS/APFS, and leaves about 100 characters of Windows' 260-character MAX_PATH for
+`<persistentDataPath>/CoreAI/AgentMemory/` (Unity on Windows does not opt into long paths)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,13 @@ def normalize_role_id(role_id: str | None) -> str:
     role = (role_id or "").strip()
     if not role:
         raise InvalidArgumentError("role_id is required and must not be blank")
+    size = len(role.encode("utf-8", "surrogatepass"))
+    if size > MAX_ROLE_ID_BYTES:
+        raise InvalidArgumentError(
+            f"role_id is {size} bytes of UTF-8, longer than the limit of {MAX_ROLE_ID_BYTES} (it names the save file)")
+    if set(role) <= {"."}:
+        # `.` and `..` name a folder itself or its parent: such a role could never have a save file.
+        raise InvalidArgumentError("role_id must not consist of dots only")
     if role.startswith(RESERVED_KEY_PREFIXES):
         # The empty scope stores under the bare role id: a role named like a hashed key would collide with one.
         raise InvalidArgumentError(f"role_id must not start with {' or '.join(RESERVED_KEY_PREFIXES)}")

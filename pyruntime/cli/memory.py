@@ -153,9 +153,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _target_options(export, role=False)
     export.add_argument("--out", required=True, type=Path, help="snapshot file to write")
     export.add_argument("--role", dest="roles", action="append", default=None,
-                        help="role to export (repeatable; default: every role the policy knows)")
+                        help="role to export (repeatable; default: every role with saves in the scope)")
     export.add_argument("--actor", dest="actors", action="append", default=None,
-                        help="named actor to export (repeatable; default: no actor)")
+                        help="named actor to export (repeatable; default: no actor with --role, else every actor)")
     export.set_defaults(handler=_guarded(_run_export))
 
     imp = subparsers.add_parser("import", help="import a snapshot, replacing the data of its identities")
@@ -257,7 +257,7 @@ class SaveBackend(Protocol):
 
     def export_snapshot(self, scope: AgentMemoryScope, roles: Sequence[str] | None,
                         actors: Sequence[str]) -> ScopeSnapshot:
-        """The named roles x actors of scope (roles None: the policy's roles; actors empty: no actor)."""
+        """The named roles x actors of scope (roles None: every save of the scope; actors empty: all / no actor)."""
         ...
 
     def import_snapshot(self, snapshot: ScopeSnapshot, target_scope: AgentMemoryScope | None) -> int:
@@ -316,9 +316,9 @@ class FileSaves:
 
     def export_snapshot(self, scope: AgentMemoryScope, roles: Sequence[str] | None,
                         actors: Sequence[str]) -> ScopeSnapshot:
-        """The named roles x actors of scope (roles None: the policy's roles; actors empty: no actor)."""
-        role_ids = roles if roles is not None else [c.role_id for c in self._policy.roles()]
-        return export_scope_snapshot(self._bundle, scope, role_ids, list(actors) or [None])
+        """The named roles x actors of scope (roles None: every save of the scope; actors empty: all / no actor)."""
+        candidates = [c.role_id for c in self._policy.roles()]
+        return export_scope_snapshot(self._bundle, scope, roles, list(actors) or None, candidate_roles=candidates)
 
     def import_snapshot(self, snapshot: ScopeSnapshot, target_scope: AgentMemoryScope | None) -> int:
         """Replace the data of the snapshot's identities; returns how many were imported."""
@@ -402,7 +402,7 @@ class RuntimeSaves:
 
     def export_snapshot(self, scope: AgentMemoryScope, roles: Sequence[str] | None,
                         actors: Sequence[str]) -> ScopeSnapshot:
-        """The named roles x actors of scope (roles None: the runtime's policy's roles; actors empty: no actor)."""
+        """The named roles x actors of scope (roles None: every save of the scope; actors empty: all / no actor)."""
         return self._client.export_snapshot(scope, roles or (), actors)
 
     def import_snapshot(self, snapshot: ScopeSnapshot, target_scope: AgentMemoryScope | None) -> int:

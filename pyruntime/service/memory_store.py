@@ -294,12 +294,12 @@ class MemoryStoreService(BlockingCalls):
 
     @blocking
     def export_snapshot(self, request: pb.ExportSnapshotRequest) -> pb.ExportSnapshotResponse:
-        """All data of the named roles x actors of one scope (every known role when none is named)."""
+        """The named roles x actors of one scope; with no role named, every save the scope has (identity index)."""
         scope = scope_from_proto(request.scope)
-        role_ids: Sequence[str] = [check_id("role_ids[]", r) for r in request.role_ids] or [
-            c.role_id for c in self._policy.roles()]
-        actors: Sequence[str | None] = [check_id("actors[]", a) for a in request.actors] or [None]
-        snapshot = export_scope_snapshot(self._stores, scope, role_ids, actors)
+        role_ids: Sequence[str] | None = [check_id("role_ids[]", r) for r in request.role_ids] or None
+        actors: Sequence[str | None] | None = [check_id("actors[]", a) for a in request.actors] or None
+        candidates = [c.role_id for c in self._policy.roles()]
+        snapshot = export_scope_snapshot(self._stores, scope, role_ids, actors, candidate_roles=candidates)
         return pb.ExportSnapshotResponse(snapshot=snapshot.to_proto())
 
     @blocking

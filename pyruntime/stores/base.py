@@ -117,8 +117,8 @@ class AgentMemoryStore(Protocol):
         """Append one chat message; persist=False keeps it in this process only."""
         ...
 
-    def get_chat_history(self, key: str, max_messages: int = 0) -> list[ChatMessage]:
-        """Oldest first, the newest max_messages (0 = all)."""
+    def get_chat_history(self, key: str, max_messages: int = 0, *, persisted_only: bool = False) -> list[ChatMessage]:
+        """Oldest first, the newest max_messages (0 = all); persisted_only leaves out persist=False rows."""
         ...
 
     def clear_chat_history(self, key: str) -> None:
@@ -129,8 +129,8 @@ class AgentMemoryStore(Protocol):
         """Append transcript rows (tool calls, tool results, ...)."""
         ...
 
-    def get_transcript(self, key: str, max_entries: int = 0) -> list[TranscriptEntry]:
-        """Oldest first, the newest max_entries (0 = all)."""
+    def get_transcript(self, key: str, max_entries: int = 0, *, persisted_only: bool = False) -> list[TranscriptEntry]:
+        """Oldest first, the newest max_entries (0 = all); persisted_only leaves out persist=False rows."""
         ...
 
 

@@ -38,6 +38,8 @@ FNV_OFFSET_BASIS = 2166136261
 FNV_PRIME = 16777619
 INVALID_FILE_NAME_CHARS = frozenset('<>:"/\\|?*') | frozenset(chr(c) for c in range(32))
 
+AGENT_MEMORY_DIR = "AgentMemory"
+SUMMARIES_DIR = "ConversationSummaries"
 MEMORY_SUFFIX = ".json"
 HISTORY_SUFFIX = ".history.jsonl"
 MAX_FILE_NAME_BYTES = 255  # the common limit of ext4, NTFS, APFS
@@ -126,8 +128,22 @@ def encode_versions(versions: Sequence[MemoryVersion]) -> str:
     )
 
 
+def _check_range(value: int, bounds: tuple[int, int], name: str) -> None:
+    if not bounds[0] <= value <= bounds[1]:
+        raise InvalidArgumentError(f"{name} does not fit the save format's integer ({value})")
+
+
 def encode_memory_document(state: AgentMemoryState) -> bytes:
-    """The exact bytes of `<stem>.json` for state (legacy conversation fields written as "")."""
+    """The exact bytes of `<stem>.json` for state (legacy conversation fields written as "").
+
+    Integers that the file could not be read back with are an InvalidArgumentError: nothing is
+    written that would make the save unreadable.
+    """
+    _check_range(state.system_prompt_memory_version, INT32_RANGE, "system_prompt_memory_version")
+    _check_range(state.max_memory_versions, INT32_RANGE, "max_memory_versions")
+    for v in state.versions:
+        _check_range(v.version, INT32_RANGE, "version")
+        _check_range(v.timestamp, INT64_RANGE, "version timestamp")
     document = {
         "lastSystemPrompt": state.last_system_prompt,
         "memory": state.memory,
@@ -155,29 +171,64 @@ class MemoryDocument:
         return bool(self.legacy_chat_json.strip() or self.legacy_transcript_json.strip())
 
 
+INT32_RANGE = (-(2**31), 2**31 - 1)
+INT64_RANGE = (-(2**63), 2**63 - 1)
+
+
+class _NotFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise _NotFinite(text[:16])
+    return value
+
+
+def strict_json_loads(text: str, what: str) -> Any:
+    """JSON text as a value; NaN, Infinity and numbers that overflow a double (1e999) are a DocumentError.
+
+    Python reads them, but neither Unity's JsonUtility nor proto3 can: a save holding one would load
+    here and fail later, half-readable. Refusing them makes the document consistently unreadable.
+    """
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except _NotFinite:
+        raise DocumentError(f"{what} holds a number that is not finite (NaN, Infinity or out of range)") from None
+    except json.JSONDecodeError as exc:
+        raise DocumentError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise DocumentError(f"{what} is nested too deeply") from None
+
+
 def _loads_object(data: bytes, what: str) -> dict[str, Any]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DocumentError(f"{what} is not valid UTF-8 (byte {exc.start})") from None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DocumentError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
-    except RecursionError:
-        raise DocumentError(f"{what} is nested too deeply") from None
+    value = strict_json_loads(text, what)
     if not isinstance(value, dict):
         raise DocumentError(f"{what} is not a JSON object")
     return value
 
 
-def _field(obj: dict[str, Any], name: str, kind: type, default: Any, what: str) -> Any:
+def _field(obj: dict[str, Any], name: str, kind: type, default: Any, what: str,
+           bounds: tuple[int, int] = INT32_RANGE) -> Any:
     value = obj.get(name)
     if value is None:
         return default
     if kind is int:
+        # Floats reaching here are finite (strict_json_loads); 3.0 is read as 3.
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
             raise DocumentError(f"{what} field {name} is not an integer")
+        if not bounds[0] <= int(value) <= bounds[1]:
+            bits = 32 if bounds == INT32_RANGE else 64
+            raise DocumentError(f"{what} field {name} does not fit a {bits}-bit integer")
         return int(value)
     if not isinstance(value, kind):
         raise DocumentError(f"{what} field {name} is not a {kind.__name__}")
@@ -199,10 +250,7 @@ def decode_versions(text: str) -> tuple[MemoryVersion, ...]:
     """Parse a `versionsJson` string ("" means none)."""
     if not text.strip():
         return ()
-    try:
-        items = _unwrap_array(json.loads(text))
-    except (json.JSONDecodeError, RecursionError):
-        raise DocumentError("memory document field versionsJson is not valid JSON") from None
+    items = _unwrap_array(strict_json_loads(text, "memory document field versionsJson"))
     if items is None:
         raise DocumentError("memory document field versionsJson is not a JSON array")
     versions = []
@@ -213,7 +261,7 @@ def decode_versions(text: str) -> tuple[MemoryVersion, ...]:
         versions.append(
             MemoryVersion(
                 version=_field(item, "Version", int, 0, what),
-                timestamp=_field(item, "Timestamp", int, 0, what),
+                timestamp=_field(item, "Timestamp", int, 0, what, INT64_RANGE),
                 action=_field(item, "Action", str, "", what),
                 content_after=_field(item, "ContentAfter", str, "", what),
                 note=_field(item, "Note", str, "", what),
@@ -290,8 +338,8 @@ def decode_history_row(line: bytes) -> TranscriptEntry:
         name=_field(obj, "r", str, "", what),
         content=content,
         call_id=call_id or None,
-        timestamp=normalize_timestamp(_field(obj, "t", int, 0, what)),
-        order=_field(obj, "o", int, 0, what),
+        timestamp=normalize_timestamp(_field(obj, "t", int, 0, what, INT64_RANGE)),
+        order=_field(obj, "o", int, 0, what, INT64_RANGE),
         is_chat_message=is_chat,
     )
 
@@ -402,11 +450,7 @@ def _legacy_kind(value: Any, name: str) -> TranscriptKind:
 def _legacy_items(text: str) -> list[dict[str, Any]]:
     if not text.strip():
         return []
-    try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise DocumentError("legacy conversation field is not valid JSON") from None
-    items = _unwrap_array(value)
+    items = _unwrap_array(strict_json_loads(text, "legacy conversation field"))
     if items is None:
         raise DocumentError("legacy conversation field is not a JSON array")
     return [item for item in items if isinstance(item, dict)]

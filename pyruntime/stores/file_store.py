@@ -18,14 +18,20 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
-from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
+from pyruntime.errors import (
+    InvalidArgumentError,
+    MemoryUnreadableError,
+    PersistenceError,
+    StoreLockedError,
+)
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.stores import fileio
 from pyruntime.stores.base import (
@@ -36,7 +42,10 @@ from pyruntime.stores.base import (
     TranscriptKind,
     chat_kind,
 )
+from pyruntime.stores.identity_index import IdentityIndex
 from pyruntime.stores.file_layout import (
+    AGENT_MEMORY_DIR,
+    SUMMARIES_DIR,
     HISTORY_SUFFIX,
     MEMORY_SUFFIX,
     DocumentError,
@@ -54,8 +63,6 @@ from pyruntime.stores.file_layout import (
 
 logger = logging.getLogger(__name__)
 
-AGENT_MEMORY_DIR = "AgentMemory"
-SUMMARIES_DIR = "ConversationSummaries"
 LOCKS_DIR = ".locks"
 DEFAULT_CHAT_CAP = 500
 DEFAULT_TRANSCRIPT_CAP = 2000
@@ -135,40 +142,118 @@ class _History:
         return cut - max(0, chat_before_cut - chat_out)
 
 
+DEFAULT_LOCK_TIMEOUT = 10.0
+"""Seconds a call waits for a save's lock before failing with StoreLockedError (only that save's call)."""
+MAX_WAITERS_PER_KEY = 6
+"""Calls that may wait for one save's lock at once; more fail at once, so one stuck save (a paused
+process holding its file lock) can never take every worker thread from the other saves."""
+DEFAULT_MAX_CACHED_KEYS = 1024
+"""Per-key state (locks, cached history rows) kept for this many recently used saves, per folder."""
+
+
 @dataclass
 class _KeyState:
     lock: threading.Lock
-    file_lock: FileLock
+    lock_path: Path
+    file_lock: FileLock | None = None
+    file_held: bool = False
+    users: int = 0  # calls holding or waiting for this state; evictable at 0
     history: _History | None = None
     overlay: list[TranscriptEntry] = field(default_factory=list)  # persist=False rows, this process only
     legacy_checked: bool = False
 
 
 class _KeyedFolder:
-    """Per-stem in-process and inter-process locks for one data folder."""
+    """Per-stem in-process and inter-process locks for one data folder, with a bounded per-stem cache.
 
-    def __init__(self, root: Path, folder: str) -> None:
+    Writes hold both locks; reads hold only the in-process one (every write replaces files atomically
+    or appends whole lines, so a read never sees half a write) and so create no lock file. State of
+    the least recently used stems is dropped past `max_cached`, except for session-only rows: a stem
+    with unpersisted rows is kept, since those rows exist nowhere else.
+    """
+
+    def __init__(self, root: Path, folder: str, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+                 max_cached: int = DEFAULT_MAX_CACHED_KEYS) -> None:
+        if lock_timeout <= 0 or max_cached < 1:
+            raise InvalidArgumentError("lock_timeout must be positive and max_cached at least 1")
         self.folder = root / folder
         self._lock_folder = root / LOCKS_DIR / folder
-        self._states: dict[str, _KeyState] = {}
+        self._states: OrderedDict[str, _KeyState] = OrderedDict()
         self._guard = threading.Lock()
+        self.lock_timeout = lock_timeout
+        self.max_cached = max_cached
 
-    def state(self, stem: str) -> _KeyState:
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def _checkout(self, stem: str) -> _KeyState:
         with self._guard:
             ks = self._states.get(stem)
             if ks is None:
-                self._lock_folder.mkdir(parents=True, exist_ok=True)
                 # filelock logs lock paths at DEBUG; a digest keeps the stem (personal data) out of logs.
                 name = hashlib.sha256(stem.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-                ks = _KeyState(threading.Lock(), FileLock(self._lock_folder / f"{name}.lock"))
+                ks = _KeyState(threading.Lock(), self._lock_folder / f"{name}.lock")
                 self._states[stem] = ks
+                self._evict()
+            else:
+                self._states.move_to_end(stem)
+            if ks.users > MAX_WAITERS_PER_KEY:
+                raise StoreLockedError(
+                    f"the save is busy: {ks.users} calls already hold or wait for its lock; try again later")
+            ks.users += 1
             return ks
 
+    def _checkin(self, ks: _KeyState) -> None:
+        with self._guard:
+            ks.users -= 1
+            self._evict()
+
+    def _evict(self) -> None:
+        excess = len(self._states) - self.max_cached
+        if excess <= 0:
+            return
+        for stem in [s for s, ks in self._states.items() if ks.users == 0 and not ks.overlay][:excess]:
+            del self._states[stem]
+
+    def acquire_file(self, ks: _KeyState, deadline: float) -> None:
+        """Take the stem's inter-process lock (the caller holds its in-process lock)."""
+        if ks.file_held:
+            return
+        if ks.file_lock is None:
+            try:
+                self._lock_folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise PersistenceError(f"could not create the lock folder ({exc.strerror})") from exc
+            ks.file_lock = FileLock(ks.lock_path, thread_local=False)
+        try:
+            ks.file_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+        except Timeout:
+            raise StoreLockedError(
+                f"the save is locked by another process (waited {self.lock_timeout:g} s); nothing was done, "
+                "try again once that process lets go of it") from None
+        ks.file_held = True
+
     @contextmanager
-    def locked(self, stem: str) -> Iterator[_KeyState]:
-        ks = self.state(stem)
-        with ks.lock, ks.file_lock:
-            yield ks
+    def locked(self, stem: str, *, write: bool = True) -> Iterator[_KeyState]:
+        """Hold the stem's in-process lock, and its file lock for a write, waiting at most lock_timeout."""
+        deadline = time.monotonic() + self.lock_timeout
+        ks = self._checkout(stem)
+        try:
+            if not ks.lock.acquire(timeout=self.lock_timeout):
+                raise StoreLockedError(
+                    f"the save is busy: another call has held it for over {self.lock_timeout:g} s "
+                    "(it waits for a lock held by another process); nothing was done")
+            try:
+                if write:
+                    self.acquire_file(ks, deadline)
+                yield ks
+            finally:
+                if ks.file_held:
+                    ks.file_held = False
+                    ks.file_lock.release()  # type: ignore[union-attr]
+                ks.lock.release()
+        finally:
+            self._checkin(ks)
 
 
 class FileAgentMemoryStore:
@@ -181,6 +266,9 @@ class FileAgentMemoryStore:
         chat_cap: int = DEFAULT_CHAT_CAP,
         transcript_cap: int = DEFAULT_TRANSCRIPT_CAP,
         on_trim: Callable[[TrimEvent], None] | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        max_cached_keys: int = DEFAULT_MAX_CACHED_KEYS,
+        identities: IdentityIndex | None = None,
     ) -> None:
         if chat_cap < 1 or transcript_cap < 1:
             raise InvalidArgumentError("chat_cap and transcript_cap must be at least 1")
@@ -190,7 +278,14 @@ class FileAgentMemoryStore:
         self.rewrite_threshold = max(16, transcript_cap // 8)
         self.on_trim = on_trim
         self.stats = FileStoreStats()
-        self._keys = _KeyedFolder(self.root, AGENT_MEMORY_DIR)
+        self.identities = identities if identities is not None else IdentityIndex(self.root)
+        self._keys = _KeyedFolder(self.root, AGENT_MEMORY_DIR, lock_timeout=lock_timeout,
+                                  max_cached=max_cached_keys)
+
+    @property
+    def cached_keys(self) -> int:
+        """How many keys' locks and rows this process holds now (bounded by max_cached_keys)."""
+        return len(self._keys)
 
     @property
     def folder(self) -> Path:
@@ -210,9 +305,12 @@ class FileAgentMemoryStore:
     def try_load(self, key: str) -> LoadResult:
         """Loaded | NotFound | Failed(reason)."""
         stem = _require_key(key)
-        with self._keys.locked(stem) as ks:
+        with self._keys.locked(stem, write=False) as ks:
             self._migrate_legacy(ks, stem)
-            data = fileio.read_bytes(self._memory_file(stem))
+            try:
+                data = fileio.read_bytes(self._memory_file(stem))
+            except MemoryUnreadableError as exc:
+                return LoadResult.failed(str(exc))
             if data is None:
                 return LoadResult.not_found()
             try:
@@ -228,7 +326,9 @@ class FileAgentMemoryStore:
         data = encode_memory_document(state)
         with self._keys.locked(stem) as ks:
             self._migrate_legacy(ks, stem)
-            fileio.atomic_write(self._memory_file(stem), data)
+            previous = fileio.read_bytes(self._memory_file(stem))
+            self.identities.record(key)
+            fileio.atomic_write(self._memory_file(stem), data, previous=previous)
 
     def mutate(self, key: str, fn: Mutation) -> AgentMemoryState:
         """Atomic read-modify-write under the key's locks; durable before return."""
@@ -248,7 +348,9 @@ class FileAgentMemoryStore:
                 return current
             if not isinstance(changed, AgentMemoryState):
                 raise InvalidArgumentError("a mutation must return an AgentMemoryState or None")
-            fileio.atomic_write(self._memory_file(stem), encode_memory_document(changed), previous=data)
+            encoded = encode_memory_document(changed)
+            self.identities.record(key)
+            fileio.atomic_write(self._memory_file(stem), encoded, previous=data)
             return changed
 
     def clear(self, key: str) -> None:
@@ -276,6 +378,8 @@ class FileAgentMemoryStore:
         if not isinstance(content, str):
             raise InvalidArgumentError("content must be a string")
         row = TranscriptEntry(kind=chat_kind(role), name=role, content=content, is_chat_message=True)
+        if persist:
+            self.identities.record(key)
         self._append(stem, [row], persist)
 
     def append_transcript(self, key: str, entries: Sequence[TranscriptEntry], persist: bool = True) -> None:
@@ -300,22 +404,24 @@ class FileAgentMemoryStore:
                 )
             )
         if rows:
+            if persist:
+                self.identities.record(key)
             self._append(stem, rows, persist)
 
-    def get_chat_history(self, key: str, max_messages: int = 0) -> list[ChatMessage]:
-        """Oldest first, the newest max_messages (0 = all) of the chat window."""
+    def get_chat_history(self, key: str, max_messages: int = 0, *, persisted_only: bool = False) -> list[ChatMessage]:
+        """Oldest first, the newest max_messages (0 = all) of the chat window (persisted_only: without persist=False rows)."""
         stem = _require_key(key)
         limit = self._limit(max_messages, "max_messages")
-        chat = [r for r in self._merged_rows(stem) if r.is_chat_message][-self.chat_cap :]
+        chat = [r for r in self._merged_rows(stem, persisted_only) if r.is_chat_message][-self.chat_cap :]
         if limit:
             chat = chat[-limit:]
         return [ChatMessage(role=r.name, content=r.content, timestamp=r.timestamp, order=r.order) for r in chat]
 
-    def get_transcript(self, key: str, max_entries: int = 0) -> list[TranscriptEntry]:
-        """Oldest first, the newest max_entries (0 = all) of the transcript window."""
+    def get_transcript(self, key: str, max_entries: int = 0, *, persisted_only: bool = False) -> list[TranscriptEntry]:
+        """Oldest first, the newest max_entries (0 = all) of the transcript window (persisted_only: without persist=False rows)."""
         stem = _require_key(key)
         limit = self._limit(max_entries, "max_entries")
-        rows = self._merged_rows(stem)[-self.transcript_cap :]
+        rows = self._merged_rows(stem, persisted_only)[-self.transcript_cap :]
         if limit:
             rows = rows[-limit:]
         return rows
@@ -344,11 +450,11 @@ class FileAgentMemoryStore:
             raise InvalidArgumentError(f"{name} must be a non-negative integer (0 = all)")
         return value
 
-    def _merged_rows(self, stem: str) -> list[TranscriptEntry]:
-        with self._keys.locked(stem) as ks:
+    def _merged_rows(self, stem: str, persisted_only: bool = False) -> list[TranscriptEntry]:
+        with self._keys.locked(stem, write=False) as ks:
             self._migrate_legacy(ks, stem)
             history = self._refresh(ks, stem)
-            if not ks.overlay:
+            if not ks.overlay or persisted_only:
                 return list(history.rows)
             # Legacy rows (order 0) sort first; equal orders keep persisted rows first.
             return list(heapq.merge(history.rows, ks.overlay, key=lambda r: r.order))
@@ -427,6 +533,10 @@ class FileAgentMemoryStore:
         except FileNotFoundError:
             ks.history = _History()
             return ks.history
+        except (IsADirectoryError, PermissionError):
+            if not path.is_dir():
+                raise
+            raise MemoryUnreadableError("the chat history file is a folder, not a file") from None
         with f:
             st = os.fstat(f.fileno())
             cached = ks.history
@@ -475,7 +585,10 @@ class FileAgentMemoryStore:
         if ks.legacy_checked:
             return
         path = self._memory_file(stem)
-        data = fileio.read_bytes(path)
+        try:
+            data = fileio.read_bytes(path)
+        except MemoryUnreadableError:
+            return  # a folder in its place: the caller reports it; checked again on the next touch
         if data is None:
             ks.legacy_checked = True
             return
@@ -485,6 +598,11 @@ class FileAgentMemoryStore:
             return  # unreadable: try_load reports it; checked again on the next touch
         if not document.has_legacy_conversation:
             ks.legacy_checked = True
+            return
+        if not ks.file_held:
+            # A read found a legacy document: migrating writes, so take the file lock and look again.
+            self._keys.acquire_file(ks, time.monotonic() + self._keys.lock_timeout)
+            self._migrate_legacy(ks, stem)
             return
         try:
             legacy = legacy_conversation_rows(document)
@@ -504,26 +622,32 @@ class FileAgentMemoryStore:
 class FileConversationSummaryStore:
     """Rolling summaries as `root/ConversationSummaries/<stem>.json` = `{"Summary":"..."}`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+                 max_cached_keys: int = DEFAULT_MAX_CACHED_KEYS, identities: IdentityIndex | None = None) -> None:
         self.root = Path(root)
-        self._keys = _KeyedFolder(self.root, SUMMARIES_DIR)
+        self.identities = identities if identities is not None else IdentityIndex(self.root)
+        self._keys = _KeyedFolder(self.root, SUMMARIES_DIR, lock_timeout=lock_timeout, max_cached=max_cached_keys)
+
+    @property
+    def cached_keys(self) -> int:
+        """How many keys' locks this process holds now (bounded by max_cached_keys)."""
+        return len(self._keys)
 
     def summary_path(self, key: str) -> Path:
         """`ConversationSummaries/<stem>.json` of key."""
         return self._keys.folder / (file_stem(key) + MEMORY_SUFFIX)
 
     def load_summary(self, key: str) -> str | None:
-        """The stored summary, None if there is none (or it is unreadable, with a warning)."""
+        """The stored summary, None if there is none; an unreadable one is MemoryUnreadableError (never "none")."""
         stem = _require_key(key)
-        with self._keys.locked(stem):
+        with self._keys.locked(stem, write=False):
             data = fileio.read_bytes(self._keys.folder / (stem + MEMORY_SUFFIX))
         if data is None:
             return None
         try:
             return decode_summary(data)
         except DocumentError as exc:
-            logger.warning("Ignoring an unreadable summary file: %s", exc)
-            return None
+            raise MemoryUnreadableError(f"the conversation summary cannot be read: {exc}") from None
 
     def save_summary(self, key: str, summary: str) -> None:
         """Replace the summary of key (durable before return)."""
@@ -531,6 +655,7 @@ class FileConversationSummaryStore:
         if not isinstance(summary, str):
             raise InvalidArgumentError("summary must be a string")
         data = encode_summary(summary)
+        self.identities.record(key)
         with self._keys.locked(stem):
             fileio.atomic_write(self._keys.folder / (stem + MEMORY_SUFFIX), data)
 

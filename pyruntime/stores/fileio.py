@@ -11,7 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from pyruntime.errors import PersistenceError
+from pyruntime.errors import MemoryUnreadableError, PersistenceError
 
 # Filesystems (and platforms) that cannot fsync a directory answer with one of these.
 _DIR_FSYNC_UNSUPPORTED = {errno.EINVAL, errno.ENOTSUP, errno.EBADF, errno.EACCES, errno.EISDIR}
@@ -42,11 +42,22 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def read_bytes(path: Path) -> bytes | None:
-    """The file's bytes, None when it does not exist."""
+    """The file's bytes, None when it does not exist; a folder in its place is MemoryUnreadableError."""
     try:
         return path.read_bytes()
     except FileNotFoundError:
         return None
+    except (IsADirectoryError, PermissionError, NotADirectoryError) as exc:
+        # Windows answers a folder with PermissionError; a real permission problem stays an OSError.
+        if isinstance(exc, IsADirectoryError) or path.is_dir():
+            raise MemoryUnreadableError("the save file is a folder, not a file") from None
+        raise
+
+
+def _temp_file(folder: Path) -> tuple[int, str]:
+    """A new hidden temp file in folder. Its name does not grow with the target's, so any name that
+    fits the file system also fits its temp file (a long stem used to fail only at write time)."""
+    return tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
 
 
 _READ_IT = object()  # atomic_write reads the previous content itself
@@ -64,7 +75,7 @@ def atomic_write(path: Path, data: bytes, *, previous: bytes | None | object = _
         previous = read_bytes(path)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix="." + path.name + ".", suffix=".tmp")
+        fd, tmp_name = _temp_file(folder)
     except OSError as exc:
         raise PersistenceError(f"could not create a temporary file ({exc.strerror})") from exc
     tmp = Path(tmp_name)
@@ -93,7 +104,7 @@ def _restore(path: Path, previous: bytes | None) -> None:
         _unlink_quietly(path)
         return
     try:
-        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+        fd, tmp_name = _temp_file(path.parent)
         try:
             _write_all(fd, previous)
         finally:

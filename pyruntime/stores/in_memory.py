@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory.state import AgentMemoryState
+from pyruntime.stores.identity_index import IdentityIndex
 from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, TranscriptEntry, TranscriptKind, chat_kind
 
 DEFAULT_CHAT_CAP = 500
@@ -39,33 +40,51 @@ class _KeyData:
     rows: list[TranscriptEntry] = field(default_factory=list)
     chat_rows: int = 0
     last_order: int = 0
+    volatile: set[int] = field(default_factory=set)  # orders of rows appended with persist=False
 
 
 class _KeyLocks:
-    """One lock per key, so work on different keys never waits on each other."""
+    """One lock per key while some call uses it, so work on different keys never waits on each other.
+
+    A lock lives only while a call holds or waits for it (reference counted), so the table never
+    grows with the number of players ever seen.
+    """
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._locks: dict[str, threading.RLock] = {}
+        self._locks: dict[str, list] = {}  # key -> [RLock, users]
+
+    def __len__(self) -> int:
+        return len(self._locks)
 
     @contextmanager
     def hold(self, key: str) -> Iterator[None]:
         with self._guard:
-            lock = self._locks.setdefault(key, threading.RLock())
-        with lock:
-            yield
+            entry = self._locks.get(key)
+            if entry is None:
+                entry = self._locks[key] = [threading.RLock(), 0]
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._guard:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._locks[key]
 
 
 class InMemoryAgentMemoryStore:
     """AgentMemoryStore that keeps everything in process memory; nothing survives the process."""
 
     def __init__(self, *, chat_cap: int = DEFAULT_CHAT_CAP, transcript_cap: int = DEFAULT_TRANSCRIPT_CAP,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, identities: IdentityIndex | None = None) -> None:
         if chat_cap < 1 or transcript_cap < 1:
             raise InvalidArgumentError("chat_cap and transcript_cap must be positive")
         self._chat_cap = chat_cap
         self._transcript_cap = transcript_cap
         self._clock = clock
+        self.identities = identities if identities is not None else IdentityIndex(None)
         self._locks = _KeyLocks()
         self._guard = threading.Lock()
         self._data: dict[str, _KeyData] = {}
@@ -104,6 +123,7 @@ class InMemoryAgentMemoryStore:
         require_key(key)
         _require_state(state)
         with self._locks.hold(key):
+            self.identities.record(key)
             self._entry(key).state = state
 
     def mutate(self, key: str, fn: Mutation) -> AgentMemoryState:
@@ -116,6 +136,7 @@ class InMemoryAgentMemoryStore:
             if updated is None:
                 return current
             _require_state(updated)
+            self.identities.record(key)
             self._entry(key).state = updated
             return updated
 
@@ -130,7 +151,7 @@ class InMemoryAgentMemoryStore:
     # -- chat history and transcript --------------------------------------
 
     def append_chat_message(self, key: str, role: str, content: str, persist: bool = True) -> None:
-        """Append one chat message (a transcript row flagged as chat); persist is irrelevant here."""
+        """Append one chat message (a transcript row flagged as chat); persist=False rows are never exported."""
         require_key(key)
         if not isinstance(role, str) or not role.strip():
             raise InvalidArgumentError("role is required and must not be blank")
@@ -138,17 +159,19 @@ class InMemoryAgentMemoryStore:
             raise InvalidArgumentError("content must be a string")
         row = TranscriptEntry(kind=chat_kind(role), name=role, content=content, is_chat_message=True)
         with self._locks.hold(key):
-            self._append_rows(self._entry(key), [row])
+            self.identities.record(key)
+            self._append_rows(self._entry(key), [row], persist)
 
-    def get_chat_history(self, key: str, max_messages: int = 0) -> list[ChatMessage]:
-        """Oldest first, the newest max_messages (0 = all) of the chat window."""
+    def get_chat_history(self, key: str, max_messages: int = 0, *, persisted_only: bool = False) -> list[ChatMessage]:
+        """Oldest first, the newest max_messages (0 = all) of the chat window (persisted_only: without persist=False rows)."""
         require_key(key)
         _require_limit(max_messages, "max_messages")
         with self._locks.hold(key):
             data = self._peek(key)
             if data is None:
                 return []
-            chat = [as_chat_message(r) for r in data.rows if r.is_chat_message]
+            chat = [as_chat_message(r) for r in data.rows
+                    if r.is_chat_message and not (persisted_only and r.order in data.volatile)]
         return window(window(chat, self._chat_cap), max_messages)
 
     def clear_chat_history(self, key: str) -> None:
@@ -159,16 +182,18 @@ class InMemoryAgentMemoryStore:
             if data is not None:
                 data.rows = []
                 data.chat_rows = 0
+                data.volatile = set()
 
     def append_transcript(self, key: str, entries: Sequence[TranscriptEntry], persist: bool = True) -> None:
         """Append rows; each gets the next order, and the current time unless it carries a timestamp."""
         require_key(key)
         rows = [_checked_entry(row) for row in entries]  # all rows are checked before any is appended
         with self._locks.hold(key):
-            self._append_rows(self._entry(key), rows)
+            self.identities.record(key)
+            self._append_rows(self._entry(key), rows, persist)
 
-    def get_transcript(self, key: str, max_entries: int = 0) -> list[TranscriptEntry]:
-        """Oldest first, the newest max_entries (0 = all) of the transcript window."""
+    def get_transcript(self, key: str, max_entries: int = 0, *, persisted_only: bool = False) -> list[TranscriptEntry]:
+        """Oldest first, the newest max_entries (0 = all) of the transcript window (persisted_only: without persist=False rows)."""
         require_key(key)
         _require_limit(max_entries, "max_entries")
         with self._locks.hold(key):
@@ -176,14 +201,19 @@ class InMemoryAgentMemoryStore:
             if data is None:
                 return []
             rows = window(data.rows, self._transcript_cap)
+            if persisted_only:
+                rows = [r for r in rows if r.order not in data.volatile]
         return window(rows, max_entries)
 
-    def _append_rows(self, data: _KeyData, rows: list[TranscriptEntry]) -> None:
+    def _append_rows(self, data: _KeyData, rows: list[TranscriptEntry], persist: bool = True) -> None:
         now = int(self._clock())
         for row in rows:
             data.last_order += 1
             data.rows.append(replace(row, order=data.last_order, timestamp=row.timestamp or now))
             data.chat_rows += row.is_chat_message
+            if not persist:
+                # Session-only mode keeps every row in memory, but persist=False rows are still never exported.
+                data.volatile.add(data.last_order)
         # Compact only once the slack is large, so appends stay amortised O(1).
         if len(data.rows) > 2 * (self._transcript_cap + self._chat_cap):
             self._trim(data)
@@ -202,14 +232,16 @@ class InMemoryAgentMemoryStore:
                 kept.append(row)
         data.rows = kept
         data.chat_rows = sum(r.is_chat_message for r in kept)
+        data.volatile = {r.order for r in kept if r.order in data.volatile}
 
 
 class InMemoryConversationSummaryStore:
     """ConversationSummaryStore kept in process memory."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, identities: IdentityIndex | None = None) -> None:
         self._lock = threading.Lock()
         self._summaries: dict[str, str] = {}
+        self.identities = identities if identities is not None else IdentityIndex(None)
 
     def load_summary(self, key: str) -> str | None:
         """The stored summary, None if there is none."""
@@ -222,6 +254,7 @@ class InMemoryConversationSummaryStore:
         require_key(key)
         if not isinstance(summary, str):
             raise InvalidArgumentError("summary must be a string")
+        self.identities.record(key)
         with self._lock:
             self._summaries[key] = summary
 

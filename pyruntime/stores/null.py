@@ -36,7 +36,7 @@ class NullAgentMemoryStore:
         """Discards the message."""
         require_key(key)
 
-    def get_chat_history(self, key: str, max_messages: int = 0) -> list[ChatMessage]:
+    def get_chat_history(self, key: str, max_messages: int = 0, *, persisted_only: bool = False) -> list[ChatMessage]:
         """Always empty."""
         require_key(key)
         return []
@@ -49,7 +49,7 @@ class NullAgentMemoryStore:
         """Discards the rows."""
         require_key(key)
 
-    def get_transcript(self, key: str, max_entries: int = 0) -> list[TranscriptEntry]:
+    def get_transcript(self, key: str, max_entries: int = 0, *, persisted_only: bool = False) -> list[TranscriptEntry]:
         """Always empty."""
         require_key(key)
         return []

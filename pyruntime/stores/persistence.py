@@ -15,6 +15,7 @@ from pyruntime.stores.in_memory import (
     InMemoryAgentMemoryStore,
     InMemoryConversationSummaryStore,
 )
+from pyruntime.stores.identity_index import IdentityIndex
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
 
 DATA_FOLDER = "CoreAI"
@@ -52,9 +53,10 @@ def open_stores(
         raise InvalidArgumentError("mode must be an AgentMemoryPersistenceMode")
     if mode is AgentMemoryPersistenceMode.SESSION_ONLY:
         # Session only touches no disk at all, not even data_dir.
+        index = IdentityIndex(None)
         return StoreBundle(
-            InMemoryAgentMemoryStore(chat_cap=chat_cap, transcript_cap=transcript_cap),
-            InMemoryConversationSummaryStore(),
+            InMemoryAgentMemoryStore(chat_cap=chat_cap, transcript_cap=transcript_cap, identities=index),
+            InMemoryConversationSummaryStore(identities=index),
             mode,
         )
     if data_dir is None:
@@ -63,8 +65,9 @@ def open_stores(
     from pyruntime.stores.file_store import FileAgentMemoryStore, FileConversationSummaryStore
 
     root = Path(data_dir) / DATA_FOLDER
+    index = IdentityIndex(root)
     return StoreBundle(
-        FileAgentMemoryStore(root, chat_cap=chat_cap, transcript_cap=transcript_cap),
-        FileConversationSummaryStore(root),
+        FileAgentMemoryStore(root, chat_cap=chat_cap, transcript_cap=transcript_cap, identities=index),
+        FileConversationSummaryStore(root, identities=index),
         mode,
     )

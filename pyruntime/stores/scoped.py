@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyruntime.memory.state import AgentMemoryState
-from pyruntime.scopes import EMPTY_SCOPE, AgentMemoryScope, storage_key
+from pyruntime.scopes import ANONYMOUS_ACTOR, EMPTY_SCOPE, AgentMemoryScope, normalize_role_id, storage_key
 from pyruntime.stores.base import (
     AgentMemoryStore,
     ChatMessage,
@@ -14,6 +14,7 @@ from pyruntime.stores.base import (
     Mutation,
     TranscriptEntry,
 )
+from pyruntime.stores.identity_index import Identity, IdentityIndex
 
 
 class ScopedAgentMemoryStore:
@@ -56,8 +57,22 @@ class ScopedAgentMemoryStore:
         return ScopedAgentMemoryStore(self._store, self._summaries, scope, actor)
 
     def key(self, role_id: str) -> str:
-        """The storage key of role_id in this scope; a blank role is an InvalidArgumentError."""
-        return storage_key(role_id, self._scope, self._actor)
+        """The storage key of role_id in this scope; a blank role is an InvalidArgumentError.
+
+        The key's identity is noted in the stores' identity index (when they keep one), so the
+        store can record it on its first write and an export can find the save again.
+        """
+        key = storage_key(role_id, self._scope, self._actor)
+        identity: Identity | None = None
+        for store in (self._store, self._summaries):
+            index = getattr(store, "identities", None)
+            if isinstance(index, IdentityIndex):
+                if identity is None:
+                    actor = (self._actor or "").strip()
+                    identity = Identity(normalize_role_id(role_id), self._scope,
+                                        actor if actor and actor != ANONYMOUS_ACTOR else None)
+                index.note(key, identity)
+        return key
 
     # -- memory document -------------------------------------------------
 
@@ -83,8 +98,10 @@ class ScopedAgentMemoryStore:
         """Append one chat message to the role's history."""
         self._store.append_chat_message(self.key(role_id), role, content, persist)
 
-    def get_chat_history(self, role_id: str, max_messages: int = 0) -> list[ChatMessage]:
-        """Oldest first, the newest max_messages (0 = all)."""
+    def get_chat_history(self, role_id: str, max_messages: int = 0, *, persisted_only: bool = False) -> list[ChatMessage]:
+        """Oldest first, the newest max_messages (0 = all); persisted_only leaves out persist=False rows."""
+        if persisted_only:
+            return self._store.get_chat_history(self.key(role_id), max_messages, persisted_only=True)
         return self._store.get_chat_history(self.key(role_id), max_messages)
 
     def clear_chat_history(self, role_id: str) -> None:
@@ -97,8 +114,10 @@ class ScopedAgentMemoryStore:
         """Append transcript rows to the role's history."""
         self._store.append_transcript(self.key(role_id), entries, persist)
 
-    def get_transcript(self, role_id: str, max_entries: int = 0) -> list[TranscriptEntry]:
-        """Oldest first, the newest max_entries (0 = all)."""
+    def get_transcript(self, role_id: str, max_entries: int = 0, *, persisted_only: bool = False) -> list[TranscriptEntry]:
+        """Oldest first, the newest max_entries (0 = all); persisted_only leaves out persist=False rows."""
+        if persisted_only:
+            return self._store.get_transcript(self.key(role_id), max_entries, persisted_only=True)
         return self._store.get_transcript(self.key(role_id), max_entries)
 
     # -- rolling summary --------------------------------------------------

@@ -16,6 +16,8 @@ from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.scopes import ANONYMOUS_ACTOR, AgentMemoryScope, normalize_role_id, storage_key
 from pyruntime.stores.base import LoadStatus, TranscriptEntry, TranscriptKind, chat_kind
 from pyruntime.stores.persistence import StoreBundle
+from pyruntime.stores.file_layout import AGENT_MEMORY_DIR, SUMMARIES_DIR, file_stem
+from pyruntime.stores.identity_index import IdentityIndex, is_hashed_stem
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
 
 SNAPSHOT_FORMAT_VERSION = 1
@@ -174,52 +176,124 @@ def _actor_id(actor: str | None) -> str | None:
 
 
 def _history(view: ScopedAgentMemoryStore, role_id: str) -> list[TranscriptEntry]:
-    """Transcript rows plus chat messages that are still in the chat window but left the transcript window."""
-    rows = view.get_transcript(role_id)
+    """Persisted transcript rows plus chat messages still in the chat window that left the transcript window.
+
+    Rows appended with persist=False (session-only chat) are never exported: they exist in this process only.
+    """
+    rows = view.get_transcript(role_id, persisted_only=True)
     seen = {(r.order, r.name, r.content, r.timestamp) for r in rows if r.is_chat_message}
     older = [
         TranscriptEntry(kind=chat_kind(m.role), name=m.role, content=m.content, timestamp=m.timestamp,
                         order=m.order, is_chat_message=True)
-        for m in view.get_chat_history(role_id)
+        for m in view.get_chat_history(role_id, persisted_only=True)
         if (m.order, m.role, m.content, m.timestamp) not in seen
     ]
     return older + rows
 
 
+class UnattributedSavesError(MemoryUnreadableError):
+    """An export of every save of a scope found saves it cannot attribute to a role and actor."""
+
+
+def _same_scope(a: AgentMemoryScope, b: AgentMemoryScope) -> bool:
+    return a.parts() == b.parts()
+
+
+def _indexed_identities(
+    bundle: StoreBundle,
+    scope: AgentMemoryScope,
+    actors: Sequence[str | None] | None,
+    candidate_roles: Sequence[str],
+) -> list[tuple[str, str | None]]:
+    """(role, actor) of every save of scope the identity index knows, after attributing what it can.
+
+    A save the index does not know (written before it existed) is attributed when it is a candidate
+    role (the policy's) with one of the actors, or a bare role file of the empty scope; any other
+    save that could belong to scope raises UnattributedSavesError with their number.
+    """
+    index = getattr(bundle.memory, "identities", None)
+    if not isinstance(index, IdentityIndex):
+        raise InvalidArgumentError("these stores keep no identity index: name the roles to export")
+    wanted_actors = None if actors is None else {_actor_id(a) for a in actors}
+    known = index.identities()
+    found: dict[str, tuple[str, str | None]] = {}
+    for key, identity in known.items():
+        if _same_scope(identity.scope, scope) and (wanted_actors is None or identity.actor in wanted_actors):
+            found[key] = (identity.role_id, identity.actor)
+    known_stems = {file_stem(key) for key in known}
+    unknown = index.stored_stems((AGENT_MEMORY_DIR, SUMMARIES_DIR)) - known_stems
+    if unknown:
+        guess_actors = [None] if wanted_actors is None else sorted(wanted_actors, key=lambda a: a or "")
+        for role in candidate_roles:
+            for actor in guess_actors:
+                key = storage_key(role, scope, actor)
+                stem = file_stem(key)
+                if stem in unknown:
+                    unknown.discard(stem)
+                    found[key] = (normalize_role_id(role), actor)
+        if scope.is_empty and (wanted_actors is None or None in wanted_actors):
+            for stem in [s for s in unknown if not is_hashed_stem(s)]:
+                try:
+                    if file_stem(stem) == stem:  # a role id without replaced characters is its own stem
+                        found[stem] = (normalize_role_id(stem), None)
+                        unknown.discard(stem)
+                except InvalidArgumentError:
+                    pass
+        # Hashed stems may be this scope's; bare stems belong to the empty scope only.
+        unattributed = [s for s in unknown if is_hashed_stem(s) or scope.is_empty]
+        if scope.is_empty:
+            unattributed = [s for s in unattributed if not s.startswith("scope-v1-")]
+        if unattributed:
+            raise UnattributedSavesError(
+                f"{len(unattributed)} save(s) in the data folder cannot be attributed to a role and actor (written "
+                "before the identity index existed), so an export of every save of this scope would be incomplete; "
+                "nothing was exported. Name the roles (and actors) to export: that also indexes them")
+    return sorted(found.values(), key=lambda ra: (ra[0], ra[1] or ""))
+
+
 def export_scope_snapshot(
     bundle: StoreBundle,
     scope: AgentMemoryScope,
-    role_ids: Sequence[str],
-    actors: Sequence[str | None] = (None,),
+    role_ids: Sequence[str] | None,
+    actors: Sequence[str | None] | None = (None,),
     clock: Callable[[], float] = time.time,
+    candidate_roles: Sequence[str] = (),
 ) -> ScopeSnapshot:
-    """Snapshot of the named roles x actors in scope; identities with no data are left out.
+    """Snapshot of scope: the named roles x actors, or (role_ids None) every save the scope has.
 
-    Keys are one-way hashes, so what to export must be named. An unreadable memory document
-    raises MemoryUnreadableError rather than being exported as absent.
+    role_ids None finds the saves through the identity index (actors None: every actor; else only
+    those); a save it cannot attribute fails the export (UnattributedSavesError, FAILED_PRECONDITION)
+    rather than leaving it out. Identities with no data are left out. An unreadable memory document
+    raises MemoryUnreadableError rather than being exported as absent. Every exported identity is
+    recorded in the index.
     """
     if isinstance(role_ids, str) or isinstance(actors, str):
         raise InvalidArgumentError("role_ids and actors must be sequences, not a single string")
+    if role_ids is None:
+        pairs = _indexed_identities(bundle, scope, actors, candidate_roles)
+    else:
+        pairs = [(normalize_role_id(r), _actor_id(a)) for r in role_ids for a in (actors or (None,))]
     roles: list[RoleSnapshot] = []
     seen_keys: set[str] = set()
-    for role_id in role_ids:
-        role = normalize_role_id(role_id)
-        for actor in actors:
-            actor_id = _actor_id(actor)
-            view = bundle.scoped(scope, actor_id)
-            key = view.key(role)
-            if key in seen_keys:
-                continue
-            seen_keys.add(key)
-            loaded = view.try_load(role)
-            if loaded.status is LoadStatus.FAILED:
-                raise MemoryUnreadableError("a memory document of the exported scope cannot be read; nothing exported")
-            state = loaded.state if loaded.status is LoadStatus.LOADED else None
-            history = _history(view, role)
-            summary = view.load_summary(role)
-            if state is None and not history and summary is None:
-                continue
-            roles.append(RoleSnapshot(role, actor_id, state, history, summary))
+    for role, actor in pairs:
+        actor_id = _actor_id(actor)
+        view = bundle.scoped(scope, actor_id)
+        key = view.key(role)
+        if key in seen_keys:
+            continue
+        seen_keys.add(key)
+        loaded = view.try_load(role)
+        if loaded.status is LoadStatus.FAILED:
+            raise MemoryUnreadableError("a memory document of the exported scope cannot be read; nothing exported")
+        state = loaded.state if loaded.status is LoadStatus.LOADED else None
+        history = _history(view, role)
+        summary = view.load_summary(role)
+        if state is None and not history and summary is None:
+            continue
+        index = getattr(bundle.memory, "identities", None)
+        if isinstance(index, IdentityIndex):
+            index.record(key)  # noted by view.key(): a named (or guessed) save is found next time
+        roles.append(RoleSnapshot(role, actor_id, state, history, summary))
     return ScopeSnapshot(scope=scope, roles=roles, exported_at=int(clock()))
 
 
