@@ -24,6 +24,9 @@ class HistoryBudget:
     summary_tokens: int  # SummaryTokenBudget
     overflow_attempt: int = 0
     max_rolled_summary_tokens: int = 0  # the explicit cap (0 = none), so cuts can be attributed to it
+    # What the STORED summary may hold: it depends on the role and the model, never on one request's
+    # payload, so a long hint or an overflow retry cannot shorten the stored summary for good.
+    stored_summary_tokens: int = 0
 
 
 def completion_reserve(max_ctx: int, max_output_tokens: int | None) -> int:
@@ -38,6 +41,14 @@ def summary_token_budget(history_tokens: int, max_rolled_summary_tokens: int = 0
     """`SummaryTokenBudget = min(history // 3, MaxRolledSummaryTokens if > 0)`."""
     share = history_tokens // 3
     return min(share, max_rolled_summary_tokens) if max_rolled_summary_tokens > 0 else share
+
+
+def stored_summary_tokens(max_ctx: int, max_rolled_summary_tokens: int = 0) -> int:
+    """The stored summary's limit: the explicit cap, else a third of the history a bare request could hold."""
+    if max_rolled_summary_tokens > 0:
+        return max_rolled_summary_tokens
+    bare = max(MIN_HISTORY_TOKENS, max_ctx - completion_reserve(max_ctx, None) - FIXED_OVERHEAD_TOKENS)
+    return summary_token_budget(bare)
 
 
 def _non_negative(name: str, value: int) -> None:
@@ -85,4 +96,5 @@ def compute_history_budget(
         summary_tokens=summary_token_budget(history, max_rolled_summary_tokens),
         overflow_attempt=overflow_attempt,
         max_rolled_summary_tokens=max_rolled_summary_tokens,
+        stored_summary_tokens=stored_summary_tokens(max_ctx, max_rolled_summary_tokens),
     )

@@ -1,8 +1,12 @@
 """The deterministic fold, the hidden fold marker, fold-point re-detection and the summary token limiter.
 
-A stored summary is `body + "\\n" + [fold:v1:h1,h2,…]`: the hashes (newest first) of the last
-stored messages the summary accounts for, so the next turn knows where folding stopped. The
-marker is stripped before any prompt use.
+A stored summary is `body + "\\n" + [fold:v2:o1:h1,o2:h2,…]`: the identities (store order and
+content hash, newest first) of the last stored messages the summary accounts for, so the next turn
+knows where folding stopped. The store's order is unique per key, so two equal messages (a repeated
+greeting) can never be taken for each other; the hash guards against an order reused by a
+different history (a session-only history after a restart). The marker is stripped before any
+prompt use. Older saves carry `[fold:v1:h1,…]` (content hashes only) or no marker; both are still
+read, and the first turn that finds their fold point rewrites the marker as v2.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pyruntime.history.cut_report import ClippedBullet
 from pyruntime.history.messages import CLIP_ELLIPSIS, HistoryMessage, clip_marked, one_line, utf16_len
@@ -18,20 +23,59 @@ from pyruntime.history.tokens import TokenCounter
 SUMMARY_HEADER = "Previous conversation summary:"
 MAX_BULLET_CHARS = 280
 MAX_MARKER_HASHES = 8
-_MARKER = re.compile(r"\[fold:v1:([0-9a-f]{12}(?:,[0-9a-f]{12}){0,7})\]")
+MARKER_VERSION = 2
+_HASH = "[0-9a-f]{12}"
+_ANCHOR = rf"\d{{1,19}}:{_HASH}"
+_MARKER_V2 = re.compile(rf"\[fold:v2:({_ANCHOR}(?:,{_ANCHOR}){{0,7}})\]")
+_MARKER_V1 = re.compile(rf"\[fold:v1:({_HASH}(?:,{_HASH}){{0,7}})\]")
 _LEGACY_CLIP = re.compile(r"(?:\.\.\.|…(?:\[\+\d+ chars\])?)$")
 
 
-def split_marker(summary: str | None) -> tuple[str, tuple[str, ...]]:
-    """(body, hashes newest first) of a stored summary; no marker -> (summary, ())."""
+class Anchor(NamedTuple):
+    """One folded message's identity: its store order (0 = unknown: match by content) and content hash."""
+
+    order: int
+    id: str
+
+    def matches(self, message: HistoryMessage) -> bool:
+        """Is `message` the one this anchor names (same content, and same order when both know it)?"""
+        if self.id != message.id:
+            return False
+        return self.order == 0 or message.order == 0 or self.order == message.order
+
+
+def anchor_of(message: HistoryMessage) -> Anchor:
+    """The anchor naming `message`."""
+    return Anchor(message.order, message.id)
+
+
+def _parse_marker(line: str) -> tuple[int, tuple[Anchor, ...]] | None:
+    match = _MARKER_V2.fullmatch(line)
+    if match is not None:
+        parts = (item.split(":") for item in match.group(1).split(","))
+        return 2, tuple(Anchor(int(order), digest) for order, digest in parts)
+    match = _MARKER_V1.fullmatch(line)
+    if match is not None:
+        return 1, tuple(Anchor(0, digest) for digest in match.group(1).split(","))
+    return None
+
+
+def split_marker_versioned(summary: str | None) -> tuple[str, tuple[Anchor, ...], int]:
+    """(body, anchors newest first, marker version: 0 none, 1 content hashes, 2 order + hash)."""
     if not summary:
-        return "", ()
+        return "", (), 0
     text = summary.rstrip()
     head, _, last = text.rpartition("\n")
-    match = _MARKER.fullmatch(last.strip())
-    if match is None:
-        return text, ()
-    return head.rstrip(), tuple(match.group(1).split(","))
+    parsed = _parse_marker(last.strip())
+    if parsed is None:
+        return text, (), 0
+    return head.rstrip(), parsed[1], parsed[0]
+
+
+def split_marker(summary: str | None) -> tuple[str, tuple[Anchor, ...]]:
+    """(body, anchors newest first) of a stored summary; no marker -> (summary, ())."""
+    body, anchors, _ = split_marker_versioned(summary)
+    return body, anchors
 
 
 def strip_fold_marker(summary: str | None) -> str:
@@ -39,40 +83,61 @@ def strip_fold_marker(summary: str | None) -> str:
     return split_marker(summary)[0]
 
 
-def fold_marker(hashes: Sequence[str]) -> str:
-    """The marker line of up to 8 hashes, newest first."""
-    return f"[fold:v1:{','.join(hashes[:MAX_MARKER_HASHES])}]"
+def fold_marker(anchors: Sequence[Anchor]) -> str:
+    """The (v2) marker line of up to 8 anchors, newest first."""
+    return "[fold:v2:" + ",".join(f"{a.order}:{a.id}" for a in anchors[:MAX_MARKER_HASHES]) + "]"
 
 
-def marker_hashes(messages: Sequence[HistoryMessage], fold_point: int) -> list[str]:
-    """Hashes of the (up to 8) stored messages just before `fold_point`, newest first."""
+def marker_anchors(messages: Sequence[HistoryMessage], fold_point: int) -> list[Anchor]:
+    """Anchors of the (up to 8) stored messages just before `fold_point`, newest first."""
     start = max(0, fold_point - MAX_MARKER_HASHES)
-    return [messages[i].id for i in range(fold_point - 1, start - 1, -1)]
+    return [anchor_of(messages[i]) for i in range(fold_point - 1, start - 1, -1)]
 
 
-def with_marker(body: str, hashes: Sequence[str]) -> str:
+def with_marker(body: str, anchors: Sequence[Anchor]) -> str:
     """The stored form: body, then the marker line (the marker alone when the body is blank)."""
-    marker = fold_marker(hashes)
+    marker = fold_marker(anchors)
     return f"{body}\n{marker}" if body else marker
+
+
+def _chain_matches(messages: Sequence[HistoryMessage], point: int, anchors: Sequence[Anchor]) -> bool:
+    """Do the messages before `point` match the anchors (as many as are still stored)?"""
+    return all(anchors[j].matches(messages[point - 1 - j]) for j in range(min(point, len(anchors))))
 
 
 def find_fold_point(messages: Sequence[HistoryMessage], summary: str | None) -> int:
     """How many leading stored messages the summary already accounts for.
 
-    The latest position whose preceding messages match the marker wins (all hashes, or as many as
-    the list holds after the store dropped its oldest rows); a marker of fewer than 8 hashes can
-    only sit that far from the start. Nothing matching -> 0: every folded message left the store,
-    so all stored messages are new. Ambiguity needs a run of 8+ repeating messages; the latest
-    match then counts content the summary already holds as folded, rather than folding it twice.
+    v2 marker whose newest anchor has an order: the stored message with that order (orders are unique
+    per key), checked against the hash and the older anchors still stored. Not found, or not
+    matching (the order belongs to another history): 0, every stored message is new. A trimmed-away
+    anchor means every remaining message is newer, so 0 is right then too.
+
+    Anchors without an order (v1 markers, legacy rows), or messages without one: content matching, which is ambiguous when 8+
+    messages repeat; the EARLIEST full match wins then, so a message is at worst folded twice, never lost.
+    A marker of fewer than 8 anchors can only sit that far from the start (the list only loses rows).
     """
-    body, hashes = split_marker(summary)
-    if not hashes:
+    body, anchors = split_marker(summary)
+    if not anchors:
         return _legacy_fold_point(messages, body)
-    ids = [m.id for m in messages]
-    # Fewer than 8 hashes: the fold reached the start of the list then, and the list only loses rows.
-    highest = len(ids) if len(hashes) >= MAX_MARKER_HASHES else min(len(ids), len(hashes))
-    for point in range(highest, 0, -1):
-        if all(ids[point - 1 - j] == hashes[j] for j in range(min(point, len(hashes)))):
+    newest = anchors[0]
+    if newest.order > 0 and any(m.order for m in messages):
+        for index in range(len(messages) - 1, -1, -1):
+            if messages[index].order == newest.order:
+                return index + 1 if _chain_matches(messages, index + 1, anchors) else 0
+        return 0
+    if len(anchors) < MAX_MARKER_HASHES:
+        # The fold reached the start of the list then: the point is at most len(anchors), the largest wins.
+        for point in range(min(len(messages), len(anchors)), 0, -1):
+            if _chain_matches(messages, point, anchors):
+                return point
+        return 0
+    for point in range(MAX_MARKER_HASHES, len(messages) + 1):  # a full match: the earliest wins
+        if _chain_matches(messages, point, anchors):
+            return point
+    # Only a partial match near the start: the store dropped the oldest folded rows.
+    for point in range(min(len(messages), MAX_MARKER_HASHES - 1), 0, -1):
+        if _chain_matches(messages, point, anchors):
             return point
     return 0
 

@@ -10,7 +10,6 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from pyruntime.history.fold import fold_marker
 from pyruntime.history.messages import (
     CLIP_ELLIPSIS,
     HistoryMessage,
@@ -149,10 +148,8 @@ async def run_compaction(
     return reply.strip(), ""
 
 
-def clip_summary_with_marker(body: str, hashes: Sequence[str], max_chars: int) -> tuple[str, int, int]:
-    """The stored summary clipped to `max_chars` marker included; returns (stored, chars total, chars dropped)."""
-    marker = fold_marker(hashes)
-    room = max(1, max_chars - utf16_len(marker) - 1)
+def clip_summary(body: str, max_chars: int) -> tuple[str, int, int]:
+    """The compacted summary clipped to `max_chars` (the hidden fold marker is not counted); (text, total, dropped)."""
     total = utf16_len(body)
-    clipped, dropped = clip_to_fit(body, room)
-    return f"{clipped}\n{marker}", total, dropped
+    clipped, dropped = clip_to_fit(body, max(1, max_chars))
+    return clipped, total, dropped

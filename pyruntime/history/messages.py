@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.stores.base import ChatMessage, TranscriptEntry, TranscriptKind
@@ -85,6 +85,9 @@ class HistoryMessage:
     content: str
     tool_call_id: str | None = None
     tool_name: str | None = None
+    # The store's monotonic order, the message's identity (0 = unknown: a legacy row, a caller without a
+    # store). Not part of equality: two messages compare by what the model sees.
+    order: int = field(default=0, compare=False)
 
     @property
     def id(self) -> str:
@@ -111,16 +114,16 @@ class HistoryMessage:
     @classmethod
     def from_chat_message(cls, message: ChatMessage) -> "HistoryMessage":
         """A stored chat-window message (no tool call id)."""
-        return cls(role=message.role, content=message.content)
+        return cls(role=message.role, content=message.content, order=message.order)
 
     @classmethod
     def from_transcript_entry(cls, entry: TranscriptEntry) -> "HistoryMessage":
         """A transcript row: tool calls become assistant messages, tool results `tool` messages."""
         if entry.kind is TranscriptKind.TOOL_CALL:
-            return cls("assistant", entry.content, entry.call_id or None, entry.name)
+            return cls("assistant", entry.content, entry.call_id or None, entry.name, entry.order)
         if entry.kind is TranscriptKind.TOOL_RESULT:
-            return cls("tool", entry.content, entry.call_id or None, entry.name)
-        return cls(role=entry.name, content=entry.content)
+            return cls("tool", entry.content, entry.call_id or None, entry.name, entry.order)
+        return cls(role=entry.name, content=entry.content, order=entry.order)
 
 
 def as_history_messages(items: object) -> list[HistoryMessage]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyruntime.errors import InvalidArgumentError
@@ -17,22 +17,23 @@ from pyruntime.history import cut_report as cuts
 from pyruntime.history.budget import HistoryBudget
 from pyruntime.history.cut_report import CompactionKind, CutReport
 from pyruntime.history.fold import (
+    MARKER_VERSION,
     deterministic_fold,
     find_fold_point,
     limit_summary_tokens,
-    marker_hashes,
-    split_marker,
+    marker_anchors,
+    split_marker_versioned,
     with_marker,
 )
 from pyruntime.history.llm_fold import (
     ChatCompletionFn,
     LlmCompactionOptions,
     build_compaction_payload,
-    clip_summary_with_marker,
+    clip_summary,
     run_compaction,
 )
 from pyruntime.history.messages import HistoryMessage, as_history_messages
-from pyruntime.history.prune import prune_history
+from pyruntime.history.prune import prune_history, strip_think
 from pyruntime.history.tokens import TokenCounter, count_message_tokens
 from pyruntime.policy import RoleMemoryConfig
 
@@ -121,8 +122,8 @@ async def prepare_turn_history(
         return _prepare_without_summary(messages, config=config, counter=counter, budget=budget)
     options = llm_options or LlmCompactionOptions()
     report = CutReport(stored_messages=len(messages), overflow_retries=budget.overflow_attempt)
-    prior_body, _ = split_marker(prior_summary)
-    fold_start = find_fold_point(messages, prior_summary) if prior_body or prior_summary else 0
+    prior_body, _, marker_version = split_marker_versioned(prior_summary)
+    fold_start = find_fold_point(messages, prior_summary) if prior_summary else 0
     unfolded = messages[fold_start:]
     pruned = prune_history(unfolded)
     kept_index = [i for i, _ in pruned.kept]
@@ -137,6 +138,7 @@ async def prepare_turn_history(
         disposition[fold_start + i] = Disposition.PRUNED
 
     reserve = budget.summary_tokens
+    stored_limit = budget.stored_summary_tokens or reserve
     prior_cut = limit_summary_tokens(prior_body, counter, reserve)
     ratio = config.effective_compaction_trigger_ratio
     max_messages = config.max_chat_history_messages
@@ -148,14 +150,17 @@ async def prepare_turn_history(
         start = _verbatim_start(tokens, max_messages, budget.history_tokens - reserve)
         start = _align_to_tool_groups(kept, start)
 
-    summary_cut = prior_cut
-    cap_dropped = 0
+    body = prior_body
+    stored_cut_tokens = 0
+    pending_summary: str | None = None
     if start > 0:
-        to_fold = kept[:start]
-        fold_point = kept_index[start] if start < len(kept) else len(unfolded)
-        body: str | None = None
+        # Everything before the first verbatim message is folded, pruned messages included: a
+        # superseded or older tool result, a duplicate, reaches the summary when it ages out.
+        verbatim_from = kept_index[start] if start < len(kept) else len(unfolded)
+        to_fold = _fold_inputs(unfolded[:verbatim_from], dict(pruned.kept))
+        fold_point = verbatim_from
+        folded_body: str | None = None
         use_llm = compact is not None and llm_compaction_enabled and config.use_llm_context_compaction
-        consumed = len(to_fold)
         if use_llm:
             assert compact is not None
             payload = build_compaction_payload(prior_body, to_fold, options)
@@ -164,71 +169,64 @@ async def prepare_turn_history(
                 payload.lines, payload.clipped_lines, payload.chars_dropped, len(payload.text),
                 options.max_payload_chars, deferred, options.max_per_message_chars,
             )
-            body, reason = await run_compaction(compact, payload, options)
-            if body is None:
+            folded_body, reason = await run_compaction(compact, payload, options)
+            if folded_body is None:
                 cuts.log_compaction_fallback(reason)
                 report.compaction_fell_back = True
             else:
                 report.compaction = CompactionKind.LLM
-                consumed = payload.consumed
-                if consumed < len(to_fold):
-                    # The marker stops at the last line sent; the next compaction folds the rest.
-                    fold_point = kept_index[consumed - 1] + 1
-        if body is None:
+                # The marker stops at the last line sent; the next compaction folds the rest.
+                fold_point = payload.consumed
+                folded_body, total, dropped = clip_summary(folded_body, options.max_summary_chars)
+                if dropped:
+                    report.summary_chars_dropped += dropped
+                    cuts.log_summary_clipped(total, total - dropped, dropped, options.max_summary_chars)
+        if folded_body is None:
             fold = deterministic_fold(prior_body, to_fold)
-            body = fold.body
+            folded_body = fold.body
             report.compaction = CompactionKind.DETERMINISTIC
             report.clipped_bullets = list(fold.clipped)
             cuts.log_fold(len(to_fold), len(fold.clipped), fold.chars_total, fold.chars_kept, fold.chars_dropped)
 
-        # The stored summary stays within the summary budget (MaxRolledSummaryTokens and history // 3).
-        capped = limit_summary_tokens(body, counter, reserve)
+        # The stored summary's own limit (MaxRolledSummaryTokens, else one that only the role and the
+        # model set): the request's budget cuts only the copy sent, below.
+        capped = limit_summary_tokens(folded_body, counter, stored_limit)
         if capped.tokens_dropped:
-            cap_dropped = capped.tokens_dropped
+            stored_cut_tokens = capped.tokens_dropped
             report.summary_chars_dropped += capped.chars_dropped
         body = capped.text
-        hashes = marker_hashes(messages, fold_start + fold_point)
-        if report.compaction is CompactionKind.LLM:
-            pending, total, dropped = clip_summary_with_marker(body, hashes, options.max_summary_chars)
-            if dropped:
-                report.summary_chars_dropped += dropped
-                cuts.log_summary_clipped(total, total - dropped, dropped, options.max_summary_chars)
-            body = split_marker(pending)[0]
-        else:
-            pending = with_marker(body, hashes)
-        summary_cut = limit_summary_tokens(body, counter, reserve)
+        pending_summary = with_marker(body, marker_anchors(messages, fold_start + fold_point))
 
-        for position in range(start):
-            slot = fold_start + kept_index[position]
-            if position < consumed:
+        for position in range(verbatim_from):
+            slot = fold_start + position
+            if position < fold_point:
                 disposition[slot] = Disposition.FOLDED
-                report.folded_ids.append(kept[position].id)
+                report.folded_ids.append(unfolded[position].id)
             else:
                 disposition[slot] = Disposition.DEFERRED
-                report.deferred_ids.append(kept[position].id)
-        pending_summary: str | None = pending
-    else:
-        pending_summary = None
+                report.deferred_ids.append(unfolded[position].id)
+    elif fold_start > 0 and marker_version < MARKER_VERSION:
+        # An older marker (content hashes) or none: rewrite it as identities once this turn succeeds.
+        pending_summary = with_marker(prior_body, marker_anchors(messages, fold_start))
 
-    verbatim = kept[start:]
-    by_reserve = summary_cut.tokens_dropped if summary_cut is prior_cut else 0
-    if cap_dropped or by_reserve:
-        by_cap = cap_dropped if budget.max_rolled_summary_tokens and reserve == budget.max_rolled_summary_tokens else 0
-        cuts.log_summary_cut(by_cap, cap_dropped - by_cap + by_reserve, reserve, summary_cut.tokens)
-        if by_reserve:
-            report.summary_chars_dropped += summary_cut.chars_dropped
+    summary_cut = limit_summary_tokens(body, counter, reserve)
+    verbatim = [m for i, m in pruned.kept if disposition[fold_start + i] is Disposition.SENT]
+    if stored_cut_tokens or summary_cut.tokens_dropped:
+        cuts.log_summary_cut(stored_cut_tokens, summary_cut.tokens_dropped, reserve, summary_cut.tokens)
+        report.summary_chars_dropped += summary_cut.chars_dropped
 
-    report.pruned_ids = [unfolded[i].id for i, _ in pruned.pruned]
+    report.pruned_ids = [m.id for m, d in zip(messages, disposition) if d is Disposition.PRUNED]
     report.sent_verbatim = len(verbatim)
     report.summary_tokens_sent = summary_cut.tokens
-    history_tokens = sum(tokens[start:]) + summary_cut.tokens
+    history_tokens = sum(t for t, (i, _) in zip(tokens, pruned.kept) if disposition[fold_start + i] is Disposition.SENT)
+    history_tokens += summary_cut.tokens
     report.tokens_after = history_tokens
     report.already_folded = fold_start
     report.lossy = report.summary_chars_dropped > 0
     cuts.log_history_window(
         stored=len(messages),
         verbatim=len(verbatim),
-        pruned=len(pruned.pruned),
+        pruned=len(report.pruned_ids),
         folded=disposition.count(Disposition.FOLDED) + fold_start,
         summary_tokens=summary_cut.tokens,
         deferred=len(report.deferred_ids),
@@ -236,7 +234,7 @@ async def prepare_turn_history(
         window_cap=None,
     )
     return PreparedHistory(
-        messages=list(verbatim),
+        messages=verbatim,
         summary_text=summary_cut.text,
         cut_report=report,
         pending_summary=pending_summary,
@@ -244,6 +242,19 @@ async def prepare_turn_history(
         history_tokens=history_tokens,
         _save=save_summary,
     )
+
+
+def _fold_inputs(messages: Sequence[HistoryMessage], kept: dict[int, HistoryMessage]) -> list[HistoryMessage]:
+    """The messages to fold as the prompt copy has them (`<think>` stripped); pruned ones included."""
+    out = []
+    for index, message in enumerate(messages):
+        if index in kept:
+            out.append(kept[index])
+        elif message.is_assistant:
+            out.append(replace(message, content=strip_think(message.content)))
+        else:
+            out.append(message)
+    return out
 
 
 def _prepare_without_summary(

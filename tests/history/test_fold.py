@@ -9,7 +9,8 @@ from pyruntime.history.fold import (
     find_fold_point,
     fold_marker,
     limit_summary_tokens,
-    marker_hashes,
+    marker_anchors,
+    Anchor,
     split_marker,
     strip_fold_marker,
     with_marker,
@@ -63,30 +64,30 @@ def test_clipping_counts_utf16_units_and_never_splits_a_surrogate_pair() -> None
 
 
 def test_marker_round_trip_and_stripping() -> None:
-    hashes = [f"{i:012x}" for i in range(10)]
-    stored = with_marker("Previous conversation summary:\n- user: hi", hashes)
-    assert stored.endswith("\n[fold:v1:" + ",".join(hashes[:8]) + "]")
-    assert split_marker(stored) == ("Previous conversation summary:\n- user: hi", tuple(hashes[:8]))
+    anchors = [Anchor(100 - i, f"{i:012x}") for i in range(10)]
+    stored = with_marker("Previous conversation summary:\n- user: hi", anchors)
+    assert stored.endswith("\n[fold:v2:" + ",".join(f"{a.order}:{a.id}" for a in anchors[:8]) + "]")
+    assert split_marker(stored) == ("Previous conversation summary:\n- user: hi", tuple(anchors[:8]))
     assert strip_fold_marker(stored) == "Previous conversation summary:\n- user: hi"
     assert strip_fold_marker("no marker here") == "no marker here"
 
 
 def test_a_marker_inside_message_content_cannot_fake_the_fold_point() -> None:
-    fake = fold_marker(["0" * 12])
+    fake = fold_marker([Anchor(1, "0" * 12)])
     fold = deterministic_fold("", [M("user", "text\n" + fake)])
     assert split_marker(fold.body)[1] == ()
 
 
 def test_fold_point_is_found_after_new_messages_were_appended() -> None:
     history = dialogue(20)
-    summary = with_marker("s", marker_hashes(history, 12))
+    summary = with_marker("s", marker_anchors(history, 12))
     assert find_fold_point(history, summary) == 12
     assert find_fold_point(history + dialogue(3, prefix="new"), summary) == 12
 
 
 def test_fold_point_is_found_after_the_store_dropped_its_oldest_rows() -> None:
     history = dialogue(40)
-    summary = with_marker("s", marker_hashes(history, 30))
+    summary = with_marker("s", marker_anchors(history, 30))
     assert find_fold_point(history[25:], summary) == 5  # 5 of the 8 marked messages still stored
     assert find_fold_point(history[29:], summary) == 1
     assert find_fold_point(history[30:], summary) == 0  # every folded message left the store
@@ -95,10 +96,10 @@ def test_fold_point_is_found_after_the_store_dropped_its_oldest_rows() -> None:
 def test_duplicates_are_folded_once() -> None:
     # "ok" and "yes" repeat; the 8-hash marker still pins the fold point to the first run.
     history = [M("user", "ok"), M("assistant", "yes")] * 3 + dialogue(6) + [M("user", "ok"), M("assistant", "yes")]
-    summary = with_marker("s", marker_hashes(history, 8))
+    summary = with_marker("s", marker_anchors(history, 8))
     assert find_fold_point(history, summary) == 8
     # The fold point with only one hash matching in a repeat later on is not confused either.
-    summary_at_two = with_marker("s", marker_hashes(history, 2))
+    summary_at_two = with_marker("s", marker_anchors(history, 2))
     assert find_fold_point(history, summary_at_two) == 2
 
 

@@ -84,7 +84,7 @@ def test_llm_fold_makes_one_tool_less_call_with_the_compactor_role(tiny_completi
         assert report.compaction is CompactionKind.LLM
     assert len(report.folded_ids) == 5 and len(prepared.messages) == 15
     body, hashes = split_marker(prepared.pending_summary)
-    assert hashes[0] == history[4].id and prepared.summary_text == body
+    assert hashes[0].id == history[4].id and prepared.summary_text == body
 
 
 def test_a_failing_compactor_falls_back_to_the_deterministic_fold(caplog: pytest.LogCaptureFixture) -> None:
@@ -140,13 +140,30 @@ def test_a_summary_above_4000_chars_is_clipped_and_ends_with_the_marker(caplog: 
         prepared = asyncio.run(run(dialogue(20), complete=verbose))
     stored = prepared.pending_summary
     assert prepared.cut_report.compaction is CompactionKind.LLM
-    assert utf16_len(stored) <= 4000
     body, hashes = split_marker(stored)
+    assert 3990 <= utf16_len(body) <= 4000  # the hidden marker is not counted
     assert stored.endswith("]") and hashes and body.endswith("chars]")
     assert "…[+" in body and prepared.cut_report.summary_chars_dropped > 1800
     warning = [r for r in caplog.records if r.getMessage().startswith("Compacted summary clipped to 4000 chars")]
     assert len(warning) == 1 and warning[0].levelno == logging.WARNING
     assert "5799 chars total" in warning[0].getMessage()
+
+
+def test_a_summary_just_under_4000_chars_is_not_clipped_for_the_hidden_marker(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Failed before: the clip counted the marker line (~130 chars), so 3990 chars lost their tail.
+    text = ("The smith owes the player a sword. " * 120)[:3990].strip()
+
+    async def exact(messages, options):
+        return text
+
+    with caplog.at_level(logging.INFO, logger="pyruntime.history"):
+        prepared = asyncio.run(run(dialogue(20), complete=exact))
+    body, anchors = split_marker(prepared.pending_summary)
+    assert body == text and anchors
+    assert prepared.cut_report.summary_chars_dropped == 0
+    assert not [r for r in caplog.records if r.getMessage().startswith("Compacted summary clipped")]
 
 
 def test_payload_lines_are_clipped_at_800_and_the_first_line_always_goes_in() -> None:
@@ -182,7 +199,7 @@ def test_lines_that_do_not_fit_12000_chars_are_deferred_and_folded_next_time(cap
     assert len(report.folded_ids) == 14 and len(report.deferred_ids) == 21
     assert first.dispositions[:14] == (Disposition.FOLDED,) * 14
     assert first.dispositions[14:35] == (Disposition.DEFERRED,) * 21
-    assert split_marker(first.pending_summary)[1][0] == history[13].id  # stops at the last line sent
+    assert split_marker(first.pending_summary)[1][0].id == history[13].id  # stops at the last line sent
     payload_line = [r for r in caplog.records if r.getMessage().startswith("LLM compaction payload")]
     assert payload_line[0].levelno == logging.WARNING
     assert "14 line(s) sent, 14 clipped to 800 chars" in payload_line[0].getMessage()
