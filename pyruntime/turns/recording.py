@@ -66,7 +66,10 @@ def recorded_result(call: ExecutedCall, mode: ToolResultMemory) -> RecordedResul
 
 @dataclass(frozen=True)
 class TurnRecord:
-    """What a turn leaves in the history; `reply` None = no assistant message (the turn did not complete)."""
+    """What a turn leaves in the history; `reply` None = no assistant message (the turn did not complete).
+
+    A completed turn's reply is recorded even when empty.
+    """
 
     hint: str
     rounds: Sequence[Sequence[ExecutedCall]] = ()
@@ -114,9 +117,9 @@ def turn_rows(record: TurnRecord, mode: ToolResultMemory) -> TurnRows:
             total += sum(r.chars_total for r in results)
             dropped += sum(r.chars_dropped for r in results)
     if record.reply is not None:
-        reply = strip_think(record.reply)
-        if reply.strip():
-            rows.append(_chat_row("assistant", reply))
+        # An empty (or reasoning-only) reply is recorded as an empty assistant message, as the design
+        # note's orchestrator does: the history keeps its user/assistant alternation.
+        rows.append(_chat_row("assistant", strip_think(record.reply)))
     return TurnRows(rows, entries, total, dropped)
 
 

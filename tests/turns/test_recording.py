@@ -92,3 +92,16 @@ def test_when_the_batch_cannot_be_written_the_hint_alone_is_kept(tmp_path: Path,
     # The failed append left nothing behind; the hint went in on its own, exactly once, with no reply.
     assert [(m.role, m.content) for m in stores.scoped().get_chat_history("Smith")] == [("user", "hello")]
     assert [r.content for r in stores.scoped().get_transcript("Smith")] == ["hello"]
+
+
+def test_an_empty_or_reasoning_only_reply_is_recorded_as_an_empty_assistant_message(tmp_path: Path) -> None:
+    # Failed before: no assistant row, so two user messages followed each other in the history.
+    stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path)
+    scoped = stores.scoped()
+    record_turn(scoped, "Smith", TurnRecord("hello", (), ""), ToolResultMemory.FULL, persist=True)
+    record_turn(scoped, "Smith", TurnRecord("again", (), "<think>only thoughts</think>"), ToolResultMemory.FULL,
+                persist=True)
+    chat = [(m.role, m.content) for m in scoped.get_chat_history("Smith")]
+    assert chat == [("user", "hello"), ("assistant", ""), ("user", "again"), ("assistant", "")]
+    reopened = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path).scoped()
+    assert [(m.role, m.content) for m in reopened.get_chat_history("Smith")] == chat  # survives the file round trip
