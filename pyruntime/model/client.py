@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
@@ -17,12 +18,20 @@ from pyruntime.model.compat import (
     parse_chunk,
     parse_completion,
 )
-from pyruntime.model.errors import IncompleteStreamError, ModelError, ModelUnavailableError
+from pyruntime.model.errors import IncompleteStreamError, ModelError, ModelStalledError, ModelUnavailableError
 from pyruntime.model.sse import SSEDecoder
-from pyruntime.model.types import ChatCompletion, FinishDelta, StreamDelta
+from pyruntime.model.types import ChatCompletion, FinishDelta, StreamDelta, TextDelta, ToolCallDelta
 
 DEFAULT_TIMEOUT_S = 300.0  # a long non-streamed reply on a slow CPU
 CONNECT_TIMEOUT_S = 5.0
+DEFAULT_DEADLINE_S = 300.0  # every call, streamed or not, ends by then (closing the stream stops the generation)
+# A stream that sends no text for this long is stopped and reported (ModelStalledError). Before the
+# first text the prompt is still being evaluated, which takes longer on a slow CPU with a long prompt.
+DEFAULT_FIRST_TEXT_S = 120.0
+DEFAULT_TEXT_GAP_S = 30.0
+
+Gate = Callable[[], None]
+"""Raises `ModelUnavailableError` when the model cannot take requests now (e.g. a watchdog restart)."""
 
 
 class ChatStream:
@@ -67,10 +76,26 @@ class OpenAICompatClient:
         timeout: float = DEFAULT_TIMEOUT_S,
         json_schema_as_json_object: bool = True,
         http_client: httpx.AsyncClient | None = None,
+        deadline_s: float | None = DEFAULT_DEADLINE_S,
+        first_text_s: float | None = DEFAULT_FIRST_TEXT_S,
+        text_gap_s: float | None = DEFAULT_TEXT_GAP_S,
+        gate: Gate | None = None,
     ) -> None:
-        """Configure the client; `http_client` (not closed by us) replaces the internal one."""
+        """Configure the client; `http_client` (not closed by us) replaces the internal one.
+
+        `deadline_s` bounds every call; `first_text_s` / `text_gap_s` stop a stream that sends no
+        text (or tool-call piece) for that long from its start / after its last text. None: no limit.
+        `gate` is asked before every request (see `Gate`).
+        """
+        for name, value in (("deadline_s", deadline_s), ("first_text_s", first_text_s), ("text_gap_s", text_gap_s)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be positive or None")
         self.base_url = base_url.rstrip("/")
         self.model = model
+        self.deadline_s = deadline_s
+        self.first_text_s = first_text_s
+        self.text_gap_s = text_gap_s
+        self.gate = gate
         self._timeout = timeout
         self._json_schema_as_json_object = json_schema_as_json_object
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -97,14 +122,22 @@ class OpenAICompatClient:
         max_tokens: int | None = None,
         extra: Mapping[str, Any] | None = None,
     ) -> ChatCompletion:
-        """One non-streamed chat completion."""
+        """One non-streamed chat completion (within `deadline_s`)."""
+        self.check_available()
         body = await self._request_body(
             messages, False, tools, tool_choice, response_format, temperature, max_tokens, extra
         )
-        with self._transport_errors():
-            response = await self._http.post(
-                f"{self.base_url}/chat/completions", json=body, headers=self._headers
-            )
+        limit = asyncio.timeout(self.deadline_s)
+        try:
+            async with limit:
+                with self._transport_errors():
+                    response = await self._http.post(
+                        f"{self.base_url}/chat/completions", json=body, headers=self._headers
+                    )
+        except TimeoutError:
+            if limit.expired():
+                raise self._deadline_error() from None
+            raise
         if response.status_code >= 400:
             raise error_from_response(response.status_code, response.content)
         return parse_completion(self._json(response.content))
@@ -120,7 +153,13 @@ class OpenAICompatClient:
         max_tokens: int | None = None,
         extra: Mapping[str, Any] | None = None,
     ) -> ChatStream:
-        """A streamed chat completion; ends with a `FinishDelta` or raises (never truncates silently)."""
+        """A streamed chat completion; ends with a `FinishDelta` or raises (never truncates silently).
+
+        Raises `ModelStalledError` when no text comes for `first_text_s` / `text_gap_s`, and
+        `ModelUnavailableError` past `deadline_s`; either way the HTTP stream is closed, which stops
+        the generation on the hosted server.
+        """
+        self.check_available()
         return ChatStream(
             self._stream(messages, tools, tool_choice, response_format, temperature, max_tokens, extra)
         )
@@ -139,33 +178,67 @@ class OpenAICompatClient:
             messages, True, tools, tool_choice, response_format, temperature, max_tokens, extra
         )
         body.setdefault("stream_options", {"include_usage": True})
-        finished = done = False
-        with self._transport_errors():
-            async with self._http.stream(
-                "POST", f"{self.base_url}/chat/completions", json=body, headers=self._headers
-            ) as response:
-                if response.status_code >= 400:
-                    raise error_from_response(response.status_code, await response.aread())
-                decoder = SSEDecoder()
-                async for line in response.aiter_lines():
-                    data = decoder.feed(line)
-                    if data is None:
-                        continue
-                    if data.strip() == "[DONE]":
-                        done = True
-                        break
-                    for delta in parse_chunk(self._json(data.encode())):
-                        finished = finished or isinstance(delta, FinishDelta)
-                        yield delta
-                else:
-                    tail = decoder.flush()
-                    if tail is not None and tail.strip() != "[DONE]":
-                        for delta in parse_chunk(self._json(tail.encode())):
-                            finished = finished or isinstance(delta, FinishDelta)
-                            yield delta
+        finished = done = seen_text = False
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        end = began + self.deadline_s if self.deadline_s is not None else None
+        text_by = began + self.first_text_s if self.first_text_s is not None else None
+        # The limit is armed only while we wait for the server: time the consumer spends between
+        # two deltas still counts (absolute times), but the cancel never lands in the consumer's code.
+        limit = asyncio.timeout(None)
+        try:
+            async with limit:
+                with self._transport_errors():
+                    async with self._http.stream(
+                        "POST", f"{self.base_url}/chat/completions", json=body, headers=self._headers
+                    ) as response:
+                        if response.status_code >= 400:
+                            raise error_from_response(response.status_code, await response.aread())
+                        decoder = SSEDecoder()
+                        lines = response.aiter_lines()
+                        while True:
+                            limit.reschedule(_earliest(end, text_by))
+                            try:
+                                line = await anext(lines)
+                            except StopAsyncIteration:
+                                line = None
+                            limit.reschedule(None)
+                            data = decoder.feed(line) if line is not None else decoder.flush()
+                            if data is None:
+                                if line is None:
+                                    break
+                                continue
+                            if data.strip() == "[DONE]":
+                                done = True
+                                break
+                            for delta in parse_chunk(self._json(data.encode())):
+                                finished = finished or isinstance(delta, FinishDelta)
+                                if self.text_gap_s is not None and isinstance(delta, TextDelta | ToolCallDelta):
+                                    text_by = loop.time() + self.text_gap_s
+                                    seen_text = True
+                                yield delta
+                            if line is None:
+                                break
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            if end is not None and loop.time() >= end:
+                raise self._deadline_error() from None
+            waited = self.text_gap_s if seen_text else self.first_text_s
+            raise ModelStalledError(
+                f"the model sent no text for {waited:g} s; the generation was stopped"
+            ) from None
         if not finished:
             how = "[DONE]" if done else "the end of the stream"
             raise IncompleteStreamError(f"model server sent {how} without a finish_reason; the reply was cut")
+
+    def check_available(self) -> None:
+        """Raise `ModelUnavailableError` (with a retry hint) when the gate says the model is not ready."""
+        if self.gate is not None:
+            self.gate()
+
+    def _deadline_error(self) -> ModelUnavailableError:
+        return ModelUnavailableError(f"the model call did not finish within {self.deadline_s:g} s; it was stopped")
 
     async def _request_body(
         self,
@@ -230,3 +303,9 @@ class OpenAICompatClient:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+def _earliest(*times: float | None) -> float | None:
+    """The earliest of the given loop times (None: no limit)."""
+    present = [t for t in times if t is not None]
+    return min(present) if present else None

@@ -19,7 +19,19 @@ class ModelError(CoreAIError):
 
 
 class ModelUnavailableError(ModelError):
-    """The model server cannot be reached, died mid-request, or did not answer in time."""
+    """The model server cannot be reached, died mid-request, or did not answer in time.
+
+    `retry_after_s` is a hint when the server is expected back (a watchdog restart), else None.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, detail: str | None = None,
+                 retry_after_s: float | None = None) -> None:
+        super().__init__(message, status=status, detail=detail)
+        self.retry_after_s = retry_after_s
+
+
+class ModelStalledError(ModelError):
+    """A generation produced no visible text for too long; the runtime stopped it."""
 
 
 class ContextOverflowError(ModelError):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -23,7 +24,16 @@ from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
 from pyruntime.model.errors import ModelUnavailableError
 from pyruntime.model.gguf_info import read_gguf_info
-from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT, LlamaServerConfig, effective_n_ctx
+from pyruntime.model.lifeline import child_popen_options, tie_child_to_this_process
+from pyruntime.model.llama_server import (
+    API_KEY_ENV,
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    LlamaServerConfig,
+    default_threads,
+    effective_n_ctx,
+)
+from pyruntime.model.port_guard import STATUS_PATH
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +73,16 @@ class LlamaServerProcess:
         return self.config.base_url
 
     @property
+    def api_key(self) -> str | None:
+        """The bearer key the port demands (None: none)."""
+        return self.config.api_key
+
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        """Headers that authenticate a request to this server."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    @property
     def pid(self) -> int | None:
         """Process id of the child, None before start."""
         return self._process.pid if self._process else None
@@ -89,6 +109,9 @@ class LlamaServerProcess:
         )
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+        env.pop(API_KEY_ENV, None)
+        if self.config.api_key:
+            env[API_KEY_ENV] = self.config.api_key
         began = time.perf_counter()
         self._process = subprocess.Popen(
             [sys.executable, "-m", "pyruntime.model.llama_server", self.config.to_json()],
@@ -96,8 +119,9 @@ class LlamaServerProcess:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,  # the library prints request chatter there
             stderr=subprocess.PIPE,
-            start_new_session=True,  # Ctrl+C reaches only us; we stop the child in order
+            **child_popen_options(),  # Ctrl+C reaches only us; we stop the child in order
         )
+        tie_child_to_this_process(self._process)  # dies with the runtime on every OS (model/lifeline.py)
         threading.Thread(target=self._drain_stderr, args=(self._process,), name="llama-stderr", daemon=True).start()
         try:
             self._wait_ready(began, timeout)
@@ -118,7 +142,7 @@ class LlamaServerProcess:
                     last = self._stderr_tail[-1] if self._stderr_tail else "no output"
                     raise ModelUnavailableError(f"model server exited with code {code} while starting: {last}")
                 try:
-                    if http.get(f"{self.base_url}/models").status_code == 200:
+                    if http.get(f"{self.base_url}/models", headers=self.auth_headers).status_code == 200:
                         return
                 except httpx.TransportError:
                     pass  # not listening yet: the model is still loading
@@ -140,6 +164,29 @@ class LlamaServerProcess:
     def recent_stderr(self) -> list[str]:
         """The child's last stderr lines (for debugging by hand; may contain request text)."""
         return list(self._stderr_tail)
+
+    def status(self, timeout: float = 2.0) -> dict[str, object]:
+        """The child's generation status (`GET /coreai/status`, answered without the model lock).
+
+        Raises httpx errors when the child does not answer in `timeout` (hung, stopped, dead).
+        """
+        root = self.base_url.removesuffix("/v1")
+        response = httpx.get(f"{root}{STATUS_PATH}", headers=self.auth_headers, timeout=timeout)
+        response.raise_for_status()
+        data = response.json()
+        if not isinstance(data, dict):
+            raise ValueError("status is not a JSON object")
+        return data
+
+    def kill(self) -> int | None:
+        """SIGKILL the child at once (a hung or stopped child ignores SIGTERM) and reap it."""
+        process = self._process
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        return process.returncode
 
     def stop(self, timeout: float = 5.0) -> int | None:
         """Terminate the child (kill it if it does not exit in `timeout`); returns its exit code."""
@@ -172,13 +219,25 @@ def hosted_model_config(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     n_ctx: int | None = None,
+    n_threads: int | None = None,
+    api_key: str | None = None,
 ) -> LlamaServerConfig:
-    """Config for hosting `model_path`, or the embedded SmolLM2 model when it is None."""
+    """Config for hosting `model_path`, or the embedded SmolLM2 model when it is None.
+
+    The port always demands a key: `api_key`, else a fresh random one (`generate_model_key`).
+    """
+    threads = default_threads() if n_threads is None else n_threads
+    key = api_key or generate_model_key()
     if model_path is None:
-        return LlamaServerConfig(
-            model_path=embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS, host=host, port=port, n_ctx=n_ctx
-        )
+        return LlamaServerConfig(model_path=embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS, host=host, port=port,
+                                 n_ctx=n_ctx, n_threads=threads, api_key=key)
     if model_path.suffix.lower() != ".gguf":
         raise InvalidArgumentError("--model must be a .gguf file")
     alias = model_path.stem.lower() or "local-model"
-    return LlamaServerConfig(model_path=model_path, alias=alias, host=host, port=port, n_ctx=n_ctx)
+    return LlamaServerConfig(model_path=model_path, alias=alias, host=host, port=port, n_ctx=n_ctx,
+                             n_threads=threads, api_key=key)
+
+
+def generate_model_key() -> str:
+    """A random bearer key for the model port (256 bits, URL-safe)."""
+    return secrets.token_urlsafe(32)

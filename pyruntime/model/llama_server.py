@@ -22,6 +22,25 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 13333
 DEFAULT_N_CTX = 8192  # llama-cpp-python's 2048 is too small for a memory-assembled turn
 MIN_N_CTX = 32
+API_KEY_ENV = "COREAI_MODEL_API_KEY"  # how the key reaches the child: never on its command line (ps shows it)
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # macOS and Windows have no sched_getaffinity
+        return max(1, os.cpu_count() or 1)
+
+
+def default_threads() -> int:
+    """llama.cpp threads that leave the game half the cores: max(1, cores // 2).
+
+    llama.cpp's threads spin at every barrier, so a thread that loses its core to the game stalls
+    all the others: a 32-token turn took 35.5 s on 2 threads against 2.2 s on 1 thread with other
+    load on a 2-core machine (issue 9).
+    """
+    return max(1, available_cores() // 2)
 
 
 def effective_n_ctx(requested: int | None, trained: int | None) -> int:
@@ -41,13 +60,16 @@ class LlamaServerConfig:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     n_ctx: int | None = None  # None: 8192; always clamped to the model's trained context
-    n_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    n_threads: int = field(default_factory=default_threads)
     interrupt_requests: bool = False  # True would cut a running stream when another request arrives
     chat_format: str | None = None  # None: the model's own chat template
     sse_ping_interval_s: float | None = None  # None: the library default (15 s)
     # The server's default True keeps logits of every prompt position (n_ctx x vocab floats,
     # 1.6 GB for SmolLM2 at 8192) and slows prompt evaluation; only prompt logprobs need it.
     logits_all: bool = False
+    # Bearer key the port demands (llama-cpp-python's `api_key`); None: no key (tests, benches).
+    # Never serialised: it reaches the child through API_KEY_ENV.
+    api_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.alias.strip():
@@ -70,6 +92,7 @@ class LlamaServerConfig:
         """Serialised form passed to the child process."""
         data = asdict(self)
         data["model_path"] = str(self.model_path)
+        del data["api_key"]
         return json.dumps(data)
 
     @classmethod
@@ -77,6 +100,7 @@ class LlamaServerConfig:
         """Inverse of `to_json`."""
         data: dict[str, Any] = json.loads(text)
         data["model_path"] = Path(data["model_path"])
+        data["api_key"] = os.environ.get(API_KEY_ENV) or None
         return cls(**data)
 
 
@@ -87,7 +111,10 @@ def run_server(config: LlamaServerConfig) -> None:
     from llama_cpp.server.app import create_app
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
+    from pyruntime.model.port_guard import ModelPortGuard, install_generation_hooks, remove_permissive_cors
+
     _report_stream_failures_as_events()
+    install_generation_hooks()
     if config.sse_ping_interval_s is not None:
         from sse_starlette.sse import EventSourceResponse
 
@@ -97,7 +124,7 @@ def run_server(config: LlamaServerConfig) -> None:
         host=config.host,
         port=config.port,
         interrupt_requests=config.interrupt_requests,
-        api_key=None,
+        api_key=config.api_key,
     )
     model_settings = ModelSettings(
         model=str(config.model_path),
@@ -110,8 +137,9 @@ def run_server(config: LlamaServerConfig) -> None:
         verbose=False,
     )
     app = create_app(server_settings=server_settings, model_settings=[model_settings])
+    remove_permissive_cors(app)
     uvicorn.run(
-        DefaultModelMiddleware(app, config.alias),
+        ModelPortGuard(DefaultModelMiddleware(app, config.alias), port=config.port, api_key=config.api_key),
         host=config.host,
         port=config.port,
         log_level="warning",

@@ -41,7 +41,8 @@ def test_server_lists_the_alias_and_never_the_file_path(tiny_llama_server, tiny_
 def test_context_defaults_to_8192_clamped_to_the_trained_context(tiny_llama_server):
     assert tiny_llama_server.config.n_ctx == TINY_CONTEXT_LENGTH  # 8192 asked, the model knows 2048
     assert tiny_llama_server.config.interrupt_requests is False
-    assert tiny_llama_server.config.n_threads == os.cpu_count()
+    # Half the cores, at least one: llama.cpp must leave cores to the game (issue 9).
+    assert tiny_llama_server.config.n_threads == max(1, len(os.sched_getaffinity(0)) // 2)
     assert effective_n_ctx(None, 32768) == 8192
     assert effective_n_ctx(16384, 8192) == 8192
     assert effective_n_ctx(512, None) == 512

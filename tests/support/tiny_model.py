@@ -58,14 +58,23 @@ def _vocabulary() -> tuple[list[str], list[float], list[int]]:
     return tokens, scores, [int(t) for t in types]
 
 
-def write_tiny_model(path: Path, *, context_length: int = TINY_CONTEXT_LENGTH, endless: bool = False) -> Path:
+STUCK_BYTE = 0xF0  # the lead byte of a 4-byte UTF-8 sequence
+
+
+def write_tiny_model(path: Path, *, context_length: int = TINY_CONTEXT_LENGTH, endless: bool = False,
+                     stuck_utf8: bool = False) -> Path:
     """Write the tiny llama-architecture GGUF (F32, 64-dim, 2 layers, ChatML template) to `path`.
 
     `endless`: the model (practically) never picks `<|im_end|>` on its own, so a free-text reply runs
     to max_tokens (for tests that need a long stream); grammars still end it.
+    `stuck_utf8`: the model emits only the byte 0xF0, forever: llama-cpp-python holds incomplete UTF-8
+    back, so a stream sends no text at all while it decodes (and slows down, re-decoding every token:
+    the "no visible text" failure of issue 9).
     """
     path = Path(path)
     tokens, scores, types = _vocabulary()
+    if stuck_utf8:
+        types[tokens.index(f"<0x{STUCK_BYTE:02X}>")] = int(gguf.TokenType.BYTE)
     im_end = tokens.index("<|im_end|>")
     rng = np.random.default_rng(_SEED)
 
@@ -95,9 +104,16 @@ def write_tiny_model(path: Path, *, context_length: int = TINY_CONTEXT_LENGTH, e
     writer.add_chat_template(CHATML_TEMPLATE)
 
     vocab = len(tokens)
-    writer.add_tensor("token_embd.weight", weight(vocab, _EMBED))
-    writer.add_tensor("output_norm.weight", np.ones(_EMBED, dtype=np.float32))
+    embeddings = weight(vocab, _EMBED)
     output = weight(vocab, _EMBED)
+    if stuck_utf8:
+        # Every position carries the same hidden state (equal embeddings; the blocks add nothing, see
+        # `block`), and only the stuck byte's output row sees it: its logit is 64, every other one 0.
+        embeddings[:] = 1.0
+        output[:] = 0.0
+        output[tokens.index(f"<0x{STUCK_BYTE:02X}>")] = 1.0
+    writer.add_tensor("token_embd.weight", embeddings)
+    writer.add_tensor("output_norm.weight", np.ones(_EMBED, dtype=np.float32))
     if endless:
         # Logit 0 for every control token (end-of-turn ones included) against ~N(0, 1.6) rivals over
         # ~350 tokens: never the pick.
@@ -106,12 +122,13 @@ def write_tiny_model(path: Path, *, context_length: int = TINY_CONTEXT_LENGTH, e
     for layer in range(_LAYERS):
         block = f"blk.{layer}"
         writer.add_tensor(f"{block}.attn_norm.weight", np.ones(_EMBED, dtype=np.float32))
+        scale = 0.0 if stuck_utf8 else 1.0  # zero projections: the residual stream passes unchanged
         for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
-            writer.add_tensor(f"{block}.{name}.weight", weight(_EMBED, _EMBED))
+            writer.add_tensor(f"{block}.{name}.weight", weight(_EMBED, _EMBED) * scale)
         writer.add_tensor(f"{block}.ffn_norm.weight", np.ones(_EMBED, dtype=np.float32))
         writer.add_tensor(f"{block}.ffn_gate.weight", weight(_FFN, _EMBED))
         writer.add_tensor(f"{block}.ffn_up.weight", weight(_FFN, _EMBED))
-        writer.add_tensor(f"{block}.ffn_down.weight", weight(_EMBED, _FFN))
+        writer.add_tensor(f"{block}.ffn_down.weight", weight(_EMBED, _FFN) * scale)
 
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
