@@ -23,6 +23,8 @@ DEFAULT_MAX_CHAT_HISTORY_MESSAGES = 30
 DEFAULT_MAX_TOOL_CALL_ROUNDTRIPS = 20
 DEFAULT_COMPACTION_TRIGGER_RATIO = 0.8
 DEFAULT_MAX_MEMORY_CHARS = 16000
+MAX_TEMPERATURE = 2.0  # the OpenAI-compatible range; above it sampling is noise
+MAX_INT_SETTING = 2**31 - 1
 
 
 class ToolResultMemory(enum.Enum):
@@ -46,6 +48,9 @@ def _check_int(name: str, value: Any, *, minimum: int, optional: bool) -> None:
         raise InvalidArgumentError(f"{name} must be an integer" + (" or None" if optional else ""))
     if value < minimum:
         raise InvalidArgumentError(f"{name} must be >= {minimum}, got {value}")
+    if value > MAX_INT_SETTING:
+        # The contract carries these as int32; a larger value could never be sent back to a client.
+        raise InvalidArgumentError(f"{name} must be <= {MAX_INT_SETTING}, got {value}")
 
 
 def _check_real(name: str, value: Any, *, optional: bool) -> None:
@@ -79,8 +84,10 @@ def _validate_field(name: str, value: Any) -> Any:
         _check_int(name, value, minimum=0, optional=True)
     elif name == "temperature":
         _check_real(name, value, optional=True)
-        if value is not None and (math.isnan(value) or value < 0):
-            raise InvalidArgumentError(f"temperature must be a non-negative number, got {value}")
+        # Refused here, not at the first turn: an Infinity accepted once made every turn of the role fail.
+        if value is not None and not (math.isfinite(value) and 0 <= value <= MAX_TEMPERATURE):
+            raise InvalidArgumentError(
+                f"temperature must be a non-negative number no larger than {MAX_TEMPERATURE:g}, got {value}")
     elif name == "compaction_trigger_ratio":
         # Out-of-range ratios are tolerated and read as the default (spec 5: invalid -> 0.8).
         _check_real(name, value, optional=True)

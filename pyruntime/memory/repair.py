@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pyruntime.errors import InvalidArgumentError
+from pyruntime.jsonlimits import MAX_JSON_DEPTH, check_json_depth, value_depth
 from pyruntime.memory.actions import (
     MEMORY_ACTIONS,
     MEMORY_ARGUMENT_NAMES,
@@ -72,6 +73,7 @@ def _decode(raw: str) -> Any:
         text = value.strip()
         if not text:
             raise InvalidArgumentError("arguments are empty; a JSON object with at least action is required")
+        check_json_depth(text, "arguments")  # json.loads would raise RecursionError near depth 1000
         try:
             # strict=False: grammar-constrained output may hold raw control characters inside strings.
             value = json.loads(text, strict=False)
@@ -177,6 +179,8 @@ def parse_memory_tool_arguments(raw: str | Mapping[str, Any] | MemoryToolArgs) -
     data = _decode(raw) if isinstance(raw, str) else raw
     if not isinstance(data, Mapping):
         raise InvalidArgumentError(f"arguments must be a JSON object, got {_json_kind(data)}")
+    if value_depth(dict(data)) > MAX_JSON_DEPTH:
+        raise InvalidArgumentError(f"arguments: nesting deeper than {MAX_JSON_DEPTH} levels")
     values = _repair_values(_rename_keys(_unwrap_envelope(data)))
     try:
         return MemoryToolArgs.model_validate(values)

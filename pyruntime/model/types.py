@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from pyruntime.jsonlimits import MAX_JSON_DEPTH, nesting_depth
+
 
 @dataclass(frozen=True)
 class Usage:
@@ -40,6 +42,9 @@ def parse_tool_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
     """
     if not raw.strip():
         return {}, None
+    if nesting_depth(raw) > MAX_JSON_DEPTH:
+        # json.loads raises RecursionError near depth 1000; the model gets this as its tool error instead.
+        return None, f"arguments nest deeper than {MAX_JSON_DEPTH} levels"
     try:
         value = json.loads(raw, strict=False)
     except json.JSONDecodeError as exc:

@@ -12,6 +12,7 @@ from google.protobuf import json_format
 
 from coreai.v1 import common_pb2, memory_store_pb2
 from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
+from pyruntime.jsonlimits import check_json_depth, check_json_shape
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.scopes import ANONYMOUS_ACTOR, AgentMemoryScope, normalize_role_id, storage_key
 from pyruntime.stores.base import LoadStatus, TranscriptEntry, TranscriptKind, chat_kind
@@ -80,6 +81,7 @@ class ScopeSnapshot:
         """Parse proto3 JSON; anything that is not a valid ScopeSnapshot is an InvalidArgumentError."""
         if not isinstance(data, dict):
             raise InvalidArgumentError("snapshot must be a JSON object")
+        check_json_shape(data, memory_store_pb2.ScopeSnapshot.DESCRIPTOR, "snapshot")
         try:
             message = json_format.ParseDict(data, memory_store_pb2.ScopeSnapshot())
         except json_format.ParseError as exc:
@@ -93,6 +95,8 @@ class ScopeSnapshot:
     @classmethod
     def from_json(cls, text: str) -> "ScopeSnapshot":
         """Parse proto3 JSON text."""
+        if isinstance(text, (str, bytes)):
+            check_json_depth(text, "snapshot")
         try:
             data = json.loads(text)
         except (TypeError, ValueError) as exc:

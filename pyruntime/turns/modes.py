@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyruntime.errors import InvalidArgumentError
+from pyruntime.jsonlimits import MAX_JSON_DEPTH, nesting_depth
 from pyruntime.history.messages import clip_marked
 from pyruntime.memory.tool import MEMORY_TOOL_NAME
 from pyruntime.model.types import ToolCall
@@ -174,6 +175,9 @@ def parse_structured_reply(
     `tool_calls_json` (the complete `tool_calls` value of a reply cut later, from `ReplyExtractor`)
     still yields the calls when the whole reply is not valid JSON.
     """
+    if nesting_depth(text) > MAX_JSON_DEPTH:
+        # json.loads would raise RecursionError (near depth 1000) and fail the whole turn.
+        return StructuredReply("", (), f"the reply nests deeper than {MAX_JSON_DEPTH} levels")
     try:
         data = json.loads(text, strict=False)
     except json.JSONDecodeError as exc:
@@ -181,7 +185,7 @@ def parse_structured_reply(
         if tool_calls_json is not None:
             try:
                 calls, _ = parse_tool_calls(json.loads(tool_calls_json, strict=False), call_id_prefix=call_id_prefix)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 calls = ()
             return StructuredReply("", calls, error)
         return StructuredReply("", (), error)

@@ -95,7 +95,8 @@ def test_loopback_origin_and_host_names_are_accepted(runtime: Runtime) -> None:
     (b'{"target": {"roleId": "T"}, "persist": "yes"}', "unmarshal"),
     (b'{"target": {"roleId": "T"}, "contnt": "typo"}', "contnt"),  # unknown fields are refused, never ignored
     (b'{"target": {"roleId": "T"}, "role": "user", "content": "x"}', None),  # a valid control request
-    (b"[]", "role_id is required"),  # protobuf reads a JSON array as an empty message
+    (b"[]", "must be a JSON object"),  # protobuf alone reads a JSON array as an empty message
+    (b'{"target": [], "role": "user", "content": "x"}', "request.target must be a JSON object"),
     (b'{"target": {"roleId": ""}, "role": "user", "content": "x"}', "role_id is required"),
     (b'{"target": {"roleId": "Unknown Role"}, "role": "", "content": "x"}', "role is required"),
 ])
