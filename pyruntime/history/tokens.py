@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pyruntime.errors import InvalidArgumentError
 
@@ -41,12 +42,16 @@ def count_message_tokens(counter: TokenCounter, content: str) -> int:
     return counter.count(content) + MESSAGE_OVERHEAD_TOKENS
 
 
-def count_chat_tokens(counter: TokenCounter, messages: Sequence[Mapping[str, str]]) -> int:
-    """Prompt tokens of a chat: exact when the counter renders the model's template, else estimated."""
+def count_chat_tokens(
+    counter: TokenCounter, messages: Sequence[Mapping[str, str]], tools: Sequence[Mapping[str, Any]] | None = None
+) -> int:
+    """Prompt tokens of a chat (and the native `tools` it sends): exact when the counter renders the model's
+    template (which decides whether and how tools appear), else estimated (tools as their JSON)."""
     exact = getattr(counter, "count_messages", None)
     if callable(exact):
-        return int(exact(messages))
-    return sum(count_message_tokens(counter, m["content"]) for m in messages) + GENERATION_PROMPT_TOKENS
+        return int(exact(messages, tools=tools) if tools else exact(messages))
+    total = sum(count_message_tokens(counter, m["content"]) for m in messages) + GENERATION_PROMPT_TOKENS
+    return total + (counter.count(json.dumps(list(tools))) if tools else 0)
 
 
 # ggml_log_level as the bundled llama.cpp defines it (include/ggml.h). llama-cpp-python's own log
@@ -138,13 +143,17 @@ class LlamaTokenCounter:
         """Exact tokens of `text`."""
         return self._count(text)
 
-    def render(self, messages: Sequence[Mapping[str, str]]) -> str:
-        """The prompt text the model's chat template makes of `messages` (with the generation prompt)."""
+    def render(
+        self, messages: Sequence[Mapping[str, str]], tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> str:
+        """The prompt text the model's chat template makes of `messages` and `tools` (with the generation prompt)."""
         if self._formatter is None:
             raise InvalidArgumentError("the model has no chat template")
-        return self._formatter(messages=[dict(m) for m in messages]).prompt
+        return self._formatter(messages=[dict(m) for m in messages], tools=list(tools) if tools else None).prompt
 
-    def count_messages(self, messages: Sequence[Mapping[str, str]]) -> int:
-        """Exact prompt tokens of a chat, as llama.cpp counts them."""
+    def count_messages(
+        self, messages: Sequence[Mapping[str, str]], tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> int:
+        """Exact prompt tokens of a chat, as llama.cpp's server counts them (tools rendered as its template does)."""
         # The Jinja formatter reports added_special=True, so llama-cpp-python adds no BOS either.
-        return len(self.tokenize(self.render(messages)))
+        return len(self.tokenize(self.render(messages, tools)))

@@ -10,6 +10,7 @@ still records the user's hint exactly once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -30,6 +31,7 @@ from pyruntime.history import (
     prepare_scoped_turn_history,
 )
 from pyruntime.history.budget import MAX_OVERFLOW_RETRIES
+from pyruntime.history.tokens import GENERATION_PROMPT_TOKENS, MESSAGE_OVERHEAD_TOKENS, count_chat_tokens
 from pyruntime.memory import MemoryTool
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.model.client import OpenAICompatClient
@@ -39,6 +41,15 @@ from pyruntime.model.types import ChatCompletionAccumulator, TextDelta, ToolCall
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
 from pyruntime.stores.persistence import StoreBundle
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
+from pyruntime.turns.context import (
+    FixedPartOverflowError,
+    RequestFit,
+    effective_context,
+    fit_request,
+    fixed_parts,
+    native_tools,
+    overflow_error,
+)
 from pyruntime.turns.events import (
     CutReportEvent,
     FinalEvent,
@@ -78,10 +89,15 @@ from pyruntime.turns.tools import ToolContext, ToolRegistry
 log = logging.getLogger("pyruntime.turns")
 
 DEFAULT_TURN_TIMEOUT_S = 120.0
+# Room for the JSON wrapper and tool calls on top of a role's visible output cap, when tools are
+# offered: the cap bounds the reply the player sees, never the calls (a 32-48 token cap sent as
+# max_tokens cut the JSON of 69 of 72 structured turns; issue 9).
+TOOL_CALL_ALLOWANCE_TOKENS = 512
 DEFAULT_MODEL_CONTEXT_TOKENS = 8192
 ROUND_SEPARATOR = "\n\n"  # between the visible text of two model rounds
 FIXED_COUNT_CACHE_SIZE = 256  # (role, part) entries of the system-prompt / tool-schema token counts
 STRUCTURED_RESULTS_HEADER = "Tool results:"
+MAX_FIT_ROUNDS = 3  # history preparations per attempt while the rendered request overflows
 
 Emit = Callable[[TurnEvent], Awaitable[None]]
 
@@ -116,6 +132,8 @@ class _Turn:
     prepared: PreparedHistory | None = None
     cut_report: CutReport | None = None
     finished: bool = False
+    deadline: asyncio.Timeout | None = None  # the turn's timeout, paused while it waits for the model
+    tool_allowance: int = 0  # TOOL_CALL_ALLOWANCE_TOKENS once tools are offered
 
     @property
     def role_id(self) -> str:
@@ -170,8 +188,14 @@ class AiOrchestrator:
         llm_compaction_options: LlmCompactionOptions | None = None,
         max_calls_per_round: int = MAX_CALLS_PER_ROUND,
         stream_buffer: int = 32,
+        timeout_includes_queue: bool = False,
     ) -> None:
-        """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`."""
+        """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
+
+        `timeout_includes_queue`: False (default) - a turn's timeout counts only while the turn is not
+        waiting for the model's request queue, so a turn never times out without reaching the model;
+        True - it counts from the call. Either way a waiting turn can be cancelled.
+        """
         if model_context_tokens < 1:
             raise InvalidArgumentError("model_context_tokens must be positive")
         if default_timeout <= 0:
@@ -192,9 +216,11 @@ class AiOrchestrator:
         self.llm_compaction_options = llm_compaction_options or LlmCompactionOptions()
         self.max_calls_per_round = max_calls_per_round
         self._stream_buffer = stream_buffer
+        self.timeout_includes_queue = timeout_includes_queue
         # The system prompt and tool schemas of a role are byte-identical turn after turn (spec 7):
         # their token counts are kept per role and reused while the text is unchanged.
         self._fixed_counts: dict[tuple[str, str], tuple[str, int]] = {}
+        self._context_warnings: set[tuple[int, int]] = set()  # (role, model) context sizes already warned about
 
     # -- public API ------------------------------------------------------------------------
 
@@ -245,6 +271,7 @@ class AiOrchestrator:
             borrowed = True
         turn = _Turn(request, config, borrowed, self.stores.scoped(request.scope, request.actor), self.tool_mode)
         turn.store.key(request.role_id)  # a bad role id fails now, before anything is written
+        self.client.check_available()  # a restarting model fails the call now (UNAVAILABLE), nothing is recorded
         return turn
 
     async def _execute(self, request: AiTaskRequest, emit: Emit) -> TaskResult:
@@ -253,7 +280,7 @@ class AiOrchestrator:
     async def _run(self, turn: _Turn, emit: Emit) -> TaskResult:
         timeout = turn.request.timeout or self.default_timeout
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout) as turn.deadline:
                 await self._turn(turn, emit)
         except TimeoutError:
             turn.status, turn.error = TurnStatus.TIMED_OUT, f"the turn did not finish within {timeout:g} s"
@@ -308,6 +335,7 @@ class AiOrchestrator:
         if request.forced_tool_mode.lower() == FORCED_TOOL_NONE:
             allowed = ()
         role_tools, offered = offered_tools(memory, self.tools.tools_for(request.role_id), allowed)
+        turn.tool_allowance = TOOL_CALL_ALLOWANCE_TOKENS if offered else 0
         turn.forced = self._forced(request.forced_tool_mode, offered)
         system_prompt = build_system_prompt(
             role_system_prompt(request.role_id, config.system_prompt),
@@ -319,13 +347,14 @@ class AiOrchestrator:
         guard = LoopGuard(config.effective_max_tool_call_roundtrips)
 
         consolidate = False
+        tools_sent = native_tools(offered_defs, turn.mode is ToolCallMode.NATIVE)
         while True:
             blocks = await self._memory_blocks(turn, system_prompt, consolidate)
             tail = TailBlocks(request.request_system_instructions, blocks.snapshot_block, blocks.updates_block,
                               availability, request.world_state)
+            fit = self._fit(turn, system_prompt, tail, tools_sent)
             if config.with_chat_history:
-                fixed_tail = "\n\n".join(tail.render())
-                turn.prepared = await self._history(turn, system_prompt, fixed_tail, offered_defs)
+                turn.prepared = await self._history(turn, fit)
                 if turn.cut_report is None:
                     await emit(CutReportEvent(turn.prepared.cut_report))
                 turn.cut_report = turn.prepared.cut_report
@@ -335,14 +364,8 @@ class AiOrchestrator:
                     blocks = await self._memory_blocks(turn, system_prompt, consolidate)
                     tail = TailBlocks(request.request_system_instructions, blocks.snapshot_block,
                                       blocks.updates_block, availability, request.world_state)
-            base = assemble_messages(
-                system_prompt=system_prompt,
-                summary=turn.prepared.summary_text if turn.prepared else "",
-                history=turn.prepared.messages if turn.prepared else (),
-                tail=tail,
-                user_payload=request.hint,
-                system_messages_after_first=self.system_messages_after_first,
-            )
+                    fit = self._fit(turn, system_prompt, tail, tools_sent)
+            base = await self._fit_history(turn, fit, system_prompt, tail, tools_sent)
             try:
                 await self._tool_loop(turn, base, offered, offered_defs, executor, guard, emit)
                 return
@@ -395,26 +418,88 @@ class AiOrchestrator:
             return plan_memory_blocks(None)
         return planned[-1]
 
-    async def _history(self, turn: _Turn, system_prompt: str, tail_text: str,
-                       offered_defs: Sequence[dict[str, Any]]) -> PreparedHistory:
+    def _assemble(self, turn: _Turn, system_prompt: str, tail: TailBlocks, *, with_history: bool = True
+                  ) -> list[dict[str, Any]]:
+        prepared = turn.prepared if with_history else None
+        return assemble_messages(
+            system_prompt=system_prompt,
+            summary=prepared.summary_text if prepared else "",
+            history=prepared.messages if prepared else (),
+            tail=tail,
+            user_payload=turn.request.hint,
+            system_messages_after_first=self.system_messages_after_first,
+        )
+
+    def _request_tokens(self, turn: _Turn, messages: Sequence[dict[str, Any]],
+                        tools: Sequence[dict[str, Any]] | None) -> int:
+        """Prompt tokens of a request as sent: rendered by the model's template when the counter can."""
         counter = self.token_counter
+        if callable(getattr(counter, "count_messages", None)):
+            return count_chat_tokens(counter, messages, tools)
+        # The estimate, with the role's byte-identical system prompt and schemas counted once (cached).
+        total = GENERATION_PROMPT_TOKENS + MESSAGE_OVERHEAD_TOKENS * len(messages)
+        for index, message in enumerate(messages):
+            text = message["content"]
+            total += self._fixed_count(turn.role_id, "system", text) if index == 0 else counter.count(text)
+        if tools:
+            total += self._fixed_count(turn.role_id, "tools", json.dumps(tools))
+        return total
+
+    def _fit(self, turn: _Turn, system_prompt: str, tail: TailBlocks,
+             tools: Sequence[dict[str, Any]] | None) -> RequestFit:
+        """The context of this request; a fixed part that leaves no room fails the turn now (no retry helps)."""
+        max_ctx = effective_context(self.model_context_tokens, turn.config.context_tokens, self._context_warnings)
+        fixed = self._request_tokens(turn, self._assemble(turn, system_prompt, tail, with_history=False), tools)
+        fit = fit_request(max_ctx, self._max_tokens(turn), fixed)
+        if fit.room < 0:
+            raise self._overflow(turn, fit, system_prompt, tail, tools)
+        return fit
+
+    def _overflow(self, turn: _Turn, fit: RequestFit, system_prompt: str, tail: TailBlocks,
+                  tools: Sequence[dict[str, Any]] | None) -> FixedPartOverflowError:
+        counter = self.token_counter
+        tail_text = "\n\n".join(tail.render())
+        error = overflow_error(fit, fixed_parts(
+            self._fixed_count(turn.role_id, "system", system_prompt),
+            self._fixed_count(turn.role_id, "tools", json.dumps(tools)) if tools else 0,
+            counter.count(tail_text) if tail_text else 0,
+            counter.count(turn.request.hint) if turn.request.hint else 0,
+        ))
+        log.warning("turn refused: %s", error)  # numbers and part names only
+        return error
+
+    async def _fit_history(self, turn: _Turn, fit: RequestFit, system_prompt: str, tail: TailBlocks,
+                           tools: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]]:
+        """The request, its history prepared again with less room while the rendered whole overflows."""
+        base = self._assemble(turn, system_prompt, tail)
+        extra = 0
+        for _ in range(MAX_FIT_ROUNDS):
+            excess = fit.excess(self._request_tokens(turn, base, tools))
+            if excess <= 0:
+                return base
+            if turn.prepared is None or not (turn.prepared.messages or turn.prepared.summary_text):
+                raise self._overflow(turn, fit, system_prompt, tail, tools)
+            extra += excess
+            log.info("request %d token(s) over the context: history prepared again with less room", excess)
+            turn.prepared = await self._history(turn, fit, extra)
+            turn.cut_report = turn.prepared.cut_report
+            base = self._assemble(turn, system_prompt, tail)
+        return base  # still over after the rounds: the server decides, an overflow retries with less
+
+    async def _history(self, turn: _Turn, fit: RequestFit, extra_tokens: int = 0) -> PreparedHistory:
         config = turn.config
         budget = compute_history_budget(
-            model_context_tokens=self.model_context_tokens,
-            context_tokens=config.context_tokens,
+            model_context_tokens=fit.max_ctx,
             max_output_tokens=self._max_tokens(turn),
-            system_prompt_tokens=self._fixed_count(turn.role_id, "system", system_prompt),
-            # The tail blocks are per-request payload too: counted with the hint.
-            user_payload_tokens=counter.count(turn.request.hint) + (counter.count(tail_text) if tail_text else 0),
-            tool_schema_tokens=(self._fixed_count(turn.role_id, "tools", json.dumps(offered_defs))
-                                if offered_defs else 0),
+            # Everything but the history, as rendered (template, tail blocks, payload, native tool schemas).
+            system_prompt_tokens=fit.fixed_tokens + extra_tokens,
             overflow_attempt=turn.overflow_retries,
         )
         return await prepare_scoped_turn_history(
             turn.store,
             turn.role_id,
             config=config,
-            counter=counter,
+            counter=self.token_counter,
             budget=budget,
             compact=self._compact,
             llm_compaction_enabled=self.llm_compaction_enabled,
@@ -443,8 +528,37 @@ class AiOrchestrator:
             )
         return completion.text
 
-    def _max_tokens(self, turn: _Turn) -> int | None:
-        return turn.request.max_output_tokens or turn.config.max_output_tokens
+    @staticmethod
+    def _output_cap(turn: _Turn) -> int:
+        """Tokens of visible reply per model round: the request's, else the role's (always set)."""
+        return turn.request.max_output_tokens or turn.config.effective_max_output_tokens
+
+    def _max_tokens(self, turn: _Turn) -> int:
+        """`max_tokens` of a model request: the visible cap plus room for tool calls when tools are offered."""
+        return self._output_cap(turn) + turn.tool_allowance
+
+    @contextlib.asynccontextmanager
+    async def _model_slot(self, turn: _Turn) -> AsyncIterator[None]:
+        """Hold the model for one round; the turn's timeout is paused while it waits (unless it includes the queue)."""
+        deadline = turn.deadline
+        loop = asyncio.get_running_loop()
+        pause = not self.timeout_includes_queue and deadline is not None and deadline.when() is not None
+        remaining = 0.0
+        if pause:
+            assert deadline is not None and deadline.when() is not None
+            remaining = deadline.when() - loop.time()
+            deadline.reschedule(None)
+        try:
+            async with self.queue.slot(Priority.PLAYER):
+                if pause:
+                    assert deadline is not None
+                    deadline.reschedule(loop.time() + remaining)
+                    pause = False
+                self.client.check_available()  # the model may have gone down while this turn waited
+                yield
+        finally:
+            if pause and deadline is not None:
+                deadline.reschedule(loop.time() + remaining)
 
     # -- the tool loop ---------------------------------------------------------------------
 
@@ -555,7 +669,13 @@ class AiOrchestrator:
         extractor = ReplyExtractor() if structured else None
         accumulator = ChatCompletionAccumulator()
         turn.round_has_text = False
-        async with self.queue.slot(Priority.PLAYER):
+        # With tools the server's max_tokens includes the tool allowance: the visible reply is capped
+        # here, by counting streamed pieces of it (one per token from llama.cpp). Stopping early
+        # closes the stream, which stops the generation; the calls, streamed first, stay whole.
+        cap = self._output_cap(turn) if turn.tool_allowance else None
+        visible = 0
+        capped = False
+        async with self._model_slot(turn):
             turn.model_calls += 1
             async with self.client.stream_chat(messages, **kwargs) as stream:
                 async for delta in stream:
@@ -563,12 +683,24 @@ class AiOrchestrator:
                     if isinstance(delta, TextDelta):
                         piece = extractor.feed(delta.text) if extractor is not None else delta.text
                         await self._emit_text(turn, piece, emit)
+                        visible += bool(piece)
+                        if cap is not None and visible >= cap:
+                            capped = True
+                            break
         completion = accumulator.result()
         if completion.usage is not None:
             turn.prompt_tokens += completion.usage.prompt_tokens
             turn.completion_tokens += completion.usage.completion_tokens
+        if capped:
+            log.info("reply reached the output cap of %d tokens; generation stopped", cap)
         if extractor is None:
             return _RoundReply(completion.text, completion.tool_calls, completion.text)
+        if capped:
+            calls_json = extractor.tool_calls_json or "[]"
+            parsed = parse_structured_reply(completion.text, call_id_prefix=f"call_{len(turn.rounds) + 1}",
+                                            tool_calls_json=calls_json)
+            raw = '{"tool_calls": ' + calls_json + ', "reply": ' + json.dumps(extractor.text, ensure_ascii=False) + "}"
+            return _RoundReply(extractor.text, parsed.tool_calls, raw)
         parsed = parse_structured_reply(completion.text, call_id_prefix=f"call_{len(turn.rounds) + 1}",
                                         tool_calls_json=extractor.tool_calls_json)
         return _RoundReply(extractor.text, parsed.tool_calls, completion.text, parsed.error)

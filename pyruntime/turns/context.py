@@ -1,0 +1,90 @@
+"""What one request may spend of the model's context (spec 5, issue 12): counted on what is sent.
+
+The role's context is capped at the model's (a role cannot have more than the model holds). The
+fixed part of a request (system prompt, native tool schemas, tail blocks, the player's message and
+the chat template around them) is counted as rendered; what is left after the completion reserve
+is the history's. A fixed part that leaves nothing fails the turn at once, naming each part and its
+size: shrinking the history cannot help it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyruntime.history.budget import completion_reserve
+from pyruntime.model.errors import ModelError
+
+log = logging.getLogger("pyruntime.turns")
+
+
+class FixedPartOverflowError(ModelError):
+    """The request's fixed part does not fit the context; the message names each part and its token count."""
+
+
+def effective_context(model_context_tokens: int, role_context_tokens: int, warned: set[tuple[int, int]]) -> int:
+    """The role's context (0 = inherit) capped at the model's; logs a warning once per (role, model) sizes."""
+    if role_context_tokens <= 0:
+        return model_context_tokens
+    if role_context_tokens > model_context_tokens:
+        pair = (role_context_tokens, model_context_tokens)
+        if pair not in warned:
+            warned.add(pair)
+            # Sizes only: the role id may be personal data (a player's name in a custom role).
+            log.warning("a role's context of %d tokens is larger than the model's %d: capped at the model's",
+                        role_context_tokens, model_context_tokens)
+        return model_context_tokens
+    return role_context_tokens
+
+
+@dataclass(frozen=True)
+class RequestFit:
+    """The context of one request: its size, the completion reserve, the fixed part's rendered tokens."""
+
+    max_ctx: int
+    reserve: int
+    fixed_tokens: int
+
+    @property
+    def room(self) -> int:
+        """Tokens left for the history (summary + recent messages); may be negative."""
+        return self.max_ctx - self.reserve - self.fixed_tokens
+
+    def excess(self, request_tokens: int) -> int:
+        """Tokens by which a whole request of `request_tokens` overflows the context with its reserve (<= 0: fits)."""
+        return request_tokens + self.reserve - self.max_ctx
+
+
+def fit_request(max_ctx: int, max_output_tokens: int | None, fixed_tokens: int) -> RequestFit:
+    """The fit of a request whose fixed part renders to `fixed_tokens`."""
+    return RequestFit(max_ctx, completion_reserve(max_ctx, max_output_tokens), fixed_tokens)
+
+
+def overflow_error(fit: RequestFit, parts: Sequence[tuple[str, int]]) -> FixedPartOverflowError:
+    """The error of a fixed part that leaves no room, naming every part and its size (never content)."""
+    named = ", ".join(f"{name} {tokens} tokens" for name, tokens in parts if tokens)
+    return FixedPartOverflowError(
+        f"the request's fixed part does not fit the context of {fit.max_ctx} tokens: {named} "
+        f"({fit.fixed_tokens} tokens rendered) plus a completion reserve of {fit.reserve} tokens; "
+        "shorten the largest part or raise the context"
+    )
+
+
+def fixed_parts(
+    system_prompt_tokens: int, tool_schema_tokens: int, tail_tokens: int, payload_tokens: int
+) -> list[tuple[str, int]]:
+    """The named parts of a fixed part, largest first."""
+    parts = [
+        ("system prompt", system_prompt_tokens),
+        ("tool schemas", tool_schema_tokens),
+        ("tail blocks (memory, instructions, world state)", tail_tokens),
+        ("player message", payload_tokens),
+    ]
+    return sorted(parts, key=lambda part: -part[1])
+
+
+def native_tools(offered_defs: Sequence[Mapping[str, Any]], native: bool) -> list[Mapping[str, Any]] | None:
+    """The tool schemas a request sends as `tools` (native mode only; structured mode puts them in a grammar)."""
+    return list(offered_defs) if native and offered_defs else None
