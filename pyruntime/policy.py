@@ -21,6 +21,9 @@ from pyruntime.scopes import normalize_role_id
 
 DEFAULT_MAX_CHAT_HISTORY_MESSAGES = 30
 DEFAULT_MAX_TOOL_CALL_ROUNDTRIPS = 20
+# Visible reply tokens per model round when a role sets no cap: enough for a long NPC answer, and a
+# bound on a runaway generation (an uncapped one ran ~8k tokens at 0.4 tok/s and froze a game; issue 9).
+DEFAULT_MAX_OUTPUT_TOKENS = 512
 DEFAULT_COMPACTION_TRIGGER_RATIO = 0.8
 DEFAULT_MAX_MEMORY_CHARS = 16000
 MAX_TEMPERATURE = 2.0  # the OpenAI-compatible range; above it sampling is noise
@@ -108,7 +111,7 @@ class RoleMemoryConfig:
     persist_chat_history: bool = False
     max_chat_history_messages: int = DEFAULT_MAX_CHAT_HISTORY_MESSAGES
     context_tokens: int = 0  # 0 = inherit the model's context
-    max_output_tokens: int | None = None
+    max_output_tokens: int | None = None  # None = 512 (DEFAULT_MAX_OUTPUT_TOKENS)
     max_tool_call_roundtrips: int | None = None  # None = 20, 0 = unlimited
     tool_result_memory: ToolResultMemory = ToolResultMemory.COMPACT_SUMMARY
     temperature: float | None = None
@@ -127,6 +130,11 @@ class RoleMemoryConfig:
         if self.max_tool_call_roundtrips is None:
             return DEFAULT_MAX_TOOL_CALL_ROUNDTRIPS
         return self.max_tool_call_roundtrips
+
+    @property
+    def effective_max_output_tokens(self) -> int:
+        """The visible output cap in force: None -> 512."""
+        return DEFAULT_MAX_OUTPUT_TOKENS if self.max_output_tokens is None else self.max_output_tokens
 
     @property
     def effective_compaction_trigger_ratio(self) -> float:

@@ -28,6 +28,7 @@ from typing import TextIO
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.memory.versions import list_versions, revert_memory
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config
+from pyruntime.model.supervisor import ModelSupervisor
 from pyruntime.model.llama_server import DEFAULT_HOST
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope, normalize_role_id
@@ -95,6 +96,7 @@ class ChatOptions:
     max_tokens: int
     timeout: float
     ctx: int | None
+    threads: int | None = None  # hosted model's CPU threads; None: half the cores
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -119,6 +121,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=DEFAULT_TURN_TIMEOUT_S,
                    help=f"seconds one turn may take (default {DEFAULT_TURN_TIMEOUT_S:g})")
     p.add_argument("--ctx", type=int, default=None, help="context size of a hosted model (default 8192)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads of a hosted model (default: half the cores, at least 1)")
     p.set_defaults(handler=run)
 
 
@@ -167,6 +171,8 @@ def _options(args: argparse.Namespace) -> ChatOptions:
         raise InvalidArgumentError("--max-tokens must be at least 1")
     if not args.timeout > 0:
         raise InvalidArgumentError("--timeout must be a positive number of seconds")
+    if args.threads is not None and args.threads < 1:
+        raise InvalidArgumentError("--threads must be at least 1")
     profile = model_profile(hosted=args.llm_url is None, tool_mode=args.tool_mode)
     return ChatOptions(
         role=role,
@@ -180,6 +186,7 @@ def _options(args: argparse.Namespace) -> ChatOptions:
         max_tokens=args.max_tokens,
         timeout=args.timeout,
         ctx=args.ctx,
+        threads=args.threads,
     )
 
 
@@ -196,21 +203,28 @@ async def chat(options: ChatOptions, stdin: TextIO, out: TextIO) -> int:
     print(f"Saves: {options.data_dir / 'CoreAI'}", file=out, flush=True)
     stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, options.data_dir)
     server: LlamaServerProcess | None = None
+    supervisor: ModelSupervisor | None = None
     try:
         if options.llm_url is None:
-            config = hosted_model_config(options.model, port=free_port(), n_ctx=options.ctx)
+            config = hosted_model_config(options.model, port=free_port(), n_ctx=options.ctx, n_threads=options.threads)
             server = LlamaServerProcess(config)
             await _start_with_progress(server, out)
+            supervisor = ModelSupervisor(server)  # restarts a child that dies or hangs
+            supervisor.watch()
         else:
             print(f"Using the model server at {options.llm_url}", file=out, flush=True)
         orchestrator = chat_orchestrator(stores, options.tool_mode, server=server, base_url=options.llm_url,
                                          api_key=options.api_key, timeout=options.timeout)
+        if supervisor is not None:
+            orchestrator.client.gate = supervisor.check_available
         session = ChatSession(orchestrator, options, out, server)
         try:
             return await session.run(_LineReader(stdin), interactive=_is_tty(stdin))
         finally:
             await orchestrator.client.aclose()
     finally:
+        if supervisor is not None:
+            await asyncio.to_thread(supervisor.stop_watching)
         if server is not None:
             await asyncio.to_thread(server.stop)
 

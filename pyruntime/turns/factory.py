@@ -81,6 +81,7 @@ def build_orchestrator(
         base_url = base_url or server.base_url
         model_path = model_path or server.config.model_path
         model = model or server.config.alias
+        api_key = api_key or server.api_key  # the hosted port demands its key; the runtime passes it itself
         if model_context_tokens is None and server.config.n_ctx:
             model_context_tokens = server.config.n_ctx
     if not base_url:
