@@ -10,11 +10,12 @@ size: shrinking the history cannot help it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyruntime.history.budget import completion_reserve
+from pyruntime.history.budget import HistoryBudget, completion_reserve, compute_history_budget
+from pyruntime.history.pipeline import PreparedHistory
 from pyruntime.model.errors import ModelError
 
 log = logging.getLogger("pyruntime.turns")
@@ -88,3 +89,48 @@ def fixed_parts(
 def native_tools(offered_defs: Sequence[Mapping[str, Any]], native: bool) -> list[Mapping[str, Any]] | None:
     """The tool schemas a request sends as `tools` (native mode only; structured mode puts them in a grammar)."""
     return list(offered_defs) if native and offered_defs else None
+
+
+MAX_FIT_ROUNDS = 3  # history preparations per attempt while the rendered request overflows
+
+
+def history_budget(fit: RequestFit, max_output_tokens: int | None, extra_tokens: int = 0,
+                   overflow_attempt: int = 0) -> HistoryBudget:
+    """The history budget of a request: everything but the history is the fit's rendered fixed part."""
+    return compute_history_budget(
+        model_context_tokens=fit.max_ctx,
+        max_output_tokens=max_output_tokens,
+        system_prompt_tokens=fit.fixed_tokens + extra_tokens,
+        overflow_attempt=overflow_attempt,
+    )
+
+
+async def fit_history(
+    fit: RequestFit,
+    prepared: PreparedHistory | None,
+    *,
+    prepare: Callable[[int], Awaitable[PreparedHistory]],
+    render: Callable[[PreparedHistory | None], list[dict[str, Any]]],
+    count: Callable[[list[dict[str, Any]]], int],
+    overflow: Callable[[], Exception],
+) -> tuple[PreparedHistory | None, list[dict[str, Any]]]:
+    """The request, its history prepared again with less room while the rendered whole overflows.
+
+    `prepare(extra)` prepares the history as if the fixed part were `extra` tokens larger; `render`
+    assembles the request; `count` counts it as sent. An overflow with no history left to shrink
+    raises `overflow()`. Still over after MAX_FIT_ROUNDS: sent as is (the server decides; an
+    overflow error then retries with a smaller budget).
+    """
+    messages = render(prepared)
+    extra = 0
+    for _ in range(MAX_FIT_ROUNDS):
+        excess = fit.excess(count(messages))
+        if excess <= 0:
+            return prepared, messages
+        if prepared is None or not (prepared.messages or prepared.summary_text):
+            raise overflow()
+        extra += excess
+        log.info("request %d token(s) over the context: history prepared again with less room", excess)
+        prepared = await prepare(extra)
+        messages = render(prepared)
+    return prepared, messages

@@ -27,7 +27,6 @@ from pyruntime.history import (
     LlmCompactionOptions,
     PreparedHistory,
     TokenCounter,
-    compute_history_budget,
     prepare_scoped_turn_history,
 )
 from pyruntime.history.budget import MAX_OVERFLOW_RETRIES
@@ -45,8 +44,10 @@ from pyruntime.turns.context import (
     FixedPartOverflowError,
     RequestFit,
     effective_context,
+    fit_history,
     fit_request,
     fixed_parts,
+    history_budget,
     native_tools,
     overflow_error,
 )
@@ -97,7 +98,6 @@ DEFAULT_MODEL_CONTEXT_TOKENS = 8192
 ROUND_SEPARATOR = "\n\n"  # between the visible text of two model rounds
 FIXED_COUNT_CACHE_SIZE = 256  # (role, part) entries of the system-prompt / tool-schema token counts
 STRUCTURED_RESULTS_HEADER = "Tool results:"
-MAX_FIT_ROUNDS = 3  # history preparations per attempt while the rendered request overflows
 
 Emit = Callable[[TurnEvent], Awaitable[None]]
 
@@ -131,6 +131,7 @@ class _Turn:
     overflow_retries: int = 0
     prepared: PreparedHistory | None = None
     cut_report: CutReport | None = None
+    cut_report_sent: bool = False
     finished: bool = False
     deadline: asyncio.Timeout | None = None  # the turn's timeout, paused while it waits for the model
     tool_allowance: int = 0  # TOOL_CALL_ALLOWANCE_TOKENS once tools are offered
@@ -355,8 +356,6 @@ class AiOrchestrator:
             fit = self._fit(turn, system_prompt, tail, tools_sent)
             if config.with_chat_history:
                 turn.prepared = await self._history(turn, fit)
-                if turn.cut_report is None:
-                    await emit(CutReportEvent(turn.prepared.cut_report))
                 turn.cut_report = turn.prepared.cut_report
                 if turn.prepared.cut_report.compaction is not CompactionKind.NONE and not consolidate:
                     # A compaction rewrites the prompt anyway: fold the memory updates into the snapshot.
@@ -366,6 +365,10 @@ class AiOrchestrator:
                                       blocks.updates_block, availability, request.world_state)
                     fit = self._fit(turn, system_prompt, tail, tools_sent)
             base = await self._fit_history(turn, fit, system_prompt, tail, tools_sent)
+            if turn.prepared is not None and not turn.cut_report_sent:
+                # Once per turn, for the history as finally sent (after any refit to the context).
+                turn.cut_report_sent = True
+                await emit(CutReportEvent(turn.prepared.cut_report))
             try:
                 await self._tool_loop(turn, base, offered, offered_defs, executor, guard, emit)
                 return
@@ -418,9 +421,8 @@ class AiOrchestrator:
             return plan_memory_blocks(None)
         return planned[-1]
 
-    def _assemble(self, turn: _Turn, system_prompt: str, tail: TailBlocks, *, with_history: bool = True
-                  ) -> list[dict[str, Any]]:
-        prepared = turn.prepared if with_history else None
+    def _assemble(self, turn: _Turn, system_prompt: str, tail: TailBlocks, *,
+                  prepared: PreparedHistory | None = None) -> list[dict[str, Any]]:
         return assemble_messages(
             system_prompt=system_prompt,
             summary=prepared.summary_text if prepared else "",
@@ -449,7 +451,7 @@ class AiOrchestrator:
              tools: Sequence[dict[str, Any]] | None) -> RequestFit:
         """The context of this request; a fixed part that leaves no room fails the turn now (no retry helps)."""
         max_ctx = effective_context(self.model_context_tokens, turn.config.context_tokens, self._context_warnings)
-        fixed = self._request_tokens(turn, self._assemble(turn, system_prompt, tail, with_history=False), tools)
+        fixed = self._request_tokens(turn, self._assemble(turn, system_prompt, tail), tools)
         fit = fit_request(max_ctx, self._max_tokens(turn), fixed)
         if fit.room < 0:
             raise self._overflow(turn, fit, system_prompt, tail, tools)
@@ -470,31 +472,22 @@ class AiOrchestrator:
 
     async def _fit_history(self, turn: _Turn, fit: RequestFit, system_prompt: str, tail: TailBlocks,
                            tools: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]]:
-        """The request, its history prepared again with less room while the rendered whole overflows."""
-        base = self._assemble(turn, system_prompt, tail)
-        extra = 0
-        for _ in range(MAX_FIT_ROUNDS):
-            excess = fit.excess(self._request_tokens(turn, base, tools))
-            if excess <= 0:
-                return base
-            if turn.prepared is None or not (turn.prepared.messages or turn.prepared.summary_text):
-                raise self._overflow(turn, fit, system_prompt, tail, tools)
-            extra += excess
-            log.info("request %d token(s) over the context: history prepared again with less room", excess)
-            turn.prepared = await self._history(turn, fit, extra)
-            turn.cut_report = turn.prepared.cut_report
-            base = self._assemble(turn, system_prompt, tail)
-        return base  # still over after the rounds: the server decides, an overflow retries with less
+        """The request as sent, its history prepared again with less room while the rendered whole overflows."""
+        prepared, base = await fit_history(
+            fit, turn.prepared,
+            prepare=lambda extra: self._history(turn, fit, extra),
+            render=lambda p: self._assemble(turn, system_prompt, tail, prepared=p),
+            count=lambda messages: self._request_tokens(turn, messages, tools),
+            overflow=lambda: self._overflow(turn, fit, system_prompt, tail, tools),
+        )
+        if prepared is not None:
+            turn.prepared, turn.cut_report = prepared, prepared.cut_report
+        return base
 
     async def _history(self, turn: _Turn, fit: RequestFit, extra_tokens: int = 0) -> PreparedHistory:
         config = turn.config
-        budget = compute_history_budget(
-            model_context_tokens=fit.max_ctx,
-            max_output_tokens=self._max_tokens(turn),
-            # Everything but the history, as rendered (template, tail blocks, payload, native tool schemas).
-            system_prompt_tokens=fit.fixed_tokens + extra_tokens,
-            overflow_attempt=turn.overflow_retries,
-        )
+        # Everything but the history, as rendered (template, tail blocks, payload, native tool schemas).
+        budget = history_budget(fit, self._max_tokens(turn), extra_tokens, turn.overflow_retries)
         return await prepare_scoped_turn_history(
             turn.store,
             turn.role_id,
