@@ -17,7 +17,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pyruntime.errors import CoreAIError, InvalidArgumentError, LimitExceededError, MemoryUnreadableError
+from pyruntime.errors import (
+    CoreAIError,
+    InvalidArgumentError,
+    LimitExceededError,
+    MemoryUnreadableError,
+    StoreLockedError,
+)
 from pyruntime.memory.actions import MEMORY_ACTIONS, MemoryToolAction, MemoryToolArgs, MemoryToolResult
 from pyruntime.memory.document import DocumentEdit, apply_edit
 from pyruntime.memory.repair import parse_memory_tool_arguments
@@ -91,7 +97,9 @@ def memory_tool_definition(default_action: MemoryToolAction = MemoryToolAction.A
 
 
 def _reason(exc: BaseException) -> str:
-    """An exception as `Type` or `Type: ERRNO`: never a path, key or content."""
+    """An exception as `Type` or `Type: ERRNO`: never a path, key or content (a lock timeout says what to do)."""
+    if isinstance(exc, StoreLockedError):
+        return f"StoreLockedError: {exc}"  # written to name no key or path
     code = getattr(exc, "errno", None)
     name = errno.errorcode.get(code, "") if isinstance(code, int) else ""
     return f"{type(exc).__name__}: {name}" if name else type(exc).__name__

@@ -47,6 +47,7 @@ def open_stores(
     *,
     chat_cap: int = DEFAULT_CHAT_CAP,
     transcript_cap: int = DEFAULT_TRANSCRIPT_CAP,
+    lock_timeout: float | None = None,
 ) -> StoreBundle:
     """Stores for mode: file stores under `data_dir/CoreAI` (the game's persistentDataPath), or memory only."""
     if not isinstance(mode, AgentMemoryPersistenceMode):
@@ -62,12 +63,14 @@ def open_stores(
     if data_dir is None:
         raise InvalidArgumentError("data_dir (the game's persistentDataPath) is required for PERSISTENT mode")
     # Imported here so this module works in hosts (and tests) that never open file stores.
-    from pyruntime.stores.file_store import FileAgentMemoryStore, FileConversationSummaryStore
+    from pyruntime.stores.file_store import DEFAULT_LOCK_TIMEOUT, FileAgentMemoryStore, FileConversationSummaryStore
 
     root = Path(data_dir) / DATA_FOLDER
     index = IdentityIndex(root)
+    timeout = DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout
     return StoreBundle(
-        FileAgentMemoryStore(root, chat_cap=chat_cap, transcript_cap=transcript_cap, identities=index),
-        FileConversationSummaryStore(root, identities=index),
+        FileAgentMemoryStore(root, chat_cap=chat_cap, transcript_cap=transcript_cap, identities=index,
+                             lock_timeout=timeout),
+        FileConversationSummaryStore(root, identities=index, lock_timeout=timeout),
         mode,
     )
