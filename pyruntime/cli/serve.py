@@ -7,6 +7,10 @@ logs go to stderr. Stopped in reverse: in-flight calls get `--grace` seconds, st
 the model child is stopped (on every path, failures included). Exit 0 after a signal, 1 when
 something fails (the model server dying included), 2 on bad arguments.
 
+Never orphaned: `--parent-pid PID` (the game's pid) stops serve when that process dies, however it
+died; `--exit-on-stdin-eof` does the same when the launcher's end of stdin closes (see cli/lifeline.py).
+On Windows, where the event loop has no signal handlers, plain signal handlers stand in (cli/signals.py).
+
 The token comes from $COREAI_RUNTIME_TOKEN or is generated; it is written to the token file (0600)
 and never logged nor taken from the command line (other users can read those).
 """
@@ -20,13 +24,14 @@ import errno
 import json
 import logging
 import shutil
-import signal
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pyruntime.cli.lifeline import lifelines
+from pyruntime.cli.signals import stop_on_signals
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config, port_is_free
@@ -48,7 +53,6 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 DEFAULT_GRACE_S = 5.0
 _WATCH_S = 0.5
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,8 @@ class ServeOptions:
     chat_history_cap: int = DEFAULT_CHAT_CAP
     transcript_cap: int = DEFAULT_TRANSCRIPT_CAP
     tool_mode: ToolCallMode | None = None
+    parent_pid: int | None = None
+    exit_on_stdin_eof: bool = False
 
     @property
     def hosts_model(self) -> bool:
@@ -111,6 +117,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"transcript rows kept per key (default {DEFAULT_TRANSCRIPT_CAP})")
     p.add_argument("--tool-mode", choices=[m.value for m in ToolCallMode],
                    help="how tool calls travel (default: structured for a hosted model, native for --llm-url)")
+    p.add_argument("--parent-pid", type=int,
+                   help="stop (and stop the model) when this process exits, however it dies: the game's pid")
+    p.add_argument("--exit-on-stdin-eof", action="store_true",
+                   help="stop when standard input closes (a launcher holding the pipe died); not for a terminal")
     p.set_defaults(handler=run)
 
 
@@ -121,7 +131,8 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
         ctx=args.ctx, data_dir=args.data_dir, session_only=args.session_only, listen=args.listen,
         grpc_port=args.grpc_port, connect_port=args.connect_port, token_file=args.token_file, grace=args.grace,
         chat_history_cap=args.chat_history_cap, transcript_cap=args.transcript_cap,
-        tool_mode=ToolCallMode.parse(args.tool_mode) if args.tool_mode else None)
+        tool_mode=ToolCallMode.parse(args.tool_mode) if args.tool_mode else None,
+        parent_pid=args.parent_pid, exit_on_stdin_eof=args.exit_on_stdin_eof)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -165,6 +176,8 @@ def validate(options: ServeOptions) -> None:
         raise InvalidArgumentError("--port, --grpc-port and --connect-port must differ")
     if options.grace < 0:
         raise InvalidArgumentError("--grace must be >= 0 seconds")
+    if options.parent_pid is not None and options.parent_pid <= 0:
+        raise InvalidArgumentError(f"--parent-pid must be a process id (> 0), got {options.parent_pid}")
     if options.chat_history_cap < 1 or options.transcript_cap < 1:
         raise InvalidArgumentError("--chat-history-cap and --transcript-cap must be at least 1")
     _, given = resolve_token()  # also refuses a malformed $COREAI_RUNTIME_TOKEN
@@ -185,7 +198,7 @@ class _Model:
 async def serve(options: ServeOptions, *, on_ready: Callable[[dict[str, Any]], None] | None = None) -> int:
     """Start everything, announce readiness, wait for a signal (or the model server dying), stop in reverse."""
     stop = asyncio.Event()
-    with _signals_set(stop):
+    with _stop_triggers(options, stop):
         async with contextlib.AsyncExitStack() as stack:
             starting = asyncio.create_task(_start(options, stack))
             stopping = asyncio.create_task(stop.wait())
@@ -206,15 +219,25 @@ async def serve(options: ServeOptions, *, on_ready: Callable[[dict[str, Any]], N
 
 
 @contextlib.contextmanager
-def _signals_set(stop: asyncio.Event) -> Iterator[None]:
+def _stop_triggers(options: ServeOptions, stop: asyncio.Event) -> Iterator[None]:
+    """Set `stop` on a stop signal (every OS), when --parent-pid exits, or on stdin EOF (--exit-on-stdin-eof)."""
     loop = asyncio.get_running_loop()
-    for sig in _SIGNALS:
-        loop.add_signal_handler(sig, stop.set)
-    try:
+
+    def lifeline_cut(reason: str) -> None:  # runs on a watcher thread
+        log.info("%s; stopping", reason)
+        with contextlib.suppress(RuntimeError):  # the loop already closed: serve has ended anyway
+            loop.call_soon_threadsafe(stop.set)
+
+    with contextlib.ExitStack() as triggers:
+        triggers.enter_context(stop_on_signals(loop, stop.set))
+        try:  # only the entry: an error of serve's own inside the block must pass through unchanged
+            triggers.enter_context(
+                lifelines(lifeline_cut, parent_pid=options.parent_pid, stdin_eof=options.exit_on_stdin_eof))
+        except ProcessLookupError as exc:
+            raise InvalidArgumentError(f"--parent-pid {options.parent_pid} is not a running process") from exc
+        except ValueError as exc:
+            raise InvalidArgumentError(str(exc)) from exc
         yield
-    finally:
-        for sig in _SIGNALS:
-            loop.remove_signal_handler(sig)
 
 
 async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack) -> tuple[dict[str, Any], _Model]:

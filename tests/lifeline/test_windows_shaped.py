@@ -1,0 +1,83 @@
+"""The start/stop path as Windows has it: the event loop's `add_signal_handler` raises NotImplementedError
+(monkeypatched: the one OS difference that cannot be provoked on Linux). `serve` still starts its model, answers,
+stops on a signal, stops the model child and gives the previous signal handlers back."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from pyruntime.cli.serve import EXIT_OK, ServeOptions, serve
+from pyruntime.cli.signals import stop_on_signals, stop_signals
+from tests.support.fixtures import free_port
+from tests.unity_layer.processes import is_alive, wait_for
+
+
+@pytest.fixture
+def windows_like_loop(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every add_signal_handler raises NotImplementedError, as on Windows' event loops; records the attempts."""
+    attempts: list[int] = []
+
+    def add_signal_handler(self: Any, sig: int, callback: Any, *args: Any) -> None:
+        attempts.append(sig)
+        raise NotImplementedError
+
+    monkeypatch.setattr(asyncio.SelectorEventLoop, "add_signal_handler", add_signal_handler)
+    return attempts
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_serve_starts_answers_and_stops_on_a_signal_without_loop_signal_handlers(
+        windows_like_loop: list[int], tiny_model_path: Path, tmp_path: Path, sig: signal.Signals) -> None:
+    before = {s: signal.getsignal(s) for s in stop_signals()}
+    seen: dict[str, Any] = {}
+
+    def on_ready(ready: dict[str, Any]) -> None:
+        def probe_then_signal() -> None:
+            try:
+                seen["health"] = httpx.get(f"http://127.0.0.1:{ready['connect_port']}/healthz", timeout=30).json()
+                seen["model_pid"] = _model_pid(ready["model_url"])
+            finally:
+                os.kill(os.getpid(), sig)  # delivered to the main thread, where serve's loop runs
+
+        threading.Thread(target=probe_then_signal, daemon=True).start()
+
+    options = ServeOptions(model=tiny_model_path, port=free_port(), data_dir=tmp_path / "data", grpc_port=0,
+                           connect_port=0)
+    assert asyncio.run(serve(options, on_ready=on_ready)) == EXIT_OK
+    assert sorted(windows_like_loop) == sorted(stop_signals())  # the loop was asked first, and refused
+    assert seen["health"]["ready"] is True
+    wait_for(lambda: not is_alive(seen["model_pid"]), 10, "the model child to be gone")
+    assert {s: signal.getsignal(s) for s in stop_signals()} == before
+
+
+def _model_pid(model_url: str) -> int:
+    """The pid of the llama.cpp child serving `model_url` (found by its port on the command line)."""
+    from tests.model.test_serve_cli import model_children
+
+    [pid] = model_children(int(model_url.rsplit(":", 1)[1].split("/")[0]))
+    return pid
+
+
+def test_stop_on_signals_uses_the_loop_where_it_can() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+
+    async def scenario() -> list[str]:
+        loop = asyncio.get_running_loop()
+        calls: list[str] = []
+        stopped = asyncio.Event()
+        with stop_on_signals(loop, lambda: (calls.append("stop"), stopped.set())):
+            assert signal.getsignal(signal.SIGTERM) is not before  # asyncio's own handler
+            os.kill(os.getpid(), signal.SIGTERM)
+            await asyncio.wait_for(stopped.wait(), 10)
+        return calls
+
+    assert asyncio.run(scenario()) == ["stop"]
+    assert signal.getsignal(signal.SIGTERM) == before
