@@ -48,6 +48,7 @@ namespace CoreAI.Launcher
             info.WorkingDirectory = workDir;
             foreach (KeyValuePair<string, string> pair in env) info.EnvironmentVariables[pair.Key] = pair.Value;
             Process process = Process.Start(info);
+            ProcessLifeline.TieToThisProcess(process); // Windows: dies with the game even if the game is killed
             if (Platform.IsWindows) PumpToFile(process, logPath);
             return process;
         }

@@ -93,6 +93,15 @@ namespace CoreAI.Launcher
         /// <summary>How long a graceful stop may take before the runtime is killed.</summary>
         public TimeSpan StopTimeout { get; set; } = TimeSpan.FromSeconds(10);
 
+        /// <summary>
+        /// The process the runtime lives and dies with (`serve --parent-pid`): this process, the game or the
+        /// editor. The runtime stops itself and its model within about a second after it dies, however it died.
+        /// </summary>
+        public int ParentProcessId
+        {
+            get { return ProcessLifeline.CurrentProcessId; }
+        }
+
         /// <summary>Options for a Python environment: `python -m pyruntime.cli serve`.</summary>
         public static RuntimeLaunchOptions ForPython(string pythonPath, string dataDir)
         {
@@ -176,6 +185,8 @@ namespace CoreAI.Launcher
                 args.Add("--ctx");
                 args.Add(ContextTokens.ToString(System.Globalization.CultureInfo.InvariantCulture));
             }
+            args.Add("--parent-pid"); // always: a runtime must never outlive its game
+            args.Add(ParentProcessId.ToString(System.Globalization.CultureInfo.InvariantCulture));
             if (ExtraServeArguments != null) args.AddRange(ExtraServeArguments);
             return args;
         }
