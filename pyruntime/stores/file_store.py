@@ -145,8 +145,10 @@ class _History:
 DEFAULT_LOCK_TIMEOUT = 10.0
 """Seconds a call waits for a save's lock before failing with StoreLockedError (only that save's call)."""
 MAX_WAITERS_PER_KEY = 6
-"""Calls that may wait for one save's lock at once; more fail at once, so one stuck save (a paused
-process holding its file lock) can never take every worker thread from the other saves."""
+"""Calls that may wait for one save's lock once its holder looks stuck (has held it over STUCK_AFTER_S);
+more fail at once, so one stuck save (a paused process holding its file lock) can never take every
+worker thread from the other saves. Busy but moving saves queue without this cap."""
+STUCK_AFTER_S = 1.0
 DEFAULT_MAX_CACHED_KEYS = 1024
 """Per-key state (locks, cached history rows) kept for this many recently used saves, per folder."""
 
@@ -157,6 +159,7 @@ class _KeyState:
     lock_path: Path
     file_lock: FileLock | None = None
     file_held: bool = False
+    held_since: float | None = None  # monotonic time the current holder took the in-process lock
     users: int = 0  # calls holding or waiting for this state; evictable at 0
     history: _History | None = None
     overlay: list[TranscriptEntry] = field(default_factory=list)  # persist=False rows, this process only
@@ -197,7 +200,9 @@ class _KeyedFolder:
                 self._evict()
             else:
                 self._states.move_to_end(stem)
-            if ks.users > MAX_WAITERS_PER_KEY:
+            held = ks.held_since
+            stuck = held is not None and time.monotonic() - held > min(STUCK_AFTER_S, self.lock_timeout / 2)
+            if stuck and ks.users > MAX_WAITERS_PER_KEY:
                 raise StoreLockedError(
                     f"the save is busy: {ks.users} calls already hold or wait for its lock; try again later")
             ks.users += 1
@@ -243,11 +248,13 @@ class _KeyedFolder:
                 raise StoreLockedError(
                     f"the save is busy: another call has held it for over {self.lock_timeout:g} s "
                     "(it waits for a lock held by another process); nothing was done")
+            ks.held_since = time.monotonic()
             try:
                 if write:
                     self.acquire_file(ks, deadline)
                 yield ks
             finally:
+                ks.held_since = None
                 if ks.file_held:
                     ks.file_held = False
                     ks.file_lock.release()  # type: ignore[union-attr]

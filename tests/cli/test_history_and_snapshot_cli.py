@@ -104,14 +104,45 @@ def test_export_then_import_into_another_scope(tmp_path: Path, cli) -> None:
     assert memory_on_disk(tmp_path, "SmartChat", U1) == "Name: Alex"
 
 
-def test_export_defaults_to_the_policy_roles_and_import_restores_the_own_scope(tmp_path: Path, cli) -> None:
+def test_export_finds_every_role_with_saves_and_import_restores_the_own_scope(tmp_path: Path, cli) -> None:
     cli("memory", "write", "--data-dir", tmp_path, "--role", "Merchant", *U1_FLAGS, "--content", "Sells swords")
-    cli("memory", "write", "--data-dir", tmp_path, "--role", "CustomRole", *U1_FLAGS, "--content", "not exported")
+    cli("memory", "write", "--data-dir", tmp_path, "--role", "CustomRole", *U1_FLAGS, "--content", "also exported")
+    cli("memory", "write", "--data-dir", tmp_path, "--role", "Merchant", "--user", "u2", "--content", "other scope")
     out = tmp_path / "slot.json"
-    assert cli("export", "--data-dir", tmp_path, *U1_FLAGS, "--out", out).json()["RolesExported"] == 1
+    assert cli("export", "--data-dir", tmp_path, *U1_FLAGS, "--out", out).json()["RolesExported"] == 2
+    assert sorted(r["roleId"] for r in json.loads(out.read_text(encoding="utf-8"))["roles"]) == [
+        "CustomRole", "Merchant"]
     cli("memory", "write", "--data-dir", tmp_path, "--role", "Merchant", *U1_FLAGS, "--content", "changed later")
     assert cli("import", out, "--data-dir", tmp_path).rc == 0
     assert memory_on_disk(tmp_path, "Merchant", U1) == "Sells swords"
+
+
+def test_the_readme_save_slot_example(tmp_path: Path, cli) -> None:
+    """README: `memory append --role BlacksmithNPC --user alex`, then `export --user alex` (it exported 0 roles)."""
+    game, other = tmp_path / "game", tmp_path / "other"
+    game.mkdir()
+    other.mkdir()
+    assert cli("memory", "append", "--data-dir", game, "--role", "BlacksmithNPC", "--user", "alex",
+               "--content", "Likes axes").rc == 0
+    slot = tmp_path / "slot1.json"
+    assert cli("export", "--out", slot, "--data-dir", game, "--user", "alex").json() == {
+        "Success": True, "RolesExported": 1}
+    assert cli("import", slot, "--data-dir", other).json() == {"Success": True, "RolesImported": 1}
+    assert memory_on_disk(other, "BlacksmithNPC", AgentMemoryScope(user_id="alex")) == "Likes axes"
+
+
+def test_export_of_saves_it_cannot_attribute_fails_and_says_how_many(tmp_path: Path, cli,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    cli("memory", "write", "--data-dir", tmp_path, "--role", "OldRole", *U1_FLAGS, "--content", "pre-index save")
+    for path in (tmp_path / "CoreAI" / "Identities").iterdir():  # as if written before the index existed
+        path.unlink()
+    out = tmp_path / "slot.json"
+    run = cli("export", "--data-dir", tmp_path, *U1_FLAGS, "--out", out)
+    assert run.rc == 1 and run.out == "" and not out.exists()
+    assert any("1 save(s)" in r.getMessage() and "cannot be attributed" in r.getMessage() for r in caplog.records)
+    assert cli("export", "--data-dir", tmp_path, *U1_FLAGS, "--role", "OldRole", "--out", out).json()[
+        "RolesExported"] == 1
+    assert cli("export", "--data-dir", tmp_path, *U1_FLAGS, "--out", out).json()["RolesExported"] == 1  # indexed now
 
 
 def test_import_of_a_bad_file_writes_nothing(tmp_path: Path, cli, caplog: pytest.LogCaptureFixture) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from coreai.v1 import common_pb2, orchestrator_pb2 as orch
+from pyruntime.client._transports import ORCHESTRATOR
 from pyruntime.client import (
     RuntimeCallError,
     RuntimeClient,
@@ -49,7 +51,9 @@ def seed(client: RuntimeClient) -> None:
     pytest.param(lambda c: c.import_snapshot(ScopeSnapshot(SCOPE, [RoleSnapshot(" ", None, None)], 1)),
                  id="malformed-snapshot"),
     pytest.param(lambda c: c.import_snapshot(ScopeSnapshot(SCOPE, [], 1, format_version=9)), id="snapshot-version"),
-    pytest.param(lambda c: c.configure_role(RoleMemoryConfig("x" * 300)), id="long-role-config"),
+    # Built as a raw proto: the client's own RoleMemoryConfig already refuses a role id this long.
+    pytest.param(lambda c: c._transport.unary(ORCHESTRATOR, "ConfigureRole", orch.ConfigureRoleRequest(
+        config=common_pb2.RoleMemoryConfig(role_id="x" * 300))), id="long-role-config"),
 ])
 def test_bad_input_is_invalid_argument_and_changes_nothing(runtime: Runtime, client: RuntimeClient, call) -> None:
     seed(client)
