@@ -12,6 +12,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from pyruntime import __version__
+
 # Modules that contribute subcommands; a module that does not exist yet is skipped.
 COMMAND_MODULES = (
     "pyruntime.cli.memory",
@@ -24,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The full argument parser with every available subcommand."""
     parser = argparse.ArgumentParser(prog="coreai-runtime", description="Agent-memory runtime for Unity games.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"coreai-runtime {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
         try:

@@ -51,7 +51,11 @@ sys.path.insert(0, {root!r})
 from tests.unity_layer.dotnet import load_assemblies
 load_assemblies("core")
 from CoreAI.Launcher import RuntimeLaunchOptions, RuntimeLauncher
-options = RuntimeLaunchOptions.ForPython({python!r}, {data_dir!r})
+options = RuntimeLaunchOptions()
+options.RuntimePath = {runtime!r}
+for arg in {runtime_args!r}:
+    options.RuntimeArguments.Add(arg)
+options.DataDir = {data_dir!r}
 options.ConnectPort, options.GrpcPort, options.ModelPort = {ports!r}
 options.ModelPath = {model!r}
 options.WorkingDirectory = {root!r}
@@ -63,29 +67,35 @@ time.sleep(300)
 """
 
 
-def test_sigkilling_the_game_takes_the_runtime_and_its_model_along(assemblies, tiny_model: Path,
-                                                                   tmp_path: Path) -> None:
+def sigkill_game_and_check_runtime_gone(runtime: str, runtime_args: list[str], model: Path, tmp_path: Path) -> None:
+    """A game process (pythonnet + the compiled launcher) starts `runtime`; SIGKILL it; runtime and model must go."""
     connect, grpc, model_port = free_ports(3)
-    script = GAME.format(root=str(ROOT), python=str(PYTHON), data_dir=str(tmp_path / "persistent"),
-                         ports=(connect, grpc, model_port), model=str(tiny_model))
+    script = GAME.format(root=str(ROOT), runtime=runtime, runtime_args=runtime_args,
+                         data_dir=str(tmp_path / "persistent"), ports=(connect, grpc, model_port), model=str(model))
     game = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
                             env={**os.environ, "MONO_THREADS_SUSPEND": "preemptive"})
-    runtime = 0
+    runtime_pid = 0
     try:
         assert game.stdout is not None
         line = game.stdout.readline()
         assert line, "the game exited before its runtime answered"
-        runtime = json.loads(line)["runtime"]
-        assert cmdline(runtime)[cmdline(runtime).index("--parent-pid") + 1] == str(game.pid)
-        [model] = [pid for pid in processes_mentioning("pyruntime.model.llama_server")
-                   if any(f'"port": {model_port},' in arg for arg in cmdline(pid))]
+        runtime_pid = json.loads(line)["runtime"]
+        argv = cmdline(runtime_pid)
+        assert argv[0] == runtime and argv[argv.index("--parent-pid") + 1] == str(game.pid)
+        [model_pid] = [pid for pid in processes_mentioning("pyruntime.model.llama_server")
+                       if any(f'"port": {model_port},' in arg for arg in cmdline(pid))]
         game.kill()  # SIGKILL: no launcher code runs; the runtime has to notice on its own
-        wait_for(lambda: not is_alive(runtime) and not is_alive(model), BOUND_S,
+        wait_for(lambda: not is_alive(runtime_pid) and not is_alive(model_pid), BOUND_S,
                  "the runtime and its model child to exit after the game's SIGKILL")
         log = (tmp_path / "persistent" / "CoreAI" / "runtime" / "runtime.log").read_text()
         assert "the parent process exited; stopping" in log and "model server stopped" in log
     finally:
         game.kill()
         game.wait()
-        if runtime and is_alive(runtime):
-            os.kill(runtime, 9)
+        if runtime_pid and is_alive(runtime_pid):
+            os.kill(runtime_pid, 9)
+
+
+def test_sigkilling_the_game_takes_the_runtime_and_its_model_along(assemblies, tiny_model: Path,
+                                                                   tmp_path: Path) -> None:
+    sigkill_game_and_check_runtime_gone(str(PYTHON), ["-m", "pyruntime.cli"], tiny_model, tmp_path)
