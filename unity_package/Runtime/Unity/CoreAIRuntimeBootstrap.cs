@@ -91,6 +91,8 @@ namespace CoreAI.Unity
             }
             string projectRoot = Directory.GetParent(Application.dataPath) == null ? "" : Directory.GetParent(Application.dataPath).FullName;
             RuntimeLaunchOptions options = settings.ToLaunchOptions(Application.persistentDataPath, projectRoot, ProjectIdentity.Current());
+            // A player runs the runtime (and model) its build carries, copied there by the editor's RuntimeBuildStep.
+            if (!Application.isEditor) BundledRuntime.UseBundled(options, Application.streamingAssetsPath);
             if (launcher != null) launcher.Detach();
             launcher = new RuntimeLauncher(options);
             launcher.EventRaised += e => mainThread.Post(() => OnLauncherEvent(e));

@@ -64,6 +64,19 @@ namespace CoreAI.Unity
         [Min(1)]
         [SerializeField] private int transcriptEntryCap = DefaultTranscriptEntryCap;
 
+        [Header("Player builds")]
+        [Tooltip("Copy the frozen runtime of the build's OS (and the Model file) into Windows, macOS and Linux player builds, under StreamingAssets/CoreAI. Off: players use Runtime Path as it is (e.g. remote mode).")]
+        [SerializeField] private bool bundleRuntimeInBuilds = true;
+
+        [Tooltip("The frozen runtime built on Windows: the whole dist/coreai-runtime folder of `python tools/build_runtime.py`. Relative to the project folder.")]
+        [SerializeField] private string windowsRuntimeFolder = "CoreAIRuntime/Windows";
+
+        [Tooltip("The frozen runtime built on macOS (the whole dist/coreai-runtime folder). Relative to the project folder.")]
+        [SerializeField] private string macOSRuntimeFolder = "CoreAIRuntime/macOS";
+
+        [Tooltip("The frozen runtime built on Linux, also for the dedicated server (the whole dist/coreai-runtime folder). Relative to the project folder.")]
+        [SerializeField] private string linuxRuntimeFolder = "CoreAIRuntime/Linux";
+
         [Header("Lifecycle")]
         [Tooltip("Seconds the runtime may take until it answers health (model loading included).")]
         [Min(1)]
@@ -117,6 +130,33 @@ namespace CoreAI.Unity
 
         /// <summary>Longest restart delay in seconds.</summary>
         public float MaxRestartBackoffSeconds { get { return maxRestartBackoffSeconds; } set { maxRestartBackoffSeconds = value; } }
+
+        /// <summary>Copy the frozen runtime (and the model) into player builds.</summary>
+        public bool BundleRuntimeInBuilds { get { return bundleRuntimeInBuilds; } set { bundleRuntimeInBuilds = value; } }
+
+        /// <summary>The Windows runtime folder (relative to the project folder, or absolute).</summary>
+        public string WindowsRuntimeFolder { get { return windowsRuntimeFolder; } set { windowsRuntimeFolder = value; } }
+
+        /// <summary>The macOS runtime folder (relative to the project folder, or absolute).</summary>
+        public string MacOSRuntimeFolder { get { return macOSRuntimeFolder; } set { macOSRuntimeFolder = value; } }
+
+        /// <summary>The Linux runtime folder (relative to the project folder, or absolute).</summary>
+        public string LinuxRuntimeFolder { get { return linuxRuntimeFolder; } set { linuxRuntimeFolder = value; } }
+
+        /// <summary>The runtime folder for `platform` (`windows`, `macos`, `linux`) as a full path; null for other platforms.</summary>
+        public string RuntimeFolderFor(string platform, string projectRoot)
+        {
+            string folder = platform == "windows" ? windowsRuntimeFolder
+                : platform == "macos" ? macOSRuntimeFolder
+                : platform == "linux" ? linuxRuntimeFolder : null;
+            return string.IsNullOrWhiteSpace(folder) ? null : Resolve(folder, projectRoot, false);
+        }
+
+        /// <summary>The model file as a full path (relative paths against `projectRoot`); null for the embedded model.</summary>
+        public string ModelFileFor(string projectRoot)
+        {
+            return string.IsNullOrWhiteSpace(modelPath) ? null : Resolve(modelPath, projectRoot, false);
+        }
 
         /// <summary>
         /// Launch options for these settings. `persistentDataPath` is Application.persistentDataPath;

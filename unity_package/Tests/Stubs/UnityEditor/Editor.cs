@@ -1,5 +1,6 @@
 // Stub of the UnityEditor scripting API (only what the package uses; signatures match Unity's).
 using System;
+using System.Collections.Generic;
 using UnityEngine;
 
 namespace UnityEditor
@@ -179,25 +180,39 @@ namespace UnityEditor
 
 namespace UnityEditor
 {
-    /// <summary>Access to the project's assets (stub: finds nothing).</summary>
+    /// <summary>Access to assets (stub: assets are registered with StubAssets).</summary>
     public sealed class AssetDatabase
     {
-        /// <summary>GUIDs of the assets matching `filter` (e.g. "t:TypeName").</summary>
+        /// <summary>GUIDs of the assets matching `filter` (stub: `t:TypeName` only).</summary>
         public static string[] FindAssets(string filter)
         {
-            return new string[0];
+            List<string> found = new List<string>();
+            string type = filter != null && filter.StartsWith("t:", StringComparison.Ordinal) ? filter.Substring(2) : null;
+            foreach (KeyValuePair<string, UnityEngine.Object> pair in StubAssets.ByPath)
+            {
+                if (type == null || pair.Value.GetType().Name == type) found.Add(pair.Key);
+            }
+            return found.ToArray();
         }
 
-        /// <summary>The asset path of a GUID.</summary>
+        /// <summary>The project-relative path of the asset with `guid` (stub: the guid is the path).</summary>
         public static string GUIDToAssetPath(string guid)
         {
-            return "";
+            return guid;
         }
 
         /// <summary>The asset at `assetPath`, or null.</summary>
         public static T LoadAssetAtPath<T>(string assetPath) where T : UnityEngine.Object
         {
-            return null;
+            UnityEngine.Object asset;
+            return StubAssets.ByPath.TryGetValue(assetPath ?? "", out asset) ? asset as T : null;
         }
+    }
+
+    /// <summary>Stub only: the assets AssetDatabase knows, by path. Not part of Unity's API.</summary>
+    public static class StubAssets
+    {
+        /// <summary>Assets by project-relative path.</summary>
+        public static readonly Dictionary<string, UnityEngine.Object> ByPath = new Dictionary<string, UnityEngine.Object>();
     }
 }

@@ -12,6 +12,12 @@ namespace UnityEngine
         /// <summary>True in a player, or in the Editor in Play Mode.</summary>
         public static bool isPlaying { get { return StubState.IsPlaying; } }
 
+        /// <summary>True inside the Unity Editor, false in a player.</summary>
+        public static bool isEditor { get { return StubState.IsEditor; } }
+
+        /// <summary>The player's StreamingAssets folder (Assets/StreamingAssets in the Editor).</summary>
+        public static string streamingAssetsPath { get { return StubState.StreamingAssetsPath; } }
+
         /// <summary>The product name from the Player settings.</summary>
         public static string productName { get { return StubState.ProductName; } }
     }
@@ -27,6 +33,12 @@ namespace UnityEngine
 
         /// <summary>Value of Application.isPlaying.</summary>
         public static bool IsPlaying;
+
+        /// <summary>Value of Application.isEditor.</summary>
+        public static bool IsEditor;
+
+        /// <summary>Value of Application.streamingAssetsPath.</summary>
+        public static string StreamingAssetsPath = "";
 
         /// <summary>Value of Application.productName.</summary>
         public static string ProductName = "StubProduct";

@@ -1,0 +1,173 @@
+using System;
+using System.Collections.Generic;
+using System.IO;
+
+namespace CoreAI.Launcher
+{
+    /// <summary>What a build step copied into a player build.</summary>
+    public sealed class BundleResult
+    {
+        /// <summary>A result for `runtimeFolder` (and `modelFile`, or null) under `streamingAssets`.</summary>
+        public BundleResult(string platform, string streamingAssets, string runtimeFolder, string executable, string modelFile, int fileCount)
+        {
+            Platform = platform;
+            StreamingAssets = streamingAssets;
+            RuntimeFolder = runtimeFolder;
+            Executable = executable;
+            ModelFile = modelFile;
+            FileCount = fileCount;
+        }
+
+        /// <summary>`windows`, `macos` or `linux`.</summary>
+        public string Platform { get; private set; }
+
+        /// <summary>The player's StreamingAssets folder.</summary>
+        public string StreamingAssets { get; private set; }
+
+        /// <summary>Where the runtime now is: `StreamingAssets/CoreAI/runtime`.</summary>
+        public string RuntimeFolder { get; private set; }
+
+        /// <summary>The runtime executable inside the player build.</summary>
+        public string Executable { get; private set; }
+
+        /// <summary>The model copied next to it (`StreamingAssets/CoreAI/models/…`), or null.</summary>
+        public string ModelFile { get; private set; }
+
+        /// <summary>How many files were copied (runtime and model).</summary>
+        public int FileCount { get; private set; }
+    }
+
+    /// <summary>A player build cannot carry the runtime: the message says which folder or file is missing.</summary>
+    public sealed class BundledRuntimeException : Exception
+    {
+        /// <summary>An error with `message`.</summary>
+        public BundledRuntimeException(string message) : base(message)
+        {
+        }
+    }
+
+    /// <summary>
+    /// The frozen runtime inside a player build (`tools/build_runtime.py` makes it, one folder per OS):
+    /// where a build step copies it (`StreamingAssets/CoreAI/runtime`, the model to `StreamingAssets/CoreAI/models`),
+    /// and how a player finds it again. Plain C#: the editor's build step and the player both use it.
+    /// </summary>
+    public static class BundledRuntime
+    {
+        /// <summary>The folder under StreamingAssets that holds everything CoreAI ships.</summary>
+        public const string Folder = "CoreAI";
+
+        /// <summary>The runtime's folder inside <see cref="Folder"/>.</summary>
+        public const string RuntimeFolderName = "runtime";
+
+        /// <summary>The models' folder inside <see cref="Folder"/>.</summary>
+        public const string ModelsFolderName = "models";
+
+        /// <summary>The platform (`windows`, `macos`, `linux`) of a Unity BuildTarget name; null when the target cannot start processes.</summary>
+        public static string PlatformOf(string buildTarget)
+        {
+            switch (buildTarget ?? "")
+            {
+                case "StandaloneWindows":
+                case "StandaloneWindows64":
+                    return "windows";
+                case "StandaloneOSX":
+                    return "macos";
+                case "StandaloneLinux64":
+                case "LinuxHeadlessSimulation":
+                    return "linux";
+                default:
+                    return null; // Android, iOS, WebGL, consoles: remote mode, nothing to bundle
+            }
+        }
+
+        /// <summary>The runtime executable's file name on `platform`.</summary>
+        public static string ExecutableName(string platform)
+        {
+            return platform == "windows" ? "coreai-runtime.exe" : "coreai-runtime";
+        }
+
+        /// <summary>
+        /// The StreamingAssets folder of a player that Unity built at `outputPath`: `&lt;Game&gt;_Data/StreamingAssets` next
+        /// to the executable on Windows and Linux, `&lt;Game&gt;.app/Contents/Resources/Data/StreamingAssets` on macOS.
+        /// </summary>
+        public static string StreamingAssetsOf(string platform, string outputPath)
+        {
+            if (string.IsNullOrEmpty(outputPath)) throw new ArgumentException("the build has no output path");
+            string output = outputPath.TrimEnd('/', '\\');
+            if (platform == "macos")
+                return Path.Combine(Path.Combine(Path.Combine(Path.Combine(output, "Contents"), "Resources"), "Data"), "StreamingAssets");
+            string folder = Path.GetDirectoryName(output) ?? "";
+            return Path.Combine(Path.Combine(folder, Path.GetFileNameWithoutExtension(output) + "_Data"), "StreamingAssets");
+        }
+
+        /// <summary>
+        /// Copies the frozen runtime of `platform` (the folder tools/build_runtime.py made on that OS) and, when given,
+        /// the GGUF `modelFile` into `streamingAssets/CoreAI/`. Throws BundledRuntimeException naming what is missing,
+        /// before anything is copied. `buildTarget` only names the target in messages.
+        /// </summary>
+        public static BundleResult CopyInto(string buildTarget, string platform, string runtimeFolder, string modelFile, string streamingAssets)
+        {
+            string exeName = ExecutableName(platform);
+            if (string.IsNullOrEmpty(runtimeFolder) || !Directory.Exists(runtimeFolder))
+                throw new BundledRuntimeException("CoreAI: no runtime for " + buildTarget + " builds: the folder '" + runtimeFolder
+                    + "' is missing. Build it on " + platform + " with `python tools/build_runtime.py` and copy dist/coreai-runtime/ there "
+                    + "(CoreAIRuntimeSettings > Bundled runtime), or turn Bundle Runtime In Builds off (remote mode).");
+            if (!File.Exists(Path.Combine(runtimeFolder, exeName)))
+                throw new BundledRuntimeException("CoreAI: the runtime folder '" + runtimeFolder + "' for " + buildTarget
+                    + " builds has no " + exeName + ": it must hold the whole dist/coreai-runtime/ folder built on " + platform + ".");
+            if (!string.IsNullOrEmpty(modelFile) && !File.Exists(modelFile))
+                throw new BundledRuntimeException("CoreAI: the model file '" + modelFile + "' (CoreAIRuntimeSettings > Model) is missing.");
+
+            string root = Path.Combine(streamingAssets, Folder);
+            string target = Path.Combine(root, RuntimeFolderName);
+            if (Directory.Exists(target)) Directory.Delete(target, true); // a previous build's runtime, maybe another version
+            int count = CopyFolder(runtimeFolder, target);
+            string copiedModel = null;
+            if (!string.IsNullOrEmpty(modelFile))
+            {
+                string models = Path.Combine(root, ModelsFolderName);
+                Directory.CreateDirectory(models);
+                copiedModel = Path.Combine(models, Path.GetFileName(modelFile));
+                File.Copy(modelFile, copiedModel, true);
+                count++;
+            }
+            return new BundleResult(platform, streamingAssets, target, Path.Combine(target, exeName), copiedModel, count);
+        }
+
+        /// <summary>
+        /// In a player: points `options` at the bundled runtime under `streamingAssetsPath` (and at the bundled copy
+        /// of its model, matched by file name) when the build carries one; returns true when it did.
+        /// </summary>
+        public static bool UseBundled(RuntimeLaunchOptions options, string streamingAssetsPath)
+        {
+            if (options == null) throw new ArgumentNullException(nameof(options));
+            if (string.IsNullOrEmpty(streamingAssetsPath)) return false;
+            string root = Path.Combine(streamingAssetsPath, Folder);
+            string exe = Path.Combine(Path.Combine(root, RuntimeFolderName), ExecutableName(Platform.IsWindows ? "windows" : "other"));
+            if (!File.Exists(exe)) return false;
+            options.RuntimePath = exe;
+            options.RuntimeArguments = new List<string>();
+            if (!string.IsNullOrEmpty(options.ModelPath))
+            {
+                string bundledModel = Path.Combine(Path.Combine(root, ModelsFolderName), Path.GetFileName(options.ModelPath));
+                if (File.Exists(bundledModel)) options.ModelPath = bundledModel;
+            }
+            return true;
+        }
+
+        private static int CopyFolder(string source, string target)
+        {
+            Directory.CreateDirectory(target);
+            int count = 0;
+            foreach (string file in Directory.GetFiles(source))
+            {
+                // File.Copy keeps the Unix mode bits (Mono and .NET both): the executable stays executable.
+                File.Copy(file, Path.Combine(target, Path.GetFileName(file)), true);
+                count++;
+            }
+            foreach (string folder in Directory.GetDirectories(source))
+                count += CopyFolder(folder, Path.Combine(target, Path.GetFileName(folder)));
+            return count;
+        }
+    }
+}
