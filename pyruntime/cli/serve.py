@@ -42,6 +42,7 @@ from pyruntime.rpc.auth import TOKEN_ENV, default_token_file, is_loopback_host, 
 from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
 from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
 from pyruntime.service import RuntimeServices
+from pyruntime.service.readiness import EXTERNAL_MODEL, hosted_model_readiness
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
 from pyruntime.turns.modes import ToolCallMode
@@ -340,11 +341,13 @@ async def _services(options: ServeOptions, stores: StoreBundle, policy: AgentMem
         orchestrator = build_orchestrator(base_url=model.url, stores=stores, policy=policy, tool_mode=mode)
     stack.push_async_callback(orchestrator.client.aclose)
 
-    async def model_ready() -> bool:
-        return bool(await orchestrator.client.models())
-
-    return RuntimeServices.create(stores, policy, runner=ProtoTurnRunner(orchestrator), model_alias=model.alias,
-                                  model_probe=model_ready)
+    # Health reads the host's state, never the model server (llama.cpp answers /v1/models only between generations).
+    host = model.server
+    readiness = (lambda: hosted_model_readiness(host)) if host is not None else (lambda: EXTERNAL_MODEL)
+    services = RuntimeServices.create(stores, policy, runner=ProtoTurnRunner(orchestrator), model_alias=model.alias,
+                                      readiness=readiness)
+    services.metrics.watch_model_queue(lambda: orchestrator.queue.waiting)
+    return services
 
 
 def _token_file(options: ServeOptions, stack: contextlib.AsyncExitStack) -> Path:

@@ -8,6 +8,7 @@ non-loopback `Origin` (CSRF) are refused before anything else happens.
 
 from __future__ import annotations
 
+import enum
 import hmac
 import ipaddress
 import os
@@ -93,21 +94,48 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def host_header_allowed(host: str | None, port: int) -> bool:
-    """True when the Host header names a loopback host with our port (browsers always send the port)."""
+class HeaderCheck(enum.Enum):
+    """The verdict on a Host or Origin header."""
+
+    ALLOWED = "allowed"
+    FOREIGN = "foreign"  # well-formed, but not loopback (or not our port)
+    MALFORMED = "malformed"  # cannot be parsed at all (`[`, `http://[`, `[127.0.0.1]:P`): a 400, never a crash
+
+
+def check_host_header(host: str | None, port: int) -> HeaderCheck:
+    """Whether the Host header names a loopback host with our port (browsers always send the port)."""
     if not host:
-        return False
-    parts = urlsplit(f"//{host.strip()}")
+        return HeaderCheck.FOREIGN
     try:
-        given_port = parts.port
+        parts = urlsplit(f"//{host.strip()}")
+        hostname, given_port = parts.hostname, parts.port
     except ValueError:
-        return False
-    return parts.hostname is not None and is_loopback_host(parts.hostname) and given_port == port
+        return HeaderCheck.MALFORMED
+    if not hostname:
+        return HeaderCheck.MALFORMED
+    return HeaderCheck.ALLOWED if is_loopback_host(hostname) and given_port == port else HeaderCheck.FOREIGN
+
+
+def check_origin(origin: str | None) -> HeaderCheck:
+    """Allowed without an Origin header, or with an http(s) loopback origin."""
+    if origin is None:
+        return HeaderCheck.ALLOWED
+    try:
+        parts = urlsplit(origin.strip())
+        hostname = parts.hostname
+        parts.port  # noqa: B018 - parsed for its ValueError on a malformed port
+    except ValueError:
+        return HeaderCheck.MALFORMED
+    if parts.scheme in ("http", "https") and hostname is not None and is_loopback_host(hostname):
+        return HeaderCheck.ALLOWED
+    return HeaderCheck.FOREIGN
+
+
+def host_header_allowed(host: str | None, port: int) -> bool:
+    """True when the Host header names a loopback host with our port (malformed: False, never an exception)."""
+    return check_host_header(host, port) is HeaderCheck.ALLOWED
 
 
 def origin_allowed(origin: str | None) -> bool:
-    """True when there is no Origin header, or it is an http(s) loopback origin."""
-    if origin is None:
-        return True
-    parts = urlsplit(origin.strip())
-    return parts.scheme in ("http", "https") and parts.hostname is not None and is_loopback_host(parts.hostname)
+    """True when there is no Origin header, or it is an http(s) loopback origin (malformed: False)."""
+    return check_origin(origin) is HeaderCheck.ALLOWED

@@ -1,7 +1,10 @@
 """Connect transport: an ASGI app (served by uvicorn) speaking Connect, gRPC-Web and gRPC over HTTP, JSON or binary.
 
 Order of checks for every HTTP request: Host (DNS rebinding) and Origin (CSRF) are refused with
-403 before anything else; `GET /healthz` answers without a token; every RPC except Health needs
+403 before anything else (400 when they cannot even be parsed); `GET /healthz` (readiness: 503
+while the model loads or restarts, the body says why), `GET /livez` (liveness: 200 while the
+process serves) and `GET /metrics` (Prometheus text) answer without a token and never touch the
+model or a store lock; every RPC except Health needs
 the bearer token (UNAUTHENTICATED before the body is read); bodies over the limit are
 RESOURCE_EXHAUSTED; JSON bodies are strict (an unknown field is INVALID_ARGUMENT, so a
 misspelt field never silently does nothing) and JSON answers write every field, defaults included.
@@ -9,9 +12,11 @@ misspelt field never silently does nothing) and JSON answers write every field, 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import json
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -23,17 +28,24 @@ from google.protobuf.message import Message
 from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
 
+import pyruntime
 from coreai.v1.memory_store_connect import MemoryStoreASGIApplication
 from coreai.v1.orchestrator_connect import OrchestratorASGIApplication
-from coreai.v1.orchestrator_pb2 import HealthRequest
-from pyruntime.rpc.auth import bearer_matches, host_header_allowed, origin_allowed
+from pyruntime.observability import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from pyruntime.rpc.auth import HeaderCheck, bearer_matches, check_host_header, check_origin
 from pyruntime.rpc._shared import UNAUTHENTICATED_MESSAGE, python_method_name
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.jsonlimits import check_json_depth, check_json_shape
 from pyruntime.service import RuntimeServices, ServiceError
 from pyruntime.service.status import StatusCode, status_for
 
 DEFAULT_CONNECT_PORT = 13335
 HEALTH_PATH = "/healthz"
+LIVENESS_PATH = "/livez"
+METRICS_PATH = "/metrics"
 PUBLIC_METHODS = frozenset({("coreai.v1.Orchestrator", "Health")})
+SHUTDOWN_MESSAGE = "the runtime is shutting down; retry once it is back"
+END_CALLS_S = 2.0
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -61,12 +73,30 @@ class ExplicitJsonCodec(ProtoJSONCodec):
         return json_format.MessageToJson(message, always_print_fields_with_no_presence=True,
                                          indent=None).encode()
 
+    def decode(self, data: bytes | bytearray, message_class: type[Any]) -> Any:
+        """Strict proto3 JSON: a JSON array (or other non-object) where a message belongs is INVALID_ARGUMENT.
+
+        protobuf reads `[]` as an empty message, so `"state": []` once blanked a save.
+        """
+        try:
+            check_json_depth(data, "request body")
+            check_json_shape(json.loads(data), message_class.DESCRIPTOR)
+        except InvalidArgumentError as exc:
+            raise ConnectError(Code.INVALID_ARGUMENT, str(exc)) from None
+        except ValueError:
+            pass  # not JSON: the parser below says so
+        return super().decode(data, message_class)
+
 
 class _ConnectService:
-    """A generated Connect service's methods (`load_state(request, ctx)`) answered by the service's."""
+    """A generated Connect service's methods (`load_state(request, ctx)`) answered by the service's.
 
-    def __init__(self, implementation: object) -> None:
+    A call that shutdown cancels (after the grace period) answers UNAVAILABLE, so clients retry.
+    """
+
+    def __init__(self, implementation: object, stopping: Callable[[], bool] = lambda: False) -> None:
         self._implementation = implementation
+        self._stopping = stopping
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         method = getattr(self._implementation, python_method_name(name))
@@ -74,24 +104,31 @@ class _ConnectService:
             return self._server_stream(method)
         return self._unary(method)
 
-    @staticmethod
-    def _unary(method: Callable[[Any], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    def _shutdown_error(self) -> ConnectError:
+        if not self._stopping():
+            raise asyncio.CancelledError  # the caller went away: stay cancelled
+        return ConnectError(Code.UNAVAILABLE, SHUTDOWN_MESSAGE)
+
+    def _unary(self, method: Callable[[Any], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def call(request: Any, ctx: RequestContext) -> Any:
             try:
                 return await method(request)
+            except asyncio.CancelledError:
+                raise self._shutdown_error() from None
             except Exception as exc:  # noqa: BLE001 - every failure leaves as a status
                 raise connect_error(status_for(exc)) from None
 
         return call
 
-    @staticmethod
-    def _server_stream(method: Callable[[Any], AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
+    def _server_stream(self, method: Callable[[Any], AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
         async def call(request: Any, ctx: RequestContext) -> AsyncIterator[Any]:
             try:
                 # aclosing: a client that goes away closes the service's stream now, which cancels the turn.
                 async with contextlib.aclosing(method(request)) as events:
                     async for event in events:
                         yield event
+            except asyncio.CancelledError:
+                raise self._shutdown_error() from None
             except Exception as exc:  # noqa: BLE001
                 raise connect_error(status_for(exc)) from None
 
@@ -117,25 +154,65 @@ class BearerTokenCheck:
 
 
 async def _respond(send: Send, status: int, body: dict[str, Any]) -> None:
-    payload = json.dumps(body).encode()
+    await _respond_bytes(send, status, json.dumps(body).encode(), b"application/json")
+
+
+async def _respond_bytes(send: Send, status: int, payload: bytes, content_type: bytes,
+                         head_only: bool = False) -> None:
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
-    await send({"type": "http.response.body", "body": payload})
+                "headers": [(b"content-type", content_type), (b"content-length", str(len(payload)).encode()),
+                            (b"cache-control", b"no-store")]})
+    await send({"type": "http.response.body", "body": b"" if head_only else payload})
+
+
+class _TrackedSend:
+    """An ASGI send that remembers how far the response got, so a cancelled call can still end properly."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.streaming = False
+        self.complete = False
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+            content_type = dict(message.get("headers", ())).get(b"content-type", b"")
+            self.streaming = content_type.startswith(b"application/connect+")
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.complete = True
+        await self._send(message)
+
+    async def end_unavailable(self, text: str) -> None:
+        """Finish the response as an UNAVAILABLE error in the protocol's own form (best effort)."""
+        error = {"code": "unavailable", "message": text}
+        with contextlib.suppress(Exception):  # the client may be gone already
+            if not self.started:
+                await _respond(self, 503, error)
+            elif self.streaming and not self.complete:
+                end = json.dumps({"error": error}).encode()
+                await self({"type": "http.response.body", "body": struct.pack(">BI", 0x02, len(end)) + end})
+            elif not self.complete:
+                await self({"type": "http.response.body", "body": b""})
 
 
 class ConnectRuntimeApp:
-    """The ASGI app of the runtime: checks, `/healthz`, then the MemoryStore and Orchestrator Connect apps."""
+    """The ASGI app of the runtime: checks, `/healthz`, `/livez`, `/metrics`, then the Connect apps."""
 
     def __init__(self, services: RuntimeServices, token: str, *, port: int, check_host: bool = True,
                  max_request_bytes: int) -> None:
+        self._calls: set[asyncio.Task[Any]] = set()
+        self._stopping = False
         codecs = [google_protobuf_binary_codec(), ExplicitJsonCodec()]
         options: dict[str, Any] = {"interceptors": [BearerTokenCheck(token)], "read_max_bytes": max_request_bytes,
                                    "codecs": codecs}
         # The adapters answer every generated method by name (see _ConnectService), hence the ignores.
-        memory = MemoryStoreASGIApplication(_ConnectService(services.memory_store), **options)  # type: ignore
-        orchestrator = OrchestratorASGIApplication(_ConnectService(services.orchestrator), **options)  # type: ignore
+        stopping = self._is_stopping
+        memory = MemoryStoreASGIApplication(_ConnectService(services.memory_store, stopping), **options)  # type: ignore
+        orchestrator = OrchestratorASGIApplication(_ConnectService(services.orchestrator, stopping),  # type: ignore
+                                                   **options)
         self._routes: dict[str, ASGIApp] = {memory.path + "/": memory, orchestrator.path + "/": orchestrator}
-        self._orchestrator = services.orchestrator
+        self._services = services
         self._port = port
         self._check_host = check_host
 
@@ -146,31 +223,81 @@ class ConnectRuntimeApp:
         if scope["type"] != "http":
             return  # websockets are not served; returning closes the connection
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
-        if self._check_host and not host_header_allowed(headers.get("host"), self._port):
-            await _respond(send, 403, {"code": "permission_denied",
-                                       "message": "Host must be 127.0.0.1, localhost or [::1] with the runtime's port"})
+        if self._check_host:
+            host = check_host_header(headers.get("host"), self._port)
+            if host is HeaderCheck.MALFORMED:
+                await _respond(send, 400, {"code": "invalid_argument", "message": "malformed Host header"})
+                return
+            if host is not HeaderCheck.ALLOWED:
+                await _respond(send, 403, {"code": "permission_denied", "message":
+                                           "Host must be 127.0.0.1, localhost or [::1] with the runtime's port"})
+                return
+        origin = check_origin(headers.get("origin"))
+        if origin is HeaderCheck.MALFORMED:
+            await _respond(send, 400, {"code": "invalid_argument", "message": "malformed Origin header"})
             return
-        if not origin_allowed(headers.get("origin")):
+        if origin is not HeaderCheck.ALLOWED:
             await _respond(send, 403, {"code": "permission_denied",
                                        "message": "requests from web pages are refused (Origin is not loopback)"})
             return
         path = scope.get("path", "")
-        if path == HEALTH_PATH:
-            await self._health(scope, send)
+        if path in (HEALTH_PATH, LIVENESS_PATH, METRICS_PATH):
+            await self._probe(path, scope, send)
             return
         for prefix, app in self._routes.items():
             if path.startswith(prefix):
-                await app(scope, receive, send)
+                await self._call(app, scope, receive, send)
                 return
         await _respond(send, 404, {"code": "unimplemented", "message": "no such procedure"})
 
-    async def _health(self, scope: dict[str, Any], send: Send) -> None:
-        if scope.get("method") not in ("GET", "HEAD"):
-            await _respond(send, 405, {"code": "unimplemented", "message": "use GET /healthz"})
+    async def _call(self, app: ASGIApp, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        """One RPC; when shutdown cancels it, it still ends as a proper UNAVAILABLE answer, not a traceback."""
+        task = asyncio.current_task()
+        assert task is not None
+        tracked = _TrackedSend(send)
+        self._calls.add(task)
+        try:
+            await app(scope, receive, tracked)
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            await tracked.end_unavailable(SHUTDOWN_MESSAGE)
+        finally:
+            self._calls.discard(task)
+
+    def _is_stopping(self) -> bool:
+        return self._stopping
+
+    async def drain(self, grace: float) -> None:
+        """Shutdown: let RPCs in flight finish for grace seconds, then end the rest with UNAVAILABLE."""
+        self._stopping = True
+        if self._calls:
+            await asyncio.wait(set(self._calls), timeout=grace)
+        left = set(self._calls)
+        for task in left:
+            task.cancel()
+        if left:
+            await asyncio.wait(left, timeout=END_CALLS_S)
+
+    async def _probe(self, path: str, scope: dict[str, Any], send: Send) -> None:
+        """Health, liveness and metrics: read state in memory only (never the model, never a store lock)."""
+        method = scope.get("method")
+        if method not in ("GET", "HEAD"):
+            await _respond(send, 405, {"code": "unimplemented", "message": f"use GET {path}"})
             return
-        health = await self._orchestrator.health(HealthRequest())
-        await _respond(send, 200, {"ready": health.ready, "modelReady": health.model_ready,
-                                   "model": health.model, "version": health.version})
+        head = method == "HEAD"
+        if path == METRICS_PATH:
+            await _respond_bytes(send, 200, self._services.metrics.render(), METRICS_CONTENT_TYPE.encode(), head)
+            return
+        if path == LIVENESS_PATH:
+            await _respond_bytes(send, 200, b'{"live":true}', b"application/json", head)
+            return
+        readiness = self._services.orchestrator.readiness()
+        body = {"ready": readiness.ready, "live": True, "modelReady": readiness.model_ready,
+                "modelState": readiness.state.value, "reason": readiness.reason,
+                "model": self._services.orchestrator.model_alias, "version": pyruntime.__version__}
+        await _respond_bytes(send, 200 if readiness.ready else 503, json.dumps(body).encode(), b"application/json",
+                             head)
 
     @staticmethod
     async def _lifespan(receive: Receive, send: Send) -> None:

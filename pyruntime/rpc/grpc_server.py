@@ -1,12 +1,16 @@
 """gRPC transport (grpc.aio): every RPC of the contract bound to the service, a bearer-token check, status codes.
 
 Browsers cannot speak gRPC (HTTP/2 with trailers), so the Host/Origin checks of the Connect transport
-are not needed here; the bearer token is.
+are not needed here; the bearer token is. Also served, without a token: the standard
+`grpc.health.v1.Health` service (`""` and `coreai.v1.Orchestrator`: SERVING when ready,
+`coreai.v1.MemoryStore`: SERVING while the process serves) and server reflection. Connections are
+capped and time out (`TransportLimits`) through grpc core's own options.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -15,16 +19,23 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 from grpc import aio
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
 from coreai.v1 import memory_store_pb2, orchestrator_pb2
 from pyruntime.rpc._shared import UNAUTHENTICATED_MESSAGE, python_method_name
 from pyruntime.rpc.auth import bearer_matches
+from pyruntime.rpc.limits import TransportLimits
 from pyruntime.service import RuntimeServices, ServiceError
 from pyruntime.service.status import StatusCode, status_for
 
 DEFAULT_GRPC_PORT = 13334
+MEMORY_STORE_SERVICE = memory_store_pb2.DESCRIPTOR.services_by_name["MemoryStore"]
+ORCHESTRATOR_SERVICE = orchestrator_pb2.DESCRIPTOR.services_by_name["Orchestrator"]
 PUBLIC_METHODS = frozenset({"/coreai.v1.Orchestrator/Health"})
 """Methods callable without a token (health and readiness probes)."""
+PUBLIC_SERVICES = frozenset({health.SERVICE_NAME, reflection.SERVICE_NAME, "grpc.reflection.v1.ServerReflection"})
+"""Services callable without a token: standard health checks and reflection (the contract is public)."""
 
 
 async def _abort(context: aio.ServicerContext, error: ServiceError) -> None:
@@ -110,6 +121,11 @@ def _refusal(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
     return grpc.unary_unary_rpc_method_handler(unary, handler.request_deserializer, handler.response_serializer)
 
 
+def is_public(method: str) -> bool:
+    """True for a method callable without a token (`/package.Service/Method`)."""
+    return method in PUBLIC_METHODS or method.lstrip("/").partition("/")[0] in PUBLIC_SERVICES
+
+
 class BearerTokenInterceptor(aio.ServerInterceptor):
     """Refuses every call without `authorization: Bearer <token>`, except the public ones."""
 
@@ -119,7 +135,7 @@ class BearerTokenInterceptor(aio.ServerInterceptor):
     async def intercept_service(self, continuation: Callable[..., Awaitable[grpc.RpcMethodHandler]],
                                 handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
         handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method in PUBLIC_METHODS:
+        if handler is None or is_public(handler_call_details.method):
             return handler
         metadata = dict(handler_call_details.invocation_metadata or ())
         if bearer_matches(metadata.get("authorization"), self._token):
@@ -127,22 +143,80 @@ class BearerTokenInterceptor(aio.ServerInterceptor):
         return _refusal(handler)
 
 
-def create_grpc_server(services: RuntimeServices, token: str, *, max_request_bytes: int) -> aio.Server:
-    """A grpc.aio server with both services and the token check; bind it with `add_insecure_port`."""
+def create_grpc_server(services: RuntimeServices, token: str, *, max_request_bytes: int,
+                       limits: TransportLimits = TransportLimits(), max_connections: int = 1024,
+                       ) -> tuple[aio.Server, health.aio.HealthServicer]:
+    """A grpc.aio server with both services, health, reflection and the token check; bind with `add_insecure_port`."""
     server = aio.server(
         interceptors=[BearerTokenInterceptor(token)],
         options=[
             ("grpc.max_receive_message_length", max_request_bytes),
             ("grpc.so_reuseport", 0),  # a second runtime on the same port must fail, not share it
+            # Enforced before the HTTP/2 handshake, so raw half-open sockets count too.
+            ("grpc.max_allowed_incoming_connections", max_connections),
+            # A connection that has not sent its HTTP/2 preface and settings by then is closed.
+            ("grpc.server_handshake_timeout_ms", int(limits.request_timeout_s * 1000)),
+            # A connection with no call in progress is closed (GOAWAY); channels reconnect by themselves.
+            ("grpc.max_connection_idle_ms", int(limits.idle_timeout_s * 1000)),
         ],
     )
     server.add_generic_rpc_handlers((
-        service_handler(memory_store_pb2.DESCRIPTOR.services_by_name["MemoryStore"], services.memory_store),
-        service_handler(orchestrator_pb2.DESCRIPTOR.services_by_name["Orchestrator"], services.orchestrator),
+        service_handler(MEMORY_STORE_SERVICE, services.memory_store),
+        service_handler(ORCHESTRATOR_SERVICE, services.orchestrator),
     ))
-    return server
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection((MEMORY_STORE_SERVICE.full_name, ORCHESTRATOR_SERVICE.full_name,
+                                         health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    return server, health_servicer
+
+
+async def publish_health(health_servicer: health.aio.HealthServicer, ready: bool) -> None:
+    """Set the grpc.health.v1 statuses: overall and Orchestrator follow readiness, MemoryStore is always served."""
+    serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+    status = serving if ready else not_serving
+    await health_servicer.set(health.OVERALL_HEALTH, status)
+    await health_servicer.set(ORCHESTRATOR_SERVICE.full_name, status)
+    await health_servicer.set(MEMORY_STORE_SERVICE.full_name, serving)
 
 
 def grpc_address(host: str, port: int) -> str:
     """`host:port`, with brackets around an IPv6 literal."""
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+# Open connections of a grpc.aio server, read from grpc core's channelz (the calls grpcio-channelz wraps):
+# grpc has no public API for it. Any failure reads as "unknown" (-1), never as an error of the scrape.
+def channelz_server_ids() -> set[int]:
+    """Ids of every gRPC server in this process, as channelz numbers them."""
+    try:
+        from grpc._cython import cygrpc
+
+        ids: set[int] = set()
+        start = 0
+        while True:
+            page = json.loads(cygrpc.channelz_get_servers(start))
+            for entry in page.get("server", ()):
+                ids.add(int(entry["ref"]["serverId"]))
+            if page.get("end", True) or not ids:
+                return ids
+            start = max(ids) + 1
+    except Exception:  # noqa: BLE001 - see above
+        return set()
+
+
+def channelz_open_connections(server_id: int) -> int:
+    """Open connections of one server (-1 when channelz cannot tell)."""
+    try:
+        from grpc._cython import cygrpc
+
+        count, start = 0, 0
+        while True:
+            page = json.loads(cygrpc.channelz_get_server_sockets(server_id, start, 0))
+            refs = page.get("socketRef", ())
+            count += len(refs)
+            if page.get("end", True) or not refs:
+                return count
+            start = max(int(r["socketId"]) for r in refs) + 1
+    except Exception:  # noqa: BLE001
+        return -1

@@ -5,6 +5,10 @@
 foreground form that stops gracefully on SIGTERM/SIGINT. Shutdown order: stop accepting, let
 in-flight calls finish (up to `grace`), then `services.close()` waits for store writes still on
 their threads, so files are consistent when the process exits.
+
+Both ports are bounded (`TransportLimits`): the file-handle limit is raised where allowed, each port
+gets a connection cap below it, idle and half-sent requests time out, and failed accepts are
+logged at most once per interval. Readiness is published to `grpc.health.v1` as it changes.
 """
 
 from __future__ import annotations
@@ -19,20 +23,38 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from grpc import aio
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.rpc.auth import is_loopback_host, resolve_token, write_token_file
-from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT, ConnectRuntimeApp
-from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT, create_grpc_server, grpc_address
+from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT, END_CALLS_S, ConnectRuntimeApp
+from pyruntime.rpc.grpc_server import (
+    DEFAULT_GRPC_PORT,
+    channelz_open_connections,
+    channelz_server_ids,
+    create_grpc_server,
+    grpc_address,
+    publish_health,
+)
+from pyruntime.rpc.http_guard import ConnectionGuard
+from pyruntime.rpc.limits import (
+    ACCEPT_BATCH,
+    AcceptErrorHandler,
+    RateLimitedLogFilter,
+    TransportLimits,
+    raise_open_files_limit,
+)
 from pyruntime.service import RuntimeServices
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+READINESS_POLL_S = 0.2
+_NOISY_LOGGERS = ("uvicorn.error", "uvicorn")  # one line per malformed request: a flood must not flood the log
 
 
 @dataclass(frozen=True)
@@ -46,6 +68,7 @@ class RpcConfig:
     token_file: Path | None = None  # where the token is written (0600) for local clients
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     grace_s: float = 5.0
+    limits: TransportLimits = TransportLimits()
 
     @property
     def is_loopback(self) -> bool:
@@ -61,6 +84,10 @@ def _resolve(config: RpcConfig) -> str:
             "or set COREAI_RUNTIME_TOKEN; a generated token is only for loopback")
     if config.max_request_bytes < 1024:
         raise InvalidArgumentError("max_request_bytes must be at least 1024")
+    try:
+        config.limits.check()
+    except ValueError as exc:
+        raise InvalidArgumentError(str(exc)) from None
     return token
 
 
@@ -97,9 +124,15 @@ class RpcServers:
         self.token = _resolve(config)
         self.grpc_port = 0
         self.connect_port = 0
+        self.max_connections = 0  # per port, set by start()
         self._grpc: aio.Server | None = None
+        self._health: Any = None
         self._uvicorn: _Uvicorn | None = None
+        self._connect_app: ConnectRuntimeApp | None = None
         self._uvicorn_task: asyncio.Task[None] | None = None
+        self._watch_task: asyncio.Task[None] | None = None
+        self._accept_errors = AcceptErrorHandler(services.metrics.accept_errors.inc)
+        self._log_filter = RateLimitedLogFilter()
 
     @property
     def grpc_target(self) -> str:
@@ -114,8 +147,18 @@ class RpcServers:
 
     async def start(self) -> None:
         """Bind both ports, write the token file, start serving; returns once both accept calls."""
+        limits = self.config.limits
+        open_files = raise_open_files_limit()
+        self.max_connections = limits.connections_per_port(open_files)
         # Created here, inside the loop that will run it (grpc.aio binds to the current loop).
-        self._grpc = create_grpc_server(self.services, self.token, max_request_bytes=self.config.max_request_bytes)
+        known_servers = channelz_server_ids()
+        self._grpc, self._health = create_grpc_server(self.services, self.token,
+                                                      max_request_bytes=self.config.max_request_bytes,
+                                                      limits=limits, max_connections=self.max_connections)
+        grpc_ids = channelz_server_ids() - known_servers
+        if len(grpc_ids) == 1:
+            grpc_id = grpc_ids.pop()
+            self.services.metrics.watch_connections("grpc", lambda: channelz_open_connections(grpc_id))
         try:
             self.grpc_port = self._grpc.add_insecure_port(grpc_address(self.config.host, self.config.grpc_port))
         except RuntimeError:  # grpc's way of saying the address is taken or invalid
@@ -124,13 +167,24 @@ class RpcServers:
             raise OSError(errno.EADDRINUSE, f"cannot listen for gRPC on port {self.config.grpc_port}")
         sock = _bind(self.config.host, self.config.connect_port)
         self.connect_port = sock.getsockname()[1]
-        app = ConnectRuntimeApp(self.services, self.token, port=self.connect_port,
-                                check_host=self.config.is_loopback, max_request_bytes=self.config.max_request_bytes)
+        app = self._connect_app = ConnectRuntimeApp(self.services, self.token, port=self.connect_port,
+                                                    check_host=self.config.is_loopback,
+                                                    max_request_bytes=self.config.max_request_bytes)
+        guard = ConnectionGuard(self.max_connections, request_timeout_s=limits.request_timeout_s,
+                                idle_timeout_s=limits.idle_timeout_s, metrics=self.services.metrics)
         self._uvicorn = _Uvicorn(uvicorn.Config(
-            app, lifespan="off", access_log=False, log_level="warning", server_header=False, http="h11",
-            timeout_graceful_shutdown=int(max(1, self.config.grace_s)), timeout_keep_alive=5))
+            app, lifespan="off", access_log=False, log_level="warning", server_header=False,
+            http=guard.protocol_class(), ws="none", timeout_keep_alive=max(1, round(limits.idle_timeout_s)),
+            backlog=ACCEPT_BATCH,
+            # uvicorn's own deadline comes after ours (drain), which ends calls as UNAVAILABLE, not with a traceback.
+            timeout_graceful_shutdown=int(self.config.grace_s + 2 * END_CALLS_S + 1), log_config=None))
         if self.config.token_file is not None:
             write_token_file(self.config.token_file, self.token)
+        loop = asyncio.get_running_loop()
+        self._accept_errors.install(loop)
+        for name in _NOISY_LOGGERS:
+            logging.getLogger(name).addFilter(self._log_filter)
+        await self._publish_readiness(None)
         await self._grpc.start()
         self._uvicorn_task = asyncio.create_task(self._uvicorn.serve(sockets=[sock]))
         while not self._uvicorn.started:
@@ -138,19 +192,56 @@ class RpcServers:
                 await self._uvicorn_task  # raises the startup error
                 raise OSError("the Connect server stopped during startup")
             await asyncio.sleep(0.01)
-        logger.info("runtime RPC ready: gRPC port %d, Connect port %d, %s", self.grpc_port, self.connect_port,
-                    "loopback only" if self.config.is_loopback else "listening beyond loopback")
+        self._watch_task = asyncio.create_task(self._watch_readiness())
+        logger.info("runtime RPC ready: gRPC port %d, Connect port %d, %s; at most %d connections per port "
+                    "(file-handle limit %s), request timeout %g s, idle timeout %g s",
+                    self.grpc_port, self.connect_port,
+                    "loopback only" if self.config.is_loopback else "listening beyond loopback",
+                    self.max_connections, open_files if open_files is not None else "unknown",
+                    limits.request_timeout_s, limits.idle_timeout_s)
+
+    async def _publish_readiness(self, last: bool | None) -> bool:
+        """Publish readiness to grpc.health.v1 when it changed since last; returns it."""
+        ready = self.services.orchestrator.readiness().ready
+        if ready != last and self._health is not None:
+            await publish_health(self._health, ready)
+        return ready
+
+    async def _watch_readiness(self) -> None:
+        """Follow the model's readiness (a read of state in memory) for gRPC health watchers."""
+        last: bool | None = None
+        while True:
+            try:
+                last = await self._publish_readiness(last)
+            except Exception:  # noqa: BLE001 - a failing read must not end the watch
+                logger.warning("reading readiness failed", exc_info=True)
+            await asyncio.sleep(READINESS_POLL_S)
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop accepting calls, let in-flight ones finish for up to grace seconds, then cancel the rest."""
         grace = self.config.grace_s if grace is None else grace
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch_task
+        if self._health is not None:
+            await self._health.enter_graceful_shutdown()  # probes see NOT_SERVING while calls drain
         if self._uvicorn is not None:
             self._uvicorn.should_exit = True
-        await asyncio.gather(self._stop_grpc(grace), self._wait_uvicorn())
+        try:
+            await asyncio.gather(self._stop_grpc(grace), self._drain_connect(grace), self._wait_uvicorn())
+        finally:
+            self._accept_errors.uninstall(asyncio.get_running_loop())
+            for name in _NOISY_LOGGERS:
+                logging.getLogger(name).removeFilter(self._log_filter)
 
     async def _stop_grpc(self, grace: float) -> None:
         if self._grpc is not None:
             await self._grpc.stop(grace)
+
+    async def _drain_connect(self, grace: float) -> None:
+        if self._connect_app is not None:
+            await self._connect_app.drain(grace)
 
     async def _wait_uvicorn(self) -> None:
         if self._uvicorn_task is not None:

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyruntime.observability import RuntimeMetrics
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.service.memory_store import MemoryStoreService
-from pyruntime.service.orchestrator import ModelProbe, OrchestratorService, TurnRunner
+from pyruntime.service.admission import TurnAdmission
+from pyruntime.service.orchestrator import OrchestratorService, TurnRunner
+from pyruntime.service.readiness import Readiness, ReadinessSource
 from pyruntime.service.status import ServiceError, StatusCode, status_for
 from pyruntime.stores import StoreBundle
 
@@ -24,11 +27,18 @@ class RuntimeServices:
     @classmethod
     def create(cls, stores: StoreBundle, policy: AgentMemoryPolicy | None = None, *,
                runner: TurnRunner | None = None, model_alias: str = "",
-               model_probe: ModelProbe | None = None) -> "RuntimeServices":
+               readiness: ReadinessSource | None = None, admission: TurnAdmission | None = None,
+               metrics: RuntimeMetrics | None = None) -> "RuntimeServices":
         """The services over stores; without a runner the turn RPCs answer UNAVAILABLE."""
         policy = policy if policy is not None else AgentMemoryPolicy()
         return cls(MemoryStoreService(stores, policy),
-                   OrchestratorService(policy, runner, model_alias=model_alias, model_probe=model_probe))
+                   OrchestratorService(policy, runner, model_alias=model_alias, readiness=readiness,
+                                       admission=admission, metrics=metrics))
+
+    @property
+    def metrics(self) -> RuntimeMetrics:
+        """The runtime's metrics (served at `/metrics`)."""
+        return self.orchestrator.metrics
 
     def close(self) -> None:
         """Wait for in-flight store calls to finish (graceful shutdown)."""
@@ -37,11 +47,13 @@ class RuntimeServices:
 
 __all__ = [
     "MemoryStoreService",
-    "ModelProbe",
+    "Readiness",
+    "ReadinessSource",
     "OrchestratorService",
     "RuntimeServices",
     "ServiceError",
     "StatusCode",
+    "TurnAdmission",
     "TurnRunner",
     "status_for",
 ]

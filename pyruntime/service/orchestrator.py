@@ -1,19 +1,27 @@
 """The `coreai.v1.Orchestrator` service: turns, the role policy and health, over proto messages.
 
 Turns are delegated to a `TurnRunner` (the turn engine seen through proto messages); a runtime
-started without a model has none, and its turn RPCs answer UNAVAILABLE.
+started without a model has none, and its turn RPCs answer UNAVAILABLE. Every turn is admitted
+first (`TurnAdmission`: RESOURCE_EXHAUSTED when too many are in flight), runs with its trace id
+on every log line, and is counted in the metrics by how it ended. Health reads a
+`ReadinessSource` and never calls the model.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Protocol
 
 import pyruntime
 from coreai.v1 import common_pb2, orchestrator_pb2 as pb
 from pyruntime.errors import InvalidArgumentError
+from pyruntime.observability import RuntimeMetrics, new_trace_id, trace_context
 from pyruntime.policy import AgentMemoryPolicy, config_from_proto, config_to_proto
-from pyruntime.scopes import DEFAULT_TURN_ROLE
+from pyruntime.scopes import DEFAULT_TURN_ROLE, storage_key
+from pyruntime.service.admission import TurnAdmission
+from pyruntime.service.readiness import ReadinessSource, no_model
 from pyruntime.service.status import ServiceError, StatusCode, status_for
 from pyruntime.service.targets import check_id, target_from_proto
 
@@ -30,9 +38,6 @@ class TurnRunner(Protocol):
         ...
 
 
-ModelProbe = Callable[[], Awaitable[bool]]
-"""Answers whether the model server is ready right now."""
-
 NO_MODEL = "no model is configured in this runtime; start it with a model to run turns"
 
 
@@ -40,56 +45,103 @@ class OrchestratorService:
     """Implements every `coreai.v1.Orchestrator` RPC."""
 
     def __init__(self, policy: AgentMemoryPolicy, runner: TurnRunner | None = None, *,
-                 model_alias: str = "", model_probe: ModelProbe | None = None) -> None:
+                 model_alias: str = "", readiness: ReadinessSource | None = None,
+                 admission: TurnAdmission | None = None, metrics: RuntimeMetrics | None = None) -> None:
         self._policy = policy
         self._runner = runner
         self._model_alias = model_alias
-        self._model_probe = model_probe
+        self.readiness: ReadinessSource = readiness or no_model
+        self.admission = admission or TurnAdmission()
+        self.metrics = metrics or RuntimeMetrics()
+        self.metrics.watch_turns_in_flight(lambda: self.admission.in_flight)
+
+    @property
+    def model_alias(self) -> str:
+        """The model's alias as Health reports it ("" without a model)."""
+        return self._model_alias
 
     @property
     def policy(self) -> AgentMemoryPolicy:
         """The role policy this service configures."""
         return self._policy
 
-    def _checked_runner(self, request: pb.RunTaskRequest) -> TurnRunner:
-        target_from_proto(request.target, default_role=DEFAULT_TURN_ROLE)
+    def _checked(self, request: pb.RunTaskRequest) -> tuple[TurnRunner, str]:
+        """The runner and the conversation key of a valid turn request."""
+        target = target_from_proto(request.target, default_role=DEFAULT_TURN_ROLE)
         if request.timeout_ms < 0:
             raise ServiceError(StatusCode.INVALID_ARGUMENT, "timeout_ms must be >= 0 (0 = the runtime's default)")
         if request.HasField("max_output_tokens") and request.max_output_tokens < 1:
             raise ServiceError(StatusCode.INVALID_ARGUMENT, "max_output_tokens must be >= 1 when set")
         if self._runner is None:
             raise ServiceError(StatusCode.UNAVAILABLE, NO_MODEL)
-        return self._runner
+        return self._runner, storage_key(target.role_id, target.scope, target.actor)
+
+    def _refused(self, exc: Exception) -> ServiceError:
+        error = status_for(exc)
+        self.metrics.turn_ended(error.code.name.lower())
+        return error
+
+    def _ended(self, response: pb.RunTaskResponse) -> None:
+        name = pb.TurnStatus.Name(response.status).removeprefix("TURN_STATUS_").lower()
+        self.metrics.turn_ended(name, response.usage.prompt_tokens, response.usage.completion_tokens)
+
+    @staticmethod
+    def _traced(request: pb.RunTaskRequest) -> pb.RunTaskRequest:
+        """request with a trace id: the client's, else a fresh one (answered back, and on every log line)."""
+        if request.trace_id:
+            return request
+        traced = pb.RunTaskRequest()
+        traced.CopyFrom(request)
+        traced.trace_id = new_trace_id()
+        return traced
 
     async def run_task(self, request: pb.RunTaskRequest) -> pb.RunTaskResponse:
         """One turn of a role (blank role runs as Creator)."""
-        try:
-            runner = self._checked_runner(request)
-            return await runner.run_task(request)
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a status
-            raise status_for(exc) from None
+        request = self._traced(request)
+        with trace_context(request.trace_id):
+            try:
+                runner, key = self._checked(request)
+                with self.admission.admit(key):
+                    response = await runner.run_task(request)
+            except asyncio.CancelledError:  # the caller went away
+                self.metrics.turn_ended("cancelled")
+                raise
+            except Exception as exc:  # noqa: BLE001 - every failure becomes a status
+                raise self._refused(exc) from None
+            self._ended(response)
+            return response
 
     async def stream_task(self, request: pb.RunTaskRequest) -> AsyncIterator[pb.TurnEvent]:
         """The same turn as events; a caller that stops reading (disconnects) cancels it."""
-        try:
-            runner = self._checked_runner(request)
-        except Exception as exc:  # noqa: BLE001
-            raise status_for(exc) from None
-        events = runner.stream_task(request)
-        try:
-            while True:
-                try:
-                    event = await anext(events)
-                except StopAsyncIteration:
-                    return
-                except Exception as exc:  # noqa: BLE001
-                    raise status_for(exc) from None
-                yield event
-        finally:
-            # Closing the runner's iterator is what cancels the turn on a disconnect.
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
+        request = self._traced(request)
+        with trace_context(request.trace_id), contextlib.ExitStack() as admitted:
+            try:
+                runner, key = self._checked(request)
+                admitted.enter_context(self.admission.admit(key))
+            except Exception as exc:  # noqa: BLE001
+                raise self._refused(exc) from None
+            events = runner.stream_task(request)
+            ended = False
+            try:
+                while True:
+                    try:
+                        event = await anext(events)
+                    except StopAsyncIteration:
+                        return
+                    except Exception as exc:  # noqa: BLE001
+                        ended = True
+                        raise self._refused(exc) from None
+                    if event.HasField("final"):
+                        ended = True
+                        self._ended(event.final)
+                    yield event
+            finally:
+                if not ended:  # the caller went away before the final event
+                    self.metrics.turn_ended("cancelled")
+                # Closing the runner's iterator is what cancels the turn on a disconnect.
+                aclose = getattr(events, "aclose", None)
+                if aclose is not None:
+                    await aclose()
 
     async def configure_role(self, request: pb.ConfigureRoleRequest) -> common_pb2.RoleMemoryConfig:
         """Register or replace a role's config; returns it as stored."""
@@ -115,12 +167,7 @@ class OrchestratorService:
         return pb.ListRolesResponse(roles=[config_to_proto(c) for c in self._policy.roles()])
 
     async def health(self, request: pb.HealthRequest) -> pb.HealthResponse:
-        """Ready to serve calls; whether the model answers too."""
-        model_ready = False
-        if self._model_probe is not None:
-            try:
-                model_ready = bool(await self._model_probe())
-            except Exception:  # noqa: BLE001 - a failing probe means "not ready", not an error
-                model_ready = False
-        return pb.HealthResponse(ready=True, model=self._model_alias, version=pyruntime.__version__,
-                                 model_ready=model_ready)
+        """Ready to serve calls as configured, and whether the model answers; never calls the model."""
+        readiness = self.readiness()
+        return pb.HealthResponse(ready=readiness.ready, model=self._model_alias, version=pyruntime.__version__,
+                                 model_ready=readiness.model_ready)

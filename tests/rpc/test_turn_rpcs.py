@@ -23,6 +23,7 @@ from pyruntime.client import RuntimeClient
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service import RuntimeServices
+from pyruntime.service.readiness import hosted_model_readiness
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import build_orchestrator
 from pyruntime.turns.convert import ProtoTurnRunner
@@ -72,11 +73,8 @@ def turn_runtime(server: LlamaServerProcess, data_dir: Path) -> TurnRuntime:
     orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, tool_mode="native")
     runner = ObservedRunner(orchestrator)
 
-    async def model_ready() -> bool:
-        return bool(await orchestrator.client.models())
-
     services = RuntimeServices.create(stores, policy, runner=runner, model_alias=server.config.alias,
-                                      model_probe=model_ready)
+                                      readiness=lambda: hosted_model_readiness(server))
     return TurnRuntime(start_runtime(data_dir, services), runner)
 
 

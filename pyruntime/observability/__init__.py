@@ -1,0 +1,26 @@
+"""What an operator sees: log setup (text or JSON, trace ids) and the Prometheus metrics of a runtime."""
+
+from __future__ import annotations
+
+from pyruntime.observability.logs import (
+    LOG_FORMATS,
+    LOG_LEVELS,
+    configure_logging,
+    current_trace_id,
+    loggable_trace_id,
+    new_trace_id,
+    trace_context,
+)
+from pyruntime.observability.metrics import CONTENT_TYPE, RuntimeMetrics
+
+__all__ = [
+    "CONTENT_TYPE",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "RuntimeMetrics",
+    "configure_logging",
+    "current_trace_id",
+    "loggable_trace_id",
+    "new_trace_id",
+    "trace_context",
+]

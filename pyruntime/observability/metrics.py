@@ -1,0 +1,94 @@
+"""The runtime's Prometheus metrics (text exposition format), one registry per runtime.
+
+Counters are incremented where things happen (turns, refused connections); gauges read their
+source at scrape time (turns in flight, open connections, model state), so a scrape never waits
+on the model or a store lock. Labels carry statuses and transports only, never ids or text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+MODEL_STATES = ("none", "loading", "ready", "restarting", "failed")
+
+ModelSnapshot = Callable[[], tuple[str, int]]
+"""(state, restarts so far) of the model host, read without blocking."""
+
+
+class _ModelCollector(Collector):
+    """coreai_model_state{state} (1 for the current one), coreai_model_ready, coreai_model_restarts_total."""
+
+    def __init__(self) -> None:
+        self.source: ModelSnapshot | None = None
+
+    def collect(self) -> Iterable[Metric]:
+        """The model host's state as read now."""
+        state, restarts = self.source() if self.source is not None else ("none", 0)
+        states = GaugeMetricFamily("coreai_model_state", "The model host's state (1 = current)", labels=["state"])
+        for name in MODEL_STATES:
+            states.add_metric([name], 1.0 if name == state else 0.0)
+        yield states
+        yield GaugeMetricFamily("coreai_model_ready", "1 when the model answers turns", value=float(state == "ready"))
+        yield CounterMetricFamily("coreai_model_restarts", "Times the model server was restarted", value=restarts)
+
+
+class RuntimeMetrics:
+    """Every metric of one runtime; `render()` is the `/metrics` body."""
+
+    def __init__(self) -> None:
+        """Fresh metrics in their own registry (several runtimes in one process do not mix)."""
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.turns = Counter("coreai_turns", "Turns by how they ended (turn status, or the RPC status of a refusal)",
+                             ["status"], registry=r)
+        self.prompt_tokens = Counter("coreai_turn_prompt_tokens", "Prompt tokens of finished turns", registry=r)
+        self.completion_tokens = Counter("coreai_turn_completion_tokens", "Completion tokens of finished turns",
+                                         registry=r)
+        self.turns_in_flight = Gauge("coreai_turns_in_flight", "Turns admitted and not finished (queued or running)",
+                                     registry=r)
+        self.model_queue_waiting = Gauge("coreai_model_queue_waiting", "Model calls waiting for the model's slot",
+                                         registry=r)
+        self.open_connections = Gauge("coreai_open_connections", "Open client connections", ["transport"],
+                                      registry=r)
+        self.connections_closed = Counter(
+            "coreai_connections_closed", "Connections the runtime closed: refused at the cap, evicted for a newer "
+            "one, timed out idle or mid-request", ["transport", "reason"], registry=r)
+        self.accept_errors = Counter("coreai_accept_errors", "Failed accepts (e.g. out of file handles)", registry=r)
+        self._model = _ModelCollector()
+        r.register(self._model)
+        self.turns_in_flight.set_function(lambda: 0)
+        self.model_queue_waiting.set_function(lambda: 0)
+
+    def watch_model(self, source: ModelSnapshot) -> None:
+        """Read the model host's (state, restarts) from source at every scrape."""
+        self._model.source = source
+
+    def watch_turns_in_flight(self, source: Callable[[], float]) -> None:
+        """Read the number of admitted turns from source at every scrape."""
+        self.turns_in_flight.set_function(source)
+
+    def watch_model_queue(self, source: Callable[[], float]) -> None:
+        """Read the number of model calls waiting from source at every scrape."""
+        self.model_queue_waiting.set_function(source)
+
+    def watch_connections(self, transport: str, source: Callable[[], float]) -> None:
+        """Read a transport's open connections from source at every scrape."""
+        self.open_connections.labels(transport).set_function(source)
+
+    def turn_ended(self, status: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+        """Count one turn (status in lower case, e.g. `ok`, `timed_out`, `resource_exhausted`)."""
+        self.turns.labels(status).inc()
+        if prompt_tokens > 0:
+            self.prompt_tokens.inc(prompt_tokens)
+        if completion_tokens > 0:
+            self.completion_tokens.inc(completion_tokens)
+
+    def render(self) -> bytes:
+        """The metrics in the Prometheus text format."""
+        return generate_latest(self.registry)
