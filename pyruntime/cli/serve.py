@@ -2,10 +2,12 @@
 
 Started in order: stores -> model server (a hosted llama.cpp child, a checked external URL, or none
 with `--no-model`) -> orchestrator -> services -> RPC servers. Then ONE JSON line goes to stdout for
-launchers, `{"grpc_port": N, "connect_port": N, "model_url": "..." | null, "token_file": "..."}`;
+launchers, `{"grpc_port": N, "connect_port": N, "model_url": "..." | null, "token_file": "...",
+"model_key_file": "..."}` (the last only with a hosted model: its port's API key, 0600, next to the token);
 logs go to stderr. Stopped in reverse: in-flight calls get `--grace` seconds, store writes finish,
-the model child is stopped (on every path, failures included). Exit 0 after a signal, 1 when
-something fails (the model server dying included), 2 on bad arguments.
+the model child is stopped (on every path, failures included). A hosted model is watched and
+restarted when it dies or hangs (model/supervisor.py). Exit 0 after a signal, 1 when something
+fails (the watchdog giving up on the model included), 2 on bad arguments.
 
 Never orphaned: `--parent-pid PID` (the game's pid) stops serve when that process dies, however it
 died; `--exit-on-stdin-eof` does the same when the launcher's end of stdin closes (see cli/lifeline.py).
@@ -35,10 +37,11 @@ from pyruntime.cli.signals import stop_on_signals
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config, port_is_free
-from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT
+from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT, default_threads
+from pyruntime.model.supervisor import ModelState, ModelSupervisor
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.rpc import RpcConfig, RpcServers
-from pyruntime.rpc.auth import TOKEN_ENV, default_token_file, is_loopback_host, resolve_token
+from pyruntime.rpc.auth import TOKEN_ENV, default_token_file, is_loopback_host, resolve_token, write_token_file
 from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
 from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
 from pyruntime.service import RuntimeServices
@@ -54,6 +57,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 DEFAULT_GRACE_S = 5.0
 _WATCH_S = 0.5
+MODEL_KEY_FILE_NAME = "model_key"  # next to the token file: the model port's API key, for external clients
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,7 @@ class ServeOptions:
     tool_mode: ToolCallMode | None = None
     parent_pid: int | None = None
     exit_on_stdin_eof: bool = False
+    threads: int | None = None  # None: default_threads() (half the cores, at least 1)
 
     @property
     def hosts_model(self) -> bool:
@@ -99,6 +104,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default=DEFAULT_HOST, help=f"listen address of the hosted model (default {DEFAULT_HOST})")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port of the hosted model (default {DEFAULT_PORT})")
     p.add_argument("--ctx", type=int, help="context size (default 8192, never above the model's trained context)")
+    p.add_argument("--threads", type=int,
+                   help=f"CPU threads of the hosted model (default: half the cores, here {default_threads()}; "
+                        "the rest stay with the game)")
     p.add_argument("--data-dir", type=Path,
                    help="the game's persistentDataPath (saves live under CoreAI/); required unless --session-only")
     p.add_argument("--session-only", action="store_true", help="keep memory and chats in this process, write no saves")
@@ -133,7 +141,7 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
         grpc_port=args.grpc_port, connect_port=args.connect_port, token_file=args.token_file, grace=args.grace,
         chat_history_cap=args.chat_history_cap, transcript_cap=args.transcript_cap,
         tool_mode=ToolCallMode.parse(args.tool_mode) if args.tool_mode else None,
-        parent_pid=args.parent_pid, exit_on_stdin_eof=args.exit_on_stdin_eof)
+        parent_pid=args.parent_pid, exit_on_stdin_eof=args.exit_on_stdin_eof, threads=args.threads)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -177,6 +185,8 @@ def validate(options: ServeOptions) -> None:
         raise InvalidArgumentError("--port, --grpc-port and --connect-port must differ")
     if options.grace < 0:
         raise InvalidArgumentError("--grace must be >= 0 seconds")
+    if options.threads is not None and options.threads < 1:
+        raise InvalidArgumentError(f"--threads must be at least 1, got {options.threads}")
     if options.parent_pid is not None and options.parent_pid <= 0:
         raise InvalidArgumentError(f"--parent-pid must be a process id (> 0), got {options.parent_pid}")
     if options.chat_history_cap < 1 or options.transcript_cap < 1:
@@ -194,6 +204,7 @@ class _Model:
     url: str | None
     alias: str
     server: LlamaServerProcess | None = None
+    supervisor: ModelSupervisor | None = None  # watches and restarts the hosted child
 
 
 async def serve(options: ServeOptions, *, on_ready: Callable[[dict[str, Any]], None] | None = None) -> int:
@@ -216,7 +227,7 @@ async def serve(options: ServeOptions, *, on_ready: Callable[[dict[str, Any]], N
             ready, model = starting.result()
             (on_ready or _print_ready)(ready)
             log.info("ready; stop with Ctrl+C or SIGTERM")
-            return await _wait(stop, model.server)
+            return await _wait(stop, model.supervisor)
 
 
 @contextlib.contextmanager
@@ -256,6 +267,10 @@ async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack) -> tup
     await servers.start()
     ready = {"grpc_port": servers.grpc_port, "connect_port": servers.connect_port, "model_url": model.url,
              "token_file": str(token_file)}
+    if model.server is not None and model.server.api_key:
+        # For external OpenAI clients on this machine; same folder and rights as the token (0600).
+        key_file = write_token_file(token_file.with_name(MODEL_KEY_FILE_NAME), model.server.api_key)
+        ready["model_key_file"] = str(key_file)
     return ready, model
 
 
@@ -284,12 +299,16 @@ async def _start_model(options: ServeOptions, stack: contextlib.AsyncExitStack) 
         return _Model(None, "")
     if options.llm_url is not None:
         return _Model(options.llm_url, await _check_external(options.llm_url))
-    config = hosted_model_config(options.model, host=options.host, port=options.port, n_ctx=options.ctx)
+    config = hosted_model_config(options.model, host=options.host, port=options.port, n_ctx=options.ctx,
+                                 n_threads=options.threads)
     server = LlamaServerProcess(config)
     stack.push_async_callback(_stop_model, server)
     await _host(server)
+    supervisor = ModelSupervisor(server)
+    supervisor.watch()
+    stack.push_async_callback(asyncio.to_thread, supervisor.stop_watching)  # before the child is stopped
     log.info("serving model %s at %s", server.config.alias, server.base_url)
-    return _Model(server.base_url, server.config.alias, server)
+    return _Model(server.base_url, server.config.alias, server, supervisor)
 
 
 async def _host(server: LlamaServerProcess) -> None:
@@ -340,9 +359,11 @@ async def _services(options: ServeOptions, stores: StoreBundle, policy: AgentMem
     else:
         orchestrator = build_orchestrator(base_url=model.url, stores=stores, policy=policy, tool_mode=mode)
     stack.push_async_callback(orchestrator.client.aclose)
+    if model.supervisor is not None:
+        orchestrator.client.gate = model.supervisor.check_available  # turns fail fast while it restarts
 
     # Health reads the host's state, never the model server (llama.cpp answers /v1/models only between generations).
-    host = model.server
+    host = model.supervisor or model.server
     readiness = (lambda: hosted_model_readiness(host)) if host is not None else (lambda: EXTERNAL_MODEL)
     services = RuntimeServices.create(stores, policy, runner=ProtoTurnRunner(orchestrator), model_alias=model.alias,
                                       readiness=readiness)
@@ -375,10 +396,11 @@ def _print_ready(ready: dict[str, Any]) -> None:
     print(json.dumps(ready), flush=True)
 
 
-async def _wait(stop: asyncio.Event, server: LlamaServerProcess | None) -> int:
+async def _wait(stop: asyncio.Event, supervisor: ModelSupervisor | None) -> int:
+    """Until a stop signal; exit 1 once the watchdog gave up on the model (it restarts it before that)."""
     while not stop.is_set():
-        if server is not None and not server.is_alive():
-            log.error("model server exited unexpectedly")
+        if supervisor is not None and supervisor.state is ModelState.FAILED:
+            log.error("model server failed and is no longer restarted: %s", supervisor.reason)
             return EXIT_FAILED
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), _WATCH_S)

@@ -9,6 +9,9 @@ Runs in the llama.cpp child (see `llama_server.run_server`), never in the runtim
   the request's client is gone and ends the generation then. llama-cpp-python's server itself only
   notices a disconnect after it emits text, and it emits nothing while it holds back incomplete
   UTF-8 (toolchain notes: a cancelled generation blocked the single-slot server for >10 minutes).
+  It also enforces the request's `max_tokens`: llama-cpp-python checks it only after it emitted text,
+  so while it holds back incomplete UTF-8 a request with `max_tokens: 1` decoded 3432 tokens
+  (measured with 0.3.36) - an output cap that does not hold exactly when it matters.
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ class GenerationControl:
         self.last_progress: float | None = None
         self.ended_at: float | None = None
         self.tokens = 0
-        self.stopped_early = False
+        self.max_tokens: int | None = None  # the request's, once known
+        self.stopped_early = False  # the client left
+        self.capped = False  # stopped at max_tokens by us (llama-cpp-python missed it)
 
     def cancel(self) -> None:
         """The client disconnected: the generation stops at its next token."""
@@ -48,6 +53,7 @@ class GenerationControl:
 class _Last:
     tokens: int = 0
     stopped_early: bool = False
+    capped: bool = False
 
 
 class GenerationTracker:
@@ -76,7 +82,7 @@ class GenerationTracker:
             control.ended_at = time.monotonic()
             self.finished += 1
             self.stopped_on_cancel += int(control.stopped_early)
-            self.last = _Last(control.tokens, control.stopped_early)
+            self.last = _Last(control.tokens, control.stopped_early, control.capped)
             if self.active is control:
                 self.active = None
 
@@ -91,6 +97,7 @@ class GenerationTracker:
                 "stopped_on_cancel": self.stopped_on_cancel,
                 "last_tokens": self.last.tokens,
                 "last_stopped_early": self.last.stopped_early,
+                "last_capped": self.last.capped,
             }
             if active is not None:
                 body["tokens"] = active.tokens
@@ -109,8 +116,16 @@ def install_generation_hooks(tracker: GenerationTracker = TRACKER) -> None:
     import llama_cpp
 
     generate = llama_cpp.Llama.generate
+    create_completion = llama_cpp.Llama.create_completion
     if getattr(generate, "_coreai_hooked", False):
         return
+
+    def completion_hooked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        control = _current.get()
+        limit = kwargs.get("max_tokens")
+        if control is not None and isinstance(limit, int) and limit > 0:
+            control.max_tokens = limit
+        return create_completion(self, *args, **kwargs)
 
     def hooked(self: Any, *args: Any, **kwargs: Any) -> Iterator[int]:
         # Runs in the worker thread; anyio copies the request's context there, so this is its control.
@@ -119,11 +134,14 @@ def install_generation_hooks(tracker: GenerationTracker = TRACKER) -> None:
         tokens = generate(self, *args, **kwargs)
         try:
             for token in tokens:
-                control.tokens += 1
                 control.last_progress = time.monotonic()
                 if control.cancelled_at is not None:
                     control.stopped_early = True
                     return  # the completion then ends as if at max_tokens; nobody reads it
+                if control.max_tokens is not None and control.tokens >= control.max_tokens:
+                    control.capped = True
+                    return  # ends with finish_reason "length", where llama-cpp-python would have ended it
+                control.tokens += 1
                 yield token
         finally:
             tokens.close()
@@ -131,6 +149,7 @@ def install_generation_hooks(tracker: GenerationTracker = TRACKER) -> None:
 
     hooked._coreai_hooked = True  # type: ignore[attr-defined]
     llama_cpp.Llama.generate = hooked  # type: ignore[method-assign]
+    llama_cpp.Llama.create_completion = completion_hooked  # type: ignore[method-assign]
 
 
 def remove_permissive_cors(app: Any) -> None:

@@ -190,12 +190,14 @@ class AiOrchestrator:
         max_calls_per_round: int = MAX_CALLS_PER_ROUND,
         stream_buffer: int = 32,
         timeout_includes_queue: bool = False,
+        tool_call_allowance: int = TOOL_CALL_ALLOWANCE_TOKENS,
     ) -> None:
         """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
 
         `timeout_includes_queue`: False (default) - a turn's timeout counts only while the turn is not
         waiting for the model's request queue, so a turn never times out without reaching the model;
         True - it counts from the call. Either way a waiting turn can be cancelled.
+        `tool_call_allowance`: tokens for the JSON wrapper and tool calls on top of the visible output cap.
         """
         if model_context_tokens < 1:
             raise InvalidArgumentError("model_context_tokens must be positive")
@@ -218,6 +220,9 @@ class AiOrchestrator:
         self.max_calls_per_round = max_calls_per_round
         self._stream_buffer = stream_buffer
         self.timeout_includes_queue = timeout_includes_queue
+        if tool_call_allowance < 0:
+            raise InvalidArgumentError("tool_call_allowance must be >= 0")
+        self.tool_call_allowance = tool_call_allowance
         # The system prompt and tool schemas of a role are byte-identical turn after turn (spec 7):
         # their token counts are kept per role and reused while the text is unchanged.
         self._fixed_counts: dict[tuple[str, str], tuple[str, int]] = {}
@@ -336,7 +341,7 @@ class AiOrchestrator:
         if request.forced_tool_mode.lower() == FORCED_TOOL_NONE:
             allowed = ()
         role_tools, offered = offered_tools(memory, self.tools.tools_for(request.role_id), allowed)
-        turn.tool_allowance = TOOL_CALL_ALLOWANCE_TOKENS if offered else 0
+        turn.tool_allowance = self.tool_call_allowance if offered else 0
         turn.forced = self._forced(request.forced_tool_mode, offered)
         system_prompt = build_system_prompt(
             role_system_prompt(request.role_id, config.system_prompt),
@@ -659,6 +664,11 @@ class AiOrchestrator:
         elif offered_defs:
             kwargs["tools"] = offered_defs
             kwargs["tool_choice"] = native_tool_choice([d["function"]["name"] for d in offered_defs], forced)
+        if turn.tool_allowance:
+            # The allowance takes only the room left: each tool round makes the next prompt longer.
+            max_ctx = effective_context(self.model_context_tokens, turn.config.context_tokens, self._context_warnings)
+            room = max_ctx - self._request_tokens(turn, messages, kwargs.get("tools"))
+            kwargs["max_tokens"] = max(self._output_cap(turn), min(self._max_tokens(turn), room))
         extractor = ReplyExtractor() if structured else None
         accumulator = ChatCompletionAccumulator()
         turn.round_has_text = False

@@ -106,11 +106,20 @@ def test_serve_runs_the_whole_runtime_over_both_transports_and_stops_cleanly(tin
     serve, port = serve_with_model(tmp_path, tiny_model_path, "--tool-mode", "native")
     try:
         ready = serve.ready()
-        assert set(ready) == {"grpc_port", "connect_port", "model_url", "token_file"}
+        assert set(ready) == {"grpc_port", "connect_port", "model_url", "token_file", "model_key_file"}
         assert ready["model_url"] == f"http://127.0.0.1:{port}/v1"
         assert Path(ready["token_file"]) == data_dir / "CoreAI" / "runtime" / "token"
         token = read_token_file(Path(ready["token_file"]))
+        key_file = Path(ready["model_key_file"])
+        assert key_file == data_dir / "CoreAI" / "runtime" / "model_key"
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        model_key = read_token_file(key_file)
+        # The model port wants that key (the runtime's own turns below pass it by themselves).
+        assert httpx.get(f"{ready['model_url']}/models").status_code == 401
+        assert httpx.get(f"{ready['model_url']}/models",
+                         headers={"Authorization": f"Bearer {model_key}"}).status_code == 200
         [child] = model_children(port)
+        assert model_key not in " ".join(cmdline(child))  # never on a command line
         urls = {"grpc": f"grpc://127.0.0.1:{ready['grpc_port']}",
                 "connect": f"http://127.0.0.1:{ready['connect_port']}"}
         for transport, url in urls.items():
@@ -126,7 +135,7 @@ def test_serve_runs_the_whole_runtime_over_both_transports_and_stops_cleanly(tin
     finally:
         rc = serve.stop()
     assert rc == 0
-    assert token not in serve.err  # the token is never logged
+    assert token not in serve.err and model_key not in serve.err  # keys are never logged
     assert not is_alive(child) and model_children(port) == []
     assert port_is_free("127.0.0.1", port)
     assert "RPC servers stopped" in serve.err and "model server stopped" in serve.err
@@ -139,18 +148,26 @@ def test_serve_runs_the_whole_runtime_over_both_transports_and_stops_cleanly(tin
     assert [m.content for m in history if m.role == "user"] == ["hi", "hi"]
 
 
-def test_serve_exits_when_its_model_server_dies(tiny_model_path, tmp_path):
+def test_serve_restarts_its_model_server_when_it_dies(tiny_model_path, tmp_path):
     serve, port = serve_with_model(tmp_path, tiny_model_path)
     try:
-        serve.ready()
+        ready = serve.ready()
+        token = read_token_file(Path(ready["token_file"]))
         [child] = model_children(port)
         os.kill(child, signal.SIGKILL)
-        rc = serve.wait()
+        serve.wait_for_log("model server restarted")
+        [new_child] = model_children(port)
+        assert new_child != child
+        with RuntimeClient(f"grpc://127.0.0.1:{ready['grpc_port']}", token=token, timeout=120) as client:
+            assert client.health().model_ready
+            turn = client.run_task("hi", role_id="PlainChat", scope=SCOPE, max_output_tokens=8,
+                                   forced_tool_mode="none")
+            assert turn.status == pb.TURN_STATUS_OK and turn.text
     finally:
-        serve.stop()
-    assert rc == 1
-    assert "model server exited unexpectedly" in serve.err
-    assert "RPC servers stopped" in serve.err  # everything else was stopped in order too
+        rc = serve.stop()
+    assert rc == 0
+    assert "model server: the model server exited; restarting it" in serve.err
+    assert model_children(port) == []
 
 
 def test_sigterm_while_the_model_loads_leaves_no_child(tiny_model_path, tmp_path):
@@ -264,9 +281,10 @@ def test_serve_without_a_model_flag_hosts_the_embedded_smollm2_and_it_chats(tmp_
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         ready = serve.ready()
+        model_key = read_token_file(Path(ready["model_key_file"]))
 
         async def ask():
-            async with OpenAICompatClient(base_url) as client:
+            async with OpenAICompatClient(base_url, api_key=model_key) as client:
                 models = await client.models()
                 reply = await client.chat(
                     [{"role": "user", "content": "Name one colour of the sky."}], max_tokens=24, temperature=0
@@ -277,7 +295,7 @@ def test_serve_without_a_model_flag_hosts_the_embedded_smollm2_and_it_chats(tmp_
         with RuntimeClient(f"grpc://127.0.0.1:{ready['grpc_port']}",
                            token=read_token_file(Path(ready["token_file"]))) as client:
             assert client.health().model == EMBEDDED_MODEL_ALIAS
-        hosted = httpx.get(f"{base_url}/models").json()
+        hosted = httpx.get(f"{base_url}/models", headers={"Authorization": f"Bearer {model_key}"}).json()
     finally:
         rc = serve.stop()
     assert models == [EMBEDDED_MODEL_ALIAS] and [m["id"] for m in hosted["data"]] == [EMBEDDED_MODEL_ALIAS]
