@@ -34,7 +34,7 @@ from pyruntime.client import (
     UnauthenticatedError,
     read_token_file,
 )
-from pyruntime.errors import CoreAIError, InvalidArgumentError
+from pyruntime.errors import CoreAIError, InvalidArgumentError, MemoryUnreadableError
 from pyruntime.memory.actions import MEMORY_ACTIONS, MemoryToolResult
 from pyruntime.memory.state import MemoryVersion
 from pyruntime.memory.tool import MemoryTool
@@ -568,7 +568,10 @@ def _run_history_clear(args: argparse.Namespace) -> int:
     target = _target(args)
     with _open_backend(args) as saves:
         rows = len(saves.get_transcript(target, 0))
-        had_summary = saves.load_summary(target) is not None
+        try:
+            had_summary = saves.load_summary(target) is not None
+        except MemoryUnreadableError:
+            had_summary = True  # clearing is how an unreadable summary is fixed
         saves.clear_chat_history(target)  # chat history, transcript and the rolling summary
     _print_json({"Success": True, "ClearedRows": rows, "SummaryCleared": had_summary})
     return EXIT_OK

@@ -10,10 +10,12 @@ Which failures become statuses, and which stay results:
   call at all (blank role, bad scope, arguments that cannot be parsed or repaired, unknown action or
   argument, both typed fields and `arguments_json`) is INVALID_ARGUMENT; an unreadable document is
   FAILED_PRECONDITION; MaxMemoryChars is RESOURCE_EXHAUSTED; an unknown version or a revert of a key
-  without a document is NOT_FOUND; a write that did not become durable is UNAVAILABLE. The status
-  message is the tool's own error text.
+  without a document is NOT_FOUND; a write that did not become durable, or a save whose lock another
+  process holds past the lock timeout, is UNAVAILABLE. The status message is the tool's own error text.
 - LoadState reports an unreadable document as `LOAD_STATUS_FAILED` with its reason (the contract's
-  TryLoad), not as an error.
+  TryLoad), not as an error; LoadSummary answers an unreadable summary with FAILED_PRECONDITION.
+- ExportSnapshot with no role named exports every save of the scope, found through the identity
+  index; saves it cannot attribute fail it with FAILED_PRECONDITION naming their number.
 """
 
 from __future__ import annotations

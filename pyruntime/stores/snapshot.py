@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -17,11 +19,13 @@ from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.scopes import ANONYMOUS_ACTOR, AgentMemoryScope, normalize_role_id, storage_key
 from pyruntime.stores.base import LoadStatus, TranscriptEntry, TranscriptKind, chat_kind
 from pyruntime.stores.persistence import StoreBundle
+from pyruntime.stores import fileio
 from pyruntime.stores.file_layout import AGENT_MEMORY_DIR, SUMMARIES_DIR, file_stem
 from pyruntime.stores.identity_index import IdentityIndex, is_hashed_stem
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
 
 SNAPSHOT_FORMAT_VERSION = 1
+IMPORT_WORKERS = 8
 
 
 @dataclass
@@ -389,7 +393,8 @@ def import_scope_snapshot(
     """
     validate_scope_snapshot(snapshot, target_scope)
     scope = target_scope if target_scope is not None else snapshot.scope
-    for role in snapshot.roles:
+
+    def import_role(role: RoleSnapshot) -> None:
         view = bundle.scoped(scope, _actor_id(role.actor))
         if role.state is not None:
             view.save(role.role_id, role.state)
@@ -400,4 +405,18 @@ def import_scope_snapshot(
             view.append_transcript(role.role_id, [replace(r, kind=TranscriptKind(r.kind)) for r in role.history])
         if role.summary is not None:
             view.save_summary(role.role_id, role.summary)
+
+    if len(snapshot.roles) <= 1:
+        for role in snapshot.roles:
+            import_role(role)
+        return len(snapshot.roles)
+    # Thousands of roles: each role's files are its own (own keys, own locks), so they are written in
+    # parallel (fsync waits overlap) and each folder is fsynced once at the end.
+    with fileio.batched_directory_sync():
+        context = contextvars.copy_context()
+        workers = min(IMPORT_WORKERS, len(snapshot.roles))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="coreai-import") as pool:
+            futures = [pool.submit(context.copy().run, import_role, role) for role in snapshot.roles]
+            for future in futures:
+                future.result()  # the first failure is raised (after the others finished)
     return len(snapshot.roles)

@@ -164,3 +164,15 @@ def test_export_to_a_missing_folder_is_an_error(tmp_path: Path, cli) -> None:
     assert run.rc == 2
     assert not (tmp_path / "no").exists()
     assert not memory_file(tmp_path, "Creator").exists()
+
+
+def test_an_unreadable_summary_is_reported_and_history_clear_still_fixes_it(tmp_path: Path, cli,
+                                                                            caplog: pytest.LogCaptureFixture) -> None:
+    seed_history(tmp_path)
+    summary = next((tmp_path / "CoreAI" / "ConversationSummaries").iterdir())
+    summary.write_bytes(b'{"Summary": "torn')
+    run = cli("history", "show", "--data-dir", tmp_path, "--role", "SmartChat", *U1_FLAGS)
+    assert run.rc == 1 and any("summary cannot be read" in r.getMessage() for r in caplog.records)
+    assert summary.read_bytes() == b'{"Summary": "torn'  # reported, not replaced
+    cleared = cli("history", "clear", "--data-dir", tmp_path, "--role", "SmartChat", *U1_FLAGS).json()
+    assert cleared == {"Success": True, "ClearedRows": 4, "SummaryCleared": True} and not summary.exists()
