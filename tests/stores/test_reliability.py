@@ -364,3 +364,38 @@ def test_identity_index_files_hold_the_identity(root):
     data = json.loads(index_file.read_text(encoding="utf-8"))
     assert data == {"key": storage_key("Guard", ALEX, "npc_1"), "role": "Guard", "tenant": "", "user": "alex",
                     "session": "", "topic": "", "actor": "npc_1"}
+
+
+# -- bulk import -----------------------------------------------------------------------------------
+
+
+def test_a_large_import_writes_every_role_and_fsyncs_each_folder_once(root, monkeypatch):
+    from pyruntime.stores import RoleSnapshot, ScopeSnapshot, TranscriptEntry, TranscriptKind
+
+    synced: list[Path] = []
+    real = fileio._fsync_dir_now
+    monkeypatch.setattr(fileio, "_fsync_dir_now", lambda folder: (synced.append(folder), real(folder)))
+    roles = [RoleSnapshot(f"Role{i}", "npc" if i % 2 else None, AgentMemoryState(memory=f"fact {i}"),
+                          [TranscriptEntry(TranscriptKind.USER, "user", f"hi {i}", timestamp=5, is_chat_message=True)],
+                          f"summary {i}") for i in range(60)]
+    bundle = open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent)
+    assert import_scope_snapshot(bundle, ScopeSnapshot(ALEX, roles, 1)) == 60
+    assert len(synced) == len(set(synced)) <= 4  # AgentMemory, ConversationSummaries, Identities (once each)
+    fresh = open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent)
+    for i in range(60):
+        view = fresh.scoped(ALEX, "npc" if i % 2 else None)
+        assert view.try_load(f"Role{i}").state.memory == f"fact {i}"
+        assert [m.content for m in view.get_chat_history(f"Role{i}")] == [f"hi {i}"]
+        assert view.load_summary(f"Role{i}") == f"summary {i}"
+    assert len(export_scope_snapshot(fresh, ALEX, None, None).roles) == 60
+
+
+def test_a_failing_bulk_import_raises(root, monkeypatch):
+    from pyruntime.stores import RoleSnapshot, ScopeSnapshot
+
+    roles = [RoleSnapshot(f"Role{i}", None, AgentMemoryState(memory=f"fact {i}")) for i in range(20)]
+    monkeypatch.setattr(fileio, "_write_all", _fail_half_way(errno.ENOSPC))
+    with pytest.raises(PersistenceError):
+        import_scope_snapshot(open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent),
+                              ScopeSnapshot(ALEX, roles, 1))
+    assert not any(p.name.endswith(".tmp") for p in root.rglob("*"))
