@@ -51,7 +51,8 @@ def write_token_file(path: Path, token: str) -> Path:
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.fchmod(fd, 0o600)  # the umask cannot widen it, an older file cannot either
+        if hasattr(os, "fchmod"):  # Windows has none before Python 3.13; there the user folder's ACL guards it
+            os.fchmod(fd, 0o600)  # the umask cannot widen it, an older file cannot either
         os.write(fd, token.encode("ascii"))
         os.fsync(fd)
     finally:

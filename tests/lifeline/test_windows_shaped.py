@@ -20,9 +20,14 @@ from tests.support.fixtures import free_port
 from tests.unity_layer.processes import is_alive, wait_for
 
 
+# POSIX-only calls that Python 3.11 on Windows does not have at all.
+POSIX_ONLY_OS_CALLS = ("fchmod", "pidfd_open", "sched_getaffinity", "getuid", "geteuid", "setsid", "killpg", "fork")
+
+
 @pytest.fixture
 def windows_like_loop(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Every add_signal_handler raises NotImplementedError, as on Windows' event loops; records the attempts."""
+    """Every add_signal_handler raises NotImplementedError, as on Windows' event loops, and the POSIX-only `os`
+    calls are gone, as on Windows; records the add_signal_handler attempts."""
     attempts: list[int] = []
 
     def add_signal_handler(self: Any, sig: int, callback: Any, *args: Any) -> None:
@@ -30,6 +35,8 @@ def windows_like_loop(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         raise NotImplementedError
 
     monkeypatch.setattr(asyncio.SelectorEventLoop, "add_signal_handler", add_signal_handler)
+    for name in POSIX_ONLY_OS_CALLS:
+        monkeypatch.delattr(os, name, raising=False)
     return attempts
 
 
