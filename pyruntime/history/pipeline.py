@@ -74,12 +74,16 @@ class PreparedHistory:
 
 
 def _verbatim_start(tokens: Sequence[int], max_messages: int, room: int) -> int:
-    """Start of the newest messages that fit `room` tokens: at least 1, at most `max_messages` (0 = no cap)."""
+    """Start of the newest messages that fit `room` tokens, at most `max_messages` (0 = no cap).
+
+    The newest message stays verbatim unless it alone is larger than the room: sending it would
+    overflow the context on every attempt, so it is folded (summarized) like the rest.
+    """
     start, used = len(tokens), 0
     while start > 0:
         cost = tokens[start - 1]
         full = max_messages > 0 and len(tokens) - start >= max_messages
-        if start < len(tokens) and (full or used + cost > room):
+        if full or used + cost > room:
             break
         used += cost
         start -= 1

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from pyruntime.history.budget import HistoryBudget, completion_reserve, compute_history_budget
+from pyruntime.history.budget import HistoryBudget, completion_reserve, compute_history_budget, summary_token_budget
 from pyruntime.history.pipeline import PreparedHistory
+from pyruntime.history.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 from pyruntime.model.errors import ModelError
+from pyruntime.turns.prompt import summary_block
 
 log = logging.getLogger("pyruntime.turns")
 
@@ -47,6 +49,7 @@ class RequestFit:
     max_ctx: int
     reserve: int
     fixed_tokens: int
+    summary_overhead: int = 0  # the `## Conversation Summary` block's own tokens (heading, framing, template)
 
     @property
     def room(self) -> int:
@@ -58,9 +61,15 @@ class RequestFit:
         return request_tokens + self.reserve - self.max_ctx
 
 
-def fit_request(max_ctx: int, max_output_tokens: int | None, fixed_tokens: int) -> RequestFit:
+def fit_request(max_ctx: int, max_output_tokens: int | None, fixed_tokens: int, summary_overhead: int = 0
+                ) -> RequestFit:
     """The fit of a request whose fixed part renders to `fixed_tokens`."""
-    return RequestFit(max_ctx, completion_reserve(max_ctx, max_output_tokens), fixed_tokens)
+    return RequestFit(max_ctx, completion_reserve(max_ctx, max_output_tokens), fixed_tokens, summary_overhead)
+
+
+def summary_block_overhead(counter: TokenCounter) -> int:
+    """Tokens the summary block costs besides the summary itself (its heading and framing, one message)."""
+    return counter.count(summary_block("x")) - counter.count("x") + MESSAGE_OVERHEAD_TOKENS
 
 
 def overflow_error(fit: RequestFit, parts: Sequence[tuple[str, int]]) -> FixedPartOverflowError:
@@ -97,12 +106,19 @@ MAX_FIT_ROUNDS = 3  # history preparations per attempt while the rendered reques
 def history_budget(fit: RequestFit, max_output_tokens: int | None, extra_tokens: int = 0,
                    overflow_attempt: int = 0) -> HistoryBudget:
     """The history budget of a request: everything but the history is the fit's rendered fixed part."""
-    return compute_history_budget(
+    budget = compute_history_budget(
         model_context_tokens=fit.max_ctx,
         max_output_tokens=max_output_tokens,
-        system_prompt_tokens=fit.fixed_tokens + extra_tokens,
+        system_prompt_tokens=fit.fixed_tokens + fit.summary_overhead + extra_tokens,
         overflow_attempt=overflow_attempt,
     )
+    available = max(0, fit.room - fit.summary_overhead - extra_tokens)
+    if budget.history_tokens > available:
+        # The formula's floor (32 tokens) would overflow a request whose fixed part leaves less: then
+        # the history gets the room there is, possibly none (everything folds; the summary waits).
+        budget = replace(budget, history_tokens=available,
+                         summary_tokens=summary_token_budget(available, budget.max_rolled_summary_tokens))
+    return budget
 
 
 async def fit_history(

@@ -50,6 +50,7 @@ from pyruntime.turns.context import (
     history_budget,
     native_tools,
     overflow_error,
+    summary_block_overhead,
 )
 from pyruntime.turns.events import (
     CutReportEvent,
@@ -457,7 +458,7 @@ class AiOrchestrator:
         """The context of this request; a fixed part that leaves no room fails the turn now (no retry helps)."""
         max_ctx = effective_context(self.model_context_tokens, turn.config.context_tokens, self._context_warnings)
         fixed = self._request_tokens(turn, self._assemble(turn, system_prompt, tail), tools)
-        fit = fit_request(max_ctx, self._max_tokens(turn), fixed)
+        fit = fit_request(max_ctx, self._max_tokens(turn), fixed, summary_block_overhead(self.token_counter))
         if fit.room < 0:
             raise self._overflow(turn, fit, system_prompt, tail, tools)
         return fit

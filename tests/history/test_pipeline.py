@@ -102,11 +102,15 @@ def test_the_token_trigger_keeps_the_newest_that_fit_next_to_the_summary_reserve
     assert prepared.history_tokens <= budget.history_tokens
 
 
-def test_the_newest_message_is_sent_even_when_it_alone_exceeds_the_budget() -> None:
+def test_a_newest_message_larger_than_the_budget_is_folded_not_sent_to_overflow() -> None:
+    # It used to be sent regardless, so every attempt of the turn overflowed the context (issue 12).
     history = [M("user", "old"), M("user", "x" * 8000)]
-    prepared = prepare(history, budget=compute_history_budget(model_context_tokens=512))
-    assert prepared.messages == [history[1]]
-    assert prepared.cut_report.folded_ids == [history[0].id]
+    budget = compute_history_budget(model_context_tokens=512)
+    prepared = prepare(history, budget=budget)
+    assert prepared.messages == []
+    assert prepared.cut_report.folded_ids == [history[0].id, history[1].id]
+    assert prepared.history_tokens <= budget.history_tokens
+    assert "- user: " + "x" * 280 + "…[+7720 chars]" in split_marker(prepared.pending_summary)[0]
 
 
 def test_a_tool_call_and_its_result_are_never_split_by_the_window() -> None:
