@@ -39,6 +39,7 @@ from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config, port_is_free
 from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT, default_threads
 from pyruntime.model.supervisor import ModelState, ModelSupervisor
+from pyruntime.observability import LOG_FORMATS, LOG_LEVELS, configure_logging
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.rpc import RpcConfig, RpcServers
 from pyruntime.rpc.auth import TOKEN_ENV, default_token_file, is_loopback_host, resolve_token, write_token_file
@@ -126,6 +127,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"transcript rows kept per key (default {DEFAULT_TRANSCRIPT_CAP})")
     p.add_argument("--tool-mode", choices=[m.value for m in ToolCallMode],
                    help="how tool calls travel (default: structured for a hosted model, native for --llm-url)")
+    p.add_argument("--log-level", choices=LOG_LEVELS, help="log level (default info; debug with -v)")
+    p.add_argument("--log-format", choices=LOG_FORMATS, default="text",
+                   help="text, or json: one object per line with the turn's trace_id (default text)")
     p.add_argument("--parent-pid", type=int,
                    help="stop (and stop the model) when this process exits, however it dies: the game's pid")
     p.add_argument("--exit-on-stdin-eof", action="store_true",
@@ -146,6 +150,7 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of `serve`: returns the exit code."""
+    configure_logging(args.log_level or ("debug" if getattr(args, "verbose", False) else "info"), args.log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise here
     try:
         options = options_from_args(args)

@@ -107,6 +107,8 @@ def check_host_header(host: str | None, port: int) -> HeaderCheck:
     """Whether the Host header names a loopback host with our port (browsers always send the port)."""
     if not host:
         return HeaderCheck.FOREIGN
+    if any(ch in host for ch in "/?#@\\ "):  # a Host is `name[:port]`: anything else is not one
+        return HeaderCheck.MALFORMED
     try:
         parts = urlsplit(f"//{host.strip()}")
         hostname, given_port = parts.hostname, parts.port

@@ -264,6 +264,11 @@ class RpcServersHandle:
         return self.servers.token
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the servers (and the services' coroutines) run on."""
+        return self._loop
+
+    @property
     def grpc_port(self) -> int:
         """The bound gRPC port."""
         return self.servers.grpc_port

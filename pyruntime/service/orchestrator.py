@@ -54,6 +54,11 @@ class OrchestratorService:
         self.admission = admission or TurnAdmission()
         self.metrics = metrics or RuntimeMetrics()
         self.metrics.watch_turns_in_flight(lambda: self.admission.in_flight)
+        self.metrics.watch_model(self._model_snapshot)
+
+    def _model_snapshot(self) -> tuple[str, int]:
+        readiness = self.readiness()
+        return readiness.state.value, readiness.restarts
 
     @property
     def model_alias(self) -> str:

@@ -102,13 +102,29 @@ class RuntimeProcess:
 
 
 def spawn_runtime(data_dir: Path, *, grpc_port: int = 0, connect_port: int = 0,
-                  model: tuple[str, ...] = ("--no-model",), extra: tuple[str, ...] = ()) -> RuntimeProcess:
-    """Start `coreai-runtime serve` (by default without a model) and wait for its ready line."""
+                  model: tuple[str, ...] = ("--no-model",), extra: tuple[str, ...] = (),
+                  log: Path | None = None, open_files: int | None = None) -> RuntimeProcess:
+    """Start `coreai-runtime serve` (by default without a model) and wait for its ready line.
+
+    log: where its stderr goes (else discarded); open_files: its file-handle limit, soft and hard
+    (so it cannot raise it), like a desktop or macOS GUI process.
+    """
     env = {**os.environ, "COREAI_RUNTIME_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pyruntime.cli", "serve", *model, "--data-dir", str(data_dir),
-         "--grpc-port", str(grpc_port), "--connect-port", str(connect_port), "--grace", "10", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
+
+    def limit_files() -> None:
+        if open_files is not None:
+            import resource
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
+    stderr = open(log, "w") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - the child owns it
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pyruntime.cli", "serve", *model, "--data-dir", str(data_dir),
+             "--grpc-port", str(grpc_port), "--connect-port", str(connect_port), "--grace", "10", *extra],
+            stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=ROOT, preexec_fn=limit_files)
+    finally:
+        if log is not None:
+            stderr.close()  # type: ignore[union-attr]
     assert process.stdout is not None
     line = process.stdout.readline()
     if not line:

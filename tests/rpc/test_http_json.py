@@ -82,6 +82,30 @@ def test_foreign_host_or_origin_is_refused(runtime: Runtime, headers: dict[str, 
     assert files_snapshot(runtime.data_dir) == {}
 
 
+@pytest.mark.parametrize(("header", "value", "status"), [
+    ("Host", "[", 400),
+    ("Host", "http://[", 400),
+    ("Host", "[127.0.0.1]:{port}", 400),  # an IPv4 address in brackets
+    ("Host", "127.0.0.1:port", 400),
+    ("Origin", "http://[", 400),
+    ("Origin", "http://[127.0.0.1]:{port}", 400),
+    ("Origin", "http://127.0.0.1:99999", 400),
+    ("Origin", "[", 403),  # parses as a path, not an origin: foreign
+    ("Origin", "[127.0.0.1]:{port}", 403),
+])
+@pytest.mark.parametrize("path", ["coreai.v1.MemoryStore/SaveSummary", "healthz"])
+def test_malformed_host_or_origin_is_refused_clearly_never_a_500(runtime: Runtime, header: str, value: str,
+                                                                  status: int, path: str) -> None:
+    response = post(runtime, path, {"target": TARGET, "summary": "x"},
+                    headers={header: value.format(port=runtime.handle.connect_port)})
+    assert response.status_code == status, response.text
+    if status == 400:
+        assert response.json() == {"code": "invalid_argument", "message": f"malformed {header} header"}
+    else:
+        assert response.json()["code"] == "permission_denied"
+    assert files_snapshot(runtime.data_dir) == {}
+
+
 def test_loopback_origin_and_host_names_are_accepted(runtime: Runtime) -> None:
     port = runtime.handle.connect_port
     for headers in ({"Host": f"localhost:{port}"}, {"Origin": f"http://127.0.0.1:{port}"},

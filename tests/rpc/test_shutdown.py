@@ -1,4 +1,5 @@
-"""SIGTERM during a burst of writes: the runtime stops cleanly and every acknowledged write is on disk, once."""
+"""SIGTERM during a burst of writes or a streaming turn: the runtime stops cleanly (exit 0, no traceback), every
+acknowledged write is on disk once, and a stream cut by the shutdown ends UNAVAILABLE (retry later)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from pyruntime.client import RuntimeCallError, RuntimeClient
 from pyruntime.scopes import AgentMemoryScope, storage_key
+from pyruntime.service import StatusCode
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
-from tests.rpc.conftest import TOKEN, spawn_runtime
+from tests.rpc.conftest import TOKEN, TRANSPORTS, spawn_runtime
+from tests.support.fixtures import free_port, tiny_endless_model_path  # noqa: F401  (pytest fixtures)
 
 WRITERS = 6
 
@@ -59,3 +64,37 @@ def test_sigterm_during_a_burst_of_writes_leaves_files_consistent(tmp_path: Path
         assert loaded.state.latest_version == len(on_disk)
     leftovers = [p.name for p in (tmp_path / "CoreAI").rglob("*") if p.name.endswith(".tmp")]
     assert leftovers == []
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_sigterm_with_a_stream_in_flight_exits_cleanly_and_the_stream_ends_unavailable(
+        tmp_path: Path, tiny_endless_model_path: Path, transport: str) -> None:
+    log = tmp_path / "runtime.log"
+    runtime = spawn_runtime(tmp_path / "data", log=log, extra=("--grace", "0.5"),
+                            model=("--model", str(tiny_endless_model_path), "--port", str(free_port())))
+    url = f"grpc://127.0.0.1:{runtime.grpc_port}" if transport == "grpc" else f"http://127.0.0.1:{runtime.connect_port}"
+    events: list[object] = []
+    streaming = threading.Event()
+
+    def stream() -> None:
+        try:
+            with RuntimeClient(url, token=TOKEN, timeout=120) as client:
+                for event in client.stream_task("tell me everything", role_id="PlainChat", max_output_tokens=1500,
+                                                forced_tool_mode="none"):
+                    events.append(event)
+                    if event.HasField("text_delta"):
+                        streaming.set()
+        except Exception as exc:  # noqa: BLE001 - how the stream ended is the assertion
+            events.append(exc)
+        finally:
+            streaming.set()
+
+    reader = threading.Thread(target=stream)
+    reader.start()
+    assert streaming.wait(120)
+    assert runtime.terminate(signal.SIGTERM) == 0
+    reader.join(60)
+    ended = events[-1]
+    assert isinstance(ended, RuntimeCallError) and ended.code is StatusCode.UNAVAILABLE, ended
+    text = log.read_text()
+    assert "Traceback" not in text and "Exception in ASGI application" not in text, text
