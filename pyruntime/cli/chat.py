@@ -2,7 +2,8 @@
 
 It hosts the embedded model (or `--model`, or talks to `--llm-url`), keeps memory and history in
 file stores under the data dir per the role's policy, streams the reply as it decodes and shows
-tool calls compactly (`[memory append ✓]`). Lines starting with `/` are commands (`/help`). It
+tool calls compactly (`[memory append ✓]`) and, with the memory writer pass (small models), what it
+stored after each turn in one line (`[stored: Player's name: Alex]`). Lines starting with `/` are commands (`/help`). It
 reads stdin line by line, so a script can drive it; end of input quits cleanly. Errors are one
 line on stderr, never a traceback.
 """
@@ -30,7 +31,9 @@ from pyruntime.memory.versions import list_versions, revert_memory
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config
 from pyruntime.model.supervisor import ModelSupervisor
 from pyruntime.model.llama_server import DEFAULT_HOST
-from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
+from coreai.v1 import common_pb2
+from google.protobuf import json_format
+from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig, config_from_proto
 from pyruntime.scopes import AgentMemoryScope, normalize_role_id
 from pyruntime.stores import (
     AgentMemoryPersistenceMode,
@@ -51,6 +54,8 @@ from pyruntime.turns import (
     build_orchestrator,
 )
 from pyruntime.turns.factory import model_profile
+from pyruntime.turns.memory_pass import MemoryPassOutcome
+from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.orchestrator import DEFAULT_TURN_TIMEOUT_S
 
 log = logging.getLogger(__name__)
@@ -63,6 +68,7 @@ DEFAULT_ROLE = "SmartChat"
 DEFAULT_MAX_TOKENS = 256  # small models ramble; a chat line needs no more
 LOAD_TICK_S = 2.0
 TOOL_DETAIL_CHARS = 80
+STORED_LINE_CHARS = 160
 
 HELP = """Commands:
   /memory      show the role's memory document
@@ -93,6 +99,8 @@ class ChatOptions:
     scope: AgentMemoryScope
     actor: str | None
     tool_mode: ToolCallMode
+    memory_design: MemoryDesign | None
+    role_config: RoleMemoryConfig | None
     max_tokens: int
     timeout: float
     ctx: int | None
@@ -116,6 +124,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--actor", default=None, help="named actor (NPC instance); 'local' = none")
     p.add_argument("--tool-mode", choices=[m.value for m in ToolCallMode], default=None,
                    help="how tool calls travel (default: structured for a hosted model, native for --llm-url)")
+    p.add_argument("--memory-design", choices=[d.value for d in MemoryDesign], default=None,
+                   help="how memory is written: 'tool' (the memory tool in the reply) or 'writer' (a separate "
+                        "decision after the reply); default: writer for a small hosted model, else tool")
+    p.add_argument("--role-config", type=Path, default=None,
+                   help="a coreai.v1.RoleMemoryConfig as proto3 JSON (what a game sends with ConfigureRole), "
+                        "registered for --role before the chat starts: the chat then runs the role as serve would")
     p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
                    help=f"most tokens per model reply (default {DEFAULT_MAX_TOKENS})")
     p.add_argument("--timeout", type=float, default=DEFAULT_TURN_TIMEOUT_S,
@@ -183,11 +197,31 @@ def _options(args: argparse.Namespace) -> ChatOptions:
         scope=AgentMemoryScope(args.tenant, args.user, args.session, args.topic),
         actor=args.actor,
         tool_mode=profile.tool_mode,
+        memory_design=MemoryDesign.parse(args.memory_design) if args.memory_design else None,
+        role_config=_role_config(args.role_config, role) if getattr(args, "role_config", None) else None,
         max_tokens=args.max_tokens,
         timeout=args.timeout,
         ctx=args.ctx,
         threads=args.threads,
     )
+
+
+def _role_config(path: Path, role: str) -> RoleMemoryConfig:
+    """The role config of a `--role-config` file, read as ConfigureRole reads its message."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        raise InvalidArgumentError("--role-config must be a readable UTF-8 JSON file") from None
+    message = common_pb2.RoleMemoryConfig()
+    try:
+        json_format.Parse(text, message)
+    except json_format.ParseError as exc:
+        raise InvalidArgumentError(f"--role-config is not a coreai.v1.RoleMemoryConfig in JSON ({exc})") from None
+    if not message.role_id.strip():
+        message.role_id = role
+    if normalize_role_id(message.role_id) != role:
+        raise InvalidArgumentError("--role-config names another role than --role")
+    return config_from_proto(message)
 
 
 def free_port(host: str = DEFAULT_HOST) -> int:
@@ -214,7 +248,10 @@ async def chat(options: ChatOptions, stdin: TextIO, out: TextIO) -> int:
         else:
             print(f"Using the model server at {options.llm_url}", file=out, flush=True)
         orchestrator = chat_orchestrator(stores, options.tool_mode, server=server, base_url=options.llm_url,
-                                         api_key=options.api_key, timeout=options.timeout)
+                                         api_key=options.api_key, timeout=options.timeout,
+                                         memory_design=options.memory_design)
+        if options.role_config is not None:
+            orchestrator.policy.set(options.role_config)
         if supervisor is not None:
             orchestrator.client.gate = supervisor.check_available
         session = ChatSession(orchestrator, options, out, server)
@@ -237,10 +274,11 @@ def chat_orchestrator(
     base_url: str | None = None,
     api_key: str | None = None,
     timeout: float = DEFAULT_TURN_TIMEOUT_S,
+    memory_design: MemoryDesign | None = None,
 ) -> AiOrchestrator:
     """The chat's orchestrator for a hosted `server` or an external `base_url` (the factory's model profile)."""
     return build_orchestrator(server=server, base_url=base_url, api_key=api_key, stores=stores,
-                              tool_mode=tool_mode, default_timeout=timeout)
+                              tool_mode=tool_mode, default_timeout=timeout, memory_design=memory_design)
 
 
 async def _start_with_progress(server: LlamaServerProcess, out: TextIO) -> None:
@@ -341,7 +379,12 @@ class ChatSession:
 
     def _greet(self) -> None:
         config = self.config
-        memory = f"memory tool on ({config.default_action.wire_name})" if config.use_memory_tool else "memory tool off"
+        if not config.use_memory_tool:
+            memory = "memory tool off"
+        elif self.orchestrator.memory_design is MemoryDesign.WRITER:
+            memory = "memory on (writer pass after each reply)"
+        else:
+            memory = f"memory tool on ({config.default_action.wire_name})"
         if not config.with_chat_history:
             history = "no chat history"
         else:
@@ -375,6 +418,9 @@ class ChatSession:
             if restore:
                 loop.remove_signal_handler(signal.SIGINT)
         printer.finish()
+        # The reply is on screen; the memory pass runs now (behind any player turn) and says what it kept.
+        for outcome in await self.orchestrator.memory_passes.drain():
+            printer.line(stored_line(outcome))
 
     async def _stream(self, request: AiTaskRequest, printer: "_ReplyPrinter") -> None:
         async for event in self.orchestrator.stream_task(request):
@@ -499,6 +545,14 @@ class _ReplyPrinter:
         if not self._at_line_start:
             self._session.say()
             self._at_line_start = True
+
+
+def stored_line(outcome: MemoryPassOutcome) -> str:
+    """`[stored: …]`, `[replaced: … -> …]` or `[nothing stored (why)]`: the memory pass of a turn in one line."""
+    text = outcome.summary()
+    if len(text) > STORED_LINE_CHARS:
+        text = text[: STORED_LINE_CHARS - 1] + "…"
+    return f"[{text}]"
 
 
 def tool_marker(call: ToolCallEvent | None, result: ToolResultEvent) -> str:

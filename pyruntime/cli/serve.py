@@ -49,6 +49,7 @@ from pyruntime.service import RuntimeServices
 from pyruntime.service.readiness import EXTERNAL_MODEL, hosted_model_readiness
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
+from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.modes import ToolCallMode
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,7 @@ class ServeOptions:
     chat_history_cap: int = DEFAULT_CHAT_CAP
     transcript_cap: int = DEFAULT_TRANSCRIPT_CAP
     tool_mode: ToolCallMode | None = None
+    memory_design: MemoryDesign | None = None  # None: the factory's model profile decides
     parent_pid: int | None = None
     exit_on_stdin_eof: bool = False
     threads: int | None = None  # None: default_threads() (half the cores, at least 1)
@@ -125,6 +127,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"chat messages kept per key (default {DEFAULT_CHAT_CAP})")
     p.add_argument("--transcript-cap", type=int, default=DEFAULT_TRANSCRIPT_CAP,
                    help=f"transcript rows kept per key (default {DEFAULT_TRANSCRIPT_CAP})")
+    p.add_argument("--memory-design", choices=[d.value for d in MemoryDesign],
+                   help="how memory is written: 'tool' (the memory tool in the reply) or 'writer' (a separate "
+                        "decision after the reply); default: writer for a small hosted model, else tool")
     p.add_argument("--tool-mode", choices=[m.value for m in ToolCallMode],
                    help="how tool calls travel (default: structured for a hosted model, native for --llm-url)")
     p.add_argument("--log-level", choices=LOG_LEVELS, help="log level (default info; debug with -v)")
@@ -145,6 +150,7 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
         grpc_port=args.grpc_port, connect_port=args.connect_port, token_file=args.token_file, grace=args.grace,
         chat_history_cap=args.chat_history_cap, transcript_cap=args.transcript_cap,
         tool_mode=ToolCallMode.parse(args.tool_mode) if args.tool_mode else None,
+        memory_design=MemoryDesign.parse(args.memory_design) if getattr(args, "memory_design", None) else None,
         parent_pid=args.parent_pid, exit_on_stdin_eof=args.exit_on_stdin_eof, threads=args.threads)
 
 
@@ -360,10 +366,15 @@ async def _services(options: ServeOptions, stores: StoreBundle, policy: AgentMem
     # Tool mode and calls per round: the factory's model profile, the same as the chat's.
     mode = options.tool_mode
     if model.server is not None:
-        orchestrator = build_orchestrator(server=model.server, stores=stores, policy=policy, tool_mode=mode)
+        orchestrator = build_orchestrator(server=model.server, stores=stores, policy=policy, tool_mode=mode,
+                                          memory_design=options.memory_design)
     else:
-        orchestrator = build_orchestrator(base_url=model.url, stores=stores, policy=policy, tool_mode=mode)
+        orchestrator = build_orchestrator(base_url=model.url, stores=stores, policy=policy, tool_mode=mode,
+                                          memory_design=options.memory_design)
     stack.push_async_callback(orchestrator.client.aclose)
+    # Runs before the client closes (and after the RPC servers stop): memory passes still queued finish.
+    stack.push_async_callback(orchestrator.memory_passes.drain)
+    log.info("memory design: %s", orchestrator.memory_design.value)
     if model.supervisor is not None:
         orchestrator.client.gate = model.supervisor.check_available  # turns fail fast while it restarts
 

@@ -1,7 +1,7 @@
 """`build_orchestrator`: an `AiOrchestrator` wired from a server URL (or a hosted server) in one call.
 
-The per-model defaults (how tool calls travel, how many run per round) live here, in
-`model_profile`, so the chat, `serve` and games get the same behaviour from the same model.
+The per-model defaults (how tool calls travel, how many run per round, how memory is written) live
+here, in `model_profile`, so the chat, `serve` and games get the same behaviour from the same model.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.queue import ModelRequestQueue
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores.persistence import AgentMemoryPersistenceMode, StoreBundle, open_stores
+from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.modes import MAX_CALLS_PER_ROUND, ToolCallMode
 from pyruntime.turns.orchestrator import DEFAULT_MODEL_CONTEXT_TOKENS, DEFAULT_TURN_TIMEOUT_S, AiOrchestrator
 from pyruntime.turns.templates import model_accepts_later_system
@@ -24,6 +25,10 @@ from pyruntime.turns.tools import ToolRegistry
 # stated fact as often as with four, in half the median turn time and without runaway rounds
 # (bench/bench_tool_modes.py).
 HOSTED_STRUCTURED_CALLS_PER_ROUND = 1
+# A hosted GGUF below this size is a small model (SmolLM2-135M is 98 MB; a 1B model at 4 bits ~0.7 GB):
+# it gets the memory writer pass instead of the memory tool in its reply (SmolLM2-135M stored 0 of 15
+# stated facts with the tool in its reply, issue 10; bench/memory_eval.py compares both designs).
+SMALL_MODEL_MAX_BYTES = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -32,19 +37,28 @@ class ModelProfile:
 
     tool_mode: ToolCallMode
     max_calls_per_round: int
+    memory_design: MemoryDesign = MemoryDesign.TOOL
 
 
-def model_profile(*, hosted: bool, tool_mode: ToolCallMode | str | None = None) -> ModelProfile:
+def model_profile(*, hosted: bool, tool_mode: ToolCallMode | str | None = None, model_bytes: int | None = None,
+                  memory_design: MemoryDesign | str | None = None) -> ModelProfile:
     """The defaults for a model we host (llama.cpp: structured, one call per round) or an external server.
 
     Structured calls need llama.cpp's schema grammar, so a server we do not run gets the OpenAI
     protocol (`native`) unless `tool_mode` says otherwise. An explicit `tool_mode` keeps the call
-    limit measured for that mode.
+    limit measured for that mode. Memory: a small hosted model (`model_bytes` below
+    `SMALL_MODEL_MAX_BYTES`) gets the writer pass after the reply, every other model the `memory`
+    tool in its reply; an explicit `memory_design` wins (the writer needs a grammar: structured output).
     """
     mode = ToolCallMode.parse(tool_mode) if tool_mode is not None else (
         ToolCallMode.STRUCTURED if hosted else ToolCallMode.NATIVE)
     one_call = hosted and mode is ToolCallMode.STRUCTURED
-    return ModelProfile(mode, HOSTED_STRUCTURED_CALLS_PER_ROUND if one_call else MAX_CALLS_PER_ROUND)
+    if memory_design is not None:
+        design = MemoryDesign.parse(memory_design)
+    else:
+        small = hosted and model_bytes is not None and model_bytes < SMALL_MODEL_MAX_BYTES
+        design = MemoryDesign.WRITER if small else MemoryDesign.TOOL
+    return ModelProfile(mode, HOSTED_STRUCTURED_CALLS_PER_ROUND if one_call else MAX_CALLS_PER_ROUND, design)
 
 
 def build_orchestrator(
@@ -61,6 +75,7 @@ def build_orchestrator(
     tools: ToolRegistry | None = None,
     tool_mode: ToolCallMode | str | None = None,
     max_calls_per_round: int | None = None,
+    memory_design: MemoryDesign | str | None = None,
     exact_token_counts: bool | None = None,
     token_counter: TokenCounter | None = None,
     system_messages_after_first: bool | None = None,
@@ -81,12 +96,15 @@ def build_orchestrator(
         base_url = base_url or server.base_url
         model_path = model_path or server.config.model_path
         model = model or server.config.alias
+        api_key = api_key or server.api_key  # the hosted port demands its key
         api_key = api_key or server.api_key  # the hosted port demands its key; the runtime passes it itself
         if model_context_tokens is None and server.config.n_ctx:
             model_context_tokens = server.config.n_ctx
     if not base_url:
         raise ValueError("build_orchestrator needs a server or a base_url")
-    profile = model_profile(hosted=server is not None, tool_mode=tool_mode)
+    model_bytes = _file_size(model_path) if server is not None and model_path is not None else None
+    profile = model_profile(hosted=server is not None, tool_mode=tool_mode, model_bytes=model_bytes,
+                            memory_design=memory_design)
     if system_messages_after_first is None:
         system_messages_after_first = model_accepts_later_system(model_path) if model_path is not None else True
     if exact_token_counts is None:
@@ -113,4 +131,12 @@ def build_orchestrator(
         default_timeout=default_timeout,
         llm_compaction_enabled=llm_compaction_enabled,
         llm_compaction_options=llm_compaction_options,
+        memory_design=profile.memory_design,
     )
+
+
+def _file_size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None

@@ -31,7 +31,7 @@ from pyruntime.history import (
 )
 from pyruntime.history.budget import MAX_OVERFLOW_RETRIES
 from pyruntime.history.tokens import GENERATION_PROMPT_TOKENS, MESSAGE_OVERHEAD_TOKENS, count_chat_tokens
-from pyruntime.memory import MemoryTool
+from pyruntime.memory import MEMORY_TOOL_NAME, MemoryTool
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.errors import ContextOverflowError, ModelError
@@ -64,6 +64,8 @@ from pyruntime.turns.events import (
     TurnUsage,
 )
 from pyruntime.turns.memory_blocks import MemoryBlocks, plan_memory_blocks
+from pyruntime.turns.memory_pass import MemoryPasses, run_memory_pass
+from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.modes import (
     MAX_CALLS_PER_ROUND,
     ReplyExtractor,
@@ -192,6 +194,7 @@ class AiOrchestrator:
         stream_buffer: int = 32,
         timeout_includes_queue: bool = False,
         tool_call_allowance: int = TOOL_CALL_ALLOWANCE_TOKENS,
+        memory_design: MemoryDesign | str = MemoryDesign.TOOL,
     ) -> None:
         """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
 
@@ -224,6 +227,9 @@ class AiOrchestrator:
         if tool_call_allowance < 0:
             raise InvalidArgumentError("tool_call_allowance must be >= 0")
         self.tool_call_allowance = tool_call_allowance
+        # How memory is written for roles with memory on: the memory tool in the reply, or a writer pass after it.
+        self.memory_design = MemoryDesign.parse(memory_design)
+        self.memory_passes = MemoryPasses()
         # The system prompt and tool schemas of a role are byte-identical turn after turn (spec 7):
         # their token counts are kept per role and reused while the text is unchanged.
         self._fixed_counts: dict[tuple[str, str], tuple[str, int]] = {}
@@ -302,6 +308,8 @@ class AiOrchestrator:
             turn.status, turn.error = TurnStatus.FAILED, f"internal error ({type(exc).__name__})"
         finally:
             await self._finish(turn)
+        if turn.status.completed:
+            self._start_memory_pass(turn)
         result = turn.result()
         await emit(FinalEvent(result))
         return result
@@ -317,6 +325,15 @@ class AiOrchestrator:
             turn.status.name, turn.model_calls, len(turn.rounds), turn.overflow_retries,
             sum(len(t) for t in turn.text), time.perf_counter() - turn.started,
         )
+
+    def _start_memory_pass(self, turn: _Turn) -> None:
+        """Writer design: the memory decision on this line, queued behind player turns (turns/memory_pass.py)."""
+        if self.memory_design is not MemoryDesign.WRITER or not turn.config.use_memory_tool:
+            return
+        tool = MemoryTool(turn.store.store, turn.store.key(turn.role_id),
+                          max_memory_chars=turn.config.effective_max_memory_chars)
+        self.memory_passes.start(
+            run_memory_pass(self.client, self.queue, tool, turn.role_id, turn.request.hint), turn.role_id)
 
     def _record(self, turn: _Turn) -> None:
         completed = turn.status.completed
@@ -338,6 +355,8 @@ class AiOrchestrator:
             tool = MemoryTool(turn.store.store, turn.store.key(request.role_id),
                               max_memory_chars=config.effective_max_memory_chars)
             memory = MemoryToolAdapter(tool, config.default_action, player_text=request.hint)
+            if self.memory_design is MemoryDesign.WRITER and request.forced_tool_mode.strip().lower() != MEMORY_TOOL_NAME:
+                memory = None  # the writer pass after the reply keeps the memory (turns/memory_pass.py)
         allowed = request.allowed_tool_names
         if request.forced_tool_mode.lower() == FORCED_TOOL_NONE:
             allowed = ()

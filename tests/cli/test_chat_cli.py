@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,9 @@ def test_chat_turns_commands_and_saves_on_disk(tiny_model_path: Path, tmp_path: 
     assert first.returncode == 0, first.stderr
     assert f"Saves: {data / 'CoreAI'}" in first.stdout
     assert "Loading model tiny (" in first.stdout and "Model ready in" in first.stdout
-    assert "Chatting with SmartChat (memory tool on (append), chat history saved" in first.stdout
+    # The tiny model is a small hosted model: memory is written by the writer pass, shown after each turn.
+    assert "Chatting with SmartChat (memory on (writer pass after each reply), chat history saved" in first.stdout
+    assert len(re.findall(r"^\[(stored: |replaced: |nothing stored)", first.stdout, re.M)) == 1
     assert "SmartChat> " in first.stdout and first.stdout.rstrip().endswith("Bye.")  # EOF quits cleanly
     assert "Traceback" not in first.stderr
     # SmartChat persists its history: a fresh set of stores (another process) reads the turn back.
@@ -69,6 +72,25 @@ def test_chat_turns_commands_and_saves_on_disk(tiny_model_path: Path, tmp_path: 
     assert file_bundle(data).scoped(U1).get_transcript("SmartChat") == []
     assert memory_on_disk(data, "SmartChat", U1) == "Sword: Dawnbreaker"  # /clear keeps the memory
     assert "SmartChat> " not in out  # /quit stopped before the last line was sent
+
+
+def test_chat_role_config_file_and_memory_design_flag(tiny_model_path: Path, tmp_path: Path) -> None:
+    config = tmp_path / "npc.json"
+    config.write_text('{"roleId": "Bram", "useMemoryTool": true, "persistChatHistory": true, '
+                      '"systemPrompt": "You are Bram, the blacksmith."}', encoding="utf-8")
+    run = chat("--model", tiny_model_path, "--data-dir", tmp_path, "--role", "Bram", "--role-config", config,
+               "--memory-design", "tool", "--max-tokens", "8", stdin="hello\n")
+    assert run.returncode == 0, run.stderr
+    # The file's settings are the role's (history saved is not a default), and the explicit design wins.
+    assert "Chatting with Bram (memory tool on (append), chat history saved" in run.stdout
+    assert "[stored" not in run.stdout and "[nothing stored" not in run.stdout
+    assert [m.content for m in file_bundle(tmp_path).scoped().get_chat_history("Bram")][0] == "hello"
+    # A file for another role, or not a role config, is a usage error before anything starts.
+    other = chat("--model", tiny_model_path, "--data-dir", tmp_path, "--role", "Mira", "--role-config", config)
+    assert other.returncode == 2 and "names another role" in other.stderr
+    config.write_text('{"noSuchField": 1}', encoding="utf-8")
+    bad = chat("--model", tiny_model_path, "--data-dir", tmp_path, "--role", "Bram", "--role-config", config)
+    assert bad.returncode == 2 and "RoleMemoryConfig" in bad.stderr
 
 
 def test_chat_command_errors_change_nothing(tiny_model_path: Path, tmp_path: Path) -> None:

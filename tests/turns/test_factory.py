@@ -7,7 +7,13 @@ import pytest
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator
-from pyruntime.turns.factory import HOSTED_STRUCTURED_CALLS_PER_ROUND, ModelProfile, model_profile
+from pyruntime.turns.factory import (
+    HOSTED_STRUCTURED_CALLS_PER_ROUND,
+    SMALL_MODEL_MAX_BYTES,
+    ModelProfile,
+    model_profile,
+)
+from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.modes import MAX_CALLS_PER_ROUND
 from tests.turns.conftest import RecordingClient, run
 
@@ -23,9 +29,25 @@ def test_model_profile_per_server_kind_and_explicit_mode() -> None:
         model_profile(hosted=True, tool_mode="json")
 
 
+def test_model_profile_gives_the_writer_pass_to_small_hosted_models_only() -> None:
+    small, large = 98_000_000, SMALL_MODEL_MAX_BYTES
+    assert model_profile(hosted=True, model_bytes=small).memory_design is MemoryDesign.WRITER
+    assert model_profile(hosted=True, model_bytes=large).memory_design is MemoryDesign.TOOL
+    assert model_profile(hosted=True).memory_design is MemoryDesign.TOOL  # size unknown: the contract's tool
+    # An external server keeps the memory tool (the interface for capable models) whatever its size.
+    assert model_profile(hosted=False, model_bytes=small).memory_design is MemoryDesign.TOOL
+    # An explicit design wins both ways.
+    assert model_profile(hosted=False, memory_design="writer").memory_design is MemoryDesign.WRITER
+    assert model_profile(hosted=True, model_bytes=small, memory_design=" TOOL ").memory_design is MemoryDesign.TOOL
+    with pytest.raises(InvalidArgumentError, match="unknown memory design"):
+        model_profile(hosted=True, memory_design="notes")
+
+
 def test_a_hosted_server_gets_structured_mode_with_one_call_in_the_grammar(tiny_llama_server: LlamaServerProcess
                                                                           ) -> None:
-    orchestrator = build_orchestrator(server=tiny_llama_server)
+    # The tiny test model is a small model: by default it gets the writer pass, not the tool in its reply.
+    assert build_orchestrator(server=tiny_llama_server).memory_design is MemoryDesign.WRITER
+    orchestrator = build_orchestrator(server=tiny_llama_server, memory_design="tool")
     assert (orchestrator.tool_mode, orchestrator.max_calls_per_round) == (ToolCallMode.STRUCTURED, 1)
     client = RecordingClient(tiny_llama_server.base_url)
 

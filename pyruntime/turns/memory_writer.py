@@ -1,0 +1,304 @@
+"""The memory writer: what a small model keeps from a player's line, decided after the reply. Pure logic.
+
+Some models cannot use the `memory` tool inside their reply: SmolLM2-135M stored a stated fact 0 of
+15 times that way, pasted the tool contract's example as a fact and wrote memory on small talk
+(issue 10). For them the runtime runs a separate, grammar-constrained decision after the reply
+(`MemoryDesign.WRITER`): one small JSON object, `{"kind": "fact"|"nothing", "topic": ..., "value": ...}`.
+The runtime, not the model, turns it into a memory edit:
+
+- the fact becomes one short labelled line, `Player's <topic>: <value>` (recall-friendly);
+- a fact whose topic is already stored replaces that line (a correction), otherwise it is appended;
+- the value must come from the player's own words (`grounded_value`): a copied few-shot example or
+  an invented detail is refused, so examples can be concrete without becoming facts;
+- a line that only asks questions is not sent to the model at all (`only_questions`).
+
+`MemoryDesign.TOOL` keeps the contract's `memory` tool in the reply (capable models). Which design a
+model gets is decided in one place: `pyruntime.turns.factory.model_profile`.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyruntime.errors import InvalidArgumentError
+
+MAX_TOPIC_CHARS = 24
+MAX_VALUE_CHARS = 80
+WRITER_MAX_TOKENS = 48  # the JSON object is ~20 tokens; the cap bounds a runaway string
+LINE_PREFIX = "Player's "
+KIND_FACT = "fact"
+KIND_NOTHING = "nothing"
+
+
+class MemoryDesign(enum.Enum):
+    """How memory gets written: the `memory` tool in the reply, or the writer pass after it."""
+
+    TOOL = "tool"
+    WRITER = "writer"
+
+    @classmethod
+    def parse(cls, value: "str | MemoryDesign") -> "MemoryDesign":
+        """The design for `tool`/`writer` (trimmed, case-insensitive)."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            for design in cls:
+                if value.strip().lower() == design.value:
+                    return design
+        raise InvalidArgumentError(f"unknown memory design {value!r}; expected 'tool' or 'writer'")
+
+
+WRITER_SYSTEM = (
+    "You take notes for a game character about the player. Read the player's message and answer with "
+    "one JSON object. If the player states a fact about themselves (their name, what they order, owe, "
+    "like, dislike, own, did or plan), kind is \"fact\", topic is one word naming what it is about, and "
+    "value is the detail, in a few words taken from the message. For greetings, small talk, thanks and "
+    "questions, kind is \"nothing\". If the player corrects something, give the new detail."
+)
+
+# Few-shot pairs. Their details (Zed, Quill, the miller, a clay pot) are invented: a small model that
+# pastes one into another conversation is refused by `grounded`, since the player never said it.
+WRITER_EXAMPLES: tuple[tuple[str, dict[str, str]], ...] = (
+    ("Greetings, friend!", {"kind": KIND_NOTHING, "topic": "", "value": ""}),
+    ("I'm Zed, a wandering cook.", {"kind": KIND_FACT, "topic": "name", "value": "Zed"}),
+    ("What a beautiful sunset.", {"kind": KIND_NOTHING, "topic": "", "value": ""}),
+    ("I owe the miller 7 copper.", {"kind": KIND_FACT, "topic": "debt", "value": "7 copper to the miller"}),
+    ("Thanks, that helps a lot.", {"kind": KIND_NOTHING, "topic": "", "value": ""}),
+    ("I hope the rain stops soon.", {"kind": KIND_NOTHING, "topic": "", "value": ""}),
+    ("I'll be right back.", {"kind": KIND_NOTHING, "topic": "", "value": ""}),
+    ("I'd like to buy a clay pot.", {"kind": KIND_FACT, "topic": "order", "value": "a clay pot"}),
+    ("Sorry, I said it wrong: my name is Quill.", {"kind": KIND_FACT, "topic": "name", "value": "Quill"}),
+)
+EXAMPLE_MARKERS: tuple[str, ...] = ("Zed", "Quill", "miller", "clay pot", "7 copper")
+"""Details that exist only in the examples: seen in memory or a reply, they were copied."""
+
+
+def writer_schema() -> dict[str, Any]:
+    """The JSON schema the decision is constrained to (llama.cpp turns it into a grammar)."""
+    # A free topic, not an enum: with a fixed list SmolLM2-135M labelled most facts "name", so they
+    # replaced each other (captured 19/25 vs 21/25, corrections 5/8 vs 7/8 on the eval's lines).
+    topic = {"type": "string", "maxLength": MAX_TOPIC_CHARS}
+    return {
+        "type": "object",
+        "properties": {
+            "kind": {"enum": [KIND_FACT, KIND_NOTHING]},
+            "topic": topic,
+            "value": {"type": "string", "maxLength": MAX_VALUE_CHARS},
+        },
+        "required": ["kind", "topic", "value"],
+    }
+
+
+def writer_messages(player_text: str) -> list[dict[str, str]]:
+    """The decision request: instructions, the few-shot pairs, then the player's line."""
+    messages = [{"role": "system", "content": WRITER_SYSTEM}]
+    for text, answer in WRITER_EXAMPLES:
+        messages.append({"role": "user", "content": text})
+        messages.append({"role": "assistant", "content": json.dumps(answer)})
+    messages.append({"role": "user", "content": player_text})
+    return messages
+
+
+@dataclass(frozen=True)
+class WriterDecision:
+    """The model's decision: keep a fact (`topic`, `value`) or nothing."""
+
+    keep: bool
+    topic: str = ""
+    value: str = ""
+
+
+def parse_decision(text: str) -> WriterDecision:
+    """The decision in the model's JSON; InvalidArgumentError names what is wrong."""
+    try:
+        data = json.loads(text, strict=False)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgumentError(f"the memory decision is not complete JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise InvalidArgumentError("the memory decision is not a JSON object")
+    kind = data.get("kind")
+    if kind not in (KIND_FACT, KIND_NOTHING):
+        raise InvalidArgumentError("the memory decision's kind must be 'fact' or 'nothing'")
+    if kind == KIND_NOTHING:
+        return WriterDecision(False)
+    topic, value = data.get("topic"), data.get("value")
+    if not isinstance(topic, str) or not isinstance(value, str):
+        raise InvalidArgumentError("the memory decision's topic and value must be strings")
+    return WriterDecision(True, _one_line(topic), _one_line(value))
+
+
+_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+_WORD = re.compile(r"[A-Za-z0-9]+")
+STOPWORDS = frozenset(
+    "a an the and or but of to for in on at by with from as is are was were be been am i me my mine you your "
+    "he she it its we our they their this that these those do does did have has had will would can could "
+    "should not no yes so very just please player player's s some any".split()
+)
+
+
+FIRST_PERSON = frozenset("i i'm im i'd i'll i've me my mine myself we our us".split())
+CORRECTION_CUES = frozenset(
+    "actually wait sorry oops no not instead change changed mixed wrong meant correct correction real "
+    "forgive rather".split()
+)
+
+
+def about_the_player(text: str) -> bool:
+    """True when the line speaks in the first person: only then can it state a fact about the player."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z']+", text)}
+    return bool(words & FIRST_PERSON)
+
+
+def is_correction(text: str) -> bool:
+    """True when the line carries a correction cue ("actually", "not", "instead", "I meant", ...)."""
+    return bool(set(_words(text)) & CORRECTION_CUES)
+
+
+def worth_asking(text: str) -> bool:
+    """True when the line may hold a fact to keep: first person or a correction, not only questions.
+
+    Measured on SmolLM2-135M: asked about every line, it called 15 of 35 greetings and small-talk lines
+    a fact; the lines it is not asked about cost no model call either.
+    """
+    return (about_the_player(text) or is_correction(text)) and not only_questions(text)
+
+
+def only_questions(text: str) -> bool:
+    """True when every sentence of the line is a question: it states nothing to keep."""
+    sentences = [s.strip() for s in _SENTENCE.findall(text) if s.strip(" .!?")]
+    return bool(sentences) and all(s.endswith("?") for s in sentences)
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def _matches(word: str, said: set[str]) -> bool:
+    """The word was said, allowing an inflection (dragon/dragons, owe/owed) for longer words."""
+    if word in said:
+        return True
+    stem = word[:5]
+    return len(word) >= 4 and any(len(s) >= 4 and s[:5] == stem for s in said)
+
+
+def _said(word: str, said: set[str]) -> bool:
+    """A value word the player said: a number exactly, any other word allowing an inflection."""
+    return word in said if word.isdigit() else word in STOPWORDS or _matches(word, said)
+
+
+def grounded_value(value: str, player_text: str) -> str:
+    """The part of the value the player said: its words up to the first one they did not say ("" if none).
+
+    A small model continues a right value with invented words ("25 gold to the debt of 40 people"): the
+    grounded start ("25 gold") is kept. A value copied from an example or invented from its first
+    word ("Ella" for "Eliza") leaves nothing, and nothing is stored.
+    """
+    said = set(_words(player_text))
+    kept: list[str] = []
+    for token in value.split():
+        if not all(_said(w, said) for w in _words(token)):
+            break
+        kept.append(token)
+    while kept and all(w in STOPWORDS for w in _words(kept[-1])):
+        kept.pop()  # "25 gold to the" -> "25 gold"
+    text = " ".join(kept).strip(" ,;:-")
+    return text if any(w not in STOPWORDS for w in _words(text)) else ""
+
+
+def grounded(value: str, player_text: str) -> bool:
+    """True when the whole value comes from the player's words (every name, number and word was said)."""
+    return bool(value.strip()) and grounded_value(value, player_text) == " ".join(value.split()).strip(" ,;:-")
+
+
+def normalize_topic(topic: str) -> str:
+    """A topic's comparable form: lower case, without 'player'/'my'/'the' and a plural s."""
+    words = [w for w in _words(topic) if w not in ("player", "players", "s", "my", "the", "your")]
+    text = " ".join(words)
+    return text[:-1] if len(text) > 3 and text.endswith("s") and not text.endswith("ss") else text
+
+
+def memory_line(topic: str, value: str) -> str:
+    """The stored line of a fact: `Player's <topic>: <value>`."""
+    return f"{LINE_PREFIX}{normalize_topic(topic) or 'note'}: {value.strip().rstrip('.')}"
+
+
+def line_topic(line: str) -> str | None:
+    """The normalized topic of a stored `Player's <topic>: …` line, None for any other line."""
+    stripped = line.strip()
+    if not stripped.startswith(LINE_PREFIX) or ":" not in stripped:
+        return None
+    return normalize_topic(stripped[len(LINE_PREFIX):].split(":", 1)[0])
+
+
+@dataclass(frozen=True)
+class MemoryEdit:
+    """What to do to the document: append `line`, or replace `old_line` with it; `reason` when nothing."""
+
+    line: str = ""
+    old_line: str | None = None
+    reason: str = ""
+
+    @property
+    def changes(self) -> bool:
+        """True when the edit writes something."""
+        return bool(self.line)
+
+    def tool_arguments(self) -> dict[str, Any]:
+        """The `memory` tool call that performs the edit (versioned, durable, size-limited like any call)."""
+        if self.old_line is not None:
+            return {"action": "str_replace", "old_text": self.old_line, "new_text": self.line}
+        return {"action": "append", "content": self.line}
+
+
+def plan_edit(memory: str, decision: WriterDecision, player_text: str) -> MemoryEdit:
+    """The edit a decision makes to `memory`: a grounded fact replaces its topic's line or is appended."""
+    if not decision.keep:
+        return MemoryEdit(reason="nothing to keep")
+    if not decision.value.strip():
+        return MemoryEdit(reason="the fact has no value")
+    value = grounded_value(decision.value, player_text)
+    if not value:
+        return MemoryEdit(reason="the value is not in the player's message")
+    line = memory_line(decision.topic, value)
+    lines = memory.splitlines()
+    if line in (entry.strip() for entry in lines):
+        return MemoryEdit(reason="already stored")
+    if not is_correction(player_text):
+        # Only a correction replaces: a small model gives unrelated facts one topic ("name" for a horse
+        # and a town), and a replaced fact is lost while a duplicate is merely redundant.
+        return MemoryEdit(line=line)
+    topic = normalize_topic(decision.topic)
+    for entry in lines:
+        if topic and line_topic(entry) == topic:
+            return MemoryEdit(line=line, old_line=entry.strip())
+    # The model's topic for a correction often differs from the first one ("order" / "order type"):
+    # then the correction replaces the stored line sharing the most words with the player's line.
+    old = _closest_line(lines, player_text)
+    return MemoryEdit(line=line, old_line=old)
+
+
+def _closest_line(lines: Sequence[str], player_text: str) -> str | None:
+    """The stored writer line sharing the most content words with the text (None when none shares one)."""
+    said = {w for w in _words(player_text) if w not in STOPWORDS and w not in CORRECTION_CUES}
+    best, best_hits = None, 0
+    for entry in lines:
+        if line_topic(entry) is None:
+            continue
+        hits = sum(1 for w in set(_words(entry)) - STOPWORDS if _matches(w, said))
+        if hits > best_hits:
+            best, best_hits = entry.strip(), hits
+    return best
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def example_copies(texts: Sequence[str]) -> int:
+    """How many of the texts contain a detail that exists only in the writer's examples."""
+    return sum(1 for t in texts if any(m.casefold() in t.casefold() for m in EXAMPLE_MARKERS))

@@ -1,0 +1,169 @@
+"""The memory writer pass with the real tiny llama.cpp server: what is sent, when, and what reaches the store."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from pyruntime.memory import MemoryTool
+from pyruntime.model.client import OpenAICompatClient
+from pyruntime.cli.chat import free_port
+from pyruntime.model.queue import ModelRequestQueue, Priority
+from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
+from pyruntime.stores import StoreBundle
+from pyruntime.turns import AiTaskRequest, TurnStatus
+from pyruntime.turns.memory_pass import MemoryPassOutcome, MemoryPasses, apply_decision, run_memory_pass
+from pyruntime.turns.memory_writer import WRITER_MAX_TOKENS, MemoryDesign, WriterDecision, writer_schema
+from tests.turns.conftest import RecordingClient, make_orchestrator, run
+
+ROLE = "SmartChat"
+
+
+def test_writer_design_replies_without_the_tool_then_runs_one_constrained_pass(
+        tiny_server_url: str, file_stores: StoreBundle) -> None:
+    orchestrator, client = make_orchestrator(tiny_server_url, file_stores, memory_design="writer")
+
+    async def go() -> tuple[TurnStatus, list[MemoryPassOutcome]]:
+        try:
+            result = await orchestrator.run_task(AiTaskRequest(hint="My name is Tobin.", role_id=ROLE,
+                                                               max_output_tokens=8))
+            return result.status, await orchestrator.memory_passes.drain()
+        finally:
+            await client.aclose()
+
+    status, outcomes = run(go())
+    assert status is TurnStatus.OK
+    reply, decision = client.bodies
+    # The reply is plain text: no memory tool, no grammar (a small model's reply is not delayed by JSON).
+    assert "response_format" not in reply and "tools" not in reply
+    assert "## Tools" not in reply["messages"][0]["content"]  # no tool contract (and no format example to copy)
+    # The pass: the writer's schema as a grammar, greedy, capped, the player's line last.
+    assert decision["response_format"] == {"type": "json_object", "schema": writer_schema()}
+    assert decision["temperature"] == 0.0 and decision["max_tokens"] == WRITER_MAX_TOKENS
+    assert decision["messages"][-1] == {"role": "user", "content": "My name is Tobin."}
+    assert len(outcomes) == 1 and outcomes[0].role_id == ROLE and outcomes[0].model_calls == 1
+    # The tiny model writes gibberish: whatever it decided, memory holds only grounded, labelled lines.
+    memory = file_stores.scoped().try_load(ROLE).state
+    lines = memory.memory.splitlines() if memory is not None else []
+    assert all(line.startswith("Player's ") for line in lines)
+    assert bool(lines) == bool(outcomes[0].stored)
+
+
+def test_no_pass_for_questions_roles_without_memory_failed_turns_or_the_tool_design(
+        tiny_server_url: str, memory_stores: StoreBundle) -> None:
+    policy = AgentMemoryPolicy()
+    policy.set(RoleMemoryConfig("Quiet", use_memory_tool=False))
+    writer, writer_client = make_orchestrator(tiny_server_url, memory_stores, policy=policy, memory_design="writer")
+    tool, tool_client = make_orchestrator(tiny_server_url, memory_stores, policy=policy, memory_design="tool")
+
+    async def go() -> tuple[list[MemoryPassOutcome], list[MemoryPassOutcome]]:
+        try:
+            await writer.run_task(AiTaskRequest(hint="Where is the smithy?", role_id=ROLE, max_output_tokens=4))
+            await writer.run_task(AiTaskRequest(hint="My name is Tobin.", role_id="Quiet", max_output_tokens=4))
+            await writer.run_task(AiTaskRequest(hint="My name is Tobin.", role_id=ROLE, max_output_tokens=4,
+                                                timeout=1e-6))  # times out: no pass for a turn that did not end
+            await tool.run_task(AiTaskRequest(hint="My name is Tobin.", role_id=ROLE, max_output_tokens=4))
+            return await writer.memory_passes.drain(), await tool.memory_passes.drain()
+        finally:
+            await writer_client.aclose()
+            await tool_client.aclose()
+
+    writer_outcomes, tool_outcomes = run(go())
+    # The question's pass decided without the model; nothing else started one.
+    assert writer_outcomes == [MemoryPassOutcome(ROLE, reason="no statement about the player")]
+    assert tool_outcomes == []
+    assert all("writer" not in str(b.get("response_format")) for b in writer_client.bodies)
+    assert sum(1 for b in writer_client.bodies if b.get("response_format")) == 0
+    # The tool design keeps the contract's memory tool in the reply (grammar with a memory branch).
+    assert "memory" in str(tool_client.bodies[-1]["response_format"]["schema"])
+
+
+def test_forcing_the_memory_tool_by_name_offers_it_in_the_writer_design(
+        tiny_server_url: str, memory_stores: StoreBundle) -> None:
+    orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, memory_design="writer")
+
+    async def go() -> None:
+        try:
+            await orchestrator.run_task(AiTaskRequest(hint="Remember: sword Dawnbreaker.", role_id=ROLE,
+                                                      forced_tool_mode="memory", max_output_tokens=64))
+            await orchestrator.memory_passes.drain()
+        finally:
+            await client.aclose()
+
+    run(go())
+    assert "memory" in str(client.bodies[0]["response_format"]["schema"])
+
+
+def test_a_pass_waits_behind_player_turns(tiny_server_url: str, memory_stores: StoreBundle) -> None:
+    client = RecordingClient(tiny_server_url)
+    queue = ModelRequestQueue()
+    tool = MemoryTool(memory_stores.memory, memory_stores.scoped().key(ROLE))
+
+    async def go() -> int:
+        try:
+            async with queue.slot(Priority.PLAYER):
+                task = asyncio.ensure_future(run_memory_pass(client, queue, tool, ROLE, "My name is Tobin."))
+                await asyncio.sleep(0.2)
+                sent_while_player_held_the_model = len(client.bodies)
+            await task
+            return sent_while_player_held_the_model
+        finally:
+            await client.aclose()
+
+    assert run(go()) == 0
+    assert len(client.bodies) == 1
+
+
+def test_a_model_failure_is_an_outcome_not_an_error(memory_stores: StoreBundle) -> None:
+    # A port nothing listens on: the real connection failure.
+    client = OpenAICompatClient(f"http://127.0.0.1:{free_port('127.0.0.1')}/v1", timeout=5.0)
+    tool = MemoryTool(memory_stores.memory, memory_stores.scoped().key(ROLE))
+    passes = MemoryPasses()
+
+    async def go() -> list[MemoryPassOutcome]:
+        try:
+            passes.start(run_memory_pass(client, ModelRequestQueue(), tool, ROLE, "My name is Tobin."), ROLE)
+            assert passes.pending == 1
+            return await passes.drain()
+        finally:
+            await client.aclose()
+
+    outcomes = run(go())
+    assert outcomes == [MemoryPassOutcome(ROLE, reason="the model is unavailable")]
+    assert passes.pending == 0 and memory_stores.scoped().try_load(ROLE).state is None
+
+
+def test_apply_decision_writes_versions_replaces_on_correction_and_refuses_safely(file_stores: StoreBundle) -> None:
+    tool = MemoryTool(file_stores.memory, file_stores.scoped().key(ROLE))
+    first = apply_decision(tool, ROLE, WriterDecision(True, "name", "Oswin"), "My name is Oswin.")
+    assert first == MemoryPassOutcome(ROLE, stored="Player's name: Oswin", model_calls=1)
+    assert first.summary() == "stored: Player's name: Oswin"
+    fixed = apply_decision(tool, ROLE, WriterDecision(True, "name", "Osric"), "Sorry, my name is Osric.")
+    assert fixed.summary() == "replaced: Player's name: Oswin -> Player's name: Osric"
+    refused = apply_decision(tool, ROLE, WriterDecision(True, "name", "Zed"), "Thanks a lot!")
+    assert refused.summary() == "nothing stored (the value is not in the player's message)"
+    state = file_stores.scoped().try_load(ROLE).state
+    assert state is not None and state.memory == "Player's name: Osric"
+    assert [v.action for v in state.versions] == ["append", "str_replace"]
+    # The role's size limit holds for the writer as for any memory call: refused, nothing changed.
+    small = MemoryTool(file_stores.memory, file_stores.scoped().key(ROLE), max_memory_chars=25)
+    over = apply_decision(small, ROLE, WriterDecision(True, "order", "a steel dagger"), "I order a steel dagger.")
+    assert not over.stored and "limit" in over.reason.lower()
+    assert file_stores.scoped().try_load(ROLE).state.memory == "Player's name: Osric"
+
+
+def test_an_unreadable_memory_document_is_never_overwritten(file_stores: StoreBundle, tmp_path: Path) -> None:
+    tool = MemoryTool(file_stores.memory, file_stores.scoped().key(ROLE))
+    apply_decision(tool, ROLE, WriterDecision(True, "name", "Oswin"), "My name is Oswin.")
+    documents = [p for p in tmp_path.rglob("*.json") if ROLE in p.name]
+    assert documents
+    documents[0].write_text("{not json", encoding="utf-8")
+    outcome = apply_decision(tool, ROLE, WriterDecision(True, "order", "a dagger"), "I order a dagger.")
+    assert not outcome.stored and "could not be read" in outcome.reason
+    assert documents[0].read_text(encoding="utf-8") == "{not json"
+
+
+def test_design_is_reported_by_the_orchestrator(tiny_server_url: str, memory_stores: StoreBundle) -> None:
+    orchestrator, client = make_orchestrator(tiny_server_url, memory_stores)
+    assert orchestrator.memory_design is MemoryDesign.TOOL  # the orchestrator's own default: the contract's tool
+    run(client.aclose())

@@ -1,0 +1,144 @@
+"""The memory writer's pure rules: the decision schema, which lines are asked, grounding, and the edit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.turns.memory_writer import (
+    EXAMPLE_MARKERS,
+    WRITER_EXAMPLES,
+    MemoryDesign,
+    MemoryEdit,
+    WriterDecision,
+    example_copies,
+    grounded,
+    grounded_value,
+    is_correction,
+    line_topic,
+    memory_line,
+    only_questions,
+    parse_decision,
+    plan_edit,
+    worth_asking,
+    writer_messages,
+    writer_schema,
+)
+
+
+def fact(topic: str, value: str) -> WriterDecision:
+    return WriterDecision(True, topic, value)
+
+
+def test_design_parse() -> None:
+    assert MemoryDesign.parse(" Writer ") is MemoryDesign.WRITER
+    assert MemoryDesign.parse(MemoryDesign.TOOL) is MemoryDesign.TOOL
+    for bad in ("notes", "", 3):
+        with pytest.raises(InvalidArgumentError, match="unknown memory design"):
+            MemoryDesign.parse(bad)  # type: ignore[arg-type]
+
+
+def test_schema_and_messages() -> None:
+    schema = writer_schema()
+    assert schema["required"] == ["kind", "topic", "value"]
+    assert schema["properties"]["kind"] == {"enum": ["fact", "nothing"]}
+    messages = writer_messages("My name is Tobin.")
+    assert messages[0]["role"] == "system" and messages[-1] == {"role": "user", "content": "My name is Tobin."}
+    # Every few-shot answer is valid under the schema's own parser, and a fact example's value is
+    # grounded in its own example line (so the examples teach what the rules accept).
+    answers = [json.loads(m["content"]) for m in messages if m["role"] == "assistant"]
+    assert len(answers) == len(WRITER_EXAMPLES)
+    for (text, answer) in WRITER_EXAMPLES:
+        decision = parse_decision(json.dumps(answer))
+        if decision.keep:
+            assert grounded(decision.value, text), text
+
+
+def test_parse_decision() -> None:
+    assert parse_decision('{"kind": "nothing", "topic": "x", "value": "y"}') == WriterDecision(False)
+    assert parse_decision('{"kind":"fact","topic":" name ","value":"Tobin\\n"}') == fact("name", "Tobin")
+    for bad, why in (('{"kind": "fact"', "not complete JSON"), ("[]", "not a JSON object"),
+                     ('{"kind": "maybe"}', "kind must be"), ('{"kind": "fact", "topic": 1, "value": "x"}', "strings")):
+        with pytest.raises(InvalidArgumentError, match=why):
+            parse_decision(bad)
+
+
+@pytest.mark.parametrize("text, asked", [
+    ("My name is Tobin.", True),
+    ("I owe you 40 gold.", True),
+    ("Actually make it a green cloak, not blue.", True),  # a correction without "I"
+    ("Good morning, Bram!", False),  # no statement about the player
+    ("Nice weather for traveling.", False),
+    ("Do you sell horseshoes?", False),  # only a question
+    ("Can I ask you something? Where is my horse?", False),
+    ("I lost my map. Have you seen it?", True),  # a statement and a question
+])
+def test_which_lines_are_worth_a_model_call(text: str, asked: bool) -> None:
+    assert worth_asking(text) is asked
+
+
+def test_only_questions_and_correction_cues() -> None:
+    assert only_questions("Where? Why?") and not only_questions("Hello.") and not only_questions("")
+    assert is_correction("Sorry, my name is Osric.") and is_correction("Make it four, not three.")
+    assert not is_correction("My name is Osric.")
+
+
+def test_grounded_value_keeps_what_the_player_said() -> None:
+    said = "Sorry, I was wrong: I owe you 25 gold, not 40."
+    assert grounded_value("25 gold to the debt of 40 people", said) == "25 gold"  # an invented tail is cut
+    assert grounded_value("books about dragons", "I'm looking for books about dragons.") == "books about dragons"
+    assert grounded_value("Dragon books", "I'm looking for books about dragons.") == "Dragon books"  # inflection
+    assert grounded_value("Ella", "I'm Eliza, a traveling bard.") == ""  # a garbled name is not stored
+    assert grounded_value("Zed", "Thank you for your help.") == ""  # a copied example detail
+    assert grounded_value("12 apples", "I bought 120 apples.") == ""  # numbers must match exactly
+    assert grounded_value("the", "the") == ""  # nothing but filler words
+    assert grounded("a steel dagger", "change my order to a steel dagger") is True
+    assert grounded_value("a steel dagger please", "change my order to a steel dagger") == "a steel dagger"
+    assert grounded("a bronze dagger", "change my order to a steel dagger") is False
+
+
+def test_memory_lines_are_labelled_and_parsed_back() -> None:
+    assert memory_line("Order_Type", "a steel dagger.") == "Player's order type: a steel dagger"
+    assert memory_line("", "x") == "Player's note: x"
+    assert memory_line("horses", "Clover") == "Player's horse: Clover"
+    assert line_topic("Player's order type: a steel dagger") == "order type"
+    assert line_topic("  Player's Name: Tobin") == "name"
+    assert line_topic("Sword: Dawnbreaker") is None and line_topic("Player's nothing") is None
+
+
+def test_plan_edit_appends_refuses_and_deduplicates() -> None:
+    assert plan_edit("", WriterDecision(False), "hi") == MemoryEdit(reason="nothing to keep")
+    assert plan_edit("", fact("name", " "), "My name is Tobin.").reason == "the fact has no value"
+    assert plan_edit("", fact("name", "Zed"), "My name is Tobin.").reason == "the value is not in the player's message"
+    edit = plan_edit("", fact("name", "Tobin"), "My name is Tobin.")
+    assert edit == MemoryEdit(line="Player's name: Tobin") and edit.changes
+    assert edit.tool_arguments() == {"action": "append", "content": "Player's name: Tobin"}
+    assert plan_edit("Player's name: Tobin", fact("name", "Tobin"), "My name is Tobin.").reason == "already stored"
+
+
+def test_same_topic_without_a_correction_cue_appends() -> None:
+    # SmolLM2 labels a horse and a town "name": without a correction cue nothing is replaced (nothing lost).
+    memory = "Player's name: Quentin"
+    edit = plan_edit(memory, fact("name", "Saltmere"), "I need passage to Saltmere.")
+    assert edit == MemoryEdit(line="Player's name: Saltmere")
+
+
+def test_a_correction_replaces_its_topic_or_the_closest_line() -> None:
+    memory = "Player's name: Oswin\nPlayer's order: a steel longsword\nSword: Dawnbreaker"
+    by_topic = plan_edit(memory, fact("name", "Osric"), "Sorry, I said it wrong, my name is Osric.")
+    assert by_topic == MemoryEdit(line="Player's name: Osric", old_line="Player's name: Oswin")
+    assert by_topic.tool_arguments() == {"action": "str_replace", "old_text": "Player's name: Oswin",
+                                         "new_text": "Player's name: Osric"}
+    # Another topic ("order type"): the line sharing the player's words ("order", "steel") is replaced.
+    closest = plan_edit(memory, fact("order_type", "a steel dagger"), "Wait, change my order to a steel dagger.")
+    assert closest.old_line == "Player's order: a steel longsword"
+    # A line the writer did not write (no "Player's" label) is never replaced by a guess.
+    other = plan_edit("Sword: Dawnbreaker", fact("sword", "Dawnbreaker II"), "No, my sword is Dawnbreaker II.")
+    assert other == MemoryEdit(line="Player's sword: Dawnbreaker II")
+
+
+def test_example_copies() -> None:
+    assert example_copies(["Your name is Zed.", "Hello", "a clay pot for you"]) == 2
+    assert all(marker for marker in EXAMPLE_MARKERS)
