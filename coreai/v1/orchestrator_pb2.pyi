@@ -209,13 +209,15 @@ class HealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthResponse(_message.Message):
-    __slots__ = ("ready", "model", "version", "model_ready")
+    __slots__ = ("ready", "model", "version", "model_ready", "memory_design")
     READY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     MODEL_READY_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_DESIGN_FIELD_NUMBER: _ClassVar[int]
     ready: bool
     model: str
     version: str
     model_ready: bool
-    def __init__(self, ready: _Optional[bool] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., model_ready: _Optional[bool] = ...) -> None: ...
+    memory_design: str
+    def __init__(self, ready: _Optional[bool] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., model_ready: _Optional[bool] = ..., memory_design: _Optional[str] = ...) -> None: ...

@@ -383,6 +383,7 @@ async def _services(options: ServeOptions, stores: StoreBundle, policy: AgentMem
     readiness = (lambda: hosted_model_readiness(host)) if host is not None else (lambda: EXTERNAL_MODEL)
     services = RuntimeServices.create(stores, policy, runner=ProtoTurnRunner(orchestrator), model_alias=model.alias,
                                       readiness=readiness)
+    services.orchestrator.memory_design = orchestrator.memory_design.value
     services.metrics.watch_model_queue(lambda: orchestrator.queue.waiting)
     return services
 

@@ -27,6 +27,7 @@ class RuntimeHealth:
     model: str
     version: str
     model_ready: bool
+    memory_design: str = ""  # "tool" | "writer" | "" (no model)
 
 
 def target(role_id: str, scope: AgentMemoryScope | None, actor: str | None) -> common_pb2.AgentTarget:
@@ -140,4 +141,5 @@ def task_request(hint: str, role_id: str, scope: AgentMemoryScope | None, actor:
 
 def health(response: orch.HealthResponse) -> RuntimeHealth:
     """The Health answer."""
-    return RuntimeHealth(response.ready, response.model, response.version, response.model_ready)
+    return RuntimeHealth(response.ready, response.model, response.version, response.model_ready,
+                         response.memory_design)

@@ -50,6 +50,7 @@ class OrchestratorService:
         self._policy = policy
         self._runner = runner
         self._model_alias = model_alias
+        self.memory_design = ""  # set by whoever builds the turn engine ("tool" | "writer"); reported in Health
         self.readiness: ReadinessSource = readiness or no_model
         self.admission = admission or TurnAdmission()
         self.metrics = metrics or RuntimeMetrics()
@@ -175,4 +176,4 @@ class OrchestratorService:
         """Ready to serve calls as configured, and whether the model answers; never calls the model."""
         readiness = self.readiness()
         return pb.HealthResponse(ready=readiness.ready, model=self._model_alias, version=pyruntime.__version__,
-                                 model_ready=readiness.model_ready)
+                                 model_ready=readiness.model_ready, memory_design=self.memory_design)

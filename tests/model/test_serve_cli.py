@@ -126,6 +126,7 @@ def test_serve_runs_the_whole_runtime_over_both_transports_and_stops_cleanly(tin
             with RuntimeClient(url, token=token, timeout=120) as client:
                 health = client.health()
                 assert health.ready and health.model_ready and health.model == "tiny"
+                assert health.memory_design == "writer"  # a small hosted model: the memory writer pass
                 written = client.apply_memory_tool("Blacksmith", {"action": "append", "content": f"via {transport}"},
                                                    scope=SCOPE)
                 assert written.success, written.error
@@ -217,6 +218,7 @@ def test_serve_with_llm_url_runs_turns_there_and_hosts_nothing(tiny_server_url, 
         token = read_token_file(Path(ready["token_file"]))
         with RuntimeClient(f"grpc://127.0.0.1:{ready['grpc_port']}", token=token, timeout=120) as client:
             assert client.health().model == "tiny-test-model"
+            assert client.health().memory_design == "tool"  # an external server keeps the memory tool
             turn = client.run_task("hi", role_id="PlainChat", max_output_tokens=8, forced_tool_mode="none")
             assert turn.status == pb.TURN_STATUS_OK
     finally:
@@ -235,7 +237,7 @@ def test_no_model_session_only_serves_stores_and_refuses_turns(tmp_path):
         with RuntimeClient(f"http://127.0.0.1:{ready['connect_port']}", token=read_token_file(token_file)) as client:
             assert client.apply_memory_tool("Merchant", {"action": "write", "content": "prices"}).success
             assert client.load_state("Merchant").state.memory == "prices"
-            assert not client.health().model_ready
+            assert not client.health().model_ready and client.health().memory_design == ""
             with pytest.raises(RuntimeUnavailableError, match="no model"):
                 client.run_task("hi")
     finally:

@@ -283,6 +283,9 @@ namespace CoreAI.V1
 
         [JsonProperty("modelReady", NullValueHandling = NullValueHandling.Ignore)]
         public bool ModelReady { get; set; }
+
+        [JsonProperty("memoryDesign", NullValueHandling = NullValueHandling.Ignore)]
+        public string MemoryDesign { get; set; } = "";
     }
 
     /// <summary>Connect client of coreai.v1.Orchestrator.</summary>
