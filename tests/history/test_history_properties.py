@@ -11,7 +11,7 @@ from pyruntime.history import pipeline
 from pyruntime.history.fold import split_marker
 from tests.history.session_sim import SessionPlan, Tally, TurnPlan, run_plan, session_plans
 
-CI_PROFILE = settings(max_examples=40, deadline=None, derandomize=True,
+CI_PROFILE = settings(max_examples=150, deadline=None, derandomize=True,
                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
