@@ -5,6 +5,7 @@ saves and an open gRPC channel answering, with a log that stays small (it used t
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import sys
@@ -113,6 +114,16 @@ def test_at_the_cap_a_new_connection_evicts_the_oldest_idle_one(strict: Runtime)
         sock.close()
     metrics = httpx.get(f"{strict.handle.connect_url}/metrics", timeout=10).text
     assert 'coreai_connections_closed_total{reason="evicted",transport="connect"}' in metrics
+
+
+def test_a_burst_of_invalid_requests_is_logged_once(strict: Runtime, caplog: pytest.LogCaptureFixture) -> None:
+    port = strict.handle.connect_port
+    with caplog.at_level(logging.INFO):
+        for _ in range(50):
+            sock = connect(port, b"NOT HTTP AT ALL\r\n\r\n")
+            assert closed_by_server(sock)  # answered 400 and closed
+    invalid = [r for r in caplog.records if "Invalid HTTP request" in r.getMessage()]
+    assert len(invalid) == 1
 
 
 def test_the_cap_leaves_file_handles_for_everything_else() -> None:

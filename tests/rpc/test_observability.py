@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import RuntimeClient, RuntimeUnavailableError
+from pyruntime.observability import loggable_trace_id
 from pyruntime.scopes import AgentMemoryScope
 from tests.rpc.conftest import TOKEN, Runtime, spawn_runtime
 from tests.support.fixtures import free_port, tiny_model_path  # noqa: F401  (pytest fixtures)
@@ -73,3 +74,10 @@ def test_metrics_parse_and_count_turns_connections_and_model_state(runtime: Runt
     for name in ("coreai_turn_prompt_tokens", "coreai_turn_completion_tokens", "coreai_connections_closed",
                  "coreai_accept_errors", "coreai_model_queue_waiting", "coreai_model_ready"):
         assert name in families
+
+
+def test_a_trace_id_that_carries_text_is_logged_as_a_hash() -> None:
+    assert loggable_trace_id("trace-42") == "trace-42"
+    hashed = loggable_trace_id("Alex asked about his sword Dawnbreaker")
+    assert hashed.startswith("h-") and "Alex" not in hashed
+    assert hashed == loggable_trace_id("Alex asked about his sword Dawnbreaker")  # stable: lines still group
