@@ -38,6 +38,8 @@ from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config, port_is_free
 from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT, default_threads
+from pyruntime.model.scripted import Script
+from pyruntime.model.scripted_server import MODEL_ID, ScriptedModelServer
 from pyruntime.model.supervisor import ModelState, ModelSupervisor
 from pyruntime.observability import LOG_FORMATS, LOG_LEVELS, configure_logging
 from pyruntime.policy import AgentMemoryPolicy
@@ -69,6 +71,7 @@ class ServeOptions:
     model: Path | None = None
     llm_url: str | None = None
     no_model: bool = False
+    scripted_model: Path | None = None  # a script file: serve the scripted model (pyruntime/model/scripted.py)
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     ctx: int | None = None
@@ -90,7 +93,7 @@ class ServeOptions:
     @property
     def hosts_model(self) -> bool:
         """True when serve runs llama.cpp itself (neither --llm-url nor --no-model)."""
-        return self.llm_url is None and not self.no_model
+        return self.llm_url is None and not self.no_model and self.scripted_model is None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -102,6 +105,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--model", type=Path, help="GGUF model file to host (default: the embedded SmolLM2-135M)")
     source.add_argument("--llm-url",
                         help="run turns against this OpenAI-compatible server (e.g. http://127.0.0.1:1234/v1)")
+    source.add_argument("--scripted-model", type=Path, metavar="FILE",
+                        help="answer turns from a script (deterministic NPCs for tests and play-mode CI), served "
+                             "OpenAI-compatible on --host/--port")
     source.add_argument("--no-model", action="store_true",
                         help="no model: serve the stores and the role policy only (turns answer UNAVAILABLE)")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"listen address of the hosted model (default {DEFAULT_HOST})")
@@ -146,6 +152,7 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
     """The options of parsed `serve` flags."""
     return ServeOptions(
         model=args.model, llm_url=args.llm_url, no_model=args.no_model, host=args.host, port=args.port,
+        scripted_model=getattr(args, "scripted_model", None),
         ctx=args.ctx, data_dir=args.data_dir, session_only=args.session_only, listen=args.listen,
         grpc_port=args.grpc_port, connect_port=args.connect_port, token_file=args.token_file, grace=args.grace,
         chat_history_cap=args.chat_history_cap, transcript_cap=args.transcript_cap,
@@ -183,6 +190,8 @@ def validate(options: ServeOptions) -> None:
         raise InvalidArgumentError("--data-dir exists but is not a directory")
     if options.llm_url is not None and not options.llm_url.startswith(("http://", "https://")):
         raise InvalidArgumentError("--llm-url must be an http:// or https:// URL")
+    if options.scripted_model is not None:
+        Script.load(options.scripted_model)  # a bad script is a usage error naming its field, before anything starts
     if options.model is not None and options.model.suffix.lower() != ".gguf":
         raise InvalidArgumentError("--model must be a .gguf file")
     if options.hosts_model and not 0 < options.port <= 65535:
@@ -310,6 +319,11 @@ async def _start_model(options: ServeOptions, stack: contextlib.AsyncExitStack) 
         return _Model(None, "")
     if options.llm_url is not None:
         return _Model(options.llm_url, await _check_external(options.llm_url))
+    if options.scripted_model is not None:
+        scripted = ScriptedModelServer(Script.load(options.scripted_model), options.host, options.port)
+        await scripted.start()
+        stack.push_async_callback(scripted.stop)
+        return _Model(scripted.base_url, MODEL_ID)
     config = hosted_model_config(options.model, host=options.host, port=options.port, n_ctx=options.ctx,
                                  n_threads=options.threads)
     server = LlamaServerProcess(config)

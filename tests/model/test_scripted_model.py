@@ -1,0 +1,146 @@
+"""The scripted model: script rules (pure), its OpenAI-compatible endpoint, and a turn through `serve --scripted-model`.
+
+Counted, never timed: delays are scripted but no test asserts a duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from coreai.v1 import orchestrator_pb2 as pb
+from pyruntime.client import RuntimeClient
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.errors import ContextOverflowError
+from pyruntime.model.scripted import Script
+from pyruntime.model.scripted_server import ScriptedModelServer
+from pyruntime.model.types import TextDelta
+from pyruntime.rpc.auth import read_token_file
+from tests.model.test_serve_cli import RPC_ANY_PORT, Serve
+
+SCRIPT = {
+    "rules": [
+        {"when": {"system": "Blacksmith", "hint": "(?i)sword"},
+         "reply": "Thirty gold for the sword.",
+         "tool_calls": [{"name": "memory", "arguments": {"action": "append", "content": "Wants a sword"}}],
+         "after_tools": "Noted."},
+        {"when": {"hint": "^count"}, "reply": ["one", "two"], "pieces": ["o", "n", "e"]},
+        {"when": {"hint": "once"}, "reply": "first time", "times": 1},
+        {"when": {"hint": "too long"}, "error": {"status": 400, "message": "exceeds the context window"}},
+        {"when": {"compaction": True}, "reply": "They haggled."},
+    ],
+    "default": {"reply": "Hm?"},
+}
+
+
+def user(text: str, system: str = "You are BlacksmithNPC.") -> dict:
+    return {"messages": [{"role": "system", "content": system}, {"role": "user", "content": text}]}
+
+
+def test_rules_match_by_system_prompt_hint_and_compaction_in_order() -> None:
+    script = Script.from_dict(SCRIPT)
+    first = script.answer(user("A SWORD please"))
+    assert first.text == "Thirty gold for the sword." and [c.name for c in first.tool_calls] == ["memory"]
+    assert script.answer(user("a sword", system="You are the Merchant.")).text == "Hm?"  # system must match
+    after = user("a sword")
+    after["messages"].append({"role": "tool", "tool_call_id": "call_1", "content": "{}"})
+    assert (script.answer(after).text, script.answer(after).tool_calls) == ("Noted.", ())
+    assert [script.answer(user("count")).pieces for _ in range(3)] == [("o", "n", "e")] * 3
+    assert [script.answer(user("count")).text for _ in range(1)] == ["one"]  # pieces win while scripted
+    assert script.answer(user("once")).text == "first time" and script.answer(user("once")).text == "Hm?"
+    compaction = {"messages": [{"role": "system", "content": "You are a summarizer."},
+                               {"role": "user", "content": "Prior summary:\n(none)\n\nDialogue..."}]}
+    assert script.answer(compaction).text == "They haggled."
+
+
+def test_a_reply_list_is_answered_in_turn_and_its_last_one_repeats() -> None:
+    script = Script.from_dict({"rules": [{"when": {"hint": "x"}, "reply": ["a", "b"]}]})
+    assert [script.answer(user("x")).text for _ in range(4)] == ["a", "b", "b", "b"]
+
+
+def test_a_structured_request_gets_the_json_object_that_mode_expects() -> None:
+    script = Script.from_dict(SCRIPT)
+    body = {**user("sword"), "response_format": {"type": "json_object", "schema": {}}}
+    answer = script.answer(body)
+    assert answer.tool_calls == ()
+    assert json.loads(answer.text) == {
+        "tool_calls": [{"name": "memory", "arguments": {"action": "append", "content": "Wants a sword"}}],
+        "reply": "Thirty gold for the sword.",
+    }
+
+
+@pytest.mark.parametrize(("script", "names"), [
+    ([], "script"),
+    ({"rules": [{"reply": 3}]}, "rules[0].reply"),
+    ({"rules": [{"when": {"hint": "("}}]}, "rules[0].when.hint"),
+    ({"rules": [{"when": {"mood": "x"}}]}, "rules[0].when"),
+    ({"rules": [{"tool_calls": [{"arguments": {}}]}]}, "rules[0].tool_calls[0]"),
+    ({"rules": [{"error": {"status": 200}}]}, "rules[0].error.status"),
+    ({"rules": [{"delay_ms": -1}]}, "rules[0].delay_ms"),
+    ({"rules": [{"replies": "x"}]}, "rules[0]"),
+])
+def test_a_bad_script_is_refused_naming_the_field(script, names: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=rf"^scripted model: {names.replace('[', '.').replace(']', '.')}"):
+        Script.from_dict(script)
+
+
+def test_the_endpoint_streams_pieces_makes_calls_and_fails_as_scripted() -> None:
+    async def go() -> None:
+        server = ScriptedModelServer(Script.from_dict(SCRIPT))
+        await server.start()
+        client = OpenAICompatClient(server.base_url)
+        try:
+            assert await client.models() == ["scripted"]
+            async with client.stream_chat(user("count")["messages"]) as stream:
+                texts = [d.text async for d in stream if isinstance(d, TextDelta)]
+            assert texts == ["o", "n", "e"]
+            reply = await client.chat(user("sword")["messages"], tools=[{"type": "function", "function": {
+                "name": "memory", "parameters": {"type": "object"}}}])
+            assert reply.tool_calls[0].parsed_arguments == {"action": "append", "content": "Wants a sword"}
+            with pytest.raises(ContextOverflowError):
+                await client.chat(user("too long")["messages"])
+            async with httpx.AsyncClient() as raw:
+                refused = await raw.post(f"{server.base_url}/chat/completions", json=user("x"),
+                                         headers={"Host": "example.com"})
+                assert refused.status_code == 403
+                empty = await raw.post(f"{server.base_url}/chat/completions", json={"messages": []})
+                assert empty.status_code == 400 and "messages must be a non-empty list" in empty.text
+        finally:
+            await client.aclose()
+            await server.stop()
+
+    asyncio.run(go())
+
+
+def test_a_turn_through_serve_with_a_scripted_model(tmp_path: Path) -> None:
+    script = tmp_path / "npc.json"
+    script.write_text(json.dumps(SCRIPT))
+    serve = Serve(tmp_path, "--scripted-model", str(script), "--port", "0", "--data-dir", str(tmp_path / "data"),
+                  *RPC_ANY_PORT)
+    try:
+        ready = serve.ready()
+        token = read_token_file(Path(ready["token_file"]))
+        with RuntimeClient(f"http://127.0.0.1:{ready['connect_port']}", token=token, timeout=60) as client:
+            assert client.health().model == "scripted"
+            turn = client.run_task("I want a sword", role_id="BlacksmithNPC")
+            assert turn.status == pb.TURN_STATUS_OK
+            assert turn.text.startswith("Thirty gold for the sword.")
+            assert client.load_state("BlacksmithNPC").state.memory == "Wants a sword"
+            again = client.run_task("hello", role_id="BlacksmithNPC")
+            assert (again.status, again.text) == (pb.TURN_STATUS_OK, "Hm?")
+    finally:
+        rc = serve.stop()
+    assert rc == 0
+
+
+def test_serve_refuses_a_bad_script_with_a_usage_error(tmp_path: Path) -> None:
+    script = tmp_path / "bad.json"
+    script.write_text('{"rules": [{"when": {"hint": "("}}]}')
+    serve = Serve(tmp_path, "--scripted-model", str(script), "--session-only", *RPC_ANY_PORT)
+    assert serve.wait() == 2
+    assert "scripted model: rules[0].when.hint: is not a valid regular expression" in serve.err
