@@ -46,7 +46,7 @@ class WatchdogSettings:
     """When the watchdog restarts the child (seconds unless named otherwise)."""
 
     interval_s: float = 1.0
-    probe_timeout_s: float = 3.0
+    probe_timeout_s: float = 2.0
     failed_probes: int = 3
     cancel_grace_s: float = 30.0
     stall_s: float = 300.0

@@ -1,0 +1,141 @@
+"""Model supervision figures (issue 9): how fast a cancelled generation stops, how fast the watchdog restarts.
+
+1. Cancel: a client streams from the tiny "stuck UTF-8" model (it emits only the byte 0xF0, so
+   llama-cpp-python holds every token back and sends no text - the failure that froze a game) and
+   disconnects after `--cancel-after` s. Measured: seconds until the model slot is free again
+   (`GET /v1/models` takes the model lock). Baseline in the same run: the same child without the
+   runtime's generation hooks (llama-cpp-python as shipped), bounded by `--baseline-limit`.
+2. Watchdog (default settings): seconds from SIGKILL / SIGSTOP of the child to the model being ready.
+
+Run: `.venv/bin/python bench/bench_model_supervision.py --runs 3` (medians; ±30 % between runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pyruntime.model.hosting import LlamaServerProcess, generate_model_key  # noqa: E402
+from pyruntime.model.llama_server import API_KEY_ENV, LlamaServerConfig  # noqa: E402
+from pyruntime.model.supervisor import ModelSupervisor  # noqa: E402
+from tests.support.fixtures import free_port  # noqa: E402
+from tests.support.tiny_model import write_tiny_model  # noqa: E402
+
+N_CTX = 8192
+# The child as shipped by llama-cpp-python, plus the runtime's port guard: only the hooks are off.
+_NO_HOOKS = ("import sys, pyruntime.model.port_guard as g; g.install_generation_hooks = lambda *a, **k: None; "
+             "from pyruntime.model.llama_server import main; sys.exit(main(sys.argv[1:]))")
+
+
+def wait_ready(base: str, headers: dict[str, str], limit: float = 60.0) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/models", headers=headers, timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("server did not start")
+
+
+async def cancel_then_free(base: str, headers: dict[str, str], cancel_after: float, limit: float) -> float:
+    """Seconds from the client's disconnect until the model lock is free (limit if never)."""
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": N_CTX - 64, "stream": True}
+    async with httpx.AsyncClient(timeout=None) as http:
+        async def stream() -> None:
+            async with http.stream("POST", f"{base}/chat/completions", json=body, headers=headers) as response:
+                async for _ in response.aiter_lines():
+                    pass
+
+        task = asyncio.create_task(stream())
+        await asyncio.sleep(cancel_after)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    left = time.monotonic()
+    async with httpx.AsyncClient() as http:
+        try:
+            await http.get(f"{base}/models", headers=headers, timeout=limit)
+        except httpx.TimeoutException:
+            return limit
+    return time.monotonic() - left
+
+
+def measure_cancel(model: Path, hooks: bool, cancel_after: float, limit: float) -> float:
+    key = generate_model_key()
+    config = LlamaServerConfig(model_path=model, alias="stuck", port=free_port(), n_ctx=N_CTX, api_key=key)
+    headers = {"Authorization": f"Bearer {key}"}
+    if hooks:
+        server = LlamaServerProcess(config)
+        server.start()
+        try:
+            return asyncio.run(cancel_then_free(server.base_url, headers, cancel_after, limit))
+        finally:
+            server.stop()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), API_KEY_ENV: key}
+    child = subprocess.Popen([sys.executable, "-c", _NO_HOOKS, config.to_json()], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_ready(config.base_url, headers)
+        return asyncio.run(cancel_then_free(config.base_url, headers, cancel_after, limit))
+    finally:
+        child.kill()
+        child.wait()
+
+
+def measure_restart(model: Path, sig: int) -> float:
+    """Seconds from `sig` to the supervised child being ready again (default watchdog settings)."""
+    server = LlamaServerProcess(LlamaServerConfig(model_path=model, alias="tiny", port=free_port(),
+                                                  api_key=generate_model_key()))
+    server.start()
+    supervisor = ModelSupervisor(server)
+    supervisor.watch()
+    try:
+        pid = server.pid
+        assert pid is not None
+        began = time.monotonic()
+        os.kill(pid, sig)
+        while supervisor.restarts == 0 or not supervisor.ready():
+            if time.monotonic() - began > 120:
+                raise RuntimeError("no restart within 120 s")
+            time.sleep(0.01)
+        return time.monotonic() - began
+    finally:
+        supervisor.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--cancel-after", type=float, default=1.0)
+    parser.add_argument("--baseline-limit", type=float, default=60.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        stuck = write_tiny_model(Path(folder) / "stuck.gguf", stuck_utf8=True, context_length=N_CTX)
+        tiny = write_tiny_model(Path(folder) / "tiny.gguf")
+        hooked = [measure_cancel(stuck, True, args.cancel_after, args.baseline_limit) for _ in range(args.runs)]
+        baseline = [measure_cancel(stuck, False, args.cancel_after, args.baseline_limit) for _ in range(args.runs)]
+        killed = [measure_restart(tiny, signal.SIGKILL) for _ in range(args.runs)]
+        stopped = [measure_restart(tiny, signal.SIGSTOP) for _ in range(args.runs)]
+    print(f"command: .venv/bin/python bench/bench_model_supervision.py --runs {args.runs}")
+    print(f"model slot free after a cancel (s, median of {args.runs}): runtime {statistics.median(hooked):.3f}, "
+          f"llama-cpp-python alone {statistics.median(baseline):.1f}"
+          f"{' (= the limit: still generating)' if statistics.median(baseline) >= args.baseline_limit else ''}")
+    print(f"ready again after SIGKILL (s): {statistics.median(killed):.2f}; after SIGSTOP: {statistics.median(stopped):.2f}")
+
+
+if __name__ == "__main__":
+    main()
