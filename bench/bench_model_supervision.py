@@ -134,7 +134,8 @@ def main() -> None:
     print(f"model slot free after a cancel (s, median of {args.runs}): runtime {statistics.median(hooked):.3f}, "
           f"llama-cpp-python alone {statistics.median(baseline):.1f}"
           f"{' (= the limit: still generating)' if statistics.median(baseline) >= args.baseline_limit else ''}")
-    print(f"ready again after SIGKILL (s): {statistics.median(killed):.2f}; after SIGSTOP: {statistics.median(stopped):.2f}")
+    print(f"ready again after SIGKILL (s): {statistics.median(killed):.2f}; "
+          f"after SIGSTOP: {statistics.median(stopped):.2f}")
 
 
 if __name__ == "__main__":

@@ -195,11 +195,16 @@ class ModelSupervisor:
         self._set(ModelState.RESTARTING, problem)
         self.server.kill()
         self._misses = 0
+        if self._stop.is_set():
+            return False  # shutting down: the owner stops the server; start nothing new
         try:
             self.server.start(timeout=self.settings.start_timeout_s)
         except Exception as exc:  # noqa: BLE001 - the next probe sees the dead child and tries again
             log.error("model server restart failed (%s)", type(exc).__name__)
             return not self._stop.is_set()
+        if self._stop.is_set():
+            self.server.stop()  # the owner may have stopped the old child while this one loaded
+            return False
         self.restarts += 1
         self._set(ModelState.READY, "")
         log.info("model server restarted in %.2f s (%d restart(s) so far)",
