@@ -28,7 +28,7 @@ admitted or refused, so a burst may overshoot the cap by this much; it must fit 
 MAX_CONNECTIONS_PER_PORT = 1024
 MIN_CONNECTIONS_PER_PORT = 8
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
-DEFAULT_IDLE_TIMEOUT_S = 10.0
+DEFAULT_IDLE_TIMEOUT_S = 60.0  # long enough that a kept client connection rarely needs a new one
 _MACOS_OPEN_MAX = 10240  # setrlimit refuses RLIM_INFINITY there; OPEN_MAX is the usable ceiling
 _OUT_OF_FILES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
