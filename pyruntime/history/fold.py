@@ -39,9 +39,9 @@ class Anchor(NamedTuple):
 
     def matches(self, message: HistoryMessage) -> bool:
         """Is `message` the one this anchor names (same content, and same order when both know it)?"""
-        if self.id != message.id:
+        if self.order and message.order and self.order != message.order:
             return False
-        return self.order == 0 or message.order == 0 or self.order == message.order
+        return self.id == message.id
 
 
 def anchor_of(message: HistoryMessage) -> Anchor:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.stores.base import ChatMessage, TranscriptEntry, TranscriptKind
@@ -89,7 +90,7 @@ class HistoryMessage:
     # store). Not part of equality: two messages compare by what the model sees.
     order: int = field(default=0, compare=False)
 
-    @property
+    @cached_property  # hashed once per message: fold-point searches and cut reports ask often
     def id(self) -> str:
         """The stable content hash listed in cut reports and fold markers."""
         return message_id(self.role, self.content)
