@@ -23,10 +23,10 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import uvicorn
 from grpc import aio
+from grpc_health.v1 import health
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.rpc.auth import is_loopback_host, resolve_token, write_token_file
@@ -126,7 +126,7 @@ class RpcServers:
         self.connect_port = 0
         self.max_connections = 0  # per port, set by start()
         self._grpc: aio.Server | None = None
-        self._health: Any = None
+        self._health: health.aio.HealthServicer | None = None
         self._uvicorn: _Uvicorn | None = None
         self._connect_app: ConnectRuntimeApp | None = None
         self._uvicorn_task: asyncio.Task[None] | None = None
