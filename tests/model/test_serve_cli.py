@@ -171,6 +171,35 @@ def test_serve_restarts_its_model_server_when_it_dies(tiny_model_path, tmp_path)
     assert model_children(port) == []
 
 
+def test_turns_answer_unavailable_while_the_model_restarts_and_serve_exits_1_once_the_watchdog_gives_up(
+        tiny_model_path, tmp_path):
+    model = tmp_path / "model.gguf"
+    model.write_bytes(tiny_model_path.read_bytes())
+    serve, port = serve_with_model(tmp_path, model)
+    errors = []
+    try:
+        ready = serve.ready()
+        token = read_token_file(Path(ready["token_file"]))
+        urls = (f"grpc://127.0.0.1:{ready['grpc_port']}", f"http://127.0.0.1:{ready['connect_port']}")
+        model.write_bytes(b"not a model")  # every restart fails from now on
+        [child] = model_children(port)
+        os.kill(child, signal.SIGKILL)
+        serve.wait_for_log("restarting it")
+        for url in urls:
+            with RuntimeClient(url, token=token, timeout=30) as client:
+                assert not client.health().model_ready
+                with pytest.raises(RuntimeUnavailableError) as failed:
+                    client.run_task("hi", role_id="PlainChat", scope=SCOPE)
+                errors.append(str(failed.value))
+        rc = serve.wait(timeout=60)
+    finally:
+        serve.stop()
+    # While it restarts: a retry hint; once it gave up (5 restarts): restart the runtime. Never a hang.
+    assert all("retry in about" in e or "restart the runtime" in e for e in errors), errors
+    assert rc == 1 and "no longer restarted" in serve.err
+    assert model_children(port) == []
+
+
 def test_sigterm_while_the_model_loads_leaves_no_child(tiny_model_path, tmp_path):
     serve, port = serve_with_model(tmp_path, tiny_model_path)
     try:
