@@ -111,7 +111,8 @@ def log_compaction_payload(
 def log_summary_clipped(chars_total: int, chars_kept: int, chars_dropped: int, limit: int) -> None:
     """Warning for a compacted summary clipped to MaxSummaryChars."""
     log.warning(
-        "Compacted summary clipped to %d chars (the hidden fold marker not counted): %d chars total -> %d kept, %d dropped",
+        "Compacted summary clipped to %d chars (the hidden fold marker not counted): "
+        "%d chars total -> %d kept, %d dropped",
         limit, chars_total, chars_kept, chars_dropped,
     )
 

@@ -113,8 +113,8 @@ def find_fold_point(messages: Sequence[HistoryMessage], summary: str | None) -> 
     matching (the order belongs to another history): 0, every stored message is new. A trimmed-away
     anchor means every remaining message is newer, so 0 is right then too.
 
-    Anchors without an order (v1 markers, legacy rows), or messages without one: content matching, which is ambiguous when 8+
-    messages repeat; the EARLIEST full match wins then, so a message is at worst folded twice, never lost.
+    Anchors without an order (v1 markers, legacy rows), or messages without one: content matching,
+    which is ambiguous when 8+ messages repeat; the EARLIEST full match wins then, so a message is at worst folded twice, never lost.
     A marker of fewer than 8 anchors can only sit that far from the start (the list only loses rows).
     """
     body, anchors = split_marker(summary)

@@ -156,7 +156,8 @@ def _rule(where: str, raw: Any) -> Rule:
         status = _int(f"{where}.error.status", error.get("status"), 500)
         if not 400 <= status <= 599:
             raise _fail(f"{where}.error.status", "must be an HTTP error status (400-599)")
-        scripted_error = ScriptedError(status, _text(f"{where}.error.message", error.get("message", "scripted failure")))
+        message = _text(f"{where}.error.message", error.get("message", "scripted failure"))
+        scripted_error = ScriptedError(status, message)
     after = raw.get("after_tools")
     return Rule(
         system=_regex(f"{where}.when.system", when.get("system")),

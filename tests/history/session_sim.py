@@ -229,7 +229,8 @@ async def _turn(plan: SessionPlan, stores: StoreBundle, config: RoleMemoryConfig
                 folded: dict[int, int], seen: set[int], tally: Tally) -> list[str]:
     scoped = stores.scoped()
     problems: list[str] = []
-    fixed = count_chat_tokens(COUNTER, assemble_messages(system_prompt=SYSTEM_PROMPT, tail=TAIL, user_payload=turn.hint))
+    fixed_messages = assemble_messages(system_prompt=SYSTEM_PROMPT, tail=TAIL, user_payload=turn.hint)
+    fixed = count_chat_tokens(COUNTER, fixed_messages)
     fit = fit_request(plan.model_ctx, plan.max_output, fixed, summary_block_overhead(COUNTER))
     compactor = _Compactor(plan.compactor)
     logs: list[list[str]] = []

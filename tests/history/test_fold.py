@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 
 from pyruntime.history.fold import (
+    Anchor,
     deterministic_fold,
     find_fold_point,
     fold_marker,
     limit_summary_tokens,
     marker_anchors,
-    Anchor,
     split_marker,
     strip_fold_marker,
     with_marker,

@@ -1,4 +1,4 @@
-"""Fold bookkeeping on stored messages' identities (issue 12): repeats, migration of old markers, stored summary limits."""
+"""Fold bookkeeping on stored messages' identities (issue 12): repeats, old markers, stored summary limits."""
 
 from __future__ import annotations
 
@@ -96,7 +96,8 @@ def test_an_anchor_whose_order_now_holds_other_content_folds_nothing_twice() -> 
 
 
 def test_equal_messages_with_different_orders_are_different_anchors() -> None:
-    history = [M("user" if i % 2 == 0 else "assistant", "hi" if i % 2 == 0 else "hello", order=i + 1) for i in range(30)]
+    history = [M("user" if i % 2 == 0 else "assistant", "hi" if i % 2 == 0 else "hello", order=i + 1)
+               for i in range(30)]
     for point in (2, 9, 16, 23):
         summary = with_marker("s", marker_anchors(history, point))
         assert find_fold_point(history, summary) == point
@@ -165,8 +166,8 @@ def test_tool_results_older_than_the_newest_three_reach_the_summary_when_they_ag
     history = []
     for i, result in enumerate(results):
         history += [M("user", f"remember fact {i}"), result, M("assistant", f"noted {i}")]
-    prepared = asyncio.run(prepare_turn_history(history, None, config=RoleMemoryConfig(ROLE, max_chat_history_messages=3),
-                                                counter=COUNTER, budget=roomy_budget()))
+    config = RoleMemoryConfig(ROLE, max_chat_history_messages=3)
+    prepared = asyncio.run(prepare_turn_history(history, None, config=config, counter=COUNTER, budget=roomy_budget()))
     body = split_marker(prepared.pending_summary)[0]
     for i in range(5):  # the newest result is in the verbatim part (3 newest messages)
         assert f"- tool: Tool results: memory (ok): fact {i}" in body

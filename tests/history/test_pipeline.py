@@ -51,7 +51,8 @@ def test_50_stored_and_a_window_of_15_sends_the_newest_15_and_accounts_for_the_r
     assert prepared.summary_text.splitlines()[1:] == [f"- {m.role}: {m.content}" for m in history[:35]]
     assert "[fold:" not in prepared.summary_text
     body, hashes = split_marker(prepared.pending_summary)
-    assert body == prepared.summary_text and tuple(a.id for a in hashes) == tuple(m.id for m in reversed(history[27:35]))
+    assert body == prepared.summary_text
+    assert tuple(a.id for a in hashes) == tuple(m.id for m in reversed(history[27:35]))
     assert report.tokens_after == prepared.history_tokens == (
         sum(count_message_tokens(COUNTER, m.content) for m in history[35:]) + COUNTER.count(body)
     )
