@@ -72,7 +72,7 @@ from pyruntime.turns.modes import FORMAT_EXAMPLE_NAME  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "memory_conversations.json"
 ROLE = "SmartChat"  # the built-in role with memory and a saved history; each NPC's persona is its system prompt
-MAX_TOKENS = 48  # an NPC line; the same cap for every configuration
+MAX_TOKENS = 32  # an NPC line (--max-tokens); the same cap for every configuration
 SEED = 7
 TURN_TIMEOUT_S = 90.0
 SETTLE_S = 0.4  # the model is idle this long after a turn: its memory pass has run (or there was none)
@@ -163,7 +163,7 @@ def has_key(text: str, key: str) -> bool:
 
 def copies(text: str) -> bool:
     """The text carries a detail that exists only in a prompt example."""
-    return any(has_key(text, marker) for marker in COPY_MARKERS)
+    return any(re.search(r"\b" + re.escape(m.lower()) + r"\b", text.lower()) for m in COPY_MARKERS)
 
 
 # -- the counting proxy ------------------------------------------------------------------------
@@ -282,6 +282,7 @@ class ConfigResult:
     prompt_tokens: int = 0
     latencies: list[float] = field(default_factory=list)
     failed_turns: int = 0
+    seconds: float = 0.0
     conversation_pids: list[int] = field(default_factory=list)
     recall_pids: list[int] = field(default_factory=list)
     memories: dict[str, str] = field(default_factory=dict)
@@ -506,7 +507,7 @@ class ChatProcess:
         self.process.stdin.flush()
         lines = self._read_until(lambda line: line.startswith(_END_MARKERS))
         reply_lines = [(t, s) for t, s in lines[:-1] if s]
-        reply = "\n".join(s for _, s in reply_lines).removeprefix(f"{ROLE}> ")
+        reply = "\n".join(s.removeprefix(f"{ROLE}> ") for _, s in reply_lines)
         finished = reply_lines[-1][0] if reply_lines else lines[-1][0]
         return reply, finished - began, lines[-1][1]
 
@@ -599,13 +600,16 @@ def table(results: Sequence[ConfigResult]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the eval; prints the table (stdout) and writes every number to --out."""
+    global MAX_TOKENS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--conversations", type=int, default=None, help="the first N conversations (default all)")
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=[*CONFIGS, "tool"])
+    parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help=f"reply cap (default {MAX_TOKENS})")
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     parser.add_argument("--work-dir", type=Path, default=None, help="keep the saves here (default: a temp dir)")
     args = parser.parse_args(argv)
+    MAX_TOKENS = args.max_tokens
     conversations = load_conversations(args.data, args.conversations)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="memory-eval-"))
     server = LlamaServerProcess(hosted_model_config(None, port=free_port()))
@@ -617,21 +621,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for name in args.configs:
             print(f"running {LABELS[name]} on {len(conversations)} conversations", file=sys.stderr, flush=True)
+            started = time.perf_counter()
             if name == "b":
                 results.append(asyncio.run(run_naive(conversations, proxy, work)))
             elif name == "d":
                 results.append(run_chat_config(conversations, proxy, work))
             else:
                 results.append(run_serve_config(name, conversations, proxy, work))
+            results[-1].seconds = time.perf_counter() - started
     finally:
         proxy.stop()
         server.stop()
     text = table(results)
     command = "nice -n 10 .venv/bin/python bench/memory_eval.py" + (
-        f" --conversations {args.conversations}" if args.conversations else "") + " --configs " + " ".join(args.configs)
+        f" --conversations {args.conversations}" if args.conversations else "") + " --configs " + " ".join(
+        args.configs) + (f" --max-tokens {MAX_TOKENS}" if MAX_TOKENS != parser.get_default("max_tokens") else "")
+    failed = ", ".join(f"{r.name}: {r.failed_turns}" for r in results)
+    took = ", ".join(f"{r.name}: {r.seconds:.0f} s" for r in results)
     print(text)
     print(f"\n{len(conversations)} conversations, SmolLM2-135M, temperature 0, seed {SEED}, {MAX_TOKENS} reply tokens; "
-          f"{time.perf_counter() - began:.0f} s. Targets: {TARGETS}.\nCommand: {command}")
+          f"{time.perf_counter() - began:.0f} s ({took}); failed or timed-out turns ({failed}).\n"
+          f"Targets: {TARGETS}.\nCommand: {command}")
     if args.out is not None:
         args.out.write_text(json.dumps({"conversations": len(conversations), "command": command, "table": text,
                                         "results": [asdict(r) | {"latency_median": r.latency_median} for r in results]},

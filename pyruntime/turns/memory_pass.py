@@ -64,7 +64,7 @@ async def run_memory_pass(
     async with queue.slot(Priority.BACKGROUND):
         completion = await client.chat(
             writer_messages(player_text), temperature=0.0, max_tokens=WRITER_MAX_TOKENS,
-            response_format={"type": "json_object", "schema": writer_schema()}, extra=extra,
+            response_format={"type": "json_object", "schema": writer_schema(player_text)}, extra=extra,
         )
         try:
             decision = parse_decision(completion.text)

@@ -15,6 +15,7 @@ from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.turns import AiTaskRequest, TaskResult, ToolCallMode
+from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.prompt import MEMORY_HEADING
 from tests.support.fixtures import start_llama_server
 from tests.turns.conftest import RecordingClient
@@ -50,7 +51,10 @@ def turn(server: LlamaServerProcess, data_dir: Path, hint: str, seed: int,
     """One SmartChat turn as the chat runs it (structured mode, the chat's orchestrator)."""
 
     async def go() -> TaskResult:
-        orchestrator = chat_orchestrator(file_stores(data_dir), ToolCallMode.STRUCTURED, server=server)
+        # The memory tool in the reply, chosen explicitly: for SmolLM2 the model profile picks the writer pass
+        # (tests/slow/test_smollm2_writer.py); the tool stays the contract's interface and is tested here.
+        orchestrator = chat_orchestrator(file_stores(data_dir), ToolCallMode.STRUCTURED, server=server,
+                                         memory_design=MemoryDesign.TOOL)
         if client is not None:
             await orchestrator.client.aclose()
             orchestrator.client = client

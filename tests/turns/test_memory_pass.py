@@ -38,7 +38,8 @@ def test_writer_design_replies_without_the_tool_then_runs_one_constrained_pass(
     assert "response_format" not in reply and "tools" not in reply
     assert "## Tools" not in reply["messages"][0]["content"]  # no tool contract (and no format example to copy)
     # The pass: the writer's schema as a grammar, greedy, capped, the player's line last.
-    assert decision["response_format"] == {"type": "json_object", "schema": writer_schema()}
+    assert decision["response_format"] == {"type": "json_object", "schema": writer_schema("My name is Tobin.")}
+    assert decision["response_format"]["schema"]["properties"]["value"]["enum"][:3] == ["", "My", "My name"]
     assert decision["temperature"] == 0.0 and decision["max_tokens"] == WRITER_MAX_TOKENS
     assert decision["messages"][-1] == {"role": "user", "content": "My name is Tobin."}
     assert len(outcomes) == 1 and outcomes[0].role_id == ROLE and outcomes[0].model_calls == 1

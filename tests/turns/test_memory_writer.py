@@ -22,6 +22,7 @@ from pyruntime.turns.memory_writer import (
     only_questions,
     parse_decision,
     plan_edit,
+    value_spans,
     worth_asking,
     writer_messages,
     writer_schema,
@@ -54,6 +55,16 @@ def test_schema_and_messages() -> None:
         decision = parse_decision(json.dumps(answer))
         if decision.keep:
             assert grounded(decision.value, text), text
+
+
+def test_the_value_is_a_run_of_the_players_words() -> None:
+    assert value_spans("Call me Wren!") == ["Call", "Call me", "Call me Wren", "me", "me Wren", "Wren"]
+    spans = value_spans("a b c d e f g h")
+    assert "a b c d e f" in spans and "a b c d e f g" not in spans  # at most 6 words
+    assert writer_schema("Call me Wren!")["properties"]["value"] == {"enum": ["", *value_spans("Call me Wren!")]}
+    # A very long line (or none) gets a free, length-capped value.
+    assert "maxLength" in writer_schema(" ".join(["word"] * 41))["properties"]["value"]
+    assert "maxLength" in writer_schema()["properties"]["value"]
 
 
 def test_parse_decision() -> None:
