@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
@@ -21,6 +22,8 @@ from pyruntime.model.compat import (
 from pyruntime.model.errors import IncompleteStreamError, ModelError, ModelStalledError, ModelUnavailableError
 from pyruntime.model.sse import SSEDecoder
 from pyruntime.model.types import ChatCompletion, FinishDelta, StreamDelta, TextDelta, ToolCallDelta
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 300.0  # a long non-streamed reply on a slow CPU
 CONNECT_TIMEOUT_S = 5.0
@@ -183,8 +186,8 @@ class OpenAICompatClient:
         began = loop.time()
         end = began + self.deadline_s if self.deadline_s is not None else None
         text_by = began + self.first_text_s if self.first_text_s is not None else None
-        # The limit is armed only while we wait for the server: time the consumer spends between
-        # two deltas still counts (absolute times), but the cancel never lands in the consumer's code.
+        # The limit is armed only while we wait for the server, so the cancel never lands in the
+        # consumer's code; the deadline is absolute, the text gap counts only time spent waiting.
         limit = asyncio.timeout(None)
         try:
             async with limit:
@@ -211,20 +214,24 @@ class OpenAICompatClient:
                             if data.strip() == "[DONE]":
                                 done = True
                                 break
+                            got_text = False
                             for delta in parse_chunk(self._json(data.encode())):
                                 finished = finished or isinstance(delta, FinishDelta)
-                                if self.text_gap_s is not None and isinstance(delta, TextDelta | ToolCallDelta):
-                                    text_by = loop.time() + self.text_gap_s
-                                    seen_text = True
+                                got_text = got_text or isinstance(delta, TextDelta | ToolCallDelta)
                                 yield delta
+                            if got_text and self.text_gap_s is not None:
+                                text_by = loop.time() + self.text_gap_s  # after the consumer took the pieces
+                                seen_text = True
                             if line is None:
                                 break
         except TimeoutError:
             if not limit.expired():
                 raise
             if end is not None and loop.time() >= end:
+                log.warning("model call stopped at its deadline (%g s)", self.deadline_s)
                 raise self._deadline_error() from None
             waited = self.text_gap_s if seen_text else self.first_text_s
+            log.warning("generation stopped: the model sent no text for %g s", waited)
             raise ModelStalledError(
                 f"the model sent no text for {waited:g} s; the generation was stopped"
             ) from None
