@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from pyruntime.model.client import ChatStream, OpenAICompatClient
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
-from pyruntime.model.errors import ContextOverflowError, IncompleteStreamError, ModelError, ModelUnavailableError
+from pyruntime.model.errors import (
+    ContextOverflowError,
+    IncompleteStreamError,
+    ModelError,
+    ModelStalledError,
+    ModelUnavailableError,
+)
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config
 from pyruntime.model.llama_server import LlamaServerConfig
 from pyruntime.model.queue import ModelRequestQueue, Priority
+from pyruntime.model.supervisor import ModelState, ModelSupervisor, WatchdogSettings
 from pyruntime.model.types import (
     ChatCompletion,
     ChatCompletionAccumulator,
@@ -32,6 +39,9 @@ __all__ = [
     "LlamaServerProcess",
     "ModelError",
     "ModelRequestQueue",
+    "ModelStalledError",
+    "ModelState",
+    "ModelSupervisor",
     "ModelUnavailableError",
     "OpenAICompatClient",
     "Priority",
@@ -41,6 +51,7 @@ __all__ = [
     "ToolCallDelta",
     "Usage",
     "UsageDelta",
+    "WatchdogSettings",
     "embedded_model_path",
     "hosted_model_config",
 ]
