@@ -206,7 +206,7 @@ namespace CoreAI.Ai
             return ProtoMapping.FromProto(result);
         }
 
-        /// <summary>Everything of the named roles (default: every role the runtime knows) and actors in one scope, for a save slot.</summary>
+        /// <summary>Everything of the named roles (default: every role and actor with saves in the scope) and actors in one scope, for a save slot.</summary>
         public async Task<AgentMemorySnapshot> ExportSnapshotAsync(
             AgentMemoryScope scope, IEnumerable<string> roleIds = null, IEnumerable<string> actors = null, CancellationToken cancellationToken = default(CancellationToken))
         {
