@@ -148,7 +148,7 @@ MAX_WAITERS_PER_KEY = 6
 """Calls that may wait for one save's lock once its holder looks stuck (has held it over STUCK_AFTER_S);
 more fail at once, so one stuck save (a paused process holding its file lock) can never take every
 worker thread from the other saves. Busy but moving saves queue without this cap."""
-STUCK_AFTER_S = 1.0
+STUCK_AFTER_S = 0.5  # a healthy holder keeps a save for milliseconds (one fsynced write)
 DEFAULT_MAX_CACHED_KEYS = 1024
 """Per-key state (locks, cached history rows) kept for this many recently used saves, per folder."""
 
