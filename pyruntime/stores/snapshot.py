@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
@@ -25,6 +26,7 @@ from pyruntime.stores.identity_index import IdentityIndex, is_hashed_stem
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
 
 SNAPSHOT_FORMAT_VERSION = 1
+_REPLACED_STEM = re.compile(r"_[0-9a-f]{8}$")
 IMPORT_WORKERS = 8
 
 
@@ -241,6 +243,8 @@ def _indexed_identities(
                     found[key] = (normalize_role_id(role), actor)
         if scope.is_empty and (wanted_actors is None or None in wanted_actors):
             for stem in [s for s in unknown if not is_hashed_stem(s)]:
+                if _REPLACED_STEM.search(stem):
+                    continue  # `<role with _ for bad characters>_<fnv8>`: the role id itself is lost
                 try:
                     if file_stem(stem) == stem:  # a role id without replaced characters is its own stem
                         found[stem] = (normalize_role_id(stem), None)

@@ -399,3 +399,15 @@ def test_a_failing_bulk_import_raises(root, monkeypatch):
         import_scope_snapshot(open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent),
                               ScopeSnapshot(ALEX, roles, 1))
     assert not any(p.name.endswith(".tmp") for p in root.rglob("*"))
+
+
+def test_an_unindexed_bare_file_whose_role_id_was_replaced_is_not_guessed(root):
+    bundle = open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent)
+    bundle.scoped().append_chat_message("Smith<1>", "user", "x")  # stem `Smith_1__<fnv8>`
+    for path in (root / "Identities").iterdir():
+        path.unlink()
+    fresh = open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent)
+    with pytest.raises(UnattributedSavesError, match="^1 save"):
+        export_scope_snapshot(fresh, AgentMemoryScope(), None, None)
+    assert [r.role_id for r in export_scope_snapshot(fresh, AgentMemoryScope(), ["Smith<1>"], None).roles] == [
+        "Smith<1>"]
