@@ -34,7 +34,7 @@ def unity_state(assemblies, tmp_path: Path):
 
 
 def _settings(tiny_model: Path):
-    from CoreAI.Unity import CoreAIRuntimeSettings, RuntimeProgram
+    from CoreAI.UnityIntegration import CoreAIRuntimeSettings, RuntimeProgram
     from UnityEngine import ScriptableObject
 
     settings = ScriptableObject.CreateInstance[CoreAIRuntimeSettings]()
@@ -47,7 +47,7 @@ def _settings(tiny_model: Path):
 
 
 def _bootstrap(settings):
-    from CoreAI.Unity import CoreAIRuntimeBootstrap
+    from CoreAI.UnityIntegration import CoreAIRuntimeBootstrap
     from UnityEngine import GameObject
 
     bootstrap = GameObject("CoreAI").AddComponent[CoreAIRuntimeBootstrap]()
@@ -145,7 +145,7 @@ def test_bootstrap_without_settings_says_so(unity_state: Path) -> None:
 def test_main_thread_queue_runs_in_order_and_survives_a_failing_action(assemblies) -> None:
     from System import Action, Exception as DotNetException
 
-    from CoreAI.Unity import MainThreadQueue
+    from CoreAI.UnityIntegration import MainThreadQueue
 
     queue = MainThreadQueue()
     ran: list = []
@@ -161,7 +161,7 @@ def test_main_thread_queue_runs_in_order_and_survives_a_failing_action(assemblie
 
 def test_settings_map_to_serve_flags(assemblies, tmp_path: Path) -> None:
     from CoreAI.Ai import AgentMemoryPersistenceMode
-    from CoreAI.Unity import CoreAIRuntimeSettings, RuntimeProgram
+    from CoreAI.UnityIntegration import CoreAIRuntimeSettings, RuntimeProgram
     from UnityEngine import ScriptableObject
 
     settings = ScriptableObject.CreateInstance[CoreAIRuntimeSettings]()

@@ -27,7 +27,7 @@ def _tree(root: Path) -> set[str]:
 
 
 def test_deletes_exactly_the_coreai_folder(assemblies, tmp_path: Path) -> None:
-    from CoreAI.Editor import PersistentSaves
+    from CoreAI.EditorTools import PersistentSaves
 
     _saves(tmp_path)
     result = PersistentSaves.DeleteAll(str(tmp_path), False)
@@ -38,7 +38,7 @@ def test_deletes_exactly_the_coreai_folder(assemblies, tmp_path: Path) -> None:
 def test_refused_in_play_mode_and_nothing_changes(assemblies, tmp_path: Path) -> None:
     from System import InvalidOperationException
 
-    from CoreAI.Editor import PersistentSaves
+    from CoreAI.EditorTools import PersistentSaves
 
     _saves(tmp_path)
     before = _tree(tmp_path)
@@ -49,7 +49,7 @@ def test_refused_in_play_mode_and_nothing_changes(assemblies, tmp_path: Path) ->
 
 
 def test_no_saves_is_not_an_error(assemblies, tmp_path: Path) -> None:
-    from CoreAI.Editor import PersistentSaves
+    from CoreAI.EditorTools import PersistentSaves
 
     result = PersistentSaves.DeleteAll(str(tmp_path), False)
     assert not result.Deleted and result.FileCount == 0
@@ -59,14 +59,14 @@ def test_no_saves_is_not_an_error(assemblies, tmp_path: Path) -> None:
 def test_blank_or_relative_path_is_refused(assemblies, bad: str) -> None:
     from System import ArgumentException
 
-    from CoreAI.Editor import PersistentSaves
+    from CoreAI.EditorTools import PersistentSaves
 
     with pytest.raises(ArgumentException):
         PersistentSaves.DeleteAll(bad, False)
 
 
 def test_a_linked_coreai_folder_loses_the_link_not_its_target(assemblies, tmp_path: Path) -> None:
-    from CoreAI.Editor import PersistentSaves
+    from CoreAI.EditorTools import PersistentSaves
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -79,7 +79,7 @@ def test_a_linked_coreai_folder_loses_the_link_not_its_target(assemblies, tmp_pa
 
 
 def test_menu_asks_first_and_is_disabled_in_play_mode(assemblies, tmp_path: Path) -> None:
-    from CoreAI.Editor import DeleteSavesMenu
+    from CoreAI.EditorTools import DeleteSavesMenu
     from UnityEditor import EditorApplication, StubDialogs
     from UnityEngine import StubState
 
@@ -110,7 +110,7 @@ def test_menu_asks_first_and_is_disabled_in_play_mode(assemblies, tmp_path: Path
 
 
 def test_a_running_runtime_is_stopped_before_its_files_go(make_options, launchers, tmp_path: Path) -> None:
-    from CoreAI.Editor import PersistentSaves
+    from CoreAI.EditorTools import PersistentSaves
     from CoreAI.Launcher import RuntimeLauncher
 
     from tests.unity_layer.processes import is_alive, wait_for

@@ -14,7 +14,7 @@ def _wait(task, seconds: float = 30.0):
 
 def test_inspector_shows_memory_versions_history_and_reverts(make_options, launchers, tmp_path: Path) -> None:
     from CoreAI.Ai import MemoryToolCall
-    from CoreAI.Editor import MemoryInspectorModel
+    from CoreAI.EditorTools import MemoryInspectorModel
     from CoreAI.Launcher import RuntimeLauncher
     from CoreAI.Runtime import CoreAIRuntimeClient
 
@@ -51,7 +51,7 @@ def test_inspector_shows_memory_versions_history_and_reverts(make_options, launc
 
 
 def test_saved_role_ids_skip_hashed_and_escaped_keys(assemblies, tmp_path: Path) -> None:
-    from CoreAI.Editor import MemoryInspectorModel
+    from CoreAI.EditorTools import MemoryInspectorModel
 
     folder = tmp_path / "CoreAI" / "AgentMemory"
     folder.mkdir(parents=True)

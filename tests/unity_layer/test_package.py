@@ -90,3 +90,48 @@ def test_every_own_file_and_folder_has_a_unique_meta() -> None:
         assert guid.group(1) not in guids, f"{meta.name} repeats the guid of {guids.get(guid.group(1))}"
         guids[guid.group(1)] = meta.name
         assert ("folderAsset: yes" in meta.read_text()) == path.is_dir()
+
+
+# Pinned: a sample's GUIDs must never change (Unity re-links every reference to a sample asset by GUID, and
+# an import of a newer package version must overwrite the same assets, not add copies).
+SAMPLE_GUIDS = {
+    "Samples~/BlacksmithNpc": "383b2f052dae8b7b06e374c0622031d9",
+    "Samples~/BlacksmithNpc/BlacksmithNpc.cs": "a158d4c24fe25eb8afc64d72f94ea146",
+    "Samples~/BlacksmithNpc/CoreAI.Samples.BlacksmithNpc.asmdef": "eaf345e77a2571b13ef05d4edc610808",
+    "Samples~/BlacksmithNpc/README.md": "06e03262668df01bd032f7e1fa78ce28",
+}
+
+
+def test_every_sample_asset_has_a_meta_with_its_pinned_guid() -> None:
+    found = {}
+    for path in sorted((PACKAGE / "Samples~").rglob("*")):
+        if path.suffix == ".meta":
+            assert path.with_name(path.name[: -len(".meta")]).exists(), f"orphan {path.name}"
+            continue
+        rel = path.relative_to(PACKAGE).as_posix()
+        meta = path.with_name(path.name + ".meta")
+        assert meta.exists(), f"missing {rel}.meta (Unity would give it a new GUID on every import)"
+        text = meta.read_text()
+        guid = re.search(r"^guid: ([0-9a-f]{32})$", text, re.M)
+        assert guid, f"no guid in {rel}.meta"
+        found[rel] = guid.group(1)
+        assert ("folderAsset: yes" in text) == path.is_dir()
+    # A new sample asset needs its GUID pinned here too (a new GUID is fine, a changed one is not).
+    assert found == SAMPLE_GUIDS
+
+
+# Segments that would shadow Unity's own names for code inside `CoreAI.*` (`Editor` hides UnityEditor.Editor,
+# `Unity` hides the `Unity.*` namespaces such as Unity.Collections).
+SHADOWING = {"Unity", "Editor", "UnityEngine", "UnityEditor", "Unity.Collections"}
+
+
+def test_no_namespace_shadows_unitys() -> None:
+    namespaces = set()
+    for path in _own_sources() + sorted((PACKAGE / "Runtime").rglob("*.cs")):
+        namespaces.update(re.findall(r"^namespace (\S+)", path.read_text(), re.M))
+    assert "CoreAI.UnityIntegration" in namespaces and "CoreAI.EditorTools" in namespaces
+    for ns in namespaces:
+        assert not set(ns.split(".")) & SHADOWING, f"namespace {ns} shadows a Unity name"
+    for rel in ("Runtime/Unity/CoreAI.Runtime.Unity.asmdef", "Editor/CoreAI.Editor.asmdef"):
+        root = json.loads((PACKAGE / rel).read_text())["rootNamespace"]
+        assert not set(root.split(".")) & SHADOWING, f"{rel} rootNamespace {root}"

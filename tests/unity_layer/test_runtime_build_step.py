@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(900)  # may include a cold PyInstaller build
 @pytest.fixture
 def project(assemblies, tmp_path: Path):
     """An editor project under tmp (Assets, StubState) whose settings asset the AssetDatabase stub finds."""
-    from CoreAI.Unity import CoreAIRuntimeSettings, RuntimeProgram
+    from CoreAI.UnityIntegration import CoreAIRuntimeSettings, RuntimeProgram
     from UnityEditor import StubAssets
     from UnityEngine import ScriptableObject, StubState
 
@@ -56,8 +56,8 @@ def _files(folder: Path) -> list[str]:
 
 def test_a_linux_player_carries_the_frozen_runtime_and_its_bootstrap_runs_it(
         project, frozen_runtime: Path, tiny_model: Path, tmp_path: Path, monkeypatch) -> None:  # noqa: F811
-    from CoreAI.Editor import RuntimeBuildStep
-    from CoreAI.Unity import CoreAIRuntimeBootstrap
+    from CoreAI.EditorTools import RuntimeBuildStep
+    from CoreAI.UnityIntegration import CoreAIRuntimeBootstrap
     from UnityEngine import GameObject, StubState
 
     root, settings = project
@@ -98,7 +98,7 @@ def test_a_linux_player_carries_the_frozen_runtime_and_its_bootstrap_runs_it(
 
 
 def test_a_macos_build_puts_the_runtime_inside_the_app_bundle(project, tmp_path: Path) -> None:
-    from CoreAI.Editor import RuntimeBuildStep
+    from CoreAI.EditorTools import RuntimeBuildStep
 
     root, settings = project
     # What tools/build_runtime.py makes on a Mac cannot be made here: a folder of the same shape stands in.
@@ -114,7 +114,7 @@ def test_a_macos_build_puts_the_runtime_inside_the_app_bundle(project, tmp_path:
 
 
 def test_a_target_without_its_runtime_folder_fails_the_build_naming_the_folder(project, tmp_path: Path) -> None:
-    from CoreAI.Editor import RuntimeBuildStep
+    from CoreAI.EditorTools import RuntimeBuildStep
     from UnityEditor.Build import BuildFailedException
 
     root, settings = project
@@ -139,7 +139,7 @@ def test_a_target_without_its_runtime_folder_fails_the_build_naming_the_folder(p
 
 
 def test_process_less_targets_and_bundling_off_copy_nothing(project, tmp_path: Path) -> None:
-    from CoreAI.Editor import RuntimeBuildStep
+    from CoreAI.EditorTools import RuntimeBuildStep
 
     root, settings = project
     for target in ("Android", "iOS", "WebGL"):

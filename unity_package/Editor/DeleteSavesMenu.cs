@@ -1,9 +1,9 @@
 using System;
-using CoreAI.Unity;
+using CoreAI.UnityIntegration;
 using UnityEditor;
 using UnityEngine;
 
-namespace CoreAI.Editor
+namespace CoreAI.EditorTools
 {
     /// <summary>CoreAI → Delete All Persistent Saves... (only outside Play Mode).</summary>
     public static class DeleteSavesMenu

@@ -8,7 +8,7 @@ using CoreAI.Ai;
 using CoreAI.Runtime;
 using V1 = CoreAI.V1;
 
-namespace CoreAI.Editor
+namespace CoreAI.EditorTools
 {
     /// <summary>One role as the inspector shows it: memory document, retained versions, chat history.</summary>
     public sealed class RoleMemoryView

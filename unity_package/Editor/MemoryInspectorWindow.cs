@@ -5,11 +5,11 @@ using System.Threading.Tasks;
 using CoreAI.Ai;
 using CoreAI.Launcher;
 using CoreAI.Runtime;
-using CoreAI.Unity;
+using CoreAI.UnityIntegration;
 using UnityEditor;
 using UnityEngine;
 
-namespace CoreAI.Editor
+namespace CoreAI.EditorTools
 {
     /// <summary>
     /// CoreAI → Memory Inspector: lists roles and shows a role's memory document, its versions (diff,

@@ -2,7 +2,7 @@ using System;
 using System.IO;
 using CoreAI.Launcher;
 
-namespace CoreAI.Editor
+namespace CoreAI.EditorTools
 {
     /// <summary>What <see cref="PersistentSaves.DeleteAll"/> did.</summary>
     public sealed class DeleteSavesResult

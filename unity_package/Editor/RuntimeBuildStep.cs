@@ -2,13 +2,13 @@ using System;
 using System.Collections.Generic;
 using System.IO;
 using CoreAI.Launcher;
-using CoreAI.Unity;
+using CoreAI.UnityIntegration;
 using UnityEditor;
 using UnityEditor.Build;
 using UnityEditor.Build.Reporting;
 using UnityEngine;
 
-namespace CoreAI.Editor
+namespace CoreAI.EditorTools
 {
     /// <summary>
     /// After a Windows, macOS or Linux player build (the Linux dedicated server included), copies the frozen

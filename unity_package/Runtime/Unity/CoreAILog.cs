@@ -1,7 +1,7 @@
 using System;
 using UnityEngine;
 
-namespace CoreAI.Unity
+namespace CoreAI.UnityIntegration
 {
     /// <summary>
     /// The package's log lines in the Console, tagged [CoreAI]. Callers pass counts, ports, pids and

@@ -6,7 +6,7 @@ using CoreAI.Launcher;
 using CoreAI.Runtime;
 using UnityEngine;
 
-namespace CoreAI.Unity
+namespace CoreAI.UnityIntegration
 {
     /// <summary>
     /// Starts the CoreAI runtime for the game (or reuses the one this project already runs), with

@@ -4,7 +4,7 @@ using CoreAI.Ai;
 using CoreAI.Launcher;
 using UnityEngine;
 
-namespace CoreAI.Unity
+namespace CoreAI.UnityIntegration
 {
     /// <summary>Which program starts the runtime.</summary>
     public enum RuntimeProgram

@@ -1,7 +1,7 @@
 using System;
 using System.Collections.Generic;
 
-namespace CoreAI.Unity
+namespace CoreAI.UnityIntegration
 {
     /// <summary>
     /// Actions posted from any thread, run on the main thread when <see cref="Drain"/> is called

@@ -2,7 +2,7 @@ using System.Security.Cryptography;
 using System.Text;
 using UnityEngine;
 
-namespace CoreAI.Unity
+namespace CoreAI.UnityIntegration
 {
     /// <summary>A stable, opaque id of this project, so the launcher never reuses another project's runtime.</summary>
     public static class ProjectIdentity

@@ -3,7 +3,7 @@ using System.Threading.Tasks;
 using CoreAI.Ai;
 using CoreAI.Launcher;
 using CoreAI.Runtime;
-using CoreAI.Unity;
+using CoreAI.UnityIntegration;
 using UnityEngine;
 
 namespace CoreAI.Samples.BlacksmithNpc
