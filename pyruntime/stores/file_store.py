@@ -217,7 +217,13 @@ class _KeyedFolder:
         excess = len(self._states) - self.max_cached
         if excess <= 0:
             return
-        for stem in [s for s, ks in self._states.items() if ks.users == 0 and not ks.overlay][:excess]:
+        victims = []
+        for stem, ks in self._states.items():  # least recently used first
+            if ks.users == 0 and not ks.overlay:
+                victims.append(stem)
+                if len(victims) == excess:
+                    break
+        for stem in victims:
             del self._states[stem]
 
     def acquire_file(self, ks: _KeyState, deadline: float) -> None:
