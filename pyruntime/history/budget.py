@@ -11,6 +11,10 @@ FIXED_OVERHEAD_TOKENS = 64
 MIN_HISTORY_TOKENS = 32
 MAX_OVERFLOW_RETRIES = 3
 OVERFLOW_SHRINK = 0.75
+# Compaction with hysteresis (issue 13): once the history reaches its trigger, fold down to half the
+# window and half the verbatim room, so about half a window of turns append only before the next
+# fold and the summary, and the model's cached prompt after it, stay unchanged meanwhile.
+COMPACTION_TARGET_RATIO = 0.5
 
 
 @dataclass(frozen=True)

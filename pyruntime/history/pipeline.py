@@ -90,6 +90,13 @@ def _verbatim_start(tokens: Sequence[int], max_messages: int, room: int) -> int:
     return start
 
 
+def _target_messages(max_messages: int, ratio: float) -> int:
+    """The message window to fold down to (0 = no cap stays no cap; at least one message)."""
+    if max_messages <= 0:
+        return 0
+    return max(1, int(max_messages * max(0.0, ratio)))
+
+
 def _align_to_tool_groups(kept: Sequence[HistoryMessage], start: int) -> int:
     """Move the verbatim start so no tool call is separated from its result (shrinking unless nothing would stay)."""
     for _ in range(len(kept) + 1):
@@ -114,12 +121,16 @@ async def prepare_turn_history(
     llm_options: LlmCompactionOptions | None = None,
     summarize: bool = True,
     save_summary: Callable[[str], None] | None = None,
+    compaction_target_ratio: float = 1.0,
 ) -> PreparedHistory:
     """Assemble one turn's history from the stored messages (oldest first) and the prior stored summary.
 
     `compact` is used only when `llm_compaction_enabled` (the global switch) and the role's
     `use_llm_context_compaction` are both on. `summarize=False` runs without a rolling summary:
     the newest `max_chat_history_messages` are sent, older ones are reported as left out.
+    `compaction_target_ratio` (< 1: hysteresis) folds down to that share of the message window and
+    of the verbatim room once compaction triggers, so the following turns append only and the
+    summary (and the model's cached prompt after it) stays unchanged until the next trigger.
     """
     messages = as_history_messages(stored)
     if not summarize:
@@ -151,7 +162,13 @@ async def prepare_turn_history(
     )
     start = 0
     if trigger and kept:
-        start = _verbatim_start(tokens, max_messages, budget.history_tokens - reserve)
+        room = budget.history_tokens - reserve
+        start = _verbatim_start(tokens, max_messages, room)
+        if compaction_target_ratio < 1.0 and start < len(kept):
+            target = _verbatim_start(tokens, _target_messages(max_messages, compaction_target_ratio),
+                                     int(room * max(0.0, compaction_target_ratio)))
+            # The newest message stays verbatim whenever it fits the full room (spec: "at least the newest one").
+            start = max(start, min(target, len(kept) - 1))
         start = _align_to_tool_groups(kept, start)
 
     body = prior_body

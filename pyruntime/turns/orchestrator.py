@@ -29,7 +29,7 @@ from pyruntime.history import (
     TokenCounter,
     prepare_scoped_turn_history,
 )
-from pyruntime.history.budget import MAX_OVERFLOW_RETRIES
+from pyruntime.history.budget import COMPACTION_TARGET_RATIO, MAX_OVERFLOW_RETRIES
 from pyruntime.history.tokens import GENERATION_PROMPT_TOKENS, MESSAGE_OVERHEAD_TOKENS, count_chat_tokens
 from pyruntime.memory import MEMORY_TOOL_NAME, MemoryTool
 from pyruntime.memory.state import AgentMemoryState
@@ -524,6 +524,7 @@ class AiOrchestrator:
             llm_options=self.llm_compaction_options,
             # A borrowed (chat-source) history is short-term: it must not leave a summary behind.
             summarize=not turn.borrowed_history,
+            compaction_target_ratio=COMPACTION_TARGET_RATIO,
         )
 
     def _fixed_count(self, role_id: str, part: str, text: str) -> int:

@@ -2,12 +2,19 @@
 
 The system prompt is the cacheable prefix: it depends only on the role, its tools and the tool-call
 mode, never on the user, memory, summary or world state, so every user of a role shares it byte for
-byte. Everything per-user goes after the history, in the tail blocks.
+byte. Per-user context goes in two places, by how often it changes (issue 13, measured in
+`bench/bench_npcs.py`): what changes only when the history is compacted (the `## Memory` snapshot
+and the summary) in one context message right after the system prompt, so a turn that only appends
+reuses the whole previous prompt; what may change every turn (request instructions, the memory
+delta, tool availability, world state) after the history, where only it is evaluated again.
+`PromptLayout.DESIGN_NOTE` keeps the design note's order (summary first, every tail block after the
+history) for comparison.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+import enum
 from dataclasses import dataclass
 
 from pyruntime.history.messages import HistoryMessage
@@ -73,6 +80,13 @@ def summary_block(summary: str) -> str:
     return f"{SUMMARY_HEADING}\n{SUMMARY_FRAMING}\n\n{summary.strip()}"
 
 
+class PromptLayout(enum.Enum):
+    """Where the memory snapshot goes: with the summary before the history (default), or in the tail."""
+
+    CACHE_STABLE = "cache-stable"  # snapshot + summary right after the system prompt; the rest in the tail
+    DESIGN_NOTE = "design-note"  # summary first; every tail block, snapshot included, after the history
+
+
 @dataclass(frozen=True)
 class TailBlocks:
     """The per-request blocks sent after the history, in the spec's order."""
@@ -83,11 +97,11 @@ class TailBlocks:
     tool_availability: str = ""
     world_state: str = ""
 
-    def render(self) -> list[str]:
-        """The non-empty blocks, in order."""
+    def render(self, *, with_snapshot: bool = True) -> list[str]:
+        """The non-empty blocks, in order (the `## Memory` snapshot only `with_snapshot`)."""
         blocks = [
             block(REQUEST_INSTRUCTIONS_HEADING, self.request_system_instructions),
-            block(MEMORY_HEADING, self.memory),
+            block(MEMORY_HEADING, self.memory) if with_snapshot else "",
             block(MEMORY_UPDATES_HEADING, self.memory_updates),
             block(TOOL_AVAILABILITY_HEADING, self.tool_availability),
             block(WORLD_STATE_HEADING, self.world_state),
@@ -120,14 +134,16 @@ def assemble_messages(
     tail: TailBlocks = TailBlocks(),
     user_payload: str = "",
     system_messages_after_first: bool = True,
+    layout: PromptLayout = PromptLayout.CACHE_STABLE,
 ) -> list[dict[str, str]]:
-    """The messages of one request, in the spec's order: system, summary, history, tail blocks, payload."""
+    """The messages of one request: system, the head (memory snapshot, summary), history, tail blocks, payload."""
     messages = [{"role": "system", "content": system_prompt}]
-    summary_text = summary_block(summary)
-    if summary_text:
-        messages.append(context_message(summary_text, system_messages_after_first=system_messages_after_first))
+    stable = layout is PromptLayout.CACHE_STABLE
+    head = [b for b in (block(MEMORY_HEADING, tail.memory) if stable else "", summary_block(summary)) if b]
+    if head:
+        messages.append(context_message("\n\n".join(head), system_messages_after_first=system_messages_after_first))
     messages.extend(history_message(m) for m in history)
-    tail_blocks = tail.render()
+    tail_blocks = tail.render(with_snapshot=not stable)
     if tail_blocks:
         messages.append(
             context_message("\n\n".join(tail_blocks), system_messages_after_first=system_messages_after_first)

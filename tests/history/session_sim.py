@@ -34,7 +34,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from pyruntime.history.budget import stored_summary_tokens
+from pyruntime.history.budget import COMPACTION_TARGET_RATIO, stored_summary_tokens
 from pyruntime.history.fold import anchor_of, deterministic_fold, limit_summary_tokens, split_marker
 from pyruntime.history.llm_fold import LlmCompactionOptions, clip_summary
 from pyruntime.history.messages import HistoryMessage
@@ -96,6 +96,7 @@ class SessionPlan:
     transcript_cap: int = 2000
     compactor: str = "off"  # off | ok | long | fail | blank
     tool_result_memory: ToolResultMemory = ToolResultMemory.COMPACT_SUMMARY
+    target_ratio: float = 1.0  # compaction hysteresis (1.0: fold only what does not fit)
 
 
 @dataclass
@@ -146,6 +147,7 @@ def session_plans(draw: st.DrawFn, max_turns: int = 24) -> SessionPlan:
         transcript_cap=draw(st.integers(chat_cap, chat_cap * 3)),
         compactor=draw(st.sampled_from(["off", "off", "ok", "long", "fail", "blank"])),
         tool_result_memory=draw(st.sampled_from(list(ToolResultMemory))),
+        target_ratio=draw(st.sampled_from([1.0, COMPACTION_TARGET_RATIO, 0.2])),
     )
 
 
@@ -242,6 +244,7 @@ async def _turn(plan: SessionPlan, stores: StoreBundle, config: RoleMemoryConfig
                 scoped, ROLE, config=config, counter=COUNTER,
                 budget=history_budget(fit, plan.max_output, extra), compact=compactor,
                 llm_compaction_enabled=plan.compactor != "off", llm_options=OPTIONS,
+                compaction_target_ratio=plan.target_ratio,
             )
         logs.append(log.lines)
         return prepared
@@ -315,7 +318,8 @@ def _check(plan: SessionPlan, fit, stored: list[HistoryMessage], prior: str | No
         p.content not in (m.content, strip_think(m.content)) for p, m in zip(prepared.messages, sent)
     ):
         problems.append("the history sent is not the stored messages marked sent")
-    start = 2 if prepared.summary_text else 1
+    # The head message (memory snapshot, summary) sits between the system prompt and the history.
+    start = 2 if prepared.summary_text or TAIL.memory.strip() else 1
     if messages[start : start + len(prepared.messages)] != [history_message(m) for m in prepared.messages]:
         problems.append("the request does not carry the prepared history in place")
 

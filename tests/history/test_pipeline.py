@@ -281,3 +281,32 @@ def test_cut_report_proto_has_every_dataclass_field() -> None:
     report = CutReport(already_folded=7, overflow_retries=2, lossy=True, summary_chars_dropped=5)
     proto = report.to_proto()
     assert (proto.already_folded, proto.overflow_retries, proto.lossy, proto.summary_chars_dropped) == (7, 2, True, 5)
+
+
+def test_compaction_with_hysteresis_folds_down_to_the_target_then_appends_only() -> None:
+    # Issue 13: a window of 10 reached folds down to 5, so the next turns keep the summary unchanged.
+    config = RoleMemoryConfig("AINpc", max_chat_history_messages=10)
+    history = dialogue(11)
+    first = prepare(history, config=config, compaction_target_ratio=0.5)
+    assert first.messages == history[6:]
+    assert first.cut_report.folded_ids == [m.id for m in history[:6]]
+    summary = first.pending_summary
+    for extra in range(1, 6):  # 5..10 verbatim: below the trigger, nothing folds, the summary stays
+        longer = dialogue(11 + extra)
+        later = prepare(longer, summary, config=config, compaction_target_ratio=0.5)
+        assert later.cut_report.compaction is CompactionKind.NONE and later.pending_summary is None
+        assert later.messages == longer[6:]
+        assert later.summary_text == first.summary_text
+    refold = prepare(dialogue(17), summary, config=config, compaction_target_ratio=0.5)
+    assert refold.messages == dialogue(17)[12:]
+    # Without hysteresis the same window folds one message per turn.
+    assert prepare(history, config=config).messages == history[1:]
+
+
+def test_hysteresis_keeps_the_newest_message_when_it_fits_the_full_room() -> None:
+    history = dialogue(3, size=40) + [M("user", "y" * 2000)]  # the newest alone is over the target's room
+    budget = compute_history_budget(model_context_tokens=2000, max_output_tokens=936)  # verbatim room 667
+    prepared = prepare(history, budget=budget, config=RoleMemoryConfig("AINpc", max_chat_history_messages=3),
+                       compaction_target_ratio=0.5)
+    assert prepared.messages == history[3:]
+    assert prepared.history_tokens <= budget.history_tokens

@@ -36,6 +36,12 @@ def _tail(body: dict) -> str:
     return body["messages"][-2]["content"]
 
 
+def _head(body: dict) -> str:
+    """The head context message (memory snapshot, summary) right after the system prompt, or ""."""
+    second = body["messages"][1]
+    return second["content"] if second["role"] == "system" else ""
+
+
 def _write_memory(stores: StoreBundle, scope: AgentMemoryScope, role: str, args: dict) -> None:
     result = MemoryTool(stores.memory, stores.scoped(scope).key(role)).execute(args)
     assert result.success
@@ -61,13 +67,14 @@ def test_prefix_is_byte_identical_across_users_and_turns(tiny_server_url: str, m
     system = first["messages"][0]["content"]
     assert system.startswith("You are Smith, a blacksmith.\n\n## Tools\n")
     assert "Alice" not in system and "swords" not in system  # nothing per-user in the prefix
-    # Turn 3 of Alice: system, her previous turn verbatim, the tail, the payload.
+    # Turn 3 of Alice: system, her memory snapshot, her previous turn verbatim, the tail, the payload.
     roles = [m["role"] for m in third["messages"]]
-    assert roles == ["system", "user", "assistant", "system", "user"]
-    assert third["messages"][1]["content"] == "hello"
-    assert third["messages"][2]["content"] == results[0].text
+    assert roles == ["system", "system", "user", "assistant", "system", "user"]
+    assert third["messages"][2]["content"] == "hello"
+    assert third["messages"][3]["content"] == results[0].text
     assert third["messages"][-1] == {"role": "user", "content": "again"}
-    assert "## Memory\nAlice likes swords" in _tail(third)
+    assert _head(third) == "## Memory\nAlice likes swords"
+    assert "## Memory" not in _tail(third)
     assert "Alice" not in json.dumps(second)  # Bob never sees Alice's memory or history
 
 
@@ -99,10 +106,10 @@ def test_memory_snapshot_then_updates_across_turns(tiny_server_url: str, memory_
         assert result.status is TurnStatus.OK
 
     run(turn("one"))  # no memory yet: no memory blocks, no snapshot
-    assert "## Memory" not in _tail(client.bodies[-1])
+    assert "## Memory" not in _tail(client.bodies[-1]) + _head(client.bodies[-1])
     _write_memory(memory_stores, ALICE, "Smith", {"action": "write", "content": "likes swords"})
     run(turn("two"))
-    assert "## Memory\nlikes swords" in _tail(client.bodies[-1])
+    assert _head(client.bodies[-1]) == "## Memory\nlikes swords"
     assert "## Memory (updates)" not in _tail(client.bodies[-1])
     state = scoped.try_load("Smith").state
     assert (state.system_prompt_memory_snapshot, state.system_prompt_memory_version) == ("likes swords", 1)
@@ -110,9 +117,9 @@ def test_memory_snapshot_then_updates_across_turns(tiny_server_url: str, memory_
 
     _write_memory(memory_stores, ALICE, "Smith", {"action": "append", "content": "hates rain"})
     run(turn("three"))
-    tail = _tail(client.bodies[-1])
-    expected = "## Memory\nlikes swords\n\n## Memory (updates)\nAdded to the memory since the block above:\nhates rain"
-    assert expected in tail
+    assert _head(client.bodies[-1]) == "## Memory\nlikes swords"  # unchanged: the cached prompt stays valid
+    expected = "## Memory (updates)\nAdded to the memory since the block above:\nhates rain"
+    assert expected in _tail(client.bodies[-1])
     state = scoped.try_load("Smith").state
     assert (state.system_prompt_memory_snapshot, state.system_prompt_memory_version) == ("likes swords", 1)
     run(client.aclose())
@@ -128,8 +135,8 @@ def test_tail_blocks_in_order_in_the_real_request(tiny_server_url: str, memory_s
     assert result.status is TurnStatus.OK
     tail = _tail(client.bodies[0])
     headings = [line for line in tail.splitlines() if line.startswith("## ")]
-    assert headings == ["## Request System Instructions", "## Memory", "## Tool Availability (current request)",
-                        "## World State"]
+    assert headings == ["## Request System Instructions", "## Tool Availability (current request)", "## World State"]
+    assert _head(client.bodies[0]) == "## Memory\nlikes swords"
     assert "No tools are available in this request" in tail
     assert "response_format" not in client.bodies[0] and "tools" not in client.bodies[0]
 

@@ -6,6 +6,7 @@ from pyruntime.history.messages import HistoryMessage
 from pyruntime.turns.prompt import (
     DEFAULT_ROLE_PROMPTS,
     SYSTEM_CONTEXT_UPDATE_PREFIX,
+    PromptLayout,
     TailBlocks,
     assemble_messages,
     build_system_prompt,
@@ -23,25 +24,47 @@ FULL_TAIL = TailBlocks(
 )
 
 
-def test_messages_follow_the_spec_order() -> None:
-    history = [
-        HistoryMessage("user", "hi"),
-        HistoryMessage("assistant", "hello"),
-        HistoryMessage("tool", "Tool results:\nmemory (ok): DONE"),
-    ]
+def _headings(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("## ")]
+
+
+HISTORY = [
+    HistoryMessage("user", "hi"),
+    HistoryMessage("assistant", "hello"),
+    HistoryMessage("tool", "Tool results:\nmemory (ok): DONE"),
+]
+
+
+def test_messages_follow_the_cache_stable_order() -> None:
+    # Issue 13: what changes only at a compaction (snapshot, summary) before the history; the rest after it.
     messages = assemble_messages(
-        system_prompt="SYS", summary="they met", history=history, tail=FULL_TAIL, user_payload="what now?"
+        system_prompt="SYS", summary="they met", history=HISTORY, tail=FULL_TAIL, user_payload="what now?"
     )
     assert [m["role"] for m in messages] == ["system", "system", "user", "assistant", "user", "system", "user"]
     assert messages[0]["content"] == "SYS"
-    assert messages[1]["content"].startswith("## Conversation Summary\n")
-    assert "context only, not instructions" in messages[1]["content"]
-    assert messages[1]["content"].endswith("they met")
+    head = messages[1]["content"]
+    assert _headings(head) == ["## Memory", "## Conversation Summary"]
+    assert head.startswith("## Memory\nlikes swords\n\n## Conversation Summary\n")
+    assert "context only, not instructions" in head and head.endswith("they met")
     assert messages[4]["content"] == "Tool results:\nmemory (ok): DONE"  # tool results replay as user messages
     assert messages[-1] == {"role": "user", "content": "what now?"}
-    tail = messages[5]["content"]
-    headings = [line for line in tail.splitlines() if line.startswith("## ")]
-    assert headings == [
+    assert _headings(messages[5]["content"]) == [
+        "## Request System Instructions",
+        "## Memory (updates)",
+        "## Tool Availability (current request)",
+        "## World State",
+    ]
+
+
+def test_the_design_note_layout_keeps_the_spec_order() -> None:
+    messages = assemble_messages(
+        system_prompt="SYS", summary="they met", history=HISTORY, tail=FULL_TAIL, user_payload="what now?",
+        layout=PromptLayout.DESIGN_NOTE,
+    )
+    assert [m["role"] for m in messages] == ["system", "system", "user", "assistant", "user", "system", "user"]
+    assert messages[1]["content"].startswith("## Conversation Summary\n")
+    assert messages[1]["content"].endswith("they met")
+    assert _headings(messages[5]["content"]) == [
         "## Request System Instructions",
         "## Memory",
         "## Memory (updates)",
@@ -50,10 +73,25 @@ def test_messages_follow_the_spec_order() -> None:
     ]
 
 
+def test_a_new_turn_extends_the_previous_request_up_to_the_tail() -> None:
+    # The point of the layout: with an unchanged snapshot and summary, the next turn's request starts
+    # with every message of the previous one except its tail and payload (those are all it evaluates).
+    tail = TailBlocks(memory="likes swords", memory_updates="Added: hates rain", world_state="Rain.")
+    before = assemble_messages(system_prompt="SYS", summary="s", history=HISTORY, tail=tail, user_payload="a")
+    after = assemble_messages(system_prompt="SYS", summary="s", history=[*HISTORY, HistoryMessage("user", "a"),
+                              HistoryMessage("assistant", "b")], tail=tail, user_payload="c")
+    assert after[: len(before) - 2] == before[:-2]
+    design = dict(system_prompt="SYS", summary="s", tail=tail, layout=PromptLayout.DESIGN_NOTE)
+    old = assemble_messages(history=HISTORY, user_payload="a", **design)
+    assert "## Memory\nlikes swords" in old[-2]["content"]  # re-sent after the history every turn
+
+
 def test_empty_blocks_are_left_out() -> None:
     messages = assemble_messages(system_prompt="SYS", tail=TailBlocks(memory="m", world_state="  "), user_payload="x")
     assert [m["role"] for m in messages] == ["system", "system", "user"]
     assert messages[1]["content"] == "## Memory\nm"
+    assert assemble_messages(system_prompt="SYS", tail=TailBlocks(memory="m"), user_payload="x",
+                             layout=PromptLayout.DESIGN_NOTE) == messages
     bare = assemble_messages(system_prompt="SYS", summary=" ", tail=TailBlocks(), user_payload="x")
     assert bare == [{"role": "system", "content": "SYS"}, {"role": "user", "content": "x"}]
 
@@ -67,7 +105,8 @@ def test_later_system_messages_fold_into_context_updates() -> None:
     assert messages[0] == {"role": "system", "content": "SYS"}
     updates = [m for m in messages if m["content"].startswith(SYSTEM_CONTEXT_UPDATE_PREFIX)]
     assert [m["role"] for m in updates] == ["user", "user"]
-    assert updates[0]["content"].startswith(SYSTEM_CONTEXT_UPDATE_PREFIX + "\n## Conversation Summary")
+    head = SYSTEM_CONTEXT_UPDATE_PREFIX + "\n## Memory\nlikes swords\n\n## Conversation Summary"
+    assert updates[0]["content"].startswith(head)
     assert "## World State\nIt is night." in updates[1]["content"]
 
 

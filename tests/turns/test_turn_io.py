@@ -106,7 +106,7 @@ def test_a_steady_turn_leaves_the_memory_document_alone(tiny_server_url: str, fi
     seen = run(go())
     # The first turn stores the snapshot (an atomic replace: a new inode); later turns only read it.
     assert seen[0] == seen[1] == seen[2]
-    assert "## Memory\nSword: Dawnbreaker" in client.bodies[2]["messages"][-2]["content"]
+    assert client.bodies[2]["messages"][1]["content"] == "## Memory\nSword: Dawnbreaker"  # the head, after the system
 
 
 def test_the_system_prompt_and_tool_schemas_are_counted_once_per_role(tiny_server_url: str,
