@@ -90,7 +90,7 @@ def test_policy_validation_refuses_bad_input_and_changes_nothing(assemblies: Any
     with pytest.raises(ArgumentException, match="roleId"):
         policy.DisableMemoryTool("  ")
     with pytest.raises(ArgumentOutOfRangeException, match="MaxOutputTokens"):
-        AgentBuilder("X", policy).WithMaxOutputTokens(0).Build()
+        AgentBuilder("X", policy).WithMaxOutputTokens(-1).Build()  # 0 = unlimited
     assert policy.Revision == revision and policy.GetConfig("AINpc").UseMemoryTool is True
     assert not policy.IsKnown("X")
     detached = AgentBuilder("Y", policy).WithoutChatHistory().BuildDetached()

@@ -74,9 +74,9 @@ def test_unknown_version_is_not_found(client: Any) -> None:
     store = client.CreateMemoryStore()
     store.ExecuteMemoryTool("Teacher", MemoryToolCall.Write("v1"))
     with pytest.raises(NotFoundException):
-        AgentMemoryStoreExtensions.Revert(store, "Teacher", 99)
+        AgentMemoryStoreExtensions.RevertVersion(store, "Teacher", 99)
     with pytest.raises(NotFoundException):
-        store.Revert("NobodyEverWrote", 1)
+        store.RevertVersion("NobodyEverWrote", 1)
     assert store.TryLoad("Teacher", None)[1].Memory == "v1"
 
 
@@ -127,7 +127,7 @@ def test_runtime_down_is_unavailable(assemblies: Any) -> None:
         request = AiTaskRequest()
         request.Hint = "hi"
         with pytest.raises(UnavailableException):
-            wait(client.CreateOrchestrator().RunTaskAsync(request))
+            wait(client.CreateOrchestrator().RunTaskWithResultAsync(request))
         with pytest.raises(UnavailableException):
             wait(client.HealthAsync())
     finally:
@@ -177,7 +177,7 @@ def test_client_timeout_is_deadline_exceeded_and_cancellation_is_operation_cance
             wait(client.Orchestrator.RunTaskAsync(proto, one_ms, CancellationToken(False)))
         # A turn's own Timeout is the runtime's to enforce: the turn ends and says so.
         request.Timeout = TimeSpan.FromMilliseconds(1)
-        result = wait(client.CreateOrchestrator().RunTaskAsync(request))
+        result = wait(client.CreateOrchestrator().RunTaskWithResultAsync(request))
         assert str(result.Status) == "TimedOut" and not result.Succeeded
         cts = CancellationTokenSource()
         cts.Cancel()

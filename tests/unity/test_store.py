@@ -66,7 +66,7 @@ def test_list_versions_revert_and_diff(client: Any) -> None:
     assert [(v.Version, v.ContentAfter, v.Note) for v in versions] == [
         (1, "one", "chars 0->3 (+3)"), (2, "two", "chars 3->3 (+0)"), (3, "three", "chars 3->5 (+2)")]
     assert all(v.Timestamp > 1_600_000_000 for v in versions)
-    reverted = AgentMemoryStoreExtensions.Revert(store, "Teacher", 1)
+    reverted = AgentMemoryStoreExtensions.RevertVersion(store, "Teacher", 1)
     assert reverted.Success and reverted.Version == 4
     after = list(store.ListVersions("Teacher"))
     assert (after[-1].Action, after[-1].ContentAfter, after[-1].Note) == ("revert", "one", "Reverted to version 1.")

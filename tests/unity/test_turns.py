@@ -17,6 +17,12 @@ def _request(role: str, hint: str, **fields: Any) -> Any:
     return request
 
 
+def _NO_TOOLS() -> Any:
+    from CoreAI.Ai import ForcedToolMode
+
+    return getattr(ForcedToolMode, "None")  # `None` is a keyword in Python
+
+
 def _history(client: Any, role: str, scope: Any = None) -> list[tuple[str, str]]:
     store = client.CreateMemoryStore()
     if scope is not None:
@@ -33,8 +39,8 @@ def test_builder_role_reaches_the_runtime_and_a_turn_runs(client: Any) -> None:
     assert config.RoleId == "Smith" and config.Memory.ContextTokens == 1024
     before = wait(client.GetRoleConfigAsync("Smith"))
     assert before.PersistChatHistory is False  # not pushed yet: the runtime has the defaults
-    request = _request("Smith", "Forge me a sword", TraceId="trace-42", ForcedToolMode="none")
-    result = wait(client.CreateOrchestrator().RunTaskAsync(request))
+    request = _request("Smith", "Forge me a sword", TraceId="trace-42", ForcedToolMode=_NO_TOOLS())
+    result = wait(client.CreateOrchestrator().RunTaskWithResultAsync(request))
     assert result.Succeeded, result.Error
     assert result.TraceId == "trace-42" and result.Usage.ModelCalls >= 1
     pushed = wait(client.GetRoleConfigAsync("Smith"))
@@ -76,8 +82,8 @@ def test_scopes_isolate_two_players_in_turns(client: Any) -> None:
     AgentBuilder("Guard", client.Policy).WithoutMemory().WithMaxOutputTokens(16).Build()
     alice, bob = AgentMemoryScope.ForUser("alice"), AgentMemoryScope.ForUser("bob")
     orchestrator = client.CreateOrchestrator()
-    assert wait(orchestrator.RunTaskAsync(_request("Guard", "I am Alice", Scope=alice))).Succeeded
-    assert wait(orchestrator.RunTaskAsync(_request("Guard", "I am Bob", Scope=bob))).Succeeded
+    assert wait(orchestrator.RunTaskWithResultAsync(_request("Guard", "I am Alice", Scope=alice))).Succeeded
+    assert wait(orchestrator.RunTaskWithResultAsync(_request("Guard", "I am Bob", Scope=bob))).Succeeded
     assert [c for r, c in _history(client, "Guard", alice) if r == "user"] == ["I am Alice"]
     assert [c for r, c in _history(client, "Guard", bob) if r == "user"] == ["I am Bob"]
     assert _history(client, "Guard") == []
@@ -95,8 +101,8 @@ def test_chat_persists_across_a_runtime_restart_only_where_the_policy_says(runti
     orchestrator = client.CreateOrchestrator()
     for role in ("BlacksmithNPC", "Creator"):
         # No tools this turn: the tiny model's tool JSON is gibberish, and chat recording is what is tested.
-        request = _request(role, f"hello {role}", MaxOutputTokens=16, ForcedToolMode="none")
-        assert wait(orchestrator.RunTaskAsync(request)).Succeeded
+        request = _request(role, f"hello {role}", MaxOutputTokens=16, ForcedToolMode=_NO_TOOLS())
+        assert wait(orchestrator.RunTaskWithResultAsync(request)).Succeeded
         assert [r for r, _ in _history(client, role)] == ["user", "assistant"]
     client.Dispose()
     first.stop()

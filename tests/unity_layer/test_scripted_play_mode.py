@@ -64,7 +64,7 @@ def test_deterministic_npc_turns_through_the_launcher_and_a_scripted_model(
         def turn(hint: str):
             request = AiTaskRequest()
             request.RoleId, request.Hint = "BlacksmithNPC", hint
-            result = wait(orchestrator.RunTaskAsync(request))
+            result = wait(orchestrator.RunTaskWithResultAsync(request))
             assert result.Succeeded, result.Error
             return result.Text
 

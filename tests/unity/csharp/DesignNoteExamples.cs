@@ -40,7 +40,7 @@ namespace CoreAI.Tests
             {
                 AiOrchestrator orchestrator = runtime.CreateOrchestrator();
                 // Model request
-                outcome.Turns.Add(await orchestrator.RunTaskAsync(new AiTaskRequest
+                outcome.Turns.Add(await orchestrator.RunTaskWithResultAsync(new AiTaskRequest
                 {
                     RoleId = "CoreMechanicAI",
                     Hint = "Craft a weapon from Iron + Fire Crystal and remember the result with the memory tool."
@@ -56,7 +56,7 @@ namespace CoreAI.Tests
                 outcome.State = state;
 
                 // On the next request the model sees this memory in the request tail.
-                outcome.Turns.Add(await orchestrator.RunTaskAsync(new AiTaskRequest { RoleId = "CoreMechanicAI", Hint = "What did we craft?" }));
+                outcome.Turns.Add(await orchestrator.RunTaskWithResultAsync(new AiTaskRequest { RoleId = "CoreMechanicAI", Hint = "What did we craft?" }));
             }
             return outcome;
         }
@@ -76,13 +76,13 @@ namespace CoreAI.Tests
             {
                 AiOrchestrator orchestrator = runtime.CreateOrchestrator();
                 // Dialogue 1
-                outcome.Turns.Add(await orchestrator.RunTaskAsync(new AiTaskRequest
+                outcome.Turns.Add(await orchestrator.RunTaskWithResultAsync(new AiTaskRequest
                 {
                     RoleId = "PlainChat",
                     Hint = "My name is Alex"
                 }));
                 // Dialogue 2 - the model sees the recent history
-                outcome.Turns.Add(await orchestrator.RunTaskAsync(new AiTaskRequest
+                outcome.Turns.Add(await orchestrator.RunTaskWithResultAsync(new AiTaskRequest
                 {
                     RoleId = "PlainChat",
                     Hint = "What is my name?"

@@ -48,7 +48,7 @@ namespace CoreAI.Samples.BlacksmithNpc
         public async Task<string> SayAsync(string line)
         {
             if (orchestrator == null) return "(the runtime is not ready yet)";
-            AiTaskResult result = await orchestrator.RunTaskAsync(new AiTaskRequest { RoleId = RoleId, Hint = line });
+            AiTaskResult result = await orchestrator.RunTaskWithResultAsync(new AiTaskRequest { RoleId = RoleId, Hint = line });
             return result.Succeeded ? result.Text : "(Brom scratches his head: " + result.Status + ")";
         }
 

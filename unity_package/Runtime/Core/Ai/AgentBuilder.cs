@@ -66,11 +66,11 @@ namespace CoreAI.Ai
             return this;
         }
 
-        /// <summary>Chat history on; contextTokens null keeps the model's context; persistBetweenSessions writes it to disk.</summary>
-        public AgentBuilder WithChatHistory(int? contextTokens = null, bool persistBetweenSessions = false, int maxChatHistoryMessages = AgentMemoryPolicy.DefaultMaxChatHistoryMessages)
+        /// <summary>Chat history on; contextWindowTokens (the design note's name) null or 0 keeps the model's context; persistBetweenSessions writes it to disk.</summary>
+        public AgentBuilder WithChatHistory(int? contextWindowTokens = null, bool persistBetweenSessions = false, int maxChatHistoryMessages = AgentMemoryPolicy.DefaultMaxChatHistoryMessages)
         {
             _config.WithChatHistory = true;
-            _config.ContextTokens = contextTokens ?? 0;
+            _config.ContextTokens = contextWindowTokens ?? 0;
             _config.PersistChatHistory = persistBetweenSessions;
             _config.MaxChatHistoryMessages = maxChatHistoryMessages;
             return this;
@@ -105,7 +105,7 @@ namespace CoreAI.Ai
             return this;
         }
 
-        /// <summary>The role's completion cap.</summary>
+        /// <summary>The role's completion cap (0 = unlimited).</summary>
         public AgentBuilder WithMaxOutputTokens(int maxOutputTokens)
         {
             _config.MaxOutputTokens = maxOutputTokens;

@@ -105,11 +105,18 @@ namespace CoreAI.Ai
         }
 
         /// <summary>Change the named settings of a role (others keep their value); returns a copy of the result.</summary>
+        /// <remarks>
+        /// The first four parameters keep the design note's order (roleId, useMemoryTool, defaultAction,
+        /// allowDuplicateToolCalls), so positional calls written against it bind as they did.
+        /// maxOutputTokens 0 = unlimited; contextWindowTokens is the design note's name of contextTokens.
+        /// </remarks>
         /// <example><c>policy.ConfigureRole("Creator", defaultAction: MemoryToolAction.Write);</c></example>
+        /// <exception cref="NotSupportedException">allowDuplicateToolCalls: true (the runtime always refuses an exact repeat of the previous call).</exception>
         public RoleMemoryConfig ConfigureRole(
             string roleId,
             bool? useMemoryTool = null,
             MemoryToolAction? defaultAction = null,
+            bool? allowDuplicateToolCalls = null,
             bool? withChatHistory = null,
             bool? persistChatHistory = null,
             int? maxChatHistoryMessages = null,
@@ -121,8 +128,23 @@ namespace CoreAI.Ai
             bool? useLlmContextCompaction = null,
             double? compactionTriggerRatio = null,
             int? maxMemoryChars = null,
-            string systemPrompt = null)
+            string systemPrompt = null,
+            int? contextWindowTokens = null)
         {
+            if (allowDuplicateToolCalls == true)
+            {
+                // Refused loudly rather than ignored: the tool loop answers an exact repeat with an explanatory error (spec section 7).
+                throw new NotSupportedException(
+                    "allowDuplicateToolCalls: true is not supported: the runtime answers an exact repeat of the previous tool call with an error result");
+            }
+            if (contextWindowTokens.HasValue && contextTokens.HasValue && contextWindowTokens.Value != contextTokens.Value)
+            {
+                throw new ArgumentException("contextTokens and contextWindowTokens name the same setting; give one of them", "contextWindowTokens");
+            }
+            if (contextWindowTokens.HasValue)
+            {
+                contextTokens = contextWindowTokens;
+            }
             return Update(roleId, c =>
             {
                 if (useMemoryTool.HasValue) c.UseMemoryTool = useMemoryTool.Value;
@@ -166,10 +188,10 @@ namespace CoreAI.Ai
             }
         }
 
-        /// <summary>Chat history on/off, its token budget (0 = the model's), persistence and window for a role.</summary>
-        public void ConfigureChatHistory(string roleId, bool enabled, int contextTokens = 0, bool persist = false, int maxMessages = DefaultMaxChatHistoryMessages)
+        /// <summary>Chat history on/off, its token budget (0 = the model's), persistence and window for a role (the design note's form).</summary>
+        public void ConfigureChatHistory(string roleId, bool enabled, int contextWindowTokens = 0, bool persist = false, int maxMessages = DefaultMaxChatHistoryMessages)
         {
-            ConfigureRole(roleId, withChatHistory: enabled, contextTokens: contextTokens, persistChatHistory: persist, maxChatHistoryMessages: maxMessages);
+            ConfigureRole(roleId, withChatHistory: enabled, contextTokens: contextWindowTokens, persistChatHistory: persist, maxChatHistoryMessages: maxMessages);
         }
 
         /// <summary>Per-role switch of the LLM-assisted fold (the runtime's global switch still applies).</summary>
@@ -184,7 +206,7 @@ namespace CoreAI.Ai
             ConfigureRole(roleId, defaultAction: action);
         }
 
-        /// <summary>The role's completion cap (null = none).</summary>
+        /// <summary>The role's completion cap (0 or null = unlimited, as in the design note).</summary>
         public void SetMaxOutputTokens(string roleId, int? maxOutputTokens)
         {
             Update(roleId, c => c.MaxOutputTokens = maxOutputTokens);
@@ -318,8 +340,14 @@ namespace CoreAI.Ai
         /// <summary>The role's context size in tokens (0 = the model's).</summary>
         public int ContextTokens { get; set; }
 
-        /// <summary>Completion cap (null = none).</summary>
-        public int? MaxOutputTokens { get; set; }
+        /// <summary>Completion cap (null = none; setting 0 means unlimited too and reads back as null).</summary>
+        public int? MaxOutputTokens
+        {
+            get { return _maxOutputTokens; }
+            set { _maxOutputTokens = value == 0 ? null : value; }
+        }
+
+        private int? _maxOutputTokens;
 
         /// <summary>Tool roundtrip limit (null = 20, 0 = unlimited).</summary>
         public int? MaxToolCallRoundtrips { get; set; }
@@ -377,7 +405,7 @@ namespace CoreAI.Ai
             if (ContextTokens < 0)
                 throw new ArgumentOutOfRangeException("ContextTokens", ContextTokens, "ContextTokens must be >= 0 (0 = the model's)");
             if (MaxOutputTokens.HasValue && MaxOutputTokens.Value < 1)
-                throw new ArgumentOutOfRangeException("MaxOutputTokens", MaxOutputTokens, "MaxOutputTokens must be >= 1 when set");
+                throw new ArgumentOutOfRangeException("MaxOutputTokens", MaxOutputTokens, "MaxOutputTokens must be >= 0 (0 = unlimited)");
             if (MaxToolCallRoundtrips.HasValue && MaxToolCallRoundtrips.Value < 0)
                 throw new ArgumentOutOfRangeException("MaxToolCallRoundtrips", MaxToolCallRoundtrips, "MaxToolCallRoundtrips must be >= 0 (0 = unlimited)");
             if (MaxMemoryChars.HasValue && MaxMemoryChars.Value < 0)

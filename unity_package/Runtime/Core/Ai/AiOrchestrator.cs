@@ -28,8 +28,27 @@ namespace CoreAI.Ai
         /// <summary>How long a turn may take when the request sets no Timeout.</summary>
         public TimeSpan DefaultTurnTimeout { get; set; } = TimeSpan.FromMinutes(5);
 
-        /// <summary>Run one turn and return its outcome.</summary>
-        public async Task<AiTaskResult> RunTaskAsync(AiTaskRequest request, CancellationToken cancellationToken = default(CancellationToken))
+        /// <summary>The design note's form: run one turn and return the visible reply.</summary>
+        /// <remarks>A turn that ended its tool loop returns the loop's closing message; see <see cref="RunTaskWithResultAsync"/> for the whole outcome.</remarks>
+        /// <exception cref="AiTaskFailedException">The turn failed or timed out on the runtime (its result is attached).</exception>
+        /// <exception cref="OperationCanceledException">The turn was cancelled.</exception>
+        public async Task<string> RunTaskAsync(AiTaskRequest request, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            AiTaskResult result = await RunTaskWithResultAsync(request, cancellationToken).ConfigureAwait(false);
+            switch (result.Status)
+            {
+                case AiTaskStatus.Ok:
+                case AiTaskStatus.ToolLoopEnded:
+                    return result.Text;
+                case AiTaskStatus.Cancelled:
+                    throw new OperationCanceledException("the turn was cancelled: " + result.Error);
+                default:
+                    throw new AiTaskFailedException(result);
+            }
+        }
+
+        /// <summary>Run one turn and return its whole outcome (status, text, tool calls, cut report, usage).</summary>
+        public async Task<AiTaskResult> RunTaskWithResultAsync(AiTaskRequest request, CancellationToken cancellationToken = default(CancellationToken))
         {
             V1.RunTaskRequest proto = await PrepareAsync(request, cancellationToken).ConfigureAwait(false);
             V1.RunTaskResponse response = await _runtime.GuardAsync(

@@ -31,8 +31,11 @@ namespace CoreAI.Ai
         /// <summary>Tools offered (null: all; empty: none).</summary>
         public IList<string> AllowedToolNames { get; set; }
 
-        /// <summary>Force a tool ("memory"), or "" for the model's choice.</summary>
-        public string ForcedToolMode { get; set; } = "";
+        /// <summary>Whether the model must call a tool (the design note's enum); <see cref="ForcedToolName"/> wins when set.</summary>
+        public ForcedToolMode ForcedToolMode { get; set; } = ForcedToolMode.Auto;
+
+        /// <summary>The one tool the model must call (e.g. "memory"); "" leaves it to <see cref="ForcedToolMode"/>.</summary>
+        public string ForcedToolName { get; set; } = "";
 
         /// <summary>Completion cap for this request (null: the role's).</summary>
         public int? MaxOutputTokens { get; set; }
@@ -45,6 +48,33 @@ namespace CoreAI.Ai
 
         /// <summary>How long the runtime may take (null: the orchestrator's DefaultTurnTimeout).</summary>
         public TimeSpan? Timeout { get; set; }
+    }
+
+    /// <summary>Whether the model must call a tool in a turn.</summary>
+    public enum ForcedToolMode
+    {
+        /// <summary>The model decides.</summary>
+        Auto,
+
+        /// <summary>No tool is offered for this request.</summary>
+        None,
+
+        /// <summary>The model must call one of the offered tools.</summary>
+        Required,
+    }
+
+    /// <summary>A turn that ran but did not produce a reply (model error, timeout on the runtime); thrown by the string-returning RunTaskAsync.</summary>
+    public sealed class AiTaskFailedException : Exception
+    {
+        /// <summary>A failure carrying the turn's result.</summary>
+        public AiTaskFailedException(AiTaskResult result)
+            : base("the turn " + result.Status + ": " + result.Error)
+        {
+            Result = result;
+        }
+
+        /// <summary>The whole outcome (status, error, trace id, tool calls).</summary>
+        public AiTaskResult Result { get; }
     }
 
     /// <summary>How a turn ended.</summary>

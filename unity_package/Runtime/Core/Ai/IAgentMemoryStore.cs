@@ -34,7 +34,7 @@ namespace CoreAI.Ai
 
         /// <summary>Restore a version (recorded as a new "revert" version).</summary>
         /// <exception cref="CoreAI.Runtime.NotFoundException">Unknown version or role.</exception>
-        MemoryToolResult Revert(string roleId, int version);
+        MemoryToolResult RevertVersion(string roleId, int version);
     }
 
     /// <summary>Versions of any <see cref="IAgentMemoryStore"/>: the runtime's when the store has them, else from the loaded state.</summary>
@@ -58,9 +58,44 @@ namespace CoreAI.Ai
                 : new AgentMemoryVersion[0];
         }
 
+        /// <summary>The design note's form: set the memory to a retained version; false when the role or version is unknown.</summary>
+        public static bool Revert(this IAgentMemoryStore store, string roleId, int version)
+        {
+            string error;
+            return Revert(store, roleId, version, out error);
+        }
+
+        /// <summary>The design note's form with the reason: false and error when the role or version is unknown or the edit was refused.</summary>
+        /// <exception cref="CoreAI.Runtime.CoreAIRuntimeException">The runtime cannot be reached (a transport failure is not a refusal).</exception>
+        public static bool Revert(this IAgentMemoryStore store, string roleId, int version, out string error)
+        {
+            MemoryToolResult result;
+            try
+            {
+                result = RevertVersion(store, roleId, version);
+            }
+            catch (CoreAI.Runtime.NotFoundException e)
+            {
+                error = e.Message;
+                return false;
+            }
+            catch (CoreAI.Runtime.FailedPreconditionException e)
+            {
+                error = e.Message;
+                return false;
+            }
+            catch (CoreAI.Runtime.InvalidArgumentException e)
+            {
+                error = e.Message;
+                return false;
+            }
+            error = result.Success ? null : result.Message;
+            return result.Success;
+        }
+
         /// <summary>Set the memory to a retained version; the revert is itself a new version.</summary>
         /// <exception cref="CoreAI.Runtime.NotFoundException">Unknown version or role.</exception>
-        public static MemoryToolResult Revert(this IAgentMemoryStore store, string roleId, int version)
+        public static MemoryToolResult RevertVersion(this IAgentMemoryStore store, string roleId, int version)
         {
             if (store == null)
             {
@@ -69,7 +104,7 @@ namespace CoreAI.Ai
             var versioned = store as IAgentMemoryVersionStore;
             if (versioned != null)
             {
-                return versioned.Revert(roleId, version);
+                return versioned.RevertVersion(roleId, version);
             }
             AgentMemoryState state;
             if (!store.TryLoad(roleId, out state))

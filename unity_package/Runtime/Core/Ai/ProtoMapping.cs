@@ -221,7 +221,7 @@ namespace CoreAI.Ai
                 SourceTag = r.SourceTag ?? "",
                 TraceId = r.TraceId ?? "",
                 RequestSystemInstructions = r.RequestSystemInstructions ?? "",
-                ForcedToolMode = r.ForcedToolMode ?? "",
+                ForcedToolMode = ForcedTool(r),
                 MaxOutputTokens = r.MaxOutputTokens,
                 WorldState = r.WorldState ?? "",
                 Temperature = r.Temperature,
@@ -232,6 +232,22 @@ namespace CoreAI.Ai
                 p.AllowedToolNames = new V1.ToolNameList { Names = new List<string>(r.AllowedToolNames) };
             }
             return p;
+        }
+
+        /// <summary>The runtime's forced_tool_mode: a tool name, "required", "none", or "" (the model decides).</summary>
+        public static string ForcedTool(AiTaskRequest r)
+        {
+            if (!string.IsNullOrWhiteSpace(r.ForcedToolName))
+            {
+                return r.ForcedToolName.Trim();
+            }
+            switch (r.ForcedToolMode)
+            {
+                case ForcedToolMode.Auto: return "";
+                case ForcedToolMode.None: return "none";
+                case ForcedToolMode.Required: return "required";
+                default: throw new ArgumentOutOfRangeException("ForcedToolMode", r.ForcedToolMode, "unknown ForcedToolMode");
+            }
         }
 
         /// <summary>The familiar result of a turn response.</summary>

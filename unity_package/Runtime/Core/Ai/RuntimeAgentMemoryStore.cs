@@ -83,7 +83,7 @@ namespace CoreAI.Ai
         }
 
         /// <inheritdoc />
-        public MemoryToolResult Revert(string roleId, int version)
+        public MemoryToolResult RevertVersion(string roleId, int version)
         {
             return Wait(RevertAsync(roleId, version));
         }
