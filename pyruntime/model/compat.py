@@ -112,7 +112,9 @@ def build_chat_request(
 def _usage(data: Any) -> Usage | None:
     if not isinstance(data, Mapping):
         return None
-    return Usage(int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0))
+    details = data.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else 0
+    return Usage(int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0), int(cached or 0))
 
 
 def parse_completion(data: Mapping[str, Any]) -> ChatCompletion:

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +165,43 @@ def stream_error_event(exc: Exception) -> dict[str, Any]:
     return {"error": {"message": str(exc), "type": "internal_server_error", "code": None}}
 
 
+@dataclass(frozen=True)
+class PromptCounters:
+    """The prompt of one generation: its length and how much of it the KV cache already held."""
+
+    prompt_tokens: int
+    cached_tokens: int
+
+
+def count_prompt(cache: Sequence[int], prompt: Sequence[int]) -> PromptCounters:
+    """llama-cpp-python's own reuse rule (`Llama.generate`): the common prefix of the cache and the prompt
+    without its last token (that one is always evaluated, for its logits)."""
+    cached = 0
+    for old, new in zip(cache, prompt[:-1]):
+        if old != new:
+            break
+        cached += 1
+    return PromptCounters(len(prompt), cached)
+
+
+def usage_chunk(last: Mapping[str, Any], prompt: PromptCounters, cache_after: int) -> dict[str, Any]:
+    """The final `usage` chunk of a stream (OpenAI `include_usage` shape; llama-cpp-python 0.3.36 sends none).
+
+    `cache_after` is the KV cache's length after the generation: prompt + generated tokens, less the
+    last one when the reply hit its length limit (a sampled token is evaluated only to sample the next).
+    """
+    choices = last.get("choices") or [{}]
+    cut = choices[0].get("finish_reason") == "length"
+    completion = max(0, cache_after - prompt.prompt_tokens) + (1 if cut else 0)
+    return {
+        "id": last.get("id", ""), "object": "chat.completion.chunk", "created": last.get("created", 0),
+        "model": last.get("model", ""), "choices": [],
+        "usage": {"prompt_tokens": prompt.prompt_tokens, "completion_tokens": completion,
+                  "total_tokens": prompt.prompt_tokens + completion,
+                  "prompt_tokens_details": {"cached_tokens": prompt.cached_tokens}},
+    }
+
+
 def _report_stream_failures_as_events() -> None:
     """Make a failing stream end with an error event instead of silently.
 
@@ -174,18 +211,33 @@ def _report_stream_failures_as_events() -> None:
     import llama_cpp
 
     create = llama_cpp.Llama.create_chat_completion
+    generate = llama_cpp.Llama.generate
 
-    def guarded(chunks: Iterator[Any]) -> Iterator[Any]:
+    def counted_generate(self: Any, tokens: Sequence[int], *args: Any, **kwargs: Any) -> Any:
+        # Called once per completion with the whole prompt, after any prompt-cache state was loaded;
+        # the server runs one request at a time per model, so the instance can carry it to the stream's end.
+        self._coreai_prompt = count_prompt(self.input_ids[: self.n_tokens].tolist(), list(tokens))
+        return generate(self, tokens, *args, **kwargs)
+
+    def guarded(llama: Any, chunks: Iterator[Any]) -> Iterator[Any]:
+        llama._coreai_prompt = None
+        last: dict[str, Any] = {}
         try:
-            yield from chunks
+            for chunk in chunks:
+                last = chunk
+                yield chunk
         except Exception as exc:  # noqa: BLE001 - every failure must reach the client
             yield stream_error_event(exc)
+            return
+        if llama._coreai_prompt is not None:
+            yield usage_chunk(last, llama._coreai_prompt, int(llama.n_tokens))
 
     def create_chat_completion(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = create(self, *args, **kwargs)
-        return guarded(result) if kwargs.get("stream") else result
+        return guarded(self, result) if kwargs.get("stream") else result
 
     llama_cpp.Llama.create_chat_completion = create_chat_completion  # type: ignore[method-assign]
+    llama_cpp.Llama.generate = counted_generate  # type: ignore[method-assign]
 
 
 class DefaultModelMiddleware:

@@ -15,6 +15,7 @@ class Usage:
 
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0  # prompt tokens reused from the server's prompt cache (not evaluated again)
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,12 @@ class TurnUsage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     model_calls: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, reused from the server's prompt cache
+
+    @property
+    def evaluated_prompt_tokens(self) -> int:
+        """Prompt tokens the model had to evaluate (not reused from its cache): what a turn's latency follows."""
+        return self.prompt_tokens - self.cached_prompt_tokens
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,7 @@ class _Turn:
     forced: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
     model_calls: int = 0
     overflow_retries: int = 0
     prepared: PreparedHistory | None = None
@@ -157,7 +158,7 @@ class _Turn:
             tool_calls=tuple(self.tool_calls),
             tool_results=tuple(self.tool_results),
             cut_report=self.cut_report,
-            usage=TurnUsage(self.prompt_tokens, self.completion_tokens, self.model_calls),
+            usage=TurnUsage(self.prompt_tokens, self.completion_tokens, self.model_calls, self.cached_prompt_tokens),
             trace_id=self.request.trace_id,
         )
 
@@ -715,6 +716,7 @@ class AiOrchestrator:
         if completion.usage is not None:
             turn.prompt_tokens += completion.usage.prompt_tokens
             turn.completion_tokens += completion.usage.completion_tokens
+            turn.cached_prompt_tokens += completion.usage.cached_tokens
         if capped:
             log.info("reply reached the output cap of %d tokens; generation stopped", cap)
         if extractor is None:

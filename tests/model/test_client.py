@@ -13,7 +13,7 @@ import pytest
 
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.errors import ContextOverflowError, IncompleteStreamError, ModelError, ModelUnavailableError
-from pyruntime.model.types import ChatCompletionAccumulator, FinishDelta, TextDelta, ToolCallDelta
+from pyruntime.model.types import ChatCompletionAccumulator, FinishDelta, TextDelta, ToolCallDelta, UsageDelta
 from tests.support.fixtures import free_port
 from tests.support.tiny_model import TINY_MODEL_ALIAS
 
@@ -73,7 +73,10 @@ def test_stream_yields_the_same_reply_as_chat_and_ignores_pings(endless_server):
     acc = ChatCompletionAccumulator()
     for delta in deltas:
         acc.add(delta)
-    assert isinstance(deltas[-1], FinishDelta)
+    *reply, usage = deltas  # the hosted server ends a stream with llama.cpp's counts (issue 13)
+    assert isinstance(reply[-1], FinishDelta) and isinstance(usage, UsageDelta)
+    assert (usage.usage.prompt_tokens, usage.usage.completion_tokens) == (
+        whole.usage.prompt_tokens, whole.usage.completion_tokens)
     assert sum(isinstance(d, TextDelta) for d in deltas) > 1
     assert acc.result().text == whole.text  # temperature 0 is bit-identical
     assert acc.result().finish_reason == whole.finish_reason == "length"

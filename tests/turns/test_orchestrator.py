@@ -178,3 +178,25 @@ def test_chat_source_borrows_history_for_programmer(tiny_server_url: str, file_s
     assert not policy.get("Programmer").with_chat_history  # the policy is unchanged
     folder = tmp_path / "CoreAI"
     assert not list(folder.rglob("*.history.jsonl")) and not list(folder.rglob("ConversationSummaries/*"))
+
+
+def test_turn_usage_reports_the_prompt_and_what_the_model_cache_saved(tiny_server_url: str,
+                                                                        memory_stores: StoreBundle) -> None:
+    # Issue 13: TurnUsage used to be 0 (streams carried no usage); the hosted server now sends llama.cpp's counts.
+    orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=_policy())
+    _write_memory(memory_stores, ALICE, "Smith", {"action": "write", "content": "likes swords"})
+
+    async def turns() -> list:
+        results = [await orchestrator.run_task(AiTaskRequest(hint, "Smith", scope=ALICE, forced_tool_mode="none"))
+                   for hint in ("hello there", "tell me more")]
+        await client.aclose()
+        return results
+
+    first, second = run(turns())
+    assert first.ok and second.ok
+    assert first.usage.model_calls == second.usage.model_calls == 1
+    assert first.usage.prompt_tokens > 0 and first.usage.completion_tokens > 0
+    assert second.usage.prompt_tokens > first.usage.prompt_tokens  # the first turn is in its history
+    # Turn 2 extends turn 1's request up to its tail: that prefix is reused, only the rest is evaluated.
+    assert second.usage.cached_prompt_tokens > first.usage.prompt_tokens // 2
+    assert 0 < second.usage.evaluated_prompt_tokens < second.usage.prompt_tokens
