@@ -63,41 +63,79 @@ namespace CoreAI.Ai
         }
 
         /// <summary>Run one turn with callbacks for text, tool calls, tool results and the cut report; returns the final outcome.</summary>
+        /// <remarks>
+        /// The callbacks run in order on the SynchronizationContext current when this is called (in Unity: the main
+        /// thread, so a typewriter may touch a Text), and the returned task completes after the last of them ran.
+        /// Without a context, or with <see cref="AiTaskStreamHandlers.RunOnCallerContext"/> false, they run on the
+        /// thread that reads the stream. A callback that throws ends the turn with its exception.
+        /// </remarks>
         public async Task<AiTaskResult> StreamTaskAsync(AiTaskRequest request, AiTaskStreamHandlers handlers, CancellationToken cancellationToken = default(CancellationToken))
         {
             handlers = handlers ?? new AiTaskStreamHandlers();
+            SynchronizationContext context = handlers.RunOnCallerContext ? SynchronizationContext.Current : null;
             V1.RunTaskRequest proto = await PrepareAsync(request, cancellationToken).ConfigureAwait(false);
             V1.RunTaskResponse final = null;
-            Action<V1.TurnEvent> onEvent = e =>
+            using (var dispatch = new CallbackDispatcher(context, cancellationToken))
             {
-                if (e.TextDelta != null)
+                Action<V1.TurnEvent> onEvent = e =>
                 {
-                    if (handlers.OnTextDelta != null && !string.IsNullOrEmpty(e.TextDelta.Text)) handlers.OnTextDelta(e.TextDelta.Text);
-                }
-                else if (e.ToolCall != null)
+                    if (e.Final != null)
+                    {
+                        final = e.Final;
+                    }
+                    else
+                    {
+                        dispatch.Run(() => Deliver(handlers, e));
+                    }
+                };
+                try
                 {
-                    if (handlers.OnToolCall != null) handlers.OnToolCall(ProtoMapping.FromProto(e.ToolCall));
+                    await _runtime.GuardAsync(
+                        _runtime.Orchestrator.StreamTaskAsync(proto, onEvent, CallOptionsFor(request), dispatch.Token)).ConfigureAwait(false);
                 }
-                else if (e.ToolResult != null)
+                catch (Exception) when (dispatch.Failed)
                 {
-                    if (handlers.OnToolResult != null) handlers.OnToolResult(ProtoMapping.FromProto(e.ToolResult));
+                    // A callback threw on the context and cancelled the stream: its exception is the one to report.
                 }
-                else if (e.CutReport != null)
-                {
-                    if (handlers.OnCutReport != null) handlers.OnCutReport(e.CutReport);
-                }
-                else if (e.Final != null)
-                {
-                    final = e.Final;
-                }
-            };
-            await _runtime.GuardAsync(
-                _runtime.Orchestrator.StreamTaskAsync(proto, onEvent, CallOptionsFor(request), cancellationToken)).ConfigureAwait(false);
+                await dispatch.DrainAsync().ConfigureAwait(false);
+                dispatch.ThrowIfFailed();
+            }
             if (final == null)
             {
                 throw new InternalException("the turn stream ended without its final result");
             }
             return ProtoMapping.FromProto(final);
+        }
+
+        /// <summary>The turn as an async stream of items, consumable with <c>await foreach</c> (C# 8+) or its members directly.</summary>
+        /// <remarks>Nothing runs until enumeration starts; items are read in order; <see cref="AiTaskStream.Result"/> has the outcome.</remarks>
+        public AiTaskStream StreamTask(AiTaskRequest request, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            if (request == null)
+            {
+                throw new ArgumentNullException("request");
+            }
+            return new AiTaskStream(this, request, cancellationToken);
+        }
+
+        private static void Deliver(AiTaskStreamHandlers handlers, V1.TurnEvent e)
+        {
+            if (e.TextDelta != null)
+            {
+                if (handlers.OnTextDelta != null && !string.IsNullOrEmpty(e.TextDelta.Text)) handlers.OnTextDelta(e.TextDelta.Text);
+            }
+            else if (e.ToolCall != null)
+            {
+                if (handlers.OnToolCall != null) handlers.OnToolCall(ProtoMapping.FromProto(e.ToolCall));
+            }
+            else if (e.ToolResult != null)
+            {
+                if (handlers.OnToolResult != null) handlers.OnToolResult(ProtoMapping.FromProto(e.ToolResult));
+            }
+            else if (e.CutReport != null)
+            {
+                if (handlers.OnCutReport != null) handlers.OnCutReport(e.CutReport);
+            }
         }
 
         private async Task<V1.RunTaskRequest> PrepareAsync(AiTaskRequest request, CancellationToken cancellationToken)

@@ -147,9 +147,12 @@ namespace CoreAI.Ai
         public V1.TurnUsage Usage { get; set; }
     }
 
-    /// <summary>Callbacks of a streamed turn; they run in order on a thread-pool thread (marshal to the main thread yourself).</summary>
+    /// <summary>Callbacks of a streamed turn; they run in order on the caller's SynchronizationContext (Unity's main thread) unless opted out.</summary>
     public sealed class AiTaskStreamHandlers
     {
+        /// <summary>True (default): run on the context current when the stream started; false: on the reading thread (background consumers).</summary>
+        public bool RunOnCallerContext { get; set; } = true;
+
         /// <summary>Each piece of visible text as it arrives (a typewriter effect).</summary>
         public Action<string> OnTextDelta { get; set; }
 
