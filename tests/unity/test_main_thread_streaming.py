@@ -73,10 +73,10 @@ def test_async_enumerable_pattern_yields_items_on_the_main_thread(client: Any, m
 def test_breaking_out_of_the_enumeration_stops_the_turn(client: Any, main_thread: Any) -> None:
     from CoreAI.Tests import MainThreadStreaming
 
-    request = _request("Bard", "Sing long")
-    request.MaxOutputTokens = 200
-    report = wait(MainThreadStreaming.EnumerateAsync(main_thread, client.CreateOrchestrator(), request, 1))
-    assert len(report.Deltas) == 1 and report.ResumedOnMain
+    report = wait(MainThreadStreaming.EnumerateAsync(main_thread, client.CreateOrchestrator(), _request("Bard", "Sing"),
+                                                     1))
+    # DisposeAsync (what `await foreach` calls on break) returns only once the turn has ended.
+    assert len(report.Deltas) == 1 and report.ResumedOnMain and report.TurnEndedAtDispose
 
 
 def test_the_pattern_has_the_shape_await_foreach_binds_to(assemblies: Any) -> None:

@@ -87,6 +87,7 @@ namespace CoreAI.Tests
         public int OnMain { get; set; }
         public int OffMain { get; set; }
         public bool ResumedOnMain { get; set; }
+        public bool TurnEndedAtDispose { get; set; }
         public List<string> Deltas { get; } = new List<string>();
         public List<string> Kinds { get; } = new List<string>();
         public AiTaskResult Result { get; set; }
@@ -160,6 +161,7 @@ namespace CoreAI.Tests
                 {
                     await e.DisposeAsync();
                 }
+                report.TurnEndedAtDispose = stream.Result.IsCompleted;
                 report.ResumedOnMain = main.IsMainThread;
                 if (stopAfter < 0) report.Result = await stream.Result;
                 return report;
