@@ -231,6 +231,7 @@ class _KeyedFolder:
         if ks.file_held:
             return
         if ks.file_lock is None:
+            fileio.check_path(ks.lock_path)
             try:
                 self._lock_folder.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -300,6 +301,11 @@ class FileAgentMemoryStore:
         """How many keys' locks and rows this process holds now (bounded by max_cached_keys)."""
         return len(self._keys)
 
+    def _stem(self, key: str) -> str:
+        stem = _require_key(key)
+        self.identities.verify(key, stem)
+        return stem
+
     @property
     def folder(self) -> Path:
         """`root/AgentMemory`."""
@@ -317,7 +323,7 @@ class FileAgentMemoryStore:
 
     def try_load(self, key: str) -> LoadResult:
         """Loaded | NotFound | Failed(reason)."""
-        stem = _require_key(key)
+        stem = self._stem(key)
         with self._keys.locked(stem, write=False) as ks:
             self._migrate_legacy(ks, stem)
             try:
@@ -333,7 +339,7 @@ class FileAgentMemoryStore:
 
     def save(self, key: str, state: AgentMemoryState) -> None:
         """Replace the state of key (heals an unreadable document)."""
-        stem = _require_key(key)
+        stem = self._stem(key)
         if not isinstance(state, AgentMemoryState):
             raise InvalidArgumentError("state must be an AgentMemoryState")
         data = encode_memory_document(state)
@@ -345,7 +351,7 @@ class FileAgentMemoryStore:
 
     def mutate(self, key: str, fn: Mutation) -> AgentMemoryState:
         """Atomic read-modify-write under the key's locks; durable before return."""
-        stem = _require_key(key)
+        stem = self._stem(key)
         with self._keys.locked(stem) as ks:
             self._migrate_legacy(ks, stem)
             data = fileio.read_bytes(self._memory_file(stem))
@@ -368,7 +374,7 @@ class FileAgentMemoryStore:
 
     def clear(self, key: str) -> None:
         """Delete the memory document, its versions and snapshot; chat history stays."""
-        stem = _require_key(key)
+        stem = self._stem(key)
         with self._keys.locked(stem) as ks:
             self._migrate_legacy(ks, stem)
             path = self._memory_file(stem)
@@ -385,7 +391,7 @@ class FileAgentMemoryStore:
 
     def append_chat_message(self, key: str, role: str, content: str, persist: bool = True) -> None:
         """Append one chat message (one line; `<stem>.json` untouched); persist=False keeps it in this process."""
-        stem = _require_key(key)
+        stem = self._stem(key)
         if not isinstance(role, str) or not role.strip():
             raise InvalidArgumentError("role is required and must not be blank")
         if not isinstance(content, str):
@@ -397,7 +403,7 @@ class FileAgentMemoryStore:
 
     def append_transcript(self, key: str, entries: Sequence[TranscriptEntry], persist: bool = True) -> None:
         """Append transcript rows (tool calls, tool results, ...) in one all-or-nothing write."""
-        stem = _require_key(key)
+        stem = self._stem(key)
         rows = []
         for entry in entries:
             if not isinstance(entry, TranscriptEntry):
@@ -423,7 +429,7 @@ class FileAgentMemoryStore:
 
     def get_chat_history(self, key: str, max_messages: int = 0, *, persisted_only: bool = False) -> list[ChatMessage]:
         """Oldest first, the newest max_messages (0 = all) of the chat window (persisted_only: without persist=False rows)."""
-        stem = _require_key(key)
+        stem = self._stem(key)
         limit = self._limit(max_messages, "max_messages")
         chat = [r for r in self._merged_rows(stem, persisted_only) if r.is_chat_message][-self.chat_cap :]
         if limit:
@@ -432,7 +438,7 @@ class FileAgentMemoryStore:
 
     def get_transcript(self, key: str, max_entries: int = 0, *, persisted_only: bool = False) -> list[TranscriptEntry]:
         """Oldest first, the newest max_entries (0 = all) of the transcript window (persisted_only: without persist=False rows)."""
-        stem = _require_key(key)
+        stem = self._stem(key)
         limit = self._limit(max_entries, "max_entries")
         rows = self._merged_rows(stem, persisted_only)[-self.transcript_cap :]
         if limit:
@@ -441,7 +447,7 @@ class FileAgentMemoryStore:
 
     def clear_chat_history(self, key: str) -> None:
         """Delete the history file and this process's unpersisted rows of key; memory stays."""
-        stem = _require_key(key)
+        stem = self._stem(key)
         with self._keys.locked(stem) as ks:
             # Migrating first also empties a legacy conversation still held in <stem>.json.
             self._migrate_legacy(ks, stem)
@@ -646,13 +652,18 @@ class FileConversationSummaryStore:
         """How many keys' locks this process holds now (bounded by max_cached_keys)."""
         return len(self._keys)
 
+    def _stem(self, key: str) -> str:
+        stem = _require_key(key)
+        self.identities.verify(key, stem)
+        return stem
+
     def summary_path(self, key: str) -> Path:
         """`ConversationSummaries/<stem>.json` of key."""
         return self._keys.folder / (file_stem(key) + MEMORY_SUFFIX)
 
     def load_summary(self, key: str) -> str | None:
         """The stored summary, None if there is none; an unreadable one is MemoryUnreadableError (never "none")."""
-        stem = _require_key(key)
+        stem = self._stem(key)
         with self._keys.locked(stem, write=False):
             data = fileio.read_bytes(self._keys.folder / (stem + MEMORY_SUFFIX))
         if data is None:
@@ -664,7 +675,7 @@ class FileConversationSummaryStore:
 
     def save_summary(self, key: str, summary: str) -> None:
         """Replace the summary of key (durable before return)."""
-        stem = _require_key(key)
+        stem = self._stem(key)
         if not isinstance(summary, str):
             raise InvalidArgumentError("summary must be a string")
         data = encode_summary(summary)
@@ -674,6 +685,6 @@ class FileConversationSummaryStore:
 
     def clear_summary(self, key: str) -> None:
         """Delete the summary of key."""
-        stem = _require_key(key)
+        stem = self._stem(key)
         with self._keys.locked(stem):
             fileio.remove(self._keys.folder / (stem + MEMORY_SUFFIX))

@@ -2,6 +2,12 @@
 
 Every failure is raised as `PersistenceError` and leaves the file as it was. Paths only, no
 content, would appear in OS error messages, so messages here say what failed, never which file.
+
+Windows: a rename over, or a delete of, a file that another handle has open (a reader in another
+process, an antivirus scan) fails with PermissionError for as long as that handle is open, so
+renames and deletes retry PermissionError a few times with backoff (~0.6 s in all) before failing;
+no file is deleted or renamed while this process still has it open; and a path beyond MAX_PATH is
+refused up front with a clear error (`file_layout.check_windows_path_length`).
 """
 
 from __future__ import annotations
@@ -12,10 +18,12 @@ import errno
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pyruntime.errors import MemoryUnreadableError, PersistenceError
+from pyruntime.stores.file_layout import check_windows_path_length
 
 # Filesystems (and platforms) that cannot fsync a directory answer with one of these.
 _DIR_FSYNC_UNSUPPORTED = {errno.EINVAL, errno.ENOTSUP, errno.EBADF, errno.EACCES, errno.EISDIR}
@@ -79,6 +87,46 @@ def _fsync_dir_now(folder: Path) -> None:
         os.close(fd)
 
 
+SHARING_RETRY_DELAYS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32)
+"""Waits between tries of a rename or delete that failed with PermissionError (Windows: the file is open)."""
+IS_WINDOWS = os.name == "nt"
+
+
+def _retry_sharing(op: Callable[[], None]) -> None:
+    """op(), retried on PermissionError with backoff on Windows; the last PermissionError is raised as is."""
+    # Elsewhere PermissionError is a real permission problem that waiting does not cure.
+    for delay in SHARING_RETRY_DELAYS if IS_WINDOWS else ():
+        try:
+            op()
+            return
+        except PermissionError:
+            time.sleep(delay)
+    op()
+
+
+def replace_file(src: Path | str, dst: Path | str) -> None:
+    """os.replace, retried while another handle keeps dst open (Windows); OSError when it still fails."""
+    _retry_sharing(lambda: os.replace(src, dst))
+
+
+def unlink_file(path: Path | str) -> None:
+    """os.unlink, retried while another handle keeps the file open (Windows); OSError when it still fails."""
+    _retry_sharing(lambda: os.unlink(path))
+
+
+def check_path(path: Path) -> None:
+    """On Windows, a clear PathTooLongError for a path (or its temp file) beyond MAX_PATH."""
+    if IS_WINDOWS:
+        check_windows_path_length(str(path.absolute()))
+
+
+def _sharing_message(exc: OSError, what: str) -> str:
+    if isinstance(exc, PermissionError):
+        return (f"{what} failed: the file stayed locked or read-only (another program may keep it open, "
+                "e.g. a reader or an antivirus scan); nothing was changed, try again")
+    return f"{what} did not become durable ({exc.strerror or exc})"
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -116,6 +164,7 @@ def atomic_write(path: Path, data: bytes, *, previous: bytes | None | object = _
     PersistenceError is raised.
     """
     folder = path.parent
+    check_path(path)
     if previous is _READ_IT:
         previous = read_bytes(path)
     try:
@@ -131,7 +180,7 @@ def atomic_write(path: Path, data: bytes, *, previous: bytes | None | object = _
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        replace_file(tmp, path)
         replaced = True
         fsync_dir(folder)
     except BaseException as exc:
@@ -140,7 +189,7 @@ def atomic_write(path: Path, data: bytes, *, previous: bytes | None | object = _
             # The rename is visible but not known durable: put the old content back.
             _restore(path, previous)  # type: ignore[arg-type]
         if isinstance(exc, OSError):
-            raise PersistenceError(f"write did not become durable ({exc.strerror or exc})") from exc
+            raise PersistenceError(_sharing_message(exc, "write")) from exc
         raise
 
 
@@ -154,14 +203,14 @@ def _restore(path: Path, previous: bytes | None) -> None:
             _write_all(fd, previous)
         finally:
             os.close(fd)
-        os.replace(tmp_name, path)
+        replace_file(tmp_name, path)
     except OSError:
         pass
 
 
 def _unlink_quietly(path: Path) -> None:
     try:
-        os.unlink(path)
+        unlink_file(path)
     except OSError:
         pass
 
@@ -169,12 +218,14 @@ def _unlink_quietly(path: Path) -> None:
 def append(path: Path, data: bytes) -> os.stat_result:
     """Append data and fsync; all or nothing (a failed append is truncated back). Returns the new stat."""
     folder = path.parent
+    check_path(path)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         created = not path.exists()
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     except OSError as exc:
         raise PersistenceError(f"could not open the history file ({exc.strerror})") from exc
+    closed = False
     try:
         start = os.fstat(fd).st_size
         try:
@@ -184,21 +235,25 @@ def append(path: Path, data: bytes) -> os.stat_result:
                 fsync_dir(folder)
             return os.fstat(fd)
         except BaseException as exc:
-            _truncate_back(fd, path, start, created)
+            if created:
+                # Close before deleting: Windows cannot delete a file this process still has open.
+                os.close(fd)
+                closed = True
+                _unlink_quietly(path)
+            else:
+                _truncate_back(fd, start)
             if isinstance(exc, OSError):
                 raise PersistenceError(f"append did not become durable ({exc.strerror or exc})") from exc
             raise
     finally:
-        os.close(fd)
+        if not closed:
+            os.close(fd)
 
 
-def _truncate_back(fd: int, path: Path, size: int, created: bool) -> None:
+def _truncate_back(fd: int, size: int) -> None:
     try:
-        if created:
-            os.unlink(path)
-        else:
-            os.ftruncate(fd, size)
-            os.fsync(fd)
+        os.ftruncate(fd, size)
+        os.fsync(fd)
     except OSError:
         pass
 
@@ -206,11 +261,11 @@ def _truncate_back(fd: int, path: Path, size: int, created: bool) -> None:
 def remove(path: Path) -> bool:
     """Delete path durably; True when it existed."""
     try:
-        os.unlink(path)
+        unlink_file(path)
     except FileNotFoundError:
         return False
     except OSError as exc:
-        raise PersistenceError(f"could not delete the file ({exc.strerror})") from exc
+        raise PersistenceError(_sharing_message(exc, "delete")) from exc
     try:
         fsync_dir(path.parent)
     except OSError as exc:

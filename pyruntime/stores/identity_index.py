@@ -22,7 +22,14 @@ from pathlib import Path
 from pyruntime.errors import MemoryUnreadableError
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores import fileio
-from pyruntime.stores.file_layout import HISTORY_SUFFIX, MEMORY_SUFFIX, DocumentError, file_stem, strict_json_loads
+from pyruntime.stores.file_layout import (
+    HISTORY_SUFFIX,
+    MEMORY_SUFFIX,
+    DocumentError,
+    KeyCollisionError,
+    file_stem,
+    strict_json_loads,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +78,7 @@ class IdentityIndex:
         self._guard = threading.Lock()
         self._noted: OrderedDict[str, Identity] = OrderedDict()
         self._recorded: OrderedDict[str, None] = OrderedDict()  # keys known to be on disk (bounded cache)
+        self._verified: OrderedDict[str, None] = OrderedDict()  # keys checked against a collision (bounded)
         self._memory: dict[str, Identity] = {}  # root None: the index itself
 
     def note(self, key: str, identity: Identity) -> None:
@@ -101,6 +109,39 @@ class IdentityIndex:
             self._recorded[key] = None
             while len(self._recorded) > MAX_NOTED:
                 self._recorded.popitem(last=False)
+
+    def verify(self, key: str, stem: str) -> None:
+        """Refuse key when its stem's index file records a different key (KeyCollisionError); idempotent.
+
+        On a case-insensitive file system (NTFS, APFS) `teacher` opens the files of `Teacher`: the
+        index file of the stem then names `Teacher`, and sharing its save is refused. Mixed-case ids
+        keep their names (they are the layout's ordinary names), so this check is the guard. Saves
+        written before the index existed carry no index file and cannot be checked.
+        """
+        if self._folder is None:
+            return
+        with self._guard:
+            if key in self._verified:
+                self._verified.move_to_end(key)
+                return
+        try:
+            data = fileio.read_bytes(self._folder / (stem + MEMORY_SUFFIX))
+        except MemoryUnreadableError:
+            data = None  # a folder in its place: not an identity, nothing to compare
+        if data is not None:
+            try:
+                other, _ = Identity.from_json(data)
+            except DocumentError:
+                other = key  # unreadable: identities() reports it; no evidence of a collision
+            if other != key:
+                raise KeyCollisionError(
+                    "this id's save files would be those of another id that differs only in case (or in a "
+                    "replaced character); case-insensitive file systems (Windows, macOS) would mix the two "
+                    "saves, so use one spelling")
+        with self._guard:
+            self._verified[key] = None
+            while len(self._verified) > MAX_NOTED:
+                self._verified.popitem(last=False)
 
     def identities(self) -> dict[str, Identity]:
         """Every recorded key with its identity."""
