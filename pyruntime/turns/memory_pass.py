@@ -9,6 +9,7 @@ a chat awaits its turn's pass to show what was stored; `serve` drains them befor
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ from pyruntime.turns.memory_writer import (
 log = logging.getLogger("pyruntime.turns")
 
 DRAIN_TIMEOUT_S = 60.0
+KEPT_OUTCOMES = 256  # a server nobody collects from keeps only the newest outcomes (bounded memory)
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ class MemoryPasses:
     def __init__(self) -> None:
         """No passes yet."""
         self._running: set[asyncio.Task[MemoryPassOutcome]] = set()
-        self._done: list[MemoryPassOutcome] = []
+        self._done: collections.deque[MemoryPassOutcome] = collections.deque(maxlen=KEPT_OUTCOMES)
 
     @property
     def pending(self) -> int:
@@ -125,5 +127,6 @@ class MemoryPasses:
         if self._running:
             await asyncio.wait(set(self._running), timeout=timeout)
             await asyncio.sleep(0)  # let the done callbacks run
-        outcomes, self._done = self._done, []
+        outcomes = list(self._done)
+        self._done.clear()
         return outcomes

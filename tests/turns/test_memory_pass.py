@@ -12,7 +12,13 @@ from pyruntime.model.queue import ModelRequestQueue, Priority
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
 from pyruntime.stores import StoreBundle
 from pyruntime.turns import AiTaskRequest, TurnStatus
-from pyruntime.turns.memory_pass import MemoryPassOutcome, MemoryPasses, apply_decision, run_memory_pass
+from pyruntime.turns.memory_pass import (
+    KEPT_OUTCOMES,
+    MemoryPassOutcome,
+    MemoryPasses,
+    apply_decision,
+    run_memory_pass,
+)
 from pyruntime.turns.memory_writer import WRITER_MAX_TOKENS, MemoryDesign, WriterDecision, writer_schema
 from tests.turns.conftest import RecordingClient, make_orchestrator, run
 
@@ -168,3 +174,19 @@ def test_design_is_reported_by_the_orchestrator(tiny_server_url: str, memory_sto
     orchestrator, client = make_orchestrator(tiny_server_url, memory_stores)
     assert orchestrator.memory_design is MemoryDesign.TOOL  # the orchestrator's own default: the contract's tool
     run(client.aclose())
+
+
+def test_uncollected_outcomes_are_bounded(memory_stores: StoreBundle) -> None:
+    passes = MemoryPasses()
+
+    async def outcome(index: int) -> MemoryPassOutcome:
+        return MemoryPassOutcome(ROLE, reason=str(index))
+
+    async def go() -> list[MemoryPassOutcome]:
+        for index in range(KEPT_OUTCOMES + 10):
+            passes.start(outcome(index), ROLE)
+        return await passes.drain()
+
+    outcomes = run(go())
+    assert len(outcomes) == KEPT_OUTCOMES and outcomes[-1].reason == str(KEPT_OUTCOMES + 9)  # the newest kept
+    assert run(passes.drain()) == []
