@@ -338,5 +338,7 @@ async def prepare_scoped_turn_history(store: Any, role_id: str, **kwargs: Any) -
     stored = store.get_chat_history(role_id, limit)
     prior = store.load_summary(role_id) if summarize else None
     return await prepare_turn_history(
-        stored, prior, save_summary=lambda summary: store.save_summary(role_id, summary), **kwargs
+        stored, prior, **kwargs,
+        # The summary of session-only chat stays in process memory like that chat (issue 9 item 7).
+        save_summary=lambda summary: store.save_summary(role_id, summary, persist=config.persist_chat_history),
     )

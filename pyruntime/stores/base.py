@@ -138,12 +138,12 @@ class AgentMemoryStore(Protocol):
 class ConversationSummaryStore(Protocol):
     """The rolling summary of each key."""
 
-    def load_summary(self, key: str) -> str | None:
-        """The stored summary, None if there is none."""
+    def load_summary(self, key: str, *, persisted_only: bool = False) -> str | None:
+        """The stored summary, None if there is none (persisted_only: not a persist=False one)."""
         ...
 
-    def save_summary(self, key: str, summary: str) -> None:
-        """Replace the summary of key (durable before return)."""
+    def save_summary(self, key: str, summary: str, persist: bool = True) -> None:
+        """Replace the summary of key (durable before return; persist=False: this process only)."""
         ...
 
     def clear_summary(self, key: str) -> None:

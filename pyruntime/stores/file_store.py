@@ -646,6 +646,10 @@ class FileConversationSummaryStore:
         self.root = Path(root)
         self.identities = identities if identities is not None else IdentityIndex(self.root)
         self._keys = _KeyedFolder(self.root, SUMMARIES_DIR, lock_timeout=lock_timeout, max_cached=max_cached_keys)
+        # Summaries of session-only chat (persist=False): this process only, kept like the rows they
+        # summarise (which are never evicted either, since they exist nowhere else).
+        self._session: dict[str, str] = {}
+        self._session_guard = threading.Lock()
 
     @property
     def cached_keys(self) -> int:
@@ -661,9 +665,16 @@ class FileConversationSummaryStore:
         """`ConversationSummaries/<stem>.json` of key."""
         return self._keys.folder / (file_stem(key) + MEMORY_SUFFIX)
 
-    def load_summary(self, key: str) -> str | None:
-        """The stored summary, None if there is none; an unreadable one is MemoryUnreadableError (never "none")."""
+    def load_summary(self, key: str, *, persisted_only: bool = False) -> str | None:
+        """The stored summary, None if there is none; an unreadable one is MemoryUnreadableError (never "none").
+
+        A summary saved with persist=False (of session-only chat) comes first; persisted_only skips it.
+        """
         stem = self._stem(key)
+        if not persisted_only:
+            with self._session_guard:
+                if key in self._session:
+                    return self._session[key]
         with self._keys.locked(stem, write=False):
             data = fileio.read_bytes(self._keys.folder / (stem + MEMORY_SUFFIX))
         if data is None:
@@ -673,18 +684,30 @@ class FileConversationSummaryStore:
         except DocumentError as exc:
             raise MemoryUnreadableError(f"the conversation summary cannot be read: {exc}") from None
 
-    def save_summary(self, key: str, summary: str) -> None:
-        """Replace the summary of key (durable before return)."""
+    def save_summary(self, key: str, summary: str, persist: bool = True) -> None:
+        """Replace the summary of key (durable before return).
+
+        persist=False (the summary of session-only chat) keeps it in this process only: no file is
+        written, and it is never exported, like the chat it summarises.
+        """
         stem = self._stem(key)
         if not isinstance(summary, str):
             raise InvalidArgumentError("summary must be a string")
+        if not persist:
+            with self._session_guard:
+                self._session[key] = summary
+            return
         data = encode_summary(summary)
         self.identities.record(key)
         with self._keys.locked(stem):
             fileio.atomic_write(self._keys.folder / (stem + MEMORY_SUFFIX), data)
+            with self._session_guard:
+                self._session.pop(key, None)  # the persisted summary is the newer one
 
     def clear_summary(self, key: str) -> None:
-        """Delete the summary of key."""
+        """Delete the summary of key (its file and a session-only one)."""
         stem = self._stem(key)
         with self._keys.locked(stem):
+            with self._session_guard:
+                self._session.pop(key, None)
             fileio.remove(self._keys.folder / (stem + MEMORY_SUFFIX))

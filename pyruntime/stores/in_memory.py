@@ -241,28 +241,37 @@ class InMemoryConversationSummaryStore:
     def __init__(self, *, identities: IdentityIndex | None = None) -> None:
         self._lock = threading.Lock()
         self._summaries: dict[str, str] = {}
+        self._volatile: set[str] = set()  # keys whose summary was saved with persist=False
         self.identities = identities if identities is not None else IdentityIndex(None)
 
-    def load_summary(self, key: str) -> str | None:
-        """The stored summary, None if there is none."""
+    def load_summary(self, key: str, *, persisted_only: bool = False) -> str | None:
+        """The stored summary, None if there is none (persisted_only: not a persist=False one)."""
         require_key(key)
         with self._lock:
+            if persisted_only and key in self._volatile:
+                return None
             return self._summaries.get(key)
 
-    def save_summary(self, key: str, summary: str) -> None:
-        """Replace the summary of key."""
+    def save_summary(self, key: str, summary: str, persist: bool = True) -> None:
+        """Replace the summary of key (persist=False: like session-only chat, never exported)."""
         require_key(key)
         if not isinstance(summary, str):
             raise InvalidArgumentError("summary must be a string")
-        self.identities.record(key)
+        if persist:
+            self.identities.record(key)
         with self._lock:
             self._summaries[key] = summary
+            if persist:
+                self._volatile.discard(key)
+            else:
+                self._volatile.add(key)
 
     def clear_summary(self, key: str) -> None:
         """Delete the summary of key."""
         require_key(key)
         with self._lock:
             self._summaries.pop(key, None)
+            self._volatile.discard(key)
 
 
 def _require_state(state: object) -> None:

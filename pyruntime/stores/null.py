@@ -58,12 +58,12 @@ class NullAgentMemoryStore:
 class NullConversationSummaryStore:
     """ConversationSummaryStore that saves nothing."""
 
-    def load_summary(self, key: str) -> str | None:
+    def load_summary(self, key: str, *, persisted_only: bool = False) -> str | None:
         """Always None."""
         require_key(key)
         return None
 
-    def save_summary(self, key: str, summary: str) -> None:
+    def save_summary(self, key: str, summary: str, persist: bool = True) -> None:
         """Discards the summary."""
         require_key(key)
 

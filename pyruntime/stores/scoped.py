@@ -122,13 +122,18 @@ class ScopedAgentMemoryStore:
 
     # -- rolling summary --------------------------------------------------
 
-    def load_summary(self, role_id: str) -> str | None:
-        """The role's rolling summary, None if there is none."""
+    def load_summary(self, role_id: str, *, persisted_only: bool = False) -> str | None:
+        """The role's rolling summary, None if there is none (persisted_only: not a session-only one)."""
+        if persisted_only:
+            return self._summaries.load_summary(self.key(role_id), persisted_only=True)
         return self._summaries.load_summary(self.key(role_id))
 
-    def save_summary(self, role_id: str, summary: str) -> None:
-        """Replace the role's rolling summary."""
-        self._summaries.save_summary(self.key(role_id), summary)
+    def save_summary(self, role_id: str, summary: str, persist: bool = True) -> None:
+        """Replace the role's rolling summary (persist=False, for session-only chat: this process only)."""
+        if persist:
+            self._summaries.save_summary(self.key(role_id), summary)
+        else:
+            self._summaries.save_summary(self.key(role_id), summary, persist=False)
 
     def clear_summary(self, role_id: str) -> None:
         """Delete the role's rolling summary."""

@@ -299,7 +299,7 @@ def export_scope_snapshot(
             raise MemoryUnreadableError("a memory document of the exported scope cannot be read; nothing exported")
         state = loaded.state if loaded.status is LoadStatus.LOADED else None
         history = _history(view, role)
-        summary = view.load_summary(role)
+        summary = view.load_summary(role, persisted_only=True)  # a session-only summary stays in memory
         if state is None and not history and summary is None:
             continue
         index = getattr(bundle.memory, "identities", None)

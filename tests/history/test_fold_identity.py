@@ -122,7 +122,8 @@ def test_a_v1_marker_is_read_earliest_match_first_and_rewritten_as_v2() -> None:
 
 
 def test_identities_survive_a_restart_of_persisted_file_history(tmp_path: Path) -> None:
-    config = RoleMemoryConfig(ROLE, max_chat_history_messages=4)
+    # Persisted chat: the summary of session-only chat would stay in the first process's memory.
+    config = RoleMemoryConfig(ROLE, max_chat_history_messages=4, persist_chat_history=True)
     bundle = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path)
     _append(bundle.scoped(), GREETING * 6)
     _turn(bundle.scoped(), config).commit()
