@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,7 +76,15 @@ from pyruntime.turns.modes import (
     structured_schema,
     tool_contract,
 )
-from pyruntime.turns.prompt import TailBlocks, assemble_messages, build_system_prompt, role_system_prompt
+from pyruntime.turns.prompt import (
+    TailAnchor,
+    TailBlocks,
+    assemble_messages,
+    build_system_prompt,
+    place_tail,
+    role_system_prompt,
+    tail_text_of,
+)
 from pyruntime.turns.recording import TurnRecord, record_turn
 from pyruntime.turns.request import FORCED_TOOL_NONE, FORCED_TOOL_REQUIRED, AiTaskRequest
 from pyruntime.turns.tool_loop import (
@@ -98,6 +107,7 @@ DEFAULT_TURN_TIMEOUT_S = 120.0
 # max_tokens cut the JSON of 69 of 72 structured turns; issue 9).
 TOOL_CALL_ALLOWANCE_TOKENS = 512
 DEFAULT_MODEL_CONTEXT_TOKENS = 8192
+MAX_TAIL_ANCHORS = 4096  # conversations whose tail placement is remembered (a few hundred bytes each)
 ROUND_SEPARATOR = "\n\n"  # between the visible text of two model rounds
 FIXED_COUNT_CACHE_SIZE = 256  # (role, part) entries of the system-prompt / tool-schema token counts
 STRUCTURED_RESULTS_HEADER = "Tool results:"
@@ -231,6 +241,8 @@ class AiOrchestrator:
         # How memory is written for roles with memory on: the memory tool in the reply, or a writer pass after it.
         self.memory_design = MemoryDesign.parse(memory_design)
         self.memory_passes = MemoryPasses()
+        # Where each conversation's tail was last sent (issue 13): an unchanged tail stays there.
+        self._tail_anchors: OrderedDict[str, TailAnchor] = OrderedDict()
         # The system prompt and tool schemas of a role are byte-identical turn after turn (spec 7):
         # their token counts are kept per role and reused while the text is unchanged.
         self._fixed_counts: dict[tuple[str, str], tuple[str, int]] = {}
@@ -391,6 +403,7 @@ class AiOrchestrator:
                                       blocks.updates_block, availability, request.world_state)
                     fit = self._fit(turn, system_prompt, tail, tools_sent)
             base = await self._fit_history(turn, fit, system_prompt, tail, tools_sent)
+            self._keep_tail_anchor(turn, tail)
             if turn.prepared is not None and not turn.cut_report_sent:
                 # Once per turn, for the history as finally sent (after any refit to the context).
                 turn.cut_report_sent = True
@@ -456,7 +469,23 @@ class AiOrchestrator:
             tail=tail,
             user_payload=turn.request.hint,
             system_messages_after_first=self.system_messages_after_first,
+            tail_after=self._tail_place(turn, tail, prepared)[0] if prepared else None,
         )
+
+    def _tail_place(self, turn: _Turn, tail: TailBlocks, prepared: PreparedHistory) -> tuple[int, TailAnchor]:
+        compacted = prepared.cut_report.compaction is not CompactionKind.NONE
+        anchor = self._tail_anchors.get(turn.store.key(turn.role_id))
+        return place_tail(anchor, tail_text_of(tail), prepared.messages, compacted=compacted)
+
+    def _keep_tail_anchor(self, turn: _Turn, tail: TailBlocks) -> None:
+        """Remember where this turn's tail went (bounded: the least recently used conversations go first)."""
+        if turn.prepared is None:
+            return
+        key = turn.store.key(turn.role_id)
+        self._tail_anchors[key] = self._tail_place(turn, tail, turn.prepared)[1]
+        self._tail_anchors.move_to_end(key)
+        while len(self._tail_anchors) > MAX_TAIL_ANCHORS:
+            self._tail_anchors.popitem(last=False)
 
     def _request_tokens(self, turn: _Turn, messages: Sequence[dict[str, Any]],
                         tools: Sequence[dict[str, Any]] | None) -> int:

@@ -109,6 +109,33 @@ class TailBlocks:
         return [b for b in blocks if b]
 
 
+@dataclass(frozen=True)
+class TailAnchor:
+    """Where a conversation's tail was sent: its text and the store order of the history message before it."""
+
+    text: str
+    after_order: int  # 0: at the start of the history (or no known order)
+
+
+def place_tail(anchor: TailAnchor | None, tail_text: str, history: Sequence[HistoryMessage],
+               *, compacted: bool) -> tuple[int, TailAnchor]:
+    """How many history messages go before the tail, and the anchor to keep for the next turn.
+
+    An unchanged tail stays where it was first sent, so the turns after it append only (the model
+    reuses everything up to the new player line, as with a game that sends the whole history); a
+    changed tail, a compaction (the head changed: nothing after it is reused anyway) or an anchor no
+    longer in the history puts it right before the payload again.
+    """
+    if anchor is not None and anchor.text == tail_text and not compacted:
+        if anchor.after_order == 0 and history:
+            return 0, anchor
+        for index, message in enumerate(history):
+            if message.order and message.order == anchor.after_order:
+                return index + 1, anchor
+    last = history[-1].order if history else 0
+    return len(history), TailAnchor(tail_text, last)
+
+
 def history_message(message: HistoryMessage | Mapping[str, str]) -> dict[str, str]:
     """A stored message as sent: assistant stays assistant, everything else (tool results too) replays as user."""
     if isinstance(message, HistoryMessage):
@@ -126,6 +153,11 @@ def context_message(text: str, *, system_messages_after_first: bool) -> dict[str
     return {"role": "user", "content": f"{SYSTEM_CONTEXT_UPDATE_PREFIX}\n{text}"}
 
 
+def tail_text_of(tail: TailBlocks, layout: PromptLayout = PromptLayout.CACHE_STABLE) -> str:
+    """The tail message's text in `layout` ("" when every block is empty)."""
+    return "\n\n".join(tail.render(with_snapshot=layout is not PromptLayout.CACHE_STABLE))
+
+
 def assemble_messages(
     *,
     system_prompt: str,
@@ -135,19 +167,25 @@ def assemble_messages(
     user_payload: str = "",
     system_messages_after_first: bool = True,
     layout: PromptLayout = PromptLayout.CACHE_STABLE,
+    tail_after: int | None = None,
 ) -> list[dict[str, str]]:
-    """The messages of one request: system, the head (memory snapshot, summary), history, tail blocks, payload."""
+    """The messages of one request: system, the head (memory snapshot, summary), history, tail blocks, payload.
+
+    `tail_after` (cache-stable layout only) puts the tail after that many history messages (see
+    `place_tail`); None: right before the payload.
+    """
     messages = [{"role": "system", "content": system_prompt}]
     stable = layout is PromptLayout.CACHE_STABLE
     head = [b for b in (block(MEMORY_HEADING, tail.memory) if stable else "", summary_block(summary)) if b]
     if head:
         messages.append(context_message("\n\n".join(head), system_messages_after_first=system_messages_after_first))
-    messages.extend(history_message(m) for m in history)
-    tail_blocks = tail.render(with_snapshot=not stable)
-    if tail_blocks:
-        messages.append(
-            context_message("\n\n".join(tail_blocks), system_messages_after_first=system_messages_after_first)
-        )
+    history = list(history)
+    split = len(history) if tail_after is None or not stable else max(0, min(tail_after, len(history)))
+    messages.extend(history_message(m) for m in history[:split])
+    tail_text = tail_text_of(tail, layout)
+    if tail_text:
+        messages.append(context_message(tail_text, system_messages_after_first=system_messages_after_first))
+    messages.extend(history_message(m) for m in history[split:])
     if user_payload:
         messages.append({"role": "user", "content": user_payload})
     return messages

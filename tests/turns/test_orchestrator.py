@@ -67,14 +67,17 @@ def test_prefix_is_byte_identical_across_users_and_turns(tiny_server_url: str, m
     system = first["messages"][0]["content"]
     assert system.startswith("You are Smith, a blacksmith.\n\n## Tools\n")
     assert "Alice" not in system and "swords" not in system  # nothing per-user in the prefix
-    # Turn 3 of Alice: system, her memory snapshot, her previous turn verbatim, the tail, the payload.
+    # Turn 3 of Alice: system, her memory snapshot, the unchanged tail where turn 1 sent it, her previous
+    # turn verbatim, the payload: her first request is a prefix of it (all the model evaluates is the rest).
     roles = [m["role"] for m in third["messages"]]
-    assert roles == ["system", "system", "user", "assistant", "system", "user"]
-    assert third["messages"][2]["content"] == "hello"
-    assert third["messages"][3]["content"] == results[0].text
+    assert roles == ["system", "system", "system", "user", "assistant", "user"]
+    assert third["messages"][:4] == first["messages"]
+    assert third["messages"][3]["content"] == "hello"
+    assert third["messages"][4]["content"] == results[0].text
     assert third["messages"][-1] == {"role": "user", "content": "again"}
     assert _head(third) == "## Memory\nAlice likes swords"
-    assert "## Memory" not in _tail(third)
+    assert "## Memory" not in third["messages"][2]["content"]
+    assert third["messages"][2]["content"].startswith("## Tool Availability")
     assert "Alice" not in json.dumps(second)  # Bob never sees Alice's memory or history
 
 

@@ -131,3 +131,30 @@ def test_template_detection() -> None:
     )
     assert not template_accepts_later_system(dropping)
     assert not template_accepts_later_system("{% for m in messages %}{{ m.content ")  # broken template
+
+
+def test_an_unchanged_tail_stays_where_it_was_first_sent() -> None:
+    from pyruntime.turns.prompt import TailAnchor, place_tail
+
+    turn1 = [HistoryMessage("user", "hi", order=1), HistoryMessage("assistant", "hello", order=2)]
+    at, anchor = place_tail(None, "## World State\nRain.", turn1, compacted=False)
+    assert (at, anchor) == (2, TailAnchor("## World State\nRain.", 2))
+    turn2 = [*turn1, HistoryMessage("user", "and?", order=3), HistoryMessage("assistant", "wet", order=4)]
+    assert place_tail(anchor, "## World State\nRain.", turn2, compacted=False) == (2, anchor)
+    # Changed, compacted, or its message folded away: right before the payload again, anchored anew.
+    sun = "## World State\nSun."
+    assert place_tail(anchor, sun, turn2, compacted=False) == (4, TailAnchor(sun, 4))
+    assert place_tail(anchor, "## World State\nRain.", turn2, compacted=True)[0] == 4
+    assert place_tail(anchor, "## World State\nRain.", turn2[2:], compacted=False) == (2, TailAnchor(anchor.text, 4))
+    # Sent before any history: it stays first; an order-less history always puts it last.
+    first = place_tail(None, "t", [], compacted=False)
+    assert first == (0, TailAnchor("t", 0))
+    assert place_tail(first[1], "t", turn1, compacted=False)[0] == 0
+    unknown = [HistoryMessage("user", "hi"), HistoryMessage("assistant", "hello")]
+    assert place_tail(TailAnchor("t", 5), "t", unknown, compacted=False)[0] == 2
+    messages = assemble_messages(system_prompt="SYS", history=turn2, tail=TailBlocks(world_state="Rain."),
+                                 user_payload="go", tail_after=2)
+    assert [m["content"] for m in messages] == ["SYS", "hi", "hello", "## World State\nRain.", "and?", "wet", "go"]
+    design = assemble_messages(system_prompt="SYS", history=turn2, tail=TailBlocks(world_state="Rain."),
+                               user_payload="go", tail_after=2, layout=PromptLayout.DESIGN_NOTE)
+    assert design[-2]["content"] == "## World State\nRain."  # the design note's order ignores the anchor

@@ -1,0 +1,294 @@
+"""Benchmark a game studio would run: NPCs x players, long sessions, memory edits; runtime vs the naive approach.
+
+One hosted SmolLM2-135M (the product's llama.cpp server, game settings), and for each setup (1 NPC,
+4 NPCs, ... each with `--players` players) the same scripted session played three ways, one after
+the other on the same server:
+
+- **runtime**: `AiOrchestrator.stream_task` as shipped (issue 13: compaction with hysteresis, memory
+  snapshot and summary in one head message after the system prompt, the memory delta in the tail);
+- **runtime, design-note order**: the same runtime with the order of spec 7 as it was (summary first,
+  `## Memory` snapshot after the history) and no hysteresis (fold only what no longer fits): what
+  shipped before issue 13, for comparison;
+- **naive**: what a game does without the runtime: the NPC's prompt with its current memory pasted
+  into the system prompt, the whole history, the player's line (same server, same client).
+
+The session: turns rotate over every (NPC, player) conversation; each conversation's memory starts
+with `--facts` known facts and the game appends one every `--edit-every` turns of that conversation;
+the history window is `--window` messages, so long sessions run past it. Every turn is one model
+call (`forced_tool_mode="none"`, the memory is written by the game), temperature 0, 16-token replies.
+
+Measured per turn: **tokens evaluated** (prompt tokens llama.cpp did not reuse from its KV cache,
+from the usage chunk the hosted server ends each stream with, i.e. `TurnUsage.evaluated_prompt_tokens`),
+**time to first token** (first visible text), turn time; after each pass the server's RSS. Statistics
+skip each conversation's first turn (cold for every approach).
+
+Run: `nice -n 10 .venv/bin/python bench/bench_npcs.py [--turns 30] [--npcs 1 4] [--players 1]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pyruntime.turns.orchestrator as orchestrator_module  # noqa: E402
+from pyruntime.history.budget import COMPACTION_TARGET_RATIO  # noqa: E402
+from pyruntime.memory import MemoryTool  # noqa: E402
+from pyruntime.model.client import OpenAICompatClient  # noqa: E402
+from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  # noqa: E402
+from pyruntime.model.hosting import LlamaServerProcess  # noqa: E402
+from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
+from pyruntime.model.types import TextDelta, UsageDelta  # noqa: E402
+from pyruntime.policy import AgentMemoryPolicy  # noqa: E402
+from pyruntime.scopes import AgentMemoryScope  # noqa: E402
+from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
+from pyruntime.turns import AiTaskRequest, build_orchestrator  # noqa: E402
+from pyruntime.turns.events import FinalEvent, TextDeltaEvent  # noqa: E402
+from pyruntime.turns.prompt import MEMORY_HEADING, PromptLayout, assemble_messages  # noqa: E402
+from tests.support.fixtures import free_port  # noqa: E402
+
+MAX_TOKENS = 16
+NPC_PROMPTS = [
+    "You are Bram, the village blacksmith. You are gruff but fair. Stay in character and answer in one or two "
+    "short sentences.",
+    "You are Elda, the innkeeper of the Prancing Goat. You are warm and love gossip. Stay in character and answer "
+    "in one or two short sentences.",
+    "You are Captain Rhys of the town guard. You are strict and tired. Stay in character and answer in one or two "
+    "short sentences.",
+    "You are Mira, a travelling merchant. You haggle and joke. Stay in character and answer in one or two short "
+    "sentences.",
+]
+FACTS = [
+    "The player's name is Alex.", "The player carries a sword called Dawnbreaker.", "The player fears spiders.",
+    "The player comes from Riverwood.", "The player owes 30 gold to the blacksmith.", "The player has a cat, Pebble.",
+    "The player is level 12.", "The player hates the rain.", "The player belongs to the Silver Hand.",
+    "The player is looking for the lost crown.", "The player's mentor is Old Tam.", "The player collects coins.",
+    "The player was born in winter.", "The player's shield is made of oak.", "The player travels at night.",
+    "The player promised to help the miller.", "The player's sister is called Ina.", "The player likes apples.",
+    "The player cannot swim.", "The player once met the king.",
+]
+HINTS = [
+    "Good morning! How are things today?", "Have you heard any news from the road?", "What do you think of me?",
+    "Can you help me with something?", "What would you charge for that?", "Tell me about this town.",
+    "Do you remember what I told you?", "Any work for someone like me?", "What's the weather going to do?",
+    "I'll be back later. Anything I should know?",
+]
+
+
+@dataclass
+class Pass:
+    """One approach over one setup: per-turn measurements (conversation's first turns excluded)."""
+
+    name: str
+    evaluated: list[int] = field(default_factory=list)
+    prompt: list[int] = field(default_factory=list)
+    ttft: list[float] = field(default_factory=list)
+    turn_s: list[float] = field(default_factory=list)
+    rss_mb: float = 0.0
+
+    def add(self, warm: bool, evaluated: int, prompt: int, ttft: float, turn_s: float) -> None:
+        """Record one turn (only warm turns count)."""
+        if warm:
+            self.evaluated.append(evaluated)
+            self.prompt.append(prompt)
+            self.ttft.append(ttft)
+            self.turn_s.append(turn_s)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """NPCs x players, turns in rotation, memory edits, the history window."""
+
+    npcs: int
+    players: int
+    turns: int
+    facts: int
+    edit_every: int
+    window: int
+
+    def schedule(self) -> list[tuple[int, int, int]]:
+        """(npc, player, turn of that conversation) per turn, rotating over the conversations."""
+        pairs = [(n, p) for p in range(self.players) for n in range(self.npcs)]
+        seen: dict[tuple[int, int], int] = {}
+        out = []
+        for t in range(self.turns):
+            pair = pairs[t % len(pairs)]
+            seen[pair] = seen.get(pair, -1) + 1
+            out.append((*pair, seen[pair]))
+        return out
+
+    def edit_on(self, turn_of_conversation: int) -> bool:
+        """The game appends a fact before this turn of a conversation."""
+        return turn_of_conversation > 0 and self.edit_every > 0 and turn_of_conversation % self.edit_every == 0
+
+
+def _hint(npc: int, turn: int) -> str:
+    return f"{HINTS[(turn + npc) % len(HINTS)]} (turn {turn + 1})"
+
+
+def _fact(setup: Setup, turn: int) -> str:
+    return FACTS[(setup.facts + turn // max(1, setup.edit_every)) % len(FACTS)] + f" (noted on turn {turn + 1})"
+
+
+def server_rss_mb(server: LlamaServerProcess) -> float:
+    """The model server's resident memory, from /proc."""
+    for line in Path(f"/proc/{server.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str) -> Pass:
+    """The session through the runtime, in a fresh data dir."""
+    result = Pass(name)
+    with tempfile.TemporaryDirectory() as data_dir:
+        stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, Path(data_dir))
+        policy = AgentMemoryPolicy()
+        for npc in range(setup.npcs):
+            policy.configure_role(f"Npc{npc}", system_prompt=NPC_PROMPTS[npc % len(NPC_PROMPTS)],
+                                  max_chat_history_messages=setup.window, with_chat_history=True,
+                                  persist_chat_history=True, use_memory_tool=True, temperature=0.0)
+        orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, memory_design="tool")
+        for npc in range(setup.npcs):
+            for player in range(setup.players):
+                tool = MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}"))
+                for fact in FACTS[: setup.facts]:
+                    tool.execute({"action": "append", "content": fact})
+        for npc, player, turn in setup.schedule():
+            if setup.edit_on(turn):
+                MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}")).execute(
+                    {"action": "append", "content": _fact(setup, turn)})
+            request = AiTaskRequest(_hint(npc, turn), f"Npc{npc}", scope=_scope(player), forced_tool_mode="none",
+                                    max_output_tokens=MAX_TOKENS, temperature=0.0, extra={"seed": 0})
+            began = time.perf_counter()
+            first: float | None = None
+            final = None
+            async for event in orchestrator.stream_task(request):
+                if isinstance(event, TextDeltaEvent) and event.text and first is None:
+                    first = time.perf_counter() - began
+                if isinstance(event, FinalEvent):
+                    final = event.result
+            elapsed = time.perf_counter() - began
+            if final is None or not final.ok:
+                raise SystemExit(f"{name}: a turn failed: {final.error if final else 'no result'}")
+            usage = final.usage
+            result.add(turn > 0, usage.evaluated_prompt_tokens, usage.prompt_tokens,
+                       first if first is not None else elapsed, elapsed)
+        await orchestrator.client.aclose()
+    result.rss_mb = server_rss_mb(server)
+    return result
+
+
+async def naive_pass(server: LlamaServerProcess, setup: Setup) -> Pass:
+    """The session as a game without the runtime sends it: memory in the system prompt, the whole history."""
+    result = Pass("naive (memory in system prompt, whole history)")
+    client = OpenAICompatClient(server.base_url, model=server.config.alias)
+    memories = {(n, p): list(FACTS[: setup.facts]) for n in range(setup.npcs) for p in range(setup.players)}
+    histories: dict[tuple[int, int], list[dict[str, str]]] = {pair: [] for pair in memories}
+    for npc, player, turn in setup.schedule():
+        pair = (npc, player)
+        if setup.edit_on(turn):
+            memories[pair].append(_fact(setup, turn))
+        system = NPC_PROMPTS[npc % len(NPC_PROMPTS)] + f"\n\n{MEMORY_HEADING}\n" + "\n".join(memories[pair])
+        hint = _hint(npc, turn)
+        messages = assemble_messages(system_prompt=system, history=histories[pair], user_payload=hint)
+        began = time.perf_counter()
+        first: float | None = None
+        text: list[str] = []
+        evaluated = prompt = 0
+        async with client.stream_chat(messages, max_tokens=MAX_TOKENS, temperature=0.0, extra={"seed": 0}) as stream:
+            async for delta in stream:
+                if isinstance(delta, TextDelta):
+                    first = first if first is not None else time.perf_counter() - began
+                    text.append(delta.text)
+                elif isinstance(delta, UsageDelta):
+                    prompt, evaluated = delta.usage.prompt_tokens, delta.usage.prompt_tokens - delta.usage.cached_tokens
+        elapsed = time.perf_counter() - began
+        histories[pair] += [{"role": "user", "content": hint}, {"role": "assistant", "content": "".join(text)}]
+        result.add(turn > 0, evaluated, prompt, first if first is not None else elapsed, elapsed)
+    await client.aclose()
+    result.rss_mb = server_rss_mb(server)
+    return result
+
+
+def _scope(player: int) -> AgentMemoryScope:
+    return AgentMemoryScope(user_id=f"player{player}")
+
+
+def design_note_runtime() -> Callable[[], None]:
+    """Switch the orchestrator to the design note's order without hysteresis; returns the undo."""
+    saved = orchestrator_module.assemble_messages, orchestrator_module.COMPACTION_TARGET_RATIO
+    orchestrator_module.assemble_messages = functools.partial(assemble_messages, layout=PromptLayout.DESIGN_NOTE)
+    orchestrator_module.COMPACTION_TARGET_RATIO = 1.0
+
+    def undo() -> None:
+        orchestrator_module.assemble_messages, orchestrator_module.COMPACTION_TARGET_RATIO = saved
+
+    return undo
+
+
+def _p(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100)[q - 1] if len(values) >= 2 else (values[0] if values else 0.0)
+
+
+async def run_setup(server: LlamaServerProcess, setup: Setup) -> list[Pass]:
+    """The three passes of one setup, one after the other."""
+    passes = [await runtime_pass(server, setup, "runtime")]
+    undo = design_note_runtime()
+    try:
+        passes.append(await runtime_pass(server, setup, "runtime, design-note order, no hysteresis"))
+    finally:
+        undo()
+    passes.append(await naive_pass(server, setup))
+    return passes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=40, help="turns per setup (rotating over the conversations)")
+    parser.add_argument("--npcs", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--players", type=int, default=1)
+    parser.add_argument("--facts", type=int, default=10, help="facts each conversation's memory starts with")
+    parser.add_argument("--edit-every", type=int, default=5, help="the game appends a fact every N turns (0: never)")
+    parser.add_argument("--window", type=int, default=8, help="the roles' MaxChatHistoryMessages")
+    args = parser.parse_args()
+    config = LlamaServerConfig(model_path=embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS, port=free_port())
+    rows: list[tuple[Setup, list[Pass]]] = []
+    with LlamaServerProcess(config) as server:
+        for npcs in args.npcs:
+            setup = Setup(npcs, args.players, args.turns, args.facts, args.edit_every, args.window)
+            began = time.perf_counter()
+            passes = asyncio.run(run_setup(server, setup))
+            rows.append((setup, passes))
+            print(f"  {npcs} NPC(s) x {args.players} player(s): {time.perf_counter() - began:.0f} s", flush=True)
+    print(f"\nSmolLM2-135M-Instruct Q4_1 hosted (game settings), {args.turns} turns per setup in rotation, "
+          f"memory of {args.facts} facts + 1 every {args.edit_every} turns of a conversation, window "
+          f"{args.window} messages (hysteresis target {COMPACTION_TARGET_RATIO}), {MAX_TOKENS}-token replies; "
+          "each conversation's first turn excluded")
+    print("| NPCs x players | approach | tokens evaluated per turn, median / p90 | prompt tokens, median | "
+          "TTFT p50 / p90 s | turn median s | server RSS MB |")
+    print("|---|---|---|---|---|---|---|")
+    for setup, passes in rows:
+        for p in passes:
+            print(f"| {setup.npcs} x {setup.players} | {p.name} | {statistics.median(p.evaluated):g} / "
+                  f"{_p(p.evaluated, 90):.0f} | {statistics.median(p.prompt):g} | {statistics.median(p.ttft):.2f} / "
+                  f"{_p(p.ttft, 90):.2f} | {statistics.median(p.turn_s):.2f} | {p.rss_mb:.0f} |")
+    for setup, passes in rows:
+        runtime, _, naive = passes
+        print(f"{setup.npcs} NPC(s): runtime/naive tokens evaluated {statistics.median(runtime.evaluated) / max(1, statistics.median(naive.evaluated)):.2f}x, "  # noqa: E501
+              f"TTFT p50 {statistics.median(runtime.ttft) / statistics.median(naive.ttft):.2f}x")
+    print("\nRun: nice -n 10 .venv/bin/python bench/bench_npcs.py " + " ".join(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()
