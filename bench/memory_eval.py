@@ -50,7 +50,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -375,7 +375,8 @@ def serve_process(data_dir: Path, proxy: CountingProxy, design: str) -> Iterator
             process.wait()
 
 
-def run_serve_config(name: str, conversations: Sequence[Conversation], proxy: CountingProxy, work: Path) -> ConfigResult:
+def run_serve_config(name: str, conversations: Sequence[Conversation], proxy: CountingProxy,
+                     work: Path) -> ConfigResult:
     """(a) history only, (c) the writer pass, (tool) the memory tool in the reply: serve + client."""
     result = ConfigResult(name)
     count_lines(result, conversations)
@@ -605,15 +606,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=None, help="the first N conversations (default all)")
     parser.add_argument("--configs", nargs="+", default=["a", "c", "b", "d"], choices=[*CONFIGS, "tool"])
     parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help=f"reply cap (default {MAX_TOKENS})")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads of the model server")
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     parser.add_argument("--work-dir", type=Path, default=None, help="keep the saves here (default: a temp dir)")
+    parser.add_argument("--merge", type=Path, nargs="+", default=None,
+                        help="print one table from the --out files of runs made side by side (one configuration each)")
     args = parser.parse_args(argv)
+    if args.merge:
+        return merge(args.merge)
     MAX_TOKENS = args.max_tokens
     conversations = load_conversations(args.data, args.conversations)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="memory-eval-"))
-    # Every core: the eval is the only model user; the game default (half the cores) would double its time.
-    server = LlamaServerProcess(hosted_model_config(None, port=free_port(), n_threads=os.cpu_count() or 1))
+    # Default every core: the eval is the only model user (the game default, half the cores, doubles its time);
+    # runs side by side take one thread each (llama.cpp's threads spin: more threads than cores is slower).
+    server = LlamaServerProcess(hosted_model_config(None, port=free_port(), n_threads=args.threads))
     server.start()
     proxy = CountingProxy(server.base_url, server.api_key, LlamaTokenCounter(server.config.model_path))
     proxy.start()
@@ -647,6 +654,23 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"Targets: {TARGETS}.\nCommand: {command}")
     if args.out is not None:
         write_report(args.out, conversations, command, results)
+    return 0
+
+
+def merge(paths: Sequence[Path]) -> int:
+    """One table from several --out files (configurations run side by side, on the same conversations)."""
+    names = {f.name for f in fields(ConfigResult)}
+    results, commands = [], []
+    for path in paths:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        commands.append(report["command"])
+        results += [ConfigResult(**{k: v for k, v in r.items() if k in names}) for r in report["results"]]
+    order = ["a", "b", "c", "d", "tool"]
+    results.sort(key=lambda r: order.index(r.name))
+    print(table(results))
+    took = ", ".join(f"{r.name}: {r.seconds:.0f} s" for r in results)
+    print(f"\nRun side by side ({took}); failed or timed-out turns: "
+          f"{', '.join(f'{r.name}: {r.failed_turns}' for r in results)}.\nCommands:\n" + "\n".join(commands))
     return 0
 
 

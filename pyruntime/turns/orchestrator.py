@@ -368,7 +368,8 @@ class AiOrchestrator:
             tool = MemoryTool(turn.store.store, turn.store.key(request.role_id),
                               max_memory_chars=config.effective_max_memory_chars)
             memory = MemoryToolAdapter(tool, config.default_action, player_text=request.hint)
-            if self.memory_design is MemoryDesign.WRITER and request.forced_tool_mode.strip().lower() != MEMORY_TOOL_NAME:
+            forced_memory = request.forced_tool_mode.strip().lower() == MEMORY_TOOL_NAME
+            if self.memory_design is MemoryDesign.WRITER and not forced_memory:
                 memory = None  # the writer pass after the reply keeps the memory (turns/memory_pass.py)
         allowed = request.allowed_tool_names
         if request.forced_tool_mode.lower() == FORCED_TOOL_NONE:
