@@ -67,6 +67,9 @@ class LlamaServerConfig:
     # The server's default True keeps logits of every prompt position (n_ctx x vocab floats,
     # 1.6 GB for SmolLM2 at 8192) and slows prompt evaluation; only prompt logprobs need it.
     logits_all: bool = False
+    # RAM prompt cache (issue 13): model states of recent prompts, so NPCs in rotation find their prefix
+    # warm; the limit counts the KV state (prompt_cache.NpcPromptCache drops the uncounted logits). 0: off.
+    prompt_cache_mb: int = 0
     # Bearer key the port demands (llama-cpp-python's `api_key`); None: no key (tests, benches).
     # Never serialised: it reaches the child through API_KEY_ENV.
     api_key: str | None = field(default=None, repr=False)
@@ -78,6 +81,8 @@ class LlamaServerConfig:
             raise InvalidArgumentError(f"port must be within 1..65535, got {self.port}")
         if self.n_threads < 1:
             raise InvalidArgumentError(f"n_threads must be at least 1, got {self.n_threads}")
+        if self.prompt_cache_mb < 0:
+            raise InvalidArgumentError(f"prompt_cache_mb must be 0 (off) or more, got {self.prompt_cache_mb}")
 
     @property
     def base_url(self) -> str:
@@ -135,6 +140,7 @@ def run_server(config: LlamaServerConfig) -> None:
         chat_format=config.chat_format,
         logits_all=config.logits_all,
         verbose=False,
+        **_prompt_cache_settings(config.prompt_cache_mb),
     )
     app = create_app(server_settings=server_settings, model_settings=[model_settings])
     remove_permissive_cors(app)
@@ -148,6 +154,18 @@ def run_server(config: LlamaServerConfig) -> None:
         timeout_keep_alive=30,  # longer than httpx's 5 s pool expiry: the client drops idle connections first
 
     )
+
+
+def _prompt_cache_settings(megabytes: int) -> dict[str, Any]:
+    """ModelSettings fields for the RAM prompt cache; the library's cache class is replaced by ours."""
+    if megabytes <= 0:
+        return {}
+    import llama_cpp
+
+    from pyruntime.model.prompt_cache import NpcPromptCache
+
+    llama_cpp.LlamaRAMCache = NpcPromptCache  # type: ignore[misc] - server/model.py looks it up at load time
+    return {"cache": True, "cache_type": "ram", "cache_size": megabytes << 20}
 
 
 _OVERFLOW = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
