@@ -11,6 +11,11 @@ Assemblies, written to `unity_package/.build/` (git-ignored) next to a copy of N
 An assembly is rebuilt only when its sources, references or flags changed. Any compile error fails
 the build with mcs's full output.
 
+Unity's API compatibility levels (`compile_for_api_level`, `net_standard_violations`): the ".NET Framework"
+level is mirrored by compiling with -nostdlib against Mono's 4.7.1 reference assemblies that Unity references
+at that level (no System.Net.Http); ".NET Standard 2.1" by checking that every framework type the compiled
+assembly uses is one the netstandard facade forwards (2.0's list, a subset of 2.1's: stricter, never laxer).
+
 Usage: python tools/build_csharp.py [core|unity|editor|all] [--out DIR]   (default: all)
 """
 
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +35,12 @@ PACKAGE = ROOT / "unity_package"
 DEFAULT_OUT = PACKAGE / ".build"
 NEWTONSOFT = Path("/usr/lib/cli/Newtonsoft.Json-5.0/Newtonsoft.Json.dll")
 LANG_VERSION = "7.2"
-FRAMEWORK_REFS = ("System", "System.Core", "System.Net.Http", "System.Runtime.Serialization", "System.Xml")
+FRAMEWORK_REFS = ("System", "System.Core", "System.Runtime.Serialization", "System.Xml")  # no System.Net.Http: see API_LEVELS
+# What Unity 2021.3+ references at the ".NET Framework" level: System.Net.Http is not among them.
+NET_FRAMEWORK_API = Path("/usr/lib/mono/4.7.1-api")
+NET_FRAMEWORK_REFS = ("mscorlib", "System", "System.Core", "System.Runtime.Serialization", "System.Xml",
+                      "System.Xml.Linq", "System.Numerics", "System.Data")
+NETSTANDARD_FACADE = NET_FRAMEWORK_API / "Facades" / "netstandard.dll"
 CORE = "CoreAI.Runtime.Core"
 UNITY = "CoreAI.Runtime.Unity"
 EDITOR = "CoreAI.Editor"
@@ -51,8 +62,13 @@ def compile_assembly(
     references: Sequence[Path] = (),
     *,
     defines: Sequence[str] = (),
+    framework: Sequence[str] | None = None,
 ) -> Path:
-    """Compile files into out_dir/<name>.dll (skipped when nothing changed); raises BuildError."""
+    """Compile files into out_dir/<name>.dll (skipped when nothing changed); raises BuildError.
+
+    framework: full paths of the only framework assemblies to reference (-nostdlib), e.g. an API level's set;
+    None: mcs's defaults plus FRAMEWORK_REFS.
+    """
     if not files:
         raise BuildError(f"{name}: no C# sources")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -65,7 +81,7 @@ def compile_assembly(
         "-debug",
         "-nowarn:1591",  # missing XML docs on generated members
         f"-out:{target}",
-        *[f"-r:{ref}" for ref in FRAMEWORK_REFS],
+        *([f"-r:{ref}" for ref in FRAMEWORK_REFS] if framework is None else ["-nostdlib", *[f"-r:{r}" for r in framework]]),
         f"-r:{newtonsoft}",
         *[f"-r:{ref}" for ref in references],
         *[f"-define:{d}" for d in defines],
@@ -81,6 +97,47 @@ def compile_assembly(
         raise BuildError(f"mcs failed to build {name}.dll (exit {result.returncode}):\n{result.stdout}{result.stderr}")
     stamp.write_text(digest)
     return target
+
+
+def net_framework_refs() -> list[Path]:
+    """The reference assemblies of Unity's ".NET Framework" API level (Mono's 4.7.1 reference set)."""
+    refs = [NET_FRAMEWORK_API / f"{name}.dll" for name in NET_FRAMEWORK_REFS]
+    missing = [str(r) for r in refs if not r.exists()]
+    if missing:
+        raise BuildError(f"missing reference assemblies {missing}: install mono-devel")
+    return refs
+
+
+def compile_for_api_level(name: str, files: Sequence[Path], out_dir: Path, references: Sequence[Path] = ()) -> Path:
+    """Compile against only what Unity's ".NET Framework" level references; raises BuildError."""
+    return compile_assembly(name, files, out_dir, references, framework=net_framework_refs())
+
+
+def _ikdasm(dll: Path) -> str:
+    result = subprocess.run(["ikdasm", str(dll)], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise BuildError(f"ikdasm failed on {dll.name}: {result.stderr.strip()}")
+    return result.stdout
+
+
+def netstandard_types() -> set[str]:
+    """Full names of the types the netstandard facade forwards (the .NET Standard surface)."""
+    return set(re.findall(r"^\.class extern forwarder (\S+)", _ikdasm(NETSTANDARD_FACADE), re.M))
+
+
+def framework_type_refs(dll: Path) -> set[str]:
+    """Framework types (outside Newtonsoft, Unity and this package) that dll references."""
+    own = ("Newtonsoft.Json", "UnityEngine", "UnityEditor", "CoreAI.")
+    refs = set()
+    for assembly, type_name in re.findall(r"\[([A-Za-z][\w.]*)\]([A-Za-z_][\w.`]*)", _ikdasm(dll)):
+        if not assembly.startswith(own):
+            refs.add(type_name)
+    return refs
+
+
+def net_standard_violations(dll: Path) -> list[str]:
+    """Framework types dll uses that .NET Standard lacks (empty: fine at the ".NET Standard 2.1" level)."""
+    return sorted(framework_type_refs(dll) - netstandard_types())
 
 
 def build_core(out_dir: Path = DEFAULT_OUT) -> Path:

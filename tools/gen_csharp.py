@@ -95,7 +95,8 @@ def _field_lines(field: FieldDescriptor) -> list[str]:
     """The attributes and the property of one field."""
     _check_supported(field)
     element = _element_type(field)
-    attrs = [f'[JsonProperty("{field.json_name}", NullValueHandling = NullValueHandling.Ignore)]']
+    # [Preserve]: Newtonsoft reaches the property only by reflection, so IL2CPP stripping would drop it.
+    attrs = ["[Preserve]", f'[JsonProperty("{field.json_name}", NullValueHandling = NullValueHandling.Ignore)]']
     name = _property_name(field)
     references = (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES)
     is_value_type = field.type not in references
@@ -122,7 +123,7 @@ def _message(message) -> list[str]:  # noqa: ANN001 - upb descriptor type
     if message.nested_types or message.enum_types:
         raise SystemExit(f"gen_csharp: nested types are not supported yet ({message.full_name})")
     lines = [f"/// <summary>proto message {message.full_name}.</summary>",
-             f"public sealed partial class {message.name}", "{"]
+             "[Preserve]", f"public sealed partial class {message.name}", "{"]
     for i, field in enumerate(message.fields):
         if i:
             lines.append("")
@@ -133,7 +134,7 @@ def _message(message) -> list[str]:  # noqa: ANN001 - upb descriptor type
 
 def _enum(enum: EnumDescriptor) -> list[str]:
     lines = [f"/// <summary>proto enum {enum.full_name}; JSON carries the value names.</summary>",
-             f"public enum {enum.name}", "{"]
+             "[Preserve]", f"public enum {enum.name}", "{"]
     for value in enum.values:
         lines.append(f'    [EnumMember(Value = "{value.name}")] {_member_name(enum, value.name)} = {value.number},')
     lines.append("}")

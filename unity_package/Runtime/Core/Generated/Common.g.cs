@@ -13,6 +13,7 @@ using Newtonsoft.Json;
 namespace CoreAI.V1
 {
     /// <summary>proto enum coreai.v1.TranscriptKind; JSON carries the value names.</summary>
+    [Preserve]
     public enum TranscriptKind
     {
         [EnumMember(Value = "TRANSCRIPT_KIND_USER")] User = 0,
@@ -22,6 +23,7 @@ namespace CoreAI.V1
     }
 
     /// <summary>proto enum coreai.v1.MemoryToolAction; JSON carries the value names.</summary>
+    [Preserve]
     public enum MemoryToolAction
     {
         [EnumMember(Value = "MEMORY_TOOL_ACTION_UNSPECIFIED")] Unspecified = 0,
@@ -35,6 +37,7 @@ namespace CoreAI.V1
     }
 
     /// <summary>proto enum coreai.v1.ToolResultMemory; JSON carries the value names.</summary>
+    [Preserve]
     public enum ToolResultMemory
     {
         [EnumMember(Value = "TOOL_RESULT_MEMORY_UNSPECIFIED")] Unspecified = 0,
@@ -45,169 +48,220 @@ namespace CoreAI.V1
     }
 
     /// <summary>proto message coreai.v1.AgentMemoryScope.</summary>
+    [Preserve]
     public sealed partial class AgentMemoryScope
     {
+        [Preserve]
         [JsonProperty("tenantId", NullValueHandling = NullValueHandling.Ignore)]
         public string TenantId { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("userId", NullValueHandling = NullValueHandling.Ignore)]
         public string UserId { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("sessionId", NullValueHandling = NullValueHandling.Ignore)]
         public string SessionId { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("topicId", NullValueHandling = NullValueHandling.Ignore)]
         public string TopicId { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.AgentTarget.</summary>
+    [Preserve]
     public sealed partial class AgentTarget
     {
+        [Preserve]
         [JsonProperty("roleId", NullValueHandling = NullValueHandling.Ignore)]
         public string RoleId { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("scope", NullValueHandling = NullValueHandling.Ignore)]
         public AgentMemoryScope Scope { get; set; }
 
+        [Preserve]
         [JsonProperty("actor", NullValueHandling = NullValueHandling.Ignore)]
         public string Actor { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.MemoryVersion.</summary>
+    [Preserve]
     public sealed partial class MemoryVersion
     {
+        [Preserve]
         [JsonProperty("version", NullValueHandling = NullValueHandling.Ignore)]
         public int Version { get; set; }
 
+        [Preserve]
         [JsonProperty("timestamp", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoInt64Converter))]
         public long Timestamp { get; set; }
 
+        [Preserve]
         [JsonProperty("action", NullValueHandling = NullValueHandling.Ignore)]
         public string Action { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("contentAfter", NullValueHandling = NullValueHandling.Ignore)]
         public string ContentAfter { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("note", NullValueHandling = NullValueHandling.Ignore)]
         public string Note { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.AgentMemoryState.</summary>
+    [Preserve]
     public sealed partial class AgentMemoryState
     {
+        [Preserve]
         [JsonProperty("memory", NullValueHandling = NullValueHandling.Ignore)]
         public string Memory { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("lastSystemPrompt", NullValueHandling = NullValueHandling.Ignore)]
         public string LastSystemPrompt { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("systemPromptMemorySnapshot", NullValueHandling = NullValueHandling.Ignore)]
         public string SystemPromptMemorySnapshot { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("systemPromptMemoryVersion", NullValueHandling = NullValueHandling.Ignore)]
         public int SystemPromptMemoryVersion { get; set; }
 
+        [Preserve]
         [JsonProperty("maxMemoryVersions", NullValueHandling = NullValueHandling.Ignore)]
         public int MaxMemoryVersions { get; set; }
 
+        [Preserve]
         [JsonProperty("versions", NullValueHandling = NullValueHandling.Ignore)]
         public List<MemoryVersion> Versions { get; set; } = new List<MemoryVersion>();
     }
 
     /// <summary>proto message coreai.v1.ChatMessage.</summary>
+    [Preserve]
     public sealed partial class ChatMessage
     {
+        [Preserve]
         [JsonProperty("role", NullValueHandling = NullValueHandling.Ignore)]
         public string Role { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("content", NullValueHandling = NullValueHandling.Ignore)]
         public string Content { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("timestamp", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoInt64Converter))]
         public long Timestamp { get; set; }
 
+        [Preserve]
         [JsonProperty("order", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoInt64Converter))]
         public long Order { get; set; }
     }
 
     /// <summary>proto message coreai.v1.TranscriptEntry.</summary>
+    [Preserve]
     public sealed partial class TranscriptEntry
     {
+        [Preserve]
         [JsonProperty("kind", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoEnumConverter))]
         public TranscriptKind Kind { get; set; }
 
+        [Preserve]
         [JsonProperty("name", NullValueHandling = NullValueHandling.Ignore)]
         public string Name { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("content", NullValueHandling = NullValueHandling.Ignore)]
         public string Content { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("callId", NullValueHandling = NullValueHandling.Ignore)]
         public string CallId { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("timestamp", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoInt64Converter))]
         public long Timestamp { get; set; }
 
+        [Preserve]
         [JsonProperty("order", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoInt64Converter))]
         public long Order { get; set; }
 
+        [Preserve]
         [JsonProperty("isChatMessage", NullValueHandling = NullValueHandling.Ignore)]
         public bool IsChatMessage { get; set; }
     }
 
     /// <summary>proto message coreai.v1.RoleMemoryConfig.</summary>
+    [Preserve]
     public sealed partial class RoleMemoryConfig
     {
+        [Preserve]
         [JsonProperty("roleId", NullValueHandling = NullValueHandling.Ignore)]
         public string RoleId { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("useMemoryTool", NullValueHandling = NullValueHandling.Ignore)]
         public bool? UseMemoryTool { get; set; }
 
+        [Preserve]
         [JsonProperty("defaultAction", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoEnumConverter))]
         public MemoryToolAction DefaultAction { get; set; }
 
+        [Preserve]
         [JsonProperty("withChatHistory", NullValueHandling = NullValueHandling.Ignore)]
         public bool? WithChatHistory { get; set; }
 
+        [Preserve]
         [JsonProperty("persistChatHistory", NullValueHandling = NullValueHandling.Ignore)]
         public bool? PersistChatHistory { get; set; }
 
+        [Preserve]
         [JsonProperty("maxChatHistoryMessages", NullValueHandling = NullValueHandling.Ignore)]
         public int? MaxChatHistoryMessages { get; set; }
 
+        [Preserve]
         [JsonProperty("contextTokens", NullValueHandling = NullValueHandling.Ignore)]
         public int? ContextTokens { get; set; }
 
+        [Preserve]
         [JsonProperty("maxOutputTokens", NullValueHandling = NullValueHandling.Ignore)]
         public int? MaxOutputTokens { get; set; }
 
+        [Preserve]
         [JsonProperty("maxToolCallRoundtrips", NullValueHandling = NullValueHandling.Ignore)]
         public int? MaxToolCallRoundtrips { get; set; }
 
+        [Preserve]
         [JsonProperty("toolResultMemory", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoEnumConverter))]
         public ToolResultMemory ToolResultMemory { get; set; }
 
+        [Preserve]
         [JsonProperty("temperature", NullValueHandling = NullValueHandling.Ignore)]
         public double? Temperature { get; set; }
 
+        [Preserve]
         [JsonProperty("useLlmContextCompaction", NullValueHandling = NullValueHandling.Ignore)]
         public bool? UseLlmContextCompaction { get; set; }
 
+        [Preserve]
         [JsonProperty("compactionTriggerRatio", NullValueHandling = NullValueHandling.Ignore)]
         public double? CompactionTriggerRatio { get; set; }
 
+        [Preserve]
         [JsonProperty("maxMemoryChars", NullValueHandling = NullValueHandling.Ignore)]
         public int? MaxMemoryChars { get; set; }
 
+        [Preserve]
         [JsonProperty("systemPrompt", NullValueHandling = NullValueHandling.Ignore)]
         public string SystemPrompt { get; set; }
     }

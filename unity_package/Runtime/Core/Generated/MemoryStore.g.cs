@@ -13,6 +13,7 @@ using Newtonsoft.Json;
 namespace CoreAI.V1
 {
     /// <summary>proto enum coreai.v1.LoadStatus; JSON carries the value names.</summary>
+    [Preserve]
     public enum LoadStatus
     {
         [EnumMember(Value = "LOAD_STATUS_UNSPECIFIED")] Unspecified = 0,
@@ -22,333 +23,430 @@ namespace CoreAI.V1
     }
 
     /// <summary>proto message coreai.v1.LoadStateRequest.</summary>
+    [Preserve]
     public sealed partial class LoadStateRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
     }
 
     /// <summary>proto message coreai.v1.LoadStateResponse.</summary>
+    [Preserve]
     public sealed partial class LoadStateResponse
     {
+        [Preserve]
         [JsonProperty("status", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoEnumConverter))]
         public LoadStatus Status { get; set; }
 
+        [Preserve]
         [JsonProperty("state", NullValueHandling = NullValueHandling.Ignore)]
         public AgentMemoryState State { get; set; }
 
+        [Preserve]
         [JsonProperty("reason", NullValueHandling = NullValueHandling.Ignore)]
         public string Reason { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.ApplyMemoryToolRequest.</summary>
+    [Preserve]
     public sealed partial class ApplyMemoryToolRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
 
+        [Preserve]
         [JsonProperty("action", NullValueHandling = NullValueHandling.Ignore)]
         public string Action { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("content", NullValueHandling = NullValueHandling.Ignore)]
         public string Content { get; set; }
 
+        [Preserve]
         [JsonProperty("oldText", NullValueHandling = NullValueHandling.Ignore)]
         public string OldText { get; set; }
 
+        [Preserve]
         [JsonProperty("newText", NullValueHandling = NullValueHandling.Ignore)]
         public string NewText { get; set; }
 
+        [Preserve]
         [JsonProperty("anchor", NullValueHandling = NullValueHandling.Ignore)]
         public string Anchor { get; set; }
 
+        [Preserve]
         [JsonProperty("line", NullValueHandling = NullValueHandling.Ignore)]
         public int? Line { get; set; }
 
+        [Preserve]
         [JsonProperty("replaceAll", NullValueHandling = NullValueHandling.Ignore)]
         public bool? ReplaceAll { get; set; }
 
+        [Preserve]
         [JsonProperty("argumentsJson", NullValueHandling = NullValueHandling.Ignore)]
         public string ArgumentsJson { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.MemoryToolResult.</summary>
+    [Preserve]
     public sealed partial class MemoryToolResult
     {
+        [Preserve]
         [JsonProperty("success", NullValueHandling = NullValueHandling.Ignore)]
         public bool Success { get; set; }
 
+        [Preserve]
         [JsonProperty("message", NullValueHandling = NullValueHandling.Ignore)]
         public string Message { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("error", NullValueHandling = NullValueHandling.Ignore)]
         public string Error { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("version", NullValueHandling = NullValueHandling.Ignore)]
         public int Version { get; set; }
 
+        [Preserve]
         [JsonProperty("memoryLength", NullValueHandling = NullValueHandling.Ignore)]
         public int MemoryLength { get; set; }
 
+        [Preserve]
         [JsonProperty("memory", NullValueHandling = NullValueHandling.Ignore)]
         public string Memory { get; set; }
 
+        [Preserve]
         [JsonProperty("resultJson", NullValueHandling = NullValueHandling.Ignore)]
         public string ResultJson { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.SaveStateRequest.</summary>
+    [Preserve]
     public sealed partial class SaveStateRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
 
+        [Preserve]
         [JsonProperty("state", NullValueHandling = NullValueHandling.Ignore)]
         public AgentMemoryState State { get; set; }
     }
 
     /// <summary>proto message coreai.v1.SaveStateResponse.</summary>
+    [Preserve]
     public sealed partial class SaveStateResponse
     {
     }
 
     /// <summary>proto message coreai.v1.ClearMemoryRequest.</summary>
+    [Preserve]
     public sealed partial class ClearMemoryRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ClearMemoryResponse.</summary>
+    [Preserve]
     public sealed partial class ClearMemoryResponse
     {
     }
 
     /// <summary>proto message coreai.v1.ListVersionsRequest.</summary>
+    [Preserve]
     public sealed partial class ListVersionsRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ListVersionsResponse.</summary>
+    [Preserve]
     public sealed partial class ListVersionsResponse
     {
+        [Preserve]
         [JsonProperty("versions", NullValueHandling = NullValueHandling.Ignore)]
         public List<MemoryVersion> Versions { get; set; } = new List<MemoryVersion>();
     }
 
     /// <summary>proto message coreai.v1.RevertMemoryRequest.</summary>
+    [Preserve]
     public sealed partial class RevertMemoryRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
 
+        [Preserve]
         [JsonProperty("version", NullValueHandling = NullValueHandling.Ignore)]
         public int Version { get; set; }
     }
 
     /// <summary>proto message coreai.v1.DiffVersionsRequest.</summary>
+    [Preserve]
     public sealed partial class DiffVersionsRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
 
+        [Preserve]
         [JsonProperty("fromVersion", NullValueHandling = NullValueHandling.Ignore)]
         public int FromVersion { get; set; }
 
+        [Preserve]
         [JsonProperty("toVersion", NullValueHandling = NullValueHandling.Ignore)]
         public int ToVersion { get; set; }
     }
 
     /// <summary>proto message coreai.v1.DiffVersionsResponse.</summary>
+    [Preserve]
     public sealed partial class DiffVersionsResponse
     {
+        [Preserve]
         [JsonProperty("unifiedDiff", NullValueHandling = NullValueHandling.Ignore)]
         public string UnifiedDiff { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.AppendChatMessageRequest.</summary>
+    [Preserve]
     public sealed partial class AppendChatMessageRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
 
+        [Preserve]
         [JsonProperty("role", NullValueHandling = NullValueHandling.Ignore)]
         public string Role { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("content", NullValueHandling = NullValueHandling.Ignore)]
         public string Content { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("persist", NullValueHandling = NullValueHandling.Ignore)]
         public bool Persist { get; set; }
     }
 
     /// <summary>proto message coreai.v1.AppendChatMessageResponse.</summary>
+    [Preserve]
     public sealed partial class AppendChatMessageResponse
     {
     }
 
     /// <summary>proto message coreai.v1.GetChatHistoryRequest.</summary>
+    [Preserve]
     public sealed partial class GetChatHistoryRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
 
+        [Preserve]
         [JsonProperty("maxMessages", NullValueHandling = NullValueHandling.Ignore)]
         public int MaxMessages { get; set; }
     }
 
     /// <summary>proto message coreai.v1.GetChatHistoryResponse.</summary>
+    [Preserve]
     public sealed partial class GetChatHistoryResponse
     {
+        [Preserve]
         [JsonProperty("messages", NullValueHandling = NullValueHandling.Ignore)]
         public List<ChatMessage> Messages { get; set; } = new List<ChatMessage>();
     }
 
     /// <summary>proto message coreai.v1.ClearChatHistoryRequest.</summary>
+    [Preserve]
     public sealed partial class ClearChatHistoryRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ClearChatHistoryResponse.</summary>
+    [Preserve]
     public sealed partial class ClearChatHistoryResponse
     {
     }
 
     /// <summary>proto message coreai.v1.GetTranscriptRequest.</summary>
+    [Preserve]
     public sealed partial class GetTranscriptRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
 
+        [Preserve]
         [JsonProperty("maxEntries", NullValueHandling = NullValueHandling.Ignore)]
         public int MaxEntries { get; set; }
     }
 
     /// <summary>proto message coreai.v1.GetTranscriptResponse.</summary>
+    [Preserve]
     public sealed partial class GetTranscriptResponse
     {
+        [Preserve]
         [JsonProperty("entries", NullValueHandling = NullValueHandling.Ignore)]
         public List<TranscriptEntry> Entries { get; set; } = new List<TranscriptEntry>();
     }
 
     /// <summary>proto message coreai.v1.LoadSummaryRequest.</summary>
+    [Preserve]
     public sealed partial class LoadSummaryRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
     }
 
     /// <summary>proto message coreai.v1.LoadSummaryResponse.</summary>
+    [Preserve]
     public sealed partial class LoadSummaryResponse
     {
+        [Preserve]
         [JsonProperty("found", NullValueHandling = NullValueHandling.Ignore)]
         public bool Found { get; set; }
 
+        [Preserve]
         [JsonProperty("summary", NullValueHandling = NullValueHandling.Ignore)]
         public string Summary { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.SaveSummaryRequest.</summary>
+    [Preserve]
     public sealed partial class SaveSummaryRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
 
+        [Preserve]
         [JsonProperty("summary", NullValueHandling = NullValueHandling.Ignore)]
         public string Summary { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.SaveSummaryResponse.</summary>
+    [Preserve]
     public sealed partial class SaveSummaryResponse
     {
     }
 
     /// <summary>proto message coreai.v1.ClearSummaryRequest.</summary>
+    [Preserve]
     public sealed partial class ClearSummaryRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ClearSummaryResponse.</summary>
+    [Preserve]
     public sealed partial class ClearSummaryResponse
     {
     }
 
     /// <summary>proto message coreai.v1.RoleSnapshot.</summary>
+    [Preserve]
     public sealed partial class RoleSnapshot
     {
+        [Preserve]
         [JsonProperty("roleId", NullValueHandling = NullValueHandling.Ignore)]
         public string RoleId { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("actor", NullValueHandling = NullValueHandling.Ignore)]
         public string Actor { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("state", NullValueHandling = NullValueHandling.Ignore)]
         public AgentMemoryState State { get; set; }
 
+        [Preserve]
         [JsonProperty("history", NullValueHandling = NullValueHandling.Ignore)]
         public List<TranscriptEntry> History { get; set; } = new List<TranscriptEntry>();
 
+        [Preserve]
         [JsonProperty("summary", NullValueHandling = NullValueHandling.Ignore)]
         public string Summary { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ScopeSnapshot.</summary>
+    [Preserve]
     public sealed partial class ScopeSnapshot
     {
+        [Preserve]
         [JsonProperty("formatVersion", NullValueHandling = NullValueHandling.Ignore)]
         public int FormatVersion { get; set; }
 
+        [Preserve]
         [JsonProperty("scope", NullValueHandling = NullValueHandling.Ignore)]
         public AgentMemoryScope Scope { get; set; }
 
+        [Preserve]
         [JsonProperty("roles", NullValueHandling = NullValueHandling.Ignore)]
         public List<RoleSnapshot> Roles { get; set; } = new List<RoleSnapshot>();
 
+        [Preserve]
         [JsonProperty("exportedAt", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoInt64Converter))]
         public long ExportedAt { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ExportSnapshotRequest.</summary>
+    [Preserve]
     public sealed partial class ExportSnapshotRequest
     {
+        [Preserve]
         [JsonProperty("scope", NullValueHandling = NullValueHandling.Ignore)]
         public AgentMemoryScope Scope { get; set; }
 
+        [Preserve]
         [JsonProperty("roleIds", NullValueHandling = NullValueHandling.Ignore)]
         public List<string> RoleIds { get; set; } = new List<string>();
 
+        [Preserve]
         [JsonProperty("actors", NullValueHandling = NullValueHandling.Ignore)]
         public List<string> Actors { get; set; } = new List<string>();
     }
 
     /// <summary>proto message coreai.v1.ExportSnapshotResponse.</summary>
+    [Preserve]
     public sealed partial class ExportSnapshotResponse
     {
+        [Preserve]
         [JsonProperty("snapshot", NullValueHandling = NullValueHandling.Ignore)]
         public ScopeSnapshot Snapshot { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ImportSnapshotRequest.</summary>
+    [Preserve]
     public sealed partial class ImportSnapshotRequest
     {
+        [Preserve]
         [JsonProperty("snapshot", NullValueHandling = NullValueHandling.Ignore)]
         public ScopeSnapshot Snapshot { get; set; }
 
+        [Preserve]
         [JsonProperty("targetScope", NullValueHandling = NullValueHandling.Ignore)]
         public AgentMemoryScope TargetScope { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ImportSnapshotResponse.</summary>
+    [Preserve]
     public sealed partial class ImportSnapshotResponse
     {
+        [Preserve]
         [JsonProperty("rolesImported", NullValueHandling = NullValueHandling.Ignore)]
         public int RolesImported { get; set; }
     }

@@ -13,6 +13,7 @@ using Newtonsoft.Json;
 namespace CoreAI.V1
 {
     /// <summary>proto enum coreai.v1.CompactionKind; JSON carries the value names.</summary>
+    [Preserve]
     public enum CompactionKind
     {
         [EnumMember(Value = "COMPACTION_KIND_NONE")] None = 0,
@@ -21,6 +22,7 @@ namespace CoreAI.V1
     }
 
     /// <summary>proto enum coreai.v1.TurnStatus; JSON carries the value names.</summary>
+    [Preserve]
     public enum TurnStatus
     {
         [EnumMember(Value = "TURN_STATUS_UNSPECIFIED")] Unspecified = 0,
@@ -32,258 +34,337 @@ namespace CoreAI.V1
     }
 
     /// <summary>proto message coreai.v1.ToolNameList.</summary>
+    [Preserve]
     public sealed partial class ToolNameList
     {
+        [Preserve]
         [JsonProperty("names", NullValueHandling = NullValueHandling.Ignore)]
         public List<string> Names { get; set; } = new List<string>();
     }
 
     /// <summary>proto message coreai.v1.RunTaskRequest.</summary>
+    [Preserve]
     public sealed partial class RunTaskRequest
     {
+        [Preserve]
         [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
         public AgentTarget Target { get; set; }
 
+        [Preserve]
         [JsonProperty("hint", NullValueHandling = NullValueHandling.Ignore)]
         public string Hint { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("sourceTag", NullValueHandling = NullValueHandling.Ignore)]
         public string SourceTag { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("traceId", NullValueHandling = NullValueHandling.Ignore)]
         public string TraceId { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("requestSystemInstructions", NullValueHandling = NullValueHandling.Ignore)]
         public string RequestSystemInstructions { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("allowedToolNames", NullValueHandling = NullValueHandling.Ignore)]
         public ToolNameList AllowedToolNames { get; set; }
 
+        [Preserve]
         [JsonProperty("forcedToolMode", NullValueHandling = NullValueHandling.Ignore)]
         public string ForcedToolMode { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("maxOutputTokens", NullValueHandling = NullValueHandling.Ignore)]
         public int? MaxOutputTokens { get; set; }
 
+        [Preserve]
         [JsonProperty("worldState", NullValueHandling = NullValueHandling.Ignore)]
         public string WorldState { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("temperature", NullValueHandling = NullValueHandling.Ignore)]
         public double? Temperature { get; set; }
 
+        [Preserve]
         [JsonProperty("timeoutMs", NullValueHandling = NullValueHandling.Ignore)]
         public int TimeoutMs { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ClippedBullet.</summary>
+    [Preserve]
     public sealed partial class ClippedBullet
     {
+        [Preserve]
         [JsonProperty("messageId", NullValueHandling = NullValueHandling.Ignore)]
         public string MessageId { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("charsKept", NullValueHandling = NullValueHandling.Ignore)]
         public int CharsKept { get; set; }
 
+        [Preserve]
         [JsonProperty("charsDropped", NullValueHandling = NullValueHandling.Ignore)]
         public int CharsDropped { get; set; }
     }
 
     /// <summary>proto message coreai.v1.CutReport.</summary>
+    [Preserve]
     public sealed partial class CutReport
     {
+        [Preserve]
         [JsonProperty("storedMessages", NullValueHandling = NullValueHandling.Ignore)]
         public int StoredMessages { get; set; }
 
+        [Preserve]
         [JsonProperty("sentVerbatim", NullValueHandling = NullValueHandling.Ignore)]
         public int SentVerbatim { get; set; }
 
+        [Preserve]
         [JsonProperty("prunedIds", NullValueHandling = NullValueHandling.Ignore)]
         public List<string> PrunedIds { get; set; } = new List<string>();
 
+        [Preserve]
         [JsonProperty("foldedIds", NullValueHandling = NullValueHandling.Ignore)]
         public List<string> FoldedIds { get; set; } = new List<string>();
 
+        [Preserve]
         [JsonProperty("deferredIds", NullValueHandling = NullValueHandling.Ignore)]
         public List<string> DeferredIds { get; set; } = new List<string>();
 
+        [Preserve]
         [JsonProperty("leftOutIds", NullValueHandling = NullValueHandling.Ignore)]
         public List<string> LeftOutIds { get; set; } = new List<string>();
 
+        [Preserve]
         [JsonProperty("clippedBullets", NullValueHandling = NullValueHandling.Ignore)]
         public List<ClippedBullet> ClippedBullets { get; set; } = new List<ClippedBullet>();
 
+        [Preserve]
         [JsonProperty("tokensBefore", NullValueHandling = NullValueHandling.Ignore)]
         public int TokensBefore { get; set; }
 
+        [Preserve]
         [JsonProperty("tokensAfter", NullValueHandling = NullValueHandling.Ignore)]
         public int TokensAfter { get; set; }
 
+        [Preserve]
         [JsonProperty("compaction", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoEnumConverter))]
         public CompactionKind Compaction { get; set; }
 
+        [Preserve]
         [JsonProperty("compactionFellBack", NullValueHandling = NullValueHandling.Ignore)]
         public bool CompactionFellBack { get; set; }
 
+        [Preserve]
         [JsonProperty("summaryTokensSent", NullValueHandling = NullValueHandling.Ignore)]
         public int SummaryTokensSent { get; set; }
 
+        [Preserve]
         [JsonProperty("summaryCharsDropped", NullValueHandling = NullValueHandling.Ignore)]
         public int SummaryCharsDropped { get; set; }
 
+        [Preserve]
         [JsonProperty("overflowRetries", NullValueHandling = NullValueHandling.Ignore)]
         public int OverflowRetries { get; set; }
 
+        [Preserve]
         [JsonProperty("lossy", NullValueHandling = NullValueHandling.Ignore)]
         public bool Lossy { get; set; }
 
+        [Preserve]
         [JsonProperty("alreadyFolded", NullValueHandling = NullValueHandling.Ignore)]
         public int AlreadyFolded { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ToolCallEvent.</summary>
+    [Preserve]
     public sealed partial class ToolCallEvent
     {
+        [Preserve]
         [JsonProperty("callId", NullValueHandling = NullValueHandling.Ignore)]
         public string CallId { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("name", NullValueHandling = NullValueHandling.Ignore)]
         public string Name { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("argumentsJson", NullValueHandling = NullValueHandling.Ignore)]
         public string ArgumentsJson { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.ToolResultEvent.</summary>
+    [Preserve]
     public sealed partial class ToolResultEvent
     {
+        [Preserve]
         [JsonProperty("callId", NullValueHandling = NullValueHandling.Ignore)]
         public string CallId { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("name", NullValueHandling = NullValueHandling.Ignore)]
         public string Name { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("success", NullValueHandling = NullValueHandling.Ignore)]
         public bool Success { get; set; }
 
+        [Preserve]
         [JsonProperty("content", NullValueHandling = NullValueHandling.Ignore)]
         public string Content { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.TextDelta.</summary>
+    [Preserve]
     public sealed partial class TextDelta
     {
+        [Preserve]
         [JsonProperty("text", NullValueHandling = NullValueHandling.Ignore)]
         public string Text { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.TurnUsage.</summary>
+    [Preserve]
     public sealed partial class TurnUsage
     {
+        [Preserve]
         [JsonProperty("promptTokens", NullValueHandling = NullValueHandling.Ignore)]
         public int PromptTokens { get; set; }
 
+        [Preserve]
         [JsonProperty("completionTokens", NullValueHandling = NullValueHandling.Ignore)]
         public int CompletionTokens { get; set; }
 
+        [Preserve]
         [JsonProperty("modelCalls", NullValueHandling = NullValueHandling.Ignore)]
         public int ModelCalls { get; set; }
     }
 
     /// <summary>proto message coreai.v1.RunTaskResponse.</summary>
+    [Preserve]
     public sealed partial class RunTaskResponse
     {
+        [Preserve]
         [JsonProperty("status", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoEnumConverter))]
         public TurnStatus Status { get; set; }
 
+        [Preserve]
         [JsonProperty("text", NullValueHandling = NullValueHandling.Ignore)]
         public string Text { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("error", NullValueHandling = NullValueHandling.Ignore)]
         public string Error { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("toolCalls", NullValueHandling = NullValueHandling.Ignore)]
         public List<ToolCallEvent> ToolCalls { get; set; } = new List<ToolCallEvent>();
 
+        [Preserve]
         [JsonProperty("toolResults", NullValueHandling = NullValueHandling.Ignore)]
         public List<ToolResultEvent> ToolResults { get; set; } = new List<ToolResultEvent>();
 
+        [Preserve]
         [JsonProperty("cutReport", NullValueHandling = NullValueHandling.Ignore)]
         public CutReport CutReport { get; set; }
 
+        [Preserve]
         [JsonProperty("usage", NullValueHandling = NullValueHandling.Ignore)]
         public TurnUsage Usage { get; set; }
 
+        [Preserve]
         [JsonProperty("traceId", NullValueHandling = NullValueHandling.Ignore)]
         public string TraceId { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.TurnEvent.</summary>
+    [Preserve]
     public sealed partial class TurnEvent
     {
+        [Preserve]
         [JsonProperty("textDelta", NullValueHandling = NullValueHandling.Ignore)]
         public TextDelta TextDelta { get; set; }
 
+        [Preserve]
         [JsonProperty("toolCall", NullValueHandling = NullValueHandling.Ignore)]
         public ToolCallEvent ToolCall { get; set; }
 
+        [Preserve]
         [JsonProperty("toolResult", NullValueHandling = NullValueHandling.Ignore)]
         public ToolResultEvent ToolResult { get; set; }
 
+        [Preserve]
         [JsonProperty("cutReport", NullValueHandling = NullValueHandling.Ignore)]
         public CutReport CutReport { get; set; }
 
+        [Preserve]
         [JsonProperty("final", NullValueHandling = NullValueHandling.Ignore)]
         public RunTaskResponse Final { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ConfigureRoleRequest.</summary>
+    [Preserve]
     public sealed partial class ConfigureRoleRequest
     {
+        [Preserve]
         [JsonProperty("config", NullValueHandling = NullValueHandling.Ignore)]
         public RoleMemoryConfig Config { get; set; }
     }
 
     /// <summary>proto message coreai.v1.GetRoleConfigRequest.</summary>
+    [Preserve]
     public sealed partial class GetRoleConfigRequest
     {
+        [Preserve]
         [JsonProperty("roleId", NullValueHandling = NullValueHandling.Ignore)]
         public string RoleId { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.ListRolesRequest.</summary>
+    [Preserve]
     public sealed partial class ListRolesRequest
     {
     }
 
     /// <summary>proto message coreai.v1.ListRolesResponse.</summary>
+    [Preserve]
     public sealed partial class ListRolesResponse
     {
+        [Preserve]
         [JsonProperty("roles", NullValueHandling = NullValueHandling.Ignore)]
         public List<RoleMemoryConfig> Roles { get; set; } = new List<RoleMemoryConfig>();
     }
 
     /// <summary>proto message coreai.v1.HealthRequest.</summary>
+    [Preserve]
     public sealed partial class HealthRequest
     {
     }
 
     /// <summary>proto message coreai.v1.HealthResponse.</summary>
+    [Preserve]
     public sealed partial class HealthResponse
     {
+        [Preserve]
         [JsonProperty("ready", NullValueHandling = NullValueHandling.Ignore)]
         public bool Ready { get; set; }
 
+        [Preserve]
         [JsonProperty("model", NullValueHandling = NullValueHandling.Ignore)]
         public string Model { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("version", NullValueHandling = NullValueHandling.Ignore)]
         public string Version { get; set; } = "";
 
+        [Preserve]
         [JsonProperty("modelReady", NullValueHandling = NullValueHandling.Ignore)]
         public bool ModelReady { get; set; }
 
+        [Preserve]
         [JsonProperty("memoryDesign", NullValueHandling = NullValueHandling.Ignore)]
         public string MemoryDesign { get; set; } = "";
     }

@@ -1,6 +1,6 @@
 using System;
-using System.Net.Http;
-using System.Net.Http.Headers;
+using System.IO;
+using System.Net;
 using System.Text;
 using System.Threading;
 using Newtonsoft.Json.Linq;
@@ -29,32 +29,23 @@ namespace CoreAI.Launcher
         private const string HealthPath = "/healthz";
         private const string AuthenticatedProbePath = "/coreai.v1.Orchestrator/ListRoles";
 
-        // One client for the process: loopback calls never go through a proxy.
-        private static readonly HttpClient Http = new HttpClient(new HttpClientHandler { UseProxy = false });
-
         /// <summary>The health answer, or null when nothing healthy answers.</summary>
         public static RuntimeHealth Check(string baseUrl, TimeSpan timeout, CancellationToken cancel)
         {
             try
             {
-                using (CancellationTokenSource cts = CancellationTokenSource.CreateLinkedTokenSource(cancel))
+                string body;
+                int status = Send(baseUrl + HealthPath, "GET", null, null, timeout, cancel, out body);
+                if (status < 200 || status > 299) return null;
+                JObject json = JObject.Parse(body);
+                RuntimeHealth health = new RuntimeHealth
                 {
-                    cts.CancelAfter(timeout);
-                    using (HttpResponseMessage response = Http.GetAsync(baseUrl + HealthPath, cts.Token).GetAwaiter().GetResult())
-                    {
-                        if (!response.IsSuccessStatusCode) return null;
-                        string body = response.Content.ReadAsStringAsync().GetAwaiter().GetResult();
-                        JObject json = JObject.Parse(body);
-                        RuntimeHealth health = new RuntimeHealth
-                        {
-                            Ready = (bool?)json["ready"] ?? false,
-                            ModelReady = (bool?)json["modelReady"] ?? false,
-                            Model = (string)json["model"] ?? "",
-                            Version = (string)json["version"] ?? "",
-                        };
-                        return health.Ready ? health : null;
-                    }
-                }
+                    Ready = (bool?)json["ready"] ?? false,
+                    ModelReady = (bool?)json["modelReady"] ?? false,
+                    Model = (string)json["model"] ?? "",
+                    Version = (string)json["version"] ?? "",
+                };
+                return health.Ready ? health : null;
             }
             catch (Exception e) when (IsTransient(e, cancel))
             {
@@ -67,17 +58,9 @@ namespace CoreAI.Launcher
         {
             try
             {
-                using (CancellationTokenSource cts = CancellationTokenSource.CreateLinkedTokenSource(cancel))
-                using (HttpRequestMessage request = new HttpRequestMessage(HttpMethod.Post, baseUrl + AuthenticatedProbePath))
-                {
-                    cts.CancelAfter(timeout);
-                    request.Headers.Authorization = new AuthenticationHeaderValue("Bearer", token);
-                    request.Content = new StringContent("{}", Encoding.UTF8, "application/json");
-                    using (HttpResponseMessage response = Http.SendAsync(request, cts.Token).GetAwaiter().GetResult())
-                    {
-                        return response.IsSuccessStatusCode;
-                    }
-                }
+                string body;
+                int status = Send(baseUrl + AuthenticatedProbePath, "POST", "{}", "Bearer " + token, timeout, cancel, out body);
+                return status >= 200 && status <= 299;
             }
             catch (Exception e) when (IsTransient(e, cancel))
             {
@@ -85,10 +68,51 @@ namespace CoreAI.Launcher
             }
         }
 
+        // HttpWebRequest (System.dll) rather than HttpClient: the ".NET Framework" API level has no System.Net.Http.
+        private static int Send(string url, string method, string json, string authorization, TimeSpan timeout, CancellationToken cancel, out string body)
+        {
+            var request = (HttpWebRequest)WebRequest.Create(url);
+            request.Method = method;
+            request.Proxy = null;  // loopback calls never go through a proxy
+            request.AllowAutoRedirect = false;
+            int ms = (int)Math.Max(1, Math.Min(int.MaxValue, timeout.TotalMilliseconds));
+            request.Timeout = ms;
+            request.ReadWriteTimeout = ms;
+            if (authorization != null) request.Headers[HttpRequestHeader.Authorization] = authorization;
+            using (cancel.Register(request.Abort))
+            {
+                if (json != null)
+                {
+                    byte[] bytes = Encoding.UTF8.GetBytes(json);
+                    request.ContentType = "application/json";
+                    request.ContentLength = bytes.Length;
+                    using (Stream stream = request.GetRequestStream())
+                    {
+                        stream.Write(bytes, 0, bytes.Length);
+                    }
+                }
+                HttpWebResponse response;
+                try
+                {
+                    response = (HttpWebResponse)request.GetResponse();
+                }
+                catch (WebException e) when (e.Status == WebExceptionStatus.ProtocolError && e.Response is HttpWebResponse)
+                {
+                    response = (HttpWebResponse)e.Response;
+                }
+                using (response)
+                using (var reader = new StreamReader(response.GetResponseStream(), Encoding.UTF8))
+                {
+                    body = reader.ReadToEnd();
+                    return (int)response.StatusCode;
+                }
+            }
+        }
+
         private static bool IsTransient(Exception e, CancellationToken cancel)
         {
             if (cancel.IsCancellationRequested) return false;
-            return e is HttpRequestException || e is OperationCanceledException || e is Newtonsoft.Json.JsonException
+            return e is OperationCanceledException || e is Newtonsoft.Json.JsonException
                 || e is System.IO.IOException || e is System.Net.WebException || e is InvalidCastException
                 || e is FormatException;
         }

@@ -1,5 +1,6 @@
 using System;
 using System.IO;
+using CoreAI.Runtime;
 using Newtonsoft.Json;
 
 namespace CoreAI.Launcher
@@ -8,17 +9,18 @@ namespace CoreAI.Launcher
     /// What a launcher records about the runtime it started, so that the next launcher (after an
     /// editor domain reload) can find and reuse it. Lives under `CoreAI/runtime/` of the data dir.
     /// </summary>
+    [Preserve]  // Newtonsoft reads and writes it by reflection (IL2CPP stripping)
     internal sealed class RuntimeState
     {
-        [JsonProperty("pid")] public int ProcessId;
-        [JsonProperty("host")] public string Host;
-        [JsonProperty("connectPort")] public int ConnectPort;
-        [JsonProperty("grpcPort")] public int GrpcPort;
-        [JsonProperty("modelPort")] public int ModelPort;
-        [JsonProperty("token")] public string Token;
-        [JsonProperty("projectId")] public string ProjectId;
-        [JsonProperty("fingerprint")] public string Fingerprint;
-        [JsonProperty("startedAtUtc")] public DateTime StartedAtUtc;
+        [Preserve, JsonProperty("pid")] public int ProcessId;
+        [Preserve, JsonProperty("host")] public string Host;
+        [Preserve, JsonProperty("connectPort")] public int ConnectPort;
+        [Preserve, JsonProperty("grpcPort")] public int GrpcPort;
+        [Preserve, JsonProperty("modelPort")] public int ModelPort;
+        [Preserve, JsonProperty("token")] public string Token;
+        [Preserve, JsonProperty("projectId")] public string ProjectId;
+        [Preserve, JsonProperty("fingerprint")] public string Fingerprint;
+        [Preserve, JsonProperty("startedAtUtc")] public DateTime StartedAtUtc;
     }
 
     /// <summary>Reads and writes the launcher's state file (atomically; an unreadable file counts as none).</summary>

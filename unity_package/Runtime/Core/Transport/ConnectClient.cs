@@ -3,8 +3,6 @@ using System.Collections.Generic;
 using System.Globalization;
 using System.IO;
 using System.Net;
-using System.Net.Http;
-using System.Net.Http.Headers;
 using System.Text;
 using System.Threading;
 using System.Threading.Tasks;
@@ -25,9 +23,6 @@ namespace CoreAI.Runtime
 
         /// <summary>Timeout of a call without its own (Timeout.InfiniteTimeSpan: none).</summary>
         public TimeSpan DefaultTimeout { get; set; } = TimeSpan.FromSeconds(30);
-
-        /// <summary>Optional HTTP handler (a custom transport); the client disposes it.</summary>
-        public HttpMessageHandler Handler { get; set; }
     }
 
     /// <summary>Per-call settings.</summary>
@@ -44,13 +39,14 @@ namespace CoreAI.Runtime
     }
 
     /// <summary>
-    /// A Connect-protocol client over HttpClient (HTTP/1.1, proto3 JSON): unary calls and server streams,
+    /// A Connect-protocol client over HttpWebRequest (HTTP/1.1, proto3 JSON): unary calls and server streams,
     /// bearer token, per-call timeouts, cancellation, and errors as <see cref="CoreAIRuntimeException"/>s.
     /// </summary>
     /// <remarks>
-    /// Thread-safe; create one per runtime and reuse it. A cancelled CancellationToken ends a call with
-    /// OperationCanceledException; a timeout with DeadlineExceededException; an unreachable runtime with
-    /// UnavailableException.
+    /// HttpWebRequest lives in System.dll, which both of Unity's API compatibility levels reference; HttpClient
+    /// (System.Net.Http) is missing from the ".NET Framework" level. Thread-safe; create one per runtime and reuse
+    /// it. A cancelled CancellationToken ends a call with OperationCanceledException; a timeout with
+    /// DeadlineExceededException; an unreachable runtime with UnavailableException.
     /// </remarks>
     public sealed class ConnectClient : IDisposable
     {
@@ -58,10 +54,10 @@ namespace CoreAI.Runtime
         private const string StreamContentType = "application/connect+json";
         private static readonly Encoding Utf8 = new UTF8Encoding(false);
 
-        private readonly HttpClient _http;
         private readonly string _baseUrl;
         private readonly TimeSpan _defaultTimeout;
-        private readonly AuthenticationHeaderValue _authorization;
+        private readonly string _authorization;
+        private int _disposed;
 
         /// <summary>A client of the runtime described by options.</summary>
         public ConnectClient(ConnectClientOptions options)
@@ -77,11 +73,8 @@ namespace CoreAI.Runtime
             }
             _baseUrl = options.BaseUrl.TrimEnd('/');
             _defaultTimeout = options.DefaultTimeout;
-            _authorization = string.IsNullOrEmpty(options.Token) ? null : new AuthenticationHeaderValue("Bearer", options.Token);
+            _authorization = string.IsNullOrEmpty(options.Token) ? null : "Bearer " + options.Token;
             TuneServicePoint(baseUri);
-            HttpMessageHandler handler = options.Handler ?? new HttpClientHandler { UseProxy = false, AllowAutoRedirect = false };
-            _http = new HttpClient(handler, true) { Timeout = System.Threading.Timeout.InfiniteTimeSpan };
-            _http.DefaultRequestHeaders.ExpectContinue = false;
         }
 
         /// <summary>The base URL calls go to.</summary>
@@ -95,21 +88,26 @@ namespace CoreAI.Runtime
             TimeSpan timeout = ResolveTimeout(options);
             byte[] body = Utf8.GetBytes(ProtoJson.Serialize(request));
             using (CancellationTokenSource deadline = NewDeadline(cancellationToken, timeout))
-            using (HttpRequestMessage message = NewRequest(service, method, body, UnaryContentType, timeout))
             {
+                HttpWebRequest message = NewRequest(service, method, body.Length, UnaryContentType, timeout);
                 int status;
                 string text;
-                try
+                // Aborting the request is what interrupts a pending connect, write or read.
+                using (deadline.Token.Register(message.Abort))
                 {
-                    using (HttpResponseMessage response = await _http.SendAsync(message, HttpCompletionOption.ResponseContentRead, deadline.Token).ConfigureAwait(false))
+                    try
                     {
-                        status = (int)response.StatusCode;
-                        text = await response.Content.ReadAsStringAsync().ConfigureAwait(false);
+                        await WriteBodyAsync(message, body).ConfigureAwait(false);
+                        using (HttpWebResponse response = await GetResponseAsync(message).ConfigureAwait(false))
+                        {
+                            status = (int)response.StatusCode;
+                            text = await ReadAllAsync(response).ConfigureAwait(false);
+                        }
                     }
-                }
-                catch (Exception ex)
-                {
-                    throw Translate(ex, service, method, cancellationToken, deadline, timeout);
+                    catch (Exception ex)
+                    {
+                        throw Translate(ex, service, method, cancellationToken, deadline, timeout);
+                    }
                 }
                 if (status != 200)
                 {
@@ -139,85 +137,92 @@ namespace CoreAI.Runtime
             TimeSpan timeout = ResolveTimeout(options);
             byte[] body = ConnectEnvelope.Encode(0, ProtoJson.Serialize(request));
             using (CancellationTokenSource deadline = NewDeadline(cancellationToken, timeout))
-            using (HttpRequestMessage message = NewRequest(service, method, body, StreamContentType, timeout))
             {
-                HttpResponseMessage response;
-                try
+                HttpWebRequest message = NewRequest(service, method, body.Length, StreamContentType, timeout);
+                using (deadline.Token.Register(message.Abort))
                 {
-                    response = await _http.SendAsync(message, HttpCompletionOption.ResponseHeadersRead, deadline.Token).ConfigureAwait(false);
-                }
-                catch (Exception ex)
-                {
-                    throw Translate(ex, service, method, cancellationToken, deadline, timeout);
-                }
-                using (response)
-                // Closing the response is what reliably interrupts a blocked read on every HttpClient stack.
-                using (deadline.Token.Register(response.Dispose))
-                {
-                    if ((int)response.StatusCode != 200)
-                    {
-                        string text;
-                        try
-                        {
-                            text = await response.Content.ReadAsStringAsync().ConfigureAwait(false);
-                        }
-                        catch (Exception ex)
-                        {
-                            throw Translate(ex, service, method, cancellationToken, deadline, timeout);
-                        }
-                        throw ConnectErrors.FromUnaryResponse((int)response.StatusCode, text);
-                    }
-                    Stream stream;
+                    HttpWebResponse response;
                     try
                     {
-                        stream = await response.Content.ReadAsStreamAsync().ConfigureAwait(false);
+                        await WriteBodyAsync(message, body).ConfigureAwait(false);
+                        response = await GetResponseAsync(message).ConfigureAwait(false);
                     }
                     catch (Exception ex)
                     {
                         throw Translate(ex, service, method, cancellationToken, deadline, timeout);
                     }
-                    while (true)
+                    using (response)
                     {
-                        ConnectEnvelope envelope;
+                        if ((int)response.StatusCode != 200)
+                        {
+                            string text;
+                            try
+                            {
+                                text = await ReadAllAsync(response).ConfigureAwait(false);
+                            }
+                            catch (Exception ex)
+                            {
+                                throw Translate(ex, service, method, cancellationToken, deadline, timeout);
+                            }
+                            throw ConnectErrors.FromUnaryResponse((int)response.StatusCode, text);
+                        }
+                        Stream stream;
                         try
                         {
-                            envelope = await ConnectEnvelope.ReadAsync(stream, deadline.Token).ConfigureAwait(false);
-                        }
-                        catch (CoreAIRuntimeException)
-                        {
-                            throw;
+                            stream = response.GetResponseStream();
                         }
                         catch (Exception ex)
                         {
                             throw Translate(ex, service, method, cancellationToken, deadline, timeout);
                         }
-                        if (envelope == null)
+                        using (stream)
+                        // Closing the response too: on some stacks Abort alone does not wake a blocked read.
+                        using (deadline.Token.Register(response.Close))
                         {
-                            throw new InternalException(method + " stream ended without an end-of-stream message");
-                        }
-                        if (envelope.IsCompressed)
-                        {
-                            throw new InternalException(method + " stream sent a compressed message this client did not ask for");
-                        }
-                        if (envelope.IsEndStream)
-                        {
-                            CoreAIRuntimeException error = ConnectErrors.FromEndOfStream(envelope.Text);
-                            if (error != null)
+                            while (true)
                             {
-                                throw error;
+                                ConnectEnvelope envelope;
+                                try
+                                {
+                                    envelope = await ConnectEnvelope.ReadAsync(stream, deadline.Token).ConfigureAwait(false);
+                                }
+                                catch (CoreAIRuntimeException)
+                                {
+                                    throw;
+                                }
+                                catch (Exception ex)
+                                {
+                                    throw Translate(ex, service, method, cancellationToken, deadline, timeout);
+                                }
+                                if (envelope == null)
+                                {
+                                    throw new InternalException(method + " stream ended without an end-of-stream message");
+                                }
+                                if (envelope.IsCompressed)
+                                {
+                                    throw new InternalException(method + " stream sent a compressed message this client did not ask for");
+                                }
+                                if (envelope.IsEndStream)
+                                {
+                                    CoreAIRuntimeException error = ConnectErrors.FromEndOfStream(envelope.Text);
+                                    if (error != null)
+                                    {
+                                        throw error;
+                                    }
+                                    return;
+                                }
+                                TResponse item;
+                                try
+                                {
+                                    item = ProtoJson.Deserialize<TResponse>(envelope.Text);
+                                }
+                                catch (Newtonsoft.Json.JsonException ex)
+                                {
+                                    throw new InternalException("unreadable " + method + " stream message: " + ex.Message, ex);
+                                }
+                                onMessage(item);
                             }
-                            return;
                         }
-                        TResponse item;
-                        try
-                        {
-                            item = ProtoJson.Deserialize<TResponse>(envelope.Text);
-                        }
-                        catch (Newtonsoft.Json.JsonException ex)
-                        {
-                            throw new InternalException("unreadable " + method + " stream message: " + ex.Message, ex);
-                        }
-                        onMessage(item);
                     }
                 }
             }
@@ -226,7 +231,8 @@ namespace CoreAI.Runtime
         /// <summary>Closes the connections.</summary>
         public void Dispose()
         {
-            _http.Dispose();
+            // Connections are pooled per endpoint by the ServicePoint; there is nothing per client to close.
+            Interlocked.Exchange(ref _disposed, 1);
         }
 
         private TimeSpan ResolveTimeout(CallOptions options)
@@ -249,23 +255,66 @@ namespace CoreAI.Runtime
             return deadline;
         }
 
-        private HttpRequestMessage NewRequest(string service, string method, byte[] body, string contentType, TimeSpan timeout)
+        private HttpWebRequest NewRequest(string service, string method, int length, string contentType, TimeSpan timeout)
         {
-            var message = new HttpRequestMessage(HttpMethod.Post, _baseUrl + "/" + service + "/" + method);
-            message.Content = new ByteArrayContent(body);
-            message.Content.Headers.ContentType = new MediaTypeHeaderValue(contentType);
-            message.Headers.Add("Connect-Protocol-Version", "1");
+            if (Volatile.Read(ref _disposed) != 0)
+            {
+                throw new ObjectDisposedException("ConnectClient");
+            }
+            var message = (HttpWebRequest)WebRequest.Create(_baseUrl + "/" + service + "/" + method);
+            message.Method = "POST";
+            message.Proxy = null;  // loopback: never through a proxy
+            message.AllowAutoRedirect = false;
+            message.KeepAlive = true;
+            // The deadline (Abort) bounds the call; the request's own timers would cut a long stream.
+            message.Timeout = System.Threading.Timeout.Infinite;
+            message.ReadWriteTimeout = System.Threading.Timeout.Infinite;
+            message.AllowWriteStreamBuffering = false;
+            message.AllowReadStreamBuffering = false;
+            message.ContentType = contentType;
+            message.ContentLength = length;
+            message.Headers["Connect-Protocol-Version"] = "1";
             if (timeout != System.Threading.Timeout.InfiniteTimeSpan)
             {
                 // Tell the runtime the deadline too, so it stops work nobody waits for.
                 long ms = Math.Max(1L, (long)Math.Ceiling(timeout.TotalMilliseconds));
-                message.Headers.Add("Connect-Timeout-Ms", Math.Min(ms, 9999999999L).ToString(CultureInfo.InvariantCulture));
+                message.Headers["Connect-Timeout-Ms"] = Math.Min(ms, 9999999999L).ToString(CultureInfo.InvariantCulture);
             }
             if (_authorization != null)
             {
-                message.Headers.Authorization = _authorization;
+                message.Headers[HttpRequestHeader.Authorization] = _authorization;
             }
             return message;
+        }
+
+        private static async Task WriteBodyAsync(HttpWebRequest message, byte[] body)
+        {
+            using (Stream request = await message.GetRequestStreamAsync().ConfigureAwait(false))
+            {
+                await request.WriteAsync(body, 0, body.Length).ConfigureAwait(false);
+            }
+        }
+
+        /// <summary>The response whatever its status (HttpWebRequest throws for non-2xx; the body still matters here).</summary>
+        private static async Task<HttpWebResponse> GetResponseAsync(HttpWebRequest message)
+        {
+            try
+            {
+                return (HttpWebResponse)await message.GetResponseAsync().ConfigureAwait(false);
+            }
+            catch (WebException ex) when (ex.Status == WebExceptionStatus.ProtocolError && ex.Response is HttpWebResponse)
+            {
+                return (HttpWebResponse)ex.Response;
+            }
+        }
+
+        private static async Task<string> ReadAllAsync(HttpWebResponse response)
+        {
+            using (Stream stream = response.GetResponseStream())
+            using (var reader = new StreamReader(stream, Utf8))
+            {
+                return await reader.ReadToEndAsync().ConfigureAwait(false);
+            }
         }
 
         private Exception Translate(Exception ex, string service, string method, CancellationToken caller, CancellationTokenSource deadline, TimeSpan timeout)
@@ -279,7 +328,7 @@ namespace CoreAI.Runtime
                 return new DeadlineExceededException(
                     method + " timed out after " + ((long)timeout.TotalMilliseconds).ToString(CultureInfo.InvariantCulture) + " ms", ex);
             }
-            if (ex is HttpRequestException || ex is WebException || ex is IOException || ex is ObjectDisposedException
+            if (ex is WebException || ex is IOException || ex is ObjectDisposedException
                 || ex is System.Net.Sockets.SocketException)
             {
                 return new UnavailableException(

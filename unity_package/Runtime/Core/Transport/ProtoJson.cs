@@ -39,6 +39,7 @@ namespace CoreAI.Runtime
     }
 
     /// <summary>int64/uint64 as proto3 JSON: written as a decimal string, read from a string or a number.</summary>
+    [Preserve]  // created by reflection from [JsonConverter(typeof(...))]
     public sealed class ProtoInt64Converter : JsonConverter
     {
         /// <summary>Handles long, ulong and their nullable forms.</summary>
@@ -89,6 +90,7 @@ namespace CoreAI.Runtime
 
     /// <summary>proto enums as proto3 JSON: written as the value name, read from a name or a number.</summary>
     /// <remarks>An unknown name reads as 0 (UNSPECIFIED) so a newer runtime does not break an older game.</remarks>
+    [Preserve]  // created by reflection from [JsonConverter(typeof(...))]
     public sealed class ProtoEnumConverter : JsonConverter
     {
         private static readonly Dictionary<Type, Dictionary<string, object>> ByName = new Dictionary<Type, Dictionary<string, object>>();

@@ -45,6 +45,19 @@ namespace UnityEditor.Build
         void OnPostprocessBuild(UnityEditor.Build.Reporting.BuildReport report);
     }
 
+    /// <summary>Callbacks around the Unity linker (Unity 2021.3's members; later versions keep only the first).</summary>
+    public interface IUnityLinkerProcessor : IOrderedCallback
+    {
+        /// <summary>The path of an extra link.xml for this build, or null.</summary>
+        string GenerateAdditionalLinkXmlFile(UnityEditor.Build.Reporting.BuildReport report, UnityEditor.UnityLinker.UnityLinkerBuildPipelineData data);
+
+        /// <summary>Before the linker runs.</summary>
+        void OnBeforeRun(UnityEditor.Build.Reporting.BuildReport report, UnityEditor.UnityLinker.UnityLinkerBuildPipelineData data);
+
+        /// <summary>After the linker ran.</summary>
+        void OnAfterRun(UnityEditor.Build.Reporting.BuildReport report, UnityEditor.UnityLinker.UnityLinkerBuildPipelineData data);
+    }
+
     /// <summary>Thrown by a build callback to fail the build with a message.</summary>
     public class BuildFailedException : Exception
     {
@@ -83,5 +96,18 @@ namespace UnityEditor.Build.Reporting
 
         /// <summary>The player's path: the .exe, the Linux executable, or the .app.</summary>
         public string outputPath { get; set; }
+    }
+}
+
+namespace UnityEditor.UnityLinker
+{
+    /// <summary>What the linker works on.</summary>
+    public sealed class UnityLinkerBuildPipelineData
+    {
+        /// <summary>The target platform.</summary>
+        public UnityEditor.BuildTarget target;
+
+        /// <summary>Where the assemblies to link are.</summary>
+        public string inputDirectory;
     }
 }

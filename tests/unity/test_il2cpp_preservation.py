@@ -1,0 +1,95 @@
+"""IL2CPP stripping guard: every type and member that Newtonsoft reaches by reflection carries [Preserve] (which
+Unity's linker honours by name) and is listed in the package's link.xml."""
+
+from __future__ import annotations
+
+import fnmatch
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from tools.build_csharp import PACKAGE, compile_assembly
+
+LINK_XML = PACKAGE / "Runtime" / "Core" / "link.xml"
+SERIALIZED = ("JsonPropertyAttribute", "DataMemberAttribute")
+
+
+def _names(member: Any) -> set[str]:
+    return {a.GetType().Name for a in member.GetCustomAttributes(False)}
+
+
+def serialized_types(assembly: Any) -> dict[str, list[str]]:
+    """Type full name -> what reflection reaches in it that has no [Preserve] ('' = the type itself)."""
+    from System.Reflection import BindingFlags
+
+    flags = BindingFlags.Public | BindingFlags.NonPublic | BindingFlags.Instance | BindingFlags.Static \
+        | BindingFlags.DeclaredOnly
+    found: dict[str, list[str]] = {}
+    converters = set()
+    for t in assembly.GetTypes():
+        members = [*t.GetProperties(flags), *t.GetFields(flags)]
+        serialized = [m for m in members if _names(m) & set(SERIALIZED)]
+        for m in members:
+            for a in m.GetCustomAttributes(False):
+                if a.GetType().Name == "JsonConverterAttribute":
+                    converters.add(a.ConverterType.FullName)
+        enum_names = t.IsEnum and any("EnumMemberAttribute" in _names(f) for f in t.GetFields(flags))
+        if serialized or enum_names:
+            missing = [] if "PreserveAttribute" in _names(t) else [""]
+            missing += [m.Name for m in serialized if "PreserveAttribute" not in _names(m)]
+            found[t.FullName] = missing
+    for t in assembly.GetTypes():
+        if t.FullName in converters:
+            found[t.FullName] = [] if "PreserveAttribute" in _names(t) else [""]
+    return found
+
+
+def _link_xml_patterns() -> list[str]:
+    root = ET.parse(LINK_XML).getroot()
+    [assembly] = root.findall("assembly")
+    assert assembly.get("fullname") == "CoreAI.Runtime.Core"
+    return [t.get("fullname") for t in assembly.findall("type") if t.get("preserve") == "all"]
+
+
+def test_every_reflected_type_and_member_is_preserved(assemblies: Path) -> None:
+    from System.Reflection import Assembly
+
+    core = Assembly.LoadFrom(str(assemblies / "CoreAI.Runtime.Core.dll"))
+    found = serialized_types(core)
+    assert "CoreAI.V1.RunTaskRequest" in found and "CoreAI.Launcher.RuntimeState" in found
+    assert "CoreAI.Runtime.ProtoInt64Converter" in found
+    unpreserved = {name: missing for name, missing in found.items() if missing}
+    assert unpreserved == {}
+    patterns = _link_xml_patterns()
+    for name in found:
+        assert any(fnmatch.fnmatchcase(name, p) for p in patterns), f"{name} is not in link.xml"
+
+
+def test_the_guard_catches_a_serialized_type_added_without_preservation(assemblies: Path, tmp_path: Path) -> None:
+    import clr
+
+    probe = tmp_path / "Probe.cs"
+    probe.write_text("""
+using Newtonsoft.Json;
+namespace Probe
+{
+    internal sealed class PreserveAttribute : System.Attribute { }
+    public sealed class Forgotten { [JsonProperty("a")] public int A { get; set; } }
+    [Preserve] public sealed class HalfDone { [JsonProperty("b")] public int B { get; set; } }
+    [Preserve] public sealed class Done { [Preserve, JsonProperty("c")] public int C { get; set; } }
+}
+""")
+    dll = compile_assembly("CoreAI.Tests.StrippingProbe", [probe], tmp_path)
+    found = serialized_types(clr.AddReference(str(dll)))
+    assert {k: list(v) for k, v in found.items()} == {"Probe.Forgotten": ["", "A"], "Probe.HalfDone": ["B"],
+                                                      "Probe.Done": []}
+    assert not any(fnmatch.fnmatchcase("Probe.Forgotten", p) for p in _link_xml_patterns())
+
+
+def test_the_editor_hands_the_link_xml_to_the_linker() -> None:
+    text = (PACKAGE / "Editor" / "CoreAILinkXml.cs").read_text()
+    assert "IUnityLinkerProcessor" in text
+    relative = text.split('PackageLinkXml = "', 1)[1].split('"', 1)[0]
+    manifest_name = __import__("json").loads((PACKAGE / "package.json").read_text())["name"]
+    assert relative == f"Packages/{manifest_name}/Runtime/Core/link.xml"
+    assert (PACKAGE / relative.split("/", 2)[2]).exists()
