@@ -34,6 +34,8 @@ from pyruntime.errors import (
 )
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.stores import fileio
+from pyruntime.stores.admission import Admission, SaveBusy
+from pyruntime.stores.admission import current as current_admission
 from pyruntime.stores.base import (
     ChatMessage,
     LoadResult,
@@ -149,6 +151,7 @@ MAX_WAITERS_PER_KEY = 6
 more fail at once, so one stuck save (a paused process holding its file lock) can never take every
 worker thread from the other saves. Busy but moving saves queue without this cap."""
 STUCK_AFTER_S = 0.5  # a healthy holder keeps a save for milliseconds (one fsynced write)
+_WAITER_POLL_S = 0.02  # how often an admitted waiter checks whether it should give its worker back
 DEFAULT_MAX_CACHED_KEYS = 1024
 """Per-key state (locks, cached history rows) kept for this many recently used saves, per folder."""
 
@@ -160,6 +163,8 @@ class _KeyState:
     file_lock: FileLock | None = None
     file_held: bool = False
     held_since: float | None = None  # monotonic time the current holder took the in-process lock
+    file_waiting: bool = False  # the holder waits for the file lock (another process has it)
+    process_held: bool = False  # the last admitted try found the file lock held by another process
     users: int = 0  # calls holding or waiting for this state; evictable at 0
     history: _History | None = None
     overlay: list[TranscriptEntry] = field(default_factory=list)  # persist=False rows, this process only
@@ -189,7 +194,7 @@ class _KeyedFolder:
     def __len__(self) -> int:
         return len(self._states)
 
-    def _checkout(self, stem: str) -> _KeyState:
+    def _checkout(self, stem: str, admission: Admission | None = None) -> _KeyState:
         with self._guard:
             ks = self._states.get(stem)
             if ks is None:
@@ -200,6 +205,9 @@ class _KeyedFolder:
                 self._evict()
             else:
                 self._states.move_to_end(stem)
+            if admission is not None and (ks.users >= 2 or (ks.users >= 1 and ks.file_waiting)):
+                # Admitted: one holder and one waiter per save at most; the rest wait off the pool.
+                self._turn_away(admission, ks)
             held = ks.held_since
             stuck = held is not None and time.monotonic() - held > min(STUCK_AFTER_S, self.lock_timeout / 2)
             if stuck and ks.users > MAX_WAITERS_PER_KEY:
@@ -226,10 +234,23 @@ class _KeyedFolder:
         for stem in victims:
             del self._states[stem]
 
-    def acquire_file(self, ks: _KeyState, deadline: float) -> None:
-        """Take the stem's inter-process lock (the caller holds its in-process lock)."""
-        if ks.file_held:
-            return
+    def _locked_by_another_process(self) -> StoreLockedError:
+        return StoreLockedError(
+            f"the save is locked by another process (waited {self.lock_timeout:g} s); nothing was done, "
+            "try again once that process lets go of it")
+
+    def _turn_away(self, admission: Admission, ks: _KeyState) -> None:
+        """Raise SaveBusy (wait off the pool and try again), or the clear error once the wait is over."""
+        if ks.process_held or ks.file_waiting:
+            admission.saw_other_process = True
+        if time.monotonic() < admission.deadline(self.lock_timeout):
+            raise SaveBusy("the save is busy")
+        if admission.saw_other_process:
+            raise self._locked_by_another_process()
+        raise StoreLockedError(
+            f"the save is busy: other calls kept it for {self.lock_timeout:g} s; nothing was done, try again later")
+
+    def _file_lock(self, ks: _KeyState) -> FileLock:
         if ks.file_lock is None:
             fileio.check_path(ks.lock_path)
             try:
@@ -237,17 +258,49 @@ class _KeyedFolder:
             except OSError as exc:
                 raise PersistenceError(f"could not create the lock folder ({exc.strerror})") from exc
             ks.file_lock = FileLock(ks.lock_path, thread_local=False)
+        return ks.file_lock
+
+    def acquire_file(self, ks: _KeyState, deadline: float) -> None:
+        """Take the stem's inter-process lock (the caller holds its in-process lock)."""
+        if ks.file_held:
+            return
+        lock = self._file_lock(ks)
         try:
-            ks.file_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+            lock.acquire(timeout=0)
         except Timeout:
-            raise StoreLockedError(
-                f"the save is locked by another process (waited {self.lock_timeout:g} s); nothing was done, "
-                "try again once that process lets go of it") from None
+            ks.file_waiting = True  # admitted calls for this save now wait off the pool
+            try:
+                lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+            except Timeout:
+                raise self._locked_by_another_process() from None
+            finally:
+                ks.file_waiting = False
+        ks.file_held = True
+
+    def _try_file(self, ks: _KeyState, admission: Admission) -> None:
+        """Take the stem's inter-process lock without waiting, or turn the admitted call away."""
+        if ks.file_held:
+            return
+        try:
+            self._file_lock(ks).acquire(timeout=0)
+        except Timeout:
+            ks.process_held = True
+            self._turn_away(admission, ks)
+        ks.process_held = False
         ks.file_held = True
 
     @contextmanager
     def locked(self, stem: str, *, write: bool = True) -> Iterator[_KeyState]:
-        """Hold the stem's in-process lock, and its file lock for a write, waiting at most lock_timeout."""
+        """Hold the stem's in-process lock, and its file lock for a write, waiting at most lock_timeout.
+
+        Under an admission (`pyruntime.stores.admission`) the call's first lock is taken without
+        waiting on a busy save: the call is turned away (SaveBusy) to wait off the worker pool.
+        """
+        admission = current_admission()
+        if admission is not None and admission.may_bounce:
+            with self._admitted(stem, write, admission) as ks:
+                yield ks
+            return
         deadline = time.monotonic() + self.lock_timeout
         ks = self._checkout(stem)
         try:
@@ -259,6 +312,29 @@ class _KeyedFolder:
             try:
                 if write:
                     self.acquire_file(ks, deadline)
+                yield ks
+            finally:
+                ks.held_since = None
+                if ks.file_held:
+                    ks.file_held = False
+                    ks.file_lock.release()  # type: ignore[union-attr]
+                ks.lock.release()
+        finally:
+            self._checkin(ks)
+
+    @contextmanager
+    def _admitted(self, stem: str, write: bool, admission: Admission) -> Iterator[_KeyState]:
+        ks = self._checkout(stem, admission)
+        try:
+            # The one waiter a save may have: it waits while the holder works, not while it is stuck.
+            while not ks.lock.acquire(timeout=_WAITER_POLL_S):
+                if ks.file_waiting or time.monotonic() >= admission.deadline(self.lock_timeout):
+                    self._turn_away(admission, ks)
+            ks.held_since = time.monotonic()
+            try:
+                if write:
+                    self._try_file(ks, admission)
+                admission.may_bounce = False  # from here on the call may have changed something
                 yield ks
             finally:
                 ks.held_since = None
