@@ -106,3 +106,14 @@ def test_token_is_never_on_the_command_line(make_options) -> None:
     assert "secret-token-value-1234567890" not in " ".join(args)
     assert "serve" in args and args.index("serve") == len(options.RuntimeArguments)
     assert args[args.index("--data-dir") + 1] == options.DataDir
+
+
+def test_missing_bare_name_error_gives_the_path_hint(make_options, launchers) -> None:
+    from CoreAI.Launcher import RuntimeLauncher
+
+    launcher = RuntimeLauncher(make_options(RuntimePath="coreai-runtime-that-is-not-installed"))
+    launchers.append(launcher)
+    message = _launch_error(launcher).Message
+    # An editor started from Unity Hub does not inherit the shell's PATH: the error says so and what to do.
+    assert "PATH" in message and "Unity Hub" in message and "full path" in message
+    assert "which coreai-runtime-that-is-not-installed" in message

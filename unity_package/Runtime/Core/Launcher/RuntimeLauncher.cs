@@ -279,9 +279,7 @@ namespace CoreAI.Launcher
         {
             string exe = ExecutableResolver.Resolve(options.RuntimePath);
             if (exe == null)
-                throw new RuntimeLaunchException(RuntimeLaunchFailure.RuntimeNotFound,
-                    "CoreAI runtime not found at '" + options.RuntimePath + "': install the runtime (pip install the CoreAI "
-                    + "runtime into a Python environment) and set Runtime Path to its coreai-runtime or python, or to a bundled executable");
+                throw new RuntimeLaunchException(RuntimeLaunchFailure.RuntimeNotFound, ExecutableResolver.NotFoundMessage(options.RuntimePath));
             foreach (int port in options.Ports())
             {
                 if (!ProcessControl.PortIsFree(options.Host, port))

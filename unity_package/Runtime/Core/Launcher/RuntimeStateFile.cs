@@ -50,13 +50,16 @@ namespace CoreAI.Launcher
             }
         }
 
-        /// <summary>Writes `state` to `path` through a temp file, so a reader never sees half a file.</summary>
+        /// <summary>Writes `state` to `path` through a temp file, so a reader never sees half a file; only the user may read it (it holds the token).</summary>
         public static void Write(string path, RuntimeState state)
         {
             string temp = path + ".tmp";
+            // The file is made private while still empty, so the token is never readable by others, not even briefly.
+            File.WriteAllText(temp, "");
+            OwnerOnly.Restrict(temp);
             File.WriteAllText(temp, JsonConvert.SerializeObject(state, Formatting.Indented));
-            if (File.Exists(path)) File.Replace(temp, path, null);
-            else File.Move(temp, path);
+            if (File.Exists(path)) File.Delete(path);  // a move keeps the temp file's permissions; Replace would keep the old file's
+            File.Move(temp, path);
         }
 
         /// <summary>Deletes the state file if it still records `pid` (0: whatever it records).</summary>
