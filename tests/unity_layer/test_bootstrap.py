@@ -178,3 +178,53 @@ def test_settings_map_to_serve_flags(assemblies, tmp_path: Path) -> None:
     assert args[0] == "serve" and "--session-only" in args
     settings.RuntimePath = "coreai-runtime"  # a bare name stays a name: looked up on PATH
     assert settings.ToLaunchOptions(str(tmp_path), str(tmp_path), "p1").RuntimePath == "coreai-runtime"
+
+
+def test_editor_play_stop_keeps_one_runtime_shared_with_the_inspector(unity_state: Path, tiny_model: Path,
+                                                                     monkeypatch) -> None:
+    from CoreAI.Launcher import RuntimeLauncher
+    from CoreAI.UnityIntegration import ProjectIdentity
+    from UnityEngine import StubState
+
+    from tests.unity.conftest import wait
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    StubState.IsEditor = True
+    try:
+        settings = _settings(tiny_model)
+        play = _bootstrap(settings)
+        ready: list = []
+        play.RuntimeReady += lambda endpoint: ready.append(endpoint.ProcessId)
+        _call(play, "Awake")
+        _call(play, "OnEnable")
+        _until_ready(play, ready)
+        pid = ready[0]
+        # The Memory Inspector connects with the project's settings: it shares the Play Mode runtime.
+        project_root = str(Path(StubState.DataPath).parent)
+        inspector = RuntimeLauncher(settings.ToLaunchOptions(str(unity_state), project_root, ProjectIdentity.Current()))
+        assert inspector.Start().ProcessId == pid and inspector.Reused
+        inspector_client = inspector.CreateClient(None)
+
+        # Stop: Unity calls OnApplicationQuit, OnDisable, OnDestroy. The runtime (and its model) stays.
+        for name in ("OnApplicationQuit", "OnDisable", "OnDestroy"):
+            _call(play, name)
+        assert is_alive(pid)
+        assert wait(inspector_client.GetRoleConfigAsync("Merchant")).RoleId == "Merchant"
+
+        # Play again: the same runtime is reused (same settings digest), not restarted.
+        again = _bootstrap(settings)
+        second: list = []
+        again.RuntimeReady += lambda endpoint: second.append(endpoint.ProcessId)
+        _call(again, "Awake")
+        _call(again, "OnEnable")
+        _until_ready(again, second)
+        assert second == [pid] and again.Launcher.Reused
+        for name in ("OnApplicationQuit", "OnDisable", "OnDestroy"):
+            _call(again, name)
+        assert is_alive(pid) and wait(inspector_client.GetRoleConfigAsync("Merchant")).RoleId == "Merchant"
+        inspector_client.Dispose()
+    finally:
+        StubState.IsEditor = False
+        family = tree(ready[0]) if ready else []
+        assert RuntimeLauncher.StopRecorded(str(unity_state), __import__("System").TimeSpan.FromSeconds(10)) or not ready
+        wait_for(lambda: not any(is_alive(p) for p in family), 15, "the runtime to stop")

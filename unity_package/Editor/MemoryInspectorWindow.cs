@@ -149,7 +149,7 @@ namespace CoreAI.EditorTools
             RuntimeLauncher started = new RuntimeLauncher(settings.ToLaunchOptions(Application.persistentDataPath, projectRoot, ProjectIdentity.Current()));
             mainThread.Post(() => status = "Starting the runtime…");
             RuntimeEndpoint endpoint = await started.StartAsync().ConfigureAwait(false);
-            CoreAIRuntimeClient connected = new CoreAIRuntimeClient(endpoint.ConnectBaseUrl, endpoint.Token);
+            CoreAIRuntimeClient connected = started.CreateClient();  // follows the token across runtime restarts
             MemoryInspectorModel opened = new MemoryInspectorModel(connected, Application.persistentDataPath);
             List<string> listed = await opened.ListRolesAsync().ConfigureAwait(false);
             mainThread.Post(() =>

@@ -27,6 +27,9 @@ namespace CoreAI.UnityIntegration
         [Tooltip("Keep this GameObject (and the runtime) across scene loads.")]
         [SerializeField] private bool keepAcrossScenes = true;
 
+        [Tooltip("Editor only: stop the runtime when Play Mode ends. Off (default): it stays for the next Play and the Memory Inspector, and ends with the editor.")]
+        [SerializeField] private bool stopWithPlayMode;
+
         private readonly MainThreadQueue mainThread = new MainThreadQueue();
         private RuntimeLauncher launcher;
         private Task<RuntimeEndpoint> starting;
@@ -108,7 +111,8 @@ namespace CoreAI.UnityIntegration
         {
             RuntimeEndpoint endpoint = Endpoint;
             if (endpoint == null) throw new InvalidOperationException("the CoreAI runtime is not ready yet; wait for RuntimeReady");
-            return new CoreAIRuntimeClient(endpoint.ConnectBaseUrl, endpoint.Token, policy);
+            // The token is read per call: after a restart (new token) the same client carries on by itself.
+            return launcher.CreateClient(policy);
         }
 
         /// <summary>Stops the runtime now (it is also stopped when the application quits).</summary>
@@ -158,6 +162,16 @@ namespace CoreAI.UnityIntegration
         private void OnApplicationQuit()
         {
             quitting = true;
+            if (Application.isEditor && !stopWithPlayMode)
+            {
+                // Leaving Play Mode is not quitting the editor: keep the runtime (and its loaded model) for the next
+                // Play and for the Memory Inspector; the next launcher reuses it when the settings digest matches,
+                // and --parent-pid still ends it with the editor.
+                if (launcher != null) launcher.Detach();
+                launcher = null;
+                starting = null;
+                return;
+            }
             StopRuntime();
         }
 

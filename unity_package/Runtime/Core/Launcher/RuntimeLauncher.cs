@@ -146,6 +146,30 @@ namespace CoreAI.Launcher
             }
         }
 
+        /// <summary>
+        /// A client of this launcher's runtime (the caller disposes it) whose token is read from the launcher for every
+        /// call: after a restart with a new token it carries on by itself, and a call sent with the old token ends
+        /// with <see cref="CoreAI.Runtime.RuntimeRestartedException"/>. Policy null uses AgentMemoryPolicy.Default.
+        /// </summary>
+        /// <exception cref="InvalidOperationException">No runtime yet (call Start first).</exception>
+        public CoreAI.Runtime.CoreAIRuntimeClient CreateClient(CoreAI.Ai.AgentMemoryPolicy policy = null)
+        {
+            RuntimeEndpoint current = endpoint;
+            if (current == null) throw new InvalidOperationException("the CoreAI runtime is not running; start it first");
+            string last = current.Token;
+            var options = new CoreAI.Runtime.ConnectClientOptions
+            {
+                BaseUrl = current.ConnectBaseUrl,
+                TokenSource = () =>
+                {
+                    RuntimeEndpoint now = endpoint;
+                    if (now != null) last = now.Token;
+                    return last;  // between a death and the restart: the last token (the call fails as unreachable)
+                },
+            };
+            return new CoreAI.Runtime.CoreAIRuntimeClient(options, policy);
+        }
+
         /// <summary>True when the runtime answers health now.</summary>
         public bool IsHealthy()
         {

@@ -21,6 +21,12 @@ namespace CoreAI.Runtime
         /// <summary>Bearer token the runtime was started with (null: send none).</summary>
         public string Token { get; set; }
 
+        /// <summary>
+        /// Where the current token comes from, read for every call (wins over Token): a runtime restarted with a new
+        /// token is then used without a new client. The Unity layer passes its launcher's current endpoint.
+        /// </summary>
+        public Func<string> TokenSource { get; set; }
+
         /// <summary>Timeout of a call without its own (Timeout.InfiniteTimeSpan: none).</summary>
         public TimeSpan DefaultTimeout { get; set; } = TimeSpan.FromSeconds(30);
     }
@@ -56,7 +62,8 @@ namespace CoreAI.Runtime
 
         private readonly string _baseUrl;
         private readonly TimeSpan _defaultTimeout;
-        private readonly string _authorization;
+        private readonly string _token;
+        private readonly Func<string> _tokenSource;
         private int _disposed;
 
         /// <summary>A client of the runtime described by options.</summary>
@@ -73,7 +80,8 @@ namespace CoreAI.Runtime
             }
             _baseUrl = options.BaseUrl.TrimEnd('/');
             _defaultTimeout = options.DefaultTimeout;
-            _authorization = string.IsNullOrEmpty(options.Token) ? null : "Bearer " + options.Token;
+            _token = options.Token;
+            _tokenSource = options.TokenSource;
             TuneServicePoint(baseUri);
         }
 
@@ -89,7 +97,8 @@ namespace CoreAI.Runtime
             byte[] body = Utf8.GetBytes(ProtoJson.Serialize(request));
             using (CancellationTokenSource deadline = NewDeadline(cancellationToken, timeout))
             {
-                HttpWebRequest message = NewRequest(service, method, body.Length, UnaryContentType, timeout);
+                string token = CurrentToken();
+                HttpWebRequest message = NewRequest(service, method, body.Length, UnaryContentType, timeout, token);
                 int status;
                 string text;
                 // Aborting the request is what interrupts a pending connect, write or read.
@@ -111,7 +120,7 @@ namespace CoreAI.Runtime
                 }
                 if (status != 200)
                 {
-                    throw ConnectErrors.FromUnaryResponse(status, text);
+                    throw Refused(ConnectErrors.FromUnaryResponse(status, text), token);
                 }
                 try
                 {
@@ -138,7 +147,8 @@ namespace CoreAI.Runtime
             byte[] body = ConnectEnvelope.Encode(0, ProtoJson.Serialize(request));
             using (CancellationTokenSource deadline = NewDeadline(cancellationToken, timeout))
             {
-                HttpWebRequest message = NewRequest(service, method, body.Length, StreamContentType, timeout);
+                string token = CurrentToken();
+                HttpWebRequest message = NewRequest(service, method, body.Length, StreamContentType, timeout, token);
                 using (deadline.Token.Register(message.Abort))
                 {
                     HttpWebResponse response;
@@ -164,7 +174,7 @@ namespace CoreAI.Runtime
                             {
                                 throw Translate(ex, service, method, cancellationToken, deadline, timeout);
                             }
-                            throw ConnectErrors.FromUnaryResponse((int)response.StatusCode, text);
+                            throw Refused(ConnectErrors.FromUnaryResponse((int)response.StatusCode, text), token);
                         }
                         Stream stream;
                         try
@@ -255,7 +265,27 @@ namespace CoreAI.Runtime
             return deadline;
         }
 
-        private HttpWebRequest NewRequest(string service, string method, int length, string contentType, TimeSpan timeout)
+        private string CurrentToken()
+        {
+            return _tokenSource != null ? _tokenSource() : _token;
+        }
+
+        /// <summary>An Unauthenticated answer to an old token after the token changed means the runtime restarted.</summary>
+        private CoreAIRuntimeException Refused(CoreAIRuntimeException error, string usedToken)
+        {
+            if (error is UnauthenticatedException && _tokenSource != null)
+            {
+                string now = _tokenSource();
+                if (!string.IsNullOrEmpty(now) && now != usedToken)
+                {
+                    return new RuntimeRestartedException(
+                        "the CoreAI runtime restarted (it has a new token); the call did not run and can be retried", error);
+                }
+            }
+            return error;
+        }
+
+        private HttpWebRequest NewRequest(string service, string method, int length, string contentType, TimeSpan timeout, string token)
         {
             if (Volatile.Read(ref _disposed) != 0)
             {
@@ -280,9 +310,9 @@ namespace CoreAI.Runtime
                 long ms = Math.Max(1L, (long)Math.Ceiling(timeout.TotalMilliseconds));
                 message.Headers["Connect-Timeout-Ms"] = Math.Min(ms, 9999999999L).ToString(CultureInfo.InvariantCulture);
             }
-            if (_authorization != null)
+            if (!string.IsNullOrEmpty(token))
             {
-                message.Headers[HttpRequestHeader.Authorization] = _authorization;
+                message.Headers[HttpRequestHeader.Authorization] = "Bearer " + token;
             }
             return message;
         }

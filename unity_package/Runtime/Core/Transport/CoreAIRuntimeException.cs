@@ -83,10 +83,20 @@ namespace CoreAI.Runtime
     }
 
     /// <summary>The runtime cannot be reached or is not ready; retrying later may work.</summary>
-    public sealed class UnavailableException : CoreAIRuntimeException
+    public class UnavailableException : CoreAIRuntimeException
     {
         /// <summary>See <see cref="CoreAIRuntimeException"/>.</summary>
         public UnavailableException(string message, Exception inner = null) : base(ConnectCode.Unavailable, message, inner) { }
+    }
+
+    /// <summary>
+    /// The runtime restarted with a new token while this call was on its way: the call did not run; the client
+    /// already uses the new token, so retrying it works. An UnavailableException, so existing retry code applies.
+    /// </summary>
+    public sealed class RuntimeRestartedException : UnavailableException
+    {
+        /// <summary>See <see cref="CoreAIRuntimeException"/>.</summary>
+        public RuntimeRestartedException(string message, Exception inner = null) : base(message, inner) { }
     }
 
     /// <summary>The call ran past its timeout (client- or runtime-side).</summary>
