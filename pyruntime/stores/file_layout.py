@@ -121,6 +121,17 @@ def file_stem(key: str) -> str:
     return stem
 
 
+def pre_escape_stem(key: str) -> str | None:
+    """The stem a device-named key had before device names were escaped (None for every other key).
+
+    Such files could only be written outside Windows; the stores move them to the new name.
+    """
+    replaced = "".join("_" if ch in INVALID_FILE_NAME_CHARS else ch for ch in key)
+    if not is_windows_device_name(replaced):
+        return None
+    return replaced if replaced == key else f"{replaced}_{fnv1a32_utf16(key):08x}"
+
+
 def check_windows_path_length(path: str) -> None:
     """Raise PathTooLongError when a Windows path (or the temp file beside it) is beyond MAX_PATH.
 

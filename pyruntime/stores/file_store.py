@@ -60,6 +60,7 @@ from pyruntime.stores.file_layout import (
     legacy_conversation_rows,
     normalize_timestamp,
     parse_history,
+    pre_escape_stem,
     retained_mask,
 )
 
@@ -187,6 +188,7 @@ class _KeyedFolder:
         self.folder = root / folder
         self._lock_folder = root / LOCKS_DIR / folder
         self._states: OrderedDict[str, _KeyState] = OrderedDict()
+        self._moved: set[str] = set()  # device-named stems whose pre-escape files were looked for
         self._guard = threading.Lock()
         self.lock_timeout = lock_timeout
         self.max_cached = max_cached
@@ -215,6 +217,26 @@ class _KeyedFolder:
                     f"the save is busy: {ks.users} calls already hold or wait for its lock; try again later")
             ks.users += 1
             return ks
+
+    def move_pre_escape_files(self, key: str, stem: str, suffixes: Sequence[str]) -> None:
+        """Move the files a device-named key (`CON`) was saved under before the escape to its stem, once."""
+        old = pre_escape_stem(key)
+        if old is None or old == stem or stem in self._moved:
+            return
+        if any((self.folder / (old + s)).is_file() for s in suffixes):
+            with self.locked(stem) as ks:
+                for suffix in suffixes:
+                    source, target = self.folder / (old + suffix), self.folder / (stem + suffix)
+                    if source.is_file() and not target.exists():
+                        try:
+                            fileio.replace_file(source, target)
+                        except OSError as exc:
+                            raise PersistenceError(f"could not move a save to its new name ({exc.strerror})") from exc
+                        fileio.fsync_dir(self.folder)
+                        logger.info("Moved a save with a Windows device name to its escaped name")
+                ks.history = None  # read again from its new name
+        with self._guard:
+            self._moved.add(stem)
 
     def _checkin(self, ks: _KeyState) -> None:
         with self._guard:
@@ -380,6 +402,7 @@ class FileAgentMemoryStore:
     def _stem(self, key: str) -> str:
         stem = _require_key(key)
         self.identities.verify(key, stem)
+        self._keys.move_pre_escape_files(key, stem, (MEMORY_SUFFIX, HISTORY_SUFFIX))
         return stem
 
     @property
@@ -735,6 +758,7 @@ class FileConversationSummaryStore:
     def _stem(self, key: str) -> str:
         stem = _require_key(key)
         self.identities.verify(key, stem)
+        self._keys.move_pre_escape_files(key, stem, (MEMORY_SUFFIX,))
         return stem
 
     def summary_path(self, key: str) -> Path:

@@ -101,6 +101,28 @@ def test_a_device_named_role_is_saved_in_an_ordinary_file(root):
     assert [m.content for m in reopened.get_chat_history("CON")] == ["hi"]
 
 
+def test_a_device_named_save_written_before_the_escape_is_moved_to_its_new_name(root):
+    # Outside Windows `Con.json` could be written; after the escape the same key must still find it.
+    memory, summaries = root / "AgentMemory", root / "ConversationSummaries"
+    memory.mkdir(parents=True)
+    summaries.mkdir()
+    store = FileAgentMemoryStore(root)
+    (memory / "Con.json").write_bytes(b'{"lastSystemPrompt":"","memory":"old memory","chatHistoryJson":"",'
+                                      b'"transcriptEntriesJson":"","versionsJson":"","systemPromptMemorySnapshot":"",'
+                                      b'"systemPromptMemoryVersion":0,"maxMemoryVersions":30}')
+    (memory / "Con.history.jsonl").write_bytes(b'{"k":0,"r":"user","c":"old line","t":1700000000,"o":1,"m":true}\n')
+    (summaries / "Con.json").write_bytes(b'{"Summary":"old summary"}')
+
+    assert store.try_load("Con").state.memory == "old memory"
+    assert [m.content for m in store.get_chat_history("Con")] == ["old line"]
+    assert FileConversationSummaryStore(root).load_summary("Con") == "old summary"
+    stem = file_stem("Con")
+    assert sorted(p.name for p in memory.iterdir()) == sorted([stem + MEMORY_SUFFIX, stem + HISTORY_SUFFIX])
+    assert [p.name for p in summaries.iterdir()] == [stem + MEMORY_SUFFIX]
+    store.append_chat_message("Con", "user", "new line")
+    assert [m.content for m in FileAgentMemoryStore(root).get_chat_history("Con")] == ["old line", "new line"]
+
+
 # -- ids differing only in case ---------------------------------------------------------------
 
 
