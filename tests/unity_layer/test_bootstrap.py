@@ -201,7 +201,8 @@ def test_editor_play_stop_keeps_one_runtime_shared_with_the_inspector(unity_stat
         pid = ready[0]
         # The Memory Inspector connects with the project's settings: it shares the Play Mode runtime.
         project_root = str(Path(StubState.DataPath).parent)
-        inspector = RuntimeLauncher(settings.ToLaunchOptions(str(unity_state), project_root, ProjectIdentity.Current()))
+        inspector = RuntimeLauncher(
+            settings.ToLaunchOptions(str(unity_state), project_root, ProjectIdentity.Current()).UseEditorInstance())
         assert inspector.Start().ProcessId == pid and inspector.Reused
         inspector_client = inspector.CreateClient(None)
 

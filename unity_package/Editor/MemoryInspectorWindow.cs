@@ -146,7 +146,9 @@ namespace CoreAI.EditorTools
             CoreAIRuntimeSettings settings = FindSettings();
             if (settings == null) throw new InvalidOperationException("create a CoreAIRuntimeSettings asset first (Assets/Create/CoreAI/Runtime Settings)");
             string projectRoot = Directory.GetParent(Application.dataPath) == null ? "" : Directory.GetParent(Application.dataPath).FullName;
-            RuntimeLauncher started = new RuntimeLauncher(settings.ToLaunchOptions(Application.persistentDataPath, projectRoot, ProjectIdentity.Current()));
+            // The editor instance: the same runtime Play Mode uses (see CoreAIRuntimeBootstrap.StartRuntime).
+            RuntimeLauncher started = new RuntimeLauncher(
+                settings.ToLaunchOptions(Application.persistentDataPath, projectRoot, ProjectIdentity.Current()).UseEditorInstance());
             mainThread.Post(() => status = "Starting the runtime…");
             RuntimeEndpoint endpoint = await started.StartAsync().ConfigureAwait(false);
             CoreAIRuntimeClient connected = started.CreateClient();  // follows the token across runtime restarts

@@ -96,6 +96,8 @@ namespace CoreAI.UnityIntegration
             RuntimeLaunchOptions options = settings.ToLaunchOptions(Application.persistentDataPath, projectRoot, ProjectIdentity.Current());
             // A player runs the runtime (and model) its build carries, copied there by the editor's RuntimeBuildStep.
             if (!Application.isEditor) BundledRuntime.UseBundled(options, Application.streamingAssetsPath);
+            // The editor's runtime outlives Play Mode: its own state folder and ports keep a built player of the game free.
+            else options.UseEditorInstance();
             if (launcher != null) launcher.Detach();
             launcher = new RuntimeLauncher(options);
             launcher.EventRaised += e => mainThread.Post(() => OnLauncherEvent(e));

@@ -148,6 +148,30 @@ namespace CoreAI.Launcher
                 throw new ArgumentException(name + " must be within 1..65535, got " + port);
         }
 
+        /// <summary>How far the editor's runtime moves from the configured ports (see <see cref="UseEditorInstance"/>).</summary>
+        public const int EditorPortOffset = 100;
+
+        /// <summary>The editor instance's folder name under `CoreAI/runtime`.</summary>
+        public const string EditorInstance = "editor";
+
+        /// <summary>"" for a game's runtime; <see cref="EditorInstance"/> for the editor's (its own state file and ports).</summary>
+        public string Instance { get; set; } = "";
+
+        /// <summary>
+        /// Make these the editor's options: its own state folder (`CoreAI/runtime/editor`) and every port moved up by
+        /// <see cref="EditorPortOffset"/>, so an editor runtime (kept across Play/Stop) and a built player of the same
+        /// game, which share persistentDataPath, never find each other's ports taken or state file foreign.
+        /// </summary>
+        public RuntimeLaunchOptions UseEditorInstance()
+        {
+            if (Instance == EditorInstance) return this;
+            Instance = EditorInstance;
+            ConnectPort += EditorPortOffset;
+            GrpcPort += EditorPortOffset;
+            ModelPort += EditorPortOffset;
+            return this;
+        }
+
         /// <summary>The ports the runtime listens on: Connect, gRPC and (when it hosts the model) the model's.</summary>
         public int[] Ports()
         {

@@ -46,7 +46,11 @@ namespace CoreAI.Launcher
         /// <summary>`&lt;DataDir&gt;/CoreAI/runtime`: the launcher's state file and the runtime's log.</summary>
         public string RuntimeFolder
         {
-            get { return RuntimeFolderOf(options.DataDir); }
+            get
+            {
+                string folder = RuntimeFolderOf(options.DataDir);
+                return string.IsNullOrEmpty(options.Instance) ? folder : Path.Combine(folder, options.Instance);
+            }
         }
 
         /// <summary>The state file that lets the next launcher find this runtime.</summary>
@@ -230,7 +234,15 @@ namespace CoreAI.Launcher
         /// </summary>
         public static bool StopRecorded(string dataDir, TimeSpan timeout)
         {
-            string statePath = Path.Combine(RuntimeFolderOf(dataDir), "launcher.json");
+            // The game's and the editor's runtime: both use the saves under dataDir.
+            bool game = StopRecordedAt(Path.Combine(RuntimeFolderOf(dataDir), "launcher.json"), timeout);
+            bool editor = StopRecordedAt(
+                Path.Combine(Path.Combine(RuntimeFolderOf(dataDir), RuntimeLaunchOptions.EditorInstance), "launcher.json"), timeout);
+            return game || editor;
+        }
+
+        private static bool StopRecordedAt(string statePath, TimeSpan timeout)
+        {
             RuntimeState state = RuntimeStateFile.Read(statePath);
             if (state == null) return false;
             bool ours = ProcessControl.IsAlive(state.ProcessId)
