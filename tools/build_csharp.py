@@ -220,11 +220,15 @@ def _digest(args: Sequence[str], inputs: Sequence[Path]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: prints the built assemblies, or mcs's errors and exits 1."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("targets", nargs="*", default=["all"], choices=["core", "unity", "editor", "all"])
+    # No argparse `choices` here: with nargs="*" Python 3.11 checks the empty default against them and fails.
+    parser.add_argument("targets", nargs="*", help="core, unity, editor or all (default: all)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    unknown = [t for t in args.targets if t not in ("core", "unity", "editor", "all")]
+    if unknown:
+        parser.error(f"unknown target(s) {unknown}: choose from core, unity, editor, all")
     try:
-        for path in build(args.targets, args.out):
+        for path in build(args.targets or ["all"], args.out):
             print(path)
     except BuildError as exc:
         print(exc, file=sys.stderr)

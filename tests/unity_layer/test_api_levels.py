@@ -44,3 +44,13 @@ def test_the_net_standard_check_flags_a_framework_only_type(tmp_path: Path) -> N
                      "return System.Runtime.Remoting.Messaging.CallContext.LogicalGetData(\"x\"); } } }")
     dll = compile_assembly("Remoting", [probe], tmp_path)
     assert "System.Runtime.Remoting.Messaging.CallContext" in net_standard_violations(dll)
+
+
+def test_build_cli_defaults_to_all_and_refuses_unknown_targets(capsys) -> None:
+    from tools.build_csharp import main
+
+    assert main([]) == 0  # failed before: argparse checked the empty default against `choices`
+    assert f"{EDITOR}.dll" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:
+        main(["bogus"])
+    assert info.value.code == 2
