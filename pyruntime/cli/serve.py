@@ -89,6 +89,7 @@ class ServeOptions:
     parent_pid: int | None = None
     exit_on_stdin_eof: bool = False
     threads: int | None = None  # None: default_threads() (half the cores, at least 1)
+    prompt_cache_mb: int = 0  # RAM prompt-state cache of the hosted model; 0: off
 
     @property
     def hosts_model(self) -> bool:
@@ -161,7 +162,8 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
         chat_history_cap=args.chat_history_cap, transcript_cap=args.transcript_cap,
         tool_mode=ToolCallMode.parse(args.tool_mode) if args.tool_mode else None,
         memory_design=MemoryDesign.parse(args.memory_design) if getattr(args, "memory_design", None) else None,
-        parent_pid=args.parent_pid, exit_on_stdin_eof=args.exit_on_stdin_eof, threads=args.threads)
+        parent_pid=args.parent_pid, exit_on_stdin_eof=args.exit_on_stdin_eof, threads=args.threads,
+        prompt_cache_mb=args.prompt_cache_mb)
 
 
 def run(args: argparse.Namespace) -> int:
