@@ -71,3 +71,28 @@ def test_a_call_sent_with_the_old_token_reports_the_restart(make_options, launch
         stale.Dispose()
     finally:
         client.Dispose()
+
+
+def test_two_launchers_of_one_runtime_follow_one_restart(make_options, launchers) -> None:
+    from CoreAI.Launcher import RuntimeLauncher
+
+    # Play Mode's bootstrap and the Memory Inspector: two launchers, one runtime.
+    options = make_options()
+    play = RuntimeLauncher(options)
+    launchers.append(play)
+    first = play.Start().ProcessId
+    inspector = RuntimeLauncher(options)
+    launchers.append(inspector)
+    assert inspector.Start().ProcessId == first and inspector.Reused
+    play_client, inspector_client = play.CreateClient(None), inspector.CreateClient(None)
+    try:
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: play.IsHealthy() and inspector.IsHealthy() and play.ProcessId not in (0, first), 60,
+                 "both launchers to see the restarted runtime")
+        wait_for(lambda: inspector.ProcessId == play.ProcessId, 30, "one runtime for both")
+        assert wait(play_client.GetRoleConfigAsync("Merchant")).RoleId == "Merchant"
+        assert wait(inspector_client.GetRoleConfigAsync("Merchant")).RoleId == "Merchant"
+        assert play.Endpoint.Token == inspector.Endpoint.Token
+    finally:
+        play_client.Dispose()
+        inspector_client.Dispose()

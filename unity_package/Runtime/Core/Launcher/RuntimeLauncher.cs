@@ -492,9 +492,15 @@ namespace CoreAI.Launcher
                     lock (gate)
                     {
                         if (cancel.IsCancellationRequested) return false;
-                        restarted = Launch(cancel);
+                        // Another launcher watching the same runtime (Play Mode and the Memory Inspector share one)
+                        // may have restarted it already: take that one instead of fighting over the ports.
+                        using (AcquireStartLock(cancel))
+                        {
+                            RuntimeEndpoint reused = TryReuse(cancel);
+                            restarted = reused ?? Launch(cancel);
+                            Reused = reused != null;
+                        }
                         endpoint = restarted;
-                        Reused = false;
                     }
                     Interlocked.Increment(ref restartCount);
                     Raise(RuntimeLauncherEventKind.Restarted, restarted.ProcessId, series, delay, "");
