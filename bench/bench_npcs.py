@@ -10,7 +10,9 @@ the other on the same server:
   `## Memory` snapshot after the history) and no hysteresis (fold only what no longer fits): what
   shipped before issue 13, for comparison;
 - **naive**: what a game does without the runtime: the NPC's prompt with its current memory pasted
-  into the system prompt, the whole history, the player's line (same server, same client).
+  into the system prompt, the whole history, the player's line (same server, same client);
+- **runtime + prompt cache** (`--prompt-cache-mb`, setups with several NPCs): the runtime on a second
+  server with the RAM prompt cache on (`serve --prompt-cache-mb`, `pyruntime/model/prompt_cache.py`).
 
 The session: turns rotate over every (NPC, player) conversation; each conversation's memory starts
 with `--facts` known facts and the game appends one every `--edit-every` turns of that conversation;
@@ -29,13 +31,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +189,7 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str) -> P
                        first if first is not None else elapsed, elapsed)
         await orchestrator.client.aclose()
     result.rss_mb = server_rss_mb(server)
+    print(f"  pass done: {name}", flush=True)
     return result
 
 
@@ -241,8 +245,9 @@ def _p(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) >= 2 else (values[0] if values else 0.0)
 
 
-async def run_setup(server: LlamaServerProcess, setup: Setup) -> list[Pass]:
-    """The three passes of one setup, one after the other."""
+async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | None, setup: Setup) -> list[Pass]:
+    """The passes of one setup, one after the other."""
+    began = time.perf_counter()
     passes = [await runtime_pass(server, setup, "runtime")]
     undo = design_note_runtime()
     try:
@@ -250,7 +255,21 @@ async def run_setup(server: LlamaServerProcess, setup: Setup) -> list[Pass]:
     finally:
         undo()
     passes.append(await naive_pass(server, setup))
+    if cached is not None and setup.npcs > 1:
+        passes.append(await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB"))
+    print(f"  passes done in {time.perf_counter() - began:.0f} s", flush=True)
     return passes
+
+
+HEADER = ("| NPCs x players | approach | tokens evaluated per turn, median / p90 | prompt tokens, median | "
+          "TTFT p50 / p90 s | turn median s | server RSS MB |\n|---|---|---|---|---|---|---|")
+
+
+def row(setup: Setup, p: Pass) -> str:
+    """One table row."""
+    return (f"| {setup.npcs} x {setup.players} | {p.name} | {statistics.median(p.evaluated):g} / "
+            f"{_p(p.evaluated, 90):.0f} | {statistics.median(p.prompt):g} | {statistics.median(p.ttft):.2f} / "
+            f"{_p(p.ttft, 90):.2f} | {statistics.median(p.turn_s):.2f} | {p.rss_mb:.0f} |")
 
 
 def main() -> None:
@@ -261,32 +280,36 @@ def main() -> None:
     parser.add_argument("--facts", type=int, default=10, help="facts each conversation's memory starts with")
     parser.add_argument("--edit-every", type=int, default=5, help="the game appends a fact every N turns (0: never)")
     parser.add_argument("--window", type=int, default=8, help="the roles' MaxChatHistoryMessages")
+    parser.add_argument("--prompt-cache-mb", type=int, default=256, help="the cached server's RAM cache (0: no pass)")
     args = parser.parse_args()
     config = LlamaServerConfig(model_path=embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS, port=free_port())
     rows: list[tuple[Setup, list[Pass]]] = []
-    with LlamaServerProcess(config) as server:
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(LlamaServerProcess(config))
+        cached = None
+        if args.prompt_cache_mb > 0 and max(args.npcs) > 1:
+            cached = stack.enter_context(LlamaServerProcess(replace(config, port=free_port(),
+                                                                    prompt_cache_mb=args.prompt_cache_mb)))
+        print(f"SmolLM2-135M-Instruct Q4_1 hosted (game settings), {args.turns} turns per setup in rotation, "
+              f"memory of {args.facts} facts + 1 every {args.edit_every} turns of a conversation, window "
+              f"{args.window} messages (hysteresis target {COMPACTION_TARGET_RATIO}), {MAX_TOKENS}-token replies; "
+              "each conversation's first turn excluded", flush=True)
+        print(HEADER, flush=True)
         for npcs in args.npcs:
             setup = Setup(npcs, args.players, args.turns, args.facts, args.edit_every, args.window)
             began = time.perf_counter()
-            passes = asyncio.run(run_setup(server, setup))
+            passes = asyncio.run(run_setup(server, cached, setup))
             rows.append((setup, passes))
-            print(f"  {npcs} NPC(s) x {args.players} player(s): {time.perf_counter() - began:.0f} s", flush=True)
-    print(f"\nSmolLM2-135M-Instruct Q4_1 hosted (game settings), {args.turns} turns per setup in rotation, "
-          f"memory of {args.facts} facts + 1 every {args.edit_every} turns of a conversation, window "
-          f"{args.window} messages (hysteresis target {COMPACTION_TARGET_RATIO}), {MAX_TOKENS}-token replies; "
-          "each conversation's first turn excluded")
-    print("| NPCs x players | approach | tokens evaluated per turn, median / p90 | prompt tokens, median | "
-          "TTFT p50 / p90 s | turn median s | server RSS MB |")
-    print("|---|---|---|---|---|---|---|")
+            for p in passes:  # as soon as a setup is done: a bounded run still reports what it measured
+                print(row(setup, p), flush=True)
+            print(f"  ({npcs} NPC(s) x {args.players} player(s): {time.perf_counter() - began:.0f} s)", flush=True)
     for setup, passes in rows:
-        for p in passes:
-            print(f"| {setup.npcs} x {setup.players} | {p.name} | {statistics.median(p.evaluated):g} / "
-                  f"{_p(p.evaluated, 90):.0f} | {statistics.median(p.prompt):g} | {statistics.median(p.ttft):.2f} / "
-                  f"{_p(p.ttft, 90):.2f} | {statistics.median(p.turn_s):.2f} | {p.rss_mb:.0f} |")
-    for setup, passes in rows:
-        runtime, _, naive = passes
-        print(f"{setup.npcs} NPC(s): runtime/naive tokens evaluated {statistics.median(runtime.evaluated) / max(1, statistics.median(naive.evaluated)):.2f}x, "  # noqa: E501
+        runtime, _, naive = passes[:3]
+        print(f"{setup.npcs} NPC(s): runtime/naive tokens evaluated "
+              f"{statistics.median(runtime.evaluated) / max(1, statistics.median(naive.evaluated)):.2f}x, "
               f"TTFT p50 {statistics.median(runtime.ttft) / statistics.median(naive.ttft):.2f}x")
+        for p in passes:
+            print(f"  {p.name}: evaluated per turn {' '.join(str(e) for e in p.evaluated)}")
     print("\nRun: nice -n 10 .venv/bin/python bench/bench_npcs.py " + " ".join(sys.argv[1:]))
 
 
