@@ -84,6 +84,7 @@ LABELS = {
     "c": "(c) runtime via serve + client (writer pass)",
     "d": "(d) runtime via chat (writer pass)",
     "tool": "(tool) serve, memory tool in the reply",
+    "c-session": "(c-session) as (c), history not saved between sessions",
 }
 TARGETS = "captured >= 8/10, junk <= 1/10, corrections >= 6/10, recall >= 6/10, latency <= 1.2x (a)"
 
@@ -336,11 +337,11 @@ def scope_of(conversation: Conversation) -> AgentMemoryScope:
     return AgentMemoryScope(user_id=f"player-{conversation.id}")
 
 
-def role_config(conversation: Conversation, *, memory: bool) -> RoleMemoryConfig:
+def role_config(conversation: Conversation, *, memory: bool, persist_history: bool = True) -> RoleMemoryConfig:
     """The NPC's role: the built-in SmartChat (history saved) with the persona, temperature 0."""
     base = AgentMemoryPolicy().get(ROLE)
     return base.copy(use_memory_tool=memory, system_prompt=conversation.system_prompt, temperature=0.0,
-                     max_output_tokens=MAX_TOKENS)
+                     max_output_tokens=MAX_TOKENS, persist_chat_history=persist_history)
 
 
 # -- (a), (c), tool: serve + client -------------------------------------------------------------
@@ -381,13 +382,14 @@ def run_serve_config(name: str, conversations: Sequence[Conversation], proxy: Co
     result = ConfigResult(name)
     count_lines(result, conversations)
     memory = name != "a"
+    persist = name != "c-session"
     design = "tool" if name == "tool" else "writer"
     data_dir = work / name
     calls0, tokens0 = proxy.snapshot()
     with serve_process(data_dir, proxy, design) as (client, pid):
         result.conversation_pids.append(pid)
         for conversation in conversations:
-            client.configure_role(role_config(conversation, memory=memory))
+            client.configure_role(role_config(conversation, memory=memory, persist_history=persist))
             for line in conversation.lines:
                 began = time.perf_counter()
                 response = client.run_task(line.text, role_id=ROLE, scope=scope_of(conversation),
@@ -406,7 +408,7 @@ def run_serve_config(name: str, conversations: Sequence[Conversation], proxy: Co
     with serve_process(data_dir, proxy, design) as (client, pid):  # the new process
         result.recall_pids.append(pid)
         for conversation in conversations:
-            client.configure_role(role_config(conversation, memory=memory))
+            client.configure_role(role_config(conversation, memory=memory, persist_history=persist))
             replies = []
             for question, keys in conversation.recall:
                 response = client.run_task(question, role_id=ROLE, scope=scope_of(conversation),
@@ -604,7 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     global MAX_TOKENS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--conversations", type=int, default=None, help="the first N conversations (default all)")
-    parser.add_argument("--configs", nargs="+", default=["a", "c", "b", "d"], choices=[*CONFIGS, "tool"])
+    parser.add_argument("--configs", nargs="+", default=["a", "c", "b", "d"], choices=[*CONFIGS, "tool", "c-session"])
     parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help=f"reply cap (default {MAX_TOKENS})")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads of the model server")
     parser.add_argument("--data", type=Path, default=DATA)
@@ -645,7 +647,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = table(results)
     command = "nice -n 10 .venv/bin/python bench/memory_eval.py" + (
         f" --conversations {args.conversations}" if args.conversations else "") + " --configs " + " ".join(
-        args.configs) + (f" --max-tokens {MAX_TOKENS}" if MAX_TOKENS != parser.get_default("max_tokens") else "")
+        args.configs) + (f" --max-tokens {MAX_TOKENS}" if MAX_TOKENS != parser.get_default("max_tokens") else "") + (
+        f" --threads {args.threads}" if args.threads != parser.get_default("threads") else "")
     failed = ", ".join(f"{r.name}: {r.failed_turns}" for r in results)
     took = ", ".join(f"{r.name}: {r.seconds:.0f} s" for r in results)
     print(text)
@@ -665,7 +668,7 @@ def merge(paths: Sequence[Path]) -> int:
         report = json.loads(path.read_text(encoding="utf-8"))
         commands.append(report["command"])
         results += [ConfigResult(**{k: v for k, v in r.items() if k in names}) for r in report["results"]]
-    order = ["a", "b", "c", "d", "tool"]
+    order = ["a", "b", "c", "d", "c-session", "tool"]
     results.sort(key=lambda r: order.index(r.name))
     print(table(results))
     took = ", ".join(f"{r.name}: {r.seconds:.0f} s" for r in results)
