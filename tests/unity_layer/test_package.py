@@ -135,3 +135,23 @@ def test_no_namespace_shadows_unitys() -> None:
     for rel in ("Runtime/Unity/CoreAI.Runtime.Unity.asmdef", "Editor/CoreAI.Editor.asmdef"):
         root = json.loads((PACKAGE / rel).read_text())["rootNamespace"]
         assert not set(root.split(".")) & SHADOWING, f"{rel} rootNamespace {root}"
+
+
+def test_the_linker_callback_hands_over_the_packages_link_xml(assemblies, tmp_path: Path) -> None:
+    import os
+
+    from CoreAI.EditorTools import CoreAILinkXml
+
+    # In Unity the current directory is the project and Packages/<name>/ resolves to the package: mirror that.
+    name = json.loads((PACKAGE / "package.json").read_text())["name"]
+    project = tmp_path / "Project"
+    (project / "Packages").mkdir(parents=True)
+    (project / "Packages" / name).symlink_to(PACKAGE)
+    before = os.getcwd()
+    os.chdir(project)
+    try:
+        path = Path(CoreAILinkXml().GenerateAdditionalLinkXmlFile(None, None))
+    finally:
+        os.chdir(before)
+    assert path.is_absolute() and path.read_text() == (PACKAGE / "Runtime" / "Core" / "link.xml").read_text()
+    assert "CoreAI.V1.*" in path.read_text()
