@@ -35,7 +35,8 @@ PACKAGE = ROOT / "unity_package"
 DEFAULT_OUT = PACKAGE / ".build"
 NEWTONSOFT = Path("/usr/lib/cli/Newtonsoft.Json-5.0/Newtonsoft.Json.dll")
 LANG_VERSION = "7.2"
-FRAMEWORK_REFS = ("System", "System.Core", "System.Runtime.Serialization", "System.Xml")  # no System.Net.Http: see API_LEVELS
+# No System.Net.Http: Unity's ".NET Framework" level lacks it (see compile_for_api_level).
+FRAMEWORK_REFS = ("System", "System.Core", "System.Runtime.Serialization", "System.Xml")
 # What Unity 2021.3+ references at the ".NET Framework" level: System.Net.Http is not among them.
 NET_FRAMEWORK_API = Path("/usr/lib/mono/4.7.1-api")
 NET_FRAMEWORK_REFS = ("mscorlib", "System", "System.Core", "System.Runtime.Serialization", "System.Xml",
@@ -62,7 +63,7 @@ def compile_assembly(
     references: Sequence[Path] = (),
     *,
     defines: Sequence[str] = (),
-    framework: Sequence[str] | None = None,
+    framework: Sequence[str | Path] | None = None,
 ) -> Path:
     """Compile files into out_dir/<name>.dll (skipped when nothing changed); raises BuildError.
 
@@ -81,7 +82,7 @@ def compile_assembly(
         "-debug",
         "-nowarn:1591",  # missing XML docs on generated members
         f"-out:{target}",
-        *([f"-r:{ref}" for ref in FRAMEWORK_REFS] if framework is None else ["-nostdlib", *[f"-r:{r}" for r in framework]]),
+        *_framework_args(framework),
         f"-r:{newtonsoft}",
         *[f"-r:{ref}" for ref in references],
         *[f"-define:{d}" for d in defines],
@@ -97,6 +98,12 @@ def compile_assembly(
         raise BuildError(f"mcs failed to build {name}.dll (exit {result.returncode}):\n{result.stdout}{result.stderr}")
     stamp.write_text(digest)
     return target
+
+
+def _framework_args(framework: Sequence[str | Path] | None) -> list[str]:
+    if framework is None:
+        return [f"-r:{ref}" for ref in FRAMEWORK_REFS]
+    return ["-nostdlib", *[f"-r:{ref}" for ref in framework]]
 
 
 def net_framework_refs() -> list[Path]:

@@ -84,6 +84,7 @@ def test_the_pattern_has_the_shape_await_foreach_binds_to(assemblies: Any) -> No
 
     stream = Type.GetType("CoreAI.Ai.AiTaskStream, CoreAI.Runtime.Core")
     enumerator = stream.GetMethod("GetAsyncEnumerator").ReturnType
-    assert enumerator.GetMethod("MoveNextAsync").ReturnType.ToString() == "System.Threading.Tasks.Task`1[System.Boolean]"
+    move_next = enumerator.GetMethod("MoveNextAsync").ReturnType.ToString()
+    assert move_next == "System.Threading.Tasks.Task`1[System.Boolean]"
     assert enumerator.GetProperty("Current").PropertyType.Name == "AiTaskStreamItem"
     assert enumerator.GetMethod("DisposeAsync") is not None
