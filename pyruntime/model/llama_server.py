@@ -160,11 +160,9 @@ def _prompt_cache_settings(megabytes: int) -> dict[str, Any]:
     """ModelSettings fields for the RAM prompt cache; the library's cache class is replaced by ours."""
     if megabytes <= 0:
         return {}
-    import llama_cpp
+    from pyruntime.model import prompt_cache
 
-    from pyruntime.model.prompt_cache import NpcPromptCache
-
-    llama_cpp.LlamaRAMCache = NpcPromptCache  # type: ignore[misc] - server/model.py looks it up at load time
+    prompt_cache.install()
     return {"cache": True, "cache_type": "ram", "cache_size": megabytes << 20}
 
 

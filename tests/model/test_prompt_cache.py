@@ -76,3 +76,29 @@ def test_the_cache_keeps_last_row_logits_and_drops_its_own_prefixes() -> None:
 def test_a_negative_cache_size_is_refused(tiny_model_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="prompt_cache_mb"):
         LlamaServerConfig(model_path=tiny_model_path, alias="tiny", prompt_cache_mb=-1)
+
+
+def test_a_light_state_from_the_cache_continues_exactly_like_a_fresh_evaluation(tiny_model_path: Path) -> None:
+    import types
+
+    import llama_cpp
+
+    from pyruntime.model.prompt_cache import NpcPromptCache, save_state_last_logits
+
+    def load() -> llama_cpp.Llama:
+        return llama_cpp.Llama(model_path=str(tiny_model_path), n_ctx=512, logits_all=False, verbose=False)
+
+    bram = "Bram the smith remembers the village fair and the old mill. Player: hello"
+    fresh = load().create_completion(bram + " again", max_tokens=6, temperature=0.0)["choices"][0]["text"]
+    llm = load()
+    llm.save_state = types.MethodType(save_state_last_logits, llm)  # what install() does for the server
+    llm.set_cache(NpcPromptCache(capacity_bytes=64 << 20))
+    llm.create_completion(bram, max_tokens=2, temperature=0.0)
+    llm.create_completion("Elda the innkeeper pours ale.", max_tokens=2, temperature=0.0)  # evicts Bram's KV
+    [state] = [s for k, s in llm.cache.cache_state.items() if len(k) > 10 and s.n_tokens > 10][:1]
+    assert state.scores.shape[0] == 1  # one logits row kept, not up to n_batch
+    before = llama_cpp.llama_perf_context(llm._ctx.ctx).n_p_eval
+    again = llm.create_completion(bram + " again", max_tokens=6, temperature=0.0)["choices"][0]["text"]
+    evaluated = llama_cpp.llama_perf_context(llm._ctx.ctx).n_p_eval - before
+    assert evaluated < len(llm.tokenize(bram.encode())) // 2  # Bram's prefix came from the cache
+    assert again == fresh
