@@ -70,6 +70,32 @@ def test_a_second_launcher_reuses_the_runtime_after_a_domain_reload(make_options
     assert processes_mentioning(f"--connect-port {options.ConnectPort}") == [pid]
 
 
+def test_a_runtime_caught_while_its_model_restarts_is_reused(make_options, launchers, tmp_path: Path) -> None:
+    from CoreAI.Launcher import RuntimeLauncher
+
+    model = tmp_path / "model.gguf"
+    options = make_options(tmp_path / "persistent")
+    model.write_bytes(Path(options.ModelPath).read_bytes())
+    options.ModelPath = str(model)
+    first = RuntimeLauncher(options)
+    launchers.append(first)
+    endpoint = first.Start()
+    pid = endpoint.ProcessId
+    first.Detach()
+    model.write_bytes(b"not a model")  # every restart fails: the runtime stays "restarting" for a while
+    [child] = [p for p in processes_mentioning("pyruntime.model.llama_server")
+               if any(f'"port": {options.ModelPort},' in arg for arg in cmdline(p))]
+    os.kill(child, signal.SIGKILL)
+    wait_for(lambda: httpx.get(f"{endpoint.ConnectBaseUrl}/healthz", timeout=5.0).status_code == 503, 30,
+             "/healthz answers 503 while the model restarts")
+
+    second = RuntimeLauncher(options)
+    launchers.append(second)
+    # Live (/livez) though not ready (/healthz 503): the same runtime, not a second one fighting for its ports.
+    assert second.Start().ProcessId == pid and second.Reused
+    assert _kinds(second) == ["Reused"]
+
+
 def first_token(options) -> str:
     from CoreAI.Launcher import RuntimeLauncher
 

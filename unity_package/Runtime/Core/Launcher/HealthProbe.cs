@@ -27,6 +27,7 @@ namespace CoreAI.Launcher
     internal static class HealthProbe
     {
         private const string HealthPath = "/healthz";
+        private const string LivenessPath = "/livez";
         private const string AuthenticatedProbePath = "/coreai.v1.Orchestrator/ListRoles";
 
         /// <summary>The health answer, or null when nothing healthy answers.</summary>
@@ -50,6 +51,25 @@ namespace CoreAI.Launcher
             catch (Exception e) when (IsTransient(e, cancel))
             {
                 return null;
+            }
+        }
+
+        /// <summary>
+        /// True when a runtime process serves at `baseUrl` (GET /livez answers 200), even while its model loads or
+        /// restarts (when /healthz answers 503): the test for "is a runtime there to reuse", not "is it ready".
+        /// </summary>
+        public static bool IsLive(string baseUrl, TimeSpan timeout, CancellationToken cancel)
+        {
+            try
+            {
+                string body;
+                int status = Send(baseUrl + LivenessPath, "GET", null, null, timeout, cancel, out body);
+                if (status < 200 || status > 299) return false;
+                return (bool?)JObject.Parse(body)["live"] ?? false;
+            }
+            catch (Exception e) when (IsTransient(e, cancel))
+            {
+                return false;
             }
         }
 

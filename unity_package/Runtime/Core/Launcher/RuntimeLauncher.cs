@@ -118,7 +118,10 @@ namespace CoreAI.Launcher
             return Task.Run(() => Start(cancel));
         }
 
-        /// <summary>Starts (or reuses) the runtime and blocks until it answers health. Throws RuntimeLaunchException.</summary>
+        /// <summary>
+        /// Starts the runtime and blocks until it answers health (model loaded), or reuses a live one (its model may
+        /// still be reloading: turns then answer UNAVAILABLE with a retry hint). Throws RuntimeLaunchException.
+        /// </summary>
         public RuntimeEndpoint Start(CancellationToken cancel = default(CancellationToken))
         {
             lock (gate)
@@ -286,7 +289,9 @@ namespace CoreAI.Launcher
                 return null;
             }
             string url = BaseUrl(state.Host, state.ConnectPort);
-            bool answers = HealthProbe.Check(url, options.HealthRequestTimeout, cancel) != null
+            // Liveness, not readiness: a runtime caught while its model (re)loads answers /healthz 503 but is
+            // still ours to reuse; starting a second one would only find the ports taken.
+            bool answers = HealthProbe.IsLive(url, options.HealthRequestTimeout, cancel)
                 && HealthProbe.AcceptsToken(url, state.Token, options.HealthRequestTimeout, cancel);
             if (!answers)
             {
