@@ -1,7 +1,8 @@
 """`coreai-runtime serve`: the runtime - stores, model, orchestrator, gRPC and Connect - until SIGINT/SIGTERM.
 
-Started in order: stores -> model server (a hosted llama.cpp child, a checked external URL, or none
-with `--no-model`) -> orchestrator -> services -> RPC servers. Then ONE JSON line goes to stdout for
+Started in order: stores -> services and RPC servers (health answers 503 "loading", turns UNAVAILABLE
+with a retry hint) -> model server (a hosted llama.cpp child, a checked external URL, or none with
+`--no-model`) -> orchestrator, bound to the services. Then ONE JSON line goes to stdout for
 launchers, `{"grpc_port": N, "connect_port": N, "model_url": "..." | null, "token_file": "...",
 "model_key_file": "..."}` (the last only with a hosted model: its port's API key, 0600, next to the token);
 logs go to stderr. Stopped in reverse: in-flight calls get `--grace` seconds, store writes finish,
@@ -48,7 +49,7 @@ from pyruntime.rpc.auth import TOKEN_ENV, default_token_file, is_loopback_host, 
 from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
 from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
 from pyruntime.service import RuntimeServices
-from pyruntime.service.readiness import EXTERNAL_MODEL, hosted_model_readiness
+from pyruntime.service.readiness import EXTERNAL_MODEL, MODEL_LOADING, Readiness, hosted_model_readiness
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
 from pyruntime.turns.memory_writer import MemoryDesign
@@ -277,19 +278,37 @@ def _stop_triggers(options: ServeOptions, stop: asyncio.Event) -> Iterator[None]
         yield
 
 
+class _Loading:
+    """Health while serve loads the model: the hosted child's progress, never ready before turns are bound."""
+
+    def __init__(self) -> None:
+        self.host: object | None = None  # the LlamaServerProcess, then its supervisor, once they exist
+
+    def __call__(self) -> Readiness:
+        readiness = hosted_model_readiness(self.host) if self.host is not None else MODEL_LOADING
+        return MODEL_LOADING if readiness.model_ready else readiness
+
+
 async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack) -> tuple[dict[str, Any], _Model]:
-    """Each stage in order; each registers its own stop on stack first, so any failure unwinds what started."""
+    """Each stage in order; each registers its own stop on stack first, so any failure unwinds what started.
+
+    The RPC ports open before the model loads (health answers 503 "loading", turns UNAVAILABLE meanwhile);
+    the model's stops go on a stack entered before the RPC servers', so they still run after those stopped.
+    """
     _check_rpc_ports_free(options)
     stores = _open_stores(options)
-    model = await _start_model(options, stack)
     policy = AgentMemoryPolicy()
-    services = await _services(options, stores, policy, model, stack)
+    loading = None if options.no_model else _Loading()
+    services = RuntimeServices.create(stores, policy, readiness=loading)
+    model_stack = await stack.enter_async_context(contextlib.AsyncExitStack())
     token_file = _token_file(options, stack)
     config = RpcConfig(host=options.listen, grpc_port=options.grpc_port, connect_port=options.connect_port,
                        token_file=token_file, grace_s=options.grace)
     servers = RpcServers(services, config)
     stack.push_async_callback(_stop_rpc, servers)
     await servers.start()
+    model = await _start_model(options, model_stack, loading)
+    await _attach_turns(options, services, stores, model, model_stack)
     ready = {"grpc_port": servers.grpc_port, "connect_port": servers.connect_port, "model_url": model.url,
              "token_file": str(token_file)}
     if model.server is not None and model.server.api_key:
@@ -318,7 +337,7 @@ def _open_stores(options: ServeOptions) -> StoreBundle:
     return stores
 
 
-async def _start_model(options: ServeOptions, stack: contextlib.AsyncExitStack) -> _Model:
+async def _start_model(options: ServeOptions, stack: contextlib.AsyncExitStack, loading: _Loading | None) -> _Model:
     if options.no_model:
         log.info("no model: turns answer UNAVAILABLE")
         return _Model(None, "")
@@ -335,8 +354,12 @@ async def _start_model(options: ServeOptions, stack: contextlib.AsyncExitStack) 
         config = replace(config, prompt_cache_mb=options.prompt_cache_mb)
     server = LlamaServerProcess(config)
     stack.push_async_callback(_stop_model, server)
+    if loading is not None:
+        loading.host = server
     await _host(server)
     supervisor = ModelSupervisor(server)
+    if loading is not None:
+        loading.host = supervisor
     supervisor.watch()
     stack.push_async_callback(asyncio.to_thread, supervisor.stop_watching)  # before the child is stopped
     log.info("serving model %s at %s", server.config.alias, server.base_url)
@@ -376,16 +399,17 @@ async def _check_external(url: str) -> str:
     return name[:-5] if name.lower().endswith(".gguf") else name
 
 
-async def _services(options: ServeOptions, stores: StoreBundle, policy: AgentMemoryPolicy, model: _Model,
-                    stack: contextlib.AsyncExitStack) -> RuntimeServices:
-    """The services; with a model, turns run through an orchestrator against it."""
+async def _attach_turns(options: ServeOptions, services: RuntimeServices, stores: StoreBundle, model: _Model,
+                        stack: contextlib.AsyncExitStack) -> None:
+    """With a model, bind the turns to an orchestrator against it (built from the started server)."""
     if model.url is None:
-        return RuntimeServices.create(stores, policy)
+        return
     from pyruntime.turns import build_orchestrator  # the turn engine only when there is a model
     from pyruntime.turns.convert import ProtoTurnRunner
 
     # Tool mode and calls per round: the factory's model profile, the same as the chat's.
     mode = options.tool_mode
+    policy = services.orchestrator.policy
     if model.server is not None:
         orchestrator = build_orchestrator(server=model.server, stores=stores, policy=policy, tool_mode=mode,
                                           memory_design=options.memory_design)
@@ -402,11 +426,10 @@ async def _services(options: ServeOptions, stores: StoreBundle, policy: AgentMem
     # Health reads the host's state, never the model server (llama.cpp answers /v1/models only between generations).
     host = model.supervisor or model.server
     readiness = (lambda: hosted_model_readiness(host)) if host is not None else (lambda: EXTERNAL_MODEL)
-    services = RuntimeServices.create(stores, policy, runner=ProtoTurnRunner(orchestrator), model_alias=model.alias,
-                                      readiness=readiness)
     services.orchestrator.memory_design = orchestrator.memory_design.value
     services.metrics.watch_model_queue(lambda: orchestrator.queue.waiting)
-    return services
+    services.orchestrator.attach_runner(ProtoTurnRunner(orchestrator), model.alias)
+    services.orchestrator.readiness = readiness  # last: health says ready only once turns can run
 
 
 def _token_file(options: ServeOptions, stack: contextlib.AsyncExitStack) -> Path:

@@ -21,7 +21,7 @@ from pyruntime.observability import RuntimeMetrics, new_trace_id, trace_context
 from pyruntime.policy import AgentMemoryPolicy, config_from_proto, config_to_proto
 from pyruntime.scopes import DEFAULT_TURN_ROLE, storage_key
 from pyruntime.service.admission import TurnAdmission
-from pyruntime.service.readiness import ReadinessSource, no_model
+from pyruntime.service.readiness import ModelState, ReadinessSource, no_model
 from pyruntime.service.status import ServiceError, StatusCode, status_for
 from pyruntime.service.targets import check_id, target_from_proto
 
@@ -61,6 +61,11 @@ class OrchestratorService:
         readiness = self.readiness()
         return readiness.state.value, readiness.restarts
 
+    def attach_runner(self, runner: TurnRunner, model_alias: str) -> None:
+        """Bind the turn engine once the model has loaded (serve answers health and stores before that)."""
+        self._model_alias = model_alias
+        self._runner = runner
+
     @property
     def model_alias(self) -> str:
         """The model's alias as Health reports it ("" without a model)."""
@@ -79,7 +84,11 @@ class OrchestratorService:
         if request.HasField("max_output_tokens") and request.max_output_tokens < 1:
             raise ServiceError(StatusCode.INVALID_ARGUMENT, "max_output_tokens must be >= 1 when set")
         if self._runner is None:
-            raise ServiceError(StatusCode.UNAVAILABLE, NO_MODEL)
+            readiness = self.readiness()
+            if readiness.state is ModelState.NONE:
+                raise ServiceError(StatusCode.UNAVAILABLE, NO_MODEL)
+            raise ServiceError(StatusCode.UNAVAILABLE, f"the model is {readiness.state.value} ({readiness.reason}); "
+                                                       f"retry in a few seconds")
         return self._runner, storage_key(target.role_id, target.scope, target.actor)
 
     def _refused(self, exc: Exception) -> ServiceError:

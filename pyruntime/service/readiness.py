@@ -46,6 +46,7 @@ ReadinessSource = Callable[[], Readiness]
 """Reads the current readiness; must not block (no I/O, no locks held by calls)."""
 
 NO_MODEL = Readiness(ModelState.NONE, "no model configured: turns answer UNAVAILABLE")
+MODEL_LOADING = Readiness(ModelState.LOADING, "the model is loading")
 EXTERNAL_MODEL = Readiness(ModelState.READY, "external model server (checked at start, not supervised)")
 
 

@@ -15,8 +15,10 @@ import sys
 import time
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import RuntimeClient, RuntimeUnavailableError
@@ -226,8 +228,8 @@ def test_a_taken_rpc_port_fails_before_the_model_loads(tiny_model_path, tmp_path
     assert "loading model" not in serve.err and model_children(port) == []
 
 
-def test_an_rpc_bind_failure_after_the_model_loaded_stops_the_model_child(tiny_model_path, tmp_path):
-    # On IPv6 the early free-port check is skipped, so the bind itself fails, after the model is up.
+def test_an_rpc_bind_failure_fails_before_the_model_loads(tiny_model_path, tmp_path):
+    # On IPv6 the early free-port check is skipped, so the bind itself fails (the ports open before the model).
     with socket.socket(socket.AF_INET6) as busy:
         busy.bind(("::1", 0))
         busy.listen(1)
@@ -235,9 +237,50 @@ def test_an_rpc_bind_failure_after_the_model_loaded_stops_the_model_child(tiny_m
         serve, port = serve_with_model(tmp_path, tiny_model_path, "--listen", "::1", "--connect-port", str(taken))
         rc = serve.wait(60)
     assert rc == 1
-    assert "model server ready" in serve.err and "model server stopped" in serve.err
-    assert "Address already in use" in serve.err
+    assert "Address already in use" in serve.err and "loading model" not in serve.err
     assert serve.stdout_lines() == [] and model_children(port) == []
+
+
+def test_while_the_first_model_load_runs_health_says_loading_and_turns_answer_unavailable(tiny_model_path, tmp_path):
+    grpc_port, connect_port = free_port(), free_port()
+    serve, port = serve_with_model(tmp_path, tiny_model_path, "--grpc-port", str(grpc_port),
+                                   "--connect-port", str(connect_port))
+    token_file = tmp_path / "data" / "CoreAI" / "runtime" / "token"
+    healthz = f"http://127.0.0.1:{connect_port}/healthz"
+    during_load = []  # (healthz body, grpc health, turn error), kept only when /healthz still said 503 after them
+    try:
+        # From the moment the port accepts until the ready line: the load is in progress, observably.
+        while not serve.stdout_lines() and not during_load:
+            assert serve.process.poll() is None, serve.err
+            try:
+                answer = httpx.get(healthz, timeout=10)
+            except httpx.TransportError:
+                time.sleep(0.02)
+                continue
+            if answer.status_code != 503:
+                continue
+            with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+                check = health_pb2_grpc.HealthStub(channel).Check
+                grpc_status = check(health_pb2.HealthCheckRequest(service=""), timeout=10).status
+            with RuntimeClient(f"http://127.0.0.1:{connect_port}", token=read_token_file(token_file),
+                               timeout=10) as client:
+                with pytest.raises(RuntimeUnavailableError) as refused:
+                    client.run_task("hi", role_id="PlainChat", scope=SCOPE)
+            if httpx.get(healthz, timeout=10).status_code == 503:  # all three were answered during the load
+                during_load.append((answer.json(), grpc_status, str(refused.value)))
+        ready = serve.ready()  # the ready line still comes, once the model is up
+        assert set(ready) == {"grpc_port", "connect_port", "model_url", "token_file", "model_key_file"}
+        assert (ready["grpc_port"], ready["connect_port"]) == (grpc_port, connect_port)
+        after = httpx.get(healthz, timeout=10)
+        assert after.status_code == 200 and after.json()["modelState"] == "ready"
+    finally:
+        rc = serve.stop()
+    assert rc == 0
+    assert during_load, "no /healthz 503 was seen before the ready line"
+    [(body, grpc_status, error)] = during_load
+    assert body["modelState"] == "loading" and body["reason"] and not body["ready"] and not body["modelReady"]
+    assert grpc_status == health_pb2.HealthCheckResponse.NOT_SERVING
+    assert "loading" in error and "retry" in error
 
 
 def test_serve_with_llm_url_runs_turns_there_and_hosts_nothing(tiny_server_url, tmp_path):
