@@ -105,6 +105,7 @@ class ChatOptions:
     timeout: float
     ctx: int | None
     threads: int | None = None  # hosted model's CPU threads; None: half the cores
+    n_gpu_layers: int = 0  # hosted model's layers on the GPU; 0: CPU only, -1: all
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -137,6 +138,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ctx", type=int, default=None, help="context size of a hosted model (default 8192)")
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads of a hosted model (default: half the cores, at least 1)")
+    p.add_argument("--n-gpu-layers", type=int, default=0, metavar="N",
+                   help="layers of a hosted model offloaded to the GPU (default 0: CPU only; -1: all); "
+                        "needs a GPU build of llama-cpp-python")
     p.set_defaults(handler=run)
 
 
@@ -187,6 +191,8 @@ def _options(args: argparse.Namespace) -> ChatOptions:
         raise InvalidArgumentError("--timeout must be a positive number of seconds")
     if args.threads is not None and args.threads < 1:
         raise InvalidArgumentError("--threads must be at least 1")
+    if args.n_gpu_layers < -1:
+        raise InvalidArgumentError("--n-gpu-layers must be -1 (all), 0 (CPU) or more")
     profile = model_profile(hosted=args.llm_url is None, tool_mode=args.tool_mode)
     return ChatOptions(
         role=role,
@@ -203,6 +209,7 @@ def _options(args: argparse.Namespace) -> ChatOptions:
         timeout=args.timeout,
         ctx=args.ctx,
         threads=args.threads,
+        n_gpu_layers=args.n_gpu_layers,
     )
 
 
@@ -240,7 +247,8 @@ async def chat(options: ChatOptions, stdin: TextIO, out: TextIO) -> int:
     supervisor: ModelSupervisor | None = None
     try:
         if options.llm_url is None:
-            config = hosted_model_config(options.model, port=free_port(), n_ctx=options.ctx, n_threads=options.threads)
+            config = hosted_model_config(options.model, port=free_port(), n_ctx=options.ctx, n_threads=options.threads,
+                                         n_gpu_layers=options.n_gpu_layers)
             server = LlamaServerProcess(config)
             await _start_with_progress(server, out)
             supervisor = ModelSupervisor(server)  # restarts a child that dies or hangs

@@ -90,6 +90,7 @@ class ServeOptions:
     parent_pid: int | None = None
     exit_on_stdin_eof: bool = False
     threads: int | None = None  # None: default_threads() (half the cores, at least 1)
+    n_gpu_layers: int = 0  # layers of the hosted model on the GPU; 0: CPU only, -1: all
     prompt_cache_mb: int = 0  # RAM prompt-state cache of the hosted model; 0: off
 
     @property
@@ -118,6 +119,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int,
                    help=f"CPU threads of the hosted model (default: half the cores, here {default_threads()}; "
                         "the rest stay with the game)")
+    p.add_argument("--n-gpu-layers", type=int, default=0, metavar="N",
+                   help="layers of the hosted model offloaded to the GPU (default 0: CPU only; -1: all); "
+                        "needs a GPU build of llama-cpp-python")
     p.add_argument("--prompt-cache-mb", type=int, default=0,
                    help="RAM for the hosted model's prompt states, so NPCs in rotation start warm (default 0: off; "
                         "~25 MB per 1000-token SmolLM2 prompt)")
@@ -164,7 +168,7 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
         tool_mode=ToolCallMode.parse(args.tool_mode) if args.tool_mode else None,
         memory_design=MemoryDesign.parse(args.memory_design) if getattr(args, "memory_design", None) else None,
         parent_pid=args.parent_pid, exit_on_stdin_eof=args.exit_on_stdin_eof, threads=args.threads,
-        prompt_cache_mb=args.prompt_cache_mb)
+        n_gpu_layers=getattr(args, "n_gpu_layers", 0), prompt_cache_mb=args.prompt_cache_mb)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -213,6 +217,8 @@ def validate(options: ServeOptions) -> None:
         raise InvalidArgumentError("--grace must be >= 0 seconds")
     if options.threads is not None and options.threads < 1:
         raise InvalidArgumentError(f"--threads must be at least 1, got {options.threads}")
+    if options.n_gpu_layers < -1:
+        raise InvalidArgumentError(f"--n-gpu-layers must be -1 (all), 0 (CPU) or more, got {options.n_gpu_layers}")
     if options.parent_pid is not None and options.parent_pid <= 0:
         raise InvalidArgumentError(f"--parent-pid must be a process id (> 0), got {options.parent_pid}")
     if options.chat_history_cap < 1 or options.transcript_cap < 1:
@@ -349,7 +355,7 @@ async def _start_model(options: ServeOptions, stack: contextlib.AsyncExitStack, 
         stack.push_async_callback(scripted.stop)
         return _Model(scripted.base_url, MODEL_ID)
     config = hosted_model_config(options.model, host=options.host, port=options.port, n_ctx=options.ctx,
-                                 n_threads=options.threads)
+                                 n_threads=options.threads, n_gpu_layers=options.n_gpu_layers)
     if options.prompt_cache_mb:
         config = replace(config, prompt_cache_mb=options.prompt_cache_mb)
     server = LlamaServerProcess(config)

@@ -220,6 +220,7 @@ def hosted_model_config(
     port: int = DEFAULT_PORT,
     n_ctx: int | None = None,
     n_threads: int | None = None,
+    n_gpu_layers: int = 0,
     api_key: str | None = None,
 ) -> LlamaServerConfig:
     """Config for hosting `model_path`, or the embedded SmolLM2 model when it is None.
@@ -230,12 +231,12 @@ def hosted_model_config(
     key = api_key or generate_model_key()
     if model_path is None:
         return LlamaServerConfig(model_path=embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS, host=host, port=port,
-                                 n_ctx=n_ctx, n_threads=threads, api_key=key)
+                                 n_ctx=n_ctx, n_threads=threads, n_gpu_layers=n_gpu_layers, api_key=key)
     if model_path.suffix.lower() != ".gguf":
         raise InvalidArgumentError("--model must be a .gguf file")
     alias = model_path.stem.lower() or "local-model"
     return LlamaServerConfig(model_path=model_path, alias=alias, host=host, port=port, n_ctx=n_ctx,
-                             n_threads=threads, api_key=key)
+                             n_threads=threads, n_gpu_layers=n_gpu_layers, api_key=key)
 
 
 def generate_model_key() -> str:

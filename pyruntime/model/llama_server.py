@@ -14,9 +14,12 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyruntime.errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # llama_cpp loads the native library: only the child imports it
+    from llama_cpp.server.settings import ModelSettings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 13333
@@ -61,6 +64,9 @@ class LlamaServerConfig:
     port: int = DEFAULT_PORT
     n_ctx: int | None = None  # None: 8192; always clamped to the model's trained context
     n_threads: int = field(default_factory=default_threads)
+    # Layers offloaded to the GPU (llama.cpp's n_gpu_layers): 0 = CPU only, -1 = all. Needs a GPU build
+    # of llama-cpp-python; the default CPU wheel ignores it.
+    n_gpu_layers: int = 0
     interrupt_requests: bool = False  # True would cut a running stream when another request arrives
     chat_format: str | None = None  # None: the model's own chat template
     sse_ping_interval_s: float | None = None  # None: the library default (15 s)
@@ -81,6 +87,8 @@ class LlamaServerConfig:
             raise InvalidArgumentError(f"port must be within 1..65535, got {self.port}")
         if self.n_threads < 1:
             raise InvalidArgumentError(f"n_threads must be at least 1, got {self.n_threads}")
+        if self.n_gpu_layers < -1:
+            raise InvalidArgumentError(f"n_gpu_layers must be -1 (all), 0 (CPU) or more, got {self.n_gpu_layers}")
         if self.prompt_cache_mb < 0:
             raise InvalidArgumentError(f"prompt_cache_mb must be 0 (off) or more, got {self.prompt_cache_mb}")
 
@@ -114,7 +122,7 @@ def run_server(config: LlamaServerConfig) -> None:
     os.environ.pop("CONFIG_FILE", None)  # create_app would otherwise replace our settings with that file
     import uvicorn
     from llama_cpp.server.app import create_app
-    from llama_cpp.server.settings import ModelSettings, ServerSettings
+    from llama_cpp.server.settings import ServerSettings
 
     from pyruntime.model.port_guard import ModelPortGuard, install_generation_hooks, remove_permissive_cors
 
@@ -131,18 +139,7 @@ def run_server(config: LlamaServerConfig) -> None:
         interrupt_requests=config.interrupt_requests,
         api_key=config.api_key,
     )
-    model_settings = ModelSettings(
-        model=str(config.model_path),
-        model_alias=config.alias,  # responses then name the alias, not the file path
-        n_ctx=config.n_ctx if config.n_ctx is not None else DEFAULT_N_CTX,
-        n_threads=config.n_threads,
-        n_threads_batch=config.n_threads,
-        chat_format=config.chat_format,
-        logits_all=config.logits_all,
-        verbose=False,
-        **_prompt_cache_settings(config.prompt_cache_mb),
-    )
-    app = create_app(server_settings=server_settings, model_settings=[model_settings])
+    app = create_app(server_settings=server_settings, model_settings=[model_settings(config)])
     remove_permissive_cors(app)
     uvicorn.run(
         ModelPortGuard(DefaultModelMiddleware(app, config.alias), port=config.port, api_key=config.api_key),
@@ -153,6 +150,24 @@ def run_server(config: LlamaServerConfig) -> None:
         timeout_graceful_shutdown=2,
         timeout_keep_alive=30,  # longer than httpx's 5 s pool expiry: the client drops idle connections first
 
+    )
+
+
+def model_settings(config: LlamaServerConfig) -> ModelSettings:
+    """llama-cpp-python's settings of the model the child loads."""
+    from llama_cpp.server.settings import ModelSettings
+
+    return ModelSettings(
+        model=str(config.model_path),
+        model_alias=config.alias,  # responses then name the alias, not the file path
+        n_ctx=config.n_ctx if config.n_ctx is not None else DEFAULT_N_CTX,
+        n_threads=config.n_threads,
+        n_threads_batch=config.n_threads,
+        n_gpu_layers=config.n_gpu_layers,
+        chat_format=config.chat_format,
+        logits_all=config.logits_all,
+        verbose=False,
+        **_prompt_cache_settings(config.prompt_cache_mb),
     )
 
 

@@ -116,6 +116,12 @@ def test_chat_usage_errors_are_one_line(tiny_model_path: Path, tmp_path: Path) -
     assert (bad_url.returncode, bad_url.stderr.strip()) == (2, "error: --llm-url must be an http:// or https:// URL")
 
 
+def test_chat_refuses_a_bad_n_gpu_layers_before_anything_starts(tmp_path: Path) -> None:
+    bad = chat("--n-gpu-layers", "-2", "--data-dir", tmp_path / "d")
+    assert (bad.returncode, bad.stderr.strip()) == (2, "error: --n-gpu-layers must be -1 (all), 0 (CPU) or more")
+    assert not (tmp_path / "d").exists()
+
+
 def test_chat_default_data_dir_is_per_user(tiny_model_path: Path, tmp_path: Path) -> None:
     run = chat("--model", tiny_model_path, "--max-tokens", "8", env={"XDG_DATA_HOME": str(tmp_path)})
     assert run.returncode == 0, run.stderr

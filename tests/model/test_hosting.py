@@ -146,3 +146,21 @@ def test_config_round_trips_through_json(tiny_model_path):
     config = LlamaServerConfig(model_path=tiny_model_path, alias="a", port=1234, n_ctx=512, sse_ping_interval_s=1.0)
     assert LlamaServerConfig.from_json(config.to_json()) == config
     assert json.loads(config.to_json())["interrupt_requests"] is False
+
+
+def test_n_gpu_layers_flows_from_the_serve_flag_to_the_childs_model_settings(tiny_model_path):
+    from pyruntime.cli import build_parser
+    from pyruntime.cli.serve import options_from_args
+    from pyruntime.model.llama_server import model_settings
+
+    args = build_parser().parse_args(["serve", "--model", str(tiny_model_path), "--n-gpu-layers", "-1"])
+    options = options_from_args(args)
+    config = hosted_model_config(options.model, n_gpu_layers=options.n_gpu_layers)
+    child = LlamaServerConfig.from_json(config.to_json())  # what the child process receives
+    assert model_settings(child).n_gpu_layers == -1
+    assert model_settings(hosted_model_config(tiny_model_path)).n_gpu_layers == 0  # default: CPU only
+
+
+def test_n_gpu_layers_below_minus_one_is_refused(tiny_model_path):
+    with pytest.raises(InvalidArgumentError, match="n_gpu_layers must be -1"):
+        hosted_model_config(tiny_model_path, n_gpu_layers=-2)

@@ -338,6 +338,7 @@ def test_serve_fails_fast_when_the_external_server_is_down(tmp_path):
         (("--no-model", "--session-only", "--grpc-port", "70000"), {}, "--grpc-port must be within 0..65535"),
         (("--no-model", "--session-only", "--chat-history-cap", "0"), {}, "--chat-history-cap"),
         (("--no-model", "--session-only", "--threads", "0"), {}, "--threads must be at least 1"),
+        (("--no-model", "--session-only", "--n-gpu-layers", "-2"), {}, "--n-gpu-layers must be -1 (all)"),
         (("--no-model", "--llm-url", "http://127.0.0.1:1/v1"), {}, "not allowed with argument"),
     ],
 )
