@@ -22,6 +22,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -43,6 +44,8 @@ PACKAGES = ("pyinstaller", "pyinstaller-hooks-contrib", "llama_cpp_python", "grp
 # to keep the transport stack out of the model child): shipped as files too, where that path points.
 SOURCES_LOADED_BY_PATH = ("pyruntime/rpc/auth.py",)
 # Development-only packages that are installed in the venv but never imported by the runtime.
+# Licence files a shipped folder must carry (the project's and the bundled components'), copied next to the executable.
+NOTICES = ("LICENSE", "THIRD_PARTY_NOTICES.md")
 EXCLUDES = ("tkinter", "pytest", "_pytest", "hypothesis", "clr", "pythonnet", "clr_loader", "grpc_tools", "gguf",
             "IPython", "setuptools", "pip")
 
@@ -124,6 +127,7 @@ def build(dist: Path = DEFAULT_DIST, work: Path = DEFAULT_WORK, *, with_model: b
     stamp = dist / NAME / STAMP
     digest = inputs_digest(with_model)
     if not force and exe.is_file() and stamp.is_file() and json.loads(stamp.read_text()).get("inputs") == digest:
+        copy_notices(exe.parent)  # cheap, and keeps an up-to-date folder's notices current
         print(f"{NAME}: up to date ({exe})", flush=True)
         return exe
     work.mkdir(parents=True, exist_ok=True)
@@ -142,11 +146,18 @@ def build(dist: Path = DEFAULT_DIST, work: Path = DEFAULT_WORK, *, with_model: b
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
         raise BuildError(f"PyInstaller failed (exit {result.returncode}); log {log}:\n{tail}")
     version = check_version(exe)
+    copy_notices(exe.parent)
     stamp.write_text(json.dumps({"inputs": digest, "version": version, "with_model": with_model}))
     size, count = folder_size(exe.parent)
     print(f"{NAME}: built in {time.monotonic() - began:.0f} s: {exe.parent} ({size / 1e6:.1f} MB, {count} files); "
           f"{version}", flush=True)
     return exe
+
+
+def copy_notices(folder: Path) -> None:
+    """Copy the project's LICENSE and THIRD_PARTY_NOTICES.md into the built folder."""
+    for name in NOTICES:
+        shutil.copyfile(ROOT / name, folder / name)
 
 
 def check_version(exe: Path) -> str:
