@@ -164,3 +164,14 @@ def test_n_gpu_layers_flows_from_the_serve_flag_to_the_childs_model_settings(tin
 def test_n_gpu_layers_below_minus_one_is_refused(tiny_model_path):
     with pytest.raises(InvalidArgumentError, match="n_gpu_layers must be -1"):
         hosted_model_config(tiny_model_path, n_gpu_layers=-2)
+
+
+def test_a_cpu_build_hosts_with_all_layers_asked_on_the_gpu(tiny_model_path):
+    # The default wheel has no GPU backend: --n-gpu-layers -1 must still load and answer on the CPU.
+    server = LlamaServerProcess(hosted_model_config(tiny_model_path, port=free_port(), n_gpu_layers=-1, api_key="k"))
+    server.start(timeout=60)
+    try:
+        reply = httpx.get(f"{server.base_url}/models", headers={"Authorization": "Bearer k"}, timeout=10)
+        assert reply.status_code == 200
+    finally:
+        server.stop()
