@@ -46,8 +46,10 @@ SOURCES_LOADED_BY_PATH = ("pyruntime/rpc/auth.py",)
 # Development-only packages that are installed in the venv but never imported by the runtime.
 # Licence files a shipped folder must carry (the project's and the bundled components'), copied next to the executable.
 NOTICES = ("LICENSE", "THIRD_PARTY_NOTICES.md")
+# readline: CPython's module links GNU readline (GPL-3.0-or-later), which a game must not have to ship; the
+# runtime reads no interactive lines through it.
 EXCLUDES = ("tkinter", "pytest", "_pytest", "hypothesis", "clr", "pythonnet", "clr_loader", "grpc_tools", "gguf",
-            "IPython", "setuptools", "pip")
+            "IPython", "setuptools", "pip", "readline")
 
 
 class BuildError(RuntimeError):

@@ -44,6 +44,8 @@ def test_the_frozen_runtime_reports_its_version_with_no_python_in_reach(frozen_r
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "coreai-runtime 0.1.0"
     assert not (frozen_runtime.parent / "_internal" / "pytest").exists()  # dev-only packages stay out
+    # GNU readline is GPL-3.0: a game build must not carry it (THIRD_PARTY_NOTICES.md says it is left out).
+    assert not list((frozen_runtime.parent / "_internal").rglob("libreadline*"))
 
 
 def test_the_launcher_runs_the_frozen_runtime_end_to_end(frozen_runtime: Path, make_options, launchers,
