@@ -9,8 +9,6 @@ its lock timeout), which the pool could not do if the 40 calls held its 16 worke
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -22,37 +20,14 @@ from pyruntime.service.status import ServiceError, StatusCode
 from pyruntime.stores.admission import Admission, SaveBusy, admitted
 from pyruntime.stores.file_layout import file_stem
 from pyruntime.stores.file_store import FileAgentMemoryStore
+from tests.support.lock_holder import hold_lock_in_another_process, release
 
-HOLDER = """
-import sys
-from filelock import FileLock
-lock = FileLock(sys.argv[1]); lock.acquire()
-print("held", flush=True)
-sys.stdin.readline()
-"""
 LOCK_TIMEOUT = 5.0
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     return tmp_path / "CoreAI"
-
-
-def hold_lock_in_another_process(store: FileAgentMemoryStore, key: str) -> subprocess.Popen:
-    """A real second process holding key's file lock (a paused CLI)."""
-    with store._keys.locked(file_stem(key)) as ks:  # creates the lock file where the store looks for it
-        path = ks.lock_path
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-    return proc
-
-
-def release(proc: subprocess.Popen) -> None:
-    assert proc.stdin is not None
-    proc.stdin.write("\n")
-    proc.stdin.close()
-    proc.wait(timeout=30)
 
 
 def test_forty_calls_on_a_stuck_save_leave_the_workers_to_the_other_saves(root):

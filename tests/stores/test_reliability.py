@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import errno
 import json
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -24,9 +22,10 @@ from pyruntime.memory.tool import MemoryTool
 from pyruntime.scopes import MAX_ROLE_ID_BYTES, AgentMemoryScope, normalize_role_id, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, export_scope_snapshot, import_scope_snapshot, open_stores
 from pyruntime.stores import fileio
-from pyruntime.stores.file_layout import file_stem
 from pyruntime.stores.file_store import MAX_WAITERS_PER_KEY, FileAgentMemoryStore, FileConversationSummaryStore
 from pyruntime.stores.snapshot import UnattributedSavesError
+from tests.support.lock_holder import hold_lock_in_another_process, release
+
 
 ALEX = AgentMemoryScope(user_id="alex")
 REPO = Path(__file__).resolve().parents[2]
@@ -43,31 +42,6 @@ def data_files(folder: Path) -> dict[str, bytes]:
 
 
 # -- a stuck lock holder ------------------------------------------------------------------------
-
-HOLDER = """
-import sys, time
-from filelock import FileLock
-lock = FileLock(sys.argv[1]); lock.acquire()
-print("held", flush=True)
-sys.stdin.readline()  # a paused CLI: holds the lock until told to go
-"""
-
-
-def hold_lock_in_another_process(store: FileAgentMemoryStore, key: str) -> subprocess.Popen:
-    """A real second process holding key's file lock (the way a paused CLI would)."""
-    with store._keys.locked(file_stem(key)) as ks:  # creates the lock file where the store looks for it
-        path = ks.lock_path
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-    return proc
-
-
-def release(proc: subprocess.Popen) -> None:
-    assert proc.stdin is not None
-    proc.stdin.write("\n")
-    proc.stdin.close()
-    proc.wait(timeout=30)
 
 
 def test_a_stuck_holder_fails_only_its_own_save_and_the_others_go_on(root):
