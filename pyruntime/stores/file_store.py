@@ -238,6 +238,15 @@ class _KeyedFolder:
         with self._guard:
             self._moved.add(stem)
 
+    @staticmethod
+    def _release(ks: _KeyState) -> None:
+        """Give up what a holder took: the file lock if it had it, then the in-process lock."""
+        ks.held_since = None
+        if ks.file_held:
+            ks.file_held = False
+            ks.file_lock.release()  # type: ignore[union-attr]
+        ks.lock.release()
+
     def _checkin(self, ks: _KeyState) -> None:
         with self._guard:
             ks.users -= 1
@@ -336,11 +345,7 @@ class _KeyedFolder:
                     self.acquire_file(ks, deadline)
                 yield ks
             finally:
-                ks.held_since = None
-                if ks.file_held:
-                    ks.file_held = False
-                    ks.file_lock.release()  # type: ignore[union-attr]
-                ks.lock.release()
+                self._release(ks)
         finally:
             self._checkin(ks)
 
@@ -359,11 +364,7 @@ class _KeyedFolder:
                 admission.may_bounce = False  # from here on the call may have changed something
                 yield ks
             finally:
-                ks.held_since = None
-                if ks.file_held:
-                    ks.file_held = False
-                    ks.file_lock.release()  # type: ignore[union-attr]
-                ks.lock.release()
+                self._release(ks)
         finally:
             self._checkin(ks)
 
