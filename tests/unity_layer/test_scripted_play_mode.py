@@ -9,20 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typing import Any
-
-
-def wait(task: Any, timeout_s: float = 60.0) -> Any:
-    """A .NET Task's result (its exception unwrapped); never `.Result`, which would hold the GIL."""
-    from System import TimeSpan
-
-    try:
-        finished = task.Wait(TimeSpan.FromSeconds(timeout_s))
-    except Exception:  # noqa: BLE001 - the AggregateException; GetResult below raises the real one
-        finished = True
-    if not finished:
-        raise TimeoutError(f"the .NET task did not finish within {timeout_s} s")
-    return task.GetAwaiter().GetResult()
+from tests.unity.conftest import wait
 
 SCRIPT = {
     "rules": [
@@ -64,7 +51,7 @@ def test_deterministic_npc_turns_through_the_launcher_and_a_scripted_model(
         def turn(hint: str):
             request = AiTaskRequest()
             request.RoleId, request.Hint = "BlacksmithNPC", hint
-            result = wait(orchestrator.RunTaskWithResultAsync(request))
+            result = wait(orchestrator.RunTaskWithResultAsync(request), 60.0)
             assert result.Succeeded, result.Error
             return result.Text
 
