@@ -132,6 +132,11 @@ class ChatCompletionAccumulator:
         else:
             self.usage = delta.usage
 
+    @property
+    def has_tool_calls(self) -> bool:
+        """True once a tool call has begun to stream."""
+        return bool(self._tools)
+
     def result(self, model: str | None = None) -> ChatCompletion:
         """The completion so far."""
         calls = tuple(

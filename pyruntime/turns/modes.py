@@ -222,6 +222,11 @@ class ReplyExtractor:
         self.text = ""
         self.tool_calls_json: str | None = None  # the complete top-level `tool_calls` value, once closed
 
+    @property
+    def has_tool_calls(self) -> bool:
+        """True once a non-empty `tool_calls` array has closed."""
+        return self.tool_calls_json is not None and self.tool_calls_json.strip("[] \t\r\n") != ""
+
     def feed(self, chunk: str) -> str:
         """Consume more output; returns the newly decoded reply text (may be "")."""
         out: list[str] = []

@@ -36,7 +36,7 @@ from pyruntime.memory import MEMORY_TOOL_NAME, MemoryTool
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.errors import ContextOverflowError, ModelError
-from pyruntime.model.queue import ModelRequestQueue, Priority
+from pyruntime.model.queue import ModelRequestQueue, Priority, SlotGrant
 from pyruntime.model.types import ChatCompletionAccumulator, TextDelta, ToolCall
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
 from pyruntime.stores.persistence import StoreBundle
@@ -149,6 +149,7 @@ class _Turn:
     finished: bool = False
     deadline: asyncio.Timeout | None = None  # the turn's timeout, paused while it waits for the model
     tool_allowance: int = 0  # TOOL_CALL_ALLOWANCE_TOKENS once tools are offered
+    queue_owner: int | None = None  # the turn's place in the model queue, from its first model call
 
     @property
     def role_id(self) -> str:
@@ -588,7 +589,7 @@ class AiOrchestrator:
         return self._output_cap(turn) + turn.tool_allowance
 
     @contextlib.asynccontextmanager
-    async def _model_slot(self, turn: _Turn) -> AsyncIterator[None]:
+    async def _model_slot(self, turn: _Turn) -> AsyncIterator[SlotGrant]:
         """Hold the model for one round; the turn's timeout is paused while it waits (unless it includes the queue)."""
         deadline = turn.deadline
         loop = asyncio.get_running_loop()
@@ -599,13 +600,15 @@ class AiOrchestrator:
             remaining = deadline.when() - loop.time()
             deadline.reschedule(None)
         try:
-            async with self.queue.slot(Priority.PLAYER):
+            if turn.queue_owner is None:
+                turn.queue_owner = self.queue.new_owner()
+            async with self.queue.slot(Priority.PLAYER, turn.queue_owner) as grant:
                 if pause:
                     assert deadline is not None
                     deadline.reschedule(loop.time() + remaining)
                     pause = False
                 self.client.check_available()  # the model may have gone down while this turn waited
-                yield
+                yield grant
         finally:
             if pause and deadline is not None:
                 deadline.reschedule(loop.time() + remaining)
@@ -730,7 +733,7 @@ class AiOrchestrator:
         cap = self._output_cap(turn) if turn.tool_allowance else None
         visible = 0
         capped = False
-        async with self._model_slot(turn):
+        async with self._model_slot(turn) as grant:
             turn.model_calls += 1
             async with self.client.stream_chat(messages, **kwargs) as stream:
                 async for delta in stream:
@@ -742,6 +745,8 @@ class AiOrchestrator:
                         if cap is not None and visible >= cap:
                             capped = True
                             break
+            if accumulator.has_tool_calls or (extractor is not None and extractor.has_tool_calls):
+                grant.expect_more()  # the next round follows the tools: keep this turn's prefix in the cache
         completion = accumulator.result()
         if completion.usage is not None:
             turn.prompt_tokens += completion.usage.prompt_tokens

@@ -166,3 +166,129 @@ def test_two_overlapping_streams_through_the_queue_both_complete_intact(endless_
     assert most == 1
     for result in results:
         assert result.finish_reason == "length" and result.text
+
+
+async def three_call_turn(queue: ModelRequestQueue, name: str, log: list[str], gap: float = 0.01) -> None:
+    """A turn of three model calls with a short tool step between them, as the tool loop makes."""
+    owner = queue.new_owner()
+    for call in range(3):
+        async with queue.slot(Priority.PLAYER, owner) as grant:
+            log.append(f"{name}{call}")
+            await asyncio.sleep(0.01)  # decoding
+            if call < 2:
+                grant.expect_more()
+        await asyncio.sleep(gap)  # the tool runs, the next prompt is built
+
+
+def test_concurrent_turns_keep_their_calls_together():
+    async def main() -> list[str]:
+        queue = ModelRequestQueue(linger=5.0)
+        log: list[str] = []
+        await asyncio.gather(*(three_call_turn(queue, name, log) for name in "ABCD"))
+        assert not queue.busy
+        return log
+
+    assert run(main()) == ["A0", "A1", "A2", "B0", "B1", "B2", "C0", "C1", "C2", "D0", "D1", "D2"]
+
+
+def test_without_owners_the_same_calls_interleave():
+    # The baseline the owners fix: plain FIFO hands the slot to another turn between two calls.
+    async def main() -> list[str]:
+        queue = ModelRequestQueue(linger=5.0)
+        log: list[str] = []
+
+        async def turn(name: str) -> None:
+            for call in range(3):
+                async with queue.slot(Priority.PLAYER):
+                    log.append(f"{name}{call}")
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)
+
+        await asyncio.gather(*(turn(name) for name in "AB"))
+        return log
+
+    assert run(main())[:2] == ["A0", "B0"]
+
+
+def test_a_reservation_lapses_after_the_linger_and_the_next_waiter_goes_on():
+    async def main() -> list[str]:
+        queue = ModelRequestQueue(linger=0.05)
+        log: list[str] = []
+
+        async def slow_turn() -> None:
+            owner = queue.new_owner()
+            async with queue.slot(Priority.PLAYER, owner) as grant:
+                log.append("A0")
+                await asyncio.sleep(0.01)
+                grant.expect_more()
+            await asyncio.sleep(0.5)  # a game tool far longer than the linger
+            async with queue.slot(Priority.PLAYER, owner):
+                log.append("A1")
+
+        async def other() -> None:
+            await asyncio.sleep(0.001)
+            async with queue.slot(Priority.PLAYER, queue.new_owner()):
+                log.append("B0")
+
+        await asyncio.gather(slow_turn(), other())
+        assert not queue.busy
+        return log
+
+    assert run(main()) == ["A0", "B0", "A1"]
+
+
+def test_nobody_waiting_means_no_reservation():
+    async def main() -> bool:
+        queue = ModelRequestQueue(linger=5.0)
+        owner = queue.new_owner()
+        async with queue.slot(Priority.PLAYER, owner) as grant:
+            grant.expect_more()
+        return queue.busy
+
+    assert run(main()) is False
+
+
+def test_an_older_turn_goes_before_a_newer_one_and_background_after_both():
+    async def main() -> list[str]:
+        queue = ModelRequestQueue(linger=0)
+        log: list[str] = []
+        release = asyncio.Event()
+        old, new = queue.new_owner(), queue.new_owner()
+        blocker = asyncio.create_task(holder(queue, Priority.PLAYER, "X", log, release))
+        await settle()
+
+        async def call(name: str, priority: Priority, owner: int | None) -> None:
+            async with queue.slot(priority, owner):
+                log.append(name)
+
+        tasks = [asyncio.create_task(call("background", Priority.BACKGROUND, None))]
+        await settle()
+        tasks.append(asyncio.create_task(call("new", Priority.PLAYER, new)))
+        await settle()
+        tasks.append(asyncio.create_task(call("old", Priority.PLAYER, old)))
+        await settle()
+        release.set()
+        await asyncio.gather(blocker, *tasks)
+        return log
+
+    assert run(main()) == ["start X", "end X", "old", "new", "background"]
+
+
+def test_an_owner_that_never_calls_again_frees_the_slot_after_the_linger():
+    async def main() -> bool:
+        queue = ModelRequestQueue(linger=0.05)
+        owner = queue.new_owner()
+        release = asyncio.Event()
+        log: list[str] = []
+        async with queue.slot(Priority.PLAYER, owner) as grant:
+            waiter = asyncio.create_task(holder(queue, Priority.PLAYER, "B", log, release))
+            await settle()
+            grant.expect_more()
+        assert queue.busy  # reserved for the owner, B waits
+        await asyncio.sleep(0.2)  # the owner never comes back: the reservation lapses
+        assert log == ["start B"]
+        release.set()
+        await waiter
+        return queue.busy
+
+    assert run(main()) is False
