@@ -609,6 +609,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--configs", nargs="+", default=["a", "c", "b", "d"], choices=[*CONFIGS, "tool", "c-session"])
     parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help=f"reply cap (default {MAX_TOKENS})")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads of the model server")
+    parser.add_argument("--prompt-cache-mb", type=int, default=None,
+                        help="RAM prompt cache of the hosted model (serve --prompt-cache-mb; default: serve's)")
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     parser.add_argument("--work-dir", type=Path, default=None, help="keep the saves here (default: a temp dir)")
@@ -622,7 +624,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="memory-eval-"))
     # Default every core: the eval is the only model user (the game default, half the cores, doubles its time);
     # runs side by side take one thread each (llama.cpp's threads spin: more threads than cores is slower).
-    server = LlamaServerProcess(hosted_model_config(None, port=free_port(), n_threads=args.threads))
+    server = LlamaServerProcess(hosted_model_config(None, port=free_port(), n_threads=args.threads,
+                                                    prompt_cache_mb=args.prompt_cache_mb))
     server.start()
     proxy = CountingProxy(server.base_url, server.api_key, LlamaTokenCounter(server.config.model_path))
     proxy.start()
@@ -648,7 +651,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "nice -n 10 .venv/bin/python bench/memory_eval.py" + (
         f" --conversations {args.conversations}" if args.conversations else "") + " --configs " + " ".join(
         args.configs) + (f" --max-tokens {MAX_TOKENS}" if MAX_TOKENS != parser.get_default("max_tokens") else "") + (
-        f" --threads {args.threads}" if args.threads != parser.get_default("threads") else "")
+        f" --threads {args.threads}" if args.threads != parser.get_default("threads") else "") + (
+        f" --prompt-cache-mb {args.prompt_cache_mb}" if args.prompt_cache_mb is not None else "")
     failed = ", ".join(f"{r.name}: {r.failed_turns}" for r in results)
     took = ", ".join(f"{r.name}: {r.seconds:.0f} s" for r in results)
     print(text)

@@ -29,7 +29,7 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -91,7 +91,7 @@ class ServeOptions:
     exit_on_stdin_eof: bool = False
     threads: int | None = None  # None: default_threads() (half the cores, at least 1)
     n_gpu_layers: int = 0  # layers of the hosted model on the GPU; 0: CPU only, -1: all
-    prompt_cache_mb: int = 0  # RAM prompt-state cache of the hosted model; 0: off
+    prompt_cache_mb: int | None = None  # RAM prompt-state cache of the hosted model; 0: off, None: by model size
 
     @property
     def hosts_model(self) -> bool:
@@ -122,8 +122,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--n-gpu-layers", type=int, default=0, metavar="N",
                    help="layers of the hosted model offloaded to the GPU (default 0: CPU only; -1: all); "
                         "needs a GPU build of llama-cpp-python")
-    p.add_argument("--prompt-cache-mb", type=int, default=0,
-                   help="RAM for the hosted model's prompt states, so NPCs in rotation start warm (default 0: off; "
+    p.add_argument("--prompt-cache-mb", type=int, default=None,
+                   help="RAM for the hosted model's prompt states, so NPCs in rotation and the memory writer pass "
+                        "keep replies warm (0: off; default 256 for a model under 1 GB, else off; "
                         "~25 MB per 1000-token SmolLM2 prompt)")
     p.add_argument("--data-dir", type=Path,
                    help="the game's persistentDataPath (saves live under CoreAI/); required unless --session-only")
@@ -355,9 +356,8 @@ async def _start_model(options: ServeOptions, stack: contextlib.AsyncExitStack, 
         stack.push_async_callback(scripted.stop)
         return _Model(scripted.base_url, MODEL_ID)
     config = hosted_model_config(options.model, host=options.host, port=options.port, n_ctx=options.ctx,
-                                 n_threads=options.threads, n_gpu_layers=options.n_gpu_layers)
-    if options.prompt_cache_mb:
-        config = replace(config, prompt_cache_mb=options.prompt_cache_mb)
+                                 n_threads=options.threads, n_gpu_layers=options.n_gpu_layers,
+                                 prompt_cache_mb=options.prompt_cache_mb)
     server = LlamaServerProcess(config)
     stack.push_async_callback(_stop_model, server)
     if loading is not None:

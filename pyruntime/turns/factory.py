@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pyruntime.history import LlmCompactionOptions, TokenCounter
 from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.hosting import SMALL_MODEL_MAX_BYTES, LlamaServerProcess
 from pyruntime.model.queue import ModelRequestQueue
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores.persistence import AgentMemoryPersistenceMode, StoreBundle, open_stores
@@ -25,10 +25,9 @@ from pyruntime.turns.tools import ToolRegistry
 # stated fact as often as with four, in half the median turn time and without runaway rounds
 # (bench/bench_tool_modes.py).
 HOSTED_STRUCTURED_CALLS_PER_ROUND = 1
-# A hosted GGUF below this size is a small model (SmolLM2-135M is 98 MB; a 1B model at 4 bits ~0.7 GB):
-# it gets the memory writer pass instead of the memory tool in its reply (SmolLM2-135M stored 0 of 15
-# stated facts with the tool in its reply, issue 10; bench/memory_eval.py compares both designs).
-SMALL_MODEL_MAX_BYTES = 1_000_000_000
+# A hosted small model (`SMALL_MODEL_MAX_BYTES`) gets the memory writer pass instead of the memory tool in
+# its reply (SmolLM2-135M stored 0 of 15 stated facts with the tool in its reply, issue 10;
+# bench/memory_eval.py compares both designs).
 
 
 @dataclass(frozen=True)

@@ -175,3 +175,31 @@ def test_a_cpu_build_hosts_with_all_layers_asked_on_the_gpu(tiny_model_path):
         assert reply.status_code == 200
     finally:
         server.stop()
+
+
+def test_a_small_model_gets_a_prompt_cache_by_default_and_a_large_one_none(tiny_model_path, tmp_path):
+    from pyruntime.model.hosting import SMALL_MODEL_MAX_BYTES, SMALL_MODEL_PROMPT_CACHE_MB
+
+    assert hosted_model_config(tiny_model_path).prompt_cache_mb == SMALL_MODEL_PROMPT_CACHE_MB
+    assert hosted_model_config(None).prompt_cache_mb == SMALL_MODEL_PROMPT_CACHE_MB  # the embedded SmolLM2
+    large = tmp_path / "large.gguf"
+    with large.open("wb") as f:  # sparse: the size is what decides, nothing is read
+        f.truncate(SMALL_MODEL_MAX_BYTES)
+    assert hosted_model_config(large).prompt_cache_mb == 0
+    assert hosted_model_config(large, prompt_cache_mb=64).prompt_cache_mb == 64
+    assert hosted_model_config(tiny_model_path, prompt_cache_mb=0).prompt_cache_mb == 0  # off when asked
+
+
+def test_the_serve_flag_decides_the_prompt_cache_and_its_absence_leaves_the_default(tiny_model_path):
+    from pyruntime.cli import build_parser
+    from pyruntime.cli.serve import options_from_args
+    from pyruntime.model.hosting import SMALL_MODEL_PROMPT_CACHE_MB
+
+    def cache_of(*flags: str) -> int:
+        options = options_from_args(build_parser().parse_args(["serve", "--model", str(tiny_model_path), *flags]))
+        config = hosted_model_config(options.model, prompt_cache_mb=options.prompt_cache_mb)
+        return LlamaServerConfig.from_json(config.to_json()).prompt_cache_mb  # what the child receives
+
+    assert cache_of() == SMALL_MODEL_PROMPT_CACHE_MB
+    assert cache_of("--prompt-cache-mb", "0") == 0
+    assert cache_of("--prompt-cache-mb", "32") == 32
