@@ -5,11 +5,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from coreai.v1 import memory_store_pb2 as ms, orchestrator_pb2 as orch
 from pyruntime.client import _messages as m
+from pyruntime.client import _tools as t
+from pyruntime.client.errors import RuntimeCallError
 from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, AsyncTransport, async_transport
 from pyruntime.memory import MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
@@ -155,6 +159,50 @@ class AsyncRuntimeClient:
         request = m.task_request(hint, role_id, scope, actor, options)
         async for event in self._transport.stream(ORCHESTRATOR, "StreamTask", request):
             yield event
+
+    async def stream_task_with_tools(self, hint: str, tools: Sequence[t.ClientTool], *, role_id: str = "",
+                                     scope: AgentMemoryScope | None = None, actor: str | None = None,
+                                     **options: Any) -> AsyncIterator[orch.TurnEvent]:
+        """StreamTask with game tools: each `client_tool_call` runs its handler here (concurrently with the
+        stream) and its result is submitted; every event is yielded too. Closing the iterator cancels the turn."""
+        request = m.task_request(hint, role_id, scope, actor, options)
+        handlers = t.with_client_tools(request, tools)
+        running: set[asyncio.Task[None]] = set()
+        try:
+            async for event in self._transport.stream(ORCHESTRATOR, "StreamTask", request):
+                if event.HasField("client_tool_call"):
+                    task = asyncio.create_task(self._serve_tool_call(handlers, event.client_tool_call))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                yield event
+        finally:
+            for task in list(running):
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+
+    async def _serve_tool_call(self, handlers: dict[str, t.ClientTool], call: orch.ClientToolCall) -> None:
+        tool = handlers.get(call.name)
+        try:
+            if tool is None:
+                raise LookupError(f"no handler for tool '{call.name}'")
+            output = tool.handler(t.call_arguments(call))
+            if inspect.isawaitable(output):
+                output = await output
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the game's code failed: the model is told
+            output = t.failure(call.name, exc)
+        await self.submit_tool_result(t.result_request(call, output))
+
+    async def submit_tool_result(self, request: orch.SubmitToolResultRequest) -> bool:
+        """Answer a game-tool call; False (not raised) when the turn no longer waits for it."""
+        try:
+            await self._transport.unary(ORCHESTRATOR, "SubmitToolResult", request)
+        except RuntimeCallError as exc:
+            if t.submit_refused(exc):
+                return False
+            raise
+        return True
 
     async def configure_role(self, config: RoleMemoryConfig) -> RoleMemoryConfig:
         """Register or replace a role's config; returns it as the runtime stored it."""
