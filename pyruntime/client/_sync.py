@@ -177,17 +177,16 @@ class RuntimeClient:
             output = tool.handler(t.call_arguments(call))
         except Exception as exc:  # the game's code failed: the model is told
             output = t.failure(call.name, exc)
-        self.submit_tool_result(t.result_request(call, output))
-
-    def submit_tool_result(self, request: orch.SubmitToolResultRequest) -> bool:
-        """Answer a game-tool call; False (not raised) when the turn no longer waits for it."""
         try:
-            self._transport.unary(ORCHESTRATOR, "SubmitToolResult", request)
+            self._transport.unary(ORCHESTRATOR, "SubmitToolResult", t.result_request(call, output))
         except RuntimeCallError as exc:
-            if t.submit_refused(exc):
-                return False
-            raise
-        return True
+            if not t.submit_refused(exc):  # the turn no longer waits (timed out, ended): nothing to do
+                raise
+
+    def submit_tool_result(self, turn_id: str, call_id: str, success: bool, content: str) -> None:
+        """Answer a game-tool call by hand; NOT_FOUND, FAILED_PRECONDITION (the call ended) and ALREADY_EXISTS raise."""
+        request = orch.SubmitToolResultRequest(turn_id=turn_id, call_id=call_id, success=success, content=content)
+        self._transport.unary(ORCHESTRATOR, "SubmitToolResult", request)
 
     def configure_role(self, config: RoleMemoryConfig) -> RoleMemoryConfig:
         """Register or replace a role's config; returns it as the runtime stored it."""
