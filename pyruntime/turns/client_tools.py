@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
+import logging
 import re
 import threading
 import uuid
@@ -46,6 +47,8 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI-compatible serv
 _INTEGER_TEXT = re.compile(r"^\s*[+-]?\d+\s*$")
 _NUMBER_TEXT = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
 _VALIDATOR = jsonschema.Draft202012Validator
+
+log = logging.getLogger("pyruntime.turns")
 
 
 Emit = Callable[[TurnEvent], Awaitable[None]]
@@ -324,6 +327,7 @@ class ClientToolAdapter:
         """One round trip to the client; a bad argument, a timeout or a failed result is the model's tool error."""
         arguments, problem = repair_and_validate(self.spec, call)
         if arguments is None:
+            log.info("game tool call refused: its arguments do not satisfy the tool's schema")
             return CallOutcome(False, problem, problem)
         future = self._registry.open(self._turn_id, call.id)
         end = CallEnd.CANCELLED
@@ -336,6 +340,7 @@ class ClientToolAdapter:
                     result = await future
             except TimeoutError:
                 end = CallEnd.TIMED_OUT
+                log.warning("game tool call timed out after %g s: the client sent no result", self._timeout)
                 text = f"tool '{self.name}' timed out: the game did not answer within {self._timeout:g} s"
                 return CallOutcome(False, text, text)
             end = CallEnd.ANSWERED

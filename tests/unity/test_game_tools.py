@@ -4,6 +4,7 @@ main thread, a handler exception as a failed result, against a real runtime on t
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -71,3 +72,19 @@ def test_the_result_form_reports_its_own_failure(client: Any) -> None:
     result = wait(GameToolScenarios.ResultFormAsync(client))
     first = result.ToolResults[0]
     assert not first.Success and first.Content in ("out of Iron", "out of Steel")
+
+
+def test_cancelling_the_turn_mid_call_cancels_the_handler_and_the_call(client: Any, runtime: Any) -> None:
+    from CoreAI.Tests import GameToolScenarios
+
+    assert wait(GameToolScenarios.CancelMidCallAsync(client)) == "cancelled / handler cancelled"
+    # The runtime's turn ended with the stream: no call waits, and only the hint was recorded.
+    from pyruntime.stores import TranscriptKind
+
+    for _ in range(400):
+        entries = runtime.orchestrator.stores.scoped().get_transcript("Smith3")
+        if entries:
+            break
+        time.sleep(0.05)
+    assert [e.kind for e in entries] == [TranscriptKind.USER]
+    assert runtime.orchestrator.client_calls.waiting == 0

@@ -95,6 +95,53 @@ namespace CoreAI.Tests
             });
         }
 
+        /// <summary>Cancel the turn while its handler runs: (how the turn ended, whether the handler saw the cancellation).</summary>
+        public static async Task<string> CancelMidCallAsync(CoreAIRuntimeClient client)
+        {
+            var started = new TaskCompletionSource<bool>();
+            var observed = new TaskCompletionSource<bool>();
+            new AgentBuilder("Smith3", client.Policy)
+                .WithoutMemory()
+                .WithMaxToolCallRoundtrips(1)
+                .WithMaxOutputTokens(16)
+                .WithTool<PriceArgs>("quote_price", "Price of a metal in gold.", async (args, token) =>
+                {
+                    started.TrySetResult(true);
+                    try
+                    {
+                        await Task.Delay(Timeout.Infinite, token);
+                    }
+                    catch (OperationCanceledException)
+                    {
+                        observed.TrySetResult(true);
+                        throw;
+                    }
+                    return ToolResult.Ok("never");
+                }, runOnMainThread: false)
+                .Build();
+            var request = new AiTaskRequest { RoleId = "Smith3", Hint = "How much?", ForcedToolName = "quote_price" };
+            var cancel = new CancellationTokenSource();
+            Task<AiTaskResult> turn = client.CreateOrchestrator().RunTaskWithResultAsync(request, cancel.Token);
+            await started.Task;
+            cancel.Cancel();
+            string outcome;
+            try
+            {
+                AiTaskResult result = await turn;
+                outcome = "result " + result.Status;
+            }
+            catch (OperationCanceledException)
+            {
+                outcome = "cancelled";
+            }
+            catch (Exception e)
+            {
+                outcome = e.GetType().Name;
+            }
+            bool seen = await Task.WhenAny(observed.Task, Task.Delay(60000)) == observed.Task;
+            return outcome + (seen ? " / handler cancelled" : " / handler not cancelled");
+        }
+
         /// <summary>The same with the ToolResult form, off the main thread, reporting a failure itself.</summary>
         public static Task<AiTaskResult> ResultFormAsync(CoreAIRuntimeClient client)
         {
