@@ -21,7 +21,6 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
@@ -175,23 +174,9 @@ def python_rows(ports: dict[str, object], turns: int) -> list[str]:
 
 def csharp_row(ports: dict[str, object], turns: int) -> str:
     """Alternating batches of hosted / game-tool turns from the C# package (Connect), timed inside C#."""
-    os.environ["MONO_THREADS_SUSPEND"] = "preemptive"
-    from tools.build_csharp import DEFAULT_OUT, build_core, compile_assembly
+    from bench.bench_csharp_rpc import load_csharp
 
-    core = build_core()
-    source = DEFAULT_OUT / "bench" / "ClientToolBench.cs"
-    source.parent.mkdir(parents=True, exist_ok=True)
-    source.write_text(CSHARP_SOURCE)
-    helper = compile_assembly("CoreAI.Bench.ClientTools", [source], DEFAULT_OUT, [core])
-    import pythonnet
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # clr_loader's note about Mono < 6.12
-        pythonnet.load("mono")
-    import clr
-
-    for dll in (DEFAULT_OUT / "Newtonsoft.Json.dll", core, helper):
-        clr.AddReference(str(dll))
+    load_csharp("CoreAI.Bench.ClientTools", CSHARP_SOURCE)
     from CoreAI.Ai import AgentMemoryPolicy as CsPolicy
     from CoreAI.Bench import ClientToolBench
     from CoreAI.Runtime import CoreAIRuntimeClient
