@@ -170,39 +170,44 @@ namespace CoreAI.Ai
         }
 
         /// <summary>Run one game-tool call (on context when the tool asks for the main thread) and submit its result.</summary>
+        /// <remarks>Never faults for the turn's own end: a cancelled turn, or a runtime that no longer waits for this result
+        /// (timed out, ended: NOT_FOUND, FAILED_PRECONDITION, ALREADY_EXISTS) or is gone, is reported by the stream.</remarks>
         private async Task ServeToolCallAsync(IReadOnlyList<GameTool> tools, V1.ClientToolCall call, SynchronizationContext context,
             CancellationToken cancellationToken)
         {
-            GameTool tool = null;
-            foreach (GameTool candidate in tools)
-            {
-                if (candidate.Name == call.Name) tool = candidate;
-            }
-            ToolResult result;
-            if (tool == null)
-            {
-                result = ToolResult.Fail("tool '" + call.Name + "' has no handler in this game");
-            }
-            else if (tool.RunOnMainThread && context != null)
-            {
-                result = await OnContext(context, () => tool.InvokeAsync(call.ArgumentsJson, cancellationToken)).ConfigureAwait(false);
-            }
-            else
-            {
-                result = await Task.Run(() => tool.InvokeAsync(call.ArgumentsJson, cancellationToken)).ConfigureAwait(false);
-            }
-            var submit = new V1.SubmitToolResultRequest
-            {
-                TurnId = call.TurnId, CallId = call.CallId, Success = result.Success, Content = result.Content,
-            };
             try
             {
+                GameTool tool = null;
+                foreach (GameTool candidate in tools)
+                {
+                    if (candidate.Name == call.Name) tool = candidate;
+                }
+                ToolResult result;
+                if (tool == null)
+                {
+                    result = ToolResult.Fail("tool '" + call.Name + "' has no handler in this game");
+                }
+                else if (tool.RunOnMainThread && context != null)
+                {
+                    result = await OnContext(context, () => tool.InvokeAsync(call.ArgumentsJson, cancellationToken)).ConfigureAwait(false);
+                }
+                else
+                {
+                    result = await Task.Run(() => tool.InvokeAsync(call.ArgumentsJson, cancellationToken)).ConfigureAwait(false);
+                }
+                var submit = new V1.SubmitToolResultRequest
+                {
+                    TurnId = call.TurnId, CallId = call.CallId, Success = result.Success, Content = result.Content,
+                };
                 await _runtime.Orchestrator.SubmitToolResultAsync(submit, null, cancellationToken).ConfigureAwait(false);
             }
-            catch (CoreAIRuntimeException e) when (e.Code == ConnectCode.NotFound || e.Code == ConnectCode.FailedPrecondition
-                                                   || e.Code == ConnectCode.AlreadyExists)
+            catch (OperationCanceledException)
             {
-                // The turn no longer waits for this result (it timed out or ended): nothing to deliver.
+                // The turn was cancelled while the handler ran: the stream ends with that.
+            }
+            catch (CoreAIRuntimeException)
+            {
+                // The turn no longer waits for this result, or the runtime is gone: the stream reports the outcome.
             }
         }
 
