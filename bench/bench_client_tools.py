@@ -2,10 +2,12 @@
 
 A child process runs the runtime: the scripted model (so the model's time is ~0 and the transport is what is
 measured), the RPC servers with the real service and a hosted tool. This process drives it with the Python
-client (gRPC and Connect) and the compiled C# package (Connect, timed inside C# with a Stopwatch). Each turn makes exactly
+client (gRPC and Connect) and the compiled C# package (Connect, timed inside C# with a Stopwatch). Each turn
+makes exactly
 one tool call and one follow-up model call; the hosted turn calls a `ToolRegistry` tool, the client
 turn declares the same tool as a game tool (StreamTask + a client_tool_call event + SubmitToolResult).
-Turns alternate (C#: in batches of 10); the table gives per-turn median and p99 of each and the difference of the medians.
+Turns alternate (C#: in batches of 10); the table gives per-turn median and p99 of each and the difference of
+the medians.
 
     .venv/bin/python bench/bench_client_tools.py --turns 200 [--tool-mode structured] [--no-csharp]
 """
@@ -46,9 +48,11 @@ PRICES = {"sword": 30, "axe": 22}
 SCHEMA = {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}
 SCRIPT = {
     "rules": [
-        {"when": {"hint": "^hosted"}, "reply": "", "tool_calls": [{"name": "price_hosted", "arguments": {"item": "sword"}}],
+        {"when": {"hint": "^hosted"}, "reply": "",
+         "tool_calls": [{"name": "price_hosted", "arguments": {"item": "sword"}}],
          "after_tools": "30."},
-        {"when": {"hint": "^client"}, "reply": "", "tool_calls": [{"name": "price_game", "arguments": {"item": "sword"}}],
+        {"when": {"hint": "^client"}, "reply": "",
+         "tool_calls": [{"name": "price_game", "arguments": {"item": "sword"}}],
          "after_tools": "30."},
     ],
     "default": {"reply": "?"},
@@ -90,7 +94,8 @@ namespace CoreAI.Bench
         {
             new AgentBuilder("BenchCs", client.Policy).WithoutMemory().WithoutChatHistory().WithMaxToolCallRoundtrips(2)
                 .WithTool<ItemArgs>("price_game", "Price of an item.",
-                    a => Task.FromResult(a.Item == "sword" ? "{\"gold\": 30}" : "{\"gold\": 22}"), runOnMainThread: false)
+                    a => Task.FromResult(a.Item == "sword" ? "{\"gold\": 30}" : "{\"gold\": 22}"),
+                    runOnMainThread: false)
                 .Build();
         }
 
@@ -107,10 +112,13 @@ namespace CoreAI.Bench
             for (int i = 0; i < count; i++)
             {
                 Stopwatch watch = Stopwatch.StartNew();
-                AiTaskResult result = await orchestrator.StreamTaskAsync(new AiTaskRequest { RoleId = role, Hint = hint }, handlers)
-                    .ConfigureAwait(false);
+                var request = new AiTaskRequest { RoleId = role, Hint = hint };
+                AiTaskResult result = await orchestrator.StreamTaskAsync(request, handlers).ConfigureAwait(false);
                 times[i] = watch.Elapsed.TotalMilliseconds;
-                if (result.Text != "30.") throw new InvalidOperationException("unexpected reply: " + result.Status + " " + result.Error);
+                if (result.Text != "30.")
+                {
+                    throw new InvalidOperationException("unexpected reply: " + result.Status + " " + result.Error);
+                }
             }
             return times;
         }
@@ -153,7 +161,8 @@ def python_rows(ports: dict[str, object], turns: int) -> list[str]:
     """Alternating hosted / game-tool turns from the Python client, per transport."""
     game_tool = ClientTool("price_game", "Price of an item.", SCHEMA, lambda a: price(a["item"]))
     rows = []
-    for transport, url in (("Python, gRPC", f"grpc://127.0.0.1:{ports['grpc']}"), ("Python, Connect", ports["connect"])):
+    urls = (("Python, gRPC", f"grpc://127.0.0.1:{ports['grpc']}"), ("Python, Connect", ports["connect"]))
+    for transport, url in urls:
         with RuntimeClient(str(url), token=TOKEN, timeout=60) as client:
             hosted: list[float] = []
             game: list[float] = []

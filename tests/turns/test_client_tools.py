@@ -1,4 +1,4 @@
-"""Game tools (client-side tools) in the turn loop: the scripted model forces exact calls, the tiny model runs both modes.
+"""Game tools (client-side tools) in the turn loop: the scripted model forces exact calls; the tiny model, both modes.
 
 Every test drives `AiOrchestrator.stream_task` and answers `ClientToolCallEvent`s the way the
 SubmitToolResult RPC does (`orchestrator.submit_tool_result`). Counted, never timed.
