@@ -21,11 +21,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.client.errors import RuntimeCallError
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.service.status import StatusCode
-from pyruntime.turns.tools import ToolOutput, as_tool_output
+from pyruntime.turns.tools import RegisteredTool, ToolOutput, as_tool_output
 
 log = logging.getLogger("pyruntime.client")
 
@@ -42,6 +44,13 @@ class ClientTool:
     description: str
     parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     handler: ToolHandler = field(default=lambda args: None, repr=False)
+
+    @classmethod
+    def from_model(cls, name: str, description: str, args_model: type[BaseModel],
+                   handler: Callable[[Any], Any]) -> "ClientTool":
+        """A tool whose schema is a pydantic model's (as runtime-hosted tools show theirs); the handler gets an instance."""
+        schema = RegisteredTool(name, description, args_model, handler, False).definition()["function"]["parameters"]
+        return cls(name, description, schema, lambda args: handler(args_model.model_validate(args)))
 
     def definition(self) -> orch.ClientToolDefinition:
         """The declaration sent with the turn."""

@@ -155,3 +155,18 @@ def test_async_client_with_an_async_handler(scripted_runtime: RuntimeProcess, tr
     assert [(e.tool_result.success, e.tool_result.content) for e in events if e.HasField("tool_result")] == [
         (True, "handed over")]
     assert events[-1].final.status == pb.TURN_STATUS_OK
+
+
+def test_a_tool_from_a_pydantic_model_gets_an_instance(client: RuntimeClient) -> None:
+    from pydantic import BaseModel
+
+    class Give(BaseModel):
+        item: str
+
+    given: list[Give] = []
+    tool = ClientTool.from_model("give_item", "Hand an item to the player.", Give, lambda a: given.append(a) or "ok")
+    assert json.loads(tool.definition().parameters_json_schema) == {
+        "type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"],
+        "additionalProperties": False}
+    events = list(client.stream_task_with_tools("buy one", [tool], role_id=ROLE))
+    assert given == [Give(item="sword")] and events[-1].final.status == pb.TURN_STATUS_OK
