@@ -48,7 +48,7 @@ class ClientTool:
     @classmethod
     def from_model(cls, name: str, description: str, args_model: type[BaseModel],
                    handler: Callable[[Any], Any]) -> "ClientTool":
-        """A tool whose schema is a pydantic model's (as runtime-hosted tools show theirs); the handler gets an instance."""
+        """A tool with a pydantic model's schema (as runtime-hosted tools show theirs); the handler gets an instance."""
         schema = RegisteredTool(name, description, args_model, handler, False).definition()["function"]["parameters"]
         return cls(name, description, schema, lambda args: handler(args_model.model_validate(args)))
 
