@@ -27,6 +27,9 @@ from typing import Any
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
+from referencing import Registry
+from referencing.exceptions import Unresolvable as RefResolutionError
+from referencing.jsonschema import DRAFT202012
 
 from pyruntime.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, ToolCallEndedError
 from pyruntime.history.messages import clip_marked
@@ -47,6 +50,7 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI-compatible serv
 _INTEGER_TEXT = re.compile(r"^\s*[+-]?\d+\s*$")
 _NUMBER_TEXT = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
 _VALIDATOR = jsonschema.Draft202012Validator
+_SCHEMA_URI = "urn:coreai:client-tool"  # the base a schema's local references resolve against
 
 log = logging.getLogger("pyruntime.turns")
 
@@ -94,7 +98,33 @@ def client_tool_spec(name: str, description: str, parameters_json_schema: str) -
     except SchemaError as exc:
         raise InvalidArgumentError(f"client tool '{name}': invalid JSON Schema ({clip_marked(exc.message, 200)[0]})") \
             from None
+    refs = _refs(schema)
+    if any(not isinstance(ref, str) or not ref.startswith("#") for ref in refs):
+        # Nothing is fetched over the network: a reference must point into the schema itself.
+        raise InvalidArgumentError(f"client tool '{name}': only local $ref values (\"#...\") are allowed")
+    resolver = Registry().with_resource(_SCHEMA_URI, DRAFT202012.create_resource(schema)).resolver(_SCHEMA_URI)
+    for ref in refs:
+        try:
+            resolver.lookup(ref)
+        except RefResolutionError:
+            raise InvalidArgumentError(f"client tool '{name}': the schema's $ref {clip_marked(ref, 80)[0]!r} "
+                                       "does not resolve") from None
     return ClientToolSpec(name, description.strip(), schema)
+
+
+def _refs(node: Any) -> list[Any]:
+    """Every `$ref` value in a schema (iteratively: the nesting is bounded, but no recursion is needed)."""
+    found = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "$ref" in item:
+                found.append(item["$ref"])
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
 
 
 def check_client_tools(specs: Sequence[ClientToolSpec], runtime_tool_names: Sequence[str]) -> None:
@@ -199,7 +229,10 @@ def repair_and_validate(spec: ClientToolSpec, call: ToolCall) -> tuple[dict[str,
     if data is None:
         return None, f"invalid arguments for tool '{spec.name}': {error}"
     repaired = _repair_object(data, spec.parameters)
-    errors = sorted(_VALIDATOR(spec.parameters).iter_errors(repaired), key=lambda e: list(e.absolute_path))
+    try:
+        errors = sorted(_VALIDATOR(spec.parameters).iter_errors(repaired), key=lambda e: list(e.absolute_path))
+    except RefResolutionError:  # a reference only this value's branch reaches: the tool's schema is at fault
+        return None, f"the schema of tool '{spec.name}' has a $ref that does not resolve; the call was not run"
     if errors:
         items = "; ".join(_violation(e) for e in errors[:MAX_ERROR_ITEMS])
         more = f" (+{len(errors) - MAX_ERROR_ITEMS} more)" if len(errors) > MAX_ERROR_ITEMS else ""

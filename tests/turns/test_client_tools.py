@@ -279,6 +279,8 @@ def test_client_tools_need_the_stream_and_names_must_not_collide(memory_stores: 
     ("[1]", 'must be a JSON Schema with "type": "object"'),
     ('{"type": "object"', "schema is not valid JSON"),
     ('{"type": "object", "properties": {"a": {"type": "sting"}}}', "invalid JSON Schema"),
+    ('{"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}}', "only local \\$ref"),
+    ('{"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}', "does not resolve"),
 ])
 def test_a_bad_schema_is_refused(schema: str, message: str) -> None:
     with pytest.raises(InvalidArgumentError, match=message):
