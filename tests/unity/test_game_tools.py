@@ -88,3 +88,13 @@ def test_cancelling_the_turn_mid_call_cancels_the_handler_and_the_call(client: A
         time.sleep(0.05)
     assert [e.kind for e in entries] == [TranscriptKind.USER]
     assert runtime.orchestrator.client_calls.waiting == 0
+
+
+def test_an_enumerated_stream_runs_the_handler_on_the_main_thread(client: Any, main_thread: Any) -> None:
+    from CoreAI.Tests import GameToolScenarios
+
+    report = wait(GameToolScenarios.EnumeratedAsync(main_thread, client))
+    assert str(report.Result.Status) in ("Ok", "ToolLoopEnded"), report.Result.Error
+    assert report.OnMain >= 1 and report.OffMain == 0
+    seen = list(report.Seen)
+    assert seen[0] in ("Iron", "Steel") and seen[1] == "result:30 gold"  # the handler ran before its result streamed

@@ -95,6 +95,43 @@ namespace CoreAI.Tests
             });
         }
 
+        /// <summary>The price tool in a turn consumed as an async stream (what await foreach compiles to) on the main thread.</summary>
+        public static Task<GameToolReport> EnumeratedAsync(SimulatedUnityMainThread main, CoreAIRuntimeClient client)
+        {
+            var report = new GameToolReport();
+            new AgentBuilder("Smith4", client.Policy)
+                .WithoutMemory()
+                .WithMaxToolCallRoundtrips(1)
+                .WithMaxOutputTokens(16)
+                .WithTool<PriceArgs>("quote_price", "Price of a metal in gold.", args =>
+                {
+                    if (main.IsMainThread) report.OnMain++; else report.OffMain++;
+                    report.Seen.Add(args.Item.ToString());
+                    return Task.FromResult("30 gold");
+                })
+                .Build();
+            var request = new AiTaskRequest { RoleId = "Smith4", Hint = "How much?", ForcedToolName = "quote_price" };
+            AiOrchestrator orchestrator = client.CreateOrchestrator();
+            return main.Run(async () =>
+            {
+                AiTaskStream stream = orchestrator.StreamTask(request);
+                AiTaskStreamEnumerator items = stream.GetAsyncEnumerator();
+                try
+                {
+                    while (await items.MoveNextAsync())
+                    {
+                        if (items.Current.Kind == AiTaskStreamItemKind.ToolResult) report.Seen.Add("result:" + items.Current.ToolResult.Content);
+                    }
+                }
+                finally
+                {
+                    await items.DisposeAsync();
+                }
+                report.Result = await stream.Result;
+                return report;
+            });
+        }
+
         /// <summary>Cancel the turn while its handler runs: (how the turn ended, whether the handler saw the cancellation).</summary>
         public static async Task<string> CancelMidCallAsync(CoreAIRuntimeClient client)
         {
