@@ -88,14 +88,14 @@ def start_runtime(data_dir: Path) -> tuple[subprocess.Popen[str], dict[str, int]
     return proc, json.loads(line)
 
 
-def load_csharp() -> None:
-    """Build Core and the bench helper, start Mono, reference both."""
+def load_csharp(assembly: str = "CoreAI.Bench.Rpc", text: str = BENCH_SOURCE) -> None:
+    """Build Core and a bench helper assembly from C# text, start Mono, reference both."""
     os.environ["MONO_THREADS_SUSPEND"] = "preemptive"
     core = build_core()
-    source = DEFAULT_OUT / "bench" / "RpcBench.cs"
+    source = DEFAULT_OUT / "bench" / f"{assembly}.cs"
     source.parent.mkdir(parents=True, exist_ok=True)
-    source.write_text(BENCH_SOURCE)
-    helper = compile_assembly("CoreAI.Bench.Rpc", [source], DEFAULT_OUT, [core])
+    source.write_text(text)
+    helper = compile_assembly(assembly, [source], DEFAULT_OUT, [core])
     import warnings
 
     import pythonnet

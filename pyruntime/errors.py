@@ -33,3 +33,11 @@ class PersistenceError(CoreAIError, OSError):
 
 class StoreLockedError(PersistenceError):
     """A save's lock was not obtained in time (another process or call holds it); nothing was done."""
+
+
+class AlreadyExistsError(CoreAIError):
+    """The thing to create exists already (a second result for one game-tool call); nothing was changed."""
+
+
+class ToolCallEndedError(CoreAIError):
+    """A game-tool result came after its call ended without one (timed out, turn cancelled or ended)."""

@@ -22,7 +22,7 @@ from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DE
 from coreai.v1.common_pb2 import RoleMemoryConfig
 from pyqwest import Client, SyncClient
 
-from .orchestrator_pb2 import ConfigureRoleRequest, GetRoleConfigRequest, HealthRequest, HealthResponse, ListRolesRequest, ListRolesResponse, RunTaskRequest, RunTaskResponse, TurnEvent
+from .orchestrator_pb2 import ConfigureRoleRequest, GetRoleConfigRequest, HealthRequest, HealthResponse, ListRolesRequest, ListRolesResponse, RunTaskRequest, RunTaskResponse, SubmitToolResultRequest, SubmitToolResultResponse, TurnEvent
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -58,6 +58,13 @@ class Orchestrator(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def health(self, request: HealthRequest, ctx: RequestContext[HealthRequest, HealthResponse], /) -> HealthResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def submit_tool_result(self, request: SubmitToolResultRequest, ctx: RequestContext[SubmitToolResultRequest, SubmitToolResultResponse], /) -> SubmitToolResultResponse:
+        """
+        The result of a game tool (ClientToolCall) a StreamTask turn is waiting for. Unary, so
+        HTTP/1.1 Connect clients can answer while they read the stream.
+        """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
 
@@ -139,6 +146,17 @@ class OrchestratorASGIApplication(ConnectASGIApplication[Orchestrator]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.health,
+                ),
+                "/coreai.v1.Orchestrator/SubmitToolResult": Endpoint.unary(
+                    method=MethodInfo(
+                        name="SubmitToolResult",
+                        service_name="coreai.v1.Orchestrator",
+                        input=SubmitToolResultRequest,
+                        output=SubmitToolResultResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.submit_tool_result,
                 ),
             },
             interceptors=interceptors,
@@ -301,6 +319,30 @@ class OrchestratorClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def submit_tool_result(
+        self,
+        request: SubmitToolResultRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> SubmitToolResultResponse:
+        """
+        The result of a game tool (ClientToolCall) a StreamTask turn is waiting for. Unary, so
+        HTTP/1.1 Connect clients can answer while they read the stream.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="SubmitToolResult",
+                service_name="coreai.v1.Orchestrator",
+                input=SubmitToolResultRequest,
+                output=SubmitToolResultResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class OrchestratorSync(Protocol):
     def run_task(self, request: RunTaskRequest, ctx: RequestContext[RunTaskRequest, RunTaskResponse], /) -> RunTaskResponse:
@@ -322,6 +364,13 @@ class OrchestratorSync(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def health(self, request: HealthRequest, ctx: RequestContext[HealthRequest, HealthResponse], /) -> HealthResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def submit_tool_result(self, request: SubmitToolResultRequest, ctx: RequestContext[SubmitToolResultRequest, SubmitToolResultResponse], /) -> SubmitToolResultResponse:
+        """
+        The result of a game tool (ClientToolCall) a StreamTask turn is waiting for. Unary, so
+        HTTP/1.1 Connect clients can answer while they read the stream.
+        """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
 
@@ -401,6 +450,17 @@ class OrchestratorWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.health,
+                ),
+                "/coreai.v1.Orchestrator/SubmitToolResult": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="SubmitToolResult",
+                        service_name="coreai.v1.Orchestrator",
+                        input=SubmitToolResultRequest,
+                        output=SubmitToolResultResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.submit_tool_result,
                 ),
             },
             interceptors=interceptors,
@@ -557,6 +617,30 @@ class OrchestratorClientSync(ConnectClientSync):
                 service_name="coreai.v1.Orchestrator",
                 input=HealthRequest,
                 output=HealthResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def submit_tool_result(
+        self,
+        request: SubmitToolResultRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> SubmitToolResultResponse:
+        """
+        The result of a game tool (ClientToolCall) a StreamTask turn is waiting for. Unary, so
+        HTTP/1.1 Connect clients can answer while they read the stream.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="SubmitToolResult",
+                service_name="coreai.v1.Orchestrator",
+                input=SubmitToolResultRequest,
+                output=SubmitToolResultResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

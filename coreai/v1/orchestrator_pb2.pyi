@@ -39,7 +39,7 @@ class ToolNameList(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RunTaskRequest(_message.Message):
-    __slots__ = ("target", "hint", "source_tag", "trace_id", "request_system_instructions", "allowed_tool_names", "forced_tool_mode", "max_output_tokens", "world_state", "temperature", "timeout_ms")
+    __slots__ = ("target", "hint", "source_tag", "trace_id", "request_system_instructions", "allowed_tool_names", "forced_tool_mode", "max_output_tokens", "world_state", "temperature", "timeout_ms", "client_tools", "client_tool_timeout_ms")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     HINT_FIELD_NUMBER: _ClassVar[int]
     SOURCE_TAG_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,8 @@ class RunTaskRequest(_message.Message):
     WORLD_STATE_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_TOOL_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     target: _common_pb2.AgentTarget
     hint: str
     source_tag: str
@@ -62,7 +64,49 @@ class RunTaskRequest(_message.Message):
     world_state: str
     temperature: float
     timeout_ms: int
-    def __init__(self, target: _Optional[_Union[_common_pb2.AgentTarget, _Mapping]] = ..., hint: _Optional[str] = ..., source_tag: _Optional[str] = ..., trace_id: _Optional[str] = ..., request_system_instructions: _Optional[str] = ..., allowed_tool_names: _Optional[_Union[ToolNameList, _Mapping]] = ..., forced_tool_mode: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., world_state: _Optional[str] = ..., temperature: _Optional[float] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    client_tools: _containers.RepeatedCompositeFieldContainer[ClientToolDefinition]
+    client_tool_timeout_ms: int
+    def __init__(self, target: _Optional[_Union[_common_pb2.AgentTarget, _Mapping]] = ..., hint: _Optional[str] = ..., source_tag: _Optional[str] = ..., trace_id: _Optional[str] = ..., request_system_instructions: _Optional[str] = ..., allowed_tool_names: _Optional[_Union[ToolNameList, _Mapping]] = ..., forced_tool_mode: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., world_state: _Optional[str] = ..., temperature: _Optional[float] = ..., timeout_ms: _Optional[int] = ..., client_tools: _Optional[_Iterable[_Union[ClientToolDefinition, _Mapping]]] = ..., client_tool_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class ClientToolDefinition(_message.Message):
+    __slots__ = ("name", "description", "parameters_json_schema")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_JSON_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    parameters_json_schema: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json_schema: _Optional[str] = ...) -> None: ...
+
+class ClientToolCall(_message.Message):
+    __slots__ = ("turn_id", "call_id", "name", "arguments_json", "timeout_ms")
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    turn_id: str
+    call_id: str
+    name: str
+    arguments_json: str
+    timeout_ms: int
+    def __init__(self, turn_id: _Optional[str] = ..., call_id: _Optional[str] = ..., name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class SubmitToolResultRequest(_message.Message):
+    __slots__ = ("turn_id", "call_id", "success", "content")
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    turn_id: str
+    call_id: str
+    success: bool
+    content: str
+    def __init__(self, turn_id: _Optional[str] = ..., call_id: _Optional[str] = ..., success: _Optional[bool] = ..., content: _Optional[str] = ...) -> None: ...
+
+class SubmitToolResultResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class ClippedBullet(_message.Message):
     __slots__ = ("message_id", "chars_kept", "chars_dropped")
@@ -169,18 +213,20 @@ class RunTaskResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[TurnStatus, str]] = ..., text: _Optional[str] = ..., error: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCallEvent, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResultEvent, _Mapping]]] = ..., cut_report: _Optional[_Union[CutReport, _Mapping]] = ..., usage: _Optional[_Union[TurnUsage, _Mapping]] = ..., trace_id: _Optional[str] = ...) -> None: ...
 
 class TurnEvent(_message.Message):
-    __slots__ = ("text_delta", "tool_call", "tool_result", "cut_report", "final")
+    __slots__ = ("text_delta", "tool_call", "tool_result", "cut_report", "final", "client_tool_call")
     TEXT_DELTA_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
     TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
     CUT_REPORT_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
     text_delta: TextDelta
     tool_call: ToolCallEvent
     tool_result: ToolResultEvent
     cut_report: CutReport
     final: RunTaskResponse
-    def __init__(self, text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCallEvent, _Mapping]] = ..., tool_result: _Optional[_Union[ToolResultEvent, _Mapping]] = ..., cut_report: _Optional[_Union[CutReport, _Mapping]] = ..., final: _Optional[_Union[RunTaskResponse, _Mapping]] = ...) -> None: ...
+    client_tool_call: ClientToolCall
+    def __init__(self, text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCallEvent, _Mapping]] = ..., tool_result: _Optional[_Union[ToolResultEvent, _Mapping]] = ..., cut_report: _Optional[_Union[CutReport, _Mapping]] = ..., final: _Optional[_Union[RunTaskResponse, _Mapping]] = ..., client_tool_call: _Optional[_Union[ClientToolCall, _Mapping]] = ...) -> None: ...
 
 class ConfigureRoleRequest(_message.Message):
     __slots__ = ("config",)

@@ -65,6 +65,11 @@ class OrchestratorStub:
                 request_serializer=coreai_dot_v1_dot_orchestrator__pb2.HealthRequest.SerializeToString,
                 response_deserializer=coreai_dot_v1_dot_orchestrator__pb2.HealthResponse.FromString,
                 _registered_method=True)
+        self.SubmitToolResult = channel.unary_unary(
+                '/coreai.v1.Orchestrator/SubmitToolResult',
+                request_serializer=coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultRequest.SerializeToString,
+                response_deserializer=coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultResponse.FromString,
+                _registered_method=True)
 
 
 class OrchestratorServicer:
@@ -107,6 +112,14 @@ class OrchestratorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitToolResult(self, request, context):
+        """The result of a game tool (ClientToolCall) a StreamTask turn is waiting for. Unary, so
+        HTTP/1.1 Connect clients can answer while they read the stream.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OrchestratorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -139,6 +152,11 @@ def add_OrchestratorServicer_to_server(servicer, server):
                     servicer.Health,
                     request_deserializer=coreai_dot_v1_dot_orchestrator__pb2.HealthRequest.FromString,
                     response_serializer=coreai_dot_v1_dot_orchestrator__pb2.HealthResponse.SerializeToString,
+            ),
+            'SubmitToolResult': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitToolResult,
+                    request_deserializer=coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultRequest.FromString,
+                    response_serializer=coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -303,6 +321,33 @@ class Orchestrator:
             '/coreai.v1.Orchestrator/Health',
             coreai_dot_v1_dot_orchestrator__pb2.HealthRequest.SerializeToString,
             coreai_dot_v1_dot_orchestrator__pb2.HealthResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitToolResult(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/coreai.v1.Orchestrator/SubmitToolResult',
+            coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultRequest.SerializeToString,
+            coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultResponse.FromString,
             options,
             channel_credentials,
             insecure,

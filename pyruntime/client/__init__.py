@@ -16,6 +16,7 @@ from __future__ import annotations
 from pyruntime.client._async import AsyncRuntimeClient
 from pyruntime.client._messages import MemoryArguments, RuntimeHealth
 from pyruntime.client._sync import RuntimeClient
+from pyruntime.client._tools import ClientTool
 from pyruntime.client.errors import (
     PermissionDeniedError,
     RuntimeCallError,
@@ -30,6 +31,7 @@ from pyruntime.rpc.auth import read_token_file
 
 __all__ = [
     "AsyncRuntimeClient",
+    "ClientTool",
     "MemoryArguments",
     "PermissionDeniedError",
     "RuntimeCallError",

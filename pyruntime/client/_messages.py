@@ -132,6 +132,8 @@ def task_request(hint: str, role_id: str, scope: AgentMemoryScope | None, actor:
                 if value is not None:  # unset = every tool, [] = none: presence matters
                     request.allowed_tool_names.SetInParent()
                     request.allowed_tool_names.names.extend(value)
+            elif name == "client_tools":  # repeated: ClientToolDefinition messages
+                request.client_tools.extend(value or ())
             elif value is not None:
                 setattr(request, name, value)
     except (AttributeError, TypeError, ValueError) as exc:

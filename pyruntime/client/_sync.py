@@ -10,6 +10,8 @@ from typing import Any
 
 from coreai.v1 import memory_store_pb2 as ms, orchestrator_pb2 as orch
 from pyruntime.client import _messages as m
+from pyruntime.client import _tools as t
+from pyruntime.client.errors import RuntimeCallError
 from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, SyncTransport, sync_transport
 from pyruntime.memory import MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
@@ -154,6 +156,37 @@ class RuntimeClient:
         """The same turn as events; closing the iterator early cancels the turn."""
         request = m.task_request(hint, role_id, scope, actor, options)
         yield from self._transport.stream(ORCHESTRATOR, "StreamTask", request)
+
+    def stream_task_with_tools(self, hint: str, tools: Sequence[t.ClientTool], *, role_id: str = "",
+                               scope: AgentMemoryScope | None = None, actor: str | None = None,
+                               **options: Any) -> Iterator[orch.TurnEvent]:
+        """StreamTask with game tools: each `client_tool_call` runs its (sync) handler here, in order, and its
+        result is submitted before the next event is read; every event is yielded too."""
+        request = m.task_request(hint, role_id, scope, actor, options)
+        handlers = t.with_client_tools(request, tools)
+        for event in self._transport.stream(ORCHESTRATOR, "StreamTask", request):
+            if event.HasField("client_tool_call"):
+                self._serve_tool_call(handlers, event.client_tool_call)
+            yield event
+
+    def _serve_tool_call(self, handlers: dict[str, t.ClientTool], call: orch.ClientToolCall) -> None:
+        tool = handlers.get(call.name)
+        try:
+            if tool is None:
+                raise LookupError(f"no handler for tool '{call.name}'")
+            output = tool.handler(t.call_arguments(call))
+        except Exception as exc:  # the game's code failed: the model is told
+            output = t.failure(call.name, exc)
+        try:
+            self._transport.unary(ORCHESTRATOR, "SubmitToolResult", t.result_request(call, output))
+        except RuntimeCallError as exc:
+            if not t.submit_refused(exc):  # the turn no longer waits (timed out, ended): nothing to do
+                raise
+
+    def submit_tool_result(self, turn_id: str, call_id: str, success: bool, content: str) -> None:
+        """Answer a game-tool call by hand; NOT_FOUND, FAILED_PRECONDITION (the call ended) and ALREADY_EXISTS raise."""
+        request = orch.SubmitToolResultRequest(turn_id=turn_id, call_id=call_id, success=success, content=content)
+        self._transport.unary(ORCHESTRATOR, "SubmitToolResult", request)
 
     def configure_role(self, config: RoleMemoryConfig) -> RoleMemoryConfig:
         """Register or replace a role's config; returns it as the runtime stored it."""

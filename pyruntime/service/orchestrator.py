@@ -37,8 +37,14 @@ class TurnRunner(Protocol):
         """The turn as events while it happens; closing the iterator cancels the turn."""
         ...
 
+    def submit_tool_result(self, request: pb.SubmitToolResultRequest) -> None:
+        """Hand a client's game-tool result to the turn waiting for it."""
+        ...
+
 
 NO_MODEL = "no model is configured in this runtime; start it with a model to run turns"
+CLIENT_TOOLS_NEED_STREAM = ("client_tools need the streaming call StreamTask: RunTask cannot hand a game tool's "
+                            "call to the client and wait for its result")
 
 
 class OrchestratorService:
@@ -79,8 +85,9 @@ class OrchestratorService:
     def _checked(self, request: pb.RunTaskRequest) -> tuple[TurnRunner, str]:
         """The runner and the conversation key of a valid turn request."""
         target = target_from_proto(request.target, default_role=DEFAULT_TURN_ROLE)
-        if request.timeout_ms < 0:
-            raise ServiceError(StatusCode.INVALID_ARGUMENT, "timeout_ms must be >= 0 (0 = the runtime's default)")
+        if request.timeout_ms < 0 or request.client_tool_timeout_ms < 0:
+            raise ServiceError(StatusCode.INVALID_ARGUMENT,
+                               "timeout_ms and client_tool_timeout_ms must be >= 0 (0 = the runtime's default)")
         if request.HasField("max_output_tokens") and request.max_output_tokens < 1:
             raise ServiceError(StatusCode.INVALID_ARGUMENT, "max_output_tokens must be >= 1 when set")
         if self._runner is None:
@@ -115,6 +122,8 @@ class OrchestratorService:
         request = self._traced(request)
         with trace_context(request.trace_id):
             try:
+                if request.client_tools:
+                    raise ServiceError(StatusCode.INVALID_ARGUMENT, CLIENT_TOOLS_NEED_STREAM)
                 runner, key = self._checked(request)
                 with self.admission.admit(key):
                     response = await runner.run_task(request)
@@ -157,6 +166,20 @@ class OrchestratorService:
                 aclose = getattr(events, "aclose", None)
                 if aclose is not None:
                     await aclose()
+
+    async def submit_tool_result(self, request: pb.SubmitToolResultRequest) -> pb.SubmitToolResultResponse:
+        """A game tool's result for a StreamTask turn waiting for it.
+
+        NOT_FOUND: no such call (or no turn engine); FAILED_PRECONDITION: the call already ended
+        without a result (timed out, turn cancelled or ended); ALREADY_EXISTS: already answered.
+        """
+        try:
+            if self._runner is None:
+                raise ServiceError(StatusCode.NOT_FOUND, "no tool call with this turn_id and call_id")
+            self._runner.submit_tool_result(request)
+            return pb.SubmitToolResultResponse()
+        except Exception as exc:  # noqa: BLE001
+            raise status_for(exc) from None
 
     async def configure_role(self, request: pb.ConfigureRoleRequest) -> common_pb2.RoleMemoryConfig:
         """Register or replace a role's config; returns it as stored."""

@@ -7,6 +7,8 @@ The codes are gRPC's (Connect uses the same set). Mapping, in one place:
 | InvalidArgumentError (blank role, bad scope, malformed arguments or snapshot) | INVALID_ARGUMENT |
 | NotFoundError (unknown version, unknown key) | NOT_FOUND |
 | MemoryUnreadableError (the document exists but cannot be read) | FAILED_PRECONDITION |
+| ToolCallEndedError (a game-tool result after its call timed out or its turn ended) | FAILED_PRECONDITION |
+| AlreadyExistsError (a second result for one game-tool call) | ALREADY_EXISTS |
 | LimitExceededError (MaxMemoryChars, request size) | RESOURCE_EXHAUSTED |
 | ModelError / PersistenceError / OSError (model down, disk failing) | UNAVAILABLE |
 | anything else (a bug) | INTERNAL, with a generic message; the type is logged, never a trace on the wire |
@@ -19,12 +21,14 @@ import logging
 import traceback
 
 from pyruntime.errors import (
+    AlreadyExistsError,
     CoreAIError,
     InvalidArgumentError,
     LimitExceededError,
     MemoryUnreadableError,
     NotFoundError,
     PersistenceError,
+    ToolCallEndedError,
 )
 
 logger = logging.getLogger(__name__)
@@ -85,8 +89,10 @@ def status_for(exc: BaseException) -> ServiceError:
         return ServiceError(StatusCode.INVALID_ARGUMENT, str(exc))
     if isinstance(exc, NotFoundError):
         return ServiceError(StatusCode.NOT_FOUND, str(exc))
-    if isinstance(exc, MemoryUnreadableError):
+    if isinstance(exc, MemoryUnreadableError | ToolCallEndedError):
         return ServiceError(StatusCode.FAILED_PRECONDITION, str(exc))
+    if isinstance(exc, AlreadyExistsError):
+        return ServiceError(StatusCode.ALREADY_EXISTS, str(exc))
     if isinstance(exc, LimitExceededError):
         return ServiceError(StatusCode.RESOURCE_EXHAUSTED, str(exc))
     model_error = _model_error_type()

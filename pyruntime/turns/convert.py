@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.scopes import DEFAULT_TURN_ROLE
 from pyruntime.service.targets import target_from_proto
+from pyruntime.turns.client_tools import client_tool_spec
 from pyruntime.turns.events import (
+    ClientToolCallEvent,
     CutReportEvent,
     FinalEvent,
     TaskResult,
@@ -41,6 +43,9 @@ def request_from_proto(message: pb.RunTaskRequest) -> AiTaskRequest:
         world_state=message.world_state,
         temperature=message.temperature if message.HasField("temperature") else None,
         timeout=message.timeout_ms / 1000.0 if message.timeout_ms > 0 else None,
+        client_tools=tuple(client_tool_spec(t.name, t.description, t.parameters_json_schema)
+                           for t in message.client_tools),
+        client_tool_timeout=message.client_tool_timeout_ms / 1000.0 if message.client_tool_timeout_ms > 0 else None,
     )
 
 
@@ -80,6 +85,10 @@ def event_to_proto(event: TurnEvent) -> pb.TurnEvent:
         return pb.TurnEvent(tool_call=_tool_call(event))
     if isinstance(event, ToolResultEvent):
         return pb.TurnEvent(tool_result=_tool_result(event))
+    if isinstance(event, ClientToolCallEvent):
+        return pb.TurnEvent(client_tool_call=pb.ClientToolCall(
+            turn_id=event.turn_id, call_id=event.call_id, name=event.name, arguments_json=event.arguments_json,
+            timeout_ms=event.timeout_ms))
     if isinstance(event, CutReportEvent):
         return pb.TurnEvent(cut_report=event.report.to_proto())
     if isinstance(event, FinalEvent):
@@ -97,6 +106,10 @@ class ProtoTurnRunner:
     async def run_task(self, request: pb.RunTaskRequest) -> pb.RunTaskResponse:
         """The whole turn, once it has ended."""
         return result_to_proto(await self.orchestrator.run_task(request_from_proto(request)))
+
+    def submit_tool_result(self, request: pb.SubmitToolResultRequest) -> None:
+        """Hand a client's game-tool result to the turn waiting for it."""
+        self.orchestrator.submit_tool_result(request.turn_id, request.call_id, request.success, request.content)
 
     async def stream_task(self, request: pb.RunTaskRequest) -> AsyncIterator[pb.TurnEvent]:
         """The turn as events; closing this iterator cancels the turn."""

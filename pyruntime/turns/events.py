@@ -52,6 +52,20 @@ class ToolResultEvent:
 
 
 @dataclass(frozen=True)
+class ClientToolCallEvent:
+    """A game tool to run on the client: answer with `SubmitToolResult(turn_id, call_id, ...)` within timeout_ms.
+
+    Follows the `ToolCallEvent` of the same call id; `arguments_json` is valid against the tool's schema.
+    """
+
+    turn_id: str
+    call_id: str
+    name: str
+    arguments_json: str
+    timeout_ms: int
+
+
+@dataclass(frozen=True)
 class CutReportEvent:
     """What of the stored history did not reach the model verbatim (sent before the first model call)."""
 
@@ -99,4 +113,5 @@ class FinalEvent:
     result: TaskResult
 
 
-TurnEvent: TypeAlias = TextDeltaEvent | ToolCallEvent | ToolResultEvent | CutReportEvent | FinalEvent
+TurnEvent: TypeAlias = (TextDeltaEvent | ToolCallEvent | ToolResultEvent | CutReportEvent | FinalEvent
+                         | ClientToolCallEvent)

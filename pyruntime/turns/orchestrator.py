@@ -64,6 +64,12 @@ from pyruntime.turns.events import (
     TurnStatus,
     TurnUsage,
 )
+from pyruntime.turns.client_tools import (
+    DEFAULT_CLIENT_TOOL_TIMEOUT_S,
+    ClientCallRegistry,
+    ClientToolAdapter,
+    check_client_tools,
+)
 from pyruntime.turns.memory_blocks import MemoryBlocks, plan_memory_blocks
 from pyruntime.turns.memory_pass import MemoryPasses, run_memory_pass
 from pyruntime.turns.memory_writer import MemoryDesign
@@ -150,6 +156,7 @@ class _Turn:
     deadline: asyncio.Timeout | None = None  # the turn's timeout, paused while it waits for the model
     tool_allowance: int = 0  # TOOL_CALL_ALLOWANCE_TOKENS once tools are offered
     queue_owner: int | None = None  # the turn's place in the model queue, from its first model call
+    turn_id: str = ""  # names the turn in game-tool calls (SubmitToolResult)
 
     @property
     def role_id(self) -> str:
@@ -207,6 +214,7 @@ class AiOrchestrator:
         timeout_includes_queue: bool = False,
         tool_call_allowance: int = TOOL_CALL_ALLOWANCE_TOKENS,
         memory_design: MemoryDesign | str = MemoryDesign.TOOL,
+        client_tool_timeout: float = DEFAULT_CLIENT_TOOL_TIMEOUT_S,
     ) -> None:
         """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
 
@@ -214,11 +222,12 @@ class AiOrchestrator:
         waiting for the model's request queue, so a turn never times out without reaching the model;
         True - it counts from the call. Either way a waiting turn can be cancelled.
         `tool_call_allowance`: tokens for the JSON wrapper and tool calls on top of the visible output cap.
+        `client_tool_timeout`: seconds a game-tool call waits for its result when the request sets none.
         """
         if model_context_tokens < 1:
             raise InvalidArgumentError("model_context_tokens must be positive")
-        if default_timeout <= 0:
-            raise InvalidArgumentError("default_timeout must be positive")
+        if default_timeout <= 0 or client_tool_timeout <= 0:
+            raise InvalidArgumentError("default_timeout and client_tool_timeout must be positive")
         if max_calls_per_round < 1 or stream_buffer < 1:
             raise InvalidArgumentError("max_calls_per_round and stream_buffer must be positive")
         self.policy = policy
@@ -242,6 +251,8 @@ class AiOrchestrator:
         # How memory is written for roles with memory on: the memory tool in the reply, or a writer pass after it.
         self.memory_design = MemoryDesign.parse(memory_design)
         self.memory_passes = MemoryPasses()
+        self.client_tool_timeout = client_tool_timeout
+        self.client_calls = ClientCallRegistry()  # game-tool calls waiting for the client's result
         # Where each conversation's tail was last sent (issue 13): an unchanged tail stays there.
         self._tail_anchors: OrderedDict[str, TailAnchor] = OrderedDict()
         # The system prompt and tool schemas of a role are byte-identical turn after turn (spec 7):
@@ -253,7 +264,14 @@ class AiOrchestrator:
 
     async def run_task(self, request: AiTaskRequest) -> TaskResult:
         """Run one turn and return its result; cancelling the caller cancels the turn (still recorded)."""
+        if isinstance(request, AiTaskRequest) and request.client_tools:
+            raise InvalidArgumentError("client tools need the streaming call (StreamTask): only a stream can hand "
+                                       "their calls to the client and wait for the results")
         return await self._execute(request, _discard)
+
+    def submit_tool_result(self, turn_id: str, call_id: str, success: bool, content: str) -> None:
+        """Hand a client's game-tool result to the waiting call (errors: see `ClientCallRegistry.submit`)."""
+        self.client_calls.submit(turn_id, call_id, success, content)
 
     async def stream_task(self, request: AiTaskRequest) -> AsyncIterator[TurnEvent]:
         """Run one turn, yielding its events as they happen; the last one is a `FinalEvent`.
@@ -298,6 +316,8 @@ class AiOrchestrator:
             borrowed = True
         turn = _Turn(request, config, borrowed, self.stores.scoped(request.scope, request.actor), self.tool_mode)
         turn.store.key(request.role_id)  # a bad role id fails now, before anything is written
+        check_client_tools(request.client_tools, [t.name for t in self.tools.tools_for(request.role_id)])
+        turn.turn_id = self.client_calls.new_turn_id()
         self.client.check_available()  # a restarting model fails the call now (UNAVAILABLE), nothing is recorded
         return turn
 
@@ -375,7 +395,10 @@ class AiOrchestrator:
         allowed = request.allowed_tool_names
         if request.forced_tool_mode.lower() == FORCED_TOOL_NONE:
             allowed = ()
-        role_tools, offered = offered_tools(memory, self.tools.tools_for(request.role_id), allowed)
+        call_timeout = request.client_tool_timeout or self.client_tool_timeout
+        client = [ClientToolAdapter(spec, self.client_calls, turn.turn_id, call_timeout, emit)
+                  for spec in request.client_tools]
+        role_tools, offered = offered_tools(memory, self.tools.tools_for(request.role_id), allowed, client)
         turn.tool_allowance = self.tool_call_allowance if offered else 0
         turn.forced = self._forced(request.forced_tool_mode, offered)
         system_prompt = build_system_prompt(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.scopes import DEFAULT_TURN_ROLE, EMPTY_SCOPE, AgentMemoryScope
+from pyruntime.turns.client_tools import ClientToolSpec
 
 CHAT_SOURCE_TAG = "Chat"
 
@@ -23,7 +24,9 @@ class AiTaskRequest:
     `allowed_tool_names`: None = every tool of the role, empty = none. `forced_tool_mode`:
     "" (the model decides), "none" (no tools this request), "required" (the model must call a tool),
     or a tool name (the model must call that tool); a forcing mode holds until a tool call succeeds.
-    `timeout` is in seconds (None = the orchestrator's default).
+    `timeout` is in seconds (None = the orchestrator's default). `client_tools`: game tools the
+    caller executes (`stream_task` only); `client_tool_timeout`: seconds one call of them waits for
+    its result (None = the orchestrator's default).
     """
 
     hint: str = ""
@@ -40,6 +43,8 @@ class AiTaskRequest:
     temperature: float | None = None
     timeout: float | None = None
     extra: dict[str, object] = field(default_factory=dict)  # sent as-is in the model request (e.g. seed)
+    client_tools: tuple[ClientToolSpec, ...] = ()
+    client_tool_timeout: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("hint", "source_tag", "trace_id", "request_system_instructions", "world_state",
@@ -76,6 +81,14 @@ class AiTaskRequest:
             raise InvalidArgumentError("timeout must be a positive number of seconds or None")
         if not isinstance(self.extra, dict):
             raise InvalidArgumentError("extra must be a dict")
+        object.__setattr__(self, "client_tools", tuple(self.client_tools or ()))
+        if not all(isinstance(t, ClientToolSpec) for t in self.client_tools):
+            raise InvalidArgumentError("client_tools must be ClientToolSpec values (see client_tool_spec)")
+        if self.client_tool_timeout is not None and (
+            isinstance(self.client_tool_timeout, bool) or not isinstance(self.client_tool_timeout, int | float)
+            or math.isnan(self.client_tool_timeout) or self.client_tool_timeout <= 0
+        ):
+            raise InvalidArgumentError("client_tool_timeout must be a positive number of seconds or None")
 
     @property
     def is_chat_source(self) -> bool:

@@ -149,13 +149,14 @@ def _signature(name: str, call: ToolCall) -> tuple[str, str]:
 
 
 def offered_tools(
-    memory: MemoryToolAdapter | None, registered: Sequence[RegisteredTool], allowed: Sequence[str] | None
+    memory: MemoryToolAdapter | None, registered: Sequence[RegisteredTool], allowed: Sequence[str] | None,
+    client: Sequence[OfferedTool] = (),
 ) -> tuple[list[OfferedTool], list[OfferedTool]]:
-    """(every tool of the role, the ones offered now): memory first, then registered; `allowed` filters
-    case-insensitively (None = all, empty = none)."""
+    """(every tool of the turn, the ones offered now): memory first, then registered, then the client's game
+    tools; `allowed` filters case-insensitively (None = all, empty = none)."""
     role_tools: list[OfferedTool] = ([memory] if memory is not None else []) + [
         RegisteredToolAdapter(t) for t in registered
-    ]
+    ] + list(client)
     if allowed is None:
         return role_tools, list(role_tools)
     wanted = {n.strip().lower() for n in allowed}

@@ -55,7 +55,8 @@ class ToolOutput:
 ToolHandler = Callable[..., Any]
 
 
-def _output(value: Any) -> ToolOutput:
+def as_tool_output(value: Any) -> ToolOutput:
+    """What a handler's return value gives the model (None = "DONE"; a str as is; anything else as JSON)."""
     if isinstance(value, ToolOutput):
         return value
     if value is None:
@@ -107,7 +108,7 @@ class RegisteredTool:
             detail = str(exc).strip()
             reason = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
             return ToolOutput(False, f"tool '{self.name}' failed: {reason}")
-        return _output(value)
+        return as_tool_output(value)
 
 
 def _takes_context(handler: ToolHandler) -> bool:

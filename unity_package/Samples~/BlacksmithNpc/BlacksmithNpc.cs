@@ -1,4 +1,5 @@
 using System;
+using System.Collections.Generic;
 using System.Threading.Tasks;
 using CoreAI.Ai;
 using CoreAI.Launcher;
@@ -8,6 +9,49 @@ using UnityEngine;
 
 namespace CoreAI.Samples.BlacksmithNpc
 {
+    /// <summary>What Brom sells.</summary>
+    public enum Ware
+    {
+        Sword,
+        Axe,
+        Horseshoe,
+    }
+
+    /// <summary>The arguments of Brom's game tools.</summary>
+    public sealed class WareArgs
+    {
+        [ToolParameter("The item, one of the wares Brom sells.")]
+        public Ware Item;
+    }
+
+    /// <summary>The game's side of the shop: its own price table and the player's bag (plain C#, no scene needed).</summary>
+    public sealed class BlacksmithShop
+    {
+        /// <summary>Prices in gold: the game's table, never the model's guess.</summary>
+        public static readonly IReadOnlyDictionary<Ware, int> Prices = new Dictionary<Ware, int>
+        {
+            { Ware.Sword, 30 },
+            { Ware.Axe, 22 },
+            { Ware.Horseshoe, 3 },
+        };
+
+        /// <summary>What the player was handed, in order.</summary>
+        public List<Ware> Bag { get; } = new List<Ware>();
+
+        /// <summary>The quote_price tool: the price from the table.</summary>
+        public string QuotePrice(Ware item)
+        {
+            return "{\"item\": \"" + item + "\", \"gold\": " + Prices[item] + "}";
+        }
+
+        /// <summary>The give_item tool: the item goes into the player's bag.</summary>
+        public string GiveItem(Ware item)
+        {
+            Bag.Add(item);
+            return "{\"handed_over\": \"" + item + "\"}";
+        }
+    }
+
     /// <summary>
     /// A blacksmith NPC who remembers the player across sessions: the memory tool keeps compact facts
     /// (name, orders, debts) and the chat history is persisted, so after a restart Brom still knows you.
@@ -23,7 +67,8 @@ namespace CoreAI.Samples.BlacksmithNpc
         public const string SystemPrompt =
             "You are Brom, the village blacksmith: gruff, warm, proud of your steel. Answer in one or two sentences. "
             + "Use the memory tool to remember the player's name, what they ordered or bought, and what they owe; "
-            + "greet returning customers by name.";
+            + "greet returning customers by name. Quote prices only with quote_price, and when the player buys, "
+            + "hand the item over with give_item and remember the purchase with the memory tool.";
 
         [Tooltip("The bootstrap that starts the CoreAI runtime (found in the scene when empty).")]
         [SerializeField] private CoreAIRuntimeBootstrap bootstrap;
@@ -34,13 +79,21 @@ namespace CoreAI.Samples.BlacksmithNpc
         private string reply = "(the forge is warming up …)";
         private bool waiting;
 
-        /// <summary>The blacksmith's agent configuration, registered in `policy`.</summary>
-        public static AgentConfig BuildAgent(AgentMemoryPolicy policy)
+        /// <summary>The game's shop state the tools act on.</summary>
+        public BlacksmithShop Shop { get; } = new BlacksmithShop();
+
+        /// <summary>The blacksmith's agent configuration, registered in `policy`, with game tools acting on shop.</summary>
+        /// <remarks>The tools' handlers run on the main thread (the default), so they could as well touch the scene.</remarks>
+        public static AgentConfig BuildAgent(AgentMemoryPolicy policy, BlacksmithShop shop)
         {
             return new AgentBuilder(RoleId, policy)
                 .WithMemory(MemoryToolAction.Append)
                 .WithChatHistory(4096, persistBetweenSessions: true)
                 .WithSystemPrompt(SystemPrompt)
+                .WithTool<WareArgs>("quote_price", "The price in gold of an item Brom sells, from the shop's price table.",
+                    args => Task.FromResult(shop.QuotePrice(args.Item)))
+                .WithTool<WareArgs>("give_item", "Hand an item the player has bought to the player.",
+                    args => Task.FromResult(shop.GiveItem(args.Item)))
                 .Build();
         }
 
@@ -54,7 +107,7 @@ namespace CoreAI.Samples.BlacksmithNpc
 
         private void Awake()
         {
-            BuildAgent(AgentMemoryPolicy.Default);
+            BuildAgent(AgentMemoryPolicy.Default, Shop);
         }
 
         private void OnEnable()

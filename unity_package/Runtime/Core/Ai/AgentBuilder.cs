@@ -1,4 +1,7 @@
 using System;
+using System.Collections.Generic;
+using System.Threading;
+using System.Threading.Tasks;
 
 namespace CoreAI.Ai
 {
@@ -38,6 +41,7 @@ namespace CoreAI.Ai
     {
         private readonly RoleMemoryConfig _config;
         private readonly AgentMemoryPolicy _policy;
+        private readonly List<GameTool> _tools = new List<GameTool>();
 
         /// <summary>A builder whose Build() registers into <see cref="AgentMemoryPolicy.Default"/>.</summary>
         public AgentBuilder(string roleId) : this(roleId, AgentMemoryPolicy.Default)
@@ -133,11 +137,39 @@ namespace CoreAI.Ai
             return this;
         }
 
+        /// <summary>A game tool the model may call; the handler gets the arguments as TArgs and returns what the model reads.</summary>
+        /// <remarks>
+        /// The arguments' JSON Schema comes from TArgs' public fields and properties (see <see cref="ToolSchema"/>).
+        /// runOnMainThread (default): the handler runs on the SynchronizationContext of the call that started the turn
+        /// (Unity's main thread), so it may touch the scene. An exception is a failed result the model sees.
+        /// </remarks>
+        public AgentBuilder WithTool<TArgs>(string name, string description, Func<TArgs, Task<string>> handler, bool runOnMainThread = true)
+        {
+            if (handler == null) throw new ArgumentNullException("handler");
+            return WithTool<TArgs>(name, description, (args, token) => Wrap(handler(args)), runOnMainThread);
+        }
+
+        /// <summary>A game tool whose handler observes the turn's cancellation and reports success or failure itself.</summary>
+        public AgentBuilder WithTool<TArgs>(string name, string description, Func<TArgs, CancellationToken, Task<ToolResult>> handler, bool runOnMainThread = true)
+        {
+            _tools.Add(GameTool.Create(name, description, handler, runOnMainThread));
+            return this;
+        }
+
+        private static async Task<ToolResult> Wrap(Task<string> content)
+        {
+            return ToolResult.Ok(content == null ? "DONE" : await content);
+        }
+
         /// <summary>Validate, register in the policy (which reaches the runtime before the role's next call), return a copy.</summary>
         public AgentConfig Build()
         {
             AgentConfig config = BuildDetached();
             _policy.SetConfig(config.Memory);
+            if (_tools.Count > 0)
+            {
+                _policy.Tools.Set(config.RoleId, _tools);
+            }
             return config;
         }
 

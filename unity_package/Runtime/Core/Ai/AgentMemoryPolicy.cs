@@ -44,6 +44,9 @@ namespace CoreAI.Ai
         /// <summary>The process-wide policy: what <c>new AgentBuilder(role).Build()</c> registers into and a runtime client uses unless given another.</summary>
         public static AgentMemoryPolicy Default => DefaultPolicy;
 
+        /// <summary>The game tools of each role (README "Game tools"), sent with each of its turns.</summary>
+        public GameToolRegistry Tools { get; } = new GameToolRegistry();
+
         /// <summary>Increases with every change.</summary>
         public long Revision
         {

@@ -1,4 +1,5 @@
 using System;
+using System.Collections.Generic;
 using System.Threading;
 using System.Threading.Tasks;
 using CoreAI.Runtime;
@@ -48,8 +49,14 @@ namespace CoreAI.Ai
         }
 
         /// <summary>Run one turn and return its whole outcome (status, text, tool calls, cut report, usage).</summary>
+        /// <remarks>A role with game tools runs streamed (only a stream can hand their calls to the game); the handlers
+        /// run on the caller's SynchronizationContext as in <see cref="StreamTaskAsync(AiTaskRequest, AiTaskStreamHandlers, CancellationToken)"/>.</remarks>
         public async Task<AiTaskResult> RunTaskWithResultAsync(AiTaskRequest request, CancellationToken cancellationToken = default(CancellationToken))
         {
+            if (request != null && ToolsFor(request).Count > 0)
+            {
+                return await StreamTaskAsync(request, new AiTaskStreamHandlers(), cancellationToken).ConfigureAwait(false);
+            }
             V1.RunTaskRequest proto = await PrepareAsync(request, cancellationToken).ConfigureAwait(false);
             V1.RunTaskResponse response = await _runtime.GuardAsync(
                 _runtime.Orchestrator.RunTaskAsync(proto, CallOptionsFor(request), cancellationToken)).ConfigureAwait(false);
@@ -73,6 +80,10 @@ namespace CoreAI.Ai
         {
             handlers = handlers ?? new AiTaskStreamHandlers();
             SynchronizationContext context = handlers.RunOnCallerContext ? SynchronizationContext.Current : null;
+            // Game tools run on the caller's context (the main thread) whatever RunOnCallerContext says about callbacks.
+            SynchronizationContext toolContext = SynchronizationContext.Current;
+            IReadOnlyList<GameTool> tools = request == null ? new GameTool[0] : ToolsFor(request);
+            var toolCalls = new List<Task>();
             V1.RunTaskRequest proto = await PrepareAsync(request, cancellationToken).ConfigureAwait(false);
             V1.RunTaskResponse final = null;
             using (var dispatch = new CallbackDispatcher(context, cancellationToken))
@@ -82,6 +93,10 @@ namespace CoreAI.Ai
                     if (e.Final != null)
                     {
                         final = e.Final;
+                    }
+                    else if (e.ClientToolCall != null)
+                    {
+                        lock (toolCalls) toolCalls.Add(ServeToolCallAsync(tools, e.ClientToolCall, toolContext, dispatch.Token));
                     }
                     else
                     {
@@ -98,6 +113,16 @@ namespace CoreAI.Ai
                     // A callback threw on the context and cancelled the stream: its exception is the one to report.
                 }
                 await dispatch.DrainAsync().ConfigureAwait(false);
+                Task[] pending;
+                lock (toolCalls) pending = toolCalls.ToArray();
+                try
+                {
+                    await Task.WhenAll(pending).ConfigureAwait(false);
+                }
+                catch (Exception)
+                {
+                    // A handler still running when the turn ended was cancelled; the turn's outcome is in final.
+                }
                 dispatch.ThrowIfFailed();
             }
             if (final == null)
@@ -138,6 +163,79 @@ namespace CoreAI.Ai
             }
         }
 
+        private IReadOnlyList<GameTool> ToolsFor(AiTaskRequest request)
+        {
+            string role = string.IsNullOrWhiteSpace(request.RoleId) ? "Creator" : request.RoleId.Trim();
+            return _runtime.Policy.Tools.For(role);
+        }
+
+        /// <summary>Run one game-tool call (on context when the tool asks for the main thread) and submit its result.</summary>
+        /// <remarks>Never faults for the turn's own end: a cancelled turn, or a runtime that no longer waits for this result
+        /// (timed out, ended: NOT_FOUND, FAILED_PRECONDITION, ALREADY_EXISTS) or is gone, is reported by the stream.</remarks>
+        private async Task ServeToolCallAsync(IReadOnlyList<GameTool> tools, V1.ClientToolCall call, SynchronizationContext context,
+            CancellationToken cancellationToken)
+        {
+            try
+            {
+                GameTool tool = null;
+                foreach (GameTool candidate in tools)
+                {
+                    if (candidate.Name == call.Name) tool = candidate;
+                }
+                ToolResult result;
+                if (tool == null)
+                {
+                    result = ToolResult.Fail("tool '" + call.Name + "' has no handler in this game");
+                }
+                else if (tool.RunOnMainThread && context != null)
+                {
+                    result = await OnContext(context, () => tool.InvokeAsync(call.ArgumentsJson, cancellationToken)).ConfigureAwait(false);
+                }
+                else
+                {
+                    result = await Task.Run(() => tool.InvokeAsync(call.ArgumentsJson, cancellationToken)).ConfigureAwait(false);
+                }
+                var submit = new V1.SubmitToolResultRequest
+                {
+                    TurnId = call.TurnId, CallId = call.CallId, Success = result.Success, Content = result.Content,
+                };
+                await _runtime.Orchestrator.SubmitToolResultAsync(submit, null, cancellationToken).ConfigureAwait(false);
+            }
+            catch (OperationCanceledException)
+            {
+                // The turn was cancelled while the handler ran: the stream ends with that.
+            }
+            catch (CoreAIRuntimeException)
+            {
+                // The turn no longer waits for this result, or the runtime is gone: the stream reports the outcome.
+            }
+        }
+
+        private static Task<ToolResult> OnContext(SynchronizationContext context, Func<Task<ToolResult>> work)
+        {
+            var done = new TaskCompletionSource<ToolResult>();
+            context.Post(_ =>
+            {
+                Task<ToolResult> running;
+                try
+                {
+                    running = work();
+                }
+                catch (Exception e)
+                {
+                    done.TrySetException(e);
+                    return;
+                }
+                running.ContinueWith(t =>
+                {
+                    if (t.IsFaulted) done.TrySetException(t.Exception.InnerExceptions);
+                    else if (t.IsCanceled) done.TrySetCanceled();
+                    else done.TrySetResult(t.Result);
+                }, TaskContinuationOptions.ExecuteSynchronously);
+            }, null);
+            return done.Task;
+        }
+
         private async Task<V1.RunTaskRequest> PrepareAsync(AiTaskRequest request, CancellationToken cancellationToken)
         {
             if (request == null)
@@ -147,7 +245,12 @@ namespace CoreAI.Ai
             string role = string.IsNullOrWhiteSpace(request.RoleId) ? "Creator" : request.RoleId.Trim();
             await _runtime.EnsureRoleSyncedAsync(role, cancellationToken).ConfigureAwait(false);
             AgentMemoryScope scope = request.Scope ?? _scopes.GetScope(role) ?? AgentMemoryScope.Empty;
-            return ProtoMapping.ToProto(request, scope);
+            V1.RunTaskRequest proto = ProtoMapping.ToProto(request, scope);
+            foreach (GameTool tool in _runtime.Policy.Tools.For(role))
+            {
+                proto.ClientTools.Add(tool.ToProto());
+            }
+            return proto;
         }
 
         private CallOptions CallOptionsFor(AiTaskRequest request)

@@ -48,6 +48,9 @@ namespace CoreAI.Ai
 
         /// <summary>How long the runtime may take (null: the orchestrator's DefaultTurnTimeout).</summary>
         public TimeSpan? Timeout { get; set; }
+
+        /// <summary>How long one game-tool call may take before the model is told it timed out (null: the runtime's 30 s).</summary>
+        public TimeSpan? ClientToolTimeout { get; set; }
     }
 
     /// <summary>Whether the model must call a tool in a turn.</summary>

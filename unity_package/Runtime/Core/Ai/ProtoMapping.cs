@@ -226,6 +226,7 @@ namespace CoreAI.Ai
                 WorldState = r.WorldState ?? "",
                 Temperature = r.Temperature,
                 TimeoutMs = r.Timeout.HasValue ? (int)Math.Min(int.MaxValue, Math.Ceiling(r.Timeout.Value.TotalMilliseconds)) : 0,
+                ClientToolTimeoutMs = r.ClientToolTimeout.HasValue ? (int)Math.Min(int.MaxValue, Math.Ceiling(r.ClientToolTimeout.Value.TotalMilliseconds)) : 0,
             };
             if (r.AllowedToolNames != null)
             {

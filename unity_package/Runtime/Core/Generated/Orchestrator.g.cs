@@ -89,6 +89,83 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("timeoutMs", NullValueHandling = NullValueHandling.Ignore)]
         public int TimeoutMs { get; set; }
+
+        [Preserve]
+        [JsonProperty("clientTools", NullValueHandling = NullValueHandling.Ignore)]
+        public List<ClientToolDefinition> ClientTools { get; set; } = new List<ClientToolDefinition>();
+
+        [Preserve]
+        [JsonProperty("clientToolTimeoutMs", NullValueHandling = NullValueHandling.Ignore)]
+        public int ClientToolTimeoutMs { get; set; }
+    }
+
+    /// <summary>proto message coreai.v1.ClientToolDefinition.</summary>
+    [Preserve]
+    public sealed partial class ClientToolDefinition
+    {
+        [Preserve]
+        [JsonProperty("name", NullValueHandling = NullValueHandling.Ignore)]
+        public string Name { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("description", NullValueHandling = NullValueHandling.Ignore)]
+        public string Description { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("parametersJsonSchema", NullValueHandling = NullValueHandling.Ignore)]
+        public string ParametersJsonSchema { get; set; } = "";
+    }
+
+    /// <summary>proto message coreai.v1.ClientToolCall.</summary>
+    [Preserve]
+    public sealed partial class ClientToolCall
+    {
+        [Preserve]
+        [JsonProperty("turnId", NullValueHandling = NullValueHandling.Ignore)]
+        public string TurnId { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("callId", NullValueHandling = NullValueHandling.Ignore)]
+        public string CallId { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("name", NullValueHandling = NullValueHandling.Ignore)]
+        public string Name { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("argumentsJson", NullValueHandling = NullValueHandling.Ignore)]
+        public string ArgumentsJson { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("timeoutMs", NullValueHandling = NullValueHandling.Ignore)]
+        public int TimeoutMs { get; set; }
+    }
+
+    /// <summary>proto message coreai.v1.SubmitToolResultRequest.</summary>
+    [Preserve]
+    public sealed partial class SubmitToolResultRequest
+    {
+        [Preserve]
+        [JsonProperty("turnId", NullValueHandling = NullValueHandling.Ignore)]
+        public string TurnId { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("callId", NullValueHandling = NullValueHandling.Ignore)]
+        public string CallId { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("success", NullValueHandling = NullValueHandling.Ignore)]
+        public bool Success { get; set; }
+
+        [Preserve]
+        [JsonProperty("content", NullValueHandling = NullValueHandling.Ignore)]
+        public string Content { get; set; } = "";
+    }
+
+    /// <summary>proto message coreai.v1.SubmitToolResultResponse.</summary>
+    [Preserve]
+    public sealed partial class SubmitToolResultResponse
+    {
     }
 
     /// <summary>proto message coreai.v1.ClippedBullet.</summary>
@@ -303,6 +380,10 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("final", NullValueHandling = NullValueHandling.Ignore)]
         public RunTaskResponse Final { get; set; }
+
+        [Preserve]
+        [JsonProperty("clientToolCall", NullValueHandling = NullValueHandling.Ignore)]
+        public ClientToolCall ClientToolCall { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ConfigureRoleRequest.</summary>
@@ -415,6 +496,12 @@ namespace CoreAI.V1
         public Task<HealthResponse> HealthAsync(HealthRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
         {
             return _transport.UnaryAsync<HealthRequest, HealthResponse>(ServiceName, "Health", request, options, cancellationToken);
+        }
+
+        /// <summary>SubmitToolResult: unary call.</summary>
+        public Task<SubmitToolResultResponse> SubmitToolResultAsync(SubmitToolResultRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return _transport.UnaryAsync<SubmitToolResultRequest, SubmitToolResultResponse>(ServiceName, "SubmitToolResult", request, options, cancellationToken);
         }
     }
 }

@@ -1,0 +1,97 @@
+"""Game tools of the Python client: declared with a streamed turn, run here, answered with SubmitToolResult.
+
+```python
+price = ClientTool("quote_price", "Price of an item in gold.",
+                   {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]},
+                   lambda args: {"gold": PRICES[args["item"]]})
+for event in client.stream_task_with_tools("How much is the sword?", [price], role_id="BlacksmithNPC"):
+    ...
+```
+
+A handler gets the validated arguments (a dict), may be sync or async (async ones only with the async
+client), and returns a string, a JSON-serialisable value, a pydantic model or a `ToolOutput`; a
+raised exception becomes a failed result the model sees.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from coreai.v1 import orchestrator_pb2 as orch
+from pyruntime.client.errors import RuntimeCallError
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.service.status import StatusCode
+from pyruntime.turns.tools import RegisteredTool, ToolOutput, as_tool_output
+
+log = logging.getLogger("pyruntime.client")
+
+ToolHandler = Callable[[dict[str, Any]], Any]
+CALL_ENDED = frozenset({StatusCode.NOT_FOUND, StatusCode.FAILED_PRECONDITION, StatusCode.ALREADY_EXISTS})
+"""SubmitToolResult answers that mean the turn no longer waits for this result (timed out, ended)."""
+
+
+@dataclass(frozen=True)
+class ClientTool:
+    """A game tool: its name, description, JSON Schema of the arguments, and the handler that runs it."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    handler: ToolHandler = field(default=lambda args: None, repr=False)
+
+    @classmethod
+    def from_model(cls, name: str, description: str, args_model: type[BaseModel],
+                   handler: Callable[[Any], Any]) -> "ClientTool":
+        """A tool with a pydantic model's schema (as runtime-hosted tools show theirs); the handler gets an instance."""
+        schema = RegisteredTool(name, description, args_model, handler, False).definition()["function"]["parameters"]
+        return cls(name, description, schema, lambda args: handler(args_model.model_validate(args)))
+
+    def definition(self) -> orch.ClientToolDefinition:
+        """The declaration sent with the turn."""
+        return orch.ClientToolDefinition(name=self.name, description=self.description,
+                                         parameters_json_schema=json.dumps(dict(self.parameters)))
+
+
+def with_client_tools(request: orch.RunTaskRequest, tools: Sequence[ClientTool]) -> dict[str, ClientTool]:
+    """Declare tools on request; returns them by name (a name given twice is an InvalidArgumentError)."""
+    by_name: dict[str, ClientTool] = {}
+    for tool in tools:
+        if tool.name in by_name:
+            raise InvalidArgumentError(f"client tool '{tool.name}' is given twice")
+        by_name[tool.name] = tool
+        request.client_tools.append(tool.definition())
+    return by_name
+
+
+def failure(name: str, exc: BaseException) -> ToolOutput:
+    """The failed result of a handler that raised."""
+    detail = str(exc).strip()
+    reason = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+    return ToolOutput(False, f"tool '{name}' failed: {reason}")
+
+
+def result_request(call: orch.ClientToolCall, output: Any) -> orch.SubmitToolResultRequest:
+    """The SubmitToolResult of a handler's return value."""
+    result = as_tool_output(output)
+    return orch.SubmitToolResultRequest(turn_id=call.turn_id, call_id=call.call_id, success=result.success,
+                                        content=result.content)
+
+
+def call_arguments(call: orch.ClientToolCall) -> dict[str, Any]:
+    """The call's (validated) arguments."""
+    value = json.loads(call.arguments_json or "{}")
+    return value if isinstance(value, dict) else {}
+
+
+def submit_refused(exc: RuntimeCallError) -> bool:
+    """True (logged) when the runtime no longer waits for the result; False when the error must be raised."""
+    if exc.code in CALL_ENDED:
+        log.info("a tool result came too late: %s", exc.code.name)
+        return True
+    return False

@@ -1,0 +1,76 @@
+"""The sample blacksmith acts: its compiled game tools quote from the game's price table and hand items over, and the
+purchase is remembered with the memory tool, in one round (a `serve --scripted-model` child forces the calls)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.rpc.conftest import TOKEN, RuntimeProcess, spawn_runtime
+from tests.unity.conftest import wait
+from tests.unity_layer.dotnet import ROOT
+from tools.build_csharp import build_core, build_stubs, build_unity, compile_assembly
+
+SCRIPT = {
+    "rules": [
+        {"when": {"system": "Brom", "hint": "(?i)buy"}, "reply": "A fine blade.",
+         "tool_calls": [
+             {"name": "quote_price", "arguments": {"item": "Sword"}},
+             {"name": "give_item", "arguments": {"item": "sword"}},  # another case: repaired by the runtime
+             {"name": "memory", "arguments": {"action": "append", "content": "Alex bought a sword for 30 gold"}}],
+         "after_tools": "Thirty gold, and the sword is yours."},
+    ],
+    "default": {"reply": "Hm?"},
+}
+
+
+@pytest.fixture(scope="module")
+def sample(assemblies: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The sample assembly, compiled against the package and the Unity stubs, loaded."""
+    import clr
+
+    files = sorted((ROOT / "unity_package" / "Samples~" / "BlacksmithNpc").rglob("*.cs"))
+    dll = compile_assembly("CoreAI.Samples.BlacksmithNpc", files, tmp_path_factory.mktemp("sample"),
+                           [build_core(), *build_stubs(), build_unity()])
+    clr.AddReference(str(dll))
+    return dll
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeProcess]:
+    """A runtime child answering with the script."""
+    root = tmp_path_factory.mktemp("blacksmith")
+    script = root / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    runtime = spawn_runtime(root / "data", model=("--scripted-model", str(script), "--port", "0"))
+    yield runtime
+    runtime.terminate()
+
+
+def test_the_blacksmith_quotes_hands_over_and_remembers(sample: Any, scripted: RuntimeProcess) -> None:
+    from CoreAI.Ai import AgentMemoryPolicy, AiTaskRequest
+    from CoreAI.Runtime import CoreAIRuntimeClient
+    from CoreAI.Samples.BlacksmithNpc import BlacksmithNpc, BlacksmithShop
+
+    policy = AgentMemoryPolicy()
+    shop = BlacksmithShop()
+    BlacksmithNpc.BuildAgent(policy, shop)
+    client = CoreAIRuntimeClient(f"http://127.0.0.1:{scripted.connect_port}", TOKEN, policy)
+    try:
+        request = AiTaskRequest()
+        request.RoleId, request.Hint = BlacksmithNpc.RoleId, "I'm Alex, I'd like to buy a sword"
+        result = wait(client.CreateOrchestrator().RunTaskWithResultAsync(request))
+        assert str(result.Status) == "Ok", result.Error
+        assert result.Text.endswith("Thirty gold, and the sword is yours.")
+        assert [(r.Name, r.Success) for r in result.ToolResults] == [
+            ("quote_price", True), ("give_item", True), ("memory", True)]
+        assert json.loads(result.ToolResults[0].Content) == {"item": "Sword", "gold": 30}  # the game's table
+        assert [str(item) for item in shop.Bag] == ["Sword"]
+        ok, state = client.CreateMemoryStore().TryLoad(BlacksmithNpc.RoleId, None)
+        assert ok and state.Memory == "Alex bought a sword for 30 gold"
+    finally:
+        client.Dispose()
