@@ -170,6 +170,15 @@ def copies(text: str) -> bool:
 # -- the counting proxy ------------------------------------------------------------------------
 
 
+def evaluated_tokens(tail: bytes) -> int | None:
+    """Prompt tokens evaluated by the call whose response ends with `tail` (None: no usage with cached tokens)."""
+    prompt = re.findall(rb'"prompt_tokens":\s*(\d+)', tail)
+    cached = re.findall(rb'"cached_tokens":\s*(\d+)', tail)
+    if not prompt or not cached:
+        return None
+    return int(prompt[-1]) - int(cached[-1])
+
+
 class CountingProxy:
     """An OpenAI-compatible pass-through to the llama.cpp server that counts calls and prompt tokens."""
 
@@ -180,6 +189,9 @@ class CountingProxy:
         self.port = free_port()
         self.calls = 0
         self.prompt_tokens = 0
+        # Prompt tokens llama.cpp evaluated (not reused from its KV or prompt cache), one entry per finished
+        # chat completion, from the usage the hosted server ends each response with.
+        self.evaluated: list[int] = []
         self.in_flight = 0
         self.last_done = time.monotonic()
         self._lock = threading.Lock()
@@ -234,9 +246,15 @@ class CountingProxy:
                 async with client.stream(scope["method"], url, content=body or None, headers=headers) as response:
                     await send({"type": "http.response.start", "status": response.status_code,
                                 "headers": [(b"content-type", response.headers.get("content-type", "").encode())]})
+                    tail = b""
                     async for chunk in response.aiter_raw():
+                        tail = (tail + chunk)[-4096:]  # the usage comes last
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+            evaluated = evaluated_tokens(tail)
+            if evaluated is not None:
+                with self._lock:
+                    self.evaluated.append(evaluated)
         finally:
             with self._lock:
                 self.in_flight -= 1
@@ -282,6 +300,7 @@ class ConfigResult:
     model_calls: int = 0
     prompt_tokens: int = 0
     latencies: list[float] = field(default_factory=list)
+    reply_evaluated: list[int] = field(default_factory=list)  # prompt tokens evaluated for each reply
     failed_turns: int = 0
     seconds: float = 0.0
     conversation_pids: list[int] = field(default_factory=list)
@@ -392,9 +411,12 @@ def run_serve_config(name: str, conversations: Sequence[Conversation], proxy: Co
             client.configure_role(role_config(conversation, memory=memory, persist_history=persist))
             for line in conversation.lines:
                 began = time.perf_counter()
+                finished_before = len(proxy.evaluated)
                 response = client.run_task(line.text, role_id=ROLE, scope=scope_of(conversation),
                                            timeout_ms=int(TURN_TIMEOUT_S * 1000), max_output_tokens=MAX_TOKENS)
                 result.latencies.append(time.perf_counter() - began)
+                # Calls that finished while the player waited: the reply's own (the memory pass starts after it).
+                result.reply_evaluated.append(sum(proxy.evaluated[finished_before:]))
                 result.turns += 1
                 result.failed_turns += response.status != 1  # TURN_STATUS_OK
                 result.example_copies += copies(response.text)
@@ -588,16 +610,22 @@ def table(results: Sequence[ConfigResult]) -> str:
     """The README table."""
     baseline = next((r for r in results if r.name == "a"), None)
     rows = ["| configuration | facts captured | junk writes | corrections applied | recall (new process) "
-            "| example copies | model calls / turn | prompt tokens / turn | reply latency median s (vs a) |",
-            "|---|---|---|---|---|---|---|---|---|"]
+            "| example copies | model calls / turn | prompt tokens / turn | tokens evaluated per reply, median (vs a) "
+            "| reply latency median s (vs a) |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         ratio = (f" ({r.latency_median / baseline.latency_median:.2f}×)" if baseline is not None
                  and baseline.latency_median > 0 else "")
+        evaluated = "—"
+        if r.reply_evaluated:
+            evaluated = f"{statistics.median(r.reply_evaluated):.0f}"
+            if baseline is not None and baseline.reply_evaluated and statistics.median(baseline.reply_evaluated) > 0:
+                evaluated += f" ({statistics.median(r.reply_evaluated) / statistics.median(baseline.reply_evaluated):.2f}×)"
         rows.append(
             f"| {LABELS[r.name]} | {fraction(r.captured, r.facts)} | {fraction(r.junk_writes, r.nothing_lines)} "
             f"| {fraction(r.corrections_applied, r.corrections)} | {fraction(r.recalled, r.recall_questions)} "
             f"| {r.example_copies}/{r.turns} | {r.model_calls / max(r.turns, 1):.2f} "
-            f"| {r.prompt_tokens / max(r.turns, 1):.0f} | {r.latency_median:.2f}{ratio} |")
+            f"| {r.prompt_tokens / max(r.turns, 1):.0f} | {evaluated} | {r.latency_median:.2f}{ratio} |")
     return "\n".join(rows)
 
 
