@@ -24,8 +24,8 @@ from pyruntime.turns.memory_writer import (
     WriterDecision,
     parse_decision,
     plan_edit,
+    statements,
     writer_messages,
-    worth_asking,
     writer_schema,
 )
 
@@ -44,35 +44,53 @@ class MemoryPassOutcome:
     replaced: str | None = None
     reason: str = ""
     model_calls: int = 0
+    more: tuple[MemoryPassOutcome, ...] = ()  # the line's other statements' outcomes (`statements`)
+
+    @classmethod
+    def of_line(cls, outcomes: list[MemoryPassOutcome]) -> MemoryPassOutcome:
+        """One outcome for a line decided statement by statement: a write first, the others in `more`."""
+        ordered = sorted(outcomes, key=lambda o: not o.stored)  # stable: the line's order among writes
+        first, rest = ordered[0], tuple(ordered[1:])
+        calls = sum(o.model_calls for o in outcomes)
+        return cls(first.role_id, first.stored, first.replaced, first.reason, calls, rest) if rest else first
 
     def summary(self) -> str:
         """One compact line for a player: `stored: …`, `replaced: … -> …` or `nothing stored (why)`."""
-        if self.stored and self.replaced is not None:
-            return f"replaced: {self.replaced} -> {self.stored}"
-        if self.stored:
-            return f"stored: {self.stored}"
-        return f"nothing stored ({self.reason})" if self.reason else "nothing stored"
+        written = [o for o in (self, *self.more) if o.stored]
+        if not written:
+            return f"nothing stored ({self.reason})" if self.reason else "nothing stored"
+        return "; ".join(f"replaced: {o.replaced} -> {o.stored}" if o.replaced is not None else f"stored: {o.stored}"
+                         for o in written)
 
 
 async def run_memory_pass(
     client: OpenAICompatClient, queue: ModelRequestQueue, tool: MemoryTool, role_id: str, player_text: str,
     *, seed: int | None = None,
 ) -> MemoryPassOutcome:
-    """Decide what the player's line gives to keep and apply it with `tool`; never raises for a bad model reply."""
-    if not worth_asking(player_text):
+    """Decide what the player's line gives to keep and apply it with `tool`; never raises for a bad model reply.
+
+    A line with several statements ("My name is Alaric and I love horses.") gets one decision each.
+    """
+    parts = statements(player_text)
+    if not parts:
         return MemoryPassOutcome(role_id, reason="no statement about the player")
     extra = {"seed": seed} if seed is not None else None
-    # The edit is planned and applied inside the slot too: passes of one key never interleave.
-    async with queue.slot(Priority.BACKGROUND):
-        completion = await client.chat(
-            writer_messages(player_text), temperature=0.0, max_tokens=WRITER_MAX_TOKENS,
-            response_format={"type": "json_object", "schema": writer_schema(player_text)}, extra=extra,
-        )
-        try:
-            decision = parse_decision(completion.text)
-        except InvalidArgumentError as exc:
-            return MemoryPassOutcome(role_id, reason=str(exc), model_calls=1)
-        return await asyncio.to_thread(apply_decision, tool, role_id, decision, player_text)
+    outcomes = []
+    for part in parts:
+        # The edit is planned and applied inside the slot too: two decisions on one key never interleave;
+        # player turns may run between the statements of a line.
+        async with queue.slot(Priority.BACKGROUND):
+            completion = await client.chat(
+                writer_messages(part), temperature=0.0, max_tokens=WRITER_MAX_TOKENS,
+                response_format={"type": "json_object", "schema": writer_schema(part)}, extra=extra,
+            )
+            try:
+                decision = parse_decision(completion.text)
+            except InvalidArgumentError as exc:
+                outcomes.append(MemoryPassOutcome(role_id, reason=str(exc), model_calls=1))
+                continue
+            outcomes.append(await asyncio.to_thread(apply_decision, tool, role_id, decision, part))
+    return MemoryPassOutcome.of_line(outcomes)
 
 
 def apply_decision(tool: MemoryTool, role_id: str, decision: WriterDecision, player_text: str) -> MemoryPassOutcome:

@@ -193,6 +193,51 @@ def worth_asking(text: str) -> bool:
     return (about_the_player(text) or is_correction(text)) and not only_questions(text)
 
 
+MAX_STATEMENTS = 3  # decisions for one line at most: each is a model call behind player turns
+_CLAUSE_BREAK = re.compile(r"\s*(?:,\s*and\s+|\band\s+|[,;]\s*|\s+but\s+)", re.IGNORECASE)
+
+
+def statements(text: str) -> list[str]:
+    """The parts of a line to decide on one at a time: its first-person sentences and clauses, at most 3.
+
+    One decision keeps one fact, so "My name is Alaric and I love horses." kept only the horse. A
+    sentence is cut at "and", "but", a comma or a semicolon only between two first-person clauses (the
+    next starts with "I …", or "my …" with a verb: "…, my horse is …"), so "I owe you 10 gold and 5
+    silver", "I love bread and my horse" and "Sorry, I misspoke: …" stay whole. A line with a single
+    statement is returned whole, as before.
+    """
+    if not worth_asking(text):
+        return []
+    parts: list[str] = []
+    for sentence in (s.strip() for s in _SENTENCE.findall(text)):
+        parts.extend(_clauses(sentence))
+    kept = [p for p in parts if worth_asking(p)]
+    return kept[:MAX_STATEMENTS] if len(kept) > 1 else [text]
+
+
+def _clauses(sentence: str) -> list[str]:
+    """The sentence cut at every break between two first-person clauses."""
+    clauses: list[str] = []
+    start = 0
+    for match in _CLAUSE_BREAK.finditer(sentence):
+        before = sentence[start:match.start()]
+        if _starts_a_clause(sentence[match.end():]) and about_the_player(before):
+            clauses.append(before.strip(" ,;"))
+            start = match.end()
+    clauses.append(sentence[start:].strip(" ,;"))
+    return [c for c in clauses if c]
+
+
+def _starts_a_clause(text: str) -> bool:
+    """True when the text opens a first-person clause: "I …", "we …", or "my/our <noun> is|was …"."""
+    words = _words(text)
+    if not words:
+        return False
+    if words[0] in ("i", "we"):
+        return True
+    return words[0] in ("my", "our") and any(w in ("is", "are", "was", "were", "s") for w in words[1:5])
+
+
 def only_questions(text: str) -> bool:
     """True when every sentence of the line is a question: it states nothing to keep."""
     sentences = [s.strip() for s in _SENTENCE.findall(text) if s.strip(" .!?")]

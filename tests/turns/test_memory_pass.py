@@ -190,3 +190,34 @@ def test_uncollected_outcomes_are_bounded(memory_stores: StoreBundle) -> None:
     outcomes = run(go())
     assert len(outcomes) == KEPT_OUTCOMES and outcomes[-1].reason == str(KEPT_OUTCOMES + 9)  # the newest kept
     assert run(passes.drain()) == []
+
+
+def test_a_line_with_two_statements_gets_a_decision_for_each(tiny_server_url: str, file_stores: StoreBundle) -> None:
+    orchestrator, client = make_orchestrator(tiny_server_url, file_stores, memory_design="writer")
+
+    async def go() -> list[MemoryPassOutcome]:
+        try:
+            await orchestrator.run_task(AiTaskRequest(hint="My name is Alaric and I love horses.", role_id=ROLE,
+                                                      max_output_tokens=8))
+            return await orchestrator.memory_passes.drain()
+        finally:
+            await client.aclose()
+
+    outcomes = run(go())
+    _, *decisions = client.bodies
+    assert [d["messages"][-1]["content"] for d in decisions] == ["My name is Alaric", "I love horses."]
+    # Each decision's value may only be words of its own statement.
+    assert decisions[0]["response_format"]["schema"] == writer_schema("My name is Alaric")
+    assert len(outcomes) == 1 and outcomes[0].model_calls == 2  # one outcome per line, as the chat shows it
+
+
+def test_the_outcome_of_a_line_lists_every_write_first() -> None:
+    nothing = MemoryPassOutcome(ROLE, reason="nothing to keep", model_calls=1)
+    name = MemoryPassOutcome(ROLE, stored="Player's name: Alaric", model_calls=1)
+    horse = MemoryPassOutcome(ROLE, stored="Player's horse: Shadowfax", replaced="Player's horse: Dobbin", model_calls=1)
+    line = MemoryPassOutcome.of_line([nothing, name, horse])
+    assert (line.stored, line.model_calls, line.more) == ("Player's name: Alaric", 3, (horse, nothing))
+    assert line.summary() == ("stored: Player's name: Alaric; "
+                              "replaced: Player's horse: Dobbin -> Player's horse: Shadowfax")
+    assert MemoryPassOutcome.of_line([nothing]) == nothing
+    assert MemoryPassOutcome.of_line([nothing, nothing]).summary() == "nothing stored (nothing to keep)"

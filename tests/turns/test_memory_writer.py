@@ -22,6 +22,7 @@ from pyruntime.turns.memory_writer import (
     only_questions,
     parse_decision,
     plan_edit,
+    statements,
     value_spans,
     worth_asking,
     writer_messages,
@@ -153,3 +154,24 @@ def test_a_correction_replaces_its_topic_or_the_closest_line() -> None:
 def test_example_copies() -> None:
     assert example_copies(["Your name is Zed.", "Hello", "a clay pot for you"]) == 2
     assert all(marker for marker in EXAMPLE_MARKERS)
+
+
+@pytest.mark.parametrize(("text", "parts"), [
+    ("My name is Alaric and I love horses.", ["My name is Alaric", "I love horses."]),
+    ("I'm Tobin. I'd like an ale.", ["I'm Tobin.", "I'd like an ale."]),
+    ("Actually, my name is Bo and I owe 5 gold.", ["Actually, my name is Bo", "I owe 5 gold."]),
+    ("Call me Bo, I like mint tea.", ["Call me Bo", "I like mint tea."]),
+    ("My horse is Shadowfax, my sword is Dawn, I live in Oakvale and I owe Tom 3 gold.",
+     ["My horse is Shadowfax", "my sword is Dawn", "I live in Oakvale"]),  # at most three decisions
+    # One statement: the line is decided whole, as before.
+    ("I owe you 10 gold and 5 silver.", ["I owe you 10 gold and 5 silver."]),
+    ("I love bread, cheese and my horse.", ["I love bread, cheese and my horse."]),
+    ("Sorry, I misspoke: my name is Aldous.", ["Sorry, I misspoke: my name is Aldous."]),
+    ("Hello there! My name is Tobin.", ["Hello there! My name is Tobin."]),
+    ("My name is Ann. What is yours?", ["My name is Ann. What is yours?"]),
+    # Nothing to decide.
+    ("What is my name?", []),
+    ("Nice weather today.", []),
+])
+def test_a_line_is_decided_statement_by_statement(text: str, parts: list[str]) -> None:
+    assert statements(text) == parts
