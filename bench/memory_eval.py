@@ -372,7 +372,8 @@ def serve_process(data_dir: Path, proxy: CountingProxy, design: str) -> Iterator
     from pyruntime.client import RuntimeClient
 
     command = [sys.executable, "-m", "pyruntime.cli", "serve", "--llm-url", proxy.url, "--data-dir", str(data_dir),
-               "--grpc-port", "0", "--connect-port", "0", "--tool-mode", "structured", "--memory-design", design]
+               "--grpc-port", "0", "--connect-port", "0", "--tool-mode", "structured", "--memory-design", design,
+               "--parent-pid", str(os.getpid())]  # a stopped eval leaves no runtime behind
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     client = None
     try:
