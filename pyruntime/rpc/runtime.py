@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 import uvicorn
 from grpc import aio
 from grpc_health.v1 import health
@@ -47,6 +48,7 @@ from pyruntime.rpc.limits import (
     TransportLimits,
     raise_open_files_limit,
 )
+from pyruntime.rpc.tls import TlsFiles, check_listen
 from pyruntime.service import RuntimeServices
 
 logger = logging.getLogger(__name__)
@@ -69,6 +71,7 @@ class RpcConfig:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     grace_s: float = 5.0
     limits: TransportLimits = TransportLimits()
+    tls: TlsFiles | None = None  # both ports serve TLS with it; required beyond loopback
 
     @property
     def is_loopback(self) -> bool:
@@ -82,6 +85,9 @@ def _resolve(config: RpcConfig) -> str:
         raise InvalidArgumentError(
             f"listening on {config.host} (not loopback) requires an explicit token: pass one from the launcher "
             "or set COREAI_RUNTIME_TOKEN; a generated token is only for loopback")
+    check_listen(config.host, token_given=given, tls=config.tls)
+    if config.tls is not None:
+        config.tls.check()
     if config.max_request_bytes < 1024:
         raise InvalidArgumentError("max_request_bytes must be at least 1024")
     try:
@@ -143,7 +149,8 @@ class RpcServers:
     def connect_url(self) -> str:
         """The base URL of the Connect transport."""
         host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
-        return f"http://{host}:{self.connect_port}"
+        scheme = "https" if self.config.tls is not None else "http"
+        return f"{scheme}://{host}:{self.connect_port}"
 
     async def start(self) -> None:
         """Bind both ports, write the token file, start serving; returns once both accept calls."""
@@ -159,8 +166,13 @@ class RpcServers:
         if len(grpc_ids) == 1:
             grpc_id = grpc_ids.pop()
             self.services.metrics.watch_connections("grpc", lambda: channelz_open_connections(grpc_id))
+        address = grpc_address(self.config.host, self.config.grpc_port)
         try:
-            self.grpc_port = self._grpc.add_insecure_port(grpc_address(self.config.host, self.config.grpc_port))
+            if self.config.tls is not None:
+                credentials = grpc.ssl_server_credentials([self.config.tls.read()])
+                self.grpc_port = self._grpc.add_secure_port(address, credentials)
+            else:
+                self.grpc_port = self._grpc.add_insecure_port(address)
         except RuntimeError:  # grpc's way of saying the address is taken or invalid
             self.grpc_port = 0
         if self.grpc_port == 0:
@@ -177,7 +189,8 @@ class RpcServers:
             http=guard.protocol_class(), ws="none", timeout_keep_alive=max(1, round(limits.idle_timeout_s)),
             backlog=ACCEPT_BATCH,
             # uvicorn's own deadline comes after ours (drain), which ends calls as UNAVAILABLE, not with a traceback.
-            timeout_graceful_shutdown=int(self.config.grace_s + 2 * END_CALLS_S + 1), log_config=None))
+            timeout_graceful_shutdown=int(self.config.grace_s + 2 * END_CALLS_S + 1), log_config=None,
+            **self._ssl_options()))
         if self.config.token_file is not None:
             write_token_file(self.config.token_file, self.token)
         loop = asyncio.get_running_loop()
@@ -193,12 +206,18 @@ class RpcServers:
                 raise OSError("the Connect server stopped during startup")
             await asyncio.sleep(0.01)
         self._watch_task = asyncio.create_task(self._watch_readiness())
-        logger.info("runtime RPC ready: gRPC port %d, Connect port %d, %s; at most %d connections per port "
+        logger.info("runtime RPC ready: gRPC port %d, Connect port %d, %s%s; at most %d connections per port "
                     "(file-handle limit %s), request timeout %g s, idle timeout %g s",
                     self.grpc_port, self.connect_port,
                     "loopback only" if self.config.is_loopback else "listening beyond loopback",
+                    ", TLS" if self.config.tls is not None else "",
                     self.max_connections, open_files if open_files is not None else "unknown",
                     limits.request_timeout_s, limits.idle_timeout_s)
+
+    def _ssl_options(self) -> dict[str, str]:
+        """uvicorn's TLS settings for the Connect port (none without --tls-cert)."""
+        tls = self.config.tls
+        return {} if tls is None else {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
 
     async def _publish_readiness(self, last: bool | None) -> bool:
         """Publish readiness to grpc.health.v1 when it changed since last; returns it."""
