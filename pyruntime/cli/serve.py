@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pyruntime.cli import layers
 from pyruntime.cli.lifeline import lifelines
 from pyruntime.cli.signals import stop_on_signals
 from pyruntime.errors import CoreAIError, InvalidArgumentError
@@ -161,11 +162,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="stop (and stop the model) when this process exits, however it dies: the game's pid")
     p.add_argument("--exit-on-stdin-eof", action="store_true",
                    help="stop when standard input closes (a launcher holding the pipe died); not for a terminal")
+    layers.install(p)  # last: every flag above is also COREAI_<NAME> and a --config key
     p.set_defaults(handler=run)
 
 
 def options_from_args(args: argparse.Namespace) -> ServeOptions:
-    """The options of parsed `serve` flags."""
+    """The options of parsed `serve` flags, completed from COREAI_* variables, the --config file and the defaults."""
+    args = layers.resolve(args)
     return ServeOptions(
         model=args.model, llm_url=args.llm_url, no_model=args.no_model, host=args.host, port=args.port,
         scripted_model=getattr(args, "scripted_model", None),
@@ -181,6 +184,12 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of `serve`: returns the exit code."""
+    try:
+        layers.resolve(args)
+    except InvalidArgumentError as exc:  # a bad COREAI_* variable or config file, before logging is set up
+        configure_logging("info", "text")
+        log.error("%s", exc)
+        return EXIT_USAGE
     configure_logging(args.log_level or ("debug" if getattr(args, "verbose", False) else "info"), args.log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise here
     try:
