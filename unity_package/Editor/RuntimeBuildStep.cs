@@ -47,7 +47,7 @@ namespace CoreAI.EditorTools
             try
             {
                 return BundledRuntime.CopyInto(buildTarget, platform, settings.RuntimeFolderFor(platform, projectRoot),
-                    settings.ModelFileFor(projectRoot), BundledRuntime.StreamingAssetsOf(platform, outputPath));
+                    settings.ModelFileFor(projectRoot), BundledRuntime.StreamingAssetsOf(platform, outputPath), settings.ServeConfig());
             }
             catch (BundledRuntimeException e)
             {

@@ -247,6 +247,20 @@ namespace CoreAI.UnityIntegration
             return args;
         }
 
+        /// <summary>
+        /// The settings a build writes to `serve --config` next to the bundled runtime (keys as serve's --config takes them):
+        /// persistence, caps and context. The launcher passes them as flags too; the file is what a server operator edits.
+        /// </summary>
+        public Dictionary<string, object> ServeConfig()
+        {
+            Dictionary<string, object> config = new Dictionary<string, object>();
+            config["session_only"] = persistenceMode == AgentMemoryPersistenceMode.SessionOnly;
+            config["chat_history_cap"] = chatHistoryMessageCap;
+            config["transcript_cap"] = transcriptEntryCap;
+            if (contextTokens > 0) config["ctx"] = contextTokens;
+            return config;
+        }
+
         private static string Resolve(string path, string root, bool bareNameOnPath)
         {
             if (string.IsNullOrWhiteSpace(path)) return path;
