@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import signal
 import socket
@@ -98,11 +99,28 @@ def _resolve(config: RpcConfig) -> str:
 
 
 class _Uvicorn(uvicorn.Server):
-    """uvicorn without its own signal handlers: the runtime decides when to stop."""
+    """uvicorn without its own signal handlers (the runtime decides when to stop), TLS handshakes bounded."""
+
+    handshake_timeout_s: float | None = None
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's startup; with TLS, its listener also gets handshake_timeout_s as asyncio's handshake timeout."""
+        if self.handshake_timeout_s is None or not self.config.is_ssl:
+            await super().startup(sockets)
+            return
+        # uvicorn passes no ssl_handshake_timeout (asyncio's default is 60 s), and until the handshake ends a
+        # connection is invisible to the ConnectionGuard: one that never says hello would hold a handle a minute.
+        loop = asyncio.get_running_loop()
+        loop.create_server = functools.partial(loop.create_server,  # type: ignore[method-assign]
+                                               ssl_handshake_timeout=self.handshake_timeout_s)
+        try:
+            await super().startup(sockets)
+        finally:
+            del loop.create_server  # back to the loop's own method
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -191,6 +209,7 @@ class RpcServers:
             # uvicorn's own deadline comes after ours (drain), which ends calls as UNAVAILABLE, not with a traceback.
             timeout_graceful_shutdown=int(self.config.grace_s + 2 * END_CALLS_S + 1), log_config=None,
             **self._ssl_options()))
+        self._uvicorn.handshake_timeout_s = limits.request_timeout_s
         if self.config.token_file is not None:
             write_token_file(self.config.token_file, self.token)
         loop = asyncio.get_running_loop()

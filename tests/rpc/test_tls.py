@@ -80,6 +80,25 @@ def test_a_client_without_the_ca_cannot_call(tls_runtime: Runtime, transport: st
             client.load_state("Teacher", scope=SCOPE)
 
 
+def test_a_tls_connection_that_never_says_hello_is_closed_on_both_ports(tmp_path: Path,
+                                                                      certificates: TestCertificates) -> None:
+    # asyncio's own TLS handshake timeout is 60 s; the runtime's request timeout (0.5 s here) must apply instead.
+    from pyruntime.rpc.limits import TransportLimits
+    from tests.rpc.test_connection_limits import SHORT_S, closed_by_server, connect
+
+    runtime = start_runtime(tmp_path / "data", tls=TlsFiles(certificates.server_cert, certificates.server_key),
+                            limits=TransportLimits(request_timeout_s=SHORT_S, idle_timeout_s=SHORT_S))
+    try:
+        for port in (runtime.handle.connect_port, runtime.handle.grpc_port):
+            assert closed_by_server(connect(port), within=20.0), port
+        with RuntimeClient(f"https://localhost:{runtime.handle.connect_port}", token=TOKEN,
+                           ca_cert=certificates.ca_cert, timeout=60) as client:
+            assert client.health().ready  # a real client still gets through
+    finally:
+        runtime.handle.stop(0.5)
+        runtime.services.close()
+
+
 def test_listening_beyond_loopback_needs_token_and_tls(certificates: TestCertificates, monkeypatch) -> None:
     monkeypatch.delenv("COREAI_RUNTIME_TOKEN", raising=False)
     tls = TlsFiles(certificates.server_cert, certificates.server_key)
