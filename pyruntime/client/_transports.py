@@ -60,10 +60,14 @@ def _grpc_credentials(kind: str, ca_cert: CaCert | None) -> grpc.ChannelCredenti
     return grpc.ssl_channel_credentials(root_certificates=_pem(ca_cert))
 
 
-def _tls_options(base_url: str, ca_cert: CaCert | None) -> dict[str, Any]:
-    """pyqwest transport options: trust ca_cert only when given (pinning a private CA), else the system's roots."""
-    if ca_cert is not None and not base_url.startswith("https://"):
+def _tls_options(base_url: str, ca_cert: CaCert | None) -> dict[str, Any] | None:
+    """pyqwest transport options for https (ca_cert only when given: a pinned private CA; else the system's roots);
+    None for plain http, which keeps pyqwest's shared default transport."""
+    https = base_url.startswith("https://")
+    if ca_cert is not None and not https:
         raise InvalidArgumentError("ca_cert needs a TLS URL (grpcs:// or https://)")
+    if not https:
+        return None
     pem = _pem(ca_cert)
     return {"tls_ca_cert": pem} if pem is not None else {"tls_include_system_certs": True}
 
@@ -190,7 +194,8 @@ class AsyncConnectTransport:
     """connectrpc's async clients over one pyqwest connection pool (binary protobuf)."""
 
     def __init__(self, base_url: str, token: str, timeout: float | None, ca_cert: CaCert | None = None) -> None:
-        self._http = Client(HTTPTransport(**_tls_options(base_url, ca_cert)))
+        tls = _tls_options(base_url, ca_cert)
+        self._http = Client() if tls is None else Client(HTTPTransport(**tls))
         options: dict[str, Any] = {"timeout_ms": _timeout_ms(timeout), "http_client": self._http,
                                    "read_max_bytes": MAX_MESSAGE_BYTES}
         self._clients = {MEMORY_STORE: MemoryStoreClient(base_url, **options),
@@ -227,7 +232,8 @@ class ConnectTransport:
     """connectrpc's blocking clients over one pyqwest connection pool (binary protobuf)."""
 
     def __init__(self, base_url: str, token: str, timeout: float | None, ca_cert: CaCert | None = None) -> None:
-        self._http = SyncClient(SyncHTTPTransport(**_tls_options(base_url, ca_cert)))
+        tls = _tls_options(base_url, ca_cert)
+        self._http = SyncClient() if tls is None else SyncClient(SyncHTTPTransport(**tls))
         options: dict[str, Any] = {"timeout_ms": _timeout_ms(timeout), "http_client": self._http,
                                    "read_max_bytes": MAX_MESSAGE_BYTES}
         self._clients = {MEMORY_STORE: MemoryStoreClientSync(base_url, **options),
