@@ -190,3 +190,28 @@ def test_only_the_trusted_ca_and_the_certificates_names_are_accepted(player, rem
         else:
             with pytest.raises(RuntimeLaunchException, match="did not answer"):
                 RemoteRuntime(options).Connect()
+
+
+def test_the_memory_inspector_inspects_the_remote_runtime(player, remote_runtime, certificates) -> None:
+    """In remote mode the editor's Memory Inspector connects to the same runtime as Play Mode, never starts one."""
+    from CoreAI.EditorTools import MemoryInspectorWindow
+    from System.Reflection import BindingFlags
+    from UnityEditor import StubAssets
+    from UnityEngine import ScriptableObject
+
+    ready, _ = remote_runtime
+    settings = _settings(RemoteUrl=f"https://localhost:{ready['connect_port']}", RemoteToken=TOKEN,
+                         RemoteTrustedCertificate=certificates.ca_cert.read_text())
+    StubAssets.ByPath["Assets/CoreAIRuntimeSettings.asset"] = settings
+    flags = BindingFlags.Instance | BindingFlags.NonPublic
+    window = ScriptableObject.CreateInstance[MemoryInspectorWindow]()
+    try:
+        wait(window.GetType().GetMethod("ConnectAsync", flags).Invoke(window, None))
+        _call(window, "OnInspectorUpdate")  # the editor's tick: applies what the connection posted
+        field = lambda name: window.GetType().GetField(name, flags).GetValue(window)  # noqa: E731
+        assert field("status") == "Connected to the remote runtime."
+        assert field("launcher") is None and field("client") is not None
+        assert "Merchant" in list(field("roles"))  # listed through the remote runtime's policy
+    finally:
+        _call(window, "OnDisable")
+        StubAssets.ByPath.Clear()
