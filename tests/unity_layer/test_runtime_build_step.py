@@ -179,9 +179,17 @@ def test_a_target_without_its_runtime_folder_fails_the_build_naming_the_folder(p
 def test_process_less_targets_and_bundling_off_copy_nothing(project, tmp_path: Path) -> None:
     from CoreAI.EditorTools import RuntimeBuildStep
 
+    from UnityEngine import StubLog
+
     root, settings = project
+    StubLog.Clear()
     for target in ("Android", "iOS", "WebGL"):
         assert RuntimeBuildStep.Bundle(settings, target, str(tmp_path / "Build" / "game"), str(root)) is None
+    warnings = [line for line in StubLog.Lines if "cannot start the CoreAI runtime" in line]
+    assert len(warnings) == 3 and "WebGL" in warnings[2] and "remote runtime URL" in warnings[2]
+    settings.RemoteUrl = "https://game.example:13335"  # remote mode: nothing to warn about
+    assert RuntimeBuildStep.Bundle(settings, "Android", str(tmp_path / "Build" / "game"), str(root)) is None
+    assert len([line for line in StubLog.Lines if "cannot start the CoreAI runtime" in line]) == 3
     settings.BundleRuntimeInBuilds = False
     assert RuntimeBuildStep.Bundle(settings, "StandaloneLinux64", str(tmp_path / "Build" / "Game.x86_64"),
                                    str(root)) is None
