@@ -1,6 +1,6 @@
-"""The GitHub Actions workflow that builds the frozen runtime per OS cannot run here: parse it and check that its
-matrix covers the three desktop OSes, that every repository script it runs exists, and that its versions and
-compiler flags are the ones scripts/bootstrap.sh uses (one build recipe, not two that drift apart)."""
+"""The GitHub Actions workflows cannot run here: parse them and check that the frozen-runtime matrix covers the
+three desktop OSes, that every repository script they run exists, and that their versions, compiler flags and
+system packages are the ones scripts/bootstrap.sh uses (one recipe, not two that drift apart)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "frozen-runtime.yml"
+FAST_TESTS = ROOT / ".github" / "workflows" / "fast-tests.yml"
 BOOTSTRAP = (ROOT / "scripts" / "bootstrap.sh").read_text(encoding="utf-8")
 
 
-def _job() -> dict:
-    workflow = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
-    assert set(workflow["jobs"]) == {"build"}
-    return workflow["jobs"]["build"]
+def _job(path: Path = WORKFLOW, name: str = "build") -> dict:
+    workflow = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert set(workflow["jobs"]) == {name}
+    return workflow["jobs"][name]
 
 
 def _commands(job: dict) -> list[list[str]]:
@@ -66,3 +67,19 @@ def test_versions_and_compiler_flags_match_the_bootstrap() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert f'llama-cpp-python[server]=={job["env"]["LLAMA_VERSION"]}' in pyproject
     assert re.search(r"^ship = \[", pyproject, re.M)  # the extra the workflow installs
+
+
+def test_the_fast_tests_run_the_way_ci_runs_them_with_the_bootstraps_packages() -> None:
+    job = _job(FAST_TESTS, "fast-tests")
+    assert job["runs-on"] == "ubuntu-latest"
+    commands = _commands(job)
+    assert ["bash", "scripts/test.sh", "-q", "-m", "not slow"] in commands
+    installs = [c for c in commands if c[:2] == ["sudo", "apt-get"] and "install" in c]
+    assert len(installs) == 1
+    # Every package the bootstrap would apt-get itself (as root, which the runner is not) is installed first.
+    wanted = set(re.findall(r"need_apt\+=\(([\w.-]+)\)", BOOTSTRAP))
+    assert wanted and wanted <= set(installs[0]), wanted - set(installs[0])
+    cache = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/cache@")]
+    assert cache[0]["with"]["path"] == "~/.cache/coreai/wheels"  # the bootstrap's default wheel cache
+    assert 'WHEELS="${COREAI_WHEEL_CACHE:-$HOME/.cache/coreai/wheels}"' in BOOTSTRAP
+    assert (ROOT / "scripts" / "test.sh").is_file()
