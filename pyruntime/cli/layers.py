@@ -51,7 +51,8 @@ def install(parser: argparse.ArgumentParser) -> None:
     """Add `--config` and take over the defaults of the parser's options (call after adding them)."""
     parser.add_argument("--config", type=Path, metavar="FILE",
                         help=f"JSON file of settings (keys: the flags' names with underscores, e.g. \"grpc_port\"); "
-                             f"also ${CONFIG_ENV}. Precedence: flags > {ENV_PREFIX}<NAME> environment > file > defaults")
+                             f"also ${CONFIG_ENV}. Precedence: flags > {ENV_PREFIX}<NAME> environment > file > "
+                             "defaults")
     # argparse has no public API for its actions and groups; these attributes have been stable since Python 3.2.
     groups = {id(action): index for index, group in enumerate(parser._mutually_exclusive_groups)
               for action in group._group_actions}

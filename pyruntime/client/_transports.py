@@ -34,7 +34,7 @@ CaCert = bytes | str | Path
 
 
 def parse_runtime_url(url: str) -> tuple[str, str]:
-    """("grpc" | "grpcs", "host:port") for `grpc(s)://host:port`, ("connect", "http(s)://host:port") for an http(s) URL."""
+    """("grpc" | "grpcs", "host:port") for `grpc(s)://host:port`; ("connect", "http(s)://host:port") for http(s)."""
     parts = urlsplit(url.strip())
     if parts.scheme in ("grpc", "grpcs") and parts.netloc:
         return parts.scheme, parts.netloc

@@ -69,7 +69,8 @@ def test_connect_port_refuses_plain_http_and_untrusted_clients(tls_runtime: Runt
     trust = ssl.create_default_context(cafile=certificates.ca_cert)
     answer = httpx.get(f"https://localhost:{port}/healthz", timeout=10, verify=trust)
     assert answer.status_code == 200 and answer.json()["ready"] is True
-    missing = httpx.post(f"https://localhost:{port}/coreai.v1.Orchestrator/ListRoles", json={}, timeout=10, verify=trust)
+    missing = httpx.post(f"https://localhost:{port}/coreai.v1.Orchestrator/ListRoles", json={}, timeout=10,
+                         verify=trust)
     assert missing.status_code == 401  # no token at all
 
 
