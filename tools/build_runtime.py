@@ -176,7 +176,8 @@ def scrubbed_environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("PYTHON", "VIRTUAL_ENV", "CONDA"))}
     python_dirs = {Path(sys.executable).parent, Path(sys.base_prefix) / "bin", Path(sys.prefix) / "bin"}
     path = [p for p in env.get("PATH", "").split(os.pathsep)
-            if p and Path(p) not in python_dirs and not any(Path(p, n).exists() for n in ("python", "python3"))]
+            if p and Path(p) not in python_dirs
+            and not any(Path(p, n).exists() for n in ("python", "python3", "python.exe"))]
     env["PATH"] = os.pathsep.join(path)
     return env
 

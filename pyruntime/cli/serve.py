@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pyruntime.cli import layers
 from pyruntime.cli.lifeline import lifelines
 from pyruntime.cli.signals import stop_on_signals
 from pyruntime.errors import CoreAIError, InvalidArgumentError
@@ -48,6 +49,7 @@ from pyruntime.rpc import RpcConfig, RpcServers
 from pyruntime.rpc.auth import TOKEN_ENV, default_token_file, is_loopback_host, resolve_token, write_token_file
 from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
 from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
+from pyruntime.rpc.tls import check_listen, tls_files
 from pyruntime.service import RuntimeServices
 from pyruntime.service.readiness import EXTERNAL_MODEL, MODEL_LOADING, Readiness, hosted_model_readiness
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
@@ -82,6 +84,8 @@ class ServeOptions:
     grpc_port: int = DEFAULT_GRPC_PORT
     connect_port: int = DEFAULT_CONNECT_PORT
     token_file: Path | None = None
+    tls_cert: Path | None = None  # with tls_key: both RPC ports speak TLS (required beyond loopback)
+    tls_key: Path | None = None
     grace: float = DEFAULT_GRACE_S
     chat_history_cap: int = DEFAULT_CHAT_CAP
     transcript_cap: int = DEFAULT_TRANSCRIPT_CAP
@@ -130,7 +134,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the game's persistentDataPath (saves live under CoreAI/); required unless --session-only")
     p.add_argument("--session-only", action="store_true", help="keep memory and chats in this process, write no saves")
     p.add_argument("--listen", default=DEFAULT_HOST,
-                   help=f"RPC bind address (default {DEFAULT_HOST}; anything else requires ${TOKEN_ENV})")
+                   help=f"RPC bind address (default {DEFAULT_HOST}; anything else requires ${TOKEN_ENV} and "
+                        "--tls-cert/--tls-key); the model port stays on loopback")
+    p.add_argument("--tls-cert", type=Path, metavar="PEM",
+                   help="serve both RPC ports over TLS with this certificate (chain); needs --tls-key")
+    p.add_argument("--tls-key", type=Path, metavar="PEM", help="the TLS certificate's private key (unencrypted PEM)")
     p.add_argument("--grpc-port", type=int, default=DEFAULT_GRPC_PORT,
                    help=f"gRPC port (default {DEFAULT_GRPC_PORT}; 0 = any free port)")
     p.add_argument("--connect-port", type=int, default=DEFAULT_CONNECT_PORT,
@@ -155,16 +163,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="stop (and stop the model) when this process exits, however it dies: the game's pid")
     p.add_argument("--exit-on-stdin-eof", action="store_true",
                    help="stop when standard input closes (a launcher holding the pipe died); not for a terminal")
+    layers.install(p)  # last: every flag above is also COREAI_<NAME> and a --config key
     p.set_defaults(handler=run)
 
 
 def options_from_args(args: argparse.Namespace) -> ServeOptions:
-    """The options of parsed `serve` flags."""
+    """The options of parsed `serve` flags, completed from COREAI_* variables, the --config file and the defaults."""
+    args = layers.resolve(args)
     return ServeOptions(
         model=args.model, llm_url=args.llm_url, no_model=args.no_model, host=args.host, port=args.port,
         scripted_model=getattr(args, "scripted_model", None),
         ctx=args.ctx, data_dir=args.data_dir, session_only=args.session_only, listen=args.listen,
         grpc_port=args.grpc_port, connect_port=args.connect_port, token_file=args.token_file, grace=args.grace,
+        tls_cert=getattr(args, "tls_cert", None), tls_key=getattr(args, "tls_key", None),
         chat_history_cap=args.chat_history_cap, transcript_cap=args.transcript_cap,
         tool_mode=ToolCallMode.parse(args.tool_mode) if args.tool_mode else None,
         memory_design=MemoryDesign.parse(args.memory_design) if getattr(args, "memory_design", None) else None,
@@ -174,6 +185,12 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of `serve`: returns the exit code."""
+    try:
+        layers.resolve(args)
+    except InvalidArgumentError as exc:  # a bad COREAI_* variable or config file, before logging is set up
+        configure_logging("info", "text")
+        log.error("%s", exc)
+        return EXIT_USAGE
     configure_logging(args.log_level or ("debug" if getattr(args, "verbose", False) else "info"), args.log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise here
     try:
@@ -224,10 +241,13 @@ def validate(options: ServeOptions) -> None:
         raise InvalidArgumentError(f"--parent-pid must be a process id (> 0), got {options.parent_pid}")
     if options.chat_history_cap < 1 or options.transcript_cap < 1:
         raise InvalidArgumentError("--chat-history-cap and --transcript-cap must be at least 1")
+    if not is_loopback_host(options.host):
+        raise InvalidArgumentError(f"--host must be loopback (the model port has no TLS), got {options.host}")
     _, given = resolve_token()  # also refuses a malformed $COREAI_RUNTIME_TOKEN
-    if not is_loopback_host(options.listen) and not given:
-        raise InvalidArgumentError(
-            f"--listen {options.listen} is not loopback: set {TOKEN_ENV} (a generated token is only for loopback)")
+    tls = tls_files(options.tls_cert, options.tls_key)
+    check_listen(options.listen, token_given=given, tls=tls)
+    if tls is not None:
+        tls.check()
 
 
 @dataclass(frozen=True)
@@ -310,7 +330,7 @@ async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack) -> tup
     model_stack = await stack.enter_async_context(contextlib.AsyncExitStack())
     token_file = _token_file(options, stack)
     config = RpcConfig(host=options.listen, grpc_port=options.grpc_port, connect_port=options.connect_port,
-                       token_file=token_file, grace_s=options.grace)
+                       token_file=token_file, grace_s=options.grace, tls=tls_files(options.tls_cert, options.tls_key))
     servers = RpcServers(services, config)
     stack.push_async_callback(_stop_rpc, servers)
     await servers.start()

@@ -12,7 +12,7 @@ from coreai.v1 import memory_store_pb2 as ms, orchestrator_pb2 as orch
 from pyruntime.client import _messages as m
 from pyruntime.client import _tools as t
 from pyruntime.client.errors import RuntimeCallError
-from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, SyncTransport, sync_transport
+from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, CaCert, SyncTransport, sync_transport
 from pyruntime.memory import MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.policy import RoleMemoryConfig, config_from_proto, config_to_proto
@@ -26,8 +26,9 @@ class RuntimeClient:
     """Blocking client of one runtime: `grpc://127.0.0.1:13334` or `http://127.0.0.1:13335` (Connect)."""
 
     def __init__(self, url: str, *, token: str, timeout: float | None = DEFAULT_TIMEOUT_S,
-                 transport: SyncTransport | None = None) -> None:
-        self._transport = transport if transport is not None else sync_transport(url, token, timeout)
+                 transport: SyncTransport | None = None, ca_cert: CaCert | None = None) -> None:
+        # ca_cert: the PEM CA (or self-signed certificate) a grpcs:// or https:// runtime is checked against.
+        self._transport = transport if transport is not None else sync_transport(url, token, timeout, ca_cert)
 
     def close(self) -> None:
         """Close the connections."""

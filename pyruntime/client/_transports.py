@@ -7,6 +7,7 @@ Every transport takes (service, RPC name, request) and returns the response mess
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -14,7 +15,7 @@ import grpc
 from connectrpc.errors import ConnectError
 from google.protobuf.message import Message
 from grpc import aio
-from pyqwest import Client, SyncClient
+from pyqwest import Client, HTTPTransport, SyncClient, SyncHTTPTransport
 
 from coreai.v1 import memory_store_pb2_grpc, orchestrator_pb2_grpc
 from coreai.v1.memory_store_connect import MemoryStoreClient, MemoryStoreClientSync
@@ -28,14 +29,47 @@ ORCHESTRATOR = "Orchestrator"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # responses (snapshots) may be large; requests are limited by the server
 
 
+CaCert = bytes | str | Path
+"""A PEM CA certificate (or a self-signed server certificate) to trust: its bytes, or a path to it."""
+
+
 def parse_runtime_url(url: str) -> tuple[str, str]:
-    """("grpc", "host:port") for `grpc://host:port`, ("connect", "http://host:port") for an http(s) URL."""
+    """("grpc" | "grpcs", "host:port") for `grpc(s)://host:port`; ("connect", "http(s)://host:port") for http(s)."""
     parts = urlsplit(url.strip())
-    if parts.scheme == "grpc" and parts.netloc:
-        return "grpc", parts.netloc
+    if parts.scheme in ("grpc", "grpcs") and parts.netloc:
+        return parts.scheme, parts.netloc
     if parts.scheme in ("http", "https") and parts.netloc:
         return "connect", f"{parts.scheme}://{parts.netloc}"
-    raise InvalidArgumentError("runtime URL must be grpc://HOST:PORT (gRPC) or http://HOST:PORT (Connect)")
+    raise InvalidArgumentError("runtime URL must be grpc://HOST:PORT or grpcs://HOST:PORT (gRPC, grpcs over TLS), "
+                               "or http://HOST:PORT or https://HOST:PORT (Connect)")
+
+
+def _pem(ca_cert: CaCert | None) -> bytes | None:
+    """The PEM bytes of ca_cert (bytes as given, a str or Path read as a file)."""
+    if ca_cert is None or isinstance(ca_cert, bytes):
+        return ca_cert
+    return Path(ca_cert).read_bytes()
+
+
+def _grpc_credentials(kind: str, ca_cert: CaCert | None) -> grpc.ChannelCredentials | None:
+    """TLS credentials for grpcs:// (ca_cert, else the system's roots); None for plain grpc://."""
+    if kind != "grpcs":
+        if ca_cert is not None:
+            raise InvalidArgumentError("ca_cert needs a TLS URL (grpcs:// or https://)")
+        return None
+    return grpc.ssl_channel_credentials(root_certificates=_pem(ca_cert))
+
+
+def _tls_options(base_url: str, ca_cert: CaCert | None) -> dict[str, Any] | None:
+    """pyqwest transport options for https (ca_cert only when given: a pinned private CA; else the system's roots);
+    None for plain http, which keeps pyqwest's shared default transport."""
+    https = base_url.startswith("https://")
+    if ca_cert is not None and not https:
+        raise InvalidArgumentError("ca_cert needs a TLS URL (grpcs:// or https://)")
+    if not https:
+        return None
+    pem = _pem(ca_cert)
+    return {"tls_ca_cert": pem} if pem is not None else {"tls_include_system_certs": True}
 
 
 def _grpc_error(exc: grpc.RpcError) -> RuntimeCallError:
@@ -86,8 +120,10 @@ _GRPC_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
 class AsyncGrpcTransport:
     """grpc.aio channel with both stubs."""
 
-    def __init__(self, target: str, token: str, timeout: float | None) -> None:
-        self._channel = aio.insecure_channel(target, options=_GRPC_OPTIONS)
+    def __init__(self, target: str, token: str, timeout: float | None,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
+        self._channel = (aio.insecure_channel(target, options=_GRPC_OPTIONS) if credentials is None
+                         else aio.secure_channel(target, credentials, options=_GRPC_OPTIONS))
         self._stubs = {MEMORY_STORE: memory_store_pb2_grpc.MemoryStoreStub(self._channel),
                        ORCHESTRATOR: orchestrator_pb2_grpc.OrchestratorStub(self._channel)}
         self._metadata = (("authorization", f"Bearer {token}"),)
@@ -119,8 +155,10 @@ class AsyncGrpcTransport:
 class GrpcTransport:
     """Blocking grpc channel with both stubs."""
 
-    def __init__(self, target: str, token: str, timeout: float | None) -> None:
-        self._channel = grpc.insecure_channel(target, options=_GRPC_OPTIONS)
+    def __init__(self, target: str, token: str, timeout: float | None,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
+        self._channel = (grpc.insecure_channel(target, options=_GRPC_OPTIONS) if credentials is None
+                         else grpc.secure_channel(target, credentials, options=_GRPC_OPTIONS))
         self._stubs = {MEMORY_STORE: memory_store_pb2_grpc.MemoryStoreStub(self._channel),
                        ORCHESTRATOR: orchestrator_pb2_grpc.OrchestratorStub(self._channel)}
         self._metadata = (("authorization", f"Bearer {token}"),)
@@ -155,8 +193,9 @@ def _timeout_ms(timeout: float | None) -> int | None:
 class AsyncConnectTransport:
     """connectrpc's async clients over one pyqwest connection pool (binary protobuf)."""
 
-    def __init__(self, base_url: str, token: str, timeout: float | None) -> None:
-        self._http = Client()
+    def __init__(self, base_url: str, token: str, timeout: float | None, ca_cert: CaCert | None = None) -> None:
+        tls = _tls_options(base_url, ca_cert)
+        self._http = Client() if tls is None else Client(HTTPTransport(**tls))
         options: dict[str, Any] = {"timeout_ms": _timeout_ms(timeout), "http_client": self._http,
                                    "read_max_bytes": MAX_MESSAGE_BYTES}
         self._clients = {MEMORY_STORE: MemoryStoreClient(base_url, **options),
@@ -192,8 +231,9 @@ class AsyncConnectTransport:
 class ConnectTransport:
     """connectrpc's blocking clients over one pyqwest connection pool (binary protobuf)."""
 
-    def __init__(self, base_url: str, token: str, timeout: float | None) -> None:
-        self._http = SyncClient()
+    def __init__(self, base_url: str, token: str, timeout: float | None, ca_cert: CaCert | None = None) -> None:
+        tls = _tls_options(base_url, ca_cert)
+        self._http = SyncClient() if tls is None else SyncClient(SyncHTTPTransport(**tls))
         options: dict[str, Any] = {"timeout_ms": _timeout_ms(timeout), "http_client": self._http,
                                    "read_max_bytes": MAX_MESSAGE_BYTES}
         self._clients = {MEMORY_STORE: MemoryStoreClientSync(base_url, **options),
@@ -225,14 +265,17 @@ class ConnectTransport:
             client.close()
 
 
-def async_transport(url: str, token: str, timeout: float | None) -> AsyncTransport:
-    """The async transport a runtime URL names."""
+def async_transport(url: str, token: str, timeout: float | None, ca_cert: CaCert | None = None) -> AsyncTransport:
+    """The async transport a runtime URL names (ca_cert: the CA to trust for grpcs:// or https://)."""
     kind, address = parse_runtime_url(url)
-    return AsyncGrpcTransport(address, token, timeout) if kind == "grpc" else AsyncConnectTransport(
-        address, token, timeout)
+    if kind == "connect":
+        return AsyncConnectTransport(address, token, timeout, ca_cert)
+    return AsyncGrpcTransport(address, token, timeout, _grpc_credentials(kind, ca_cert))
 
 
-def sync_transport(url: str, token: str, timeout: float | None) -> SyncTransport:
-    """The blocking transport a runtime URL names."""
+def sync_transport(url: str, token: str, timeout: float | None, ca_cert: CaCert | None = None) -> SyncTransport:
+    """The blocking transport a runtime URL names (ca_cert: the CA to trust for grpcs:// or https://)."""
     kind, address = parse_runtime_url(url)
-    return GrpcTransport(address, token, timeout) if kind == "grpc" else ConnectTransport(address, token, timeout)
+    if kind == "connect":
+        return ConnectTransport(address, token, timeout, ca_cert)
+    return GrpcTransport(address, token, timeout, _grpc_credentials(kind, ca_cert))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import signal
 import socket
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 import uvicorn
 from grpc import aio
 from grpc_health.v1 import health
@@ -47,6 +49,7 @@ from pyruntime.rpc.limits import (
     TransportLimits,
     raise_open_files_limit,
 )
+from pyruntime.rpc.tls import TlsFiles, check_listen
 from pyruntime.service import RuntimeServices
 
 logger = logging.getLogger(__name__)
@@ -69,6 +72,7 @@ class RpcConfig:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     grace_s: float = 5.0
     limits: TransportLimits = TransportLimits()
+    tls: TlsFiles | None = None  # both ports serve TLS with it; required beyond loopback
 
     @property
     def is_loopback(self) -> bool:
@@ -82,6 +86,9 @@ def _resolve(config: RpcConfig) -> str:
         raise InvalidArgumentError(
             f"listening on {config.host} (not loopback) requires an explicit token: pass one from the launcher "
             "or set COREAI_RUNTIME_TOKEN; a generated token is only for loopback")
+    check_listen(config.host, token_given=given, tls=config.tls)
+    if config.tls is not None:
+        config.tls.check()
     if config.max_request_bytes < 1024:
         raise InvalidArgumentError("max_request_bytes must be at least 1024")
     try:
@@ -92,11 +99,28 @@ def _resolve(config: RpcConfig) -> str:
 
 
 class _Uvicorn(uvicorn.Server):
-    """uvicorn without its own signal handlers: the runtime decides when to stop."""
+    """uvicorn without its own signal handlers (the runtime decides when to stop), TLS handshakes bounded."""
+
+    handshake_timeout_s: float | None = None
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's startup; with TLS, its listener also gets handshake_timeout_s as asyncio's handshake timeout."""
+        if self.handshake_timeout_s is None or not self.config.is_ssl:
+            await super().startup(sockets)
+            return
+        # uvicorn passes no ssl_handshake_timeout (asyncio's default is 60 s), and until the handshake ends a
+        # connection is invisible to the ConnectionGuard: one that never says hello would hold a handle a minute.
+        loop = asyncio.get_running_loop()
+        loop.create_server = functools.partial(loop.create_server,  # type: ignore[method-assign]
+                                               ssl_handshake_timeout=self.handshake_timeout_s)
+        try:
+            await super().startup(sockets)
+        finally:
+            del loop.create_server  # back to the loop's own method
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -143,7 +167,8 @@ class RpcServers:
     def connect_url(self) -> str:
         """The base URL of the Connect transport."""
         host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
-        return f"http://{host}:{self.connect_port}"
+        scheme = "https" if self.config.tls is not None else "http"
+        return f"{scheme}://{host}:{self.connect_port}"
 
     async def start(self) -> None:
         """Bind both ports, write the token file, start serving; returns once both accept calls."""
@@ -159,8 +184,13 @@ class RpcServers:
         if len(grpc_ids) == 1:
             grpc_id = grpc_ids.pop()
             self.services.metrics.watch_connections("grpc", lambda: channelz_open_connections(grpc_id))
+        address = grpc_address(self.config.host, self.config.grpc_port)
         try:
-            self.grpc_port = self._grpc.add_insecure_port(grpc_address(self.config.host, self.config.grpc_port))
+            if self.config.tls is not None:
+                credentials = grpc.ssl_server_credentials([self.config.tls.read()])
+                self.grpc_port = self._grpc.add_secure_port(address, credentials)
+            else:
+                self.grpc_port = self._grpc.add_insecure_port(address)
         except RuntimeError:  # grpc's way of saying the address is taken or invalid
             self.grpc_port = 0
         if self.grpc_port == 0:
@@ -177,7 +207,9 @@ class RpcServers:
             http=guard.protocol_class(), ws="none", timeout_keep_alive=max(1, round(limits.idle_timeout_s)),
             backlog=ACCEPT_BATCH,
             # uvicorn's own deadline comes after ours (drain), which ends calls as UNAVAILABLE, not with a traceback.
-            timeout_graceful_shutdown=int(self.config.grace_s + 2 * END_CALLS_S + 1), log_config=None))
+            timeout_graceful_shutdown=int(self.config.grace_s + 2 * END_CALLS_S + 1), log_config=None,
+            **self._ssl_options()))
+        self._uvicorn.handshake_timeout_s = limits.request_timeout_s
         if self.config.token_file is not None:
             write_token_file(self.config.token_file, self.token)
         loop = asyncio.get_running_loop()
@@ -193,12 +225,18 @@ class RpcServers:
                 raise OSError("the Connect server stopped during startup")
             await asyncio.sleep(0.01)
         self._watch_task = asyncio.create_task(self._watch_readiness())
-        logger.info("runtime RPC ready: gRPC port %d, Connect port %d, %s; at most %d connections per port "
+        logger.info("runtime RPC ready: gRPC port %d, Connect port %d, %s%s; at most %d connections per port "
                     "(file-handle limit %s), request timeout %g s, idle timeout %g s",
                     self.grpc_port, self.connect_port,
                     "loopback only" if self.config.is_loopback else "listening beyond loopback",
+                    ", TLS" if self.config.tls is not None else "",
                     self.max_connections, open_files if open_files is not None else "unknown",
                     limits.request_timeout_s, limits.idle_timeout_s)
+
+    def _ssl_options(self) -> dict[str, str]:
+        """uvicorn's TLS settings for the Connect port (none without --tls-cert)."""
+        tls = self.config.tls
+        return {} if tls is None else {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
 
     async def _publish_readiness(self, last: bool | None) -> bool:
         """Publish readiness to grpc.health.v1 when it changed since last; returns it."""

@@ -48,6 +48,15 @@ def test_the_frozen_runtime_reports_its_version_with_no_python_in_reach(frozen_r
     assert not list((frozen_runtime.parent / "_internal").rglob("libreadline*"))
 
 
+def test_the_ci_smoke_test_passes_on_the_build_and_fails_without_one(frozen_runtime: Path, tmp_path: Path) -> None:
+    from tools.smoke_runtime import SmokeError, smoke
+
+    timings = smoke(frozen_runtime.parent.parent)  # what .github/workflows/frozen-runtime.yml runs on each OS
+    assert 0 < timings["ready_s"] <= timings["total_s"]
+    with pytest.raises(SmokeError, match="does not exist"):
+        smoke(tmp_path / "empty-dist")
+
+
 def test_the_launcher_runs_the_frozen_runtime_end_to_end(frozen_runtime: Path, make_options, launchers,
                                                          tmp_path: Path) -> None:
     from CoreAI.Launcher import RuntimeLauncher

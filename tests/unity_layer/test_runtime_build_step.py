@@ -89,6 +89,7 @@ def test_a_linux_player_carries_the_frozen_runtime_and_its_bootstrap_runs_it(
         argv = cmdline(endpoint.ProcessId)
         assert argv[0] == str(bundled)
         assert argv[argv.index("--model") + 1] == str(streaming / "CoreAI" / "models" / tiny_model.name)
+        assert argv[argv.index("--config") + 1] == str(streaming / "CoreAI" / "coreai-runtime.json")
         assert httpx.get(f"{endpoint.ConnectBaseUrl}/healthz", timeout=30).json()["ready"] is True
     finally:
         bootstrap.StopRuntime()
@@ -110,7 +111,44 @@ def test_a_macos_build_puts_the_runtime_inside_the_app_bundle(project, tmp_path:
     streaming = tmp_path / "Build" / "Game.app" / "Contents" / "Resources" / "Data" / "StreamingAssets"
     assert result.Platform == "macos" and result.FileCount == 2 and result.ModelFile is None
     assert Path(result.Executable) == streaming / "CoreAI" / "runtime" / "coreai-runtime"
-    assert _files(streaming) == ["CoreAI/runtime/_internal/libllama.dylib", "CoreAI/runtime/coreai-runtime"]
+    assert _files(streaming) == ["CoreAI/coreai-runtime.json", "CoreAI/runtime/_internal/libllama.dylib",
+                                 "CoreAI/runtime/coreai-runtime"]
+
+
+def test_the_build_writes_serve_settings_that_the_bundled_runtime_is_started_with(project, tiny_model: Path,
+                                                                                  tmp_path: Path) -> None:
+    import json
+
+    from CoreAI.Ai import AgentMemoryPersistenceMode
+    from CoreAI.EditorTools import RuntimeBuildStep
+    from CoreAI.Launcher import BundledRuntime, RuntimeLaunchOptions
+
+    from pyruntime.cli import build_parser
+    from pyruntime.cli.serve import options_from_args
+
+    root, settings = project
+    linux = root / "CoreAIRuntime" / "Linux"
+    linux.mkdir(parents=True)
+    (linux / "coreai-runtime").write_bytes(b"linux executable")
+    settings.ModelPath = str(tiny_model)
+    settings.PersistenceMode = AgentMemoryPersistenceMode.SessionOnly
+    settings.ChatHistoryMessageCap, settings.ContextTokens = 40, 1024
+    result = RuntimeBuildStep.Bundle(settings, "StandaloneLinux64", str(tmp_path / "Build" / "Game.x86_64"), str(root))
+    config = Path(result.ConfigFile)
+    assert config == tmp_path / "Build" / "Game_Data" / "StreamingAssets" / "CoreAI" / "coreai-runtime.json"
+    assert json.loads(config.read_text()) == {"session_only": True, "chat_history_cap": 40, "transcript_cap": 2000,
+                                              "ctx": 1024, "model": f"models/{tiny_model.name}"}
+    # serve reads it as it is (its keys, its types; the model relative to the file).
+    served = options_from_args(build_parser().parse_args(["serve", "--config", str(config)]))
+    assert (served.session_only, served.chat_history_cap, served.transcript_cap, served.ctx) == (True, 40, 2000, 1024)
+    assert served.model == config.parent / "models" / tiny_model.name and served.model.is_file()
+
+    # The player's launcher passes the file: `serve --config …` (its own flags still win).
+    options = RuntimeLaunchOptions()
+    options.DataDir = str(tmp_path / "persistent")
+    assert BundledRuntime.UseBundled(options, str(config.parent.parent))
+    args = list(options.BuildArguments())
+    assert args[args.index("--config") + 1] == str(config)
 
 
 def test_a_target_without_its_runtime_folder_fails_the_build_naming_the_folder(project, tmp_path: Path) -> None:
@@ -141,9 +179,17 @@ def test_a_target_without_its_runtime_folder_fails_the_build_naming_the_folder(p
 def test_process_less_targets_and_bundling_off_copy_nothing(project, tmp_path: Path) -> None:
     from CoreAI.EditorTools import RuntimeBuildStep
 
+    from UnityEngine import StubLog
+
     root, settings = project
+    StubLog.Clear()
     for target in ("Android", "iOS", "WebGL"):
         assert RuntimeBuildStep.Bundle(settings, target, str(tmp_path / "Build" / "game"), str(root)) is None
+    warnings = [line for line in StubLog.Lines if "cannot start the CoreAI runtime" in line]
+    assert len(warnings) == 3 and "WebGL" in warnings[2] and "remote runtime URL" in warnings[2]
+    settings.RemoteUrl = "https://game.example:13335"  # remote mode: nothing to warn about
+    assert RuntimeBuildStep.Bundle(settings, "Android", str(tmp_path / "Build" / "game"), str(root)) is None
+    assert len([line for line in StubLog.Lines if "cannot start the CoreAI runtime" in line]) == 3
     settings.BundleRuntimeInBuilds = False
     assert RuntimeBuildStep.Bundle(settings, "StandaloneLinux64", str(tmp_path / "Build" / "Game.x86_64"),
                                    str(root)) is None

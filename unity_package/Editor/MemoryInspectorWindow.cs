@@ -145,6 +145,11 @@ namespace CoreAI.EditorTools
         {
             CoreAIRuntimeSettings settings = FindSettings();
             if (settings == null) throw new InvalidOperationException("create a CoreAIRuntimeSettings asset first (Assets/Create/CoreAI/Runtime Settings)");
+            if (settings.UsesRemoteRuntime)
+            {
+                await ConnectRemoteAsync(settings).ConfigureAwait(false);
+                return;
+            }
             string projectRoot = Directory.GetParent(Application.dataPath) == null ? "" : Directory.GetParent(Application.dataPath).FullName;
             // The editor instance: the same runtime Play Mode uses (see CoreAIRuntimeBootstrap.StartRuntime).
             RuntimeLauncher started = new RuntimeLauncher(
@@ -161,6 +166,24 @@ namespace CoreAI.EditorTools
                 model = opened;
                 roles = listed;
                 status = (started.Reused ? "Connected to the running runtime" : "Started a runtime") + " on port " + endpoint.ConnectPort + ".";
+            });
+        }
+
+        /// <summary>Remote mode: inspect the runtime Play Mode connects to (the settings' Remote Url), never start one.</summary>
+        private async Task ConnectRemoteAsync(CoreAIRuntimeSettings settings)
+        {
+            RemoteRuntime remote = new RemoteRuntime(settings.ToRemoteOptions());
+            mainThread.Post(() => status = "Connecting to the remote runtime…");
+            await Task.Run(() => remote.Connect()).ConfigureAwait(false);
+            CoreAIRuntimeClient connected = remote.CreateClient();
+            MemoryInspectorModel opened = new MemoryInspectorModel(connected, Application.persistentDataPath);
+            List<string> listed = await opened.ListRolesAsync().ConfigureAwait(false);
+            mainThread.Post(() =>
+            {
+                client = connected;
+                model = opened;
+                roles = listed;
+                status = "Connected to the remote runtime.";
             });
         }
 

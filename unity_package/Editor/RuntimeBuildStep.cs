@@ -43,11 +43,13 @@ namespace CoreAI.EditorTools
         {
             if (settings == null) throw new ArgumentNullException(nameof(settings));
             string platform = BundledRuntime.PlatformOf(buildTarget);
+            // Said at build time too: this player will only have a runtime through remote mode.
+            if (platform == null && !settings.UsesRemoteRuntime) CoreAILog.Warning(RuntimePlatforms.UnsupportedMessage(buildTarget));
             if (!settings.BundleRuntimeInBuilds || platform == null) return null;
             try
             {
                 return BundledRuntime.CopyInto(buildTarget, platform, settings.RuntimeFolderFor(platform, projectRoot),
-                    settings.ModelFileFor(projectRoot), BundledRuntime.StreamingAssetsOf(platform, outputPath));
+                    settings.ModelFileFor(projectRoot), BundledRuntime.StreamingAssetsOf(platform, outputPath), settings.ServeConfig());
             }
             catch (BundledRuntimeException e)
             {

@@ -32,6 +32,9 @@ namespace CoreAI.UnityIntegration
 
         private readonly MainThreadQueue mainThread = new MainThreadQueue();
         private RuntimeLauncher launcher;
+        private RemoteRuntime remote; // remote mode: the runtime at CoreAIRuntimeSettings.RemoteUrl
+        private RuntimeEndpoint remoteEndpoint;
+        private Task<RuntimeEndpoint> unsupported; // this platform can neither launch nor has a URL: failed once, reported once
         private Task<RuntimeEndpoint> starting;
         private bool quitting;
 
@@ -63,7 +66,7 @@ namespace CoreAI.UnityIntegration
         /// <summary>Where the runtime answers; null until it is ready.</summary>
         public RuntimeEndpoint Endpoint
         {
-            get { return launcher == null ? null : launcher.Endpoint; }
+            get { return launcher != null ? launcher.Endpoint : remoteEndpoint; }
         }
 
         /// <summary>The launcher (null before StartRuntime).</summary>
@@ -78,9 +81,17 @@ namespace CoreAI.UnityIntegration
             get { return Endpoint != null; }
         }
 
+        /// <summary>The remote runtime in remote mode (null when this game starts its own).</summary>
+        public RemoteRuntime Remote
+        {
+            get { return remote; }
+        }
+
         /// <summary>
-        /// Starts the runtime (idempotent); completes with its endpoint, or faults with a
-        /// RuntimeLaunchException. Awaiting it from a MonoBehaviour resumes on the main thread.
+        /// Starts the runtime (idempotent), or in remote mode (a Remote URL in the settings) connects to it; completes
+        /// with its endpoint, or faults with a RuntimeLaunchException. On a platform that cannot start processes and
+        /// has no Remote URL it fails once, naming the platform and both options. Awaiting it from a MonoBehaviour
+        /// resumes on the main thread.
         /// </summary>
         public Task<RuntimeEndpoint> StartRuntime()
         {
@@ -92,6 +103,9 @@ namespace CoreAI.UnityIntegration
                 starting = Task.FromException<RuntimeEndpoint>(missing);
                 return starting;
             }
+            if (settings.UsesRemoteRuntime) return StartRemote();
+            string platform = Application.platform.ToString();
+            if (!RuntimePlatforms.CanStartProcesses(platform)) return Unsupported(platform);
             string projectRoot = Directory.GetParent(Application.dataPath) == null ? "" : Directory.GetParent(Application.dataPath).FullName;
             RuntimeLaunchOptions options = settings.ToLaunchOptions(Application.persistentDataPath, projectRoot, ProjectIdentity.Current());
             // A player runs the runtime (and model) its build carries, copied there by the editor's RuntimeBuildStep.
@@ -99,6 +113,7 @@ namespace CoreAI.UnityIntegration
             // The editor's runtime outlives Play Mode: its own state folder and ports keep a built player of the game free.
             else options.UseEditorInstance();
             if (launcher != null) launcher.Detach();
+            ForgetRemote();
             launcher = new RuntimeLauncher(options);
             launcher.EventRaised += e => mainThread.Post(() => OnLauncherEvent(e));
             RuntimeLauncher started = launcher;
@@ -113,6 +128,7 @@ namespace CoreAI.UnityIntegration
         {
             RuntimeEndpoint endpoint = Endpoint;
             if (endpoint == null) throw new InvalidOperationException("the CoreAI runtime is not ready yet; wait for RuntimeReady");
+            if (remote != null) return remote.CreateClient(policy);
             // The token is read per call: after a restart (new token) the same client carries on by itself.
             return launcher.CreateClient(policy);
         }
@@ -120,6 +136,7 @@ namespace CoreAI.UnityIntegration
         /// <summary>Stops the runtime now (it is also stopped when the application quits).</summary>
         public void StopRuntime()
         {
+            ForgetRemote(); // remote mode: the server's runtime is not ours to stop
             if (launcher == null) return;
             launcher.Stop();
             launcher = null;
@@ -159,6 +176,7 @@ namespace CoreAI.UnityIntegration
                 launcher = null;
                 starting = null;
             }
+            if (!quitting && remote != null) ForgetRemote();
         }
 
         private void OnApplicationQuit()
@@ -172,6 +190,7 @@ namespace CoreAI.UnityIntegration
                 if (launcher != null) launcher.Detach();
                 launcher = null;
                 starting = null;
+                ForgetRemote();
                 return;
             }
             StopRuntime();
@@ -180,6 +199,69 @@ namespace CoreAI.UnityIntegration
         private void OnDestroy()
         {
             if (Instance == this) Instance = null;
+        }
+
+        private Task<RuntimeEndpoint> Unsupported(string platform)
+        {
+            if (unsupported == null)
+            {
+                RuntimeLaunchException error = new RuntimeLaunchException(RuntimeLaunchFailure.PlatformUnsupported,
+                    RuntimePlatforms.UnsupportedMessage(platform));
+                CoreAILog.Error(error.Message);
+                unsupported = Task.FromException<RuntimeEndpoint>(error);
+                mainThread.Post(() => { if (RuntimeFailed != null) RuntimeFailed(error); });
+            }
+            return unsupported;
+        }
+
+        private Task<RuntimeEndpoint> StartRemote()
+        {
+            RemoteRuntime connecting;
+            try
+            {
+                connecting = new RemoteRuntime(settings.ToRemoteOptions());
+            }
+            catch (RuntimeLaunchException e)
+            {
+                CoreAILog.Error(e.Message);
+                mainThread.Post(() => { if (RuntimeFailed != null) RuntimeFailed(e); });
+                starting = Task.FromException<RuntimeEndpoint>(e);
+                return starting;
+            }
+            if (launcher != null) launcher.Detach();
+            launcher = null;
+            remote = connecting;
+            remoteEndpoint = null;
+            starting = Task.Run(() =>
+            {
+                RuntimeEndpoint connected = connecting.Connect();
+                if (remote == connecting) remoteEndpoint = connected; // usable as soon as the task completes
+                return connected;
+            });
+            starting.ContinueWith(t => mainThread.Post(() => OnRemoteFinished(connecting, t)));
+            return starting;
+        }
+
+        private void ForgetRemote()
+        {
+            if (remote == null) return;
+            remote = null;
+            remoteEndpoint = null;
+            starting = null;
+        }
+
+        private void OnRemoteFinished(RemoteRuntime connected, Task<RuntimeEndpoint> task)
+        {
+            if (task.IsFaulted)
+            {
+                Exception error = task.Exception.GetBaseException();
+                CoreAILog.Exception("the remote runtime could not be reached", error);
+                if (RuntimeFailed != null) RuntimeFailed(error);
+                return;
+            }
+            if (task.IsCanceled || connected != remote) return;
+            CoreAILog.Info("connected to the remote runtime");
+            if (RuntimeReady != null) RuntimeReady(task.Result);
         }
 
         private void OnStartFinished(RuntimeLauncher started, Task<RuntimeEndpoint> task)

@@ -77,6 +77,21 @@ namespace CoreAI.UnityIntegration
         [Tooltip("The frozen runtime built on Linux, also for the dedicated server (the whole dist/coreai-runtime folder). Relative to the project folder.")]
         [SerializeField] private string linuxRuntimeFolder = "CoreAIRuntime/Linux";
 
+        [Header("Remote runtime")]
+        [Tooltip("Connect to a runtime on a server instead of starting one: its Connect URL, https://HOST:PORT (serve --listen ADDRESS --tls-cert … --tls-key …). Required on Android, iOS, WebGL and consoles, which cannot start processes. Empty: start the runtime here.")]
+        [SerializeField] private string remoteUrl = "";
+
+        [Tooltip("The remote runtime's token (COREAI_RUNTIME_TOKEN on the server). Anything in a build can be read by its players: prefer setting RemoteToken from code at run time (e.g. from your login service).")]
+        [SerializeField] private string remoteToken = "";
+
+        [Tooltip("PEM text of the private CA (or self-signed) certificate the remote runtime's certificate must chain to. Empty: the platform's trusted roots (a certificate from a public CA).")]
+        [TextArea(2, 8)]
+        [SerializeField] private string remoteTrustedCertificate = "";
+
+        [Tooltip("Seconds to wait for the remote runtime to answer.")]
+        [Min(1)]
+        [SerializeField] private float remoteConnectTimeoutSeconds = 30f;
+
         [Header("Lifecycle")]
         [Tooltip("Seconds the runtime may take until it answers health (model loading included).")]
         [Min(1)]
@@ -143,6 +158,36 @@ namespace CoreAI.UnityIntegration
         /// <summary>The Linux runtime folder (relative to the project folder, or absolute).</summary>
         public string LinuxRuntimeFolder { get { return linuxRuntimeFolder; } set { linuxRuntimeFolder = value; } }
 
+        /// <summary>The remote runtime's Connect URL; empty starts a runtime here.</summary>
+        public string RemoteUrl { get { return remoteUrl; } set { remoteUrl = value; } }
+
+        /// <summary>The remote runtime's token.</summary>
+        public string RemoteToken { get { return remoteToken; } set { remoteToken = value; } }
+
+        /// <summary>PEM certificate the remote runtime's chain must end at; empty: the platform's roots.</summary>
+        public string RemoteTrustedCertificate { get { return remoteTrustedCertificate; } set { remoteTrustedCertificate = value; } }
+
+        /// <summary>Seconds to wait for the remote runtime.</summary>
+        public float RemoteConnectTimeoutSeconds { get { return remoteConnectTimeoutSeconds; } set { remoteConnectTimeoutSeconds = value; } }
+
+        /// <summary>True when a remote URL is set: the game connects instead of starting a runtime.</summary>
+        public bool UsesRemoteRuntime
+        {
+            get { return !string.IsNullOrWhiteSpace(remoteUrl); }
+        }
+
+        /// <summary>Remote-mode options for these settings.</summary>
+        public RemoteRuntimeOptions ToRemoteOptions()
+        {
+            return new RemoteRuntimeOptions
+            {
+                Url = (remoteUrl ?? "").Trim(),
+                Token = (remoteToken ?? "").Trim(),
+                TrustedCertificatePem = remoteTrustedCertificate,
+                ConnectTimeout = TimeSpan.FromSeconds(Math.Max(1f, remoteConnectTimeoutSeconds)),
+            };
+        }
+
         /// <summary>The runtime folder for `platform` (`windows`, `macos`, `linux`) as a full path; null for other platforms.</summary>
         public string RuntimeFolderFor(string platform, string projectRoot)
         {
@@ -200,6 +245,20 @@ namespace CoreAI.UnityIntegration
                 args.Add(transcriptEntryCap.ToString(System.Globalization.CultureInfo.InvariantCulture));
             }
             return args;
+        }
+
+        /// <summary>
+        /// The settings a build writes to `serve --config` next to the bundled runtime (keys as serve's --config takes them):
+        /// persistence, caps and context. The launcher passes them as flags too; the file is what a server operator edits.
+        /// </summary>
+        public Dictionary<string, object> ServeConfig()
+        {
+            Dictionary<string, object> config = new Dictionary<string, object>();
+            config["session_only"] = persistenceMode == AgentMemoryPersistenceMode.SessionOnly;
+            config["chat_history_cap"] = chatHistoryMessageCap;
+            config["transcript_cap"] = transcriptEntryCap;
+            if (contextTokens > 0) config["ctx"] = contextTokens;
+            return config;
         }
 
         private static string Resolve(string path, string root, bool bareNameOnPath)

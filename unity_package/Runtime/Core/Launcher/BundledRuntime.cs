@@ -35,6 +35,9 @@ namespace CoreAI.Launcher
 
         /// <summary>How many files were copied (runtime and model).</summary>
         public int FileCount { get; private set; }
+
+        /// <summary>The `serve --config` file written next to the runtime (`StreamingAssets/CoreAI/coreai-runtime.json`), or null.</summary>
+        public string ConfigFile { get; internal set; }
     }
 
     /// <summary>A player build cannot carry the runtime: the message says which folder or file is missing.</summary>
@@ -61,6 +64,9 @@ namespace CoreAI.Launcher
 
         /// <summary>The models' folder inside <see cref="Folder"/>.</summary>
         public const string ModelsFolderName = "models";
+
+        /// <summary>The `serve --config` file inside <see cref="Folder"/>: settings a server operator may edit without a rebuild.</summary>
+        public const string ConfigFileName = "coreai-runtime.json";
 
         /// <summary>The platform (`windows`, `macos`, `linux`) of a Unity BuildTarget name; null when the target cannot start processes.</summary>
         public static string PlatformOf(string buildTarget)
@@ -107,6 +113,16 @@ namespace CoreAI.Launcher
         /// </summary>
         public static BundleResult CopyInto(string buildTarget, string platform, string runtimeFolder, string modelFile, string streamingAssets)
         {
+            return CopyInto(buildTarget, platform, runtimeFolder, modelFile, streamingAssets, null);
+        }
+
+        /// <summary>
+        /// CopyInto, then writes `serveConfig` (serve settings by their --config keys, e.g. "session_only") to
+        /// `streamingAssets/CoreAI/coreai-runtime.json`, with "model" naming the bundled model relative to that file.
+        /// </summary>
+        public static BundleResult CopyInto(string buildTarget, string platform, string runtimeFolder, string modelFile, string streamingAssets,
+            IDictionary<string, object> serveConfig)
+        {
             string exeName = ExecutableName(platform);
             if (string.IsNullOrEmpty(runtimeFolder) || !Directory.Exists(runtimeFolder))
                 throw new BundledRuntimeException("CoreAI: no runtime for " + buildTarget + " builds: the folder '" + runtimeFolder
@@ -131,7 +147,15 @@ namespace CoreAI.Launcher
                 File.Copy(modelFile, copiedModel, true);
                 count++;
             }
-            return new BundleResult(platform, streamingAssets, target, Path.Combine(target, exeName), copiedModel, count);
+            BundleResult result = new BundleResult(platform, streamingAssets, target, Path.Combine(target, exeName), copiedModel, count);
+            if (serveConfig != null)
+            {
+                var config = new Dictionary<string, object>(serveConfig);
+                if (copiedModel != null) config["model"] = ModelsFolderName + "/" + Path.GetFileName(copiedModel);
+                result.ConfigFile = Path.Combine(root, ConfigFileName);
+                File.WriteAllText(result.ConfigFile, Newtonsoft.Json.JsonConvert.SerializeObject(config, Newtonsoft.Json.Formatting.Indented));
+            }
+            return result;
         }
 
         /// <summary>
@@ -147,6 +171,8 @@ namespace CoreAI.Launcher
             if (!File.Exists(exe)) return false;
             options.RuntimePath = exe;
             options.RuntimeArguments = new List<string>();
+            string config = Path.Combine(root, ConfigFileName);
+            if (File.Exists(config)) options.ConfigPath = config;
             if (!string.IsNullOrEmpty(options.ModelPath))
             {
                 string bundledModel = Path.Combine(Path.Combine(root, ModelsFolderName), Path.GetFileName(options.ModelPath));

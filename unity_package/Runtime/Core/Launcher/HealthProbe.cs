@@ -1,6 +1,7 @@
 using System;
 using System.IO;
 using System.Net;
+using System.Security.Cryptography.X509Certificates;
 using System.Text;
 using System.Threading;
 using Newtonsoft.Json.Linq;
@@ -33,10 +34,16 @@ namespace CoreAI.Launcher
         /// <summary>The health answer, or null when nothing healthy answers.</summary>
         public static RuntimeHealth Check(string baseUrl, TimeSpan timeout, CancellationToken cancel)
         {
+            return Check(baseUrl, timeout, cancel, null);
+        }
+
+        /// <summary>The health answer, or null when nothing healthy answers; `trust` is the certificate an https:// server must chain to (null: the platform's roots).</summary>
+        public static RuntimeHealth Check(string baseUrl, TimeSpan timeout, CancellationToken cancel, X509Certificate2 trust)
+        {
             try
             {
                 string body;
-                int status = Send(baseUrl + HealthPath, "GET", null, null, timeout, cancel, out body);
+                int status = Send(baseUrl + HealthPath, "GET", null, null, timeout, cancel, trust, out body);
                 if (status < 200 || status > 299) return null;
                 JObject json = JObject.Parse(body);
                 RuntimeHealth health = new RuntimeHealth
@@ -60,10 +67,16 @@ namespace CoreAI.Launcher
         /// </summary>
         public static bool IsLive(string baseUrl, TimeSpan timeout, CancellationToken cancel)
         {
+            return IsLive(baseUrl, timeout, cancel, null);
+        }
+
+        /// <summary>IsLive for an https:// server checked with `trust` (null: the platform's roots).</summary>
+        public static bool IsLive(string baseUrl, TimeSpan timeout, CancellationToken cancel, X509Certificate2 trust)
+        {
             try
             {
                 string body;
-                int status = Send(baseUrl + LivenessPath, "GET", null, null, timeout, cancel, out body);
+                int status = Send(baseUrl + LivenessPath, "GET", null, null, timeout, cancel, trust, out body);
                 if (status < 200 || status > 299) return false;
                 return (bool?)JObject.Parse(body)["live"] ?? false;
             }
@@ -76,25 +89,33 @@ namespace CoreAI.Launcher
         /// <summary>True when the runtime at `baseUrl` accepts `token` (an authenticated call succeeds).</summary>
         public static bool AcceptsToken(string baseUrl, string token, TimeSpan timeout, CancellationToken cancel)
         {
+            int status = TokenStatus(baseUrl, token, timeout, cancel, null);
+            return status >= 200 && status <= 299;
+        }
+
+        /// <summary>The HTTP status of an authenticated call with `token` (401: refused), or 0 when nothing answers.</summary>
+        public static int TokenStatus(string baseUrl, string token, TimeSpan timeout, CancellationToken cancel, X509Certificate2 trust)
+        {
             try
             {
                 string body;
-                int status = Send(baseUrl + AuthenticatedProbePath, "POST", "{}", "Bearer " + token, timeout, cancel, out body);
-                return status >= 200 && status <= 299;
+                return Send(baseUrl + AuthenticatedProbePath, "POST", "{}", "Bearer " + token, timeout, cancel, trust, out body);
             }
             catch (Exception e) when (IsTransient(e, cancel))
             {
-                return false;
+                return 0;
             }
         }
 
         // HttpWebRequest (System.dll) rather than HttpClient: the ".NET Framework" API level has no System.Net.Http.
-        private static int Send(string url, string method, string json, string authorization, TimeSpan timeout, CancellationToken cancel, out string body)
+        private static int Send(string url, string method, string json, string authorization, TimeSpan timeout, CancellationToken cancel,
+            X509Certificate2 trust, out string body)
         {
             var request = (HttpWebRequest)WebRequest.Create(url);
             request.Method = method;
             request.Proxy = null;  // loopback calls never go through a proxy
             request.AllowAutoRedirect = false;
+            CoreAI.Runtime.TlsTrust.Apply(request, trust);
             int ms = (int)Math.Max(1, Math.Min(int.MaxValue, timeout.TotalMilliseconds));
             request.Timeout = ms;
             request.ReadWriteTimeout = ms;

@@ -13,6 +13,24 @@ namespace CoreAI.Launcher
             ProcessId = processId;
         }
 
+        /// <summary>A runtime this game did not start (remote mode): its Connect base URL (http or https) and token.</summary>
+        public RuntimeEndpoint(System.Uri connectBaseUrl, string token)
+        {
+            if (connectBaseUrl == null) throw new System.ArgumentNullException(nameof(connectBaseUrl));
+            Host = connectBaseUrl.Host;
+            ConnectPort = connectBaseUrl.Port;
+            Token = token;
+            remoteBaseUrl = connectBaseUrl.GetLeftPart(System.UriPartial.Authority);
+        }
+
+        private readonly string remoteBaseUrl;
+
+        /// <summary>True for a runtime reached by URL (remote mode): no process here, no model port to reach.</summary>
+        public bool IsRemote
+        {
+            get { return remoteBaseUrl != null; }
+        }
+
         /// <summary>Listen address.</summary>
         public string Host { get; private set; }
 
@@ -31,13 +49,13 @@ namespace CoreAI.Launcher
         /// <summary>Base URL of the Connect API, e.g. `http://127.0.0.1:13335`.</summary>
         public string ConnectBaseUrl
         {
-            get { return "http://" + Host + ":" + ConnectPort; }
+            get { return remoteBaseUrl ?? "http://" + Host + ":" + ConnectPort; }
         }
 
-        /// <summary>Base URL of the model's OpenAI-compatible API, e.g. `http://127.0.0.1:13333/v1`.</summary>
+        /// <summary>Base URL of the model's OpenAI-compatible API, e.g. `http://127.0.0.1:13333/v1`; null for a remote runtime (its model port stays on its own loopback).</summary>
         public string ModelBaseUrl
         {
-            get { return "http://" + Host + ":" + ModelPort + "/v1"; }
+            get { return IsRemote ? null : "http://" + Host + ":" + ModelPort + "/v1"; }
         }
 
         /// <summary>Never prints the token.</summary>

@@ -22,6 +22,15 @@ namespace CoreAI.Launcher
 
         /// <summary>The launcher was stopped while starting.</summary>
         Stopped,
+
+        /// <summary>This platform cannot start processes and no remote runtime URL is set (Android, iOS, WebGL, consoles).</summary>
+        PlatformUnsupported,
+
+        /// <summary>The remote runtime (remote mode) did not answer in time, or its URL is not usable.</summary>
+        RemoteUnreachable,
+
+        /// <summary>The remote runtime refused the configured token.</summary>
+        TokenRefused,
     }
 
     /// <summary>A runtime could not be started; the message says why and what to do.</summary>

@@ -179,6 +179,9 @@ namespace CoreAI.Launcher
             return new[] { ConnectPort, GrpcPort, ModelPort };
         }
 
+        /// <summary>A `serve --config` JSON file (the one a build step writes next to the bundled runtime); null: none. Flags given here win over it.</summary>
+        public string ConfigPath { get; set; }
+
         /// <summary>The full argument list: RuntimeArguments, `serve` and its flags (the token goes by environment, never here).</summary>
         public IList<string> BuildArguments()
         {
@@ -208,6 +211,11 @@ namespace CoreAI.Launcher
             {
                 args.Add("--ctx");
                 args.Add(ContextTokens.ToString(System.Globalization.CultureInfo.InvariantCulture));
+            }
+            if (!string.IsNullOrEmpty(ConfigPath))
+            {
+                args.Add("--config");
+                args.Add(ConfigPath);
             }
             args.Add("--parent-pid"); // always: a runtime must never outlive its game
             args.Add(ParentProcessId.ToString(System.Globalization.CultureInfo.InvariantCulture));

@@ -29,6 +29,12 @@ namespace CoreAI.Runtime
 
         /// <summary>Timeout of a call without its own (Timeout.InfiniteTimeSpan: none).</summary>
         public TimeSpan DefaultTimeout { get; set; } = TimeSpan.FromSeconds(30);
+
+        /// <summary>
+        /// For an https:// runtime whose certificate a private CA issued (or that is self-signed): that CA certificate,
+        /// the only one trusted (see <see cref="TlsTrust"/>). Null: the platform's roots decide.
+        /// </summary>
+        public System.Security.Cryptography.X509Certificates.X509Certificate2 TrustedCertificate { get; set; }
     }
 
     /// <summary>Per-call settings.</summary>
@@ -64,6 +70,7 @@ namespace CoreAI.Runtime
         private readonly TimeSpan _defaultTimeout;
         private readonly string _token;
         private readonly Func<string> _tokenSource;
+        private readonly System.Security.Cryptography.X509Certificates.X509Certificate2 _trusted;
         private int _disposed;
 
         /// <summary>A client of the runtime described by options.</summary>
@@ -82,6 +89,11 @@ namespace CoreAI.Runtime
             _defaultTimeout = options.DefaultTimeout;
             _token = options.Token;
             _tokenSource = options.TokenSource;
+            if (options.TrustedCertificate != null)
+            {
+                if (baseUri.Scheme != "https") throw new ArgumentException("TrustedCertificate needs an https:// BaseUrl", "options");
+                _trusted = options.TrustedCertificate;
+            }
             TuneServicePoint(baseUri);
         }
 
@@ -296,6 +308,7 @@ namespace CoreAI.Runtime
             message.Proxy = null;  // loopback: never through a proxy
             message.AllowAutoRedirect = false;
             message.KeepAlive = true;
+            TlsTrust.Apply(message, _trusted);
             // The deadline (Abort) bounds the call; the request's own timers would cut a long stream.
             message.Timeout = System.Threading.Timeout.Infinite;
             message.ReadWriteTimeout = System.Threading.Timeout.Infinite;

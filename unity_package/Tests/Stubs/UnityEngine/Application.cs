@@ -20,6 +20,48 @@ namespace UnityEngine
 
         /// <summary>The product name from the Player settings.</summary>
         public static string productName { get { return StubState.ProductName; } }
+
+        /// <summary>The platform the application is running on.</summary>
+        public static RuntimePlatform platform { get { return StubState.Platform; } }
+    }
+
+    /// <summary>The platform the application is running on (the members the package handles; Unity has more, same values).</summary>
+    public enum RuntimePlatform
+    {
+        /// <summary>In the Unity editor on macOS.</summary>
+        OSXEditor = 0,
+        /// <summary>In the player on macOS.</summary>
+        OSXPlayer = 1,
+        /// <summary>In the player on Windows.</summary>
+        WindowsPlayer = 2,
+        /// <summary>In the Unity editor on Windows.</summary>
+        WindowsEditor = 7,
+        /// <summary>In the player on the iPhone.</summary>
+        IPhonePlayer = 8,
+        /// <summary>In the player on Android devices.</summary>
+        Android = 11,
+        /// <summary>In the player on Linux.</summary>
+        LinuxPlayer = 13,
+        /// <summary>In the Unity editor on Linux.</summary>
+        LinuxEditor = 16,
+        /// <summary>In the player on WebGL.</summary>
+        WebGLPlayer = 17,
+        /// <summary>In the player on the PlayStation 4.</summary>
+        PS4 = 25,
+        /// <summary>In the player on Xbox One.</summary>
+        XboxOne = 27,
+        /// <summary>In the player on the Apple TV.</summary>
+        tvOS = 31,
+        /// <summary>In the player on Nintendo Switch.</summary>
+        Switch = 32,
+        /// <summary>In the player on the PlayStation 5.</summary>
+        PS5 = 38,
+        /// <summary>In the server on Linux.</summary>
+        LinuxServer = 43,
+        /// <summary>In the server on Windows.</summary>
+        WindowsServer = 44,
+        /// <summary>In the server on macOS.</summary>
+        OSXServer = 45,
     }
 
     /// <summary>Stub only: the values the stubbed API returns. Not part of Unity's API.</summary>
@@ -42,5 +84,8 @@ namespace UnityEngine
 
         /// <summary>Value of Application.productName.</summary>
         public static string ProductName = "StubProduct";
+
+        /// <summary>Value of Application.platform.</summary>
+        public static RuntimePlatform Platform = RuntimePlatform.LinuxEditor;
     }
 }

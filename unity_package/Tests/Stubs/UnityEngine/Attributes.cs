@@ -58,6 +58,24 @@ namespace UnityEngine
     }
 
 
+    /// <summary>Shows a string field as a multi-line text area.</summary>
+    [AttributeUsage(AttributeTargets.Field, Inherited = true, AllowMultiple = false)]
+    public sealed class TextAreaAttribute : PropertyAttribute
+    {
+        /// <summary>The fewest lines shown.</summary>
+        public readonly int minLines;
+
+        /// <summary>The most lines shown before a scroll bar appears.</summary>
+        public readonly int maxLines;
+
+        /// <summary>A text area of minLines to maxLines lines.</summary>
+        public TextAreaAttribute(int minLines, int maxLines)
+        {
+            this.minLines = minLines;
+            this.maxLines = maxLines;
+        }
+    }
+
     /// <summary>Adds a ScriptableObject type to the Assets/Create menu.</summary>
     [AttributeUsage(AttributeTargets.Class, Inherited = false, AllowMultiple = false)]
     public sealed class CreateAssetMenuAttribute : Attribute

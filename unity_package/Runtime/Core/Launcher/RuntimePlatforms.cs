@@ -1,0 +1,31 @@
+using System;
+
+namespace CoreAI.Launcher
+{
+    /// <summary>Which Unity platforms can start the runtime as a process, and what to tell a game on the others.</summary>
+    public static class RuntimePlatforms
+    {
+        // Desktop editors, players and dedicated servers: Process.Start exists and a frozen runtime can be bundled.
+        private static readonly string[] Launching =
+        {
+            "WindowsEditor", "WindowsPlayer", "WindowsServer",
+            "OSXEditor", "OSXPlayer", "OSXServer",
+            "LinuxEditor", "LinuxPlayer", "LinuxServer",
+        };
+
+        /// <summary>True when the platform named like UnityEngine.RuntimePlatform (`Application.platform.ToString()`) can start processes.</summary>
+        public static bool CanStartProcesses(string runtimePlatform)
+        {
+            return Array.IndexOf(Launching, runtimePlatform ?? "") >= 0;
+        }
+
+        /// <summary>Why a game on `runtimePlatform` has no runtime, and the two ways to give it one.</summary>
+        public static string UnsupportedMessage(string runtimePlatform)
+        {
+            return "CoreAI: " + runtimePlatform + " cannot start the CoreAI runtime (no processes on this platform). Either "
+                + "bundle a runtime, which only Windows, macOS and Linux builds can run (CoreAIRuntimeSettings > Player builds), "
+                + "or set a remote runtime URL and token (CoreAIRuntimeSettings > Remote runtime) to use a runtime "
+                + "on a server (`coreai-runtime serve --listen ADDRESS --tls-cert … --tls-key …`).";
+        }
+    }
+}
