@@ -57,7 +57,7 @@ except ImportError:  # pragma: no cover - exercised only in builds without the e
 logger = logging.getLogger(__name__)
 
 URL_SCHEMES = ("postgresql://", "postgres://")
-DEFAULT_POOL_SIZE = 10
+DEFAULT_POOL_SIZE = 16  # the service's worker threads (pyruntime.service.executor.DEFAULT_WORKERS)
 DEFAULT_LOCK_TIMEOUT = 10.0  # seconds a write waits for a key's row lock (the file store's lock timeout)
 DEFAULT_STATEMENT_TIMEOUT = 30.0  # seconds any one statement may run
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -203,15 +203,22 @@ class PostgresIdentityIndex(IdentityIndex):
         self._db = db
         self._written: set[str] = set()  # keys recorded by this process (bounded below)
 
-    def record(self, key: str) -> None:
-        """Make the noted identity of key durable (before the key's first write); idempotent."""
+    def record(self, key: str, conn: "psycopg.Connection | None" = None) -> None:
+        """Make the noted identity of key durable (before the key's first write); idempotent.
+
+        conn: the caller's transaction, when it holds one (a second pooled connection taken while
+        holding one could wait forever once every thread does the same).
+        """
         with self._guard:
             identity = self._noted.get(key)
             if identity is None or key in self._written:
                 return
-        with self._db.connection() as conn:
-            conn.execute("INSERT INTO coreai_identities (key, identity) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
-                         (key, identity.to_json(key)))
+        statement = "INSERT INTO coreai_identities (key, identity) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING"
+        if conn is not None:
+            conn.execute(statement, (key, identity.to_json(key)))
+        else:
+            with self._db.connection() as own:
+                own.execute(statement, (key, identity.to_json(key)))
         with self._guard:
             if len(self._written) > 4 * len(self._noted) + 4096:
                 self._written.clear()
@@ -311,7 +318,10 @@ class PostgresAgentMemoryStore:
             if not isinstance(changed, AgentMemoryState):
                 raise InvalidArgumentError("a mutation must return an AgentMemoryState or None")
             encoded = encode_memory_document(changed)
-            self.identities.record(key)
+            if isinstance(self.identities, PostgresIdentityIndex):
+                self.identities.record(key, conn)  # in this transaction: never a second connection
+            else:
+                self.identities.record(key)
             conn.execute("UPDATE coreai_saves SET document = %s WHERE key = %s", (encoded, key))
         return changed if unchanged is None else unchanged
 

@@ -280,3 +280,37 @@ def test_open_stores_with_a_database_url_survives_reopening(postgres_url, tmp_pa
         assert [(i.role_id, i.actor) for i in identities.values()] == [("Merchant", "npc_1")]
     finally:
         reopened.close()
+
+
+def test_more_writers_than_pooled_connections_never_wait_for_a_second_connection(postgres_url):
+    # A first write of a scoped save records its identity; that must happen in the write's own
+    # transaction: with every connection held by a writer, a second one would never come.
+    from pyruntime.stores.postgres import PostgresIdentityIndex
+    from pyruntime.stores.scoped import ScopedAgentMemoryStore
+
+    database = PostgresDatabase(postgres_url, pool_size=2, connect_timeout=3.0)
+    try:
+        index = PostgresIdentityIndex(database)
+        store = PostgresAgentMemoryStore(database, identities=index)
+        summaries = PostgresConversationSummaryStore(database, identities=index)
+        errors: list[BaseException] = []
+        start = threading.Barrier(6)
+
+        def writer(n: int) -> None:
+            start.wait()
+            try:
+                for i in range(10):
+                    view = ScopedAgentMemoryStore(store, summaries, AgentMemoryScope("studio", f"p{n}-{i}"))
+                    view.mutate("Blacksmith", lambda s: s.evolve(memory="first"))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert len(index.identities()) == 60
+    finally:
+        database.close()

@@ -53,10 +53,11 @@ class PostgresCluster:
 
     def __init__(self, *, durable: bool = False, max_connections: int = 200) -> None:
         self.bin = find_bin_dir()
-        self.folder = Path(tempfile.mkdtemp(prefix="coreai-pg-"))
+        self._as_root = os.geteuid() == 0
+        # As root, under /tmp: a $TMPDIR in root's home would be closed to the server's user.
+        self.folder = Path(tempfile.mkdtemp(prefix="coreai-pg-", dir="/tmp" if self._as_root else None))
         self.data = self.folder / "data"
         self.port = 5432  # names the socket file only: no TCP listener
-        self._as_root = os.geteuid() == 0
         if self._as_root:
             shutil.chown(self.folder, SERVER_USER)
         self._run("initdb", "-D", str(self.data), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--no-sync",
