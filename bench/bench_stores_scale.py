@@ -41,7 +41,12 @@ from pyruntime.client import AsyncRuntimeClient  # noqa: E402
 from pyruntime.memory.state import AgentMemoryState  # noqa: E402
 from pyruntime.scopes import AgentMemoryScope, storage_key  # noqa: E402
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, StoreBundle, open_stores  # noqa: E402
-from pyruntime.stores.file_layout import AGENT_MEMORY_DIR, MEMORY_SUFFIX, encode_memory_document, file_stem  # noqa: E402
+from pyruntime.stores.file_layout import (  # noqa: E402
+    AGENT_MEMORY_DIR,
+    MEMORY_SUFFIX,
+    encode_memory_document,
+    file_stem,
+)
 from tests.support.postgres import PostgresCluster  # noqa: E402
 
 ROLE = "BenchScribe"
@@ -325,7 +330,8 @@ def main() -> int:
     mutations = args.mutations or quick[2]
     players = args.players or quick[3]
     sizes = [int(s) for s in (args.sizes or quick[4]).split(",")]
-    if min(runtimes, clients, mutations, players) < 1 or runtimes * clients * mutations > 200_000 or max(sizes) > 200_000:
+    too_big = runtimes * clients * mutations > 200_000 or max(sizes) > 200_000
+    if min(runtimes, clients, mutations, players) < 1 or too_big:
         parser.error("sizes must be >= 1, at most 200,000 writes and 200,000 stored saves")
     if runtimes < 2 and not args.no_kill:
         parser.error("the SIGKILL needs at least 2 runtimes (or --no-kill)")

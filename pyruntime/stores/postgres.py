@@ -31,7 +31,7 @@ from pyruntime.memory.state import AgentMemoryState
 from pyruntime.stores import postgres_schema
 from pyruntime.stores.admission import SaveBusy
 from pyruntime.stores.admission import current as current_admission
-from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, TranscriptEntry, TranscriptKind, chat_kind
+from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, TranscriptEntry, chat_kind
 from pyruntime.stores.file_layout import (
     DocumentError,
     decode_history_row,
@@ -45,7 +45,7 @@ from pyruntime.stores.file_layout import (
     retained_mask,
 )
 from pyruntime.stores.identity_index import Identity, IdentityIndex
-from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP, as_chat_message
+from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP, _checked_entry, as_chat_message
 
 try:  # the `server` extra; the frozen game runtime leaves it out
     import psycopg
@@ -176,16 +176,10 @@ def _decode(data: bytes | memoryview) -> AgentMemoryState:
 def _checked_rows(entries: Sequence[TranscriptEntry]) -> list[TranscriptEntry]:
     rows = []
     for entry in entries:
-        if not isinstance(entry, TranscriptEntry):
-            raise InvalidArgumentError("entries must be TranscriptEntry objects")
-        if not isinstance(entry.content, str) or not isinstance(entry.name, str):
-            raise InvalidArgumentError("a transcript entry needs a string name and content")
-        if isinstance(entry.kind, bool) or entry.kind not in TranscriptKind._value2member_map_:
-            raise InvalidArgumentError("a transcript entry kind must be 0-3 (user, assistant, tool call, tool result)")
-        if not isinstance(entry.timestamp, int) or isinstance(entry.timestamp, bool):
+        checked = _checked_entry(entry)  # the in-memory store's checks: same refusals, same messages
+        if not isinstance(checked.timestamp, int) or isinstance(checked.timestamp, bool):
             raise InvalidArgumentError("a transcript entry timestamp must be an integer")
-        rows.append(replace(entry, kind=TranscriptKind(entry.kind), call_id=entry.call_id or None,
-                            timestamp=normalize_timestamp(entry.timestamp), order=0))
+        rows.append(replace(checked, timestamp=normalize_timestamp(checked.timestamp), order=0))
     return rows
 
 
@@ -352,7 +346,7 @@ class PostgresAgentMemoryStore:
             self._append(key, rows, persist)
 
     def get_chat_history(self, key: str, max_messages: int = 0, *, persisted_only: bool = False) -> list[ChatMessage]:
-        """Oldest first, the newest max_messages (0 = all) of the chat window (persisted_only: without persist=False rows)."""
+        """Oldest first, the newest max_messages (0 = all) of the chat window (persisted_only: no session rows)."""
         _check_key(key)
         limit = _limit(max_messages, "max_messages")
         newest = min(limit, self.chat_cap) if limit else self.chat_cap
@@ -360,7 +354,7 @@ class PostgresAgentMemoryStore:
         return [as_chat_message(r) for r in rows]
 
     def get_transcript(self, key: str, max_entries: int = 0, *, persisted_only: bool = False) -> list[TranscriptEntry]:
-        """Oldest first, the newest max_entries (0 = all) of the transcript window (persisted_only: without persist=False rows)."""
+        """Oldest first, the newest max_entries (0 = all) of the transcript (persisted_only: no session rows)."""
         _check_key(key)
         limit = _limit(max_entries, "max_entries")
         newest = min(limit, self.transcript_cap) if limit else self.transcript_cap

@@ -10,7 +10,13 @@ import threading
 import psycopg
 import pytest
 
-from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError, PersistenceError, StoreLockedError, UnsafeKeyError
+from pyruntime.errors import (
+    InvalidArgumentError,
+    MemoryUnreadableError,
+    PersistenceError,
+    StoreLockedError,
+    UnsafeKeyError,
+)
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.memory.tool import MemoryTool
 from pyruntime.scopes import AgentMemoryScope
