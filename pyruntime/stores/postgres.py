@@ -85,7 +85,9 @@ class PostgresDatabase:
         self._connect_timeout = connect_timeout
         options = f"-c statement_timeout={int(statement_timeout * 1000)} -c lock_timeout={int(lock_timeout * 1000)}"
         self.pool = ConnectionPool(
+            # check: a connection the server dropped (a restart, a failover) is replaced before a call gets it.
             url, min_size=1, max_size=pool_size, open=False, name="coreai-store", timeout=connect_timeout,
+            check=ConnectionPool.check_connection,
             kwargs={"autocommit": True, "options": options, "connect_timeout": max(1, int(connect_timeout)),
                     "application_name": "coreai-runtime"})
         try:

@@ -320,3 +320,23 @@ def test_more_writers_than_pooled_connections_never_wait_for_a_second_connection
         assert len(index.identities()) == 60
     finally:
         database.close()
+
+
+def test_a_database_restart_costs_no_call():
+    # Its own cluster: the restart ends every connection of the server.
+    from tests.support.postgres import PostgresCluster
+
+    cluster = PostgresCluster()
+    try:
+        database = PostgresDatabase(cluster.database(), pool_size=3)
+        try:
+            store = PostgresAgentMemoryStore(database)
+            store.save(KEY, AgentMemoryState(memory="before"))
+            cluster.restart()
+            for i in range(5):  # every pooled connection was dropped; none reaches a call
+                store.mutate(KEY, lambda s, i=i: s.evolve(memory=f"{s.memory}\n{i}"))
+            assert store.try_load(KEY).state.memory.splitlines() == ["before", "0", "1", "2", "3", "4"]
+        finally:
+            database.close()
+    finally:
+        cluster.stop()

@@ -69,6 +69,10 @@ class PostgresCluster:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.folder / "server.log"), "-o", " ".join(settings),
                   "-w", "-t", "60", "start")
 
+    def restart(self) -> None:
+        """Stop the server (ending every connection) and start it again on the same socket."""
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.folder / "server.log"), "-m", "fast", "-w", "restart")
+
     def _run(self, tool: str, *args: str) -> None:
         command = [str(self.bin / tool), *args]
         if self._as_root:
