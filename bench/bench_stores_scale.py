@@ -25,7 +25,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from pyruntime.client import AsyncRuntimeClient  # noqa: E402
 from pyruntime.memory.state import AgentMemoryState  # noqa: E402
-from pyruntime.scopes import AgentMemoryScope, storage_key  # noqa: E402
+from pyruntime.scopes import storage_key  # noqa: E402
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, StoreBundle, open_stores  # noqa: E402
 from pyruntime.stores.file_layout import (  # noqa: E402
     AGENT_MEMORY_DIR,
@@ -47,6 +46,7 @@ from pyruntime.stores.file_layout import (  # noqa: E402
     encode_memory_document,
     file_stem,
 )
+from bench.bench_rpc_load import free_port, scope_of  # noqa: E402  (one player-scope mapping for the load benches)
 from tests.support.postgres import PostgresCluster  # noqa: E402
 
 ROLE = "BenchScribe"
@@ -57,16 +57,6 @@ MAX_RUN_S = 1800.0  # a run that takes longer is aborted (bounded)
 
 def log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def scope_of(player: int) -> AgentMemoryScope:
-    return AgentMemoryScope(tenant_id="bench", user_id=f"player-{player}")
 
 
 def percentile(values: list[float], q: float) -> float:
