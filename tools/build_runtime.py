@@ -49,7 +49,9 @@ NOTICES = ("LICENSE", "THIRD_PARTY_NOTICES.md")
 # readline: CPython's module links GNU readline (GPL-3.0-or-later), which a game must not have to ship; the
 # runtime reads no interactive lines through it.
 EXCLUDES = ("tkinter", "pytest", "_pytest", "hypothesis", "clr", "pythonnet", "clr_loader", "grpc_tools", "gguf",
-            "IPython", "setuptools", "pip", "readline")
+            "IPython", "setuptools", "pip", "readline",
+            # The PostgreSQL store is for headless servers (pip install coreai-runtime[server]), not game builds.
+            "psycopg", "psycopg_binary", "psycopg_pool")
 
 
 class BuildError(RuntimeError):

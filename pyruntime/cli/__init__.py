@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "pyruntime.cli.memory",
     "pyruntime.cli.serve",
     "pyruntime.cli.chat",
+    "pyruntime.cli.migrate",
 )
 
 

@@ -79,6 +79,7 @@ class ServeOptions:
     port: int = DEFAULT_PORT
     ctx: int | None = None
     data_dir: Path | None = None
+    store: str | None = None  # a postgresql:// URL: saves in that database instead of files (headless servers)
     session_only: bool = False
     listen: str = DEFAULT_HOST
     grpc_port: int = DEFAULT_GRPC_PORT
@@ -132,6 +133,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "~25 MB per 1000-token SmolLM2 prompt)")
     p.add_argument("--data-dir", type=Path,
                    help="the game's persistentDataPath (saves live under CoreAI/); required unless --session-only")
+    p.add_argument("--store", metavar="postgresql://…",
+                   help="keep saves in this PostgreSQL database instead of files (headless servers; several runtimes "
+                        "may share it); replaces --data-dir")
     p.add_argument("--session-only", action="store_true", help="keep memory and chats in this process, write no saves")
     p.add_argument("--listen", default=DEFAULT_HOST,
                    help=f"RPC bind address (default {DEFAULT_HOST}; anything else requires ${TOKEN_ENV} and "
@@ -174,6 +178,7 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
         model=args.model, llm_url=args.llm_url, no_model=args.no_model, host=args.host, port=args.port,
         scripted_model=getattr(args, "scripted_model", None),
         ctx=args.ctx, data_dir=args.data_dir, session_only=args.session_only, listen=args.listen,
+        store=getattr(args, "store", None),
         grpc_port=args.grpc_port, connect_port=args.connect_port, token_file=args.token_file, grace=args.grace,
         tls_cert=getattr(args, "tls_cert", None), tls_key=getattr(args, "tls_key", None),
         chat_history_cap=args.chat_history_cap, transcript_cap=args.transcript_cap,
@@ -210,7 +215,14 @@ def run(args: argparse.Namespace) -> int:
 
 def validate(options: ServeOptions) -> None:
     """Refuse bad flags before anything starts (InvalidArgumentError naming the flag)."""
-    if options.data_dir is None and not options.session_only:
+    if options.store is not None:
+        from pyruntime.stores.postgres import is_database_url
+
+        if not is_database_url(options.store):
+            raise InvalidArgumentError("--store must be a postgresql:// URL")
+        if options.session_only:
+            raise InvalidArgumentError("--store and --session-only exclude each other")
+    if options.data_dir is None and not options.session_only and options.store is None:
         raise InvalidArgumentError(
             "--data-dir is required (the game's persistentDataPath, where saves live); "
             "pass --session-only to keep everything in memory instead")
@@ -324,6 +336,7 @@ async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack) -> tup
     """
     _check_rpc_ports_free(options)
     stores = _open_stores(options)
+    stack.callback(stores.close)  # a database pool: closed after the RPC servers stopped
     policy = AgentMemoryPolicy()
     loading = None if options.no_model else _Loading()
     services = RuntimeServices.create(stores, policy, readiness=loading)
@@ -358,9 +371,9 @@ def _check_rpc_ports_free(options: ServeOptions) -> None:
 def _open_stores(options: ServeOptions) -> StoreBundle:
     mode = AgentMemoryPersistenceMode.SESSION_ONLY if options.session_only else AgentMemoryPersistenceMode.PERSISTENT
     stores = open_stores(mode, options.data_dir, chat_cap=options.chat_history_cap,
-                         transcript_cap=options.transcript_cap)
-    log.info("stores open: %s (chat cap %d, transcript cap %d)", mode.value, options.chat_history_cap,
-             options.transcript_cap)
+                         transcript_cap=options.transcript_cap, database_url=options.store)
+    log.info("stores open: %s%s (chat cap %d, transcript cap %d)", mode.value,
+             " in PostgreSQL" if options.store else "", options.chat_history_cap, options.transcript_cap)
     return stores
 
 

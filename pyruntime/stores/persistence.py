@@ -1,4 +1,4 @@
-"""Persistence modes: file stores (Persistent) or process memory only (SessionOnly) (spec section 3)."""
+"""Persistence modes: file or PostgreSQL stores (Persistent) or process memory only (SessionOnly) (spec section 3)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,12 @@ class StoreBundle:
         """The decorator view of these stores for one scope and actor."""
         return ScopedAgentMemoryStore(self.memory, self.summaries, scope, actor)
 
+    def close(self) -> None:
+        """Release what the stores hold open (a database pool); file and memory stores hold nothing."""
+        close = getattr(self.memory, "close", None)
+        if callable(close):
+            close()
+
 
 def open_stores(
     mode: AgentMemoryPersistenceMode,
@@ -48,8 +54,12 @@ def open_stores(
     chat_cap: int = DEFAULT_CHAT_CAP,
     transcript_cap: int = DEFAULT_TRANSCRIPT_CAP,
     lock_timeout: float | None = None,
+    database_url: str | None = None,
 ) -> StoreBundle:
-    """Stores for mode: file stores under `data_dir/CoreAI` (the game's persistentDataPath), or memory only."""
+    """Stores for mode: file stores under `data_dir/CoreAI` (the game's persistentDataPath), or memory only.
+
+    database_url (`postgresql://…`, PERSISTENT only): the PostgreSQL stores instead of files (headless servers).
+    """
     if not isinstance(mode, AgentMemoryPersistenceMode):
         raise InvalidArgumentError("mode must be an AgentMemoryPersistenceMode")
     if mode is AgentMemoryPersistenceMode.SESSION_ONLY:
@@ -60,6 +70,13 @@ def open_stores(
             InMemoryConversationSummaryStore(identities=index),
             mode,
         )
+    if database_url is not None:
+        from pyruntime.stores.postgres import DEFAULT_LOCK_TIMEOUT as PG_LOCK_TIMEOUT, open_postgres_stores
+
+        memory, summaries = open_postgres_stores(
+            database_url, chat_cap=chat_cap, transcript_cap=transcript_cap,
+            lock_timeout=PG_LOCK_TIMEOUT if lock_timeout is None else lock_timeout)
+        return StoreBundle(memory, summaries, mode)
     if data_dir is None:
         raise InvalidArgumentError("data_dir (the game's persistentDataPath) is required for PERSISTENT mode")
     # Imported here so this module works in hosts (and tests) that never open file stores.

@@ -184,6 +184,19 @@ def test_session_only_messages_are_readable_in_process(store):
     assert [m.content for m in store.get_chat_history(KEY)] == ["kept", "volatile"]
 
 
+def test_persisted_only_leaves_out_rows_appended_with_persist_false(store):
+    store.append_chat_message(KEY, "user", "kept")
+    store.append_chat_message(KEY, "assistant", "volatile", persist=False)
+    store.append_transcript(KEY, [TranscriptEntry(TranscriptKind.TOOL_RESULT, "t", "volatile row")], persist=False)
+    store.append_transcript(KEY, [TranscriptEntry(TranscriptKind.TOOL_RESULT, "t", "kept row")])
+    everything = store.get_transcript(KEY)
+    assert [r.content for r in everything] == ["kept", "volatile", "volatile row", "kept row"]
+    orders = [r.order for r in everything]
+    assert orders == sorted(orders) and len(set(orders)) == 4  # session rows interleave in order
+    assert [r.content for r in store.get_transcript(KEY, persisted_only=True)] == ["kept", "kept row"]
+    assert [m.content for m in store.get_chat_history(KEY, persisted_only=True)] == ["kept"]
+
+
 def test_chat_messages_are_transcript_rows_with_the_chat_flag(store):
     store.append_chat_message(KEY, "user", "hi")
     store.append_chat_message(KEY, "assistant", "hello")
@@ -280,6 +293,14 @@ def test_summary_store_round_trip_replace_and_clear(summaries):
     assert summaries.load_summary(KEY) is None
     assert summaries.load_summary(OTHER) == "other"
     summaries.clear_summary(KEY)  # clearing twice is harmless
+
+
+def test_a_summary_saved_with_persist_false_is_left_out_of_persisted_only(summaries):
+    summaries.save_summary(KEY, "session summary", persist=False)
+    assert summaries.load_summary(KEY) == "session summary"
+    assert summaries.load_summary(KEY, persisted_only=True) is None
+    summaries.clear_summary(KEY)
+    assert summaries.load_summary(KEY) is None
 
 
 # -- bad input -------------------------------------------------------------

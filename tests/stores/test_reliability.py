@@ -6,6 +6,8 @@ from __future__ import annotations
 import errno
 import json
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.memory.tool import MemoryTool
 from pyruntime.scopes import MAX_ROLE_ID_BYTES, AgentMemoryScope, normalize_role_id, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, export_scope_snapshot, import_scope_snapshot, open_stores
-from pyruntime.stores import fileio
+from pyruntime.stores import StoreBundle, fileio
 from pyruntime.stores.file_store import MAX_WAITERS_PER_KEY, FileAgentMemoryStore, FileConversationSummaryStore
 from pyruntime.stores.snapshot import UnattributedSavesError
 from tests.support.lock_holder import hold_lock_in_another_process, release
@@ -34,6 +36,39 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     return tmp_path / "CoreAI"
+
+
+@dataclass
+class Persistent:
+    """A persistent store of one kind: `open()` it again as another process would; `forget()` its identity index."""
+
+    open: Callable[[], StoreBundle]
+    forget: Callable[[], None]
+
+
+@pytest.fixture(params=["files", "postgres"])
+def persistent(request: pytest.FixtureRequest, root: Path) -> Persistent:
+    """The file stores under root, or a fresh PostgreSQL database: exports must behave the same on both."""
+    if request.param == "files":
+        def forget_files() -> None:
+            for path in (root / "Identities").iterdir():  # saves written before the index existed
+                path.unlink()
+
+        return Persistent(lambda: open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent), forget_files)
+    import psycopg
+
+    url = request.getfixturevalue("postgres_url")
+
+    def open_database() -> StoreBundle:
+        bundle = open_stores(AgentMemoryPersistenceMode.PERSISTENT, None, database_url=url)
+        request.addfinalizer(bundle.close)
+        return bundle
+
+    def forget_rows() -> None:
+        with psycopg.connect(url) as conn:
+            conn.execute("DELETE FROM coreai_identities")
+
+    return Persistent(open_database, forget_rows)
 
 
 def data_files(folder: Path) -> dict[str, bytes]:
@@ -270,15 +305,15 @@ def test_read_only_folder_at_temp_file_creation(root, monkeypatch):
 # -- exports: the identity index and session-only rows -----------------------------------------
 
 
-def test_export_finds_every_role_and_actor_with_saves_in_the_scope(root):
-    bundle = open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent)
+def test_export_finds_every_role_and_actor_with_saves_in_the_scope(persistent):
+    bundle = persistent.open()
     bundle.scoped(ALEX).append_chat_message("BlacksmithNPC", "user", "Likes axes")
     bundle.scoped(ALEX, "npc_7").save_summary("Guard", "met alex")
     MemoryTool(bundle.memory, bundle.scoped(ALEX).key("Teacher")).execute({"action": "write", "content": "fact"})
     bundle.scoped(AgentMemoryScope(user_id="bob")).append_chat_message("BlacksmithNPC", "user", "bob's")
     bundle.scoped(ALEX).try_load("NeverWritten")  # a lookup indexes nothing
 
-    fresh = open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent)  # another process, later
+    fresh = persistent.open()  # another process, later
     snapshot = export_scope_snapshot(fresh, ALEX, None, None)
     assert sorted((r.role_id, r.actor) for r in snapshot.roles) == [
         ("BlacksmithNPC", None), ("Guard", "npc_7"), ("Teacher", None)]
@@ -286,14 +321,13 @@ def test_export_finds_every_role_and_actor_with_saves_in_the_scope(root):
     assert [(r.role_id, r.actor) for r in only_npc.roles] == [("Guard", "npc_7")]
 
 
-def test_export_fails_naming_how_many_saves_it_cannot_attribute(root):
-    bundle = open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent)
+def test_export_fails_naming_how_many_saves_it_cannot_attribute(persistent):
+    bundle = persistent.open()
     bundle.scoped(ALEX).append_chat_message("Mystery", "user", "x")
     bundle.scoped(ALEX, "npc").append_chat_message("Other", "user", "y")
     bundle.scoped(ALEX).append_chat_message("Teacher", "user", "z")
-    for path in (root / "Identities").iterdir():  # saves written before the index existed
-        path.unlink()
-    fresh = open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent)
+    persistent.forget()  # saves written before the index existed
+    fresh = persistent.open()
     with pytest.raises(UnattributedSavesError, match="^2 save"):  # Teacher is a policy role: attributed
         export_scope_snapshot(fresh, ALEX, None, None, candidate_roles=["Teacher"])
     named = export_scope_snapshot(fresh, ALEX, ["Mystery"], [None])  # naming them indexes them
@@ -303,13 +337,11 @@ def test_export_fails_naming_how_many_saves_it_cannot_attribute(root):
     assert sorted(r.role_id for r in found.roles) == ["Mystery", "Other", "Teacher"]
 
 
-def test_empty_scope_export_reads_bare_role_files_without_the_index(root):
-    bundle = open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent)
+def test_empty_scope_export_reads_bare_role_files_without_the_index(persistent):
+    bundle = persistent.open()
     bundle.scoped().append_chat_message("BlacksmithNPC", "user", "x")
-    for path in (root / "Identities").iterdir():
-        path.unlink()
-    snapshot = export_scope_snapshot(open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent),
-                                     AgentMemoryScope(), None, None)
+    persistent.forget()
+    snapshot = export_scope_snapshot(persistent.open(), AgentMemoryScope(), None, None)
     assert [r.role_id for r in snapshot.roles] == ["BlacksmithNPC"]
 
 

@@ -46,9 +46,22 @@ HISTORY = [
 ]
 
 
-@pytest.fixture(params=[AgentMemoryPersistenceMode.SESSION_ONLY, AgentMemoryPersistenceMode.PERSISTENT])
+def _open(kind: object, tmp_path: Path, request: pytest.FixtureRequest, **caps: int) -> StoreBundle:
+    """Stores of one kind: a persistence mode (memory or files), or "postgres" (a fresh database)."""
+    if kind == "postgres":
+        bundle = open_stores(AgentMemoryPersistenceMode.PERSISTENT, None, **caps,
+                             database_url=request.getfixturevalue("postgres_url"))
+        request.addfinalizer(bundle.close)
+        return bundle
+    return open_stores(kind, tmp_path / "game", **caps)  # type: ignore[arg-type]
+
+
+STORE_KINDS = [AgentMemoryPersistenceMode.SESSION_ONLY, AgentMemoryPersistenceMode.PERSISTENT, "postgres"]
+
+
+@pytest.fixture(params=STORE_KINDS)
 def bundle(request: pytest.FixtureRequest, tmp_path: Path) -> StoreBundle:
-    return open_stores(request.param, tmp_path / "game")
+    return _open(request.param, tmp_path, request)
 
 
 def _fill(bundle: StoreBundle, scope: AgentMemoryScope) -> None:
@@ -235,9 +248,9 @@ def test_from_dict_accepts_every_proto3_json_spelling():
     assert snap.roles[0].history[0] == TranscriptEntry(TranscriptKind.TOOL_CALL, "", "", call_id="c", timestamp=7)
 
 
-@pytest.mark.parametrize("mode", list(AgentMemoryPersistenceMode))
-def test_export_keeps_chat_that_left_the_transcript_window(tmp_path, mode):
-    bundle = open_stores(mode, tmp_path / "game", chat_cap=5, transcript_cap=4)
+@pytest.mark.parametrize("mode", STORE_KINDS)
+def test_export_keeps_chat_that_left_the_transcript_window(tmp_path, mode, request):
+    bundle = _open(mode, tmp_path, request, chat_cap=5, transcript_cap=4)
     view = bundle.scoped(SLOT_1)
     for i in range(3):
         view.append_chat_message("Teacher", "user", f"m{i}")
