@@ -203,8 +203,8 @@ def statements(text: str) -> list[str]:
     One decision keeps one fact, so "My name is Alaric and I love horses." kept only the horse. A
     sentence is cut at "and", "but", a comma or a semicolon only between two first-person clauses (the
     next starts with "I …", or "my …" with a verb: "…, my horse is …"), so "I owe you 10 gold and 5
-    silver", "I love bread and my horse" and "Sorry, I misspoke: …" stay whole. A line with a single
-    statement is returned whole, as before.
+    silver", "I love bread and my horse" and "Sorry, I said it wrong, my name is …" stay whole (a clause
+    with a correction cue keeps what follows). A line with a single statement is returned whole, as before.
     """
     if not worth_asking(text):
         return []
@@ -221,7 +221,8 @@ def _clauses(sentence: str) -> list[str]:
     start = 0
     for match in _CLAUSE_BREAK.finditer(sentence):
         before = sentence[start:match.start()]
-        if _starts_a_clause(sentence[match.end():]) and about_the_player(before):
+        # A correction is never cut: "Sorry, I said it wrong, my name is Osric." gave 'Player's name: Sorry'.
+        if _starts_a_clause(sentence[match.end():]) and about_the_player(before) and not is_correction(before):
             clauses.append(before.strip(" ,;"))
             start = match.end()
     clauses.append(sentence[start:].strip(" ,;"))

@@ -159,7 +159,7 @@ def test_example_copies() -> None:
 @pytest.mark.parametrize(("text", "parts"), [
     ("My name is Alaric and I love horses.", ["My name is Alaric", "I love horses."]),
     ("I'm Tobin. I'd like an ale.", ["I'm Tobin.", "I'd like an ale."]),
-    ("Actually, my name is Bo and I owe 5 gold.", ["Actually, my name is Bo", "I owe 5 gold."]),
+    ("I'm Bo, and I owe you 5 gold.", ["I'm Bo", "I owe you 5 gold."]),
     ("Call me Bo, I like mint tea.", ["Call me Bo", "I like mint tea."]),
     ("My horse is Shadowfax, my sword is Dawn, I live in Oakvale and I owe Tom 3 gold.",
      ["My horse is Shadowfax", "my sword is Dawn", "I live in Oakvale"]),  # at most three decisions
@@ -167,6 +167,10 @@ def test_example_copies() -> None:
     ("I owe you 10 gold and 5 silver.", ["I owe you 10 gold and 5 silver."]),
     ("I love bread, cheese and my horse.", ["I love bread, cheese and my horse."]),
     ("Sorry, I misspoke: my name is Aldous.", ["Sorry, I misspoke: my name is Aldous."]),
+    # A correction keeps the clause after its cue: split, the apology became a fact (the eval's c12, c25).
+    ("Sorry, I said it wrong, my name is Osric.", ["Sorry, I said it wrong, my name is Osric."]),
+    ("Forgive me, my real name is Cassius, not Corvin.", ["Forgive me, my real name is Cassius, not Corvin."]),
+    ("Actually, my name is Bo and I owe 5 gold.", ["Actually, my name is Bo and I owe 5 gold."]),
     ("Hello there! My name is Tobin.", ["Hello there! My name is Tobin."]),
     ("My name is Ann. What is yours?", ["My name is Ann. What is yours?"]),
     # Nothing to decide.
