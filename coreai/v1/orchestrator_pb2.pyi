@@ -183,14 +183,18 @@ class TextDelta(_message.Message):
     def __init__(self, text: _Optional[str] = ...) -> None: ...
 
 class TurnUsage(_message.Message):
-    __slots__ = ("prompt_tokens", "completion_tokens", "model_calls")
+    __slots__ = ("prompt_tokens", "completion_tokens", "model_calls", "cached_prompt_tokens", "evaluated_prompt_tokens")
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MODEL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    EVALUATED_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     prompt_tokens: int
     completion_tokens: int
     model_calls: int
-    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., model_calls: _Optional[int] = ...) -> None: ...
+    cached_prompt_tokens: int
+    evaluated_prompt_tokens: int
+    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., model_calls: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., evaluated_prompt_tokens: _Optional[int] = ...) -> None: ...
 
 class RunTaskResponse(_message.Message):
     __slots__ = ("status", "text", "error", "tool_calls", "tool_results", "cut_report", "usage", "trace_id")

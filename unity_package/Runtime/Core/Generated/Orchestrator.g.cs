@@ -317,6 +317,14 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("modelCalls", NullValueHandling = NullValueHandling.Ignore)]
         public int ModelCalls { get; set; }
+
+        [Preserve]
+        [JsonProperty("cachedPromptTokens", NullValueHandling = NullValueHandling.Ignore)]
+        public int CachedPromptTokens { get; set; }
+
+        [Preserve]
+        [JsonProperty("evaluatedPromptTokens", NullValueHandling = NullValueHandling.Ignore)]
+        public int EvaluatedPromptTokens { get; set; }
     }
 
     /// <summary>proto message coreai.v1.RunTaskResponse.</summary>
