@@ -54,6 +54,7 @@ from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
 from pyruntime.model.types import TextDelta, UsageDelta  # noqa: E402
 from pyruntime.policy import AgentMemoryPolicy  # noqa: E402
 from pyruntime.scopes import AgentMemoryScope  # noqa: E402
+from pyruntime.service.model_memory import process_rss_bytes  # noqa: E402
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
 from pyruntime.turns import AiTaskRequest, build_orchestrator  # noqa: E402
 from pyruntime.turns.events import FinalEvent, TextDeltaEvent  # noqa: E402
@@ -144,11 +145,8 @@ def _fact(setup: Setup, turn: int) -> str:
 
 
 def server_rss_mb(server: LlamaServerProcess) -> float:
-    """The model server's resident memory, from /proc."""
-    for line in Path(f"/proc/{server.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    """The model server's resident memory (what Health reports), in MB."""
+    return process_rss_bytes(server.pid) / (1 << 20)
 
 
 async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str) -> Pass:

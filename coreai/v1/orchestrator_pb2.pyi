@@ -259,15 +259,21 @@ class HealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthResponse(_message.Message):
-    __slots__ = ("ready", "model", "version", "model_ready", "memory_design")
+    __slots__ = ("ready", "model", "version", "model_ready", "memory_design", "model_rss_bytes", "prompt_cache_used_bytes", "prompt_cache_limit_bytes")
     READY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     MODEL_READY_FIELD_NUMBER: _ClassVar[int]
     MEMORY_DESIGN_FIELD_NUMBER: _ClassVar[int]
+    MODEL_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_CACHE_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_CACHE_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
     ready: bool
     model: str
     version: str
     model_ready: bool
     memory_design: str
-    def __init__(self, ready: _Optional[bool] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., model_ready: _Optional[bool] = ..., memory_design: _Optional[str] = ...) -> None: ...
+    model_rss_bytes: int
+    prompt_cache_used_bytes: int
+    prompt_cache_limit_bytes: int
+    def __init__(self, ready: _Optional[bool] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., model_ready: _Optional[bool] = ..., memory_design: _Optional[str] = ..., model_rss_bytes: _Optional[int] = ..., prompt_cache_used_bytes: _Optional[int] = ..., prompt_cache_limit_bytes: _Optional[int] = ...) -> None: ...

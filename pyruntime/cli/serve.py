@@ -49,6 +49,7 @@ from pyruntime.rpc.auth import TOKEN_ENV, default_token_file, is_loopback_host, 
 from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
 from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
 from pyruntime.service import RuntimeServices
+from pyruntime.service.model_memory import hosted_model_memory
 from pyruntime.service.readiness import EXTERNAL_MODEL, MODEL_LOADING, Readiness, hosted_model_readiness
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
@@ -435,6 +436,8 @@ async def _attach_turns(options: ServeOptions, services: RuntimeServices, stores
     services.orchestrator.memory_design = orchestrator.memory_design.value
     services.metrics.watch_model_queue(lambda: orchestrator.queue.waiting)
     services.orchestrator.attach_runner(ProtoTurnRunner(orchestrator), model.alias)
+    if host is not None:
+        services.orchestrator.model_memory = lambda: hosted_model_memory(host)
     services.orchestrator.readiness = readiness  # last: health says ready only once turns can run
 
 

@@ -74,6 +74,9 @@ class LlamaServerProcess:
         # bodies (player text) in its error traces. Startup errors quote its tail.
         self._stderr_tail: deque[str] = deque(maxlen=_STDERR_LINES)
         self.startup_seconds: float | None = None
+        # The child's last answer to `status()` (the watchdog probes it every second): what Health reports
+        # of the prompt cache without calling the child itself.
+        self.last_status: dict[str, object] = {}
 
     @property
     def base_url(self) -> str:
@@ -121,6 +124,7 @@ class LlamaServerProcess:
         if self.config.api_key:
             env[API_KEY_ENV] = self.config.api_key
         began = time.perf_counter()
+        self.last_status = {}
         self._process = subprocess.Popen(
             [sys.executable, "-m", "pyruntime.model.llama_server", self.config.to_json()],
             env=env,
@@ -184,6 +188,7 @@ class LlamaServerProcess:
         data = response.json()
         if not isinstance(data, dict):
             raise ValueError("status is not a JSON object")
+        self.last_status = data
         return data
 
     def kill(self) -> int | None:

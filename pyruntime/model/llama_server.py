@@ -141,8 +141,14 @@ def run_server(config: LlamaServerConfig) -> None:
     )
     app = create_app(server_settings=server_settings, model_settings=[model_settings(config)])
     remove_permissive_cors(app)
+    status_extra = None
+    if config.prompt_cache_mb > 0:
+        from pyruntime.model import prompt_cache
+
+        status_extra = prompt_cache.status
     uvicorn.run(
-        ModelPortGuard(DefaultModelMiddleware(app, config.alias), port=config.port, api_key=config.api_key),
+        ModelPortGuard(DefaultModelMiddleware(app, config.alias), port=config.port, api_key=config.api_key,
+                       status_extra=status_extra),
         host=config.host,
         port=config.port,
         log_level="warning",

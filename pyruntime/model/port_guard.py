@@ -21,7 +21,7 @@ import contextvars
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,8 +163,10 @@ def remove_permissive_cors(app: Any) -> None:
 class ModelPortGuard:
     """ASGI middleware in front of llama-cpp-python: loopback Host/Origin, the API key, the status probe."""
 
-    def __init__(self, app: Any, *, port: int, api_key: str | None, tracker: GenerationTracker = TRACKER) -> None:
-        """Guard `app` served on `port`; `api_key` None accepts requests without a key (tests only)."""
+    def __init__(self, app: Any, *, port: int, api_key: str | None, tracker: GenerationTracker = TRACKER,
+                 status_extra: Callable[[], dict[str, Any]] | None = None) -> None:
+        """Guard `app` served on `port`; `api_key` None accepts requests without a key (tests only);
+        `status_extra` adds fields to the status probe's answer (read without locks, e.g. the prompt cache's size)."""
         auth = _rpc_auth()
         self._bearer_matches = auth.bearer_matches
         self._host_allowed = auth.host_header_allowed
@@ -173,6 +175,7 @@ class ModelPortGuard:
         self.port = port
         self.api_key = api_key
         self.tracker = tracker
+        self.status_extra = status_extra
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -192,7 +195,10 @@ class ModelPortGuard:
                                               "code": "invalid_api_key"}})
             return
         if scope["path"] == STATUS_PATH and scope["method"] == "GET":
-            await _json(send, 200, self.tracker.status())
+            body = self.tracker.status()
+            if self.status_extra is not None:
+                body.update(self.status_extra())
+            await _json(send, 200, body)
             return
         if scope["method"] == "POST" and scope["path"] in _COMPLETION_PATHS:
             await self._watched(scope, receive, send)

@@ -30,6 +30,15 @@ def _is_prefix(short: tuple[int, ...], long: tuple[int, ...]) -> bool:
 class NpcPromptCache(LlamaRAMCache):
     """A RAM prompt cache whose size limit holds: last-row logits only; redundant prefixes dropped on save."""
 
+    def __init__(self, capacity_bytes: int = (2 << 30)) -> None:
+        """An empty cache of `capacity_bytes`; the newest one is the one `/coreai/status` reports."""
+        super().__init__(capacity_bytes)
+        # Kept up to date by the one thread that changes the cache (the model's), so the status probe
+        # reads a plain int instead of iterating a dict another thread may be changing.
+        self.used_bytes = 0
+        global _active
+        _active = self
+
     def __setitem__(self, key: Sequence[int], value: Any) -> None:
         key = tuple(key)
         scores = value.scores
@@ -40,11 +49,24 @@ class NpcPromptCache(LlamaRAMCache):
         for old in [k for k in self.cache_state if k != key and _is_prefix(k, key)]:
             del self.cache_state[old]
         super().__setitem__(key, value)
+        self.used_bytes = self.cache_size
 
     @property
     def entries(self) -> int:
         """How many states are held."""
         return len(self.cache_state)
+
+
+_active: NpcPromptCache | None = None
+
+
+def status() -> dict[str, int]:
+    """The prompt cache's part of the child's `/coreai/status` (zeros before the model made its cache)."""
+    cache = _active
+    if cache is None:
+        return {"prompt_cache_used_bytes": 0, "prompt_cache_limit_bytes": 0, "prompt_cache_entries": 0}
+    return {"prompt_cache_used_bytes": cache.used_bytes, "prompt_cache_limit_bytes": int(cache.capacity_bytes),
+            "prompt_cache_entries": len(cache.cache_state)}
 
 
 def save_state_last_logits(self: Llama) -> LlamaState:
