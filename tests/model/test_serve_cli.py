@@ -24,7 +24,7 @@ from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import RuntimeClient, RuntimeUnavailableError
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS
-from pyruntime.model.hosting import port_is_free
+from pyruntime.model.hosting import SMALL_MODEL_PROMPT_CACHE_MB, port_is_free
 from pyruntime.rpc.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
@@ -129,6 +129,9 @@ def test_serve_runs_the_whole_runtime_over_both_transports_and_stops_cleanly(tin
                 health = client.health()
                 assert health.ready and health.model_ready and health.model == "tiny"
                 assert health.memory_design == "writer"  # a small hosted model: the memory writer pass
+                # ... and the default RAM prompt cache; Health reports it and the child's memory (issue 13).
+                assert health.prompt_cache_limit_bytes == SMALL_MODEL_PROMPT_CACHE_MB << 20
+                assert health.model_rss_bytes > 0 or not sys.platform.startswith("linux")
                 written = client.apply_memory_tool("Blacksmith", {"action": "append", "content": f"via {transport}"},
                                                    scope=SCOPE)
                 assert written.success, written.error
