@@ -236,11 +236,13 @@ def hosted_model_config(
     n_gpu_layers: int = 0,
     api_key: str | None = None,
     prompt_cache_mb: int | None = None,
+    prompt_cache_dir: Path | None = None,
 ) -> LlamaServerConfig:
     """Config for hosting `model_path`, or the embedded SmolLM2 model when it is None.
 
     The port always demands a key: `api_key`, else a fresh random one (`generate_model_key`).
-    `prompt_cache_mb` None: `default_prompt_cache_mb` of the model file.
+    `prompt_cache_mb` None: `default_prompt_cache_mb` of the model file; `prompt_cache_dir`: the cache on disk
+    too (a model that gets no cache by default needs `prompt_cache_mb` with it).
     """
     threads = default_threads() if n_threads is None else n_threads
     key = api_key or generate_model_key()
@@ -252,7 +254,8 @@ def hosted_model_config(
         path, alias = model_path, model_path.stem.lower() or "local-model"
     cache = default_prompt_cache_mb(path) if prompt_cache_mb is None else prompt_cache_mb
     return LlamaServerConfig(model_path=path, alias=alias, host=host, port=port, n_ctx=n_ctx, n_threads=threads,
-                             n_gpu_layers=n_gpu_layers, api_key=key, prompt_cache_mb=cache)
+                             n_gpu_layers=n_gpu_layers, api_key=key, prompt_cache_mb=cache,
+                             prompt_cache_dir=prompt_cache_dir)
 
 
 def default_prompt_cache_mb(model_path: Path) -> int:

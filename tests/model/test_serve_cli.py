@@ -154,6 +154,36 @@ def test_serve_runs_the_whole_runtime_over_both_transports_and_stops_cleanly(tin
     assert [m.content for m in history if m.role == "user"] == ["hi", "hi"]
 
 
+def test_with_the_disk_prompt_cache_a_restarted_runtime_starts_the_npc_warm(tiny_model_path, tmp_path):
+    # Issue 13: the first turn after a restart evaluates about what the same turn evaluates on a warm runtime.
+    def run(data_dir: Path, *hints: str) -> list[pb.TurnUsage]:
+        port = free_port()
+        serve = Serve(tmp_path, "--model", str(tiny_model_path), "--port", str(port), "--data-dir", str(data_dir),
+                      *RPC_ANY_PORT, "--tool-mode", "native", "--prompt-cache-dir")
+        try:
+            ready = serve.ready()
+            token = read_token_file(Path(ready["token_file"]))
+            with RuntimeClient(f"grpc://127.0.0.1:{ready['grpc_port']}", token=token, timeout=120) as client:
+                turns = [client.run_task(hint, role_id="PlainChat", scope=SCOPE, max_output_tokens=8,
+                                         forced_tool_mode="none") for hint in hints]
+        finally:
+            assert serve.stop() == 0
+        assert [t.status for t in turns] == [pb.TURN_STATUS_OK] * len(hints)
+        return [t.usage for t in turns]
+
+    restarted = tmp_path / "restarted"
+    [first] = run(restarted, "hello there")
+    assert first.cached_prompt_tokens == 0
+    assert list((restarted / "CoreAI" / "runtime" / "prompt-cache").glob("*/*.state"))
+    anchors = (restarted / "CoreAI" / "runtime" / "prompt-cache" / "tail-anchors.json").read_text()
+    assert "PlainChat" not in anchors and SCOPE.user_id not in anchors  # digests only
+    [after_restart] = run(restarted, "and again")
+    [_, warm] = run(tmp_path / "warm", "hello there", "and again")  # the same two turns in one run
+    assert after_restart.prompt_tokens == warm.prompt_tokens  # the same request (temperature 0, same history)
+    assert after_restart.cached_prompt_tokens > 0
+    assert after_restart.evaluated_prompt_tokens <= 1.5 * warm.evaluated_prompt_tokens
+
+
 def test_serve_restarts_its_model_server_when_it_dies(tiny_model_path, tmp_path):
     serve, port = serve_with_model(tmp_path, tiny_model_path)
     try:
