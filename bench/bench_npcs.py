@@ -99,6 +99,7 @@ class Pass:
     ttft: list[float] = field(default_factory=list)
     turn_s: list[float] = field(default_factory=list)
     rss_mb: float = 0.0
+    rss_trace: list[tuple[int, float]] = field(default_factory=list)  # (turns so far, server RSS MB), --rss-every
 
     def add(self, warm: bool, evaluated: int, prompt: int, ttft: float, turn_s: float) -> None:
         """Record one turn (only warm turns count)."""
@@ -149,6 +150,9 @@ def server_rss_mb(server: LlamaServerProcess) -> float:
     return process_rss_bytes(server.pid) / (1 << 20)
 
 
+RSS_EVERY = 0  # --rss-every: record the server's RSS every this many turns of a runtime pass (0: at its end only)
+
+
 async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str) -> Pass:
     """The session through the runtime, in a fresh data dir."""
     result = Pass(name)
@@ -165,7 +169,9 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str) -> P
                 tool = MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}"))
                 for fact in FACTS[: setup.facts]:
                     tool.execute({"action": "append", "content": fact})
-        for npc, player, turn in setup.schedule():
+        for done, (npc, player, turn) in enumerate(setup.schedule()):
+            if RSS_EVERY and done and done % RSS_EVERY == 0:
+                result.rss_trace.append((done, server_rss_mb(server)))
             if setup.edit_on(turn):
                 MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}")).execute(
                     {"action": "append", "content": _fact(setup, turn)})
@@ -187,6 +193,7 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str) -> P
                        first if first is not None else elapsed, elapsed)
         await orchestrator.client.aclose()
     result.rss_mb = server_rss_mb(server)
+    result.rss_trace.append((setup.turns, result.rss_mb))
     print(f"  pass done: {name}", flush=True)
     return result
 
@@ -243,17 +250,23 @@ def _p(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) >= 2 else (values[0] if values else 0.0)
 
 
-async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | None, setup: Setup) -> list[Pass]:
-    """The passes of one setup, one after the other."""
+PASSES = ("runtime", "design-note", "naive", "cached")
+
+
+async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | None, setup: Setup,
+                    only: tuple[str, ...] = PASSES) -> list[Pass]:
+    """The passes of one setup (those in `only`), one after the other."""
     began = time.perf_counter()
-    passes = [await runtime_pass(server, setup, "runtime")]
-    undo = design_note_runtime()
-    try:
-        passes.append(await runtime_pass(server, setup, "runtime, design-note order, no hysteresis"))
-    finally:
-        undo()
-    passes.append(await naive_pass(server, setup))
-    if cached is not None and setup.npcs > 1:
+    passes = [await runtime_pass(server, setup, "runtime")] if "runtime" in only else []
+    if "design-note" in only:
+        undo = design_note_runtime()
+        try:
+            passes.append(await runtime_pass(server, setup, "runtime, design-note order, no hysteresis"))
+        finally:
+            undo()
+    if "naive" in only:
+        passes.append(await naive_pass(server, setup))
+    if cached is not None and "cached" in only and (setup.npcs > 1 or only == ("cached",)):
         passes.append(await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB"))
     print(f"  passes done in {time.perf_counter() - began:.0f} s", flush=True)
     return passes
@@ -279,7 +292,12 @@ def main() -> None:
     parser.add_argument("--edit-every", type=int, default=5, help="the game appends a fact every N turns (0: never)")
     parser.add_argument("--window", type=int, default=8, help="the roles' MaxChatHistoryMessages")
     parser.add_argument("--prompt-cache-mb", type=int, default=256, help="the cached server's RAM cache (0: no pass)")
+    parser.add_argument("--passes", nargs="+", choices=PASSES, default=list(PASSES), help="which approaches to run")
+    parser.add_argument("--rss-every", type=int, default=0,
+                        help="also record the server's RSS every N turns of a runtime pass (long-run memory)")
     args = parser.parse_args()
+    global RSS_EVERY
+    RSS_EVERY = args.rss_every
     config = LlamaServerConfig(model_path=embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS, port=free_port())
     rows: list[tuple[Setup, list[Pass]]] = []
     with contextlib.ExitStack() as stack:
@@ -296,18 +314,24 @@ def main() -> None:
         for npcs in args.npcs:
             setup = Setup(npcs, args.players, args.turns, args.facts, args.edit_every, args.window)
             began = time.perf_counter()
-            passes = asyncio.run(run_setup(server, cached, setup))
+            passes = asyncio.run(run_setup(server, cached, setup, tuple(args.passes)))
             rows.append((setup, passes))
             for p in passes:  # as soon as a setup is done: a bounded run still reports what it measured
                 print(row(setup, p), flush=True)
             print(f"  ({npcs} NPC(s) x {args.players} player(s): {time.perf_counter() - began:.0f} s)", flush=True)
     for setup, passes in rows:
-        runtime, _, naive = passes[:3]
-        print(f"{setup.npcs} NPC(s): runtime/naive tokens evaluated "
-              f"{statistics.median(runtime.evaluated) / max(1, statistics.median(naive.evaluated)):.2f}x, "
-              f"TTFT p50 {statistics.median(runtime.ttft) / statistics.median(naive.ttft):.2f}x")
+        by_name = {p.name: p for p in passes}
+        runtime, naive = by_name.get("runtime"), by_name.get("naive (memory in system prompt, whole history)")
+        if runtime is not None and naive is not None:
+            print(f"{setup.npcs} NPC(s): runtime/naive tokens evaluated "
+                  f"{statistics.median(runtime.evaluated) / max(1, statistics.median(naive.evaluated)):.2f}x, "
+                  f"TTFT p50 {statistics.median(runtime.ttft) / statistics.median(naive.ttft):.2f}x")
         for p in passes:
-            print(f"  {p.name}: evaluated per turn {' '.join(str(e) for e in p.evaluated)}")
+            if len(p.evaluated) <= 60:
+                print(f"  {p.name}: evaluated per turn {' '.join(str(e) for e in p.evaluated)}")
+            if args.rss_every and p.rss_trace:
+                print(f"  {p.name}: server RSS MB after N turns: "
+                      + ", ".join(f"{n}: {mb:.0f}" for n, mb in p.rss_trace))
     print("\nRun: nice -n 10 .venv/bin/python bench/bench_npcs.py " + " ".join(sys.argv[1:]))
 
 
