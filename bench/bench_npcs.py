@@ -57,7 +57,7 @@ from pyruntime.scopes import AgentMemoryScope  # noqa: E402
 from pyruntime.service.model_memory import process_rss_bytes  # noqa: E402
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
 from pyruntime.turns import AiTaskRequest, build_orchestrator  # noqa: E402
-from pyruntime.turns.events import FinalEvent, TextDeltaEvent  # noqa: E402
+from pyruntime.turns.events import FinalEvent, TextDeltaEvent, TurnUsage  # noqa: E402
 from pyruntime.turns.prompt import MEMORY_HEADING, PromptLayout, assemble_messages  # noqa: E402
 from tests.support.fixtures import free_port  # noqa: E402
 
@@ -150,6 +150,22 @@ def server_rss_mb(server: LlamaServerProcess) -> float:
     return process_rss_bytes(server.pid) / (1 << 20)
 
 
+async def timed_turn(orchestrator: Any, request: AiTaskRequest, name: str) -> tuple[TurnUsage, float, float]:
+    """One streamed turn: its usage, the time to its first visible text, its whole time (s); exits if it failed."""
+    began = time.perf_counter()
+    first: float | None = None
+    final = None
+    async for event in orchestrator.stream_task(request):
+        if isinstance(event, TextDeltaEvent) and event.text and first is None:
+            first = time.perf_counter() - began
+        if isinstance(event, FinalEvent):
+            final = event.result
+    elapsed = time.perf_counter() - began
+    if final is None or not final.ok:
+        raise SystemExit(f"{name}: a turn failed: {final.error if final else 'no result'}")
+    return final.usage, first if first is not None else elapsed, elapsed
+
+
 RSS_EVERY = 0  # --rss-every: record the server's RSS every this many turns of a runtime pass (0: at its end only)
 
 
@@ -177,20 +193,8 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str) -> P
                     {"action": "append", "content": _fact(setup, turn)})
             request = AiTaskRequest(_hint(npc, turn), f"Npc{npc}", scope=_scope(player), forced_tool_mode="none",
                                     max_output_tokens=MAX_TOKENS, temperature=0.0, extra={"seed": 0})
-            began = time.perf_counter()
-            first: float | None = None
-            final = None
-            async for event in orchestrator.stream_task(request):
-                if isinstance(event, TextDeltaEvent) and event.text and first is None:
-                    first = time.perf_counter() - began
-                if isinstance(event, FinalEvent):
-                    final = event.result
-            elapsed = time.perf_counter() - began
-            if final is None or not final.ok:
-                raise SystemExit(f"{name}: a turn failed: {final.error if final else 'no result'}")
-            usage = final.usage
-            result.add(turn > 0, usage.evaluated_prompt_tokens, usage.prompt_tokens,
-                       first if first is not None else elapsed, elapsed)
+            usage, ttft, elapsed = await timed_turn(orchestrator, request, name)
+            result.add(turn > 0, usage.evaluated_prompt_tokens, usage.prompt_tokens, ttft, elapsed)
         await orchestrator.client.aclose()
     result.rss_mb = server_rss_mb(server)
     result.rss_trace.append((setup.turns, result.rss_mb))

@@ -25,13 +25,12 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_npcs import FACTS, MAX_TOKENS, NPC_PROMPTS, _hint, _scope  # noqa: E402
+from bench.bench_npcs import FACTS, MAX_TOKENS, NPC_PROMPTS, _hint, _scope, timed_turn  # noqa: E402
 from pyruntime.memory import MemoryTool  # noqa: E402
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  # noqa: E402
 from pyruntime.model.hosting import LlamaServerProcess  # noqa: E402
@@ -39,7 +38,6 @@ from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
 from pyruntime.policy import AgentMemoryPolicy  # noqa: E402
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
 from pyruntime.turns import AiTaskRequest, build_orchestrator  # noqa: E402
-from pyruntime.turns.events import FinalEvent, TextDeltaEvent  # noqa: E402
 from tests.support.fixtures import free_port  # noqa: E402
 
 CACHE_MB = 256
@@ -67,17 +65,8 @@ async def play(server: LlamaServerProcess, data_dir: Path, npcs: int, rounds: in
         for npc in range(npcs):
             request = AiTaskRequest(_hint(npc, turn), f"Npc{npc}", scope=_scope(0), forced_tool_mode="none",
                                     max_output_tokens=MAX_TOKENS, temperature=0.0, extra={"seed": 0})
-            began = time.perf_counter()
-            first: float | None = None
-            final = None
-            async for event in orchestrator.stream_task(request):
-                if isinstance(event, TextDeltaEvent) and event.text and first is None:
-                    first = time.perf_counter() - began
-                if isinstance(event, FinalEvent):
-                    final = event.result
-            if final is None or not final.ok:
-                raise SystemExit(f"a turn failed: {final.error if final else 'no result'}")
-            out.append((turn, final.usage.evaluated_prompt_tokens, first or time.perf_counter() - began))
+            usage, ttft, _ = await timed_turn(orchestrator, request, "restart bench")
+            out.append((turn, usage.evaluated_prompt_tokens, ttft))
     if anchors is not None:
         orchestrator.save_tail_anchors(anchors)
     await orchestrator.client.aclose()

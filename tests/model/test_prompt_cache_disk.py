@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.llama_server import LlamaServerConfig
 from pyruntime.model.prompt_store import PromptStateStore, model_identity
-from pyruntime.model.types import Usage, UsageDelta
+from pyruntime.model.types import Usage
+from tests.model.test_prompt_cache import stream_usage
 from tests.support.fixtures import start_llama_server
 
 BRAM = [{"role": "system", "content": "You are Bram. " + " ".join(f"Bram remembers event {i}." for i in range(12))},
@@ -21,21 +21,11 @@ BRAM = [{"role": "system", "content": "You are Bram. " + " ".join(f"Bram remembe
 LATER = [*BRAM, {"role": "assistant", "content": "Hi."}, {"role": "user", "content": "Bye"}]
 
 
-async def _usage(url: str, messages: list[dict[str, str]]) -> Usage:
-    client = OpenAICompatClient(url)
-    try:
-        async with client.stream_chat(messages, max_tokens=4, temperature=0.0) as stream:
-            [usage] = [d.usage async for d in stream if isinstance(d, UsageDelta)]
-    finally:
-        await client.aclose()
-    return usage
-
-
 def _session(model: Path, folder: Path, *conversations: list[dict[str, str]]) -> list[Usage]:
     """A fresh server with the disk cache: one request per conversation, then a graceful stop."""
     server = start_llama_server(model, prompt_cache_mb=16, prompt_cache_dir=folder, n_threads=1)
     try:
-        return [asyncio.run(_usage(server.base_url, c)) for c in conversations]
+        return [asyncio.run(stream_usage(server.base_url, c)) for c in conversations]
     finally:
         server.stop()
 
