@@ -188,6 +188,7 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str) -> P
         for done, (npc, player, turn) in enumerate(setup.schedule()):
             if RSS_EVERY and done and done % RSS_EVERY == 0:
                 result.rss_trace.append((done, server_rss_mb(server)))
+                print(f"  {name}: server RSS after {done} turns: {result.rss_trace[-1][1]:.0f} MB", flush=True)
             if setup.edit_on(turn):
                 MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}")).execute(
                     {"action": "append", "content": _fact(setup, turn)})
