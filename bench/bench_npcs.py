@@ -54,9 +54,10 @@ from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
 from pyruntime.model.types import TextDelta, UsageDelta  # noqa: E402
 from pyruntime.policy import AgentMemoryPolicy  # noqa: E402
 from pyruntime.scopes import AgentMemoryScope  # noqa: E402
+from pyruntime.service.model_memory import process_rss_bytes  # noqa: E402
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
 from pyruntime.turns import AiTaskRequest, build_orchestrator  # noqa: E402
-from pyruntime.turns.events import FinalEvent, TextDeltaEvent  # noqa: E402
+from pyruntime.turns.events import FinalEvent, TextDeltaEvent, TurnUsage  # noqa: E402
 from pyruntime.turns.prompt import MEMORY_HEADING, PromptLayout, assemble_messages  # noqa: E402
 from tests.support.fixtures import free_port  # noqa: E402
 
@@ -98,6 +99,7 @@ class Pass:
     ttft: list[float] = field(default_factory=list)
     turn_s: list[float] = field(default_factory=list)
     rss_mb: float = 0.0
+    rss_trace: list[tuple[int, float]] = field(default_factory=list)  # (turns so far, server RSS MB), --rss-every
 
     def add(self, warm: bool, evaluated: int, prompt: int, ttft: float, turn_s: float) -> None:
         """Record one turn (only warm turns count)."""
@@ -144,11 +146,27 @@ def _fact(setup: Setup, turn: int) -> str:
 
 
 def server_rss_mb(server: LlamaServerProcess) -> float:
-    """The model server's resident memory, from /proc."""
-    for line in Path(f"/proc/{server.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    """The model server's resident memory (what Health reports), in MB."""
+    return process_rss_bytes(server.pid) / (1 << 20)
+
+
+async def timed_turn(orchestrator: Any, request: AiTaskRequest, name: str) -> tuple[TurnUsage, float, float]:
+    """One streamed turn: its usage, the time to its first visible text, its whole time (s); exits if it failed."""
+    began = time.perf_counter()
+    first: float | None = None
+    final = None
+    async for event in orchestrator.stream_task(request):
+        if isinstance(event, TextDeltaEvent) and event.text and first is None:
+            first = time.perf_counter() - began
+        if isinstance(event, FinalEvent):
+            final = event.result
+    elapsed = time.perf_counter() - began
+    if final is None or not final.ok:
+        raise SystemExit(f"{name}: a turn failed: {final.error if final else 'no result'}")
+    return final.usage, first if first is not None else elapsed, elapsed
+
+
+RSS_EVERY = 0  # --rss-every: record the server's RSS every this many turns of a runtime pass (0: at its end only)
 
 
 async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str) -> Pass:
@@ -167,28 +185,20 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str) -> P
                 tool = MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}"))
                 for fact in FACTS[: setup.facts]:
                     tool.execute({"action": "append", "content": fact})
-        for npc, player, turn in setup.schedule():
+        for done, (npc, player, turn) in enumerate(setup.schedule()):
+            if RSS_EVERY and done and done % RSS_EVERY == 0:
+                result.rss_trace.append((done, server_rss_mb(server)))
+                print(f"  {name}: server RSS after {done} turns: {result.rss_trace[-1][1]:.0f} MB", flush=True)
             if setup.edit_on(turn):
                 MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}")).execute(
                     {"action": "append", "content": _fact(setup, turn)})
             request = AiTaskRequest(_hint(npc, turn), f"Npc{npc}", scope=_scope(player), forced_tool_mode="none",
                                     max_output_tokens=MAX_TOKENS, temperature=0.0, extra={"seed": 0})
-            began = time.perf_counter()
-            first: float | None = None
-            final = None
-            async for event in orchestrator.stream_task(request):
-                if isinstance(event, TextDeltaEvent) and event.text and first is None:
-                    first = time.perf_counter() - began
-                if isinstance(event, FinalEvent):
-                    final = event.result
-            elapsed = time.perf_counter() - began
-            if final is None or not final.ok:
-                raise SystemExit(f"{name}: a turn failed: {final.error if final else 'no result'}")
-            usage = final.usage
-            result.add(turn > 0, usage.evaluated_prompt_tokens, usage.prompt_tokens,
-                       first if first is not None else elapsed, elapsed)
+            usage, ttft, elapsed = await timed_turn(orchestrator, request, name)
+            result.add(turn > 0, usage.evaluated_prompt_tokens, usage.prompt_tokens, ttft, elapsed)
         await orchestrator.client.aclose()
     result.rss_mb = server_rss_mb(server)
+    result.rss_trace.append((setup.turns, result.rss_mb))
     print(f"  pass done: {name}", flush=True)
     return result
 
@@ -245,17 +255,23 @@ def _p(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) >= 2 else (values[0] if values else 0.0)
 
 
-async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | None, setup: Setup) -> list[Pass]:
-    """The passes of one setup, one after the other."""
+PASSES = ("runtime", "design-note", "naive", "cached")
+
+
+async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | None, setup: Setup,
+                    only: tuple[str, ...] = PASSES) -> list[Pass]:
+    """The passes of one setup (those in `only`), one after the other."""
     began = time.perf_counter()
-    passes = [await runtime_pass(server, setup, "runtime")]
-    undo = design_note_runtime()
-    try:
-        passes.append(await runtime_pass(server, setup, "runtime, design-note order, no hysteresis"))
-    finally:
-        undo()
-    passes.append(await naive_pass(server, setup))
-    if cached is not None and setup.npcs > 1:
+    passes = [await runtime_pass(server, setup, "runtime")] if "runtime" in only else []
+    if "design-note" in only:
+        undo = design_note_runtime()
+        try:
+            passes.append(await runtime_pass(server, setup, "runtime, design-note order, no hysteresis"))
+        finally:
+            undo()
+    if "naive" in only:
+        passes.append(await naive_pass(server, setup))
+    if cached is not None and "cached" in only and (setup.npcs > 1 or only == ("cached",)):
         passes.append(await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB"))
     print(f"  passes done in {time.perf_counter() - began:.0f} s", flush=True)
     return passes
@@ -281,7 +297,12 @@ def main() -> None:
     parser.add_argument("--edit-every", type=int, default=5, help="the game appends a fact every N turns (0: never)")
     parser.add_argument("--window", type=int, default=8, help="the roles' MaxChatHistoryMessages")
     parser.add_argument("--prompt-cache-mb", type=int, default=256, help="the cached server's RAM cache (0: no pass)")
+    parser.add_argument("--passes", nargs="+", choices=PASSES, default=list(PASSES), help="which approaches to run")
+    parser.add_argument("--rss-every", type=int, default=0,
+                        help="also record the server's RSS every N turns of a runtime pass (long-run memory)")
     args = parser.parse_args()
+    global RSS_EVERY
+    RSS_EVERY = args.rss_every
     config = LlamaServerConfig(model_path=embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS, port=free_port())
     rows: list[tuple[Setup, list[Pass]]] = []
     with contextlib.ExitStack() as stack:
@@ -298,18 +319,24 @@ def main() -> None:
         for npcs in args.npcs:
             setup = Setup(npcs, args.players, args.turns, args.facts, args.edit_every, args.window)
             began = time.perf_counter()
-            passes = asyncio.run(run_setup(server, cached, setup))
+            passes = asyncio.run(run_setup(server, cached, setup, tuple(args.passes)))
             rows.append((setup, passes))
             for p in passes:  # as soon as a setup is done: a bounded run still reports what it measured
                 print(row(setup, p), flush=True)
             print(f"  ({npcs} NPC(s) x {args.players} player(s): {time.perf_counter() - began:.0f} s)", flush=True)
     for setup, passes in rows:
-        runtime, _, naive = passes[:3]
-        print(f"{setup.npcs} NPC(s): runtime/naive tokens evaluated "
-              f"{statistics.median(runtime.evaluated) / max(1, statistics.median(naive.evaluated)):.2f}x, "
-              f"TTFT p50 {statistics.median(runtime.ttft) / statistics.median(naive.ttft):.2f}x")
+        by_name = {p.name: p for p in passes}
+        runtime, naive = by_name.get("runtime"), by_name.get("naive (memory in system prompt, whole history)")
+        if runtime is not None and naive is not None:
+            print(f"{setup.npcs} NPC(s): runtime/naive tokens evaluated "
+                  f"{statistics.median(runtime.evaluated) / max(1, statistics.median(naive.evaluated)):.2f}x, "
+                  f"TTFT p50 {statistics.median(runtime.ttft) / statistics.median(naive.ttft):.2f}x")
         for p in passes:
-            print(f"  {p.name}: evaluated per turn {' '.join(str(e) for e in p.evaluated)}")
+            if len(p.evaluated) <= 60:
+                print(f"  {p.name}: evaluated per turn {' '.join(str(e) for e in p.evaluated)}")
+            if args.rss_every and p.rss_trace:
+                print(f"  {p.name}: server RSS MB after N turns: "
+                      + ", ".join(f"{n}: {mb:.0f}" for n, mb in p.rss_trace))
     print("\nRun: nice -n 10 .venv/bin/python bench/bench_npcs.py " + " ".join(sys.argv[1:]))
 
 

@@ -183,14 +183,18 @@ class TextDelta(_message.Message):
     def __init__(self, text: _Optional[str] = ...) -> None: ...
 
 class TurnUsage(_message.Message):
-    __slots__ = ("prompt_tokens", "completion_tokens", "model_calls")
+    __slots__ = ("prompt_tokens", "completion_tokens", "model_calls", "cached_prompt_tokens", "evaluated_prompt_tokens")
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MODEL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    EVALUATED_PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     prompt_tokens: int
     completion_tokens: int
     model_calls: int
-    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., model_calls: _Optional[int] = ...) -> None: ...
+    cached_prompt_tokens: int
+    evaluated_prompt_tokens: int
+    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., model_calls: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., evaluated_prompt_tokens: _Optional[int] = ...) -> None: ...
 
 class RunTaskResponse(_message.Message):
     __slots__ = ("status", "text", "error", "tool_calls", "tool_results", "cut_report", "usage", "trace_id")
@@ -255,15 +259,21 @@ class HealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthResponse(_message.Message):
-    __slots__ = ("ready", "model", "version", "model_ready", "memory_design")
+    __slots__ = ("ready", "model", "version", "model_ready", "memory_design", "model_rss_bytes", "prompt_cache_used_bytes", "prompt_cache_limit_bytes")
     READY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     MODEL_READY_FIELD_NUMBER: _ClassVar[int]
     MEMORY_DESIGN_FIELD_NUMBER: _ClassVar[int]
+    MODEL_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_CACHE_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_CACHE_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
     ready: bool
     model: str
     version: str
     model_ready: bool
     memory_design: str
-    def __init__(self, ready: _Optional[bool] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., model_ready: _Optional[bool] = ..., memory_design: _Optional[str] = ...) -> None: ...
+    model_rss_bytes: int
+    prompt_cache_used_bytes: int
+    prompt_cache_limit_bytes: int
+    def __init__(self, ready: _Optional[bool] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., model_ready: _Optional[bool] = ..., memory_design: _Optional[str] = ..., model_rss_bytes: _Optional[int] = ..., prompt_cache_used_bytes: _Optional[int] = ..., prompt_cache_limit_bytes: _Optional[int] = ...) -> None: ...

@@ -51,6 +51,7 @@ from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
 from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
 from pyruntime.rpc.tls import check_listen, tls_files
 from pyruntime.service import RuntimeServices
+from pyruntime.service.model_memory import hosted_model_memory
 from pyruntime.service.readiness import EXTERNAL_MODEL, MODEL_LOADING, Readiness, hosted_model_readiness
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
@@ -65,6 +66,10 @@ EXIT_USAGE = 2
 DEFAULT_GRACE_S = 5.0
 _WATCH_S = 0.5
 MODEL_KEY_FILE_NAME = "model_key"  # next to the token file: the model port's API key, for external clients
+PROMPT_CACHE_RELATIVE_PATH = Path("CoreAI") / "runtime" / "prompt-cache"  # --prompt-cache-dir without a folder
+_PROMPT_CACHE_PATH = PROMPT_CACHE_RELATIVE_PATH.as_posix()
+_IN_DATA_DIR = "<data-dir>"
+TAIL_ANCHORS_FILE_NAME = "tail-anchors.json"  # in the prompt cache folder: where each conversation's tail went
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,7 @@ class ServeOptions:
     threads: int | None = None  # None: default_threads() (half the cores, at least 1)
     n_gpu_layers: int = 0  # layers of the hosted model on the GPU; 0: CPU only, -1: all
     prompt_cache_mb: int | None = None  # RAM prompt-state cache of the hosted model; 0: off, None: by model size
+    prompt_cache_dir: Path | None = None  # the cache mirrored on disk there (survives restarts); None: RAM only
 
     @property
     def hosts_model(self) -> bool:
@@ -131,6 +137,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="RAM for the hosted model's prompt states, so NPCs in rotation and the memory writer pass "
                         "keep replies warm (0: off; default 256 for a model under 1 GB, else off; "
                         "~25 MB per 1000-token SmolLM2 prompt)")
+    p.add_argument("--prompt-cache-dir", nargs="?", const=_IN_DATA_DIR, metavar="DIR",
+                   help="keep the prompt cache on disk too, so NPCs' first turns after a restart start warm "
+                        f"(bounded by --prompt-cache-mb; without DIR: <data-dir>/{_PROMPT_CACHE_PATH}; default: off)")
     p.add_argument("--data-dir", type=Path,
                    help="the game's persistentDataPath (saves live under CoreAI/); required unless --session-only")
     p.add_argument("--store", metavar="postgresql://…",
@@ -185,7 +194,19 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
         tool_mode=ToolCallMode.parse(args.tool_mode) if args.tool_mode else None,
         memory_design=MemoryDesign.parse(args.memory_design) if getattr(args, "memory_design", None) else None,
         parent_pid=args.parent_pid, exit_on_stdin_eof=args.exit_on_stdin_eof, threads=args.threads,
-        n_gpu_layers=getattr(args, "n_gpu_layers", 0), prompt_cache_mb=args.prompt_cache_mb)
+        n_gpu_layers=getattr(args, "n_gpu_layers", 0), prompt_cache_mb=args.prompt_cache_mb,
+        prompt_cache_dir=_prompt_cache_dir(getattr(args, "prompt_cache_dir", None), args.data_dir))
+
+
+def _prompt_cache_dir(flag: str | None, data_dir: Path | None) -> Path | None:
+    """--prompt-cache-dir's folder: the one given, or the data dir's when given without one."""
+    if flag is None:
+        return None
+    if flag != _IN_DATA_DIR:
+        return Path(flag)
+    if data_dir is None:
+        raise InvalidArgumentError("--prompt-cache-dir without a folder needs --data-dir (it goes under it)")
+    return data_dir / PROMPT_CACHE_RELATIVE_PATH
 
 
 def run(args: argparse.Namespace) -> int:
@@ -251,6 +272,11 @@ def validate(options: ServeOptions) -> None:
         raise InvalidArgumentError(f"--n-gpu-layers must be -1 (all), 0 (CPU) or more, got {options.n_gpu_layers}")
     if options.parent_pid is not None and options.parent_pid <= 0:
         raise InvalidArgumentError(f"--parent-pid must be a process id (> 0), got {options.parent_pid}")
+    if options.prompt_cache_dir is not None and options.prompt_cache_dir.exists() and \
+            not options.prompt_cache_dir.is_dir():
+        raise InvalidArgumentError("--prompt-cache-dir exists but is not a directory")
+    if options.prompt_cache_dir is not None and options.prompt_cache_mb == 0:
+        raise InvalidArgumentError("--prompt-cache-dir needs a prompt cache: --prompt-cache-mb 0 turns it off")
     if options.chat_history_cap < 1 or options.transcript_cap < 1:
         raise InvalidArgumentError("--chat-history-cap and --transcript-cap must be at least 1")
     if not is_loopback_host(options.host):
@@ -390,7 +416,7 @@ async def _start_model(options: ServeOptions, stack: contextlib.AsyncExitStack, 
         return _Model(scripted.base_url, MODEL_ID)
     config = hosted_model_config(options.model, host=options.host, port=options.port, n_ctx=options.ctx,
                                  n_threads=options.threads, n_gpu_layers=options.n_gpu_layers,
-                                 prompt_cache_mb=options.prompt_cache_mb)
+                                 prompt_cache_mb=options.prompt_cache_mb, prompt_cache_dir=options.prompt_cache_dir)
     server = LlamaServerProcess(config)
     stack.push_async_callback(_stop_model, server)
     if loading is not None:
@@ -456,6 +482,11 @@ async def _attach_turns(options: ServeOptions, services: RuntimeServices, stores
         orchestrator = build_orchestrator(base_url=model.url, stores=stores, policy=policy, tool_mode=mode,
                                           memory_design=options.memory_design)
     stack.push_async_callback(orchestrator.client.aclose)
+    if options.prompt_cache_dir is not None and model.server is not None:
+        # With the prompt states on disk, the prompts after a restart must be the ones sent before it.
+        anchors = options.prompt_cache_dir / TAIL_ANCHORS_FILE_NAME
+        orchestrator.load_tail_anchors(anchors)
+        stack.push_async_callback(asyncio.to_thread, _save_tail_anchors, orchestrator, anchors)
     # Runs before the client closes (and after the RPC servers stop): memory passes still queued finish.
     stack.push_async_callback(orchestrator.memory_passes.drain)
     log.info("memory design: %s", orchestrator.memory_design.value)
@@ -468,7 +499,17 @@ async def _attach_turns(options: ServeOptions, services: RuntimeServices, stores
     services.orchestrator.memory_design = orchestrator.memory_design.value
     services.metrics.watch_model_queue(lambda: orchestrator.queue.waiting)
     services.orchestrator.attach_runner(ProtoTurnRunner(orchestrator), model.alias)
+    if host is not None:
+        services.orchestrator.model_memory = lambda: hosted_model_memory(host)
     services.orchestrator.readiness = readiness  # last: health says ready only once turns can run
+
+
+def _save_tail_anchors(orchestrator: Any, path: Path) -> None:
+    """At shutdown (after the last turn): a failure costs warm first turns after the restart, nothing else."""
+    try:
+        orchestrator.save_tail_anchors(path)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("tail anchors not saved (%s)", type(exc).__name__)
 
 
 def _token_file(options: ServeOptions, stack: contextlib.AsyncExitStack) -> Path:

@@ -28,6 +28,9 @@ class RuntimeHealth:
     version: str
     model_ready: bool
     memory_design: str = ""  # "tool" | "writer" | "" (no model)
+    model_rss_bytes: int = 0  # the hosted model server's resident memory (0: none, or not Linux)
+    prompt_cache_used_bytes: int = 0
+    prompt_cache_limit_bytes: int = 0  # 0: the prompt cache is off
 
 
 def target(role_id: str, scope: AgentMemoryScope | None, actor: str | None) -> common_pb2.AgentTarget:
@@ -144,4 +147,5 @@ def task_request(hint: str, role_id: str, scope: AgentMemoryScope | None, actor:
 def health(response: orch.HealthResponse) -> RuntimeHealth:
     """The Health answer."""
     return RuntimeHealth(response.ready, response.model, response.version, response.model_ready,
-                         response.memory_design)
+                         response.memory_design, response.model_rss_bytes, response.prompt_cache_used_bytes,
+                         response.prompt_cache_limit_bytes)

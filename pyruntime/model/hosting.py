@@ -74,6 +74,9 @@ class LlamaServerProcess:
         # bodies (player text) in its error traces. Startup errors quote its tail.
         self._stderr_tail: deque[str] = deque(maxlen=_STDERR_LINES)
         self.startup_seconds: float | None = None
+        # The child's last answer to `status()` (the watchdog probes it every second): what Health reports
+        # of the prompt cache without calling the child itself.
+        self.last_status: dict[str, object] = {}
 
     @property
     def base_url(self) -> str:
@@ -121,6 +124,7 @@ class LlamaServerProcess:
         if self.config.api_key:
             env[API_KEY_ENV] = self.config.api_key
         began = time.perf_counter()
+        self.last_status = {}
         self._process = subprocess.Popen(
             [sys.executable, "-m", "pyruntime.model.llama_server", self.config.to_json()],
             env=env,
@@ -184,6 +188,7 @@ class LlamaServerProcess:
         data = response.json()
         if not isinstance(data, dict):
             raise ValueError("status is not a JSON object")
+        self.last_status = data
         return data
 
     def kill(self) -> int | None:
@@ -231,11 +236,13 @@ def hosted_model_config(
     n_gpu_layers: int = 0,
     api_key: str | None = None,
     prompt_cache_mb: int | None = None,
+    prompt_cache_dir: Path | None = None,
 ) -> LlamaServerConfig:
     """Config for hosting `model_path`, or the embedded SmolLM2 model when it is None.
 
     The port always demands a key: `api_key`, else a fresh random one (`generate_model_key`).
-    `prompt_cache_mb` None: `default_prompt_cache_mb` of the model file.
+    `prompt_cache_mb` None: `default_prompt_cache_mb` of the model file; `prompt_cache_dir`: the cache on disk
+    too (a model that gets no cache by default needs `prompt_cache_mb` with it).
     """
     threads = default_threads() if n_threads is None else n_threads
     key = api_key or generate_model_key()
@@ -247,7 +254,8 @@ def hosted_model_config(
         path, alias = model_path, model_path.stem.lower() or "local-model"
     cache = default_prompt_cache_mb(path) if prompt_cache_mb is None else prompt_cache_mb
     return LlamaServerConfig(model_path=path, alias=alias, host=host, port=port, n_ctx=n_ctx, n_threads=threads,
-                             n_gpu_layers=n_gpu_layers, api_key=key, prompt_cache_mb=cache)
+                             n_gpu_layers=n_gpu_layers, api_key=key, prompt_cache_mb=cache,
+                             prompt_cache_dir=prompt_cache_dir)
 
 
 def default_prompt_cache_mb(model_path: Path) -> int:

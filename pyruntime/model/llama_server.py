@@ -76,6 +76,9 @@ class LlamaServerConfig:
     # RAM prompt cache (issue 13): model states of recent prompts, so NPCs in rotation find their prefix
     # warm; the limit counts the KV state (prompt_cache.NpcPromptCache drops the uncounted logits). 0: off.
     prompt_cache_mb: int = 0
+    # The cache mirrored in this folder (prompt_store.py), so a restarted server finds its NPCs' prompts warm;
+    # bounded by prompt_cache_mb too. None: RAM only.
+    prompt_cache_dir: Path | None = None
     # Bearer key the port demands (llama-cpp-python's `api_key`); None: no key (tests, benches).
     # Never serialised: it reaches the child through API_KEY_ENV.
     api_key: str | None = field(default=None, repr=False)
@@ -91,6 +94,9 @@ class LlamaServerConfig:
             raise InvalidArgumentError(f"n_gpu_layers must be -1 (all), 0 (CPU) or more, got {self.n_gpu_layers}")
         if self.prompt_cache_mb < 0:
             raise InvalidArgumentError(f"prompt_cache_mb must be 0 (off) or more, got {self.prompt_cache_mb}")
+        if self.prompt_cache_dir is not None and self.prompt_cache_mb == 0:
+            raise InvalidArgumentError("a prompt cache folder needs a prompt cache budget (prompt_cache_mb > 0): "
+                                       "the budget bounds the folder too")
 
     @property
     def base_url(self) -> str:
@@ -105,6 +111,7 @@ class LlamaServerConfig:
         """Serialised form passed to the child process."""
         data = asdict(self)
         data["model_path"] = str(self.model_path)
+        data["prompt_cache_dir"] = None if self.prompt_cache_dir is None else str(self.prompt_cache_dir)
         del data["api_key"]
         return json.dumps(data)
 
@@ -113,6 +120,8 @@ class LlamaServerConfig:
         """Inverse of `to_json`."""
         data: dict[str, Any] = json.loads(text)
         data["model_path"] = Path(data["model_path"])
+        if data.get("prompt_cache_dir") is not None:
+            data["prompt_cache_dir"] = Path(data["prompt_cache_dir"])
         data["api_key"] = os.environ.get(API_KEY_ENV) or None
         return cls(**data)
 
@@ -141,8 +150,15 @@ def run_server(config: LlamaServerConfig) -> None:
     )
     app = create_app(server_settings=server_settings, model_settings=[model_settings(config)])
     remove_permissive_cors(app)
+    status_extra = on_shutdown = None
+    if config.prompt_cache_mb > 0:
+        from pyruntime.model import prompt_cache
+
+        status_extra = prompt_cache.status
+        on_shutdown = prompt_cache.flush_active  # a graceful stop keeps the last turns' states on disk
     uvicorn.run(
-        ModelPortGuard(DefaultModelMiddleware(app, config.alias), port=config.port, api_key=config.api_key),
+        ModelPortGuard(DefaultModelMiddleware(app, config.alias), port=config.port, api_key=config.api_key,
+                       status_extra=status_extra, on_shutdown=on_shutdown),
         host=config.host,
         port=config.port,
         log_level="warning",
@@ -167,18 +183,26 @@ def model_settings(config: LlamaServerConfig) -> ModelSettings:
         chat_format=config.chat_format,
         logits_all=config.logits_all,
         verbose=False,
-        **_prompt_cache_settings(config.prompt_cache_mb),
+        **_prompt_cache_settings(config),
     )
 
 
-def _prompt_cache_settings(megabytes: int) -> dict[str, Any]:
+def _prompt_cache_settings(config: LlamaServerConfig) -> dict[str, Any]:
     """ModelSettings fields for the RAM prompt cache; the library's cache class is replaced by ours."""
-    if megabytes <= 0:
+    if config.prompt_cache_mb <= 0:
         return {}
     from pyruntime.model import prompt_cache
 
-    prompt_cache.install()
-    return {"cache": True, "cache_type": "ram", "cache_size": megabytes << 20}
+    identity = None
+    if config.prompt_cache_dir is not None:
+        import llama_cpp
+
+        from pyruntime.model.prompt_store import model_identity
+
+        n_ctx = config.n_ctx if config.n_ctx is not None else DEFAULT_N_CTX
+        identity = model_identity(config.model_path, n_ctx, llama_cpp.__version__)
+    prompt_cache.install(config.prompt_cache_dir, identity)
+    return {"cache": True, "cache_type": "ram", "cache_size": config.prompt_cache_mb << 20}
 
 
 _OVERFLOW = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")

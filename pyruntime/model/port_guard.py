@@ -21,7 +21,7 @@ import contextvars
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,8 +163,12 @@ def remove_permissive_cors(app: Any) -> None:
 class ModelPortGuard:
     """ASGI middleware in front of llama-cpp-python: loopback Host/Origin, the API key, the status probe."""
 
-    def __init__(self, app: Any, *, port: int, api_key: str | None, tracker: GenerationTracker = TRACKER) -> None:
-        """Guard `app` served on `port`; `api_key` None accepts requests without a key (tests only)."""
+    def __init__(self, app: Any, *, port: int, api_key: str | None, tracker: GenerationTracker = TRACKER,
+                 status_extra: Callable[[], dict[str, Any]] | None = None,
+                 on_shutdown: Callable[[], None] | None = None) -> None:
+        """Guard `app` served on `port`; `api_key` None accepts requests without a key (tests only);
+        `status_extra` adds fields to the status probe's answer (read without locks, e.g. the prompt cache's size);
+        `on_shutdown` runs (in a thread) when the server shuts down gracefully, before the app hears of it."""
         auth = _rpc_auth()
         self._bearer_matches = auth.bearer_matches
         self._host_allowed = auth.host_header_allowed
@@ -173,10 +177,12 @@ class ModelPortGuard:
         self.port = port
         self.api_key = api_key
         self.tracker = tracker
+        self.status_extra = status_extra
+        self.on_shutdown = on_shutdown
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            await self.app(scope, receive, send)
+            await self.app(scope, self._lifespan(receive), send)
             return
         if scope["type"] != "http":
             if scope["type"] == "websocket":
@@ -192,12 +198,27 @@ class ModelPortGuard:
                                               "code": "invalid_api_key"}})
             return
         if scope["path"] == STATUS_PATH and scope["method"] == "GET":
-            await _json(send, 200, self.tracker.status())
+            body = self.tracker.status()
+            if self.status_extra is not None:
+                body.update(self.status_extra())
+            await _json(send, 200, body)
             return
         if scope["method"] == "POST" and scope["path"] in _COMPLETION_PATHS:
             await self._watched(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    def _lifespan(self, receive: Any) -> Any:
+        """`receive` of the lifespan scope, running `on_shutdown` when the shutdown message arrives."""
+        hook = self.on_shutdown
+
+        async def watched() -> dict[str, Any]:
+            message = await receive()
+            if message["type"] == "lifespan.shutdown" and hook is not None:
+                await asyncio.to_thread(hook)
+            return message
+
+        return watched if hook is not None else receive
 
     async def _watched(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Run a completion with a control that is cancelled as soon as the client disconnects.

@@ -20,15 +20,20 @@ MODEL_STATES = ("none", "loading", "ready", "restarting", "failed")
 ModelSnapshot = Callable[[], tuple[str, int]]
 """(state, restarts so far) of the model host, read without blocking."""
 
+MemorySnapshot = Callable[[], tuple[int, int, int]]
+"""(RSS, prompt cache used, prompt cache limit) of the model server in bytes, read without blocking."""
+
 
 class _ModelCollector(Collector):
-    """coreai_model_state{state} (1 for the current one), coreai_model_ready, coreai_model_restarts_total."""
+    """coreai_model_state{state} (1 for the current one), coreai_model_ready, coreai_model_restarts_total, and
+    the model server's memory: coreai_model_rss_bytes, coreai_prompt_cache_used_bytes / _limit_bytes."""
 
     def __init__(self) -> None:
         self.source: ModelSnapshot | None = None
+        self.memory: MemorySnapshot | None = None
 
     def collect(self) -> Iterable[Metric]:
-        """The model host's state as read now."""
+        """The model host's state and memory as read now."""
         state, restarts = self.source() if self.source is not None else ("none", 0)
         states = GaugeMetricFamily("coreai_model_state", "The model host's state (1 = current)", labels=["state"])
         for name in MODEL_STATES:
@@ -36,6 +41,11 @@ class _ModelCollector(Collector):
         yield states
         yield GaugeMetricFamily("coreai_model_ready", "1 when the model answers turns", value=float(state == "ready"))
         yield CounterMetricFamily("coreai_model_restarts", "Times the model server was restarted", value=restarts)
+        rss, used, limit = self.memory() if self.memory is not None else (0, 0, 0)
+        yield GaugeMetricFamily("coreai_model_rss_bytes", "The hosted model server's resident memory (0: unknown)",
+                                value=rss)
+        yield GaugeMetricFamily("coreai_prompt_cache_used_bytes", "Model states the prompt cache holds", value=used)
+        yield GaugeMetricFamily("coreai_prompt_cache_limit_bytes", "The prompt cache's budget (0: off)", value=limit)
 
 
 class RuntimeMetrics:
@@ -68,6 +78,10 @@ class RuntimeMetrics:
     def watch_model(self, source: ModelSnapshot) -> None:
         """Read the model host's (state, restarts) from source at every scrape."""
         self._model.source = source
+
+    def watch_model_memory(self, source: MemorySnapshot) -> None:
+        """Read the model server's (RSS, prompt cache used, limit) bytes from source at every scrape."""
+        self._model.memory = source
 
     def watch_turns_in_flight(self, source: Callable[[], float]) -> None:
         """Read the number of admitted turns from source at every scrape."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pyruntime.observability import RuntimeMetrics
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.service.memory_store import MemoryStoreService
+from pyruntime.service.model_memory import ModelMemory, ModelMemorySource
 from pyruntime.service.admission import TurnAdmission
 from pyruntime.service.orchestrator import OrchestratorService, TurnRunner
 from pyruntime.service.readiness import Readiness, ReadinessSource
@@ -28,12 +29,13 @@ class RuntimeServices:
     def create(cls, stores: StoreBundle, policy: AgentMemoryPolicy | None = None, *,
                runner: TurnRunner | None = None, model_alias: str = "",
                readiness: ReadinessSource | None = None, admission: TurnAdmission | None = None,
-               metrics: RuntimeMetrics | None = None) -> "RuntimeServices":
+               metrics: RuntimeMetrics | None = None,
+               model_memory: ModelMemorySource | None = None) -> "RuntimeServices":
         """The services over stores; without a runner the turn RPCs answer UNAVAILABLE."""
         policy = policy if policy is not None else AgentMemoryPolicy()
         return cls(MemoryStoreService(stores, policy),
                    OrchestratorService(policy, runner, model_alias=model_alias, readiness=readiness,
-                                       admission=admission, metrics=metrics))
+                                       admission=admission, metrics=metrics, model_memory=model_memory))
 
     @property
     def metrics(self) -> RuntimeMetrics:
@@ -47,6 +49,8 @@ class RuntimeServices:
 
 __all__ = [
     "MemoryStoreService",
+    "ModelMemory",
+    "ModelMemorySource",
     "Readiness",
     "ReadinessSource",
     "OrchestratorService",

@@ -21,6 +21,7 @@ from pyruntime.observability import RuntimeMetrics, new_trace_id, trace_context
 from pyruntime.policy import AgentMemoryPolicy, config_from_proto, config_to_proto
 from pyruntime.scopes import DEFAULT_TURN_ROLE, storage_key
 from pyruntime.service.admission import TurnAdmission
+from pyruntime.service.model_memory import ModelMemorySource, no_model_memory
 from pyruntime.service.readiness import ModelState, ReadinessSource, no_model
 from pyruntime.service.status import ServiceError, StatusCode, status_for
 from pyruntime.service.targets import check_id, target_from_proto
@@ -52,20 +53,27 @@ class OrchestratorService:
 
     def __init__(self, policy: AgentMemoryPolicy, runner: TurnRunner | None = None, *,
                  model_alias: str = "", readiness: ReadinessSource | None = None,
-                 admission: TurnAdmission | None = None, metrics: RuntimeMetrics | None = None) -> None:
+                 admission: TurnAdmission | None = None, metrics: RuntimeMetrics | None = None,
+                 model_memory: ModelMemorySource | None = None) -> None:
         self._policy = policy
         self._runner = runner
         self._model_alias = model_alias
         self.memory_design = ""  # set by whoever builds the turn engine ("tool" | "writer"); reported in Health
         self.readiness: ReadinessSource = readiness or no_model
+        self.model_memory: ModelMemorySource = model_memory or no_model_memory
         self.admission = admission or TurnAdmission()
         self.metrics = metrics or RuntimeMetrics()
         self.metrics.watch_turns_in_flight(lambda: self.admission.in_flight)
         self.metrics.watch_model(self._model_snapshot)
+        self.metrics.watch_model_memory(self._memory_snapshot)
 
     def _model_snapshot(self) -> tuple[str, int]:
         readiness = self.readiness()
         return readiness.state.value, readiness.restarts
+
+    def _memory_snapshot(self) -> tuple[int, int, int]:
+        memory = self.model_memory()
+        return memory.rss_bytes, memory.prompt_cache_used_bytes, memory.prompt_cache_limit_bytes
 
     def attach_runner(self, runner: TurnRunner, model_alias: str) -> None:
         """Bind the turn engine once the model has loaded (serve answers health and stores before that)."""
@@ -207,5 +215,9 @@ class OrchestratorService:
     async def health(self, request: pb.HealthRequest) -> pb.HealthResponse:
         """Ready to serve calls as configured, and whether the model answers; never calls the model."""
         readiness = self.readiness()
+        memory = self.model_memory()
         return pb.HealthResponse(ready=readiness.ready, model=self._model_alias, version=pyruntime.__version__,
-                                 model_ready=readiness.model_ready, memory_design=self.memory_design)
+                                 model_ready=readiness.model_ready, memory_design=self.memory_design,
+                                 model_rss_bytes=memory.rss_bytes,
+                                 prompt_cache_used_bytes=memory.prompt_cache_used_bytes,
+                                 prompt_cache_limit_bytes=memory.prompt_cache_limit_bytes)

@@ -69,6 +69,8 @@ def result_to_proto(result: TaskResult) -> pb.RunTaskResponse:
             prompt_tokens=result.usage.prompt_tokens,
             completion_tokens=result.usage.completion_tokens,
             model_calls=result.usage.model_calls,
+            cached_prompt_tokens=result.usage.cached_prompt_tokens,
+            evaluated_prompt_tokens=result.usage.evaluated_prompt_tokens,
         ),
         trace_id=result.trace_id,
     )

@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
@@ -93,6 +94,7 @@ from pyruntime.turns.prompt import (
 )
 from pyruntime.turns.recording import TurnRecord, record_turn
 from pyruntime.turns.request import FORCED_TOOL_NONE, FORCED_TOOL_REQUIRED, AiTaskRequest
+from pyruntime.turns.tail_anchors import conversation_digest, load_anchors, save_anchors
 from pyruntime.turns.tool_loop import (
     CallOutcome,
     ExecutedCall,
@@ -499,14 +501,22 @@ class AiOrchestrator:
 
     def _tail_place(self, turn: _Turn, tail: TailBlocks, prepared: PreparedHistory) -> tuple[int, TailAnchor]:
         compacted = prepared.cut_report.compaction is not CompactionKind.NONE
-        anchor = self._tail_anchors.get(turn.store.key(turn.role_id))
+        anchor = self._tail_anchors.get(conversation_digest(turn.store.key(turn.role_id)))
         return place_tail(anchor, tail_text_of(tail), prepared.messages, compacted=compacted)
+
+    def load_tail_anchors(self, path: Path) -> None:
+        """Take the tail places saved by `save_tail_anchors` (a runtime restarted with the disk prompt cache)."""
+        self._tail_anchors = load_anchors(path, MAX_TAIL_ANCHORS)
+
+    def save_tail_anchors(self, path: Path) -> None:
+        """Save where each conversation's tail was last sent (digests only), for `load_tail_anchors`."""
+        save_anchors(path, self._tail_anchors)
 
     def _keep_tail_anchor(self, turn: _Turn, tail: TailBlocks) -> None:
         """Remember where this turn's tail went (bounded: the least recently used conversations go first)."""
         if turn.prepared is None:
             return
-        key = turn.store.key(turn.role_id)
+        key = conversation_digest(turn.store.key(turn.role_id))
         self._tail_anchors[key] = self._tail_place(turn, tail, turn.prepared)[1]
         self._tail_anchors.move_to_end(key)
         while len(self._tail_anchors) > MAX_TAIL_ANCHORS:

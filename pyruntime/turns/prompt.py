@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 import enum
+import hashlib
 from dataclasses import dataclass
 
 from pyruntime.history.messages import HistoryMessage
@@ -113,8 +114,25 @@ class TailBlocks:
 class TailAnchor:
     """Where a conversation's tail was sent: its text and the store order of the history message before it."""
 
-    text: str
+    text: str  # or its `text_digest` (an anchor read back from disk keeps no game text)
     after_order: int  # 0: at the start of the history (or no known order)
+
+    def matches(self, tail_text: str) -> bool:
+        """True when `tail_text` is the text this anchor was kept for."""
+        return self.text == tail_text or self.text == text_digest(tail_text)
+
+
+_DIGEST_PREFIX = "sha256:"
+
+
+def text_digest(text: str) -> str:
+    """A stand-in for a text that can be compared but not read back."""
+    return _DIGEST_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def is_text_digest(text: str) -> bool:
+    """True for a `text_digest`."""
+    return text.startswith(_DIGEST_PREFIX) and len(text) == len(_DIGEST_PREFIX) + 64
 
 
 def place_tail(anchor: TailAnchor | None, tail_text: str, history: Sequence[HistoryMessage],
@@ -126,7 +144,7 @@ def place_tail(anchor: TailAnchor | None, tail_text: str, history: Sequence[Hist
     changed tail, a compaction (the head changed: nothing after it is reused anyway) or an anchor no
     longer in the history puts it right before the payload again.
     """
-    if anchor is not None and anchor.text == tail_text and not compacted:
+    if anchor is not None and anchor.matches(tail_text) and not compacted:
         if anchor.after_order == 0 and history:
             return 0, anchor
         for index, message in enumerate(history):

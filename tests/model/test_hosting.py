@@ -203,3 +203,27 @@ def test_the_serve_flag_decides_the_prompt_cache_and_its_absence_leaves_the_defa
     assert cache_of() == SMALL_MODEL_PROMPT_CACHE_MB
     assert cache_of("--prompt-cache-mb", "0") == 0
     assert cache_of("--prompt-cache-mb", "32") == 32
+
+
+def test_the_prompt_cache_folder_flows_from_the_serve_flag_to_the_child(tiny_model_path, tmp_path):
+    from pyruntime.cli import build_parser
+    from pyruntime.cli.serve import PROMPT_CACHE_RELATIVE_PATH, options_from_args, validate
+
+    def folder_of(*flags: str) -> Path | None:
+        options = options_from_args(build_parser().parse_args(["serve", "--model", str(tiny_model_path), *flags]))
+        validate(options)
+        config = hosted_model_config(options.model, prompt_cache_mb=options.prompt_cache_mb,
+                                     prompt_cache_dir=options.prompt_cache_dir)
+        return LlamaServerConfig.from_json(config.to_json()).prompt_cache_dir  # what the child receives
+
+    data = tmp_path / "data"
+    assert folder_of("--data-dir", str(data)) is None  # off by default
+    assert folder_of("--data-dir", str(data), "--prompt-cache-dir") == data / PROMPT_CACHE_RELATIVE_PATH
+    assert folder_of("--session-only", "--prompt-cache-dir", str(tmp_path / "c")) == tmp_path / "c"
+    with pytest.raises(InvalidArgumentError, match="needs --data-dir"):
+        folder_of("--session-only", "--prompt-cache-dir")
+    with pytest.raises(InvalidArgumentError, match="--prompt-cache-mb 0 turns it off"):
+        folder_of("--session-only", "--prompt-cache-dir", str(tmp_path), "--prompt-cache-mb", "0")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InvalidArgumentError, match="not a directory"):
+        folder_of("--session-only", "--prompt-cache-dir", str(tmp_path / "file"))

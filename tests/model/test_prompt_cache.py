@@ -20,7 +20,7 @@ def _npc(name: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": f"You are {name}. {lines}"}, {"role": "user", "content": "Hello!"}]
 
 
-async def _usage(url: str, messages: list[dict[str, str]]) -> Usage:
+async def stream_usage(url: str, messages: list[dict[str, str]]) -> Usage:
     client = OpenAICompatClient(url)
     try:
         async with client.stream_chat(messages, max_tokens=4, temperature=0.0) as stream:
@@ -33,9 +33,9 @@ async def _usage(url: str, messages: list[dict[str, str]]) -> Usage:
 def _rotation(url: str) -> tuple[Usage, Usage]:
     """Bram, Elda, then Bram again with one more line: (Bram's first turn, Bram's second turn)."""
     bram, elda = _npc("Bram"), _npc("Elda")
-    first = asyncio.run(_usage(url, bram))
-    asyncio.run(_usage(url, elda))
-    again = asyncio.run(_usage(url, [*bram, {"role": "assistant", "content": "Hi."},
+    first = asyncio.run(stream_usage(url, bram))
+    asyncio.run(stream_usage(url, elda))
+    again = asyncio.run(stream_usage(url, [*bram, {"role": "assistant", "content": "Hi."},
                                      {"role": "user", "content": "Bye"}]))
     return first, again
 

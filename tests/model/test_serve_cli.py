@@ -24,7 +24,7 @@ from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import RuntimeClient, RuntimeUnavailableError
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS
-from pyruntime.model.hosting import port_is_free
+from pyruntime.model.hosting import SMALL_MODEL_PROMPT_CACHE_MB, port_is_free
 from pyruntime.rpc.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
@@ -129,6 +129,9 @@ def test_serve_runs_the_whole_runtime_over_both_transports_and_stops_cleanly(tin
                 health = client.health()
                 assert health.ready and health.model_ready and health.model == "tiny"
                 assert health.memory_design == "writer"  # a small hosted model: the memory writer pass
+                # ... and the default RAM prompt cache; Health reports it and the child's memory (issue 13).
+                assert health.prompt_cache_limit_bytes == SMALL_MODEL_PROMPT_CACHE_MB << 20
+                assert health.model_rss_bytes > 0 or not sys.platform.startswith("linux")
                 written = client.apply_memory_tool("Blacksmith", {"action": "append", "content": f"via {transport}"},
                                                    scope=SCOPE)
                 assert written.success, written.error
@@ -149,6 +152,36 @@ def test_serve_runs_the_whole_runtime_over_both_transports_and_stops_cleanly(tin
     assert loaded.state.memory.splitlines() == ["via grpc", "via connect"]
     history = stores.scoped(SCOPE).get_chat_history("PlainChat")
     assert [m.content for m in history if m.role == "user"] == ["hi", "hi"]
+
+
+def test_with_the_disk_prompt_cache_a_restarted_runtime_starts_the_npc_warm(tiny_model_path, tmp_path):
+    # Issue 13: the first turn after a restart evaluates about what the same turn evaluates on a warm runtime.
+    def run(data_dir: Path, *hints: str) -> list[pb.TurnUsage]:
+        port = free_port()
+        serve = Serve(tmp_path, "--model", str(tiny_model_path), "--port", str(port), "--data-dir", str(data_dir),
+                      *RPC_ANY_PORT, "--tool-mode", "native", "--prompt-cache-dir")
+        try:
+            ready = serve.ready()
+            token = read_token_file(Path(ready["token_file"]))
+            with RuntimeClient(f"grpc://127.0.0.1:{ready['grpc_port']}", token=token, timeout=120) as client:
+                turns = [client.run_task(hint, role_id="PlainChat", scope=SCOPE, max_output_tokens=8,
+                                         forced_tool_mode="none") for hint in hints]
+        finally:
+            assert serve.stop() == 0
+        assert [t.status for t in turns] == [pb.TURN_STATUS_OK] * len(hints)
+        return [t.usage for t in turns]
+
+    restarted = tmp_path / "restarted"
+    [first] = run(restarted, "hello there")
+    assert first.cached_prompt_tokens == 0
+    assert list((restarted / "CoreAI" / "runtime" / "prompt-cache").glob("*/*.state"))
+    anchors = (restarted / "CoreAI" / "runtime" / "prompt-cache" / "tail-anchors.json").read_text()
+    assert "PlainChat" not in anchors and SCOPE.user_id not in anchors  # digests only
+    [after_restart] = run(restarted, "and again")
+    [_, warm] = run(tmp_path / "warm", "hello there", "and again")  # the same two turns in one run
+    assert after_restart.prompt_tokens == warm.prompt_tokens  # the same request (temperature 0, same history)
+    assert after_restart.cached_prompt_tokens > 0
+    assert after_restart.evaluated_prompt_tokens <= 1.5 * warm.evaluated_prompt_tokens
 
 
 def test_serve_restarts_its_model_server_when_it_dies(tiny_model_path, tmp_path):

@@ -111,6 +111,27 @@ def test_run_task_and_health(turns: TurnRuntime, transport: str) -> None:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_turn_usage_carries_the_cached_and_evaluated_prompt_tokens(turns: TurnRuntime, transport: str) -> None:
+    # Issue 13: llama.cpp's counts reach the client: a repeated turn reuses its prompt from the model's cache.
+    role = f"Echo{transport}"
+    with turns.runtime.client(transport) as client:
+        client.configure_role(RoleMemoryConfig(role, use_memory_tool=False, with_chat_history=False,
+                                               max_output_tokens=6, temperature=0.0))
+        first, second = (client.run_task("the same line", role_id=role, scope=SCOPE) for _ in range(2))
+        first_events = list(client.stream_task("the same line", role_id=role, scope=SCOPE))
+    streamed = first_events[-1].final
+    for result in (first, second, streamed):
+        usage = result.usage
+        assert result.status == pb.TURN_STATUS_OK and usage.model_calls == 1 and usage.prompt_tokens > 0
+        assert usage.evaluated_prompt_tokens == usage.prompt_tokens - usage.cached_prompt_tokens
+        assert 0 <= usage.cached_prompt_tokens < usage.prompt_tokens  # the last token is always evaluated
+    assert second.usage.prompt_tokens == first.usage.prompt_tokens  # no history: the identical request
+    assert second.usage.cached_prompt_tokens > 0
+    assert second.usage.evaluated_prompt_tokens < first.usage.evaluated_prompt_tokens
+    assert streamed.usage.evaluated_prompt_tokens == second.usage.evaluated_prompt_tokens
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_stream_task_delivers_deltas_tool_calls_and_cut_report(turns: TurnRuntime, transport: str) -> None:
     role = f"Keeper{transport}"
     with turns.runtime.client(transport) as client:

@@ -158,3 +158,27 @@ def test_an_unchanged_tail_stays_where_it_was_first_sent() -> None:
     design = assemble_messages(system_prompt="SYS", history=turn2, tail=TailBlocks(world_state="Rain."),
                                user_payload="go", tail_after=2, layout=PromptLayout.DESIGN_NOTE)
     assert design[-2]["content"] == "## World State\nRain."  # the design note's order ignores the anchor
+
+
+def test_tail_anchors_survive_a_save_as_digests_and_a_bad_file_loads_none(tmp_path) -> None:
+    from collections import OrderedDict
+
+    from pyruntime.turns.prompt import TailAnchor, place_tail
+    from pyruntime.turns.tail_anchors import conversation_digest, load_anchors, save_anchors
+
+    tail = "## World State\nRain."
+    history = [HistoryMessage("user", "hi", order=1), HistoryMessage("assistant", "hello", order=2)]
+    key = conversation_digest("Smith|player-1")
+    anchors = OrderedDict([(key, TailAnchor(tail, 1)), (conversation_digest("x"), TailAnchor("other", 0))])
+    path = tmp_path / "anchors.json"
+    save_anchors(path, anchors)
+    assert "Rain" not in path.read_text() and "Smith" not in path.read_text()
+    loaded = load_anchors(path, limit=10)
+    assert list(loaded) == list(anchors)
+    assert place_tail(loaded[key], tail, history, compacted=False)[0] == 1  # where it was sent before the save
+    assert place_tail(loaded[key], "## World State\nSun.", history, compacted=False)[0] == 2  # a changed tail
+    assert list(load_anchors(path, limit=1)) == [conversation_digest("x")]  # the most recent ones
+    for bad in (b"{not json", b'{"format": 1, "anchors": [["k", "Rain.", 1]]}', b'{"format": 9, "anchors": []}'):
+        path.write_bytes(bad)
+        assert load_anchors(path, limit=10) == OrderedDict()
+    assert load_anchors(tmp_path / "missing.json", limit=10) == OrderedDict()

@@ -317,6 +317,14 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("modelCalls", NullValueHandling = NullValueHandling.Ignore)]
         public int ModelCalls { get; set; }
+
+        [Preserve]
+        [JsonProperty("cachedPromptTokens", NullValueHandling = NullValueHandling.Ignore)]
+        public int CachedPromptTokens { get; set; }
+
+        [Preserve]
+        [JsonProperty("evaluatedPromptTokens", NullValueHandling = NullValueHandling.Ignore)]
+        public int EvaluatedPromptTokens { get; set; }
     }
 
     /// <summary>proto message coreai.v1.RunTaskResponse.</summary>
@@ -448,6 +456,21 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("memoryDesign", NullValueHandling = NullValueHandling.Ignore)]
         public string MemoryDesign { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("modelRssBytes", NullValueHandling = NullValueHandling.Ignore)]
+        [JsonConverter(typeof(ProtoInt64Converter))]
+        public long ModelRssBytes { get; set; }
+
+        [Preserve]
+        [JsonProperty("promptCacheUsedBytes", NullValueHandling = NullValueHandling.Ignore)]
+        [JsonConverter(typeof(ProtoInt64Converter))]
+        public long PromptCacheUsedBytes { get; set; }
+
+        [Preserve]
+        [JsonProperty("promptCacheLimitBytes", NullValueHandling = NullValueHandling.Ignore)]
+        [JsonConverter(typeof(ProtoInt64Converter))]
+        public long PromptCacheLimitBytes { get; set; }
     }
 
     /// <summary>Connect client of coreai.v1.Orchestrator.</summary>
