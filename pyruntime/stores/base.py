@@ -8,9 +8,12 @@ Every method is thread-safe; mutations are durable before they return.
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from pyruntime.errors import InvalidArgumentError
 
 if TYPE_CHECKING:  # the contract only names the state type; importing it would cycle through pyruntime.memory
     from pyruntime.memory.state import AgentMemoryState
@@ -85,6 +88,15 @@ def chat_kind(role: str) -> TranscriptKind:
     return TranscriptKind.ASSISTANT if role.strip().lower() == "assistant" else TranscriptKind.USER
 
 
+def chat_row(role: object, content: object) -> TranscriptEntry:
+    """The transcript row of one chat message, as every store's `append_chat_message` checks and writes it."""
+    if not isinstance(role, str) or not role.strip():
+        raise InvalidArgumentError("role is required and must not be blank")
+    if not isinstance(content, str):
+        raise InvalidArgumentError("content must be a string")
+    return TranscriptEntry(kind=chat_kind(role), name=role, content=content, is_chat_message=True)
+
+
 Mutation = Callable[["AgentMemoryState"], "AgentMemoryState | None"]
 """Receives the current state (a fresh one when none exists); returns the new state, or None for no change."""
 
@@ -132,6 +144,34 @@ class AgentMemoryStore(Protocol):
     def get_transcript(self, key: str, max_entries: int = 0, *, persisted_only: bool = False) -> list[TranscriptEntry]:
         """Oldest first, the newest max_entries (0 = all); persisted_only leaves out persist=False rows."""
         ...
+
+
+class SessionSummaries:
+    """Summaries of session-only chat (saved with persist=False): this process only, never written or exported.
+
+    Kept like the rows they summarise, which exist nowhere else (never evicted). A persisted save or a
+    clear drops the key's entry: the persisted summary is the newer one.
+    """
+
+    def __init__(self) -> None:
+        """None yet."""
+        self._summaries: dict[str, str] = {}
+        self._guard = threading.Lock()
+
+    def get(self, key: str) -> str | None:
+        """The session-only summary of key, None if there is none."""
+        with self._guard:
+            return self._summaries.get(key)
+
+    def put(self, key: str, summary: str) -> None:
+        """Keep summary as key's session-only summary."""
+        with self._guard:
+            self._summaries[key] = summary
+
+    def discard(self, key: str) -> None:
+        """Forget key's session-only summary, if any."""
+        with self._guard:
+            self._summaries.pop(key, None)
 
 
 @runtime_checkable

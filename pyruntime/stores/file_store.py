@@ -40,9 +40,10 @@ from pyruntime.stores.base import (
     ChatMessage,
     LoadResult,
     Mutation,
+    SessionSummaries,
     TranscriptEntry,
     TranscriptKind,
-    chat_kind,
+    chat_row,
 )
 from pyruntime.stores.identity_index import IdentityIndex
 from pyruntime.stores.file_layout import (
@@ -492,11 +493,7 @@ class FileAgentMemoryStore:
     def append_chat_message(self, key: str, role: str, content: str, persist: bool = True) -> None:
         """Append one chat message (one line; `<stem>.json` untouched); persist=False keeps it in this process."""
         stem = self._stem(key)
-        if not isinstance(role, str) or not role.strip():
-            raise InvalidArgumentError("role is required and must not be blank")
-        if not isinstance(content, str):
-            raise InvalidArgumentError("content must be a string")
-        row = TranscriptEntry(kind=chat_kind(role), name=role, content=content, is_chat_message=True)
+        row = chat_row(role, content)
         if persist:
             self.identities.record(key)
         self._append(stem, [row], persist)
@@ -746,10 +743,7 @@ class FileConversationSummaryStore:
         self.root = Path(root)
         self.identities = identities if identities is not None else IdentityIndex(self.root)
         self._keys = _KeyedFolder(self.root, SUMMARIES_DIR, lock_timeout=lock_timeout, max_cached=max_cached_keys)
-        # Summaries of session-only chat (persist=False): this process only, kept like the rows they
-        # summarise (which are never evicted either, since they exist nowhere else).
-        self._session: dict[str, str] = {}
-        self._session_guard = threading.Lock()
+        self._session = SessionSummaries()
 
     @property
     def cached_keys(self) -> int:
@@ -772,10 +766,8 @@ class FileConversationSummaryStore:
         A summary saved with persist=False (of session-only chat) comes first; persisted_only skips it.
         """
         stem = self._stem(key)
-        if not persisted_only:
-            with self._session_guard:
-                if key in self._session:
-                    return self._session[key]
+        if not persisted_only and (session := self._session.get(key)) is not None:
+            return session
         with self._keys.locked(stem, write=False):
             data = fileio.read_bytes(self._keys.folder / (stem + MEMORY_SUFFIX))
         if data is None:
@@ -795,20 +787,17 @@ class FileConversationSummaryStore:
         if not isinstance(summary, str):
             raise InvalidArgumentError("summary must be a string")
         if not persist:
-            with self._session_guard:
-                self._session[key] = summary
+            self._session.put(key, summary)
             return
         data = encode_summary(summary)
         self.identities.record(key)
         with self._keys.locked(stem):
             fileio.atomic_write(self._keys.folder / (stem + MEMORY_SUFFIX), data)
-            with self._session_guard:
-                self._session.pop(key, None)  # the persisted summary is the newer one
+            self._session.discard(key)  # the persisted summary is the newer one
 
     def clear_summary(self, key: str) -> None:
         """Delete the summary of key (its file and a session-only one)."""
         stem = self._stem(key)
         with self._keys.locked(stem):
-            with self._session_guard:
-                self._session.pop(key, None)
+            self._session.discard(key)
             fileio.remove(self._keys.folder / (stem + MEMORY_SUFFIX))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.stores.identity_index import IdentityIndex
-from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, TranscriptEntry, TranscriptKind, chat_kind
+from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, TranscriptEntry, TranscriptKind, chat_row
 
 DEFAULT_CHAT_CAP = 500
 DEFAULT_TRANSCRIPT_CAP = 2000
@@ -153,11 +153,7 @@ class InMemoryAgentMemoryStore:
     def append_chat_message(self, key: str, role: str, content: str, persist: bool = True) -> None:
         """Append one chat message (a transcript row flagged as chat); persist=False rows are never exported."""
         require_key(key)
-        if not isinstance(role, str) or not role.strip():
-            raise InvalidArgumentError("role is required and must not be blank")
-        if not isinstance(content, str):
-            raise InvalidArgumentError("content must be a string")
-        row = TranscriptEntry(kind=chat_kind(role), name=role, content=content, is_chat_message=True)
+        row = chat_row(role, content)
         with self._locks.hold(key):
             self.identities.record(key)
             self._append_rows(self._entry(key), [row], persist)

@@ -31,7 +31,7 @@ from pyruntime.memory.state import AgentMemoryState
 from pyruntime.stores import postgres_schema
 from pyruntime.stores.admission import SaveBusy
 from pyruntime.stores.admission import current as current_admission
-from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, TranscriptEntry, chat_kind
+from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, SessionSummaries, TranscriptEntry, chat_row
 from pyruntime.stores.file_layout import (
     DocumentError,
     decode_history_row,
@@ -333,11 +333,7 @@ class PostgresAgentMemoryStore:
     def append_chat_message(self, key: str, role: str, content: str, persist: bool = True) -> None:
         """Append one chat message (a transcript row flagged as chat); persist=False keeps it in this process."""
         _check_key(key)
-        if not isinstance(role, str) or not role.strip():
-            raise InvalidArgumentError("role is required and must not be blank")
-        if not isinstance(content, str):
-            raise InvalidArgumentError("content must be a string")
-        row = TranscriptEntry(kind=chat_kind(role), name=role, content=content, is_chat_message=True)
+        row = chat_row(role, content)
         self._append(key, [row], persist)
 
     def append_transcript(self, key: str, entries: Sequence[TranscriptEntry], persist: bool = True) -> None:
@@ -448,16 +444,13 @@ class PostgresConversationSummaryStore:
     def __init__(self, db: PostgresDatabase, *, identities: IdentityIndex | None = None) -> None:
         self.db = db
         self.identities = identities if identities is not None else PostgresIdentityIndex(db)
-        self._session: dict[str, str] = {}  # persist=False summaries: this process only, never exported
-        self._session_guard = threading.Lock()
+        self._session = SessionSummaries()
 
     def load_summary(self, key: str, *, persisted_only: bool = False) -> str | None:
         """The stored summary, None if there is none; an unreadable one is MemoryUnreadableError (never "none")."""
         _check_key(key)
-        if not persisted_only:
-            with self._session_guard:
-                if key in self._session:
-                    return self._session[key]
+        if not persisted_only and (session := self._session.get(key)) is not None:
+            return session
         with self.db.connection() as conn:
             row = conn.execute("SELECT summary FROM coreai_summaries WHERE key = %s", (key,)).fetchone()
         if row is None:
@@ -473,22 +466,19 @@ class PostgresConversationSummaryStore:
         if not isinstance(summary, str):
             raise InvalidArgumentError("summary must be a string")
         if not persist:
-            with self._session_guard:
-                self._session[key] = summary
+            self._session.put(key, summary)
             return
         data = encode_summary(summary)
         self.identities.record(key)
         with self.db.connection() as conn:
             conn.execute("INSERT INTO coreai_summaries (key, summary) VALUES (%s, %s) "
                          "ON CONFLICT (key) DO UPDATE SET summary = EXCLUDED.summary", (key, data))
-        with self._session_guard:
-            self._session.pop(key, None)  # the persisted summary is the newer one
+        self._session.discard(key)  # the persisted summary is the newer one
 
     def clear_summary(self, key: str) -> None:
         """Delete the summary of key (its row and a session-only one)."""
         _check_key(key)
-        with self._session_guard:
-            self._session.pop(key, None)
+        self._session.discard(key)
         with self.db.connection() as conn:
             conn.execute("DELETE FROM coreai_summaries WHERE key = %s", (key,))
 
