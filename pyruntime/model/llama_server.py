@@ -247,10 +247,22 @@ def usage_chunk(last: Mapping[str, Any], prompt: PromptCounters, cache_after: in
     """
     choices = last.get("choices") or [{}]
     cut = choices[0].get("finish_reason") == "length"
-    completion = max(0, cache_after - prompt.prompt_tokens) + (1 if cut else 0)
+    return _usage_chunk(last, prompt, max(0, cache_after - prompt.prompt_tokens) + (1 if cut else 0))
+
+
+def prompt_usage_chunk(first: Mapping[str, Any], prompt: PromptCounters) -> dict[str, Any]:
+    """A `usage` chunk sent before the first token: the prompt's counts, no completion tokens yet.
+
+    A client that closes the stream early (the runtime's cap on the visible reply) never gets the
+    final chunk; this one still tells it what the prompt cost. The final chunk replaces it.
+    """
+    return _usage_chunk(first, prompt, 0)
+
+
+def _usage_chunk(model_chunk: Mapping[str, Any], prompt: PromptCounters, completion: int) -> dict[str, Any]:
     return {
-        "id": last.get("id", ""), "object": "chat.completion.chunk", "created": last.get("created", 0),
-        "model": last.get("model", ""), "choices": [],
+        "id": model_chunk.get("id", ""), "object": "chat.completion.chunk", "created": model_chunk.get("created", 0),
+        "model": model_chunk.get("model", ""), "choices": [],
         "usage": {"prompt_tokens": prompt.prompt_tokens, "completion_tokens": completion,
                   "total_tokens": prompt.prompt_tokens + completion,
                   "prompt_tokens_details": {"cached_tokens": prompt.cached_tokens}},
@@ -279,6 +291,9 @@ def _report_stream_failures_as_events() -> None:
         last: dict[str, Any] = {}
         try:
             for chunk in chunks:
+                if not last and llama._coreai_prompt is not None:
+                    # The prompt is evaluated before the first chunk exists: its counts are final here.
+                    yield prompt_usage_chunk(chunk, llama._coreai_prompt)
                 last = chunk
                 yield chunk
         except Exception as exc:  # noqa: BLE001 - every failure must reach the client

@@ -117,12 +117,15 @@ class ChatCompletionAccumulator:
         self._tools: dict[int, _PartialToolCall] = {}
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
+        self.pieces = 0  # text and tool-call deltas so far: llama.cpp streams one per generated token
 
     def add(self, delta: StreamDelta) -> None:
-        """Fold in one delta."""
+        """Fold in one delta (a later usage replaces an earlier one: the hosted server sends the prompt's first)."""
         if isinstance(delta, TextDelta):
             self._text.append(delta.text)
+            self.pieces += 1
         elif isinstance(delta, ToolCallDelta):
+            self.pieces += 1
             partial = self._tools.setdefault(delta.index, _PartialToolCall())
             partial.id = delta.id or partial.id
             partial.name = delta.name or partial.name

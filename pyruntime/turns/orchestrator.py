@@ -783,7 +783,8 @@ class AiOrchestrator:
         completion = accumulator.result()
         if completion.usage is not None:
             turn.prompt_tokens += completion.usage.prompt_tokens
-            turn.completion_tokens += completion.usage.completion_tokens
+            # A capped stream was closed before the final usage chunk: the pieces streamed are its tokens.
+            turn.completion_tokens += completion.usage.completion_tokens or (accumulator.pieces if capped else 0)
             turn.cached_prompt_tokens += completion.usage.cached_tokens
         if capped:
             log.info("reply reached the output cap of %d tokens; generation stopped", cap)

@@ -369,11 +369,15 @@ def test_a_small_output_cap_bounds_the_reply_but_never_cuts_the_tool_call(tiny_l
                 elif isinstance(event, FinalEvent):
                     final = event.result
             assert final is not None
-            results.append((final.status, [r.success for r in final.tool_results], pieces))
+            results.append((final.status, [r.success for r in final.tool_results], pieces, final.usage))
         await orchestrator.client.aclose()
         return results
 
-    for status, successes, pieces in asyncio.run(scenario()):
+    for status, successes, pieces, usage in asyncio.run(scenario()):
+        # Every round was closed at the cap, before the stream's final usage chunk: the counts still arrive
+        # (the prompt's come before the first token, the completion is the pieces streamed).
+        assert 0 < usage.cached_prompt_tokens < usage.prompt_tokens
+        assert usage.completion_tokens >= len(pieces)
         # With the cap sent as max_tokens, the call's JSON was cut: 3 failing rounds, TOOL_LOOP_ENDED.
         assert status is TurnStatus.OK
         assert successes and successes[0], "the forced call arrived whole and ran"

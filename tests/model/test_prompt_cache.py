@@ -24,7 +24,7 @@ async def stream_usage(url: str, messages: list[dict[str, str]]) -> Usage:
     client = OpenAICompatClient(url)
     try:
         async with client.stream_chat(messages, max_tokens=4, temperature=0.0) as stream:
-            [usage] = [d.usage async for d in stream if isinstance(d, UsageDelta)]
+            *_, usage = [d.usage async for d in stream if isinstance(d, UsageDelta)]  # the final counts come last
     finally:
         await client.aclose()
     return usage

@@ -9,7 +9,7 @@ import httpx
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.compat import parse_chunk
 from pyruntime.model.llama_server import PromptCounters, count_prompt, usage_chunk
-from pyruntime.model.types import UsageDelta
+from pyruntime.model.types import TextDelta, UsageDelta
 
 FIRST = [{"role": "system", "content": "You are a blacksmith in a village."},
          {"role": "user", "content": "Hello, can you fix my sword?"}]
@@ -29,8 +29,12 @@ async def _stream_usage(url: str, messages: list[dict[str, str]]):
             usages = [delta.usage async for delta in stream if isinstance(delta, UsageDelta)]
     finally:
         await client.aclose()
-    assert len(usages) == 1
-    return usages[0]
+    # The prompt's counts come before the first token, the final counts last.
+    assert len(usages) == 2
+    first, last = usages
+    assert (first.prompt_tokens, first.cached_tokens, first.completion_tokens) == (
+        last.prompt_tokens, last.cached_tokens, 0)
+    return last
 
 
 def test_a_stream_reports_the_prompt_and_the_tokens_reused_from_the_cache(tiny_server_url: str) -> None:
@@ -47,6 +51,30 @@ def test_a_stream_reports_the_prompt_and_the_tokens_reused_from_the_cache(tiny_s
     # The first request's prompt is reused; only the new messages (and the reply tokens that differ) are evaluated.
     assert warm.cached_tokens >= whole_first - 1
     assert warm.prompt_tokens - warm.cached_tokens <= whole_longer - whole_first + cold.completion_tokens + 1
+
+
+def test_a_stream_closed_after_its_first_token_already_carries_the_prompt_counts(tiny_server_url: str) -> None:
+    # The runtime closes a stream whose visible reply reached its cap: the final usage chunk never comes.
+    whole = _prompt_tokens(tiny_server_url, LONGER)
+
+    async def first_token() -> list[UsageDelta | TextDelta]:
+        client = OpenAICompatClient(tiny_server_url)
+        seen: list[UsageDelta | TextDelta] = []
+        try:
+            async with client.stream_chat(LONGER, max_tokens=64, temperature=0.0) as stream:
+                async for delta in stream:
+                    if isinstance(delta, UsageDelta | TextDelta):
+                        seen.append(delta)
+                    if isinstance(delta, TextDelta):
+                        break
+        finally:
+            await client.aclose()
+        return seen
+
+    seen = asyncio.run(first_token())
+    assert isinstance(seen[0], UsageDelta) and isinstance(seen[-1], TextDelta)
+    assert seen[0].usage.prompt_tokens == whole and seen[0].usage.completion_tokens == 0
+    assert seen[0].usage.cached_tokens == whole - 1  # the non-streamed request just before left it all in the cache
 
 
 def test_the_prompt_count_follows_llama_cpp_python_reuse_rule() -> None:
