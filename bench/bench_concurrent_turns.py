@@ -9,11 +9,15 @@ memory writer pass after each reply), one process, four NPCs each with one playe
 - **tool**: the same with a runtime-hosted tool the turn must call first (`check_stock`): the call
   round, the reply round, the writer (3 model calls), the issue's "three-call turns".
 
-After two warm-up rounds, each repetition runs one batch sequentially (each turn awaited before the
-next) and one concurrently (`asyncio.gather`), in alternating order; a batch is one turn of each NPC.
-Reported: the batch's wall time (median over repetitions, and the ratio concurrent / sequential per
-repetition, median), the prompt tokens llama.cpp evaluated for the batch's turns (`TurnUsage`, the
-replies' rounds; the writer pass is not a turn's), and the time to first text of each turn.
+Two sets of four NPCs with the same lines at the same turn (the same compactions on the same turns;
+different names, so neither finds the other's prompts in the cache): one set always plays its
+batches sequentially (each turn awaited before the next), the other concurrently (`asyncio.gather`),
+alternating which goes first. A batch is one turn of each NPC of a set, and ends when their writer
+passes are done. Reported: the batch's wall time (median over repetitions, and the ratio concurrent /
+sequential per repetition, median), the prompt tokens llama.cpp evaluated for the batch's turns
+(`TurnUsage`: the replies' rounds; the writer pass is not a turn's), and the time to first text of each
+turn. A tool turn whose loop ended (SmolLM2 calls the tool again in later rounds until the loop guard
+stops it) counts: it replied, and both sets do the same.
 
 Run: `nice -n 10 .venv/bin/python bench/bench_concurrent_turns.py [--reps 5] [--kinds chat tool]`
 """
@@ -34,7 +38,7 @@ from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_npcs import NPC_PROMPTS, server_rss_mb, timed_turn  # noqa: E402
+from bench.bench_npcs import npc_prompt, server_rss_mb, timed_turn  # noqa: E402
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config  # noqa: E402
 from pyruntime.policy import AgentMemoryPolicy  # noqa: E402
 from pyruntime.scopes import AgentMemoryScope  # noqa: E402
@@ -70,51 +74,53 @@ class Batch:
 
 def _registry() -> ToolRegistry:
     tools = ToolRegistry()
-    for npc in range(NPCS):
-        stock = STOCK[npc]
+    for npc in range(2 * NPCS):
+        stock = STOCK[npc % NPCS]
         tools.register(f"Npc{npc}", "check_stock", "Look up what you have for sale.", _Stock,
                        lambda args, stock=stock: ToolOutput(True, f"In stock: {stock}."))
     return tools
 
 
 def _request(npc: int, turn: int, kind: str) -> AiTaskRequest:
-    return AiTaskRequest(f"{LINES[(turn + npc) % len(LINES)]} What do you have?", f"Npc{npc}",
+    return AiTaskRequest(f"{LINES[(turn + npc % NPCS) % len(LINES)]} What do you have?", f"Npc{npc}",
                          scope=AgentMemoryScope(user_id="player0"),
                          forced_tool_mode="check_stock" if kind == "tool" else "none",
                          max_output_tokens=MAX_TOKENS, temperature=0.0, extra={"seed": 0})
 
 
-async def _batch(orchestrator: Any, turn: int, kind: str, together: bool) -> Batch:
-    requests = [_request(npc, turn, kind) for npc in range(NPCS)]
+async def _batch(orchestrator: Any, npcs: range, turn: int, kind: str, together: bool) -> Batch:
+    requests = [_request(npc, turn, kind) for npc in npcs]
     began = time.perf_counter()
     if together:
-        results = await asyncio.gather(*(timed_turn(orchestrator, r, kind) for r in requests))
+        results = await asyncio.gather(*(timed_turn(orchestrator, r, kind, completed_is_enough=True)
+                                         for r in requests))
     else:
-        results = [await timed_turn(orchestrator, r, kind) for r in requests]
+        results = [await timed_turn(orchestrator, r, kind, completed_is_enough=True) for r in requests]
     await orchestrator.memory_passes.drain()  # the writer passes belong to the batch's work
     wall = time.perf_counter() - began
     return Batch(wall, sum(u.evaluated_prompt_tokens for u, _, _ in results), [t for _, t, _ in results])
 
 
 async def run_kind(server: LlamaServerProcess, kind: str, reps: int) -> tuple[list[Batch], list[Batch]]:
-    """Warm-up, then `reps` sequential and `reps` concurrent batches in alternating order."""
+    """Two warm-up turns per NPC, then `reps` repetitions: each set's batch, alternating which goes first."""
+    sequential_set, concurrent_set = range(0, NPCS), range(NPCS, 2 * NPCS)
     with tempfile.TemporaryDirectory() as data_dir:
         policy = AgentMemoryPolicy()
-        for npc in range(NPCS):
-            policy.configure_role(f"Npc{npc}", system_prompt=NPC_PROMPTS[npc % len(NPC_PROMPTS)],
-                                  with_chat_history=True, persist_chat_history=True, use_memory_tool=True,
-                                  temperature=0.0)
+        for npc in range(2 * NPCS):
+            policy.configure_role(f"Npc{npc}", system_prompt=npc_prompt(npc), with_chat_history=True,
+                                  persist_chat_history=True, use_memory_tool=True, temperature=0.0)
         stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, Path(data_dir))
         orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, tools=_registry())
         sequential: list[Batch] = []
         concurrent: list[Batch] = []
         for warm in range(2):
-            await _batch(orchestrator, warm, kind, together=False)
+            for npcs in (sequential_set, concurrent_set):
+                await _batch(orchestrator, npcs, warm, kind, together=False)
         for rep in range(reps):
-            turn = 2 + 2 * rep
             order = (False, True) if rep % 2 == 0 else (True, False)
-            for offset, together in enumerate(order):
-                batch = await _batch(orchestrator, turn + offset, kind, together)
+            for together in order:
+                batch = await _batch(orchestrator, concurrent_set if together else sequential_set, 2 + rep, kind,
+                                     together)
                 (concurrent if together else sequential).append(batch)
                 print(f"  {kind} rep {rep + 1}: {'concurrent' if together else 'sequential'} {batch.wall_s:.2f} s, "
                       f"{batch.evaluated} tokens evaluated", flush=True)
@@ -128,7 +134,7 @@ def main() -> None:
     parser.add_argument("--kinds", nargs="+", choices=("chat", "tool"), default=["chat", "tool"])
     args = parser.parse_args()
     config = hosted_model_config(None, port=free_port())
-    print(f"SmolLM2-135M hosted as serve ships it (prompt cache {config.prompt_cache_mb} MB), {NPCS} NPCs, "
+    print(f"SmolLM2-135M hosted as serve ships it (prompt cache {config.prompt_cache_mb} MB), two sets of {NPCS} NPCs, "
           f"{MAX_TOKENS}-token replies, {args.reps} repetitions", flush=True)
     rows = []
     with LlamaServerProcess(config) as server:

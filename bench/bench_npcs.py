@@ -72,6 +72,19 @@ NPC_PROMPTS = [
     "You are Mira, a travelling merchant. You haggle and joke. Stay in character and answer in one or two short "
     "sentences.",
 ]
+NPC_NAMES = ["Bram", "Elda", "Rhys", "Mira", "Oswin", "Tilda", "Garrick", "Nessa", "Corin", "Ysolde", "Hale",
+             "Brina", "Dunstan", "Ilse", "Perrin", "Wren"]
+
+
+def npc_prompt(npc: int) -> str:
+    """NPC `npc`'s system prompt: one of four characters, the name its own (no two NPCs share a prefix)."""
+    prompt = NPC_PROMPTS[npc % len(NPC_PROMPTS)]
+    if npc < len(NPC_PROMPTS):
+        return prompt
+    name = NPC_NAMES[npc % len(NPC_NAMES)] + (f" {npc // len(NPC_NAMES) + 1}" if npc >= len(NPC_NAMES) else "")
+    return prompt.replace(NPC_NAMES[npc % len(NPC_PROMPTS)], name, 1)
+
+
 FACTS = [
     "The player's name is Alex.", "The player carries a sword called Dawnbreaker.", "The player fears spiders.",
     "The player comes from Riverwood.", "The player owes 30 gold to the blacksmith.", "The player has a cat, Pebble.",
@@ -150,8 +163,10 @@ def server_rss_mb(server: LlamaServerProcess) -> float:
     return process_rss_bytes(server.pid) / (1 << 20)
 
 
-async def timed_turn(orchestrator: Any, request: AiTaskRequest, name: str) -> tuple[TurnUsage, float, float]:
-    """One streamed turn: its usage, the time to its first visible text, its whole time (s); exits if it failed."""
+async def timed_turn(orchestrator: Any, request: AiTaskRequest, name: str,
+                     completed_is_enough: bool = False) -> tuple[TurnUsage, float, float]:
+    """One streamed turn: its usage, the time to its first visible text, its whole time (s); exits if it failed
+    (`completed_is_enough`: a tool loop ended with a reply counts too)."""
     began = time.perf_counter()
     first: float | None = None
     final = None
@@ -161,7 +176,7 @@ async def timed_turn(orchestrator: Any, request: AiTaskRequest, name: str) -> tu
         if isinstance(event, FinalEvent):
             final = event.result
     elapsed = time.perf_counter() - began
-    if final is None or not final.ok:
+    if final is None or not (final.status.completed if completed_is_enough else final.ok):
         raise SystemExit(f"{name}: a turn failed: {final.error if final else 'no result'}")
     return final.usage, first if first is not None else elapsed, elapsed
 
@@ -176,7 +191,7 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str) -> P
         stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, Path(data_dir))
         policy = AgentMemoryPolicy()
         for npc in range(setup.npcs):
-            policy.configure_role(f"Npc{npc}", system_prompt=NPC_PROMPTS[npc % len(NPC_PROMPTS)],
+            policy.configure_role(f"Npc{npc}", system_prompt=npc_prompt(npc),
                                   max_chat_history_messages=setup.window, with_chat_history=True,
                                   persist_chat_history=True, use_memory_tool=True, temperature=0.0)
         orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, memory_design="tool")
@@ -213,7 +228,7 @@ async def naive_pass(server: LlamaServerProcess, setup: Setup) -> Pass:
         pair = (npc, player)
         if setup.edit_on(turn):
             memories[pair].append(_fact(setup, turn))
-        system = NPC_PROMPTS[npc % len(NPC_PROMPTS)] + f"\n\n{MEMORY_HEADING}\n" + "\n".join(memories[pair])
+        system = npc_prompt(npc) + f"\n\n{MEMORY_HEADING}\n" + "\n".join(memories[pair])
         hint = _hint(npc, turn)
         messages = assemble_messages(system_prompt=system, history=histories[pair], user_payload=hint)
         began = time.perf_counter()
@@ -330,7 +345,8 @@ def main() -> None:
         if runtime is not None and naive is not None:
             print(f"{setup.npcs} NPC(s): runtime/naive tokens evaluated "
                   f"{statistics.median(runtime.evaluated) / max(1, statistics.median(naive.evaluated)):.2f}x, "
-                  f"TTFT p50 {statistics.median(runtime.ttft) / statistics.median(naive.ttft):.2f}x")
+                  f"(total {sum(runtime.evaluated) / max(1, sum(naive.evaluated)):.2f}x: {sum(runtime.evaluated)} vs "
+                  f"{sum(naive.evaluated)}), TTFT p50 {statistics.median(runtime.ttft) / statistics.median(naive.ttft):.2f}x")
         for p in passes:
             if len(p.evaluated) <= 60:
                 print(f"  {p.name}: evaluated per turn {' '.join(str(e) for e in p.evaluated)}")

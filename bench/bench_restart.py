@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_npcs import FACTS, MAX_TOKENS, NPC_PROMPTS, _hint, _scope, timed_turn  # noqa: E402
+from bench.bench_npcs import FACTS, MAX_TOKENS, npc_prompt, _hint, _scope, timed_turn  # noqa: E402
 from pyruntime.memory import MemoryTool  # noqa: E402
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  # noqa: E402
 from pyruntime.model.hosting import LlamaServerProcess  # noqa: E402
@@ -50,7 +50,7 @@ async def play(server: LlamaServerProcess, data_dir: Path, npcs: int, rounds: in
     stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir)
     policy = AgentMemoryPolicy()
     for npc in range(npcs):
-        policy.configure_role(f"Npc{npc}", system_prompt=NPC_PROMPTS[npc % len(NPC_PROMPTS)], with_chat_history=True,
+        policy.configure_role(f"Npc{npc}", system_prompt=npc_prompt(npc), with_chat_history=True,
                               persist_chat_history=True, use_memory_tool=True, temperature=0.0)
     orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, memory_design="tool")
     if anchors is not None:
