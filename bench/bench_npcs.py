@@ -323,7 +323,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         server = stack.enter_context(LlamaServerProcess(config))
         cached = None
-        if args.prompt_cache_mb > 0 and max(args.npcs) > 1:
+        if args.prompt_cache_mb > 0 and "cached" in args.passes and (max(args.npcs) > 1 or args.passes == ["cached"]):
             cached = stack.enter_context(LlamaServerProcess(replace(config, port=free_port(),
                                                                     prompt_cache_mb=args.prompt_cache_mb)))
         print(f"SmolLM2-135M-Instruct Q4_1 hosted (game settings), {args.turns} turns per setup in rotation, "
