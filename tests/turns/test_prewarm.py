@@ -7,6 +7,7 @@ the prewarm on and off; the turns must send and store the same bytes either way.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiTaskRequest, TaskResult
 from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS, needs_prewarm
+from tests.support.fixtures import start_llama_server
 from tests.turns.conftest import make_orchestrator, run
 
 PLAYER = AgentMemoryScope(user_id="player1")
@@ -154,3 +156,19 @@ def test_a_turn_is_warm_already_when_its_request_starts_the_next_one() -> None:
     assert not needs_prewarm([*sent, history[1]], sent, displaced=False)  # only this turn's reply follows
     assert needs_prewarm([*sent, history[1]], sent, displaced=True)  # the writer pass's prompt replaced it
     assert needs_prewarm([system, {"role": "system", "content": "new head"}, *history, tail], sent, displaced=False)
+
+
+def test_with_the_prompt_cache_a_prewarm_leaves_no_entry_behind(tiny_model_path: Path) -> None:
+    # The prewarm's state (its prompt, the generation prompt, one token) is the next turn's prefix but for
+    # those last tokens: the turn's save replaces it, as it replaces the turn before (model/prompt_cache.py).
+    entries = {}
+    for flag in (True, False):
+        server = start_llama_server(tiny_model_path, prompt_cache_mb=64)
+        try:
+            session = _session(server.base_url, prewarm=flag)
+            entries[flag] = server.status()["prompt_cache_entries"]
+        finally:
+            server.stop()
+        if flag:
+            assert session["stats"].sent >= 2
+    assert entries[True] == entries[False], entries
