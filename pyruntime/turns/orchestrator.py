@@ -173,7 +173,7 @@ class _Turn:
     queue_owner: int | None = None  # the turn's place in the model queue, from its first model call
     turn_id: str = ""  # names the turn in game-tool calls (SubmitToolResult)
     parts: _PromptParts | None = None
-    sent: list[dict[str, Any]] | None = None  # the first round's request as sent (for the prewarm)
+    sent: list[dict[str, Any]] | None = None  # the request before any tool round, as last prepared (prewarm)
 
     @property
     def role_id(self) -> str:
