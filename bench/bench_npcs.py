@@ -16,7 +16,8 @@ the other on the same server:
 - **naive**: what a game does without the runtime: the NPC's prompt with its current memory pasted
   into the system prompt, the whole history, the player's line (same server, same client);
 - **runtime + prompt cache** (`--prompt-cache-mb`, setups with several NPCs): the runtime on a second
-  server with the RAM prompt cache on (`serve --prompt-cache-mb`, `pyruntime/model/prompt_cache.py`).
+  server with the RAM prompt cache on (`serve --prompt-cache-mb`, `pyruntime/model/prompt_cache.py`);
+  `cached-no-prewarm` the same with the prewarm off.
 
 The session: turns rotate over every (NPC, player) conversation; each conversation's memory starts
 with `--facts` known facts and the game appends one every `--edit-every` turns of that conversation;
@@ -269,7 +270,7 @@ def _p(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) >= 2 else (values[0] if values else 0.0)
 
 
-PASSES = ("runtime", "no-prewarm", "design-note", "naive", "cached")
+PASSES = ("runtime", "no-prewarm", "design-note", "naive", "cached", "cached-no-prewarm")
 
 
 async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | None, setup: Setup,
@@ -287,8 +288,12 @@ async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | Non
             undo()
     if "naive" in only:
         passes.append(await naive_pass(server, setup))
-    if cached is not None and "cached" in only and (setup.npcs > 1 or only == ("cached",)):
+    cached_only = not set(only) - {"cached", "cached-no-prewarm"}
+    if cached is not None and "cached" in only and (setup.npcs > 1 or cached_only):
         passes.append(await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB"))
+    if cached is not None and "cached-no-prewarm" in only and (setup.npcs > 1 or cached_only):
+        passes.append(await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB, "
+                                         "no prewarm", prewarm=False))
     print(f"  passes done in {time.perf_counter() - began:.0f} s", flush=True)
     return passes
 

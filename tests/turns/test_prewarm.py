@@ -172,3 +172,39 @@ def test_with_the_prompt_cache_a_prewarm_leaves_no_entry_behind(tiny_model_path:
         if flag:
             assert session["stats"].sent >= 2
     assert entries[True] == entries[False], entries
+
+
+def _writer_session(url: str, *, prewarm: bool) -> tuple[list[TaskResult], list[dict[str, Any]], Any]:
+    """Two turns with the memory writer pass after each; the next turn waits for both background requests."""
+    orchestrator, client = make_orchestrator(url, policy=_policy(), prewarm=prewarm, memory_design="writer")
+
+    async def go() -> list[TaskResult]:
+        results = []
+        try:
+            for hint in ("My name is Alex and I love horses.", "What do you sell?"):
+                results.append(await orchestrator.run_task(
+                    AiTaskRequest(hint, "Smith", scope=PLAYER, forced_tool_mode="none")))
+                await orchestrator.memory_passes.drain()
+                await orchestrator.prewarms.drain()
+        finally:
+            await client.aclose()
+        return results
+
+    results = run(go())
+    assert all(r.ok for r in results)
+    return results, client.bodies, orchestrator.prewarms.stats
+
+
+def test_after_a_writer_pass_the_prewarm_puts_the_conversation_back(tiny_server_url: str) -> None:
+    # The writer pass's request replaces the conversation in llama.cpp's one KV sequence (no prompt cache):
+    # the prewarm, queued behind it, evaluates the conversation again before the player's next line.
+    on, on_bodies, stats = _writer_session(tiny_server_url, prewarm=True)
+    off, off_bodies, _ = _writer_session(tiny_server_url, prewarm=False)
+    kinds = ["turn" if b.get("stream") else "prewarm" if b.get("max_tokens") == PREWARM_MAX_TOKENS else "writer"
+             for b in on_bodies]
+    # One decision per statement, then the prewarm; after the question no writer call and nothing to warm.
+    assert kinds == ["turn", "writer", "writer", "prewarm", "turn"], kinds
+    assert stats.sent == 1
+    assert on[1].usage.prompt_tokens == off[1].usage.prompt_tokens
+    assert on[1].usage.evaluated_prompt_tokens * 2 < off[1].usage.evaluated_prompt_tokens, (on[1].usage, off[1].usage)
+    assert [b for b in on_bodies if b.get("stream")] == [b for b in off_bodies if b.get("stream")]
