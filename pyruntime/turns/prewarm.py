@@ -50,7 +50,12 @@ def needs_prewarm(prefix: Sequence[dict[str, Any]], sent: Sequence[dict[str, Any
 
 async def send_prewarm(client: OpenAICompatClient, queue: ModelRequestQueue, messages: list[dict[str, Any]],
                        still_due: Callable[[], bool]) -> bool:
-    """Evaluate `messages` behind player turns; False when it was no longer due once the model was free."""
+    """Evaluate `messages` behind player turns; False when it was no longer due once the model was free.
+
+    The queue hands the slot to a waiting player call first, so a prewarm never starts while one
+    waits; one that comes later waits for it (llama.cpp does not stop a prompt's evaluation halfway,
+    so dropping the request then would not free the model sooner).
+    """
     async with queue.slot(Priority.BACKGROUND):
         if not still_due():
             return False
