@@ -500,6 +500,7 @@ async def _attach_turns(options: ServeOptions, services: RuntimeServices, stores
     readiness = (lambda: hosted_model_readiness(host)) if host is not None else (lambda: EXTERNAL_MODEL)
     services.orchestrator.memory_design = orchestrator.memory_design.value
     services.metrics.watch_model_queue(lambda: orchestrator.queue.waiting)
+    services.metrics.watch_prewarms(orchestrator.prewarms.stats.counts)
     services.orchestrator.attach_runner(ProtoTurnRunner(orchestrator), model.alias)
     if host is not None:
         services.orchestrator.model_memory = lambda: hosted_model_memory(host)

@@ -71,6 +71,10 @@ class PrewarmStats:
     skipped: int = 0
     failed: int = 0
 
+    def counts(self) -> tuple[int, int, int]:
+        """(sent, skipped, failed), as `/metrics` reports them."""
+        return self.sent, self.skipped, self.failed
+
 
 class Prewarms:
     """The prewarms still running, one due per conversation; a newer turn of it supersedes its prewarm."""
