@@ -6,6 +6,7 @@ the prewarm on and off; the turns must send and store the same bytes either way.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from pyruntime.history import CompactionKind
 from pyruntime.memory import MemoryTool
 from pyruntime.model.errors import ModelUnavailableError
+from pyruntime.model.queue import Priority
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
@@ -208,3 +210,28 @@ def test_after_a_writer_pass_the_prewarm_puts_the_conversation_back(tiny_server_
     assert on[1].usage.prompt_tokens == off[1].usage.prompt_tokens
     assert on[1].usage.evaluated_prompt_tokens * 2 < off[1].usage.evaluated_prompt_tokens, (on[1].usage, off[1].usage)
     assert [b for b in on_bodies if b.get("stream")] == [b for b in off_bodies if b.get("stream")]
+
+
+def test_a_turn_that_comes_first_supersedes_its_prewarm(tiny_server_url: str) -> None:
+    orchestrator, client = make_orchestrator(tiny_server_url, policy=_policy(), prewarm=True)
+    request = [AiTaskRequest(hint, "Smith", scope=PLAYER, forced_tool_mode="none") for hint in HINTS[:4]]
+
+    async def go() -> TaskResult:
+        try:
+            for r in request[:2]:
+                await orchestrator.run_task(r)
+                await orchestrator.prewarms.drain()
+            await orchestrator.run_task(request[2])  # its prewarm (the next turn compacts) is due, not run yet
+            async with orchestrator.queue.slot(Priority.PLAYER):  # the model is busy with another NPC's turn
+                later = asyncio.create_task(orchestrator.run_task(request[3]))
+                await asyncio.sleep(0.2)  # the player is faster than the prewarm: the next turn has started
+            result = await later
+            await orchestrator.prewarms.drain()
+            return result
+        finally:
+            await client.aclose()
+
+    result = run(go())
+    assert result.ok and result.cut_report.compaction is not CompactionKind.NONE
+    assert orchestrator.prewarms.stats.sent == 0 and orchestrator.prewarms.stats.skipped >= 1
+    assert not [b for b in client.bodies if not b.get("stream")]  # the stale prewarm never reached the model
