@@ -6,13 +6,18 @@ the other on the same server:
 
 - **runtime**: `AiOrchestrator.stream_task` as shipped (issue 13: compaction with hysteresis, memory
   snapshot and summary in one head message after the system prompt, the memory delta in the tail);
+- **runtime, no prewarm** (`--passes no-prewarm`): the runtime with the prewarm off (issue 13: after a
+  turn the shipped runtime evaluates the next turn's predicted prefix in the background,
+  `pyruntime/turns/prewarm.py`); `--think-s` pauses between turns, as a player reading the reply
+  does, which is when the prewarm runs (with no pause the next turn supersedes it);
 - **runtime, design-note order**: the same runtime with the order of spec 7 as it was (summary first,
   `## Memory` snapshot after the history) and no hysteresis (fold only what no longer fits): what
   shipped before issue 13, for comparison;
 - **naive**: what a game does without the runtime: the NPC's prompt with its current memory pasted
   into the system prompt, the whole history, the player's line (same server, same client);
 - **runtime + prompt cache** (`--prompt-cache-mb`, setups with several NPCs): the runtime on a second
-  server with the RAM prompt cache on (`serve --prompt-cache-mb`, `pyruntime/model/prompt_cache.py`).
+  server with the RAM prompt cache on (`serve --prompt-cache-mb`, `pyruntime/model/prompt_cache.py`);
+  `cached-no-prewarm` the same with the prewarm off.
 
 The session: turns rotate over every (NPC, player) conversation; each conversation's memory starts
 with `--facts` known facts and the game appends one every `--edit-every` turns of that conversation;
@@ -182,9 +187,10 @@ async def timed_turn(orchestrator: Any, request: AiTaskRequest, name: str,
 
 
 RSS_EVERY = 0  # --rss-every: record the server's RSS every this many turns of a runtime pass (0: at its end only)
+THINK_S = 0.0  # --think-s: pause after each turn of every pass (a player reading the reply), not timed
 
 
-async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str) -> Pass:
+async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, prewarm: bool = True) -> Pass:
     """The session through the runtime, in a fresh data dir."""
     result = Pass(name)
     with tempfile.TemporaryDirectory() as data_dir:
@@ -194,7 +200,8 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str) -> P
             policy.configure_role(f"Npc{npc}", system_prompt=npc_prompt(npc),
                                   max_chat_history_messages=setup.window, with_chat_history=True,
                                   persist_chat_history=True, use_memory_tool=True, temperature=0.0)
-        orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, memory_design="tool")
+        orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, memory_design="tool",
+                                          prewarm=prewarm)
         for npc in range(setup.npcs):
             for player in range(setup.players):
                 tool = MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}"))
@@ -211,7 +218,13 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str) -> P
                                     max_output_tokens=MAX_TOKENS, temperature=0.0, extra={"seed": 0})
             usage, ttft, elapsed = await timed_turn(orchestrator, request, name)
             result.add(turn > 0, usage.evaluated_prompt_tokens, usage.prompt_tokens, ttft, elapsed)
+            if THINK_S:
+                await asyncio.sleep(THINK_S)
+        await orchestrator.prewarms.cancel()
         await orchestrator.client.aclose()
+        if prewarm:
+            stats = orchestrator.prewarms.stats
+            print(f"  {name}: prewarms sent {stats.sent}, skipped {stats.skipped}, failed {stats.failed}", flush=True)
     result.rss_mb = server_rss_mb(server)
     result.rss_trace.append((setup.turns, result.rss_mb))
     print(f"  pass done: {name}", flush=True)
@@ -245,6 +258,8 @@ async def naive_pass(server: LlamaServerProcess, setup: Setup) -> Pass:
         elapsed = time.perf_counter() - began
         histories[pair] += [{"role": "user", "content": hint}, {"role": "assistant", "content": "".join(text)}]
         result.add(turn > 0, evaluated, prompt, first if first is not None else elapsed, elapsed)
+        if THINK_S:
+            await asyncio.sleep(THINK_S)
     await client.aclose()
     result.rss_mb = server_rss_mb(server)
     return result
@@ -270,7 +285,7 @@ def _p(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) >= 2 else (values[0] if values else 0.0)
 
 
-PASSES = ("runtime", "design-note", "naive", "cached")
+PASSES = ("runtime", "no-prewarm", "design-note", "naive", "cached", "cached-no-prewarm")
 
 
 async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | None, setup: Setup,
@@ -278,6 +293,8 @@ async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | Non
     """The passes of one setup (those in `only`), one after the other."""
     began = time.perf_counter()
     passes = [await runtime_pass(server, setup, "runtime")] if "runtime" in only else []
+    if "no-prewarm" in only:
+        passes.append(await runtime_pass(server, setup, "runtime, no prewarm", prewarm=False))
     if "design-note" in only:
         undo = design_note_runtime()
         try:
@@ -286,8 +303,12 @@ async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | Non
             undo()
     if "naive" in only:
         passes.append(await naive_pass(server, setup))
-    if cached is not None and "cached" in only and (setup.npcs > 1 or only == ("cached",)):
+    cached_only = not set(only) - {"cached", "cached-no-prewarm"}
+    if cached is not None and "cached" in only and (setup.npcs > 1 or cached_only):
         passes.append(await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB"))
+    if cached is not None and "cached-no-prewarm" in only and (setup.npcs > 1 or cached_only):
+        passes.append(await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB, "
+                                         "no prewarm", prewarm=False))
     print(f"  passes done in {time.perf_counter() - began:.0f} s", flush=True)
     return passes
 
@@ -315,9 +336,11 @@ def main() -> None:
     parser.add_argument("--passes", nargs="+", choices=PASSES, default=list(PASSES), help="which approaches to run")
     parser.add_argument("--rss-every", type=int, default=0,
                         help="also record the server's RSS every N turns of a runtime pass (long-run memory)")
+    parser.add_argument("--think-s", type=float, default=0.0,
+                        help="pause after each turn (a player reading the reply; the prewarm runs then); default 0")
     args = parser.parse_args()
-    global RSS_EVERY
-    RSS_EVERY = args.rss_every
+    global RSS_EVERY, THINK_S
+    RSS_EVERY, THINK_S = args.rss_every, args.think_s
     config = LlamaServerConfig(model_path=embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS, port=free_port())
     rows: list[tuple[Setup, list[Pass]]] = []
     with contextlib.ExitStack() as stack:

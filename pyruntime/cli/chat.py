@@ -266,6 +266,7 @@ async def chat(options: ChatOptions, stdin: TextIO, out: TextIO) -> int:
         try:
             return await session.run(_LineReader(stdin), interactive=_is_tty(stdin))
         finally:
+            await orchestrator.prewarms.cancel()  # no next turn will come
             await orchestrator.client.aclose()
     finally:
         if supervisor is not None:

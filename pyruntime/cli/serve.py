@@ -489,6 +489,8 @@ async def _attach_turns(options: ServeOptions, services: RuntimeServices, stores
         stack.push_async_callback(asyncio.to_thread, _save_tail_anchors, orchestrator, anchors)
     # Runs before the client closes (and after the RPC servers stop): memory passes still queued finish.
     stack.push_async_callback(orchestrator.memory_passes.drain)
+    # Runs first: a prewarm warms a next turn that will not come (it never holds up a memory pass).
+    stack.push_async_callback(orchestrator.prewarms.cancel)
     log.info("memory design: %s", orchestrator.memory_design.value)
     if model.supervisor is not None:
         orchestrator.client.gate = model.supervisor.check_available  # turns fail fast while it restarts
@@ -498,6 +500,7 @@ async def _attach_turns(options: ServeOptions, services: RuntimeServices, stores
     readiness = (lambda: hosted_model_readiness(host)) if host is not None else (lambda: EXTERNAL_MODEL)
     services.orchestrator.memory_design = orchestrator.memory_design.value
     services.metrics.watch_model_queue(lambda: orchestrator.queue.waiting)
+    services.metrics.watch_prewarms(orchestrator.prewarms.stats.counts)
     services.orchestrator.attach_runner(ProtoTurnRunner(orchestrator), model.alias)
     if host is not None:
         services.orchestrator.model_memory = lambda: hosted_model_memory(host)

@@ -5,13 +5,31 @@ Log lines carry counts only: never content, message ids, role ids or keys.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from coreai.v1 import orchestrator_pb2
 
 log = logging.getLogger("pyruntime.history")
+
+# Set while a later turn's history is only predicted (turns/prewarm.py): nothing is cut then, so
+# the lines would report cuts twice. A context variable: other turns running meanwhile still log.
+_PREDICTING: ContextVar[bool] = ContextVar("pyruntime_history_predicting", default=False)
+log.addFilter(lambda record: not _PREDICTING.get())
+
+
+@contextlib.contextmanager
+def predicting() -> Iterator[None]:
+    """Within it (this task and the threads it starts), the cut-report log lines are not written."""
+    token = _PREDICTING.set(True)
+    try:
+        yield
+    finally:
+        _PREDICTING.reset(token)
 
 
 class CompactionKind(enum.IntEnum):

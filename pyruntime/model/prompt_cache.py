@@ -6,7 +6,8 @@ before the next one, but as shipped (0.3.36) each entry also copies the logits o
 positions (~100 MB for SmolLM2's 49k vocabulary) that its size limit does not count. This cache
 keeps only the last position's logits (never used after a load: a prompt's last token is always
 evaluated again) so the limit counts what is really held, and on each save drops the entries the
-new one makes redundant (its own prefixes: the same conversation's earlier turns), so the space
+new one makes redundant (its own prefixes, up to the few tokens the model generated at their end:
+the same conversation's earlier turns and prewarms), so the space
 goes to the other NPCs in use rather than to stale turns; otherwise least recently used goes first.
 
 With a folder (`serve --prompt-cache-dir`), the cache is mirrored on disk (`prompt_store.py`): each
@@ -84,8 +85,23 @@ class _DiskWriter:
                 log.warning("prompt cache: could not update the disk copy (%s)", type(exc).__name__)
 
 
-def _is_prefix(short: tuple[int, ...], long: tuple[int, ...]) -> bool:
-    return len(short) <= len(long) and long[: len(short)] == short
+# An entry's key is its prompt and the tokens generated after it; the next request of the same
+# conversation goes on differently from the generation prompt on (`<|im_start|>assistant\n` and the
+# reply become the reply message and the next one). A one-token prewarm (turns/prewarm.py) is all
+# such an end: this many tokens at the end of an older key may differ and the newer one still
+# supersedes it, so the prewarm's state does not stay in the cache next to the turn that used it
+# (SmolLM2's ChatML generation prompt is 3 tokens; the tiny test model spells it in 11).
+SUPERSEDED_TAIL_TOKENS = 16
+
+
+def _supersedes(new: tuple[int, ...], old: tuple[int, ...]) -> bool:
+    """True when `new` holds all of `old`, or all but its last few tokens (a long `old` only), and goes on."""
+    if len(old) > len(new):
+        return False
+    if new[: len(old)] == old:
+        return True
+    keep = len(old) - SUPERSEDED_TAIL_TOKENS
+    return keep > SUPERSEDED_TAIL_TOKENS and new[:keep] == old[:keep]
 
 
 class NpcPromptCache(LlamaRAMCache):
@@ -132,7 +148,7 @@ class NpcPromptCache(LlamaRAMCache):
             # the positions it fills, and only the last one is ever read.
             value.scores = scores[-1:].copy()
         before = set(self.cache_state)
-        for old in [k for k in self.cache_state if k != key and _is_prefix(k, key)]:
+        for old in [k for k in self.cache_state if k != key and _supersedes(key, k)]:
             del self.cache_state[old]
         super().__setitem__(key, value)
         self.used_bytes = self.cache_size

@@ -23,6 +23,10 @@ ModelSnapshot = Callable[[], tuple[str, int]]
 MemorySnapshot = Callable[[], tuple[int, int, int]]
 """(RSS, prompt cache used, prompt cache limit) of the model server in bytes, read without blocking."""
 
+PrewarmSnapshot = Callable[[], tuple[int, int, int]]
+"""(sent, skipped, failed) prewarms of next turns' prefixes so far (turns/prewarm.py)."""
+PREWARM_OUTCOMES = ("sent", "skipped", "failed")
+
 
 class _ModelCollector(Collector):
     """coreai_model_state{state} (1 for the current one), coreai_model_ready, coreai_model_restarts_total, and
@@ -46,6 +50,22 @@ class _ModelCollector(Collector):
                                 value=rss)
         yield GaugeMetricFamily("coreai_prompt_cache_used_bytes", "Model states the prompt cache holds", value=used)
         yield GaugeMetricFamily("coreai_prompt_cache_limit_bytes", "The prompt cache's budget (0: off)", value=limit)
+
+
+class _PrewarmCollector(Collector):
+    """coreai_prewarms_total{outcome}: next turns' prefixes evaluated in the background, skipped, failed."""
+
+    def __init__(self) -> None:
+        self.source: PrewarmSnapshot | None = None
+
+    def collect(self) -> Iterable[Metric]:
+        """The orchestrator's prewarm counts as read now."""
+        counts = self.source() if self.source is not None else (0, 0, 0)
+        family = CounterMetricFamily("coreai_prewarms", "Next turns' prompt prefixes evaluated behind player turns, "
+                                     "by outcome (skipped: warm already or superseded)", labels=["outcome"])
+        for outcome, value in zip(PREWARM_OUTCOMES, counts):
+            family.add_metric([outcome], value)
+        yield family
 
 
 class RuntimeMetrics:
@@ -72,6 +92,8 @@ class RuntimeMetrics:
         self.accept_errors = Counter("coreai_accept_errors", "Failed accepts (e.g. out of file handles)", registry=r)
         self._model = _ModelCollector()
         r.register(self._model)
+        self._prewarms = _PrewarmCollector()
+        r.register(self._prewarms)
         self.turns_in_flight.set_function(lambda: 0)
         self.model_queue_waiting.set_function(lambda: 0)
 
@@ -82,6 +104,10 @@ class RuntimeMetrics:
     def watch_model_memory(self, source: MemorySnapshot) -> None:
         """Read the model server's (RSS, prompt cache used, limit) bytes from source at every scrape."""
         self._model.memory = source
+
+    def watch_prewarms(self, source: PrewarmSnapshot) -> None:
+        """Read the orchestrator's (sent, skipped, failed) prewarm counts from source at every scrape."""
+        self._prewarms.source = source
 
     def watch_turns_in_flight(self, source: Callable[[], float]) -> None:
         """Read the number of admitted turns from source at every scrape."""

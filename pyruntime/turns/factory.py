@@ -81,6 +81,7 @@ def build_orchestrator(
     default_timeout: float = DEFAULT_TURN_TIMEOUT_S,
     llm_compaction_enabled: bool = False,
     llm_compaction_options: LlmCompactionOptions | None = None,
+    prewarm: bool | None = None,
 ) -> AiOrchestrator:
     """An orchestrator for a hosted llama.cpp `server`, or any OpenAI-compatible `base_url`.
 
@@ -90,6 +91,9 @@ def build_orchestrator(
     `tool_mode` and `max_calls_per_round` default to the `model_profile` of the server kind. Stores:
     `stores` as given, else file stores under `data_dir`, else session-only stores. Close the client
     with `await orchestrator.client.aclose()`.
+    `prewarm` (None: on for a hosted `server`): evaluate each conversation's next prefix in the background
+    after a turn (turns/prewarm.py). Off for a server we do not run: we cannot know that it keeps a prefix,
+    and each prewarm is one more request to it.
     """
     if server is not None:
         base_url = base_url or server.base_url
@@ -131,6 +135,7 @@ def build_orchestrator(
         llm_compaction_enabled=llm_compaction_enabled,
         llm_compaction_options=llm_compaction_options,
         memory_design=profile.memory_design,
+        prewarm=server is not None if prewarm is None else prewarm,
     )
 
 

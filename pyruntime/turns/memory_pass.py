@@ -120,8 +120,9 @@ class MemoryPasses:
         """Passes not finished yet."""
         return len(self._running)
 
-    def start(self, pass_coro: "asyncio.Future[MemoryPassOutcome] | object", role_id: str) -> None:
-        """Run a pass in the background; its outcome is kept for `collect`/`drain`."""
+    def start(self, pass_coro: "asyncio.Future[MemoryPassOutcome] | object",
+              role_id: str) -> asyncio.Task[MemoryPassOutcome]:
+        """Run a pass in the background; its outcome is kept for `collect`/`drain`; returns its task."""
         task: asyncio.Task[MemoryPassOutcome] = asyncio.ensure_future(pass_coro)  # type: ignore[arg-type]
         self._running.add(task)
 
@@ -139,6 +140,7 @@ class MemoryPasses:
                 self._done.append(t.result())
 
         task.add_done_callback(finished)
+        return task
 
     async def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> list[MemoryPassOutcome]:
         """Wait (up to `timeout` s) for the running passes; returns and forgets every outcome so far."""

@@ -32,6 +32,7 @@ from pyruntime.history import (
     prepare_scoped_turn_history,
 )
 from pyruntime.history.budget import COMPACTION_TARGET_RATIO, MAX_OVERFLOW_RETRIES
+from pyruntime.history.cut_report import predicting
 from pyruntime.history.tokens import GENERATION_PROMPT_TOKENS, MESSAGE_OVERHEAD_TOKENS, count_chat_tokens
 from pyruntime.memory import MEMORY_TOOL_NAME, MemoryTool
 from pyruntime.memory.state import AgentMemoryState
@@ -40,6 +41,7 @@ from pyruntime.model.errors import ContextOverflowError, ModelError
 from pyruntime.model.queue import ModelRequestQueue, Priority, SlotGrant
 from pyruntime.model.types import ChatCompletionAccumulator, TextDelta, ToolCall
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
+from pyruntime.stores.base import LoadStatus
 from pyruntime.stores.persistence import StoreBundle
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
 from pyruntime.turns.context import (
@@ -72,7 +74,7 @@ from pyruntime.turns.client_tools import (
     check_client_tools,
 )
 from pyruntime.turns.memory_blocks import MemoryBlocks, plan_memory_blocks
-from pyruntime.turns.memory_pass import MemoryPasses, run_memory_pass
+from pyruntime.turns.memory_pass import MemoryPassOutcome, MemoryPasses, run_memory_pass
 from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.modes import (
     MAX_CALLS_PER_ROUND,
@@ -92,6 +94,7 @@ from pyruntime.turns.prompt import (
     role_system_prompt,
     tail_text_of,
 )
+from pyruntime.turns.prewarm import Prewarms, needs_prewarm, send_prewarm
 from pyruntime.turns.recording import TurnRecord, record_turn
 from pyruntime.turns.request import FORCED_TOOL_NONE, FORCED_TOOL_REQUIRED, AiTaskRequest
 from pyruntime.turns.tail_anchors import conversation_digest, load_anchors, save_anchors
@@ -121,10 +124,20 @@ FIXED_COUNT_CACHE_SIZE = 256  # (role, part) entries of the system-prompt / tool
 STRUCTURED_RESULTS_HEADER = "Tool results:"
 
 Emit = Callable[[TurnEvent], Awaitable[None]]
+PlanBlocks = Callable[["_Turn", str, bool], Awaitable[MemoryBlocks]]
 
 
 async def _discard(event: TurnEvent) -> None:
     return None
+
+
+@dataclass(frozen=True)
+class _PromptParts:
+    """What a turn's requests share, whatever its history: the system prompt, tool availability, native schemas."""
+
+    system_prompt: str
+    availability: str
+    tools_sent: list[dict[str, Any]] | None
 
 
 @dataclass
@@ -159,6 +172,8 @@ class _Turn:
     tool_allowance: int = 0  # TOOL_CALL_ALLOWANCE_TOKENS once tools are offered
     queue_owner: int | None = None  # the turn's place in the model queue, from its first model call
     turn_id: str = ""  # names the turn in game-tool calls (SubmitToolResult)
+    parts: _PromptParts | None = None
+    sent: list[dict[str, Any]] | None = None  # the request before any tool round, as last prepared (prewarm)
 
     @property
     def role_id(self) -> str:
@@ -217,6 +232,7 @@ class AiOrchestrator:
         tool_call_allowance: int = TOOL_CALL_ALLOWANCE_TOKENS,
         memory_design: MemoryDesign | str = MemoryDesign.TOOL,
         client_tool_timeout: float = DEFAULT_CLIENT_TOOL_TIMEOUT_S,
+        prewarm: bool = False,
     ) -> None:
         """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
 
@@ -225,6 +241,8 @@ class AiOrchestrator:
         True - it counts from the call. Either way a waiting turn can be cancelled.
         `tool_call_allowance`: tokens for the JSON wrapper and tool calls on top of the visible output cap.
         `client_tool_timeout`: seconds a game-tool call waits for its result when the request sets none.
+        `prewarm`: after each turn, evaluate the next turn's prefix in the background when it changes
+        (turns/prewarm.py); `build_orchestrator` turns it on for a model we host.
         """
         if model_context_tokens < 1:
             raise InvalidArgumentError("model_context_tokens must be positive")
@@ -255,6 +273,8 @@ class AiOrchestrator:
         self.memory_passes = MemoryPasses()
         self.client_tool_timeout = client_tool_timeout
         self.client_calls = ClientCallRegistry()  # game-tool calls waiting for the client's result
+        self.prewarm = prewarm
+        self.prewarms = Prewarms()
         # Where each conversation's tail was last sent (issue 13): an unchanged tail stays there.
         self._tail_anchors: OrderedDict[str, TailAnchor] = OrderedDict()
         # The system prompt and tool schemas of a role are byte-identical turn after turn (spec 7):
@@ -320,6 +340,7 @@ class AiOrchestrator:
         turn.store.key(request.role_id)  # a bad role id fails now, before anything is written
         check_client_tools(request.client_tools, [t.name for t in self.tools.tools_for(request.role_id)])
         turn.turn_id = self.client_calls.new_turn_id()
+        self.prewarms.supersede(conversation_digest(turn.store.key(request.role_id)))
         self.client.check_available()  # a restarting model fails the call now (UNAVAILABLE), nothing is recorded
         return turn
 
@@ -345,7 +366,8 @@ class AiOrchestrator:
         finally:
             await self._finish(turn)
         if turn.status.completed:
-            self._start_memory_pass(turn)
+            memory_pass = self._start_memory_pass(turn)
+            self._start_prewarm(turn, memory_pass)
         result = turn.result()
         await emit(FinalEvent(result))
         return result
@@ -362,14 +384,65 @@ class AiOrchestrator:
             sum(len(t) for t in turn.text), time.perf_counter() - turn.started,
         )
 
-    def _start_memory_pass(self, turn: _Turn) -> None:
+    def _start_memory_pass(self, turn: _Turn) -> asyncio.Task[MemoryPassOutcome] | None:
         """Writer design: the memory decision on this line, queued behind player turns (turns/memory_pass.py)."""
         if self.memory_design is not MemoryDesign.WRITER or not turn.config.use_memory_tool:
-            return
+            return None
         tool = MemoryTool(turn.store.store, turn.store.key(turn.role_id),
                           max_memory_chars=turn.config.effective_max_memory_chars)
-        self.memory_passes.start(
+        return self.memory_passes.start(
             run_memory_pass(self.client, self.queue, tool, turn.role_id, turn.request.hint), turn.role_id)
+
+    def _start_prewarm(self, turn: _Turn, memory_pass: asyncio.Task[MemoryPassOutcome] | None) -> None:
+        """Evaluate the next turn's prefix behind player turns, after this turn's writer pass (turns/prewarm.py)."""
+        if not self.prewarm or turn.parts is None or turn.sent is None:
+            return
+        if not turn.config.with_chat_history or turn.borrowed_history:
+            return  # no history (or a borrowed one that is not kept): the next prefix is this one's
+        if self.llm_compaction_enabled and turn.config.use_llm_context_compaction:
+            # Predicting the head would take the compaction's own model call, and its summary is not
+            # deterministic: the prewarm could not know what the next turn will send.
+            return
+        if turn.parts.tools_sent:
+            return  # native tools: the server renders the schemas into the prompt its own way
+        conversation = conversation_digest(turn.store.key(turn.role_id))
+
+        async def work(still_due: Callable[[], bool]) -> bool | None:
+            displaced = False
+            if memory_pass is not None:
+                # The pass may change the memory (the next head or tail), and its request replaces
+                # this turn's prompt in llama.cpp's KV cache. The prewarm's request waits behind it
+                # anyway (background requests are served in order), this waits for its edit too.
+                await asyncio.wait({memory_pass})
+                displaced = (not memory_pass.cancelled() and memory_pass.exception() is None
+                             and memory_pass.result().model_calls > 0)
+            if not still_due():
+                return False
+            prefix = await self._predict_prefix(turn)
+            if prefix is None or turn.sent is None or not needs_prewarm(prefix, turn.sent, displaced=displaced):
+                return None
+            return await send_prewarm(self.client, self.queue, prefix, still_due)
+
+        self.prewarms.start(conversation, work)
+
+    async def _predict_prefix(self, turn: _Turn) -> list[dict[str, Any]] | None:
+        """The next turn's request but the player's line, as it would prepare it now; stores nothing.
+
+        The next player line is not known: this turn's stands in for it (its length enters the
+        history budget), and this request's tail blocks and tools stand in for the next one's.
+        """
+        parts = turn.parts
+        assert parts is not None
+        ghost = _Turn(turn.request, turn.config, turn.borrowed_history, turn.store, turn.mode)
+        ghost.tool_allowance = turn.tool_allowance
+        with predicting():
+            try:
+                tail, fit, _ = await self._prepare(ghost, parts, False, self._peek_memory_blocks())
+                # Rendered with the tail where the turn would put it (`place_tail`, the anchor this turn kept).
+                base = await self._fit_history(ghost, fit, parts.system_prompt, tail, parts.tools_sent)
+            except FixedPartOverflowError:
+                return None
+        return base[:-1] if turn.request.hint else base  # all but the player's line
 
     def _record(self, turn: _Turn) -> None:
         completed = turn.status.completed
@@ -414,23 +487,12 @@ class AiOrchestrator:
 
         consolidate = False
         tools_sent = native_tools(offered_defs, turn.mode is ToolCallMode.NATIVE)
+        turn.parts = parts = _PromptParts(system_prompt, availability, tools_sent)
         while True:
-            blocks = await self._memory_blocks(turn, system_prompt, consolidate)
-            tail = TailBlocks(request.request_system_instructions, blocks.snapshot_block, blocks.updates_block,
-                              availability, request.world_state)
-            fit = self._fit(turn, system_prompt, tail, tools_sent)
-            if config.with_chat_history:
-                turn.prepared = await self._history(turn, fit)
-                turn.cut_report = turn.prepared.cut_report
-                if turn.prepared.cut_report.compaction is not CompactionKind.NONE and not consolidate:
-                    # A compaction rewrites the prompt anyway: fold the memory updates into the snapshot.
-                    consolidate = True
-                    blocks = await self._memory_blocks(turn, system_prompt, consolidate)
-                    tail = TailBlocks(request.request_system_instructions, blocks.snapshot_block,
-                                      blocks.updates_block, availability, request.world_state)
-                    fit = self._fit(turn, system_prompt, tail, tools_sent)
+            tail, fit, consolidate = await self._prepare(turn, parts, consolidate, self._memory_blocks)
             base = await self._fit_history(turn, fit, system_prompt, tail, tools_sent)
             self._keep_tail_anchor(turn, tail)
+            turn.sent = base
             if turn.prepared is not None and not turn.cut_report_sent:
                 # Once per turn, for the history as finally sent (after any refit to the context).
                 turn.cut_report_sent = True
@@ -463,6 +525,52 @@ class AiOrchestrator:
             "forced_tool_mode must be '', 'none', 'required' or the name of a tool offered in this request"
         )
 
+    async def _prepare(self, turn: _Turn, parts: _PromptParts, consolidate: bool,
+                       plan_blocks: PlanBlocks) -> tuple[TailBlocks, RequestFit, bool]:
+        """The tail blocks, the request's fit and the history of one attempt; returns whether it consolidates.
+
+        Shared by the turn and the prewarm's prediction of the next one (which plans the memory
+        blocks without storing them), so the prediction prepares exactly what the turn would.
+        """
+        request, config = turn.request, turn.config
+
+        async def tail_of(consolidate: bool) -> TailBlocks:
+            blocks = await plan_blocks(turn, parts.system_prompt, consolidate)
+            return TailBlocks(request.request_system_instructions, blocks.snapshot_block, blocks.updates_block,
+                              parts.availability, request.world_state)
+
+        tail = await tail_of(consolidate)
+        fit = self._fit(turn, parts.system_prompt, tail, parts.tools_sent)
+        if config.with_chat_history:
+            turn.prepared = await self._history(turn, fit)
+            turn.cut_report = turn.prepared.cut_report
+            if turn.prepared.cut_report.compaction is not CompactionKind.NONE and not consolidate:
+                # A compaction rewrites the prompt anyway: fold the memory updates into the snapshot.
+                consolidate = True
+                tail = await tail_of(consolidate)
+                fit = self._fit(turn, parts.system_prompt, tail, parts.tools_sent)
+        return tail, fit, consolidate
+
+    def _peek_memory_blocks(self) -> PlanBlocks:
+        """`_memory_blocks` for a prediction: the stored state read once, a new snapshot kept here, not stored."""
+        states: list[AgentMemoryState | None] = []
+
+        async def plan(turn: _Turn, system_prompt: str, consolidate: bool) -> MemoryBlocks:
+            if not turn.config.use_memory_tool:
+                return plan_memory_blocks(None)
+            if not states:
+                loaded = await asyncio.to_thread(turn.store.try_load, turn.role_id)
+                states.append(loaded.state if loaded.status is LoadStatus.LOADED
+                              else AgentMemoryState() if loaded.status is LoadStatus.NOT_FOUND else None)
+            state = states[0]
+            if state is None:  # unreadable: the turn runs without the memory blocks
+                return plan_memory_blocks(None)
+            blocks = plan_memory_blocks(state, consolidate=consolidate)
+            states[0] = _with_snapshot(state, blocks)
+            return blocks
+
+        return plan
+
     async def _memory_blocks(self, turn: _Turn, system_prompt: str, consolidate: bool) -> MemoryBlocks:
         """Plan the memory blocks from the stored state, storing a new snapshot atomically when it changes."""
         if not turn.config.use_memory_tool:
@@ -472,10 +580,7 @@ class AiOrchestrator:
         def change(state: AgentMemoryState) -> AgentMemoryState | None:
             blocks = plan_memory_blocks(state, consolidate=consolidate)
             planned.append(blocks)
-            updated = state
-            if blocks.snapshot_changed:
-                updated = updated.evolve(system_prompt_memory_snapshot=blocks.snapshot,
-                                         system_prompt_memory_version=blocks.snapshot_version)
+            updated = _with_snapshot(state, blocks)
             if updated != AgentMemoryState() and updated.last_system_prompt != system_prompt:
                 updated = updated.evolve(last_system_prompt=system_prompt)
             return None if updated == state else updated
@@ -799,6 +904,14 @@ class AiOrchestrator:
         parsed = parse_structured_reply(completion.text, call_id_prefix=f"call_{len(turn.rounds) + 1}",
                                         tool_calls_json=extractor.tool_calls_json)
         return _RoundReply(extractor.text, parsed.tool_calls, completion.text, parsed.error)
+
+
+def _with_snapshot(state: AgentMemoryState, blocks: MemoryBlocks) -> AgentMemoryState:
+    """`state` with the snapshot `blocks` sent, when it changed."""
+    if not blocks.snapshot_changed:
+        return state
+    return state.evolve(system_prompt_memory_snapshot=blocks.snapshot,
+                        system_prompt_memory_version=blocks.snapshot_version)
 
 
 def _availability(offered: Sequence[OfferedTool], forced: str | None) -> str:

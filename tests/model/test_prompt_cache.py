@@ -73,6 +73,28 @@ def test_the_cache_keeps_last_row_logits_and_drops_its_own_prefixes() -> None:
     assert list(cache.cache_state) == [(1, 2, 3, 4, 5), (9,), (10,)]
 
 
+def test_a_prewarm_entry_is_dropped_by_the_turn_that_follows_it() -> None:
+    from llama_cpp.llama import LlamaState
+
+    from pyruntime.model.prompt_cache import SUPERSEDED_TAIL_TOKENS, NpcPromptCache
+
+    def state(tokens: tuple[int, ...]) -> LlamaState:
+        return LlamaState(np.array(tokens, dtype=np.intc), np.ones((1, 8), dtype=np.single), len(tokens), b"x", 1, 0)
+
+    history = tuple(range(100, 140))
+    prewarm = history + (1, 2, 3, 77)  # the prompt ends with the generation prompt; one token generated
+    other = tuple(range(100, 120)) + tuple(range(500, 530))  # another conversation with the same system prompt
+    turn = history + (1, 4, 5, 6, 7, 8, 9)  # the next turn: the player's line instead of the generation prompt
+    cache = NpcPromptCache(capacity_bytes=1 << 20)
+    for key in (prewarm, other, turn):
+        cache[key] = state(key)
+    assert list(cache.cache_state) == [other, turn]
+    # Only the last few tokens may differ: a key that parts earlier is another prompt, kept.
+    parted = history[:-SUPERSEDED_TAIL_TOKENS] + tuple(range(900, 960))
+    cache[parted] = state(parted)
+    assert list(cache.cache_state) == [other, turn, parted]
+
+
 def test_a_negative_cache_size_is_refused(tiny_model_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="prompt_cache_mb"):
         LlamaServerConfig(model_path=tiny_model_path, alias="tiny", prompt_cache_mb=-1)

@@ -14,7 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import RuntimeClient, RuntimeUnavailableError
 from pyruntime.observability import loggable_trace_id
+from pyruntime.observability.metrics import RuntimeMetrics
 from pyruntime.scopes import AgentMemoryScope
+from pyruntime.turns.prewarm import PrewarmStats
 from tests.rpc.conftest import TOKEN, Runtime, spawn_runtime
 from tests.support.fixtures import free_port, tiny_model_path  # noqa: F401  (pytest fixtures)
 
@@ -74,6 +76,17 @@ def test_metrics_parse_and_count_turns_connections_and_model_state(runtime: Runt
     for name in ("coreai_turn_prompt_tokens", "coreai_turn_completion_tokens", "coreai_connections_closed",
                  "coreai_accept_errors", "coreai_model_queue_waiting", "coreai_model_ready"):
         assert name in families
+    assert samples[("coreai_prewarms_total", (("outcome", "sent"),))] == 0  # no model, no orchestrator to watch
+
+
+def test_metrics_count_the_prewarms_by_outcome() -> None:
+    metrics = RuntimeMetrics()
+    stats = PrewarmStats(sent=3, skipped=5, failed=1)
+    metrics.watch_prewarms(stats.counts)
+    stats.sent += 1  # read at scrape time, not when watched
+    families = {f.name: f for f in text_string_to_metric_families(metrics.render().decode())}
+    assert {s.labels["outcome"]: s.value for s in families["coreai_prewarms"].samples
+            if s.name == "coreai_prewarms_total"} == {"sent": 4, "skipped": 5, "failed": 1}
 
 
 def test_a_trace_id_that_carries_text_is_logged_as_a_hash() -> None:

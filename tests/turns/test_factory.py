@@ -71,3 +71,17 @@ def test_an_external_url_gets_native_mode_and_explicit_settings_win(tiny_server_
     assert (chosen.tool_mode, chosen.max_calls_per_round) == (ToolCallMode.STRUCTURED, 2)
     for orchestrator in (external, chosen):
         run(orchestrator.client.aclose())
+
+
+def test_the_prewarm_is_on_for_a_hosted_model_only(tiny_llama_server: LlamaServerProcess) -> None:
+    # A server we do not run may keep no prefix, and each prewarm is one more request to it.
+    hosted = build_orchestrator(server=tiny_llama_server)
+    external = build_orchestrator(base_url=tiny_llama_server.base_url)
+    switched_off = build_orchestrator(server=tiny_llama_server, prewarm=False)
+    assert (hosted.prewarm, external.prewarm, switched_off.prewarm) == (True, False, False)
+
+    async def close() -> None:
+        for orchestrator in (hosted, external, switched_off):
+            await orchestrator.client.aclose()
+
+    run(close())

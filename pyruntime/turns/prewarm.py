@@ -1,0 +1,139 @@
+"""Warm the next turn's prefix while the player reads the reply (issue 13, "Warm first tokens").
+
+Past the history window most turns only append, but a turn that compacts changes the head message
+(new summary, consolidated memory snapshot), so llama.cpp evaluates the head and the whole history
+again while the player waits. After a turn (and its memory writer pass) the orchestrator predicts
+the next turn's request for the same conversation with the same preparation it would run, and when
+its prefix differs from what llama.cpp holds, sends that prefix - everything but the player's line:
+the system prompt, the head, the history, the tail blocks - as a one-token request behind player
+turns (`Priority.BACKGROUND`). llama.cpp evaluates it then; the hosted server's prompt cache (or its
+KV cache) keeps it, and the next turn evaluates only the player's line. The tail is predicted from
+this turn's request (world state, instructions, tools): when the next one differs, the next turn
+evaluates it, as it would have anyway.
+
+It is a pure prediction: nothing is stored. Committing the predicted compaction now would take the
+fold out of the next turn's cut report, persist a summary no successful turn has sent (spec 5), and
+fold by a budget that depends on the next player line, which is not known yet. A wrong prediction
+costs one background request and changes nothing a turn sends, stores or reports.
+
+This module is the pure part and the bookkeeping; the prediction itself is the orchestrator's own
+preparation (`AiOrchestrator._predict_prefix`), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.queue import ModelRequestQueue, Priority
+
+log = logging.getLogger("pyruntime.turns")
+
+PREWARM_MAX_TOKENS = 1  # llama.cpp must evaluate the prompt; one token is the least a completion generates
+DRAIN_TIMEOUT_S = 60.0
+
+
+def needs_prewarm(prefix: Sequence[dict[str, Any]], sent: Sequence[dict[str, Any]], *, displaced: bool) -> bool:
+    """True unless llama.cpp already holds `prefix`: the request this turn sent starts it, and no other came since.
+
+    `displaced`: another request (the memory writer pass) ran after the turn, so the single KV cache
+    holds that one's prompt (a prompt cache may still hold the turn's; a prewarm then costs little).
+    """
+    if displaced:
+        return True
+    return len(prefix) < len(sent) or list(prefix[: len(sent)]) != list(sent)
+
+
+async def send_prewarm(client: OpenAICompatClient, queue: ModelRequestQueue, messages: list[dict[str, Any]],
+                       still_due: Callable[[], bool]) -> bool:
+    """Evaluate `messages` behind player turns; False when it was no longer due once the model was free.
+
+    The queue hands the slot to a waiting player call first, so a prewarm never starts while one
+    waits; one that comes later waits for it (llama.cpp does not stop a prompt's evaluation halfway,
+    so dropping the request then would not free the model sooner).
+    """
+    async with queue.slot(Priority.BACKGROUND):
+        if not still_due():
+            return False
+        await client.chat(messages, temperature=0.0, max_tokens=PREWARM_MAX_TOKENS)
+    return True
+
+
+@dataclass
+class PrewarmStats:
+    """What the prewarms did since start: sent to the model, skipped (warm already, superseded), failed."""
+
+    sent: int = 0
+    skipped: int = 0
+    failed: int = 0
+
+    def counts(self) -> tuple[int, int, int]:
+        """(sent, skipped, failed), as `/metrics` reports them."""
+        return self.sent, self.skipped, self.failed
+
+
+class Prewarms:
+    """The prewarms still running, one due per conversation; a newer turn of it supersedes its prewarm."""
+
+    def __init__(self) -> None:
+        """None yet."""
+        self.stats = PrewarmStats()
+        self._running: set[asyncio.Task[None]] = set()
+        self._due: dict[str, object] = {}  # conversation -> the token of its one prewarm still due
+
+    @property
+    def pending(self) -> int:
+        """Prewarms not finished yet."""
+        return len(self._running)
+
+    def supersede(self, conversation: str) -> None:
+        """A turn of `conversation` starts: a prewarm still waiting for it is no longer due."""
+        self._due.pop(conversation, None)
+
+    def start(self, conversation: str, work: Callable[[Callable[[], bool]], Awaitable[bool | None]]) -> None:
+        """Run `work(still_due)` in the background: True sent, False skipped, None nothing to warm.
+
+        A failure is counted and logged by its type only (a model or store message may quote game text).
+        """
+        token = object()
+        self._due[conversation] = token
+
+        def still_due() -> bool:
+            return self._due.get(conversation) is token
+
+        async def run() -> None:
+            try:
+                outcome = await work(still_due)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # never a turn's failure: the next turn just evaluates its prefix itself
+                self.stats.failed += 1
+                log.warning("prewarm failed (%s)", type(exc).__name__)
+                return
+            finally:
+                if still_due():
+                    del self._due[conversation]
+            if outcome:
+                self.stats.sent += 1
+            else:
+                self.stats.skipped += 1
+
+        task = asyncio.ensure_future(run())
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> None:
+        """Wait (up to `timeout` s) for the running prewarms."""
+        if self._running:
+            await asyncio.wait(set(self._running), timeout=timeout)
+
+    async def cancel(self) -> None:
+        """Stop the running prewarms (shutdown: nobody will take the next turn)."""
+        tasks = set(self._running)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
