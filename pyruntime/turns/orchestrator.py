@@ -407,7 +407,7 @@ class AiOrchestrator:
             return  # native tools: the server renders the schemas into the prompt its own way
         conversation = conversation_digest(turn.store.key(turn.role_id))
 
-        async def work(still_due: Callable[[], bool]) -> bool | None:
+        async def work(still_due: Callable[[], bool]) -> int | None:
             displaced = False
             if memory_pass is not None:
                 # The pass may change the memory (the next head or tail), and its request replaces
@@ -417,7 +417,7 @@ class AiOrchestrator:
                 displaced = (not memory_pass.cancelled() and memory_pass.exception() is None
                              and memory_pass.result().model_calls > 0)
             if not still_due():
-                return False
+                return None
             prefix = await self._predict_prefix(turn)
             if prefix is None or turn.sent is None or not needs_prewarm(prefix, turn.sent, displaced=displaced):
                 return None

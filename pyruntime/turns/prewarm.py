@@ -30,6 +30,7 @@ from typing import Any
 
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.queue import ModelRequestQueue, Priority
+from pyruntime.model.types import UsageDelta
 
 log = logging.getLogger("pyruntime.turns")
 
@@ -49,18 +50,24 @@ def needs_prewarm(prefix: Sequence[dict[str, Any]], sent: Sequence[dict[str, Any
 
 
 async def send_prewarm(client: OpenAICompatClient, queue: ModelRequestQueue, messages: list[dict[str, Any]],
-                       still_due: Callable[[], bool]) -> bool:
-    """Evaluate `messages` behind player turns; False when it was no longer due once the model was free.
+                       still_due: Callable[[], bool]) -> int | None:
+    """Evaluate `messages` behind player turns: the prompt tokens llama.cpp evaluated (0 when the server
+    reports no usage), None when it was no longer due once the model was free.
 
     The queue hands the slot to a waiting player call first, so a prewarm never starts while one
     waits; one that comes later waits for it (llama.cpp does not stop a prompt's evaluation halfway,
     so dropping the request then would not free the model sooner).
     """
+    evaluated = 0
     async with queue.slot(Priority.BACKGROUND):
         if not still_due():
-            return False
-        await client.chat(messages, temperature=0.0, max_tokens=PREWARM_MAX_TOKENS)
-    return True
+            return None
+        # Streamed for the usage chunk: the hosted server counts cached tokens only there.
+        async with client.stream_chat(messages, temperature=0.0, max_tokens=PREWARM_MAX_TOKENS) as stream:
+            async for delta in stream:
+                if isinstance(delta, UsageDelta):
+                    evaluated = delta.usage.prompt_tokens - delta.usage.cached_tokens
+    return evaluated
 
 
 @dataclass
@@ -70,6 +77,7 @@ class PrewarmStats:
     sent: int = 0
     skipped: int = 0
     failed: int = 0
+    evaluated_tokens: int = 0  # prompt tokens the sent prewarms had llama.cpp evaluate (work moved off turns)
 
     def counts(self) -> tuple[int, int, int]:
         """(sent, skipped, failed), as `/metrics` reports them."""
@@ -94,8 +102,8 @@ class Prewarms:
         """A turn of `conversation` starts: a prewarm still waiting for it is no longer due."""
         self._due.pop(conversation, None)
 
-    def start(self, conversation: str, work: Callable[[Callable[[], bool]], Awaitable[bool | None]]) -> None:
-        """Run `work(still_due)` in the background: True sent, False skipped, None nothing to warm.
+    def start(self, conversation: str, work: Callable[[Callable[[], bool]], Awaitable[int | None]]) -> None:
+        """Run `work(still_due)` in the background: the tokens a sent prewarm evaluated, None skipped.
 
         A failure is counted and logged by its type only (a model or store message may quote game text).
         """
@@ -117,10 +125,11 @@ class Prewarms:
             finally:
                 if still_due():
                     del self._due[conversation]
-            if outcome:
-                self.stats.sent += 1
-            else:
+            if outcome is None:
                 self.stats.skipped += 1
+            else:
+                self.stats.sent += 1
+                self.stats.evaluated_tokens += outcome
 
         task = asyncio.ensure_future(run())
         self._running.add(task)
