@@ -136,6 +136,7 @@ def build_orchestrator(
         llm_compaction_options=llm_compaction_options,
         memory_design=profile.memory_design,
         prewarm=server is not None if prewarm is None else prewarm,
+        prompt_cache_status=server.status if server is not None else None,
     )
 
 

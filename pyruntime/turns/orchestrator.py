@@ -14,8 +14,8 @@ import contextlib
 import json
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,7 +94,14 @@ from pyruntime.turns.prompt import (
     role_system_prompt,
     tail_text_of,
 )
-from pyruntime.turns.prewarm import Prewarms, needs_prewarm, send_prewarm
+from pyruntime.turns.prewarm import (
+    RECENT_TURNS,
+    Prewarms,
+    needs_prewarm,
+    prompt_cache_has_room,
+    send_prewarm,
+    worth_prewarming,
+)
 from pyruntime.turns.recording import TurnRecord, record_turn
 from pyruntime.turns.request import FORCED_TOOL_NONE, FORCED_TOOL_REQUIRED, AiTaskRequest
 from pyruntime.turns.tail_anchors import conversation_digest, load_anchors, save_anchors
@@ -233,6 +240,7 @@ class AiOrchestrator:
         memory_design: MemoryDesign | str = MemoryDesign.TOOL,
         client_tool_timeout: float = DEFAULT_CLIENT_TOOL_TIMEOUT_S,
         prewarm: bool = False,
+        prompt_cache_status: Callable[[], Mapping[str, object]] | None = None,
     ) -> None:
         """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
 
@@ -242,7 +250,9 @@ class AiOrchestrator:
         `tool_call_allowance`: tokens for the JSON wrapper and tool calls on top of the visible output cap.
         `client_tool_timeout`: seconds a game-tool call waits for its result when the request sets none.
         `prewarm`: after each turn, evaluate the next turn's prefix in the background when it changes
-        (turns/prewarm.py); `build_orchestrator` turns it on for a model we host.
+        (turns/prewarm.py); `build_orchestrator` turns it on for a model we host. `prompt_cache_status`: the
+        hosted server's `/coreai/status` (blocking; called off the event loop), so a prewarm is sent only
+        while its prompt cache has room (`prewarm.worth_prewarming`).
         """
         if model_context_tokens < 1:
             raise InvalidArgumentError("model_context_tokens must be positive")
@@ -275,6 +285,8 @@ class AiOrchestrator:
         self.client_calls = ClientCallRegistry()  # game-tool calls waiting for the client's result
         self.prewarm = prewarm
         self.prewarms = Prewarms()
+        self.prompt_cache_status = prompt_cache_status
+        self._recent_conversations: deque[str] = deque(maxlen=RECENT_TURNS)
         # Where each conversation's tail was last sent (issue 13): an unchanged tail stays there.
         self._tail_anchors: OrderedDict[str, TailAnchor] = OrderedDict()
         # The system prompt and tool schemas of a role are byte-identical turn after turn (spec 7):
@@ -340,7 +352,9 @@ class AiOrchestrator:
         turn.store.key(request.role_id)  # a bad role id fails now, before anything is written
         check_client_tools(request.client_tools, [t.name for t in self.tools.tools_for(request.role_id)])
         turn.turn_id = self.client_calls.new_turn_id()
-        self.prewarms.supersede(conversation_digest(turn.store.key(request.role_id)))
+        conversation = conversation_digest(turn.store.key(request.role_id))
+        self.prewarms.supersede(conversation)
+        self._recent_conversations.append(conversation)
         self.client.check_available()  # a restarting model fails the call now (UNAVAILABLE), nothing is recorded
         return turn
 
@@ -416,7 +430,8 @@ class AiOrchestrator:
                 await asyncio.wait({memory_pass})
                 displaced = (not memory_pass.cancelled() and memory_pass.exception() is None
                              and memory_pass.result().model_calls > 0)
-            if not still_due():
+            if not still_due() or not worth_prewarming(await self._prompt_cache_room(),
+                                                        tuple(self._recent_conversations), conversation):
                 return None
             prefix = await self._predict_prefix(turn)
             if prefix is None or turn.sent is None or not needs_prewarm(prefix, turn.sent, displaced=displaced):
@@ -424,6 +439,16 @@ class AiOrchestrator:
             return await send_prewarm(self.client, self.queue, prefix, still_due)
 
         self.prewarms.start(conversation, work)
+
+    async def _prompt_cache_room(self) -> bool | None:
+        """`prewarm.prompt_cache_has_room` of the hosted server now; False when it cannot tell (no prewarm then)."""
+        if self.prompt_cache_status is None:
+            return None
+        try:
+            return prompt_cache_has_room(await asyncio.to_thread(self.prompt_cache_status))
+        except Exception as exc:  # noqa: BLE001 - a status the server cannot give only skips a prewarm
+            log.info("prewarm skipped: no prompt cache status (%s)", type(exc).__name__)
+            return False
 
     async def _predict_prefix(self, turn: _Turn) -> list[dict[str, Any]] | None:
         """The next turn's request but the player's line, as it would prepare it now; stores nothing.

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,35 @@ def needs_prewarm(prefix: Sequence[dict[str, Any]], sent: Sequence[dict[str, Any
     if displaced:
         return True
     return len(prefix) < len(sent) or list(prefix[: len(sent)]) != list(sent)
+
+
+RECENT_TURNS = 2  # turns looked at to tell a dialogue (one conversation) from NPCs taking turns
+
+
+def prompt_cache_has_room(status: Mapping[str, object]) -> bool | None:
+    """Whether the hosted server's RAM prompt cache can hold a prewarm's state without pushing another
+    conversation's out: room for two more states of its average size (the prewarm's, and the stale one a
+    compaction leaves until it is evicted). None: the server keeps no prompt cache."""
+    limit, used, entries = (status.get(k) for k in ("prompt_cache_limit_bytes", "prompt_cache_used_bytes",
+                                                     "prompt_cache_entries"))
+    if not isinstance(limit, int) or limit <= 0:
+        return None
+    used = used if isinstance(used, int) and used > 0 else 0
+    average = used // entries if isinstance(entries, int) and entries > 0 else 0
+    return used + 2 * average <= limit
+
+
+def worth_prewarming(cache_room: bool | None, recent: Sequence[str], conversation: str) -> bool:
+    """Whether a prewarm of `conversation` can pay off (`recent`: the conversations of the last turns).
+
+    With a prompt cache, only while it has room: NPCs in rotation near its budget would otherwise
+    evict the very state the next turn needs (least recently used goes first), and every turn goes
+    cold. Without one, llama.cpp keeps a single sequence: the next turn of another conversation
+    replaces the prewarmed prefix, so only a dialogue (the last turns all this conversation's) gains.
+    """
+    if cache_room is None:
+        return all(c == conversation for c in recent)
+    return cache_room
 
 
 async def send_prewarm(client: OpenAICompatClient, queue: ModelRequestQueue, messages: list[dict[str, Any]],

@@ -21,7 +21,7 @@ from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiTaskRequest, TaskResult
-from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS, needs_prewarm
+from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS, needs_prewarm, prompt_cache_has_room, worth_prewarming
 from tests.support.fixtures import start_llama_server
 from tests.turns.conftest import make_orchestrator, run
 
@@ -48,13 +48,13 @@ def _policy() -> AgentMemoryPolicy:
     return policy
 
 
-def _session(url: str, *, prewarm: bool, turns: int = len(HINTS)) -> dict[str, Any]:
+def _session(url: str, *, prewarm: bool, turns: int = len(HINTS), **options: Any) -> dict[str, Any]:
     """One NPC's session, each turn after the previous turn's prewarm finished (the player read the reply)."""
     stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
     tool = MemoryTool(stores.memory, stores.scoped(PLAYER).key("Smith"))
     for fact in ("The player's name is Alex.", "The player owes 30 gold.", "The player fears spiders."):
         assert tool.execute({"action": "append", "content": fact}).success
-    orchestrator, client = make_orchestrator(url, stores, policy=_policy(), prewarm=prewarm)
+    orchestrator, client = make_orchestrator(url, stores, policy=_policy(), prewarm=prewarm, **options)
 
     async def go() -> list[TaskResult]:
         results = []
@@ -179,7 +179,8 @@ def test_with_the_prompt_cache_a_prewarm_leaves_no_entry_behind(tiny_model_path:
     for flag in (True, False):
         server = start_llama_server(tiny_model_path, prompt_cache_mb=64)
         try:
-            session = _session(server.base_url, prewarm=flag)
+            # With the server's status, as `build_orchestrator` wires it: the cache has room, so prewarms go out.
+            session = _session(server.base_url, prewarm=flag, prompt_cache_status=server.status)
             entries[flag] = server.status()["prompt_cache_entries"]
         finally:
             server.stop()
@@ -246,3 +247,44 @@ def test_a_turn_that_comes_first_supersedes_its_prewarm(tiny_server_url: str) ->
     assert result.ok and result.cut_report.compaction is not CompactionKind.NONE
     assert orchestrator.prewarms.stats.sent == 0 and orchestrator.prewarms.stats.skipped >= 1
     assert not [b for b in client.bodies if _is_prewarm(b)]  # the stale prewarm never reached the model
+
+
+def test_a_prewarm_is_sent_only_while_the_prompt_cache_has_room_for_it() -> None:
+    mb = 1 << 20
+    status = {"prompt_cache_limit_bytes": 256 * mb, "prompt_cache_used_bytes": 60 * mb, "prompt_cache_entries": 4}
+    assert prompt_cache_has_room(status) is True  # 4 NPCs of 15 MB: room for many more
+    # 16 NPCs of 15 MB fill a 256 MB cache: a prewarm's state would evict the next NPC's (LRU, in rotation).
+    assert prompt_cache_has_room({**status, "prompt_cache_used_bytes": 240 * mb, "prompt_cache_entries": 16}) is False
+    assert prompt_cache_has_room({**status, "prompt_cache_used_bytes": 0, "prompt_cache_entries": 0}) is True
+    assert prompt_cache_has_room({"prompt_cache_limit_bytes": 0}) is None  # no cache
+    assert prompt_cache_has_room({}) is None
+    assert worth_prewarming(True, ["npc-b", "npc-a"], "npc-a") and not worth_prewarming(False, ["npc-a"], "npc-a")
+    # Without a cache only a dialogue gains: another conversation's turn would replace the prefix first.
+    assert worth_prewarming(None, ["npc-a", "npc-a"], "npc-a")
+    assert not worth_prewarming(None, ["npc-b", "npc-a"], "npc-a")
+
+
+def test_without_a_prompt_cache_npcs_taking_turns_get_no_prewarm(tiny_server_url: str) -> None:
+    # Two players with the same smith, turn about, on the session's tiny server (no prompt cache): each
+    # turn replaces the other conversation in llama.cpp's one sequence, so a prewarm would be wasted work.
+    stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
+    orchestrator, client = make_orchestrator(tiny_server_url, stores, policy=_policy(), prewarm=True)
+    other = AgentMemoryScope(user_id="player2")
+
+    async def go() -> list[TaskResult]:
+        results = []
+        try:
+            for hint in HINTS:
+                for scope in (PLAYER, other):
+                    results.append(await orchestrator.run_task(
+                        AiTaskRequest(hint, "Smith", scope=scope, forced_tool_mode="none", extra={"seed": 0})))
+                    await orchestrator.prewarms.drain()
+        finally:
+            await client.aclose()
+        return results
+
+    results = run(go())
+    assert all(r.ok for r in results)
+    assert any(r.cut_report.compaction is not CompactionKind.NONE for r in results)  # a prewarm would have been due
+    assert orchestrator.prewarms.stats.sent == 0 and orchestrator.prewarms.stats.skipped >= len(results) - 1
+    assert not [b for b in client.bodies if _is_prewarm(b)]
