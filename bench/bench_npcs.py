@@ -42,7 +42,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -289,6 +289,13 @@ def _p(values: list[float], q: int) -> float:
 
 
 PASSES = ("runtime", "no-prewarm", "design-note", "naive", "cached", "cached-no-prewarm")
+CACHED_PASSES = frozenset({"cached", "cached-no-prewarm"})
+
+
+def runs_cached(npcs: int, passes: Iterable[str]) -> bool:
+    """Whether a setup of `npcs` NPCs runs the cached passes asked for: with several NPCs, or when only they are."""
+    wanted = set(passes)
+    return bool(wanted & CACHED_PASSES) and (npcs > 1 or wanted <= CACHED_PASSES)
 
 
 async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | None, setup: Setup,
@@ -306,10 +313,10 @@ async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | Non
             undo()
     if "naive" in only:
         passes.append(await naive_pass(server, setup))
-    cached_only = not set(only) - {"cached", "cached-no-prewarm"}
-    if cached is not None and "cached" in only and (setup.npcs > 1 or cached_only):
+    with_cache = cached is not None and runs_cached(setup.npcs, only)
+    if with_cache and "cached" in only:
         passes.append(await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB"))
-    if cached is not None and "cached-no-prewarm" in only and (setup.npcs > 1 or cached_only):
+    if with_cache and "cached-no-prewarm" in only:
         passes.append(await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB, "
                                          "no prewarm", prewarm=False))
     print(f"  passes done in {time.perf_counter() - began:.0f} s", flush=True)
@@ -349,8 +356,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         server = stack.enter_context(LlamaServerProcess(config))
         cached = None
-        cached_passes = {"cached", "cached-no-prewarm"} & set(args.passes)
-        if args.prompt_cache_mb > 0 and cached_passes and (max(args.npcs) > 1 or cached_passes == set(args.passes)):
+        if args.prompt_cache_mb > 0 and any(runs_cached(npcs, args.passes) for npcs in args.npcs):
             cached = stack.enter_context(LlamaServerProcess(replace(config, port=free_port(),
                                                                     prompt_cache_mb=args.prompt_cache_mb)))
         print(f"SmolLM2-135M-Instruct Q4_1 hosted (game settings), {args.turns} turns per setup in rotation, "
