@@ -430,11 +430,13 @@ class AiOrchestrator:
                 await asyncio.wait({memory_pass})
                 displaced = (not memory_pass.cancelled() and memory_pass.exception() is None
                              and memory_pass.result().model_calls > 0)
-            if not still_due() or not worth_prewarming(await self._prompt_cache_room(),
-                                                        tuple(self._recent_conversations), conversation):
+            if not still_due():
                 return None
             prefix = await self._predict_prefix(turn)
             if prefix is None or turn.sent is None or not needs_prewarm(prefix, turn.sent, displaced=displaced):
+                return None
+            # Asked only now: most turns are warm already, and the status is a request to the model server.
+            if not worth_prewarming(await self._prompt_cache_room(), tuple(self._recent_conversations), conversation):
                 return None
             return await send_prewarm(self.client, self.queue, prefix, still_due)
 
