@@ -26,7 +26,6 @@ import logging
 import queue
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,19 +33,10 @@ import llama_cpp
 from llama_cpp.llama import Llama, LlamaState
 from llama_cpp.llama_cache import LlamaRAMCache
 
-from pyruntime.model.prompt_store import PromptStateStore
+from pyruntime.model.prompt_store import IndexEntry, PromptStateStore
 
 log = logging.getLogger(__name__)
 _FLUSH_AT_EXIT_S = 10.0
-
-
-@dataclass(frozen=True)
-class _OnDisk:
-    """An entry whose state is still only on disk (found at start); `llama_state_size` is what it counts."""
-
-    key: tuple[int, ...]
-    path: Path
-    llama_state_size: int
 
 
 class _DiskWriter:
@@ -115,7 +105,7 @@ class NpcPromptCache(LlamaRAMCache):
         self._disk = _DiskWriter(store) if store is not None else None
         if store is not None:
             for entry in store.index():  # least recently written first: the LRU order goes on
-                self.cache_state[entry.key] = _OnDisk(entry.key, entry.path, entry.state_size)  # type: ignore
+                self.cache_state[entry.key] = entry  # type: ignore[assignment]  # loaded when a prompt needs it
             self._trim()
         # Kept up to date by the one thread that changes the cache (the model's), so the status probe
         # reads a plain int instead of iterating a dict another thread may be changing.
@@ -126,7 +116,7 @@ class NpcPromptCache(LlamaRAMCache):
     def __getitem__(self, key: Sequence[int]) -> Any:
         while True:
             value = super().__getitem__(key)  # KeyError when no entry shares a prefix
-            if not isinstance(value, _OnDisk):
+            if not isinstance(value, IndexEntry):
                 return value
             stored = self._disk.store.read(value.path, value.key) if self._disk is not None else None
             if stored is None:  # corrupt or gone: forget it and try the next best entry

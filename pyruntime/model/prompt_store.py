@@ -67,10 +67,14 @@ class StoredState:
 
 @dataclass(frozen=True)
 class IndexEntry:
-    """A state file found on disk whose header and length are sound (its checksum is checked on read)."""
+    """A state file found on disk whose header and length are sound (its checksum is checked on read).
+
+    The prompt cache holds it in place of the state until a prompt needs it: `llama_state_size` is the
+    name llama-cpp-python's cache sums to count its bytes.
+    """
 
     key: tuple[int, ...]
-    state_size: int
+    llama_state_size: int
     path: Path
 
 

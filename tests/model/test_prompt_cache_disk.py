@@ -78,7 +78,7 @@ def test_store_round_trip_index_order_and_what_it_never_removes(tiny_model_path:
     store.write((9,), np.array([9]), np.zeros((1, 4)), 1, b"x" * 10, 2)
     (store.folder / f"{'0' * 40}.state.99.tmp").write_bytes(b"half")  # a write cut short
     index = store.index()
-    assert [(e.key, e.state_size) for e in index] == [((1, 2, 3), 8), ((9,), 10)]
+    assert [(e.key, e.llama_state_size) for e in index] == [((1, 2, 3), 8), ((9,), 10)]
     assert not list(store.folder.glob("*.tmp"))
     assert other.folder.exists() and (tmp_path / "notes.txt").exists()  # a folder with foreign files is kept
     state = store.read(index[0].path, (1, 2, 3))
