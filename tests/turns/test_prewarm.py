@@ -48,8 +48,10 @@ def _policy() -> AgentMemoryPolicy:
     return policy
 
 
-def _session(url: str, *, prewarm: bool, turns: int = len(HINTS), **options: Any) -> dict[str, Any]:
-    """One NPC's session, each turn after the previous turn's prewarm finished (the player read the reply)."""
+def _session(url: str, *, prewarm: bool, turns: int = len(HINTS), scopes: tuple[AgentMemoryScope, ...] = (PLAYER,),
+             **options: Any) -> dict[str, Any]:
+    """One NPC's session, each turn after the previous turn's prewarm finished (the player read the reply);
+    with several `scopes` (players), each hint is taken by each of them in turn."""
     stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
     tool = MemoryTool(stores.memory, stores.scoped(PLAYER).key("Smith"))
     for fact in ("The player's name is Alex.", "The player owes 30 gold.", "The player fears spiders."):
@@ -60,9 +62,10 @@ def _session(url: str, *, prewarm: bool, turns: int = len(HINTS), **options: Any
         results = []
         try:
             for hint in HINTS[:turns]:
-                results.append(await orchestrator.run_task(
-                    AiTaskRequest(hint, "Smith", scope=PLAYER, forced_tool_mode="none", extra={"seed": 0})))
-                await orchestrator.prewarms.drain()
+                for scope in scopes:
+                    results.append(await orchestrator.run_task(
+                        AiTaskRequest(hint, "Smith", scope=scope, forced_tool_mode="none", extra={"seed": 0})))
+                    await orchestrator.prewarms.drain()
         finally:
             await client.aclose()
         return results
@@ -267,24 +270,8 @@ def test_a_prewarm_is_sent_only_while_the_prompt_cache_has_room_for_it() -> None
 def test_without_a_prompt_cache_npcs_taking_turns_get_no_prewarm(tiny_server_url: str) -> None:
     # Two players with the same smith, turn about, on the session's tiny server (no prompt cache): each
     # turn replaces the other conversation in llama.cpp's one sequence, so a prewarm would be wasted work.
-    stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
-    orchestrator, client = make_orchestrator(tiny_server_url, stores, policy=_policy(), prewarm=True)
-    other = AgentMemoryScope(user_id="player2")
-
-    async def go() -> list[TaskResult]:
-        results = []
-        try:
-            for hint in HINTS:
-                for scope in (PLAYER, other):
-                    results.append(await orchestrator.run_task(
-                        AiTaskRequest(hint, "Smith", scope=scope, forced_tool_mode="none", extra={"seed": 0})))
-                    await orchestrator.prewarms.drain()
-        finally:
-            await client.aclose()
-        return results
-
-    results = run(go())
-    assert all(r.ok for r in results)
+    session = _session(tiny_server_url, prewarm=True, scopes=(PLAYER, AgentMemoryScope(user_id="player2")))
+    results = session["results"]
     assert any(r.cut_report.compaction is not CompactionKind.NONE for r in results)  # a prewarm would have been due
-    assert orchestrator.prewarms.stats.sent == 0 and orchestrator.prewarms.stats.skipped >= len(results) - 1
-    assert not [b for b in client.bodies if _is_prewarm(b)]
+    assert session["stats"].sent == 0 and session["stats"].skipped >= len(results) - 1
+    assert not session["prewarm_bodies"]
