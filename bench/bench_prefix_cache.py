@@ -4,9 +4,11 @@ A 20-turn SmartChat session whose memory grows by one fact per turn, assembled t
 run, each on its own llama.cpp model instance (llama-cpp-python keeps one hot prefix per instance),
 turns interleaved so both see the same machine load:
 
-- tail (the runtime's placement, spec 7): byte-identical system prompt; the `## Memory` snapshot
-  first sent and the `## Memory (updates)` delta go in the tail after the history
-  (`plan_memory_blocks` + `assemble_messages`, the product's own pure functions);
+- tail (the design note's placement, spec 7, `PromptLayout.DESIGN_NOTE`): byte-identical system
+  prompt; the `## Memory` snapshot first sent and the `## Memory (updates)` delta go in the tail
+  after the history (`plan_memory_blocks` + `assemble_messages`, the product's own pure functions).
+  The runtime's placement since issue 13 (snapshot before the history, each edit a note where it was
+  first sent) is measured over whole sessions by `bench/bench_npcs.py`;
 - system: the current memory appended to the system prompt (`## Memory` block), so the prefix
   changes whenever the memory does.
 
@@ -42,6 +44,7 @@ from pyruntime.turns.memory_blocks import plan_memory_blocks  # noqa: E402
 from pyruntime.turns.modes import ToolCallMode, tool_contract  # noqa: E402
 from pyruntime.turns.prompt import (  # noqa: E402
     MEMORY_HEADING,
+    PromptLayout,
     TailBlocks,
     assemble_messages,
     build_system_prompt,
@@ -92,7 +95,7 @@ def messages_for(session: Session, hint: str) -> list[dict[str, Any]]:
                                              system_prompt_memory_version=blocks.snapshot_version)
         tail = TailBlocks(memory=blocks.snapshot_block, memory_updates=blocks.updates_block)
         return assemble_messages(system_prompt=system_prompt(), history=session.history, tail=tail,
-                                 user_payload=hint)
+                                 user_payload=hint, layout=PromptLayout.DESIGN_NOTE)
     memory = session.state.memory
     system = system_prompt() + (f"\n\n{MEMORY_HEADING}\n{memory}" if memory else "")
     return assemble_messages(system_prompt=system, history=session.history, user_payload=hint)

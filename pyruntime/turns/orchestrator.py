@@ -86,10 +86,13 @@ from pyruntime.turns.modes import (
     tool_contract,
 )
 from pyruntime.turns.prompt import (
+    NoteAnchor,
+    PromptAnchors,
     TailAnchor,
     TailBlocks,
     assemble_messages,
     build_system_prompt,
+    place_notes,
     place_tail,
     role_system_prompt,
     tail_text_of,
@@ -287,8 +290,8 @@ class AiOrchestrator:
         self.prewarms = Prewarms()
         self.prompt_cache_status = prompt_cache_status
         self._recent_conversations: deque[str] = deque(maxlen=RECENT_TURNS)
-        # Where each conversation's tail was last sent (issue 13): an unchanged tail stays there.
-        self._tail_anchors: OrderedDict[str, TailAnchor] = OrderedDict()
+        # Where each conversation's tail and memory notes were last sent (issue 13): they stay there.
+        self._anchors: OrderedDict[str, PromptAnchors] = OrderedDict()
         # The system prompt and tool schemas of a role are byte-identical turn after turn (spec 7):
         # their token counts are kept per role and reused while the text is unchanged.
         self._fixed_counts: dict[tuple[str, str], tuple[str, int]] = {}
@@ -564,7 +567,7 @@ class AiOrchestrator:
         async def tail_of(consolidate: bool) -> TailBlocks:
             blocks = await plan_blocks(turn, parts.system_prompt, consolidate)
             return TailBlocks(request.request_system_instructions, blocks.snapshot_block, blocks.updates_block,
-                              parts.availability, request.world_state)
+                              parts.availability, request.world_state, blocks.notes)
 
         tail = await tail_of(consolidate)
         fit = self._fit(turn, parts.system_prompt, tail, parts.tools_sent)
@@ -592,7 +595,7 @@ class AiOrchestrator:
             state = states[0]
             if state is None:  # unreadable: the turn runs without the memory blocks
                 return plan_memory_blocks(None)
-            blocks = plan_memory_blocks(state, consolidate=consolidate)
+            blocks = plan_memory_blocks(state, consolidate=consolidate, sent_notes=self._sent_notes(turn))
             states[0] = _with_snapshot(state, blocks)
             return blocks
 
@@ -603,9 +606,10 @@ class AiOrchestrator:
         if not turn.config.use_memory_tool:
             return plan_memory_blocks(None)
         planned: list[MemoryBlocks] = []
+        sent = self._sent_notes(turn)
 
         def change(state: AgentMemoryState) -> AgentMemoryState | None:
-            blocks = plan_memory_blocks(state, consolidate=consolidate)
+            blocks = plan_memory_blocks(state, consolidate=consolidate, sent_notes=sent)
             planned.append(blocks)
             updated = _with_snapshot(state, blocks)
             if updated != AgentMemoryState() and updated.last_system_prompt != system_prompt:
@@ -629,30 +633,46 @@ class AiOrchestrator:
             user_payload=turn.request.hint,
             system_messages_after_first=self.system_messages_after_first,
             tail_after=self._tail_place(turn, tail, prepared)[0] if prepared else None,
+            notes_after=self._note_places(turn, tail, prepared)[0] if prepared else None,
         )
+
+    def _conversation_anchors(self, turn: _Turn) -> PromptAnchors | None:
+        return self._anchors.get(conversation_digest(turn.store.key(turn.role_id)))
+
+    def _sent_notes(self, turn: _Turn) -> tuple[int, ...]:
+        """The memory versions of the notes this conversation's last request carried."""
+        anchors = self._conversation_anchors(turn)
+        return tuple(note.version for note in anchors.notes) if anchors else ()
 
     def _tail_place(self, turn: _Turn, tail: TailBlocks, prepared: PreparedHistory) -> tuple[int, TailAnchor]:
         compacted = prepared.cut_report.compaction is not CompactionKind.NONE
-        anchor = self._tail_anchors.get(conversation_digest(turn.store.key(turn.role_id)))
-        return place_tail(anchor, tail_text_of(tail), prepared.messages, compacted=compacted)
+        anchors = self._conversation_anchors(turn)
+        return place_tail(anchors.tail if anchors else None, tail_text_of(tail), prepared.messages,
+                          compacted=compacted)
+
+    def _note_places(self, turn: _Turn, tail: TailBlocks,
+                     prepared: PreparedHistory) -> tuple[tuple[int, ...], tuple[NoteAnchor, ...]]:
+        anchors = self._conversation_anchors(turn)
+        return place_notes(anchors.notes if anchors else (), tail.memory_notes, prepared.messages)
 
     def load_tail_anchors(self, path: Path) -> None:
-        """Take the tail places saved by `save_tail_anchors` (a runtime restarted with the disk prompt cache)."""
-        self._tail_anchors = load_anchors(path, MAX_TAIL_ANCHORS)
+        """Take the places saved by `save_tail_anchors` (a runtime restarted with the disk prompt cache)."""
+        self._anchors = load_anchors(path, MAX_TAIL_ANCHORS)
 
     def save_tail_anchors(self, path: Path) -> None:
-        """Save where each conversation's tail was last sent (digests only), for `load_tail_anchors`."""
-        save_anchors(path, self._tail_anchors)
+        """Save where each conversation's tail and notes were last sent (digests only), for `load_tail_anchors`."""
+        save_anchors(path, self._anchors)
 
     def _keep_tail_anchor(self, turn: _Turn, tail: TailBlocks) -> None:
-        """Remember where this turn's tail went (bounded: the least recently used conversations go first)."""
+        """Remember where this turn's tail and notes went (bounded: the least recently used conversations go first)."""
         if turn.prepared is None:
             return
         key = conversation_digest(turn.store.key(turn.role_id))
-        self._tail_anchors[key] = self._tail_place(turn, tail, turn.prepared)[1]
-        self._tail_anchors.move_to_end(key)
-        while len(self._tail_anchors) > MAX_TAIL_ANCHORS:
-            self._tail_anchors.popitem(last=False)
+        self._anchors[key] = PromptAnchors(self._tail_place(turn, tail, turn.prepared)[1],
+                                           self._note_places(turn, tail, turn.prepared)[1])
+        self._anchors.move_to_end(key)
+        while len(self._anchors) > MAX_TAIL_ANCHORS:
+            self._anchors.popitem(last=False)
 
     def _request_tokens(self, turn: _Turn, messages: Sequence[dict[str, Any]],
                         tools: Sequence[dict[str, Any]] | None) -> int:

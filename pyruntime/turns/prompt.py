@@ -5,8 +5,10 @@ mode, never on the user, memory, summary or world state, so every user of a role
 byte. Per-user context goes in two places, by how often it changes (issue 13, measured in
 `bench/bench_npcs.py`): what changes only when the history is compacted (the `## Memory` snapshot
 and the summary) in one context message right after the system prompt, so a turn that only appends
-reuses the whole previous prompt; what may change every turn (request instructions, the memory
-delta, tool availability, world state) after the history, where only it is evaluated again.
+reuses the whole previous prompt; what may change every turn (request instructions, tool
+availability, world state) after the history, where only it is evaluated again. Each change of the
+memory since the snapshot is its own `## Memory (updates)` note, sent once after the history message
+it first followed and never moved, so an edit costs its note alone.
 `PromptLayout.DESIGN_NOTE` keeps the design note's order (summary first, every tail block after the
 history) for comparison.
 """
@@ -89,6 +91,14 @@ class PromptLayout(enum.Enum):
 
 
 @dataclass(frozen=True)
+class MemoryNote:
+    """One change of the memory since the snapshot, sent as its own `## Memory (updates)` message."""
+
+    version: int  # the memory version it brings the model to
+    text: str  # its body (`memory_blocks.memory_updates_text` from the memory before it)
+
+
+@dataclass(frozen=True)
 class TailBlocks:
     """The per-request blocks sent after the history, in the spec's order."""
 
@@ -97,13 +107,15 @@ class TailBlocks:
     memory_updates: str = ""  # the delta since the snapshot (or the full memory, marked as overriding)
     tool_availability: str = ""
     world_state: str = ""
+    # The same delta as notes, one per change (cache-stable layout: each where it was first sent).
+    memory_notes: tuple[MemoryNote, ...] = ()
 
-    def render(self, *, with_snapshot: bool = True) -> list[str]:
-        """The non-empty blocks, in order (the `## Memory` snapshot only `with_snapshot`)."""
+    def render(self, *, cache_stable: bool = False) -> list[str]:
+        """The non-empty blocks, in order; `cache_stable`: without the snapshot (head) and the updates (notes)."""
         blocks = [
             block(REQUEST_INSTRUCTIONS_HEADING, self.request_system_instructions),
-            block(MEMORY_HEADING, self.memory) if with_snapshot else "",
-            block(MEMORY_UPDATES_HEADING, self.memory_updates),
+            "" if cache_stable else block(MEMORY_HEADING, self.memory),
+            "" if cache_stable else block(MEMORY_UPDATES_HEADING, self.memory_updates),
             block(TOOL_AVAILABILITY_HEADING, self.tool_availability),
             block(WORLD_STATE_HEADING, self.world_state),
         ]
@@ -135,6 +147,36 @@ def is_text_digest(text: str) -> bool:
     return text.startswith(_DIGEST_PREFIX) and len(text) == len(_DIGEST_PREFIX) + 64
 
 
+@dataclass(frozen=True)
+class NoteAnchor:
+    """Where a memory note was sent: the store order of the history message before it, and the note's version."""
+
+    after_order: int  # 0: at the start of the history (or no known order)
+    version: int
+
+
+@dataclass(frozen=True)
+class PromptAnchors:
+    """Where a conversation's tail and memory notes were last sent (kept per conversation between turns)."""
+
+    tail: TailAnchor
+    notes: tuple[NoteAnchor, ...] = ()
+
+
+def _place_after(after_order: int, history: Sequence[HistoryMessage]) -> int | None:
+    """How many history messages precede the one of store order `after_order` and itself; None when it is gone."""
+    if after_order == 0:
+        return 0
+    for index, message in enumerate(history):
+        if message.order and message.order == after_order:
+            return index + 1
+    return None
+
+
+def _last_order(history: Sequence[HistoryMessage]) -> int:
+    return history[-1].order if history else 0
+
+
 def place_tail(anchor: TailAnchor | None, tail_text: str, history: Sequence[HistoryMessage],
                *, compacted: bool) -> tuple[int, TailAnchor]:
     """How many history messages go before the tail, and the anchor to keep for the next turn.
@@ -145,13 +187,37 @@ def place_tail(anchor: TailAnchor | None, tail_text: str, history: Sequence[Hist
     longer in the history puts it right before the payload again.
     """
     if anchor is not None and anchor.matches(tail_text) and not compacted:
-        if anchor.after_order == 0 and history:
-            return 0, anchor
-        for index, message in enumerate(history):
-            if message.order and message.order == anchor.after_order:
-                return index + 1, anchor
-    last = history[-1].order if history else 0
-    return len(history), TailAnchor(tail_text, last)
+        at = _place_after(anchor.after_order, history)
+        if at is not None:
+            return at, anchor
+    return len(history), TailAnchor(tail_text, _last_order(history))
+
+
+def place_notes(anchors: Sequence[NoteAnchor], notes: Sequence[MemoryNote],
+                history: Sequence[HistoryMessage]) -> tuple[tuple[int, ...], tuple[NoteAnchor, ...]]:
+    """How many history messages go before each memory note, and the anchors to keep for the next turn.
+
+    A note stays where it was first sent (its anchor names the same version), so a memory edit costs
+    the model its own note, not everything after an older one; a new note goes right before the
+    payload, and so does one whose message is gone, with every note after it (the notes stay in order).
+    """
+    places: list[int] = []
+    kept: list[NoteAnchor] = []
+    moved = False
+    for index, note in enumerate(notes):
+        anchor = anchors[index] if index < len(anchors) else None
+        at = None
+        if not moved and anchor is not None and anchor.version == note.version:
+            at = _place_after(anchor.after_order, history)
+            if at is not None and places and at < places[-1]:
+                at = None
+        if at is None:
+            moved = True
+            at, anchor = len(history), NoteAnchor(_last_order(history), note.version)
+        assert anchor is not None
+        places.append(at)
+        kept.append(anchor)
+    return tuple(places), tuple(kept)
 
 
 def history_message(message: HistoryMessage | Mapping[str, str]) -> dict[str, str]:
@@ -173,7 +239,7 @@ def context_message(text: str, *, system_messages_after_first: bool) -> dict[str
 
 def tail_text_of(tail: TailBlocks, layout: PromptLayout = PromptLayout.CACHE_STABLE) -> str:
     """The tail message's text in `layout` ("" when every block is empty)."""
-    return "\n\n".join(tail.render(with_snapshot=layout is not PromptLayout.CACHE_STABLE))
+    return "\n\n".join(tail.render(cache_stable=layout is PromptLayout.CACHE_STABLE))
 
 
 def assemble_messages(
@@ -186,24 +252,40 @@ def assemble_messages(
     system_messages_after_first: bool = True,
     layout: PromptLayout = PromptLayout.CACHE_STABLE,
     tail_after: int | None = None,
+    notes_after: Sequence[int] | None = None,
 ) -> list[dict[str, str]]:
-    """The messages of one request: system, the head (memory snapshot, summary), history, tail blocks, payload.
+    """The messages of one request: system, the head (summary, memory snapshot), history, tail blocks, payload.
 
-    `tail_after` (cache-stable layout only) puts the tail after that many history messages (see
-    `place_tail`); None: right before the payload.
+    Cache-stable layout only: `tail_after` puts the tail after that many history messages (see
+    `place_tail`), `notes_after` each memory note (see `place_notes`); None: right before the payload.
     """
     messages = [{"role": "system", "content": system_prompt}]
     stable = layout is PromptLayout.CACHE_STABLE
-    head = [b for b in (block(MEMORY_HEADING, tail.memory) if stable else "", summary_block(summary)) if b]
+    # The summary first: the deterministic fold only appends to it, so a compaction re-evaluates the
+    # new bullets and what follows, not the whole summary (the snapshot is consolidated then anyway).
+    head = [b for b in (summary_block(summary), block(MEMORY_HEADING, tail.memory) if stable else "") if b]
     if head:
         messages.append(context_message("\n\n".join(head), system_messages_after_first=system_messages_after_first))
     history = list(history)
-    split = len(history) if tail_after is None or not stable else max(0, min(tail_after, len(history)))
-    messages.extend(history_message(m) for m in history[:split])
+
+    def place(at: int | None) -> int:
+        return len(history) if at is None else max(0, min(at, len(history)))
+
+    # (place, kind, text): the notes before the tail where both follow the same message.
+    inserts: list[tuple[int, int, str]] = []
+    if stable:
+        notes = tail.memory_notes
+        places = notes_after if notes_after is not None and len(notes_after) == len(notes) else [None] * len(notes)
+        inserts += [(place(at), 0, block(MEMORY_UPDATES_HEADING, note.text)) for note, at in zip(notes, places)]
     tail_text = tail_text_of(tail, layout)
-    if tail_text:
-        messages.append(context_message(tail_text, system_messages_after_first=system_messages_after_first))
-    messages.extend(history_message(m) for m in history[split:])
+    inserts.append((place(tail_after if stable else None), 1, tail_text))
+    inserts = sorted((i for i in inserts if i[2]), key=lambda i: (i[0], i[1]))
+    for index in range(len(history) + 1):
+        while inserts and inserts[0][0] == index:
+            text = inserts.pop(0)[2]
+            messages.append(context_message(text, system_messages_after_first=system_messages_after_first))
+        if index < len(history):
+            messages.append(history_message(history[index]))
     if user_payload:
         messages.append({"role": "user", "content": user_payload})
     return messages

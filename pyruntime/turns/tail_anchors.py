@@ -2,8 +2,10 @@
 
 A restarted runtime whose model finds an NPC's prompt state on disk must send the same prompt as
 before the restart, or the state is useless after the point where the two differ: the sticky tail
-(`prompt.place_tail`) must stay where it was. The anchors are saved as digests only (of the
-conversation's storage key and of the tail's text; never ids or game text) in one JSON file.
+(`prompt.place_tail`) must stay where it was, and so must each memory note (`prompt.place_notes`). The
+anchors are saved as digests and numbers only (of the conversation's storage key and of the tail's
+text, store orders, memory version numbers; never ids or game text) in one JSON file. A note's text
+is rebuilt from the memory versions, so its version number is all that is kept.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from collections import OrderedDict
 from pathlib import Path
 
 from pyruntime.stores.fileio import atomic_write, read_bytes
-from pyruntime.turns.prompt import TailAnchor, is_text_digest, text_digest
+from pyruntime.turns.prompt import NoteAnchor, PromptAnchors, TailAnchor, is_text_digest, text_digest
 
 log = logging.getLogger(__name__)
-FORMAT = 1
+FORMAT = 2  # rows [key, tail digest, tail order, [[note order, note version], ...]]; format 1 had no notes
 
 
 def conversation_digest(storage_key: str) -> str:
@@ -26,30 +28,50 @@ def conversation_digest(storage_key: str) -> str:
     return hashlib.sha256(storage_key.encode("utf-8")).hexdigest()
 
 
-def save_anchors(path: Path, anchors: OrderedDict[str, TailAnchor]) -> None:
+def save_anchors(path: Path, anchors: OrderedDict[str, PromptAnchors]) -> None:
     """Write the anchors (least recently used first) atomically; the texts as digests."""
-    rows = [[key, a.text if is_text_digest(a.text) else text_digest(a.text), a.after_order]
+    rows = [[key, a.tail.text if is_text_digest(a.tail.text) else text_digest(a.tail.text), a.tail.after_order,
+             [[n.after_order, n.version] for n in a.notes]]
             for key, a in anchors.items()]
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps({"format": FORMAT, "anchors": rows}).encode())
 
 
-def load_anchors(path: Path, limit: int) -> OrderedDict[str, TailAnchor]:
+def _order(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError("bad anchor row")
+    return value
+
+
+def _note_anchors(rows: object) -> tuple[NoteAnchor, ...]:
+    if not isinstance(rows, list):
+        raise ValueError("bad anchor row")
+    notes = []
+    for row in rows:
+        if not isinstance(row, list) or len(row) != 2:
+            raise ValueError("bad anchor row")
+        notes.append(NoteAnchor(_order(row[0]), _order(row[1])))
+    return tuple(notes)
+
+
+def load_anchors(path: Path, limit: int) -> OrderedDict[str, PromptAnchors]:
     """The anchors saved in `path` (the newest `limit`); none when it is missing or not sound (never raises)."""
-    anchors: OrderedDict[str, TailAnchor] = OrderedDict()
+    anchors: OrderedDict[str, PromptAnchors] = OrderedDict()
     try:
         data = read_bytes(path)
         if data is None:
             return anchors
         body = json.loads(data)
-        if not isinstance(body, dict) or body.get("format") != FORMAT or not isinstance(body.get("anchors"), list):
+        if not isinstance(body, dict) or body.get("format") not in (1, FORMAT) or not isinstance(body.get("anchors"), list):
             raise ValueError("not an anchors file")
         for row in body["anchors"][-limit:]:
-            key, text, order = row
-            if not (isinstance(key, str) and isinstance(text, str) and is_text_digest(text)
-                    and isinstance(order, int) and order >= 0):
+            if not isinstance(row, list) or len(row) != (3 if body["format"] == 1 else 4):
                 raise ValueError("bad anchor row")
-            anchors[key] = TailAnchor(text, order)
+            key, text = row[0], row[1]
+            if not (isinstance(key, str) and isinstance(text, str) and is_text_digest(text)):
+                raise ValueError("bad anchor row")
+            notes = _note_anchors(row[3]) if len(row) == 4 else ()
+            anchors[key] = PromptAnchors(TailAnchor(text, _order(row[2])), notes)
     except Exception as exc:  # noqa: BLE001 - a bad file costs warm first turns, never the runtime
         log.warning("tail anchors not loaded (%s): the first turn of each NPC places its tail afresh",
                     type(exc).__name__)

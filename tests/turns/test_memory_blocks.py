@@ -10,6 +10,7 @@ from pyruntime.turns.memory_blocks import (
     memory_updates_text,
     plan_memory_blocks,
 )
+from pyruntime.turns.prompt import MemoryNote
 
 
 def _state(memory: str, version: int, snapshot: str = "", snapshot_version: int = 0) -> AgentMemoryState:
@@ -55,3 +56,39 @@ def test_consolidation_folds_updates_into_the_snapshot() -> None:
     assert blocks.snapshot_block == "likes swords\nhates rain"
     assert blocks.updates_block == ""
     assert (blocks.snapshot_version, blocks.snapshot_changed) == (2, True)
+
+
+def _edited(*memories: str, snapshot_at: int = 1) -> AgentMemoryState:
+    """A memory written `memories` in turn (versions 1..n), its snapshot taken at version `snapshot_at`."""
+    versions = tuple(MemoryVersion(v, 0, "write", m, "") for v, m in enumerate(memories, 1))
+    return AgentMemoryState(memory=memories[-1], versions=versions,
+                            system_prompt_memory_snapshot=memories[snapshot_at - 1],
+                            system_prompt_memory_version=snapshot_at)
+
+
+def test_each_change_is_a_note_rebuilt_from_the_versions_it_spans() -> None:
+    state = _edited("likes swords", "likes swords\nhates rain", "likes swords\nhates rain\nowns a boat")
+    # Nothing sent since the snapshot: one note for the whole change.
+    assert plan_memory_blocks(state).notes == (
+        MemoryNote(3, f"{APPENDED_FRAMING}\nhates rain\nowns a boat"),)
+    # Version 2 was sent as a note: its text again, byte for byte, then one note for what came since.
+    blocks = plan_memory_blocks(state, sent_notes=(2,))
+    assert blocks.notes == (MemoryNote(2, f"{APPENDED_FRAMING}\nhates rain"),
+                            MemoryNote(3, f"{APPENDED_FRAMING}\nowns a boat"))
+    assert (blocks.snapshot_block, blocks.snapshot_changed) == ("likes swords", False)
+    assert blocks.updates_block == f"{APPENDED_FRAMING}\nhates rain\nowns a boat"  # the design note's one block
+    assert plan_memory_blocks(state, sent_notes=(2, 3)).notes == blocks.notes  # no change since: no new note
+    rewritten = _edited("likes swords", "likes swords\nhates rain", "likes axes")
+    assert plan_memory_blocks(rewritten, sent_notes=(2,)).notes[1] == MemoryNote(3, f"{REPLACED_FRAMING}\nlikes axes")
+
+
+def test_notes_that_cannot_be_rebuilt_consolidate_the_snapshot() -> None:
+    state = _edited("likes swords", "likes swords\nhates rain", "likes swords\nhates rain\nowns a boat")
+    pruned = state.evolve(versions=state.versions[2:])  # version 2 no longer retained
+    unrecorded = state.evolve(memory="set by an import")  # a memory no version records
+    stale = state.evolve(system_prompt_memory_version=2)  # a note not newer than the snapshot
+    for changed, sent in ((pruned, (2,)), (unrecorded, (2,)), (stale, (2,))):
+        blocks = plan_memory_blocks(changed, sent_notes=sent)
+        assert (blocks.notes, blocks.updates_block) == ((), "")
+        assert (blocks.snapshot_block, blocks.snapshot_changed) == (changed.memory, True)
+    assert plan_memory_blocks(state, consolidate=True, sent_notes=(2,)).notes == ()

@@ -128,6 +128,43 @@ def test_memory_snapshot_then_updates_across_turns(tiny_server_url: str, memory_
     run(client.aclose())
 
 
+def test_each_memory_edit_is_a_note_that_stays_where_it_was_sent(tiny_server_url: str, memory_stores: StoreBundle,
+                                                                  tmp_path: Path) -> None:
+    # Issue 13: an edit costs the model its own note; the request before it is the start of the next one,
+    # also after a restart that kept the places (the disk prompt cache's case).
+    orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=_policy())
+    _write_memory(memory_stores, ALICE, "Smith", {"action": "write", "content": "likes swords"})
+
+    async def turn(orchestrator, hint: str) -> None:
+        result = await orchestrator.run_task(AiTaskRequest(hint, "Smith", scope=ALICE, forced_tool_mode="none",
+                                                           world_state="Rain."))
+        assert result.status is TurnStatus.OK
+
+    run(turn(orchestrator, "one"))
+    _write_memory(memory_stores, ALICE, "Smith", {"action": "append", "content": "hates rain"})
+    run(turn(orchestrator, "two"))
+    _write_memory(memory_stores, ALICE, "Smith", {"action": "append", "content": "owns a boat"})
+    run(turn(orchestrator, "three"))
+    one, two, three = (body["messages"] for body in client.bodies)
+    first_note = "## Memory (updates)\nAdded to the memory since the block above:\nhates rain"
+    assert two[-2]["content"] == first_note and two[: len(one) - 1] == one[:-1]
+    assert three[: len(two) - 1] == two[:-1]  # the first note stayed; nothing before it changed
+    assert three[-2]["content"] == "## Memory (updates)\nAdded to the memory since the block above:\nowns a boat"
+    assert [m["content"] for m in three].count(first_note) == 1
+    assert _head(client.bodies[2]) == "## Memory\nlikes swords"  # no consolidation without a compaction
+    anchors = tmp_path / "anchors.json"
+    orchestrator.save_tail_anchors(anchors)
+    run(client.aclose())
+
+    restarted, client = make_orchestrator(tiny_server_url, memory_stores, policy=_policy())
+    restarted.load_tail_anchors(anchors)
+    run(turn(restarted, "four"))
+    four = client.bodies[0]["messages"]
+    assert four[: len(three) - 1] == three[:-1]  # the notes rebuilt from the versions, byte for byte
+    assert four[-1]["content"] == "four" and "## Memory (updates)" not in four[-2]["content"]
+    run(client.aclose())
+
+
 def test_tail_blocks_in_order_in_the_real_request(tiny_server_url: str, memory_stores: StoreBundle) -> None:
     orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=_policy())
     _write_memory(memory_stores, ALICE, "Smith", {"action": "write", "content": "likes swords"})

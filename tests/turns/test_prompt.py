@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyruntime.history.messages import HistoryMessage
 from pyruntime.turns.prompt import (
     DEFAULT_ROLE_PROMPTS,
     SYSTEM_CONTEXT_UPDATE_PREFIX,
+    MemoryNote,
     PromptLayout,
     TailBlocks,
     assemble_messages,
@@ -21,6 +24,7 @@ FULL_TAIL = TailBlocks(
     memory_updates="Added: likes shields",
     tool_availability="Only memory.",
     world_state="It is night.",
+    memory_notes=(MemoryNote(3, "Added: likes shields"),),
 )
 
 
@@ -40,17 +44,20 @@ def test_messages_follow_the_cache_stable_order() -> None:
     messages = assemble_messages(
         system_prompt="SYS", summary="they met", history=HISTORY, tail=FULL_TAIL, user_payload="what now?"
     )
-    assert [m["role"] for m in messages] == ["system", "system", "user", "assistant", "user", "system", "user"]
+    assert [m["role"] for m in messages] == ["system", "system", "user", "assistant", "user", "system", "system",
+                                             "user"]
     assert messages[0]["content"] == "SYS"
     head = messages[1]["content"]
-    assert _headings(head) == ["## Memory", "## Conversation Summary"]
-    assert head.startswith("## Memory\nlikes swords\n\n## Conversation Summary\n")
-    assert "context only, not instructions" in head and head.endswith("they met")
+    # The summary first: the fold only appends to it, so a compaction keeps its old lines' cached state.
+    assert _headings(head) == ["## Conversation Summary", "## Memory"]
+    assert head.startswith("## Conversation Summary\n") and "context only, not instructions" in head
+    assert head.endswith("they met\n\n## Memory\nlikes swords")
     assert messages[4]["content"] == "Tool results:\nmemory (ok): DONE"  # tool results replay as user messages
     assert messages[-1] == {"role": "user", "content": "what now?"}
-    assert _headings(messages[5]["content"]) == [
+    # The memory delta as its own note (placed by `place_notes`), then the tail without it.
+    assert messages[5]["content"] == "## Memory (updates)\nAdded: likes shields"
+    assert _headings(messages[6]["content"]) == [
         "## Request System Instructions",
-        "## Memory (updates)",
         "## Tool Availability (current request)",
         "## World State",
     ]
@@ -104,10 +111,11 @@ def test_later_system_messages_fold_into_context_updates() -> None:
     assert [m["role"] for m in messages].count("system") == 1
     assert messages[0] == {"role": "system", "content": "SYS"}
     updates = [m for m in messages if m["content"].startswith(SYSTEM_CONTEXT_UPDATE_PREFIX)]
-    assert [m["role"] for m in updates] == ["user", "user"]
-    head = SYSTEM_CONTEXT_UPDATE_PREFIX + "\n## Memory\nlikes swords\n\n## Conversation Summary"
-    assert updates[0]["content"].startswith(head)
-    assert "## World State\nIt is night." in updates[1]["content"]
+    assert [m["role"] for m in updates] == ["user", "user", "user"]
+    head = SYSTEM_CONTEXT_UPDATE_PREFIX + "\n## Conversation Summary"
+    assert updates[0]["content"].startswith(head) and updates[0]["content"].endswith("## Memory\nlikes swords")
+    assert updates[1]["content"] == SYSTEM_CONTEXT_UPDATE_PREFIX + "\n## Memory (updates)\nAdded: likes shields"
+    assert "## World State\nIt is night." in updates[2]["content"]
 
 
 def test_system_prompt_is_role_prompt_plus_contract() -> None:
@@ -163,22 +171,63 @@ def test_an_unchanged_tail_stays_where_it_was_first_sent() -> None:
 def test_tail_anchors_survive_a_save_as_digests_and_a_bad_file_loads_none(tmp_path) -> None:
     from collections import OrderedDict
 
-    from pyruntime.turns.prompt import TailAnchor, place_tail
+    from pyruntime.turns.prompt import NoteAnchor, PromptAnchors, TailAnchor, place_tail, text_digest
     from pyruntime.turns.tail_anchors import conversation_digest, load_anchors, save_anchors
 
     tail = "## World State\nRain."
     history = [HistoryMessage("user", "hi", order=1), HistoryMessage("assistant", "hello", order=2)]
     key = conversation_digest("Smith|player-1")
-    anchors = OrderedDict([(key, TailAnchor(tail, 1)), (conversation_digest("x"), TailAnchor("other", 0))])
+    notes = (NoteAnchor(1, 7), NoteAnchor(2, 9))
+    anchors = OrderedDict([(key, PromptAnchors(TailAnchor(tail, 1), notes)),
+                           (conversation_digest("x"), PromptAnchors(TailAnchor("other", 0)))])
     path = tmp_path / "anchors.json"
     save_anchors(path, anchors)
     assert "Rain" not in path.read_text() and "Smith" not in path.read_text()
     loaded = load_anchors(path, limit=10)
     assert list(loaded) == list(anchors)
-    assert place_tail(loaded[key], tail, history, compacted=False)[0] == 1  # where it was sent before the save
-    assert place_tail(loaded[key], "## World State\nSun.", history, compacted=False)[0] == 2  # a changed tail
+    assert loaded[key].notes == notes  # numbers only: the notes' texts are rebuilt from the memory versions
+    assert place_tail(loaded[key].tail, tail, history, compacted=False)[0] == 1  # where it was sent before the save
+    assert place_tail(loaded[key].tail, "## World State\nSun.", history, compacted=False)[0] == 2  # a changed tail
     assert list(load_anchors(path, limit=1)) == [conversation_digest("x")]  # the most recent ones
-    for bad in (b"{not json", b'{"format": 1, "anchors": [["k", "Rain.", 1]]}', b'{"format": 9, "anchors": []}'):
+    digest = text_digest(tail)
+    path.write_text('{"format": 1, "anchors": [["k", "%s", 2]]}' % digest)  # a file from before the notes
+    assert load_anchors(path, limit=10) == OrderedDict([("k", PromptAnchors(TailAnchor(digest, 2)))])
+    for bad in (b"{not json", b'{"format": 1, "anchors": [["k", "Rain.", 1]]}', b'{"format": 9, "anchors": []}',
+                b'{"format": 2, "anchors": [["k", "%s", 1, [[1, -2]]]]}' % digest.encode(),
+                b'{"format": 2, "anchors": [["k", "%s", 1]]}' % digest.encode()):
         path.write_bytes(bad)
         assert load_anchors(path, limit=10) == OrderedDict()
     assert load_anchors(tmp_path / "missing.json", limit=10) == OrderedDict()
+
+
+def test_a_memory_note_stays_where_it_was_first_sent_and_new_ones_come_last() -> None:
+    from pyruntime.turns.prompt import NoteAnchor, place_notes
+
+    turn1 = [HistoryMessage("user", "hi", order=1), HistoryMessage("assistant", "hello", order=2)]
+    turn2 = [*turn1, HistoryMessage("user", "and?", order=3), HistoryMessage("assistant", "wet", order=4)]
+    first = MemoryNote(5, "Added: likes rain")
+    places, anchors = place_notes((), (first,), turn1)
+    assert (places, anchors) == ((2,), (NoteAnchor(2, 5),))
+    second = MemoryNote(6, "Added: owns a boat")
+    places, anchors = place_notes(anchors, (first, second), turn2)
+    assert (places, anchors) == ((2, 4), (NoteAnchor(2, 5), NoteAnchor(4, 6)))
+    tail = TailBlocks(world_state="Rain.", memory_notes=(first, second))
+    messages = assemble_messages(system_prompt="SYS", history=turn2, tail=tail, user_payload="go",
+                                 tail_after=0, notes_after=places)
+    assert [m["content"] for m in messages] == [
+        "SYS", "## World State\nRain.", "hi", "hello", "## Memory (updates)\nAdded: likes rain", "and?", "wet",
+        "## Memory (updates)\nAdded: owns a boat", "go"]
+    # The next turn appends only: the previous request minus its payload is this one's start.
+    turn3 = [*turn2, HistoryMessage("user", "go", order=5), HistoryMessage("assistant", "ok", order=6)]
+    again = assemble_messages(system_prompt="SYS", history=turn3, tail=tail, user_payload="next", tail_after=0,
+                              notes_after=place_notes(anchors, (first, second), turn3)[0])
+    assert again[: len(messages) - 1] == messages[:-1]
+    # A note whose message is gone goes last, and every note after it too (the notes keep their order);
+    # so does one whose version is not the anchor's (the notes were rebuilt after a consolidation).
+    assert place_notes(anchors, (first, second), turn2[2:]) == ((2, 2), (NoteAnchor(4, 5), NoteAnchor(4, 6)))
+    assert place_notes(anchors, (MemoryNote(8, "x"),), turn2)[0] == (4,)
+    assert place_notes(anchors, (), turn2) == ((), ())
+    # The design note's order keeps the cumulative delta in the tail instead.
+    design = assemble_messages(system_prompt="SYS", history=turn2, tail=replace(tail, memory_updates="Added: both"),
+                               user_payload="go", notes_after=places, layout=PromptLayout.DESIGN_NOTE)
+    assert [m["content"] for m in design][-2] == "## Memory (updates)\nAdded: both\n\n## World State\nRain."
