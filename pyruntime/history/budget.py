@@ -55,6 +55,14 @@ def stored_summary_tokens(max_ctx: int, max_rolled_summary_tokens: int = 0) -> i
     return summary_token_budget(bare)
 
 
+def summary_cut_tokens(stored_limit: int, compaction_target_ratio: float = 1.0) -> int:
+    """What a stored summary over its limit is cut down to: the limit itself, or with hysteresis (ratio < 1)
+    below it (3/4 of it at 0.5), so the folds after a cut append to the summary until it reaches the limit again."""
+    if compaction_target_ratio >= 1.0:
+        return stored_limit
+    return max(1, int(stored_limit * (1.0 + max(0.0, compaction_target_ratio)) / 2))
+
+
 def _non_negative(name: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidArgumentError(f"{name} must be a non-negative integer, got {value!r}")

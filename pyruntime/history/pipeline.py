@@ -14,7 +14,7 @@ from typing import Any
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.history import cut_report as cuts
-from pyruntime.history.budget import HistoryBudget
+from pyruntime.history.budget import HistoryBudget, summary_cut_tokens
 from pyruntime.history.cut_report import CompactionKind, CutReport
 from pyruntime.history.fold import (
     MARKER_VERSION,
@@ -130,7 +130,8 @@ async def prepare_turn_history(
     the newest `max_chat_history_messages` are sent, older ones are reported as left out.
     `compaction_target_ratio` (< 1: hysteresis) folds down to that share of the message window and
     of the verbatim room once compaction triggers, so the following turns append only and the
-    summary (and the model's cached prompt after it) stays unchanged until the next trigger.
+    summary (and the model's cached prompt after it) stays unchanged until the next trigger; a stored
+    summary over its limit is then cut below it (`budget.summary_cut_tokens`), so later folds append.
     """
     messages = as_history_messages(stored)
     if not summarize:
@@ -212,6 +213,10 @@ async def prepare_turn_history(
         # The stored summary's own limit (MaxRolledSummaryTokens, else one that only the role and the
         # model set): the request's budget cuts only the copy sent, below.
         capped = limit_summary_tokens(folded_body, counter, stored_limit)
+        if capped.tokens_dropped and compaction_target_ratio < 1.0:
+            # Hysteresis for the summary too: it heads the prompt, and a fold that only appends to it
+            # keeps the model's cached state of its older lines; a cut at every fold past the limit would not.
+            capped = limit_summary_tokens(folded_body, counter, summary_cut_tokens(stored_limit, compaction_target_ratio))
         if capped.tokens_dropped:
             stored_cut_tokens = capped.tokens_dropped
             report.summary_chars_dropped += capped.chars_dropped

@@ -11,7 +11,7 @@ from coreai.v1 import orchestrator_pb2
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.history.budget import compute_history_budget
 from pyruntime.history.cut_report import CompactionKind
-from pyruntime.history.fold import deterministic_fold, find_fold_point, split_marker
+from pyruntime.history.fold import SUMMARY_HEADER, deterministic_fold, find_fold_point, split_marker
 from pyruntime.history.messages import HistoryMessage as M
 from pyruntime.history.pipeline import Disposition, prepare_scoped_turn_history, prepare_turn_history
 from pyruntime.history.tokens import HeuristicTokenCounter, count_message_tokens
@@ -310,3 +310,27 @@ def test_hysteresis_keeps_the_newest_message_when_it_fits_the_full_room() -> Non
                        compaction_target_ratio=0.5)
     assert prepared.messages == history[3:]
     assert prepared.history_tokens <= budget.history_tokens
+
+
+def test_a_summary_past_its_limit_is_cut_below_it_with_hysteresis_then_appended_to() -> None:
+    # Issue 13: the summary heads the prompt; cut to 3/4 of its limit, the next folds append to it (the
+    # model keeps its cached state of the older lines) instead of each fold cutting its start again.
+    config = RoleMemoryConfig("AINpc", max_chat_history_messages=4)
+    budget = roomy_budget(max_rolled_summary_tokens=200)
+    history = dialogue(60, size=100) + dialogue(4, prefix="short")
+    cut = prepare(history, budget=budget, config=config, compaction_target_ratio=0.5)
+    body = split_marker(cut.pending_summary)[0]
+    assert body.startswith("…") and 140 <= COUNTER.count(body) <= 149  # summary_cut_tokens(200, 0.5) == 150
+    assert cut.cut_report.lossy and cut.cut_report.summary_chars_dropped > 0  # reported, never silent
+    longer = history + dialogue(3, prefix="later")  # past the window again: the next fold, of short lines
+    after = prepare(longer, cut.pending_summary, budget=budget, config=config, compaction_target_ratio=0.5)
+    assert after.cut_report.compaction is CompactionKind.DETERMINISTIC and not after.cut_report.lossy
+    folded = split_marker(after.pending_summary)[0]
+    # Not cut again: the new bullets appended (the fold's header comes back before the cut text once).
+    assert folded.startswith(f"{SUMMARY_HEADER}\n{body}\n- ") and folded.endswith("\n- user: later 0")
+    longest = longer + dialogue(3, prefix="last")
+    last = prepare(longest, after.pending_summary, budget=budget, config=config, compaction_target_ratio=0.5)
+    assert split_marker(last.pending_summary)[0].startswith(folded + "\n- ")  # from then on: appended to
+    # Without hysteresis the same summary is cut to the limit itself, so every later fold cuts it again.
+    plain = prepare(history, budget=budget, config=config)
+    assert 190 <= COUNTER.count(split_marker(plain.pending_summary)[0]) <= 199
