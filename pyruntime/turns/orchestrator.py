@@ -73,7 +73,7 @@ from pyruntime.turns.client_tools import (
     ClientToolAdapter,
     check_client_tools,
 )
-from pyruntime.turns.memory_blocks import MemoryBlocks, plan_memory_blocks
+from pyruntime.turns.memory_blocks import MemoryBlocks, NoteFold, plan_memory_blocks
 from pyruntime.turns.memory_pass import MemoryPassOutcome, MemoryPasses, run_memory_pass
 from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.modes import (
@@ -134,7 +134,7 @@ FIXED_COUNT_CACHE_SIZE = 256  # (role, part) entries of the system-prompt / tool
 STRUCTURED_RESULTS_HEADER = "Tool results:"
 
 Emit = Callable[[TurnEvent], Awaitable[None]]
-PlanBlocks = Callable[["_Turn", str, bool], Awaitable[MemoryBlocks]]
+PlanBlocks = Callable[["_Turn", str, NoteFold], Awaitable[MemoryBlocks]]
 
 
 async def _discard(event: TurnEvent) -> None:
@@ -467,7 +467,7 @@ class AiOrchestrator:
         ghost.tool_allowance = turn.tool_allowance
         with predicting():
             try:
-                tail, fit, _ = await self._prepare(ghost, parts, False, self._peek_memory_blocks())
+                tail, fit = await self._prepare(ghost, parts, False, self._peek_memory_blocks())
                 # Rendered with the tail where the turn would put it (`place_tail`, the anchor this turn kept).
                 base = await self._fit_history(ghost, fit, parts.system_prompt, tail, parts.tools_sent)
             except FixedPartOverflowError:
@@ -519,7 +519,7 @@ class AiOrchestrator:
         tools_sent = native_tools(offered_defs, turn.mode is ToolCallMode.NATIVE)
         turn.parts = parts = _PromptParts(system_prompt, availability, tools_sent)
         while True:
-            tail, fit, consolidate = await self._prepare(turn, parts, consolidate, self._memory_blocks)
+            tail, fit = await self._prepare(turn, parts, consolidate, self._memory_blocks)
             base = await self._fit_history(turn, fit, system_prompt, tail, tools_sent)
             self._keep_tail_anchor(turn, tail)
             turn.sent = base
@@ -556,36 +556,36 @@ class AiOrchestrator:
         )
 
     async def _prepare(self, turn: _Turn, parts: _PromptParts, consolidate: bool,
-                       plan_blocks: PlanBlocks) -> tuple[TailBlocks, RequestFit, bool]:
-        """The tail blocks, the request's fit and the history of one attempt; returns whether it consolidates.
+                       plan_blocks: PlanBlocks) -> tuple[TailBlocks, RequestFit]:
+        """The tail blocks, the request's fit and the history of one attempt (`consolidate`: an overflow retry).
 
         Shared by the turn and the prewarm's prediction of the next one (which plans the memory
         blocks without storing them), so the prediction prepares exactly what the turn would.
         """
         request, config = turn.request, turn.config
 
-        async def tail_of(consolidate: bool) -> TailBlocks:
-            blocks = await plan_blocks(turn, parts.system_prompt, consolidate)
+        async def tail_of(fold: NoteFold) -> TailBlocks:
+            blocks = await plan_blocks(turn, parts.system_prompt, fold)
             return TailBlocks(request.request_system_instructions, blocks.snapshot_block, blocks.updates_block,
-                              parts.availability, request.world_state, blocks.notes)
+                              parts.availability, request.world_state, blocks.folded, blocks.notes)
 
-        tail = await tail_of(consolidate)
+        tail = await tail_of(NoteFold.INTO_SNAPSHOT if consolidate else NoteFold.KEEP)
         fit = self._fit(turn, parts.system_prompt, tail, parts.tools_sent)
         if config.with_chat_history:
             turn.prepared = await self._history(turn, fit)
             turn.cut_report = turn.prepared.cut_report
             if turn.prepared.cut_report.compaction is not CompactionKind.NONE and not consolidate:
-                # A compaction rewrites the prompt anyway: fold the memory updates into the snapshot.
-                consolidate = True
-                tail = await tail_of(consolidate)
+                # A compaction rewrites everything after the summary anyway: the memory notes fold into one
+                # block there (where the notes' messages went), the snapshot before the summary stays.
+                tail = await tail_of(NoteFold.INTO_HEAD)
                 fit = self._fit(turn, parts.system_prompt, tail, parts.tools_sent)
-        return tail, fit, consolidate
+        return tail, fit
 
     def _peek_memory_blocks(self) -> PlanBlocks:
         """`_memory_blocks` for a prediction: the stored state read once, a new snapshot kept here, not stored."""
         states: list[AgentMemoryState | None] = []
 
-        async def plan(turn: _Turn, system_prompt: str, consolidate: bool) -> MemoryBlocks:
+        async def plan(turn: _Turn, system_prompt: str, fold: NoteFold) -> MemoryBlocks:
             if not turn.config.use_memory_tool:
                 return plan_memory_blocks(None)
             if not states:
@@ -595,21 +595,22 @@ class AiOrchestrator:
             state = states[0]
             if state is None:  # unreadable: the turn runs without the memory blocks
                 return plan_memory_blocks(None)
-            blocks = plan_memory_blocks(state, consolidate=consolidate, sent_notes=self._sent_notes(turn))
+            head_version, sent = self._sent_memory(turn)
+            blocks = plan_memory_blocks(state, fold=fold, head_version=head_version, sent_notes=sent)
             states[0] = _with_snapshot(state, blocks)
             return blocks
 
         return plan
 
-    async def _memory_blocks(self, turn: _Turn, system_prompt: str, consolidate: bool) -> MemoryBlocks:
+    async def _memory_blocks(self, turn: _Turn, system_prompt: str, fold: NoteFold) -> MemoryBlocks:
         """Plan the memory blocks from the stored state, storing a new snapshot atomically when it changes."""
         if not turn.config.use_memory_tool:
             return plan_memory_blocks(None)
         planned: list[MemoryBlocks] = []
-        sent = self._sent_notes(turn)
+        head_version, sent = self._sent_memory(turn)
 
         def change(state: AgentMemoryState) -> AgentMemoryState | None:
-            blocks = plan_memory_blocks(state, consolidate=consolidate, sent_notes=sent)
+            blocks = plan_memory_blocks(state, fold=fold, head_version=head_version, sent_notes=sent)
             planned.append(blocks)
             updated = _with_snapshot(state, blocks)
             if updated != AgentMemoryState() and updated.last_system_prompt != system_prompt:
@@ -639,10 +640,12 @@ class AiOrchestrator:
     def _conversation_anchors(self, turn: _Turn) -> PromptAnchors | None:
         return self._anchors.get(conversation_digest(turn.store.key(turn.role_id)))
 
-    def _sent_notes(self, turn: _Turn) -> tuple[int, ...]:
-        """The memory versions of the notes this conversation's last request carried."""
+    def _sent_memory(self, turn: _Turn) -> tuple[int, tuple[int, ...]]:
+        """The memory versions of the head's folded block and of the notes this conversation's last request carried."""
         anchors = self._conversation_anchors(turn)
-        return tuple(note.version for note in anchors.notes) if anchors else ()
+        if anchors is None:
+            return 0, ()
+        return anchors.head_version, tuple(note.version for note in anchors.notes)
 
     def _tail_place(self, turn: _Turn, tail: TailBlocks, prepared: PreparedHistory) -> tuple[int, TailAnchor]:
         compacted = prepared.cut_report.compaction is not CompactionKind.NONE
@@ -669,7 +672,8 @@ class AiOrchestrator:
             return
         key = conversation_digest(turn.store.key(turn.role_id))
         self._anchors[key] = PromptAnchors(self._tail_place(turn, tail, turn.prepared)[1],
-                                           self._note_places(turn, tail, turn.prepared)[1])
+                                           self._note_places(turn, tail, turn.prepared)[1],
+                                           tail.memory_folded.version if tail.memory_folded else 0)
         self._anchors.move_to_end(key)
         while len(self._anchors) > MAX_TAIL_ANCHORS:
             self._anchors.popitem(last=False)

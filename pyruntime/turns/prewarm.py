@@ -1,7 +1,7 @@
 """Warm the next turn's prefix while the player reads the reply (issue 13, "Warm first tokens").
 
 Past the history window most turns only append, but a turn that compacts changes the head message
-(new summary, consolidated memory snapshot), so llama.cpp evaluates the head and the whole history
+(new summary, memory notes folded into the head), so llama.cpp evaluates the head and the whole history
 again while the player waits. After a turn (and its memory writer pass) the orchestrator predicts
 the next turn's request for the same conversation with the same preparation it would run, and when
 its prefix differs from what llama.cpp holds, sends that prefix - everything but the player's line:

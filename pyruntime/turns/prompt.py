@@ -3,12 +3,13 @@
 The system prompt is the cacheable prefix: it depends only on the role, its tools and the tool-call
 mode, never on the user, memory, summary or world state, so every user of a role shares it byte for
 byte. Per-user context goes in two places, by how often it changes (issue 13, measured in
-`bench/bench_npcs.py`): what changes only when the history is compacted (the `## Memory` snapshot
-and the summary) in one context message right after the system prompt, so a turn that only appends
-reuses the whole previous prompt; what may change every turn (request instructions, tool
-availability, world state) after the history, where only it is evaluated again. Each change of the
-memory since the snapshot is its own `## Memory (updates)` note, sent once after the history message
-it first followed and never moved, so an edit costs its note alone.
+`bench/bench_npcs.py`): what changes only when the history is compacted in one context message right
+after the system prompt (the `## Memory` snapshot, which rarely changes; the summary, which a fold only
+appends to; the memory changes a compaction folded), so a turn that only appends reuses the whole
+previous prompt and a compaction re-evaluates from the summary's new lines on; what may change every
+turn (request instructions, tool availability, world state) after the history, where only it is
+evaluated again. Each change of the memory between compactions is its own `## Memory (updates)` note,
+sent once after the history message it first followed and never moved, so an edit costs its note alone.
 `PromptLayout.DESIGN_NOTE` keeps the design note's order (summary first, every tail block after the
 history) for comparison.
 """
@@ -107,7 +108,9 @@ class TailBlocks:
     memory_updates: str = ""  # the delta since the snapshot (or the full memory, marked as overriding)
     tool_availability: str = ""
     world_state: str = ""
-    # The same delta as notes, one per change (cache-stable layout: each where it was first sent).
+    # Cache-stable layout: the same delta as the changes a compaction folded (in the head, after the
+    # summary) and the notes since, one per change, each where it was first sent.
+    memory_folded: MemoryNote | None = None
     memory_notes: tuple[MemoryNote, ...] = ()
 
     def render(self, *, cache_stable: bool = False) -> list[str]:
@@ -161,6 +164,7 @@ class PromptAnchors:
 
     tail: TailAnchor
     notes: tuple[NoteAnchor, ...] = ()
+    head_version: int = 0  # the memory version of the head's folded updates block (0: none)
 
 
 def _place_after(after_order: int, history: Sequence[HistoryMessage]) -> int | None:
@@ -254,16 +258,18 @@ def assemble_messages(
     tail_after: int | None = None,
     notes_after: Sequence[int] | None = None,
 ) -> list[dict[str, str]]:
-    """The messages of one request: system, the head (summary, memory snapshot), history, tail blocks, payload.
+    """The messages of one request: system, the head (snapshot, summary, folded updates), history, tail, payload.
 
     Cache-stable layout only: `tail_after` puts the tail after that many history messages (see
     `place_tail`), `notes_after` each memory note (see `place_notes`); None: right before the payload.
     """
     messages = [{"role": "system", "content": system_prompt}]
     stable = layout is PromptLayout.CACHE_STABLE
-    # The summary first: the deterministic fold only appends to it, so a compaction re-evaluates the
-    # new bullets and what follows, not the whole summary (the snapshot is consolidated then anyway).
-    head = [b for b in (summary_block(summary), block(MEMORY_HEADING, tail.memory) if stable else "") if b]
+    # The snapshot (rarely changed), then the summary (a fold only appends to it), then what a compaction
+    # folded: a compaction re-evaluates from the summary's new lines on, not the snapshot or the summary.
+    folded = tail.memory_folded.text if stable and tail.memory_folded else ""
+    head = [b for b in (block(MEMORY_HEADING, tail.memory) if stable else "", summary_block(summary),
+                        block(MEMORY_UPDATES_HEADING, folded)) if b]
     if head:
         messages.append(context_message("\n\n".join(head), system_messages_after_first=system_messages_after_first))
     history = list(history)

@@ -5,7 +5,8 @@ before the restart, or the state is useless after the point where the two differ
 (`prompt.place_tail`) must stay where it was, and so must each memory note (`prompt.place_notes`). The
 anchors are saved as digests and numbers only (of the conversation's storage key and of the tail's
 text, store orders, memory version numbers; never ids or game text) in one JSON file. A note's text
-is rebuilt from the memory versions, so its version number is all that is kept.
+is rebuilt from the memory versions, so its version number is all that is kept (so is the version of
+the block a compaction folded the notes into).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from pyruntime.stores.fileio import atomic_write, read_bytes
 from pyruntime.turns.prompt import NoteAnchor, PromptAnchors, TailAnchor, is_text_digest, text_digest
 
 log = logging.getLogger(__name__)
-FORMAT = 2  # rows [key, tail digest, tail order, [[note order, note version], ...]]; format 1 had no notes
+# Rows [key, tail digest, tail order, [[note order, note version], ...], head's folded version]; format 1
+# had the first three only.
+FORMAT = 2
 
 
 def conversation_digest(storage_key: str) -> str:
@@ -31,7 +34,7 @@ def conversation_digest(storage_key: str) -> str:
 def save_anchors(path: Path, anchors: OrderedDict[str, PromptAnchors]) -> None:
     """Write the anchors (least recently used first) atomically; the texts as digests."""
     rows = [[key, a.tail.text if is_text_digest(a.tail.text) else text_digest(a.tail.text), a.tail.after_order,
-             [[n.after_order, n.version] for n in a.notes]]
+             [[n.after_order, n.version] for n in a.notes], a.head_version]
             for key, a in anchors.items()]
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps({"format": FORMAT, "anchors": rows}).encode())
@@ -65,13 +68,13 @@ def load_anchors(path: Path, limit: int) -> OrderedDict[str, PromptAnchors]:
         if not isinstance(body, dict) or body.get("format") not in (1, FORMAT) or not isinstance(body.get("anchors"), list):
             raise ValueError("not an anchors file")
         for row in body["anchors"][-limit:]:
-            if not isinstance(row, list) or len(row) != (3 if body["format"] == 1 else 4):
+            if not isinstance(row, list) or len(row) != (3 if body["format"] == 1 else 5):
                 raise ValueError("bad anchor row")
             key, text = row[0], row[1]
             if not (isinstance(key, str) and isinstance(text, str) and is_text_digest(text)):
                 raise ValueError("bad anchor row")
-            notes = _note_anchors(row[3]) if len(row) == 4 else ()
-            anchors[key] = PromptAnchors(TailAnchor(text, _order(row[2])), notes)
+            notes, head_version = (_note_anchors(row[3]), _order(row[4])) if len(row) == 5 else ((), 0)
+            anchors[key] = PromptAnchors(TailAnchor(text, _order(row[2])), notes, head_version)
     except Exception as exc:  # noqa: BLE001 - a bad file costs warm first turns, never the runtime
         log.warning("tail anchors not loaded (%s): the first turn of each NPC places its tail afresh",
                     type(exc).__name__)

@@ -8,6 +8,7 @@ from pyruntime.turns.memory_blocks import (
     CLEARED_TEXT,
     REPLACED_FRAMING,
     memory_updates_text,
+    NoteFold,
     plan_memory_blocks,
 )
 from pyruntime.turns.prompt import MemoryNote
@@ -52,7 +53,7 @@ def test_rewritten_memory_is_sent_in_full_as_overriding() -> None:
 
 
 def test_consolidation_folds_updates_into_the_snapshot() -> None:
-    blocks = plan_memory_blocks(_state("likes swords\nhates rain", 2, "likes swords", 1), consolidate=True)
+    blocks = plan_memory_blocks(_state("likes swords\nhates rain", 2, "likes swords", 1), fold=NoteFold.INTO_SNAPSHOT)
     assert blocks.snapshot_block == "likes swords\nhates rain"
     assert blocks.updates_block == ""
     assert (blocks.snapshot_version, blocks.snapshot_changed) == (2, True)
@@ -91,4 +92,27 @@ def test_notes_that_cannot_be_rebuilt_consolidate_the_snapshot() -> None:
         blocks = plan_memory_blocks(changed, sent_notes=sent)
         assert (blocks.notes, blocks.updates_block) == ((), "")
         assert (blocks.snapshot_block, blocks.snapshot_changed) == (changed.memory, True)
-    assert plan_memory_blocks(state, consolidate=True, sent_notes=(2,)).notes == ()
+    assert plan_memory_blocks(state, fold=NoteFold.INTO_SNAPSHOT, sent_notes=(2,)).notes == ()
+
+
+def test_a_compaction_folds_the_notes_into_one_block_and_keeps_the_snapshot() -> None:
+    state = _edited("likes swords", "likes swords\nhates rain", "likes swords\nhates rain\nowns a boat")
+    blocks = plan_memory_blocks(state, fold=NoteFold.INTO_HEAD, sent_notes=(2,))
+    assert blocks.folded == MemoryNote(3, f"{APPENDED_FRAMING}\nhates rain\nowns a boat") and blocks.notes == ()
+    assert (blocks.snapshot_block, blocks.snapshot_changed) == ("likes swords", False)
+    # Later turns send the folded block again byte for byte, then a note per change since.
+    later = _edited("likes swords", "likes swords\nhates rain", "likes swords\nhates rain\nowns a boat",
+                    "likes swords\nhates rain\nowns a boat\nfears bees")
+    again = plan_memory_blocks(later, head_version=3)
+    assert again.folded == blocks.folded
+    assert again.notes == (MemoryNote(4, f"{APPENDED_FRAMING}\nfears bees"),)
+    assert plan_memory_blocks(later, fold=NoteFold.INTO_HEAD, head_version=3).folded == MemoryNote(
+        4, f"{APPENDED_FRAMING}\nhates rain\nowns a boat\nfears bees")
+    # Nothing changed since the snapshot: no block.
+    assert plan_memory_blocks(_edited("likes swords"), fold=NoteFold.INTO_HEAD).folded is None
+    # A rewrite is not folded after the snapshot (both would be sent): the snapshot is consolidated.
+    rewritten = plan_memory_blocks(_edited("likes swords", "likes axes"), fold=NoteFold.INTO_HEAD)
+    assert (rewritten.folded, rewritten.snapshot_block, rewritten.snapshot_changed) == (None, "likes axes", True)
+    # A folded block whose version is gone cannot be sent again: consolidated too.
+    pruned = later.evolve(versions=later.versions[3:])
+    assert plan_memory_blocks(pruned, head_version=3).snapshot_changed

@@ -165,6 +165,40 @@ def test_each_memory_edit_is_a_note_that_stays_where_it_was_sent(tiny_server_url
     run(client.aclose())
 
 
+def test_a_compaction_folds_the_memory_notes_after_the_summary_and_keeps_the_snapshot(
+        tiny_server_url: str, memory_stores: StoreBundle) -> None:
+    policy = _policy()
+    policy.configure_role("Smith", system_prompt="You are Smith, a blacksmith.", max_output_tokens=8,
+                          temperature=0.0, max_chat_history_messages=4)
+    orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=policy)
+    _write_memory(memory_stores, ALICE, "Smith", {"action": "write", "content": "likes swords"})
+
+    async def turns() -> None:
+        for index in range(5):
+            if index in (1, 2):
+                _write_memory(memory_stores, ALICE, "Smith", {"action": "append", "content": f"fact {index}"})
+            result = await orchestrator.run_task(AiTaskRequest(f"line {index}", "Smith", scope=ALICE,
+                                                               forced_tool_mode="none"))
+            assert result.status is TurnStatus.OK
+        await client.aclose()
+
+    run(turns())
+    heads = [_head(body) for body in client.bodies]
+    compacted = [i for i, head in enumerate(heads) if "## Conversation Summary" in head]
+    assert compacted, heads
+    head = heads[compacted[0]]
+    # The snapshot first sent stays first, byte for byte; the two notes are one block after the summary.
+    assert head.startswith("## Memory\nlikes swords\n\n## Conversation Summary\n")
+    assert head.endswith("## Memory (updates)\nAdded to the memory since the block above:\nfact 1\nfact 2")
+    assert not any("## Memory (updates)" in m["content"] for m in client.bodies[compacted[0]]["messages"][2:])
+    state = memory_stores.scoped(ALICE).try_load("Smith").state
+    assert state.system_prompt_memory_snapshot == "likes swords"  # not consolidated by the compaction
+    # Window 4, folded down to 2: the turn after the compaction only appends to its request.
+    assert compacted == [3, 4]
+    before, after = (body["messages"] for body in client.bodies[3:5])
+    assert after[: len(before) - 1] == before[:-1]
+
+
 def test_tail_blocks_in_order_in_the_real_request(tiny_server_url: str, memory_stores: StoreBundle) -> None:
     orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=_policy())
     _write_memory(memory_stores, ALICE, "Smith", {"action": "write", "content": "likes swords"})

@@ -48,10 +48,10 @@ def test_messages_follow_the_cache_stable_order() -> None:
                                              "user"]
     assert messages[0]["content"] == "SYS"
     head = messages[1]["content"]
-    # The summary first: the fold only appends to it, so a compaction keeps its old lines' cached state.
-    assert _headings(head) == ["## Conversation Summary", "## Memory"]
-    assert head.startswith("## Conversation Summary\n") and "context only, not instructions" in head
-    assert head.endswith("they met\n\n## Memory\nlikes swords")
+    # The snapshot (rarely changed), then the summary (a fold only appends to it).
+    assert _headings(head) == ["## Memory", "## Conversation Summary"]
+    assert head.startswith("## Memory\nlikes swords\n\n## Conversation Summary\n")
+    assert "context only, not instructions" in head and head.endswith("they met")
     assert messages[4]["content"] == "Tool results:\nmemory (ok): DONE"  # tool results replay as user messages
     assert messages[-1] == {"role": "user", "content": "what now?"}
     # The memory delta as its own note (placed by `place_notes`), then the tail without it.
@@ -112,8 +112,8 @@ def test_later_system_messages_fold_into_context_updates() -> None:
     assert messages[0] == {"role": "system", "content": "SYS"}
     updates = [m for m in messages if m["content"].startswith(SYSTEM_CONTEXT_UPDATE_PREFIX)]
     assert [m["role"] for m in updates] == ["user", "user", "user"]
-    head = SYSTEM_CONTEXT_UPDATE_PREFIX + "\n## Conversation Summary"
-    assert updates[0]["content"].startswith(head) and updates[0]["content"].endswith("## Memory\nlikes swords")
+    head = SYSTEM_CONTEXT_UPDATE_PREFIX + "\n## Memory\nlikes swords\n\n## Conversation Summary"
+    assert updates[0]["content"].startswith(head)
     assert updates[1]["content"] == SYSTEM_CONTEXT_UPDATE_PREFIX + "\n## Memory (updates)\nAdded: likes shields"
     assert "## World State\nIt is night." in updates[2]["content"]
 
@@ -178,14 +178,15 @@ def test_tail_anchors_survive_a_save_as_digests_and_a_bad_file_loads_none(tmp_pa
     history = [HistoryMessage("user", "hi", order=1), HistoryMessage("assistant", "hello", order=2)]
     key = conversation_digest("Smith|player-1")
     notes = (NoteAnchor(1, 7), NoteAnchor(2, 9))
-    anchors = OrderedDict([(key, PromptAnchors(TailAnchor(tail, 1), notes)),
+    anchors = OrderedDict([(key, PromptAnchors(TailAnchor(tail, 1), notes, head_version=5)),
                            (conversation_digest("x"), PromptAnchors(TailAnchor("other", 0)))])
     path = tmp_path / "anchors.json"
     save_anchors(path, anchors)
     assert "Rain" not in path.read_text() and "Smith" not in path.read_text()
     loaded = load_anchors(path, limit=10)
     assert list(loaded) == list(anchors)
-    assert loaded[key].notes == notes  # numbers only: the notes' texts are rebuilt from the memory versions
+    # Numbers only: the notes' and the folded block's texts are rebuilt from the memory versions.
+    assert (loaded[key].notes, loaded[key].head_version) == (notes, 5)
     assert place_tail(loaded[key].tail, tail, history, compacted=False)[0] == 1  # where it was sent before the save
     assert place_tail(loaded[key].tail, "## World State\nSun.", history, compacted=False)[0] == 2  # a changed tail
     assert list(load_anchors(path, limit=1)) == [conversation_digest("x")]  # the most recent ones
@@ -193,7 +194,8 @@ def test_tail_anchors_survive_a_save_as_digests_and_a_bad_file_loads_none(tmp_pa
     path.write_text('{"format": 1, "anchors": [["k", "%s", 2]]}' % digest)  # a file from before the notes
     assert load_anchors(path, limit=10) == OrderedDict([("k", PromptAnchors(TailAnchor(digest, 2)))])
     for bad in (b"{not json", b'{"format": 1, "anchors": [["k", "Rain.", 1]]}', b'{"format": 9, "anchors": []}',
-                b'{"format": 2, "anchors": [["k", "%s", 1, [[1, -2]]]]}' % digest.encode(),
+                b'{"format": 2, "anchors": [["k", "%s", 1, [[1, -2]], 0]]}' % digest.encode(),
+                b'{"format": 2, "anchors": [["k", "%s", 1, [], "5"]]}' % digest.encode(),
                 b'{"format": 2, "anchors": [["k", "%s", 1]]}' % digest.encode()):
         path.write_bytes(bad)
         assert load_anchors(path, limit=10) == OrderedDict()
@@ -231,3 +233,20 @@ def test_a_memory_note_stays_where_it_was_first_sent_and_new_ones_come_last() ->
     design = assemble_messages(system_prompt="SYS", history=turn2, tail=replace(tail, memory_updates="Added: both"),
                                user_payload="go", notes_after=places, layout=PromptLayout.DESIGN_NOTE)
     assert [m["content"] for m in design][-2] == "## Memory (updates)\nAdded: both\n\n## World State\nRain."
+
+
+def test_a_compaction_folds_the_notes_into_the_head_after_the_summary() -> None:
+    folded = MemoryNote(7, "Added: likes rain\nowns a boat")
+    tail = TailBlocks(memory="likes swords", memory_folded=folded, world_state="Rain.")
+    messages = assemble_messages(system_prompt="SYS", summary="they met", history=HISTORY, tail=tail,
+                                 user_payload="go")
+    head = messages[1]["content"]
+    assert _headings(head) == ["## Memory", "## Conversation Summary", "## Memory (updates)"]
+    assert head.endswith("they met\n\n## Memory (updates)\nAdded: likes rain\nowns a boat")
+    # The next fold only appends to the summary: the snapshot and the old summary stay a prefix.
+    later = assemble_messages(system_prompt="SYS", summary="they met\n- and talked", history=HISTORY, tail=tail,
+                              user_payload="go")
+    assert later[1]["content"].startswith(head.split("\n\n## Memory (updates)")[0])
+    design = assemble_messages(system_prompt="SYS", summary="they met", history=HISTORY, tail=tail,
+                               user_payload="go", layout=PromptLayout.DESIGN_NOTE)
+    assert "## Memory (updates)" not in design[1]["content"]  # the design note's order: the tail's one block
