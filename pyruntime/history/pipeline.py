@@ -214,7 +214,7 @@ async def prepare_turn_history(
         # model set): the request's budget cuts only the copy sent, below.
         capped = limit_summary_tokens(folded_body, counter, stored_limit)
         if capped.tokens_dropped and compaction_target_ratio < 1.0:
-            # Hysteresis for the summary too: it heads the prompt, and a fold that only appends to it
+            # Hysteresis for the summary too: it sits near the prompt's start, and a fold that only appends to it
             # keeps the model's cached state of its older lines; a cut at every fold past the limit would not.
             capped = limit_summary_tokens(folded_body, counter, summary_cut_tokens(stored_limit, compaction_target_ratio))
         if capped.tokens_dropped:
