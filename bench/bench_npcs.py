@@ -156,12 +156,28 @@ class Setup:
         return turn_of_conversation > 0 and self.edit_every > 0 and turn_of_conversation % self.edit_every == 0
 
 
-def _hint(npc: int, turn: int) -> str:
-    return f"{HINTS[(turn + npc) % len(HINTS)]} (turn {turn + 1})"
+PLAYER_NAMES = ["", "Sam", "Kit", "Rowan", "Ash", "Lee"]  # players after the first sign their lines
 
 
-def _fact(setup: Setup, turn: int) -> str:
-    return FACTS[(setup.facts + turn // max(1, setup.edit_every)) % len(FACTS)] + f" (noted on turn {turn + 1})"
+def _player(player: int) -> str:
+    return PLAYER_NAMES[player % len(PLAYER_NAMES)] + (str(player) if player >= len(PLAYER_NAMES) else "")
+
+
+def _hint(npc: int, player: int, turn: int) -> str:
+    """The player's line: each player's own, so no two conversations share more than the NPC's system prompt
+    (with the same lines and memory, another player's cached prompt would stand in for this one's)."""
+    signed = f", {_player(player)}" if player else ""
+    return f"{HINTS[(turn + npc + 3 * player) % len(HINTS)]} (turn {turn + 1}{signed})"
+
+
+def _initial_facts(setup: Setup, player: int) -> list[str]:
+    """The facts a conversation's memory starts with: each player's own selection."""
+    return [FACTS[(3 * player + i) % len(FACTS)] for i in range(setup.facts)]
+
+
+def _fact(setup: Setup, player: int, turn: int) -> str:
+    index = (setup.facts + 3 * player + turn // max(1, setup.edit_every)) % len(FACTS)
+    return FACTS[index] + f" (noted on turn {turn + 1})"
 
 
 def server_rss_mb(server: LlamaServerProcess) -> float:
@@ -206,7 +222,7 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
         for npc in range(setup.npcs):
             for player in range(setup.players):
                 tool = MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}"))
-                for fact in FACTS[: setup.facts]:
+                for fact in _initial_facts(setup, player):
                     tool.execute({"action": "append", "content": fact})
         for done, (npc, player, turn) in enumerate(setup.schedule()):
             if RSS_EVERY and done and done % RSS_EVERY == 0:
@@ -214,8 +230,8 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
                 print(f"  {name}: server RSS after {done} turns: {result.rss_trace[-1][1]:.0f} MB", flush=True)
             if setup.edit_on(turn):
                 MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}")).execute(
-                    {"action": "append", "content": _fact(setup, turn)})
-            request = AiTaskRequest(_hint(npc, turn), f"Npc{npc}", scope=_scope(player), forced_tool_mode="none",
+                    {"action": "append", "content": _fact(setup, player, turn)})
+            request = AiTaskRequest(_hint(npc, player, turn), f"Npc{npc}", scope=_scope(player), forced_tool_mode="none",
                                     max_output_tokens=MAX_TOKENS, temperature=0.0, extra={"seed": 0})
             usage, ttft, elapsed = await timed_turn(orchestrator, request, name)
             result.add(turn > 0, usage.evaluated_prompt_tokens, usage.prompt_tokens, ttft, elapsed)
@@ -238,14 +254,14 @@ async def naive_pass(server: LlamaServerProcess, setup: Setup) -> Pass:
     """The session as a game without the runtime sends it: memory in the system prompt, the whole history."""
     result = Pass("naive (memory in system prompt, whole history)")
     client = OpenAICompatClient(server.base_url, model=server.config.alias)
-    memories = {(n, p): list(FACTS[: setup.facts]) for n in range(setup.npcs) for p in range(setup.players)}
+    memories = {(n, p): _initial_facts(setup, p) for n in range(setup.npcs) for p in range(setup.players)}
     histories: dict[tuple[int, int], list[dict[str, str]]] = {pair: [] for pair in memories}
     for npc, player, turn in setup.schedule():
         pair = (npc, player)
         if setup.edit_on(turn):
-            memories[pair].append(_fact(setup, turn))
+            memories[pair].append(_fact(setup, player, turn))
         system = npc_prompt(npc) + f"\n\n{MEMORY_HEADING}\n" + "\n".join(memories[pair])
-        hint = _hint(npc, turn)
+        hint = _hint(npc, player, turn)
         messages = assemble_messages(system_prompt=system, history=histories[pair], user_payload=hint)
         began = time.perf_counter()
         first: float | None = None

@@ -63,7 +63,7 @@ async def play(server: LlamaServerProcess, data_dir: Path, npcs: int, rounds: in
     out = []
     for turn in range(first_round, first_round + rounds):
         for npc in range(npcs):
-            request = AiTaskRequest(_hint(npc, turn), f"Npc{npc}", scope=_scope(0), forced_tool_mode="none",
+            request = AiTaskRequest(_hint(npc, 0, turn), f"Npc{npc}", scope=_scope(0), forced_tool_mode="none",
                                     max_output_tokens=MAX_TOKENS, temperature=0.0, extra={"seed": 0})
             usage, ttft, _ = await timed_turn(orchestrator, request, "restart bench")
             out.append((turn, usage.evaluated_prompt_tokens, ttft))
