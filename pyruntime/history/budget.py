@@ -57,10 +57,14 @@ def stored_summary_tokens(max_ctx: int, max_rolled_summary_tokens: int = 0) -> i
 
 def summary_cut_tokens(stored_limit: int, compaction_target_ratio: float = 1.0) -> int:
     """What a stored summary over its limit is cut down to: the limit itself, or with hysteresis (ratio < 1)
-    below it (3/4 of it at 0.5), so the folds after a cut append to the summary until it reaches the limit again."""
+    that share of it, as the history is, so the folds after a cut append to it until it reaches the limit again.
+
+    One fold of a 30-message window adds ~600 SmolLM2 tokens of bullets to a ~2,000-token limit: a cut to
+    3/4 of the limit was taken again at every fold (measured), a cut to half lets the next fold append.
+    """
     if compaction_target_ratio >= 1.0:
         return stored_limit
-    return max(1, int(stored_limit * (1.0 + max(0.0, compaction_target_ratio)) / 2))
+    return max(1, int(stored_limit * max(0.0, compaction_target_ratio)))
 
 
 def _non_negative(name: str, value: int) -> None:
