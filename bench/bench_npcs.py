@@ -398,7 +398,7 @@ def main() -> None:
                   f"total with the prewarms {total / max(1, sum(naive.evaluated)):.2f}x ({total} vs "
                   f"{sum(naive.evaluated)}); TTFT p50 {statistics.median(runtime.ttft) / statistics.median(naive.ttft):.2f}x")
         for p in passes:
-            if len(p.evaluated) <= 60:
+            if len(p.evaluated) <= 120:
                 print(f"  {p.name}: evaluated per turn {' '.join(str(e) for e in p.evaluated)}")
             if args.rss_every and p.rss_trace:
                 print(f"  {p.name}: server RSS MB after N turns: "
