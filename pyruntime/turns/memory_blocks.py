@@ -69,7 +69,7 @@ class _NotRebuildable(Exception):
     records, as after an import): the snapshot is consolidated instead."""
 
 
-def _change(state: AgentMemoryState, contents: dict[int, str], before: tuple[str, int], version: int) -> MemoryNote:
+def _change(contents: dict[int, str], before: tuple[str, int], version: int) -> MemoryNote:
     """The block taking the model from `before` (text, version) to memory version `version`."""
     after = contents.get(version)
     if after is None or version <= before[1] or after == before[0]:
@@ -77,13 +77,20 @@ def _change(state: AgentMemoryState, contents: dict[int, str], before: tuple[str
     return MemoryNote(version, memory_updates_text(before[0], after))
 
 
+def _change_to_current(state: AgentMemoryState, contents: dict[int, str], before: tuple[str, int]) -> MemoryNote:
+    """The block taking the model from `before` to the current memory, which the newest version must record."""
+    if contents.get(state.latest_version) != state.memory:
+        raise _NotRebuildable
+    return _change(contents, before, state.latest_version)
+
+
 def _folded_now(state: AgentMemoryState, contents: dict[int, str]) -> MemoryNote | None:
     """A compaction's updates block: every change since the snapshot, when they only appended to it."""
     snapshot = (state.system_prompt_memory_snapshot, state.system_prompt_memory_version)
     if state.memory == snapshot[0]:
         return None
-    folded = _change(state, contents, snapshot, state.latest_version)
-    if contents[state.latest_version] != state.memory or not folded.text.startswith(APPENDED_FRAMING):
+    folded = _change_to_current(state, contents, snapshot)
+    if not folded.text.startswith(APPENDED_FRAMING):
         raise _NotRebuildable  # a rewrite: the snapshot and the whole memory after it would say it twice
     return folded
 
@@ -94,16 +101,14 @@ def _sent_again(state: AgentMemoryState, contents: dict[int, str], head_version:
     before = (state.system_prompt_memory_snapshot, state.system_prompt_memory_version)
     folded = None
     if head_version:
-        folded = _change(state, contents, before, head_version)
+        folded = _change(contents, before, head_version)
         before = (contents[head_version], head_version)
     notes = []
     for version in sent_notes:
-        notes.append(_change(state, contents, before, version))
+        notes.append(_change(contents, before, version))
         before = (contents[version], version)
     if state.memory != before[0]:
-        notes.append(_change(state, contents, before, state.latest_version))
-        if contents[state.latest_version] != state.memory:
-            raise _NotRebuildable
+        notes.append(_change_to_current(state, contents, before))
     return folded, tuple(notes)
 
 
