@@ -18,7 +18,7 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
 from pyruntime.history import (
@@ -86,9 +86,7 @@ from pyruntime.turns.modes import (
     tool_contract,
 )
 from pyruntime.turns.prompt import (
-    NoteAnchor,
     PromptAnchors,
-    TailAnchor,
     TailBlocks,
     assemble_messages,
     build_system_prompt,
@@ -139,6 +137,14 @@ PlanBlocks = Callable[["_Turn", str, NoteFold], Awaitable[MemoryBlocks]]
 
 async def _discard(event: TurnEvent) -> None:
     return None
+
+
+class _Places(NamedTuple):
+    """Where a request's tail and memory notes go (`place_tail`, `place_notes`) and the anchors to keep."""
+
+    tail_after: int
+    notes_after: tuple[int, ...]
+    kept: PromptAnchors
 
 
 @dataclass(frozen=True)
@@ -626,6 +632,7 @@ class AiOrchestrator:
 
     def _assemble(self, turn: _Turn, system_prompt: str, tail: TailBlocks, *,
                   prepared: PreparedHistory | None = None) -> list[dict[str, Any]]:
+        places = self._places(turn, tail, prepared) if prepared else None
         return assemble_messages(
             system_prompt=system_prompt,
             summary=prepared.summary_text if prepared else "",
@@ -633,8 +640,8 @@ class AiOrchestrator:
             tail=tail,
             user_payload=turn.request.hint,
             system_messages_after_first=self.system_messages_after_first,
-            tail_after=self._tail_place(turn, tail, prepared)[0] if prepared else None,
-            notes_after=self._note_places(turn, tail, prepared)[0] if prepared else None,
+            tail_after=places.tail_after if places else None,
+            notes_after=places.notes_after if places else None,
         )
 
     def _conversation_anchors(self, turn: _Turn) -> PromptAnchors | None:
@@ -647,16 +654,16 @@ class AiOrchestrator:
             return 0, ()
         return anchors.head_version, tuple(note.version for note in anchors.notes)
 
-    def _tail_place(self, turn: _Turn, tail: TailBlocks, prepared: PreparedHistory) -> tuple[int, TailAnchor]:
+    def _places(self, turn: _Turn, tail: TailBlocks, prepared: PreparedHistory) -> _Places:
+        """Where the tail and the memory notes go in this request, and the anchors to keep for the next."""
+        anchors = self._conversation_anchors(turn)
         compacted = prepared.cut_report.compaction is not CompactionKind.NONE
-        anchors = self._conversation_anchors(turn)
-        return place_tail(anchors.tail if anchors else None, tail_text_of(tail), prepared.messages,
-                          compacted=compacted)
-
-    def _note_places(self, turn: _Turn, tail: TailBlocks,
-                     prepared: PreparedHistory) -> tuple[tuple[int, ...], tuple[NoteAnchor, ...]]:
-        anchors = self._conversation_anchors(turn)
-        return place_notes(anchors.notes if anchors else (), tail.memory_notes, prepared.messages)
+        tail_after, tail_anchor = place_tail(anchors.tail if anchors else None, tail_text_of(tail),
+                                             prepared.messages, compacted=compacted)
+        notes_after, note_anchors = place_notes(anchors.notes if anchors else (), tail.memory_notes,
+                                                prepared.messages)
+        kept = PromptAnchors(tail_anchor, note_anchors, tail.memory_folded.version if tail.memory_folded else 0)
+        return _Places(tail_after, notes_after, kept)
 
     def load_tail_anchors(self, path: Path) -> None:
         """Take the places saved by `save_tail_anchors` (a runtime restarted with the disk prompt cache)."""
@@ -671,9 +678,7 @@ class AiOrchestrator:
         if turn.prepared is None:
             return
         key = conversation_digest(turn.store.key(turn.role_id))
-        self._anchors[key] = PromptAnchors(self._tail_place(turn, tail, turn.prepared)[1],
-                                           self._note_places(turn, tail, turn.prepared)[1],
-                                           tail.memory_folded.version if tail.memory_folded else 0)
+        self._anchors[key] = self._places(turn, tail, turn.prepared).kept
         self._anchors.move_to_end(key)
         while len(self._anchors) > MAX_TAIL_ANCHORS:
             self._anchors.popitem(last=False)
