@@ -259,7 +259,7 @@ class HealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthResponse(_message.Message):
-    __slots__ = ("ready", "model", "version", "model_ready", "memory_design", "model_rss_bytes", "prompt_cache_used_bytes", "prompt_cache_limit_bytes")
+    __slots__ = ("ready", "model", "version", "model_ready", "memory_design", "model_rss_bytes", "prompt_cache_used_bytes", "prompt_cache_limit_bytes", "model_state", "model_state_reason", "model_restarts", "model_slots", "model_slots_busy", "prompt_cache_entries", "model_gpu_layers", "model_gpu_fallback_reason")
     READY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -268,6 +268,14 @@ class HealthResponse(_message.Message):
     MODEL_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     PROMPT_CACHE_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
     PROMPT_CACHE_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MODEL_STATE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_STATE_REASON_FIELD_NUMBER: _ClassVar[int]
+    MODEL_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SLOTS_BUSY_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_CACHE_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    MODEL_GPU_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_GPU_FALLBACK_REASON_FIELD_NUMBER: _ClassVar[int]
     ready: bool
     model: str
     version: str
@@ -276,4 +284,12 @@ class HealthResponse(_message.Message):
     model_rss_bytes: int
     prompt_cache_used_bytes: int
     prompt_cache_limit_bytes: int
-    def __init__(self, ready: _Optional[bool] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., model_ready: _Optional[bool] = ..., memory_design: _Optional[str] = ..., model_rss_bytes: _Optional[int] = ..., prompt_cache_used_bytes: _Optional[int] = ..., prompt_cache_limit_bytes: _Optional[int] = ...) -> None: ...
+    model_state: str
+    model_state_reason: str
+    model_restarts: int
+    model_slots: int
+    model_slots_busy: int
+    prompt_cache_entries: int
+    model_gpu_layers: int
+    model_gpu_fallback_reason: str
+    def __init__(self, ready: _Optional[bool] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., model_ready: _Optional[bool] = ..., memory_design: _Optional[str] = ..., model_rss_bytes: _Optional[int] = ..., prompt_cache_used_bytes: _Optional[int] = ..., prompt_cache_limit_bytes: _Optional[int] = ..., model_state: _Optional[str] = ..., model_state_reason: _Optional[str] = ..., model_restarts: _Optional[int] = ..., model_slots: _Optional[int] = ..., model_slots_busy: _Optional[int] = ..., prompt_cache_entries: _Optional[int] = ..., model_gpu_layers: _Optional[int] = ..., model_gpu_fallback_reason: _Optional[str] = ...) -> None: ...

@@ -1,24 +1,25 @@
 """Entry point of the frozen `coreai-runtime` executable (PyInstaller; built by tools/build_runtime.py).
 
-A frozen executable has no `python -m`, yet the runtime starts its model child as
-`sys.executable -m pyruntime.model.llama_server CONFIG` (sys.executable is this executable when frozen),
-so this entry runs that child by the same command line; everything else is the ordinary CLI.
+A frozen executable has no `python -m`, yet on macOS the runtime starts its model server under a small
+keeper process as `sys.executable -m pyruntime.model.keeper ...` (model/lifeline.py; sys.executable is
+this executable when frozen), so this entry runs that by the same command line; everything else is the
+ordinary CLI. The model server itself is llama.cpp's llama-server binary, shipped next to this one.
 """
 
 from __future__ import annotations
 
 import sys
 
-MODEL_CHILD = ["-m", "pyruntime.model.llama_server"]
+KEEPER = ["-m", "pyruntime.model.keeper"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`-m pyruntime.model.llama_server CONFIG` runs the model child; anything else is `coreai-runtime ARGS`."""
+    """`-m pyruntime.model.keeper ...` runs the keeper; anything else is `coreai-runtime ARGS`."""
     args = sys.argv[1:] if argv is None else argv
-    if args[:2] == MODEL_CHILD:
-        from pyruntime.model.llama_server import main as model_child_main
+    if args[:2] == KEEPER:
+        from pyruntime.model.keeper import main as keeper_main
 
-        return model_child_main(args[2:])
+        return keeper_main(args[2:])
     from pyruntime.cli import main as cli_main
 
     return cli_main(args)

@@ -7,15 +7,17 @@ launchers, `{"grpc_port": N, "connect_port": N, "model_url": "..." | null, "toke
 "model_key_file": "..."}` (the last only with a hosted model: its port's API key, 0600, next to the token);
 logs go to stderr. Stopped in reverse: in-flight calls get `--grace` seconds, store writes finish,
 the model child is stopped (on every path, failures included). A hosted model is watched and
-restarted when it dies or hangs (model/supervisor.py). Exit 0 after a signal, 1 when something
-fails (the watchdog giving up on the model included), 2 on bad arguments.
+restarted when it dies or hangs (model/supervisor.py); one that cannot be kept up leaves the runtime
+serving memory, history, exports and health (turns UNAVAILABLE, health `modelState: failed`) while the
+watchdog keeps trying. Exit 0 after a signal, 1 when something fails to start, 2 on bad arguments.
 
 Never orphaned: `--parent-pid PID` (the game's pid) stops serve when that process dies, however it
 died; `--exit-on-stdin-eof` does the same when the launcher's end of stdin closes (see cli/lifeline.py).
 On Windows, where the event loop has no signal handlers, plain signal handlers stand in (cli/signals.py).
 
 The token comes from $COREAI_RUNTIME_TOKEN or is generated; it is written to the token file (0600)
-and never logged nor taken from the command line (other users can read those).
+and never logged nor taken from the command line (other users can read those). The same holds for the
+key of an external `--llm-url` server: `--llm-api-key-file` or $COREAI_LLM_API_KEY, never a flag value.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import contextlib
 import errno
 import json
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -38,11 +41,11 @@ from pyruntime.cli.lifeline import lifelines
 from pyruntime.cli.signals import stop_on_signals
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config, port_is_free
-from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT, default_threads
+from pyruntime.model.hosting import LlamaServerProcess, generate_model_key, hosted_model_config, port_is_free
+from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS, MAX_SLOTS, default_threads
 from pyruntime.model.scripted import Script
 from pyruntime.model.scripted_server import MODEL_ID, ScriptedModelServer
-from pyruntime.model.supervisor import ModelState, ModelSupervisor
+from pyruntime.model.supervisor import ModelSupervisor
 from pyruntime.observability import LOG_FORMATS, LOG_LEVELS, configure_logging
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.rpc import RpcConfig, RpcServers
@@ -66,6 +69,8 @@ EXIT_USAGE = 2
 DEFAULT_GRACE_S = 5.0
 _WATCH_S = 0.5
 MODEL_KEY_FILE_NAME = "model_key"  # next to the token file: the model port's API key, for external clients
+LLM_API_KEY_ENV = "COREAI_LLM_API_KEY"  # the key of an external --llm-url server (or --llm-api-key-file)
+MAX_KEY_FILE_BYTES = 4096
 PROMPT_CACHE_RELATIVE_PATH = Path("CoreAI") / "runtime" / "prompt-cache"  # --prompt-cache-dir without a folder
 _PROMPT_CACHE_PATH = PROMPT_CACHE_RELATIVE_PATH.as_posix()
 _IN_DATA_DIR = "<data-dir>"
@@ -101,8 +106,11 @@ class ServeOptions:
     exit_on_stdin_eof: bool = False
     threads: int | None = None  # None: default_threads() (half the cores, at least 1)
     n_gpu_layers: int = 0  # layers of the hosted model on the GPU; 0: CPU only, -1: all
-    prompt_cache_mb: int | None = None  # RAM prompt-state cache of the hosted model; 0: off, None: by model size
-    prompt_cache_dir: Path | None = None  # the cache mirrored on disk there (survives restarts); None: RAM only
+    prompt_cache_mb: int | None = None  # host RAM for cold conversations' states; 0: off, None: by model size
+    prompt_cache_dir: Path | None = None  # the slots' states saved there at a stop, restored at start; None: off
+    slots: int | None = None  # parallel slots of the hosted engine; None: DEFAULT_SLOTS
+    llm_api_key_file: Path | None = None  # the --llm-url server's key, in a file
+    llm_headers: tuple[str, ...] = ()  # extra "Name: value" headers for the --llm-url server
 
     @property
     def hosts_model(self) -> bool:
@@ -131,15 +139,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"CPU threads of the hosted model (default: half the cores, here {default_threads()}; "
                         "the rest stay with the game)")
     p.add_argument("--n-gpu-layers", type=int, default=0, metavar="N",
-                   help="layers of the hosted model offloaded to the GPU (default 0: CPU only; -1: all); "
-                        "needs a GPU build of llama-cpp-python")
+                   help="layers of the hosted model offloaded to the GPU (default 0: CPU only; -1: all); needs a "
+                        "GPU build of llama-server (a GPU that cannot take them: the CPU, the reason in Health)")
+    p.add_argument("--slots", type=int, default=None, metavar="N",
+                   help=f"parallel slots of the hosted model: NPCs decoded together, each keeping its state "
+                        f"(default {DEFAULT_SLOTS}; each costs --ctx tokens of KV memory)")
     p.add_argument("--prompt-cache-mb", type=int, default=None,
-                   help="RAM for the hosted model's prompt states, so NPCs in rotation and the memory writer pass "
-                        "keep replies warm (0: off; default 256 for a model under 1 GB, else off; "
-                        "~25 MB per 1000-token SmolLM2 prompt)")
+                   help="host RAM for the states of NPCs that lost their slot, restored by copy when they speak "
+                        "again (0: off; default 256 for a model under 1 GB, else 2048; "
+                        "~22 MB per 1000-token SmolLM2 conversation)")
     p.add_argument("--prompt-cache-dir", nargs="?", const=_IN_DATA_DIR, metavar="DIR",
-                   help="keep the prompt cache on disk too, so NPCs' first turns after a restart start warm "
-                        f"(bounded by --prompt-cache-mb; without DIR: <data-dir>/{_PROMPT_CACHE_PATH}; default: off)")
+                   help="save the slots' states there when serve stops, so NPCs' first turns after a restart start "
+                        f"warm (without DIR: <data-dir>/{_PROMPT_CACHE_PATH}; default: off)")
+    p.add_argument("--llm-api-key-file", type=Path, metavar="FILE",
+                   help=f"the --llm-url server's API key, read from this file (or ${LLM_API_KEY_ENV}; never on the "
+                        "command line)")
+    p.add_argument("--llm-header", action="append", metavar='"NAME: VALUE"',
+                   help="an extra header for the --llm-url server (repeatable; not for secrets: the key goes in "
+                        "--llm-api-key-file)")
     p.add_argument("--data-dir", type=Path,
                    help="the game's persistentDataPath (saves live under CoreAI/); required unless --session-only")
     p.add_argument("--store", metavar="postgresql://…",
@@ -195,7 +212,55 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
         memory_design=MemoryDesign.parse(args.memory_design) if getattr(args, "memory_design", None) else None,
         parent_pid=args.parent_pid, exit_on_stdin_eof=args.exit_on_stdin_eof, threads=args.threads,
         n_gpu_layers=getattr(args, "n_gpu_layers", 0), prompt_cache_mb=args.prompt_cache_mb,
-        prompt_cache_dir=_prompt_cache_dir(getattr(args, "prompt_cache_dir", None), args.data_dir))
+        prompt_cache_dir=_prompt_cache_dir(getattr(args, "prompt_cache_dir", None), args.data_dir),
+        slots=getattr(args, "slots", None), llm_api_key_file=getattr(args, "llm_api_key_file", None),
+        llm_headers=_header_list(getattr(args, "llm_header", None)))
+
+
+def _header_list(value: object) -> tuple[str, ...]:
+    """--llm-header values (a single string from the environment or a config file is one header)."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(str(v) for v in value)  # type: ignore[union-attr]
+
+
+def llm_headers(options: ServeOptions) -> dict[str, str]:
+    """The --llm-header values as headers; InvalidArgumentError for one that is not `Name: value`."""
+    headers: dict[str, str] = {}
+    for raw in options.llm_headers:
+        name, sep, value = raw.partition(":")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or any(c in name for c in " \t()<>@,;:\\\"/[]?={}") or not name.isascii():
+            raise InvalidArgumentError('--llm-header must be "Name: value"')
+        if any(c in raw for c in "\r\n\0") or not value.isprintable():
+            raise InvalidArgumentError("--llm-header must be one printable line")
+        if name.lower() == "authorization":
+            raise InvalidArgumentError("--llm-header cannot carry the key: use --llm-api-key-file or "
+                                       f"${LLM_API_KEY_ENV}")
+        headers[name] = value
+    return headers
+
+
+def llm_api_key(options: ServeOptions) -> str | None:
+    """The --llm-url server's key: --llm-api-key-file, else $COREAI_LLM_API_KEY, else None (never logged)."""
+    if options.llm_api_key_file is not None:
+        try:
+            with options.llm_api_key_file.open("rb") as file:
+                raw = file.read(MAX_KEY_FILE_BYTES + 1)
+        except OSError as exc:
+            raise InvalidArgumentError(f"--llm-api-key-file cannot be read ({exc.strerror or 'error'})") from None
+        if len(raw) > MAX_KEY_FILE_BYTES:
+            raise InvalidArgumentError("--llm-api-key-file is too large to be a key")
+        key = raw.decode("utf-8", "replace").strip()
+        source = "--llm-api-key-file"
+    else:
+        key = os.environ.get(LLM_API_KEY_ENV, "").strip()
+        source = f"${LLM_API_KEY_ENV}"
+        if not key:
+            return None
+    if not key or not key.isascii() or not key.isprintable() or " " in key:
+        raise InvalidArgumentError(f"{source} must hold one key: printable ASCII without spaces")
+    return key
 
 
 def _prompt_cache_dir(flag: str | None, data_dir: Path | None) -> Path | None:
@@ -251,6 +316,13 @@ def validate(options: ServeOptions) -> None:
         raise InvalidArgumentError("--data-dir exists but is not a directory")
     if options.llm_url is not None and not options.llm_url.startswith(("http://", "https://")):
         raise InvalidArgumentError("--llm-url must be an http:// or https:// URL")
+    if options.llm_url is None and (options.llm_api_key_file is not None or options.llm_headers):
+        raise InvalidArgumentError("--llm-api-key-file and --llm-header are for an --llm-url server")
+    if options.llm_url is not None:
+        llm_headers(options)
+        llm_api_key(options)
+    if options.slots is not None and not 1 <= options.slots <= MAX_SLOTS:
+        raise InvalidArgumentError(f"--slots must be within 1..{MAX_SLOTS}, got {options.slots}")
     if options.scripted_model is not None:
         Script.load(options.scripted_model)  # a bad script is a usage error naming its field, before anything starts
     if options.model is not None and options.model.suffix.lower() != ".gguf":
@@ -275,8 +347,6 @@ def validate(options: ServeOptions) -> None:
     if options.prompt_cache_dir is not None and options.prompt_cache_dir.exists() and \
             not options.prompt_cache_dir.is_dir():
         raise InvalidArgumentError("--prompt-cache-dir exists but is not a directory")
-    if options.prompt_cache_dir is not None and options.prompt_cache_mb == 0:
-        raise InvalidArgumentError("--prompt-cache-dir needs a prompt cache: --prompt-cache-mb 0 turns it off")
     if options.chat_history_cap < 1 or options.transcript_cap < 1:
         raise InvalidArgumentError("--chat-history-cap and --transcript-cap must be at least 1")
     if not is_loopback_host(options.host):
@@ -296,6 +366,7 @@ class _Model:
     alias: str
     server: LlamaServerProcess | None = None
     supervisor: ModelSupervisor | None = None  # watches and restarts the hosted child
+    port_key: str | None = None  # the key of the model port serve opened (hosted or scripted), for model_key_file
 
 
 async def serve(options: ServeOptions, *, on_ready: Callable[[dict[str, Any]], None] | None = None) -> int:
@@ -318,7 +389,7 @@ async def serve(options: ServeOptions, *, on_ready: Callable[[dict[str, Any]], N
             ready, model = starting.result()
             (on_ready or _print_ready)(ready)
             log.info("ready; stop with Ctrl+C or SIGTERM")
-            return await _wait(stop, model.supervisor)
+            return await _wait(stop)
 
 
 @contextlib.contextmanager
@@ -377,9 +448,9 @@ async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack) -> tup
     await _attach_turns(options, services, stores, model, model_stack)
     ready = {"grpc_port": servers.grpc_port, "connect_port": servers.connect_port, "model_url": model.url,
              "token_file": str(token_file)}
-    if model.server is not None and model.server.api_key:
+    if model.port_key:
         # For external OpenAI clients on this machine; same folder and rights as the token (0600).
-        key_file = write_token_file(token_file.with_name(MODEL_KEY_FILE_NAME), model.server.api_key)
+        key_file = write_token_file(token_file.with_name(MODEL_KEY_FILE_NAME), model.port_key)
         ready["model_key_file"] = str(key_file)
     return ready, model
 
@@ -408,14 +479,16 @@ async def _start_model(options: ServeOptions, stack: contextlib.AsyncExitStack, 
         log.info("no model: turns answer UNAVAILABLE")
         return _Model(None, "")
     if options.llm_url is not None:
-        return _Model(options.llm_url, await _check_external(options.llm_url))
+        return _Model(options.llm_url, await _check_external(options.llm_url, llm_api_key(options),
+                                                              llm_headers(options)))
     if options.scripted_model is not None:
-        scripted = ScriptedModelServer(Script.load(options.scripted_model), options.host, options.port)
+        key = generate_model_key()  # the same key rule as the hosted model port
+        scripted = ScriptedModelServer(Script.load(options.scripted_model), options.host, options.port, api_key=key)
         await scripted.start()
         stack.push_async_callback(scripted.stop)
-        return _Model(scripted.base_url, MODEL_ID)
+        return _Model(scripted.base_url, MODEL_ID, port_key=key)
     config = hosted_model_config(options.model, host=options.host, port=options.port, n_ctx=options.ctx,
-                                 n_threads=options.threads, n_gpu_layers=options.n_gpu_layers,
+                                 n_threads=options.threads, n_gpu_layers=options.n_gpu_layers, slots=options.slots,
                                  prompt_cache_mb=options.prompt_cache_mb, prompt_cache_dir=options.prompt_cache_dir)
     server = LlamaServerProcess(config)
     stack.push_async_callback(_stop_model, server)
@@ -427,8 +500,8 @@ async def _start_model(options: ServeOptions, stack: contextlib.AsyncExitStack, 
         loading.host = supervisor
     supervisor.watch()
     stack.push_async_callback(asyncio.to_thread, supervisor.stop_watching)  # before the child is stopped
-    log.info("serving model %s at %s", server.config.alias, server.base_url)
-    return _Model(server.base_url, server.config.alias, server, supervisor)
+    log.info("serving model %s at %s (%d slots)", server.config.alias, server.base_url, server.config.slots)
+    return _Model(server.base_url, server.config.alias, server, supervisor, port_key=server.api_key)
 
 
 async def _host(server: LlamaServerProcess) -> None:
@@ -452,9 +525,9 @@ async def _stop_model(server: LlamaServerProcess) -> None:
     log.info("model server stopped")
 
 
-async def _check_external(url: str) -> str:
+async def _check_external(url: str, api_key: str | None, headers: dict[str, str]) -> str:
     """The alias of the external server's first model (never a path); raises when it does not answer."""
-    async with OpenAICompatClient(url, timeout=10.0) as client:
+    async with OpenAICompatClient(url, timeout=10.0, api_key=api_key, headers=headers) as client:
         models = await client.models()
     log.info("external model server answers with %d model(s)", len(models))
     if not models:
@@ -479,8 +552,11 @@ async def _attach_turns(options: ServeOptions, services: RuntimeServices, stores
         orchestrator = build_orchestrator(server=model.server, stores=stores, policy=policy, tool_mode=mode,
                                           memory_design=options.memory_design)
     else:
+        external = options.llm_url is not None
         orchestrator = build_orchestrator(base_url=model.url, stores=stores, policy=policy, tool_mode=mode,
-                                          memory_design=options.memory_design)
+                                          memory_design=options.memory_design,
+                                          api_key=llm_api_key(options) if external else model.port_key,
+                                          headers=llm_headers(options) if external else None)
     stack.push_async_callback(orchestrator.client.aclose)
     if options.prompt_cache_dir is not None and model.server is not None:
         # With the prompt states on disk, the prompts after a restart must be the ones sent before it.
@@ -540,12 +616,7 @@ def _print_ready(ready: dict[str, Any]) -> None:
     print(json.dumps(ready), flush=True)
 
 
-async def _wait(stop: asyncio.Event, supervisor: ModelSupervisor | None) -> int:
-    """Until a stop signal; exit 1 once the watchdog gave up on the model (it restarts it before that)."""
-    while not stop.is_set():
-        if supervisor is not None and supervisor.state is ModelState.FAILED:
-            log.error("model server failed and is no longer restarted: %s", supervisor.reason)
-            return EXIT_FAILED
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), _WATCH_S)
+async def _wait(stop: asyncio.Event) -> int:
+    """Until a stop signal. A model that cannot be kept up does not end serve: the watchdog keeps trying."""
+    await stop.wait()
     return EXIT_OK

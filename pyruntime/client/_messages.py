@@ -31,6 +31,14 @@ class RuntimeHealth:
     model_rss_bytes: int = 0  # the hosted model server's resident memory (0: none, or not Linux)
     prompt_cache_used_bytes: int = 0
     prompt_cache_limit_bytes: int = 0  # 0: the prompt cache is off
+    model_state: str = ""  # "none" | "loading" | "ready" | "restarting" | "failed"
+    model_state_reason: str = ""  # why the model is not ready ("" when it is)
+    model_restarts: int = 0
+    model_slots: int = 0  # the hosted engine's parallel slots (0: none hosted)
+    model_slots_busy: int = 0
+    prompt_cache_entries: int = 0
+    model_gpu_layers: int = 0  # layers on the GPU now (0: CPU)
+    model_gpu_fallback_reason: str = ""  # why fewer layers than asked run on the GPU
 
 
 def target(role_id: str, scope: AgentMemoryScope | None, actor: str | None) -> common_pb2.AgentTarget:
@@ -148,4 +156,7 @@ def health(response: orch.HealthResponse) -> RuntimeHealth:
     """The Health answer."""
     return RuntimeHealth(response.ready, response.model, response.version, response.model_ready,
                          response.memory_design, response.model_rss_bytes, response.prompt_cache_used_bytes,
-                         response.prompt_cache_limit_bytes)
+                         response.prompt_cache_limit_bytes, response.model_state, response.model_state_reason,
+                         response.model_restarts, response.model_slots, response.model_slots_busy,
+                         response.prompt_cache_entries, response.model_gpu_layers,
+                         response.model_gpu_fallback_reason)

@@ -1,4 +1,4 @@
-"""Local model runtime: hosting llama.cpp, the OpenAI-compatible client, and the request queue."""
+"""Local model runtime: hosting llama.cpp's llama-server, the OpenAI-compatible client, and the request queue."""
 
 from __future__ import annotations
 

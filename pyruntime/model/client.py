@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
 import httpx
 
 from pyruntime.model.compat import (
+    ForcedCall,
+    ForcedCallStream,
     Message,
     build_chat_request,
     error_from_response,
+    force_tool_by_schema,
+    forced_completion,
     parse_chunk,
     parse_completion,
 )
 from pyruntime.model.errors import IncompleteStreamError, ModelError, ModelStalledError, ModelUnavailableError
+from pyruntime.model.slots import SlotAffinity, SlotUse
 from pyruntime.model.sse import SSEDecoder
 from pyruntime.model.types import ChatCompletion, FinishDelta, StreamDelta, TextDelta, ToolCallDelta
 
@@ -67,7 +72,9 @@ class OpenAICompatClient:
     """Chat completions and model listing over the OpenAI HTTP API; errors become `ModelError`s.
 
     `base_url` includes the version prefix, e.g. `http://127.0.0.1:13333/v1`. Without `model`, the
-    first model the server lists is used.
+    first model the server lists is used. For the hosted llama-server (`LlamaServerProcess.client_options`)
+    it also speaks that server's dialect: each conversation in its own parallel slot (`slots`), usage
+    counts from the per-token `timings`, a named `tool_choice` sent as `required` with only that tool.
     """
 
     def __init__(
@@ -83,12 +90,20 @@ class OpenAICompatClient:
         first_text_s: float | None = DEFAULT_FIRST_TEXT_S,
         text_gap_s: float | None = DEFAULT_TEXT_GAP_S,
         gate: Gate | None = None,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        slots: SlotAffinity | None = None,
+        llama_server: bool = False,
+        forced_tools_as_schema: bool = False,
     ) -> None:
         """Configure the client; `http_client` (not closed by us) replaces the internal one.
 
         `deadline_s` bounds every call; `first_text_s` / `text_gap_s` stop a stream that sends no
         text (or tool-call piece) for that long from its start / after its last text. None: no limit.
-        `gate` is asked before every request (see `Gate`).
+        `gate` is asked before every request (see `Gate`). `headers` go with every request (a provider's
+        own headers; the key goes in `api_key`). `transport`: how the internal HTTP client connects (the
+        hosted engine's Unix socket). `slots`: the hosted engine's slot affinity (requests that name a
+        `conversation` keep its slot). `llama_server`: the server is llama.cpp's own (its dialect, above).
         """
         for name, value in (("deadline_s", deadline_s), ("first_text_s", first_text_s), ("text_gap_s", text_gap_s)):
             if value is not None and not value > 0:
@@ -101,9 +116,15 @@ class OpenAICompatClient:
         self.gate = gate
         self._timeout = timeout
         self._json_schema_as_json_object = json_schema_as_json_object
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers = dict(headers or {})
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self.slots = slots
+        self.llama_server = llama_server
+        self.forced_tools_as_schema = forced_tools_as_schema
         self._owns_http = http_client is None
-        self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S))
+        self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S),
+                                                      transport=transport)
 
     async def models(self) -> list[str]:
         """Ids of the models the server offers (`GET /models`)."""
@@ -124,26 +145,79 @@ class OpenAICompatClient:
         temperature: float | None = None,
         max_tokens: int | None = None,
         extra: Mapping[str, Any] | None = None,
+        conversation: str | None = None,
     ) -> ChatCompletion:
-        """One non-streamed chat completion (within `deadline_s`)."""
+        """One non-streamed chat completion (within `deadline_s`); `conversation` (a `slots.conversation_id`)
+        keeps the hosted engine's slot of that conversation."""
         self.check_available()
         body = await self._request_body(
             messages, False, tools, tool_choice, response_format, temperature, max_tokens, extra
         )
+        forced = self._forced(body)
         limit = asyncio.timeout(self.deadline_s)
         try:
-            async with limit:
-                with self._transport_errors():
-                    response = await self._http.post(
-                        f"{self.base_url}/chat/completions", json=body, headers=self._headers
-                    )
+            async with limit, self._slot(conversation, messages, body) as use:
+                response = await self._post_with_retry(body)
+                if response.status_code >= 400:
+                    self._slot_failed(use)
         except TimeoutError:
             if limit.expired():
                 raise self._deadline_error() from None
             raise
         if response.status_code >= 400:
             raise error_from_response(response.status_code, response.content)
-        return parse_completion(self._json(response.content))
+        completion = parse_completion(self._json(response.content))
+        return forced_completion(forced, completion) if forced is not None else completion
+
+    def _forced(self, body: dict[str, Any]) -> ForcedCall | None:
+        """A forced tool call asked as a schema, where the model's template renders no tools."""
+        return force_tool_by_schema(body) if self.forced_tools_as_schema else None
+
+    async def _post_with_retry(self, body: Mapping[str, Any]) -> httpx.Response:
+        """POST a completion; a kept-alive connection the server closed before answering is retried once.
+
+        llama-server sometimes closes a reused keep-alive connection without a response (toolchain notes);
+        nothing was generated then, so sending it again on a new connection is safe.
+        """
+        url = f"{self.base_url}/chat/completions"
+        with self._transport_errors():
+            try:
+                return await self._http.post(url, json=body, headers=self._headers)
+            except httpx.RemoteProtocolError:
+                return await self._http.post(url, json=body, headers=self._headers)
+
+    @contextlib.asynccontextmanager
+    async def _slot(self, conversation: str | None, messages: Sequence[Message],
+                    body: dict[str, Any]) -> AsyncIterator[SlotUse | None]:
+        """With slot affinity: the request's slot (`id_slot` in `body`), its superseded state erased first."""
+        if self.slots is None:
+            yield None
+            return
+        use = self.slots.acquire(conversation, messages)
+        try:
+            body["id_slot"] = use.slot
+            if use.erase_first:
+                await self.erase_slot(use.slot)
+            yield use
+        finally:
+            self.slots.release(use)
+
+    def _slot_failed(self, use: SlotUse | None) -> None:
+        """A failed request may have cleared its slot (llama-server clears a slot whose decode failed)."""
+        if use is not None and self.slots is not None:
+            self.slots.forget(use.slot)
+
+    async def erase_slot(self, slot: int) -> bool:
+        """Drop a slot's KV state in the hosted engine (`POST /slots/N?action=erase`); False when it refused."""
+        root = self.base_url.removesuffix("/v1")
+        try:
+            response = await self._http.post(f"{root}/slots/{slot}", params={"action": "erase"},
+                                             headers=self._headers, timeout=CONNECT_TIMEOUT_S)
+        except httpx.HTTPError:
+            return False
+        if response.status_code != 200:
+            log.debug("slot %d not erased (HTTP %d)", slot, response.status_code)
+        return response.status_code == 200
 
     def stream_chat(
         self,
@@ -155,16 +229,18 @@ class OpenAICompatClient:
         temperature: float | None = None,
         max_tokens: int | None = None,
         extra: Mapping[str, Any] | None = None,
+        conversation: str | None = None,
     ) -> ChatStream:
         """A streamed chat completion; ends with a `FinishDelta` or raises (never truncates silently).
 
         Raises `ModelStalledError` when no text comes for `first_text_s` / `text_gap_s`, and
         `ModelUnavailableError` past `deadline_s`; either way the HTTP stream is closed, which stops
-        the generation on the hosted server.
+        the generation on the hosted server. `conversation`: as in `chat`.
         """
         self.check_available()
         return ChatStream(
-            self._stream(messages, tools, tool_choice, response_format, temperature, max_tokens, extra)
+            self._stream(messages, tools, tool_choice, response_format, temperature, max_tokens, extra,
+                         conversation)
         )
 
     async def _stream(
@@ -176,11 +252,17 @@ class OpenAICompatClient:
         temperature: float | None,
         max_tokens: int | None,
         extra: Mapping[str, Any] | None,
+        conversation: str | None = None,
     ) -> AsyncIterator[StreamDelta]:
         body = await self._request_body(
             messages, True, tools, tool_choice, response_format, temperature, max_tokens, extra
         )
         body.setdefault("stream_options", {"include_usage": True})
+        forced = self._forced(body)
+        translate = ForcedCallStream(forced) if forced is not None else None
+        if self.llama_server:
+            # Every chunk then carries the prompt's counts: a stream closed early (the output cap) still has them.
+            body.setdefault("timings_per_token", True)
         finished = done = seen_text = False
         loop = asyncio.get_running_loop()
         began = loop.time()
@@ -190,12 +272,11 @@ class OpenAICompatClient:
         # consumer's code; the deadline is absolute, the text gap counts only time spent waiting.
         limit = asyncio.timeout(None)
         try:
-            async with limit:
+            async with limit, self._slot(conversation, messages, body) as use:
                 with self._transport_errors():
-                    async with self._http.stream(
-                        "POST", f"{self.base_url}/chat/completions", json=body, headers=self._headers
-                    ) as response:
+                    async with self._open_stream(body) as response:
                         if response.status_code >= 400:
+                            self._slot_failed(use)
                             raise error_from_response(response.status_code, await response.aread())
                         decoder = SSEDecoder()
                         lines = response.aiter_lines()
@@ -215,7 +296,10 @@ class OpenAICompatClient:
                                 done = True
                                 break
                             got_text = False
-                            for delta in parse_chunk(self._json(data.encode())):
+                            received = parse_chunk(self._json(data.encode()))
+                            if translate is not None:
+                                received = [out for delta in received for out in translate.feed(delta)]
+                            for delta in received:
                                 finished = finished or isinstance(delta, FinishDelta)
                                 got_text = got_text or isinstance(delta, TextDelta | ToolCallDelta)
                                 yield delta
@@ -238,6 +322,21 @@ class OpenAICompatClient:
         if not finished:
             how = "[DONE]" if done else "the end of the stream"
             raise IncompleteStreamError(f"model server sent {how} without a finish_reason; the reply was cut")
+
+    @contextlib.asynccontextmanager
+    async def _open_stream(self, body: Mapping[str, Any]) -> AsyncIterator[httpx.Response]:
+        """The streamed response; retried once when a kept-alive connection closes before any answer."""
+        url = f"{self.base_url}/chat/completions"
+        try:
+            response = await self._http.send(self._http.build_request("POST", url, json=body, headers=self._headers),
+                                             stream=True)
+        except httpx.RemoteProtocolError:
+            response = await self._http.send(self._http.build_request("POST", url, json=body, headers=self._headers),
+                                             stream=True)
+        try:
+            yield response
+        finally:
+            await response.aclose()
 
     def check_available(self) -> None:
         """Raise `ModelUnavailableError` (with a retry hint) when the gate says the model is not ready."""
@@ -274,6 +373,7 @@ class OpenAICompatClient:
             max_tokens=max_tokens,
             extra=extra,
             json_schema_as_json_object=self._json_schema_as_json_object,
+            named_tool_choice=not self.llama_server,
         )
 
     @staticmethod
@@ -286,7 +386,7 @@ class OpenAICompatClient:
             raise ModelError("model server sent JSON that is not an object")
         return data
 
-    @contextmanager
+    @contextlib.contextmanager
     def _transport_errors(self) -> Iterator[None]:
         """Map httpx transport failures to `ModelUnavailableError` (names the server, not the request)."""
         try:

@@ -1,8 +1,9 @@
 """Pure translation between our calls and the OpenAI chat wire format, smoothing server gaps.
 
-Known llama-cpp-python gaps handled here (see the toolchain notes): an assistant message with
-`content: null` or no content is an HTTP 500 there, and `response_format` of type `json_schema`
-is an HTTP 500 while `{"type": "json_object", "schema": ...}` works.
+Gaps handled here (see the toolchain notes): some servers answer an assistant message with
+`content: null` or no content with HTTP 500 (sent as `""`); llama.cpp takes a schema as
+`{"type": "json_object", "schema": ...}`; llama-server reads `tool_choice` as a string only (a named
+tool becomes `required` with that tool alone) and reports usage in per-token `timings`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pyruntime.model.errors import ContextOverflowError, ModelError, ModelUnavailableError
@@ -26,8 +28,11 @@ from pyruntime.model.types import (
 
 Message = Mapping[str, Any]
 
-_OVERFLOW_TEXT = re.compile(r"context (length|window|size)|exceeds? (the )?context", re.IGNORECASE)
+_OVERFLOW_TEXT = re.compile(r"context (length|window|size)|exceeds? (the )?(available )?context", re.IGNORECASE)
 _OVERFLOW_NUMBERS = re.compile(r"maximum context length is (\d+) tokens.*?requested (\d+) tokens", re.DOTALL)
+# llama-server: "request (6021 tokens) exceeds the available context size (2048 tokens), try increasing it"
+_OVERFLOW_NUMBERS_LLAMA = re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)")
+_OVERFLOW_TYPES = ("context_length_exceeded", "exceed_context_size_error")
 _DETAIL_CHARS = 300
 
 
@@ -84,8 +89,12 @@ def build_chat_request(
     max_tokens: int | None = None,
     extra: Mapping[str, Any] | None = None,
     json_schema_as_json_object: bool = True,
+    named_tool_choice: bool = True,
 ) -> dict[str, Any]:
-    """The JSON body of `POST /chat/completions`; `extra` keys are sent as given (e.g. `seed`)."""
+    """The JSON body of `POST /chat/completions`; `extra` keys are sent as given (e.g. `seed`).
+
+    `named_tool_choice` False (llama-server): a tool forced by name is sent as `required` with only that tool.
+    """
     if not messages:
         raise ValueError("a chat request needs at least one message")
     body: dict[str, Any] = {"messages": normalize_messages(messages), "stream": stream}
@@ -94,6 +103,10 @@ def build_chat_request(
     if tools:
         body["tools"] = [dict(t) for t in tools]
     choice = normalize_tool_choice(tool_choice)
+    if isinstance(choice, dict) and not named_tool_choice and tools:
+        name = (choice.get("function") or {}).get("name")
+        body["tools"] = [t for t in body["tools"] if (t.get("function") or {}).get("name") == name] or body["tools"]
+        choice = "required"  # llama-server reads tool_choice as a string only
     if choice is not None:
         body["tool_choice"] = choice
     if response_format is not None:
@@ -107,6 +120,90 @@ def build_chat_request(
     if extra:
         body.update(extra)
     return body
+
+
+@dataclass(frozen=True)
+class ForcedCall:
+    """A forced tool call asked as a JSON schema: the reply is the call (see `force_tool_by_schema`)."""
+
+    names: tuple[str, ...]  # one: the reply is that tool's arguments; several: {"name": ..., "arguments": {...}}
+    call_id: str = "call_1"
+
+    def split(self, text: str) -> tuple[str, str]:
+        """(tool name, arguments JSON text) of a reply."""
+        if len(self.names) == 1:
+            return self.names[0], text
+        try:
+            data = json.loads(text, strict=False)
+        except ValueError:
+            return self.names[0], text  # cut or broken: reported by the call's arguments_error
+        if isinstance(data, Mapping) and data.get("name") in self.names:
+            return str(data["name"]), json.dumps(data.get("arguments", {}), ensure_ascii=False)
+        return self.names[0], text
+
+
+def force_tool_by_schema(body: dict[str, Any]) -> ForcedCall | None:
+    """For a server whose chat template renders no tools (llama-server then ignores them, and `required`
+    with them): a forced call becomes a JSON schema of its arguments, so the reply is the call anyway.
+    Changes `body` in place; None (and `body` unchanged) when no call is forced."""
+    tools, choice = body.get("tools"), body.get("tool_choice")
+    if not tools or choice is None or choice in ("auto", "none"):
+        return None
+    if isinstance(choice, Mapping):
+        name = (choice.get("function") or {}).get("name")
+        chosen = [t for t in tools if (t.get("function") or {}).get("name") == name]
+    elif choice == "required":
+        chosen = list(tools)
+    else:
+        return None
+    if not chosen:
+        return None
+    names = tuple(str((t.get("function") or {}).get("name") or "") for t in chosen)
+    params = [(t.get("function") or {}).get("parameters") or {"type": "object"} for t in chosen]
+    if len(chosen) == 1:
+        schema = params[0]
+    else:
+        schema = {"anyOf": [{"type": "object", "properties": {"name": {"const": n}, "arguments": p},
+                             "required": ["name", "arguments"]} for n, p in zip(names, params)]}
+    del body["tools"], body["tool_choice"]
+    body["response_format"] = {"type": "json_object", "schema": schema}
+    return ForcedCall(names)
+
+
+def forced_completion(forced: ForcedCall, completion: ChatCompletion) -> ChatCompletion:
+    """A completion of a schema-forced call as the tool call it is."""
+    name, arguments = forced.split(completion.text)
+    finish = "tool_calls" if completion.finish_reason in (None, "stop") else completion.finish_reason
+    return ChatCompletion(text="", tool_calls=(ToolCall.from_raw(forced.call_id, name, arguments),),
+                          finish_reason=finish, usage=completion.usage, model=completion.model)
+
+
+class ForcedCallStream:
+    """The deltas of a schema-forced call's stream as tool-call deltas (pure)."""
+
+    def __init__(self, forced: ForcedCall) -> None:
+        """Translate for `forced`."""
+        self.forced = forced
+        self._started = False
+        self._buffer: list[str] = []
+
+    def feed(self, delta: StreamDelta) -> list[StreamDelta]:
+        """The deltas to pass on for one received delta."""
+        if isinstance(delta, TextDelta):
+            if len(self.forced.names) > 1:
+                self._buffer.append(delta.text)  # the name is known only once the JSON is whole
+                return []
+            first, self._started = not self._started, True
+            return [ToolCallDelta(0, self.forced.call_id if first else None, self.forced.names[0] if first else None,
+                                  delta.text)]
+        if isinstance(delta, FinishDelta):
+            out: list[StreamDelta] = []
+            if self._buffer:
+                name, arguments = self.forced.split("".join(self._buffer))
+                out.append(ToolCallDelta(0, self.forced.call_id, name, arguments))
+            reason = "tool_calls" if delta.finish_reason == "stop" else delta.finish_reason
+            return [*out, FinishDelta(reason)]
+        return [delta]
 
 
 def _usage(data: Any) -> Usage | None:
@@ -168,10 +265,18 @@ def parse_chunk(data: Mapping[str, Any]) -> list[StreamDelta]:
             )
         if choice.get("finish_reason"):
             deltas.append(FinishDelta(choice["finish_reason"]))
-    usage = _usage(data.get("usage"))
+    usage = _usage(data.get("usage")) or _timings_usage(data.get("timings"))
     if usage is not None:
         deltas.append(UsageDelta(usage))
     return deltas
+
+
+def _timings_usage(timings: Any) -> Usage | None:
+    """llama-server's `timings` as usage: `prompt_n` evaluated + `cache_n` reused; `predicted_n` generated."""
+    if not isinstance(timings, Mapping) or "prompt_n" not in timings:
+        return None
+    evaluated, cached = int(timings.get("prompt_n") or 0), int(timings.get("cache_n") or 0)
+    return Usage(evaluated + cached, int(timings.get("predicted_n") or 0), cached)
 
 
 def error_from_response(status: int, body: bytes) -> ModelError:
@@ -194,11 +299,14 @@ def error_from_body(status: int | None, data: Mapping[str, Any]) -> ModelError:
     else:
         code, kind, message = None, None, str(error or "")
     label = str(code or kind or "")
-    if code == "context_length_exceeded" or (status in (400, None) and _OVERFLOW_TEXT.search(message)):
-        numbers = _OVERFLOW_NUMBERS.search(message)
+    if code in _OVERFLOW_TYPES or kind in _OVERFLOW_TYPES or (status in (400, None) and _OVERFLOW_TEXT.search(message)):
         text = "request exceeds the model's context window"
+        numbers = _OVERFLOW_NUMBERS.search(message)
+        llama = _OVERFLOW_NUMBERS_LLAMA.search(message)
         if numbers:
             text += f" ({numbers.group(2)} tokens requested, {numbers.group(1)} available)"
+        elif llama:
+            text += f" ({llama.group(1)} tokens requested, {llama.group(2)} available)"
         error_class: type[ModelError] = ContextOverflowError
     elif status in (502, 503, 504):
         text, error_class = f"model server unavailable (HTTP {status})", ModelUnavailableError

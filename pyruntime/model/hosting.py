@@ -1,6 +1,16 @@
-"""Run the llama.cpp server in a child process: start, wait until it answers, stop.
+"""Host llama.cpp's own server: start llama-server, wait until it answers, put the model port in front, stop.
 
-A child process keeps a native crash of llama.cpp out of the runtime and lets tests kill it.
+The engine listens where only the runtime reaches it: a Unix socket in a private (0700) folder on
+POSIX, a private loopback port on Windows; it demands its own key either way, read from a 0600 file
+in that folder (never on a command line, which other users can read) and removed once it is read.
+The runtime's orchestrator talks to it directly (`client_options`); external OpenAI clients use the
+public model port (`public_port.py`), guarded like the RPC ports, which forwards to it.
+
+A separate process keeps a native crash of llama.cpp out of the runtime and lets tests kill it; it
+dies with the runtime on every OS (`lifeline.py`). Its stderr is kept in memory and never logged
+(llama.cpp may print request text); the runtime reads the prompt cache's state and GPU failures from
+it (`server_log.py`). A GPU that cannot take the requested layers makes the engine start again on
+the CPU, with the reason in Health, instead of failing to start.
 """
 
 from __future__ import annotations
@@ -8,15 +18,18 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import httpx
 
@@ -24,34 +37,45 @@ from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
 from pyruntime.model.errors import ModelUnavailableError
 from pyruntime.model.gguf_info import read_gguf_info
-from pyruntime.model.lifeline import child_popen_options, tie_child_to_this_process
+from pyruntime.model.lifeline import kill_model_server, spawn_model_server
 from pyruntime.model.llama_server import (
-    API_KEY_ENV,
     DEFAULT_HOST,
     DEFAULT_PORT,
+    DEFAULT_SLOTS,
+    SMALL_MODEL_MAX_BYTES,
+    SMALL_MODEL_PROMPT_CACHE_MB,
+    EngineLaunch,
     LlamaServerConfig,
+    default_prompt_cache_mb,
     default_threads,
     effective_n_ctx,
+    find_llama_server,
+    server_command,
 )
-from pyruntime.model.port_guard import STATUS_PATH
+from pyruntime.model.public_port import EngineProxy, GuardedPort, ModelPortAuth
+from pyruntime.model.server_log import CacheState, cache_state, gpu_failure, gpu_missing_in_build, offloaded_layers
+from pyruntime.model.slot_store import SlotStateStore, engine_identity
+from pyruntime.model.slots import ANONYMOUS, SlotAffinity
 
 log = logging.getLogger(__name__)
 
-# A hosted GGUF below this size is a small model (SmolLM2-135M is 98 MB; a 1B model at 4 bits ~0.7 GB).
-# It gets the memory writer pass (turns/factory.py) and, by default, a RAM prompt cache: the pass's own
-# prompt would otherwise evict the conversation's, and the next reply would evaluate it all again
-# (reply latency vs history only 2.39x without the cache, 1.35x with it: bench/memory_eval.py).
-SMALL_MODEL_MAX_BYTES = 1_000_000_000
-# The default cache for a small model: ~10 SmolLM2 conversations of 1000 tokens (2.2-22 MB each).
-SMALL_MODEL_PROMPT_CACHE_MB = 256
+__all__ = [
+    "DEFAULT_SLOTS", "SMALL_MODEL_MAX_BYTES", "SMALL_MODEL_PROMPT_CACHE_MB", "LlamaServerProcess",
+    "default_prompt_cache_mb", "generate_model_key", "hosted_model_config", "port_is_free",
+]
 
 MALLOC_MMAP_THRESHOLD_ENV = "MALLOC_MMAP_THRESHOLD_"
-MALLOC_MMAP_THRESHOLD_BYTES = "131072"  # glibc's initial threshold, kept fixed (it grows by default)
-
-_PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # so the child imports this same pyruntime
+# glibc keeps freed prompt-cache state copies in its heap; a fixed threshold gives them back to the OS
+# (issue 13: 767 vs 950 MB after 100 turns with llama-cpp-python; llama-server copies states the same way).
+MALLOC_MMAP_THRESHOLD_BYTES = "131072"
+# Variables llama-server reads as flags or keys (LLAMA_ARG_*, LLAMA_API_KEY, ...): a game's environment
+# must not change how the engine runs nor where it writes.
+_SCRUBBED_ENV_PREFIXES = ("LLAMA_",)
+ENGINE_HOST = "http://engine"  # the Host of requests over the Unix socket (any name: only we connect)
 _POLL_S = 0.05
 _TICK_S = 2.0
-_STDERR_LINES = 50
+_STDERR_LINES = 80
+_SLOT_IO_TIMEOUT_S = 30.0
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -65,36 +89,89 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 class LlamaServerProcess:
-    """One hosted model: llama-cpp-python's OpenAI-compatible server in a child process."""
+    """One hosted model: llama.cpp's llama-server in a child process, behind the guarded model port."""
 
     def __init__(self, config: LlamaServerConfig) -> None:
         """Prepare (not start) a server for `config`."""
         self._requested = config
         self.config = config
         self._process: subprocess.Popen[bytes] | None = None
-        # The child's stderr is kept in memory, never logged: llama-cpp-python prints request
-        # bodies (player text) in its error traces. Startup errors quote its tail.
+        # The child's stderr is kept in memory, never logged (llama.cpp may print request text).
         self._stderr_tail: deque[str] = deque(maxlen=_STDERR_LINES)
+        self._lines_lock = threading.Lock()
         self.startup_seconds: float | None = None
-        # The child's last answer to `status()` (the watchdog probes it every second): what Health reports
-        # of the prompt cache without calling the child itself.
+        self.binary: Path | None = None
+        self.slots = SlotAffinity(config.slots)
+        self.cache = CacheState(limit_bytes=config.prompt_cache_mb << 20)
+        # The last answer to `status()` (the watchdog probes it every second): what Health reports without a call.
         self.last_status: dict[str, object] = {}
+        self.gpu_layers = config.n_gpu_layers  # what the running engine was started with
+        self.gpu_fallback_reason = ""  # why the requested GPU layers run on the CPU ("" when they do not)
+        self.restored_slots = 0  # slot states loaded from the disk cache at the last start
+        self.template_renders_tools = False  # does the model's chat template render tools (llama-server's /props)
+        self._offloaded: tuple[int, int] | None = None  # (on the GPU, in all) as the loader reported
+        self._no_gpu_backend = False  # the engine said it has no GPU backend
+        self._gpu_failure: str | None = None  # why the GPU refused the model, as the engine said
+        self._private: Path | None = None
+        self._engine_key = ""
+        self._launch: EngineLaunch | None = None
+        self._public: GuardedPort | None = None
+        self._http: httpx.Client | None = None
+        self._store: SlotStateStore | None = None
+
+    # -- where it answers ----------------------------------------------------------------
 
     @property
     def base_url(self) -> str:
-        """OpenAI-style base URL, e.g. `http://127.0.0.1:13333/v1`."""
+        """OpenAI-style base URL of the public model port, e.g. `http://127.0.0.1:13333/v1`."""
         return self.config.base_url
 
     @property
     def api_key(self) -> str | None:
-        """The bearer key the port demands (None: none)."""
+        """The bearer key the public port demands (None: none)."""
         return self.config.api_key
 
     @property
     def auth_headers(self) -> dict[str, str]:
-        """Headers that authenticate a request to this server."""
+        """Headers that authenticate a request to the public port."""
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    @property
+    def engine_url(self) -> str:
+        """The engine's own root URL (over its Unix socket, or its private port on Windows)."""
+        launch = self._launch
+        if launch is None or launch.listen.endswith(".sock"):
+            return ENGINE_HOST
+        return f"http://{launch.listen}:{launch.port}"
+
+    @property
+    def engine_headers(self) -> dict[str, str]:
+        """Headers that authenticate a request to the engine itself."""
+        return {"Authorization": f"Bearer {self._engine_key}"}
+
+    def engine_transport(self) -> httpx.AsyncHTTPTransport | None:
+        """An async transport to the engine (None: plain TCP to `engine_url`)."""
+        launch = self._launch
+        if launch is not None and launch.listen.endswith(".sock"):
+            return httpx.AsyncHTTPTransport(uds=launch.listen)
+        return None
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments of an `OpenAICompatClient` that talks to the engine directly (no hop), in its dialect.
+
+        The key and the transport are those of this start: a client made before a restart keeps working
+        because a restart reuses both (`restart`).
+        """
+        return {"base_url": f"{self.engine_url}/v1", "api_key": self._engine_key,
+                "transport": self.engine_transport(), "slots": self.slots, "llama_server": True,
+                "forced_tools_as_schema": not self.template_renders_tools, "model": self.config.alias}
 
     @property
     def pid(self) -> int | None:
@@ -105,123 +182,327 @@ class LlamaServerProcess:
         """True while the child process runs."""
         return self._process is not None and self._process.poll() is None
 
+    # -- start ---------------------------------------------------------------------------
+
     def start(self, timeout: float = 120.0) -> None:
-        """Spawn the child and wait until `GET /v1/models` answers; raise ModelUnavailableError if not."""
+        """Start llama-server and wait until it answers, then open the model port; ModelUnavailableError if not."""
         if self.is_alive():
             return
         info = read_gguf_info(self._requested.model_path)
         self.config = self._requested.with_n_ctx(effective_n_ctx(self._requested.n_ctx, info.context_length))
-        if not port_is_free(self.config.host, self.config.port):
+        if self._public is None and not port_is_free(self.config.host, self.config.port):
             raise ModelUnavailableError(f"port {self.config.port} on {self.config.host} is already in use")
-        log.info(
-            "loading model %s (%.1f MB, n_ctx=%d, threads=%d) on port %d",
-            self.config.model_path,
-            info.size_bytes / 1e6,
-            self.config.n_ctx,
-            self.config.n_threads,
-            self.config.port,
-        )
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
-        # glibc keeps freed prompt-cache state copies (2-22 MB each) in its heap: with a fixed mmap threshold
-        # they go back to the OS. SmolLM2, 4 NPCs, 256 MB cache: 767 vs 950 MB RSS after 100 turns, same
-        # TTFT (bench_npcs.py, README "Warm first tokens"). Other C libraries ignore the variable.
-        env.setdefault(MALLOC_MMAP_THRESHOLD_ENV, MALLOC_MMAP_THRESHOLD_BYTES)
-        env.pop(API_KEY_ENV, None)
-        if self.config.api_key:
-            env[API_KEY_ENV] = self.config.api_key
+        self.binary = find_llama_server()
+        log.info("loading model %s (%.1f MB, %d slots of %d tokens, threads=%d) on port %d",
+                 self.config.model_path, info.size_bytes / 1e6, self.config.slots, self.config.n_ctx,
+                 self.config.n_threads, self.config.port)
         began = time.perf_counter()
-        self.last_status = {}
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "pyruntime.model.llama_server", self.config.to_json()],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,  # the library prints request chatter there
-            stderr=subprocess.PIPE,
-            **child_popen_options(),  # Ctrl+C reaches only us; we stop the child in order
-        )
-        tie_child_to_this_process(self._process)  # dies with the runtime on every OS (model/lifeline.py)
-        threading.Thread(target=self._drain_stderr, args=(self._process,), name="llama-stderr", daemon=True).start()
+        reopened = self._public is None
         try:
-            self._wait_ready(began, timeout)
+            self._start_engine(began, timeout)
+            self._restore_slots()
+            if self._public is None:
+                self._open_public_port()
         except BaseException:
-            self.stop()
+            # A first start leaves nothing behind; a restart keeps the model port (it answers 503 meanwhile).
+            self.kill()
+            if reopened:
+                self.stop()
             raise
         self.startup_seconds = time.perf_counter() - began
         log.info("model server ready in %.2f s", self.startup_seconds)
 
+    def restart(self, timeout: float = 120.0) -> None:
+        """Start the engine again after `kill()` (same model port, same keys: clients go on as they were)."""
+        self.start(timeout)
+
+    def _start_engine(self, began: float, timeout: float) -> None:
+        """Spawn the engine (on the CPU again when the GPU cannot take the layers) and wait for it."""
+        self.gpu_fallback_reason = ""
+        layers = self.config.n_gpu_layers
+        try:
+            self._spawn_and_wait(layers, began, timeout)
+        except ModelUnavailableError as exc:
+            if layers == 0 or self.is_alive():
+                raise
+            reason = self._gpu_reason() or f"the model did not load with {layers} GPU layers ({exc})"
+            log.warning("GPU refused the model (%s); starting on the CPU", reason)
+            self._spawn_and_wait(0, time.perf_counter(), timeout)
+            self.gpu_fallback_reason = reason
+            return
+        if layers != 0 and self._gpu_missing_in_build():
+            self.gpu_layers = 0
+            self.gpu_fallback_reason = "this llama-server has no GPU backend (a CPU build); the layers run on the CPU"
+        elif layers != 0 and self._offloaded is not None:
+            on_gpu, total = self._offloaded
+            self.gpu_layers = on_gpu
+            if on_gpu < total and (layers == -1 or on_gpu < layers):
+                self.gpu_fallback_reason = f"{on_gpu} of {total} layers fit in the GPU's free memory"
+
+    def _spawn_and_wait(self, layers: int, began: float, timeout: float) -> None:
+        # One private folder, key and address for the life of this object: a restart keeps clients working.
+        if self._private is None:
+            self._private = Path(tempfile.mkdtemp(prefix="coreai-engine-"))  # 0700, short enough for a socket path
+        if not self._engine_key:
+            self._engine_key = secrets.token_urlsafe(32)
+        key_file = self._private / "key"
+        key_file.unlink(missing_ok=True)
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as file:
+            file.write(self._engine_key + "\n")
+        if sys.platform == "win32":
+            port = self._launch.port if self._launch is not None else _free_loopback_port()
+            listen = "127.0.0.1"
+        else:
+            listen, port = str(self._private / "engine.sock"), 0
+            Path(listen).unlink(missing_ok=True)  # a killed engine leaves its socket file
+        self._launch = EngineLaunch(listen=listen, port=port, key_file=key_file, n_gpu_layers=layers)
+        if self.config.prompt_cache_dir is not None:
+            self.config.prompt_cache_dir.mkdir(parents=True, exist_ok=True)
+        assert self.binary is not None
+        command = server_command(self.binary, self.config, self._launch)
+        self._stderr_tail.clear()
+        self.cache = CacheState(limit_bytes=self.config.prompt_cache_mb << 20)
+        self.last_status = {}
+        self.slots.reset()
+        self.gpu_layers = layers
+        self._offloaded = None
+        self._no_gpu_backend = False
+        self._gpu_failure = None
+        self._process = spawn_model_server(command, env=self._child_env(), stdin=subprocess.DEVNULL,
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        threading.Thread(target=self._drain_stderr, args=(self._process,), name="llama-stderr", daemon=True).start()
+        self._http = httpx.Client(base_url=self.engine_url, headers=self.engine_headers, timeout=2.0,
+                                  transport=httpx.HTTPTransport(uds=listen) if listen.endswith(".sock") else None)
+        self._wait_ready(began, timeout)
+
+    @staticmethod
+    def _child_env() -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED_ENV_PREFIXES)}
+        env.setdefault(MALLOC_MMAP_THRESHOLD_ENV, MALLOC_MMAP_THRESHOLD_BYTES)
+        return env
+
     def _wait_ready(self, began: float, timeout: float) -> None:
-        assert self._process is not None
+        assert self._process is not None and self._http is not None and self._launch is not None
         next_tick = began + _TICK_S
-        with httpx.Client(timeout=2.0) as http:
-            while True:
-                code = self._process.poll()
-                if code is not None:
-                    time.sleep(0.1)  # let the drain thread read the child's last words
-                    last = self._stderr_tail[-1] if self._stderr_tail else "no output"
-                    raise ModelUnavailableError(f"model server exited with code {code} while starting: {last}")
-                try:
-                    if http.get(f"{self.base_url}/models", headers=self.auth_headers).status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass  # not listening yet: the model is still loading
-                now = time.perf_counter()
-                if now - began > timeout:
-                    raise ModelUnavailableError(f"model server did not answer within {timeout:.0f} s")
-                if now >= next_tick:
-                    log.info("still loading model ... %.0f s", now - began)
-                    next_tick = now + _TICK_S
-                time.sleep(_POLL_S)
+        key_read = False
+        while True:
+            code = self._process.poll()
+            if code is not None:
+                time.sleep(0.1)  # let the drain thread read the child's last words
+                raise ModelUnavailableError(f"model server exited with code {code} while starting: {self._last_words()}")
+            try:
+                status = self._http.get("/health").status_code
+            except httpx.TransportError:
+                status = None  # not listening yet
+            if status is not None and not key_read:
+                self._launch.key_file.unlink(missing_ok=True)  # read at startup, before it listens
+                key_read = True
+            if status == 200:
+                self._read_props()
+                return
+            now = time.perf_counter()
+            if now - began > timeout:
+                raise ModelUnavailableError(f"model server did not answer within {timeout:.0f} s")
+            if now >= next_tick:
+                log.info("still loading model ... %.0f s", now - began)
+                next_tick = now + _TICK_S
+            time.sleep(_POLL_S)
+
+    def _read_props(self) -> None:
+        """What the runtime needs from `/props`: whether the model's template renders tools."""
+        assert self._http is not None
+        try:
+            caps = self._http.get("/props", timeout=10.0).json().get("chat_template_caps") or {}
+        except (httpx.HTTPError, ValueError, AttributeError):
+            caps = {}
+        self.template_renders_tools = bool(caps.get("supports_tools")) and bool(caps.get("supports_tool_calls"))
+
+    def _open_public_port(self) -> None:
+        def connect() -> httpx.AsyncClient:
+            return httpx.AsyncClient(base_url=self.engine_url, transport=self.engine_transport(),
+                                     timeout=httpx.Timeout(None, connect=5.0))
+
+        proxy = EngineProxy(connect, lambda: dict(self.engine_headers))
+        app = ModelPortAuth(proxy, port=lambda: self.config.port, api_key=self.config.api_key)
+        self._public = GuardedPort(app, self.config.host, self.config.port, on_stop=proxy.aclose)
+        try:
+            self._public.start()
+        except OSError as exc:
+            self._public = None
+            raise ModelUnavailableError(f"port {self.config.port} on {self.config.host} is already in use") from exc
+
+    @property
+    def public_port(self) -> GuardedPort | None:
+        """The guarded model port (None before start)."""
+        return self._public
+
+    # -- the child's stderr ----------------------------------------------------------------
 
     def _drain_stderr(self, process: subprocess.Popen[bytes]) -> None:
         assert process.stderr is not None
         for raw in process.stderr:
             line = raw.decode("utf-8", errors="replace").rstrip()
-            if line:
+            if not line:
+                continue
+            state = cache_state(line)
+            if state is not None:
+                self.cache = state
+                continue  # one per request: not worth the tail
+            offloaded = offloaded_layers(line)
+            if offloaded is not None:
+                self._offloaded = offloaded
+            if gpu_missing_in_build(line):
+                self._no_gpu_backend = True
+            failure = gpu_failure(line)
+            if failure is not None:
+                self._gpu_failure = failure
+            with self._lines_lock:
                 self._stderr_tail.append(line)
 
     def recent_stderr(self) -> list[str]:
         """The child's last stderr lines (for debugging by hand; may contain request text)."""
-        return list(self._stderr_tail)
+        with self._lines_lock:
+            return list(self._stderr_tail)
+
+    def _last_words(self) -> str:
+        lines = [line for line in self.recent_stderr() if "error" in line.lower() or "failed" in line.lower()]
+        return (lines or self.recent_stderr() or ["no output"])[-1][-300:]
+
+    def _gpu_reason(self) -> str | None:
+        return self._gpu_failure
+
+    def _gpu_missing_in_build(self) -> bool:
+        return self._no_gpu_backend
+
+    # -- what the watchdog and Health read -------------------------------------------------
+
+    def health(self, timeout: float = 2.0) -> bool:
+        """True when the engine answers `GET /health` with 200 (its HTTP threads; never waits for a decode)."""
+        if self._http is None:
+            return False
+        return self._http.get("/health", timeout=timeout).status_code == 200
 
     def status(self, timeout: float = 2.0) -> dict[str, object]:
-        """The child's generation status (`GET /coreai/status`, answered without the model lock).
+        """The slots (`GET /slots`, answered between decode steps) and the prompt cache (from the log).
 
-        Raises httpx errors when the child does not answer in `timeout` (hung, stopped, dead).
+        Raises httpx errors when the engine does not answer in `timeout` (hung, stopped, dead).
         """
-        root = self.base_url.removesuffix("/v1")
-        response = httpx.get(f"{root}{STATUS_PATH}", headers=self.auth_headers, timeout=timeout)
+        if self._http is None:
+            raise httpx.ConnectError("the model server has not started")
+        response = self._http.get("/slots", timeout=timeout)
         response.raise_for_status()
-        data = response.json()
-        if not isinstance(data, dict):
-            raise ValueError("status is not a JSON object")
+        slots = response.json()
+        if not isinstance(slots, list):
+            raise ValueError("/slots is not a JSON list")
+        busy = sum(1 for s in slots if isinstance(s, dict) and s.get("is_processing"))
+        cache = self.cache
+        data: dict[str, object] = {
+            "slots_total": len(slots), "slots_busy": busy, "slots": slots,
+            "prompt_cache_used_bytes": cache.used_bytes, "prompt_cache_entries": cache.entries,
+            "prompt_cache_limit_bytes": cache.limit_bytes or (self.config.prompt_cache_mb << 20),
+        }
         self.last_status = data
         return data
 
+    # -- restart-warm slots ----------------------------------------------------------------
+
+    def _slot_store(self) -> SlotStateStore | None:
+        if self.config.prompt_cache_dir is None or self.binary is None:
+            return None
+        if self._store is None:
+            identity = engine_identity(self.config.model_path, self.config.context_tokens, self.binary)
+            self._store = SlotStateStore(self.config.prompt_cache_dir, identity)
+        return self._store
+
+    def _restore_slots(self) -> None:
+        """Load the states saved at the last graceful stop into the slots (those that pass the store's checks)."""
+        store = self._slot_store()
+        self.restored_slots = 0
+        if store is None or self._http is None:
+            return
+        for slot, entry in enumerate(store.restorable(self.config.slots)):
+            try:
+                response = self._http.post(f"/slots/{slot}", params={"action": "restore"},
+                                           json={"filename": entry.file}, timeout=_SLOT_IO_TIMEOUT_S)
+            except httpx.HTTPError:
+                response = None
+            if response is None or response.status_code != 200:
+                log.warning("slot state not restored (HTTP %s)", getattr(response, "status_code", "error"))
+                store.forget(entry)
+                continue
+            self.slots.assign(entry.conversation, slot)
+            self.restored_slots += 1
+        if self.restored_slots:
+            log.info("restored %d conversation(s) into their slots", self.restored_slots)
+
+    def save_slots(self) -> int:
+        """Have the engine save each slot's conversation to the disk cache (a graceful stop); how many it saved."""
+        store = self._slot_store()
+        if store is None or self._http is None or not self.is_alive():
+            return 0
+        holders = sorted(((self.slots.last_used(s), s, c) for s, c in self.slots.holders().items() if c != ANONYMOUS),
+                         reverse=True)
+        saved = []
+        for _, slot, conversation in holders:
+            name = store.prepare(conversation)
+            try:
+                response = self._http.post(f"/slots/{slot}", params={"action": "save"}, json={"filename": name},
+                                           timeout=_SLOT_IO_TIMEOUT_S)
+            except httpx.HTTPError:
+                continue
+            if response.status_code == 200:
+                saved.append(conversation)
+        return len(store.record(saved))
+
+    # -- stop ------------------------------------------------------------------------------
+
     def kill(self) -> int | None:
-        """SIGKILL the child at once (a hung or stopped child ignores SIGTERM) and reap it."""
+        """SIGKILL the engine at once (a hung or stopped one ignores SIGTERM) and reap it; the model port stays."""
         process = self._process
         if process is None:
             return None
         if process.poll() is None:
-            process.kill()
+            kill_model_server(process)
             process.wait()
+        self._close_engine_client()
         return process.returncode
 
     def stop(self, timeout: float = 5.0) -> int | None:
-        """Terminate the child (kill it if it does not exit in `timeout`); returns its exit code."""
+        """Save the slots (disk cache), close the model port, stop the engine (killed if it does not exit in
+        `timeout`); returns its exit code."""
+        try:
+            self.save_slots()
+        except Exception as exc:  # noqa: BLE001 - a failed save costs warm first turns, nothing else
+            log.warning("slot states not saved (%s)", type(exc).__name__)
+        if self._public is not None:
+            self._public.stop()
+            self._public = None
         process = self._process
-        if process is None:
-            return None
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                log.warning("model server did not stop in %.0f s; killing it", timeout)
-                process.kill()
-                process.wait()
-        return process.returncode
+        code = None
+        if process is not None:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM if sys.platform != "win32" else signal.CTRL_BREAK_EVENT)
+                try:
+                    process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    log.warning("model server did not stop in %.0f s; killing it", timeout)
+                    kill_model_server(process)
+                    process.wait()
+            code = process.returncode
+        self._close_engine_client()
+        self._cleanup_private()
+        return code
+
+    def _close_engine_client(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+
+    def _cleanup_private(self) -> None:
+        if self._private is not None:
+            shutil.rmtree(self._private, ignore_errors=True)
+            self._private = None
 
     def __enter__(self) -> LlamaServerProcess:
         self.start()
@@ -242,14 +523,15 @@ def hosted_model_config(
     n_threads: int | None = None,
     n_gpu_layers: int = 0,
     api_key: str | None = None,
+    slots: int | None = None,
     prompt_cache_mb: int | None = None,
     prompt_cache_dir: Path | None = None,
 ) -> LlamaServerConfig:
     """Config for hosting `model_path`, or the embedded SmolLM2 model when it is None.
 
     The port always demands a key: `api_key`, else a fresh random one (`generate_model_key`).
-    `prompt_cache_mb` None: `default_prompt_cache_mb` of the model file; `prompt_cache_dir`: the cache on disk
-    too (a model that gets no cache by default needs `prompt_cache_mb` with it).
+    `slots` None: DEFAULT_SLOTS; `prompt_cache_mb` None: `default_prompt_cache_mb` of the model file;
+    `prompt_cache_dir`: the slots' states saved there at a stop and restored at the next start.
     """
     threads = default_threads() if n_threads is None else n_threads
     key = api_key or generate_model_key()
@@ -261,21 +543,8 @@ def hosted_model_config(
         path, alias = model_path, model_path.stem.lower() or "local-model"
     cache = default_prompt_cache_mb(path) if prompt_cache_mb is None else prompt_cache_mb
     return LlamaServerConfig(model_path=path, alias=alias, host=host, port=port, n_ctx=n_ctx, n_threads=threads,
-                             n_gpu_layers=n_gpu_layers, api_key=key, prompt_cache_mb=cache,
-                             prompt_cache_dir=prompt_cache_dir)
-
-
-def default_prompt_cache_mb(model_path: Path) -> int:
-    """The RAM prompt cache a hosted model gets unless told: small models one, large ones none.
-
-    A large model's KV state per prompt is hundreds of MB (saving it after every reply costs more than
-    it saves at this budget), so it is opt-in there (`serve --prompt-cache-mb`).
-    """
-    try:
-        small = model_path.stat().st_size < SMALL_MODEL_MAX_BYTES
-    except OSError:
-        return 0  # the model's own load reports the missing file
-    return SMALL_MODEL_PROMPT_CACHE_MB if small else 0
+                             n_gpu_layers=n_gpu_layers, api_key=key, slots=DEFAULT_SLOTS if slots is None else slots,
+                             prompt_cache_mb=cache, prompt_cache_dir=prompt_cache_dir)
 
 
 def generate_model_key() -> str:

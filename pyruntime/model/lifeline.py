@@ -1,8 +1,12 @@
-"""The model child dies with the runtime on every OS.
+"""The model server (llama.cpp's llama-server, a native binary) dies with the runtime on every OS.
 
-- Linux and macOS: the child watches its parent (`llama_server._exit_when_orphaned`: `getppid()`
-  changes the moment the runtime dies, SIGKILL included). PR_SET_PDEATHSIG is not used: it fires when
-  the *thread* that spawned the child ends, and serve spawns from a worker thread.
+- Linux: the kernel kills it when its parent dies (PR_SET_PDEATHSIG = SIGKILL, set between fork and
+  exec). That signal fires when the *thread* that spawned the child ends, so every model server is
+  spawned from one thread that lives as long as the runtime (`spawn_model_server`), never from a
+  worker or watchdog thread.
+- macOS (no such signal): the binary runs under `model/keeper.py`, a small Python process that
+  watches the runtime (`getppid()` changes the moment it dies, SIGKILL included) and kills the server
+  then; both share one process group, which the runtime kills as one.
 - Windows: a parent's death changes nothing the child can see, so the runtime puts the child in a job
   object with JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE and never closes the job's handle; the OS closes it
   when the runtime dies (however it dies), which kills the child.
@@ -13,9 +17,15 @@ Spawn options also keep console signals (Ctrl+C) away from the child: the runtim
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import logging
+import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -56,6 +66,84 @@ class JobLimits(ctypes.Structure):
         ("PeakProcessMemoryUsed", ctypes.c_size_t),
         ("PeakJobMemoryUsed", ctypes.c_size_t),
     ]
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(prctl: Any, parent: int) -> Callable[[], None]:
+    """A preexec function (runs in the forked child before exec): SIGKILL when the parent thread ends."""
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:  # the runtime died between fork and prctl
+            os._exit(1)
+
+    return preexec
+
+
+class _Spawner:
+    """The one thread that spawns model servers on Linux, so their PR_SET_PDEATHSIG lasts as long as we do."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[tuple[Callable[[], Any], queue.Queue[tuple[bool, Any]]]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def run(self, job: Callable[[], Any]) -> Any:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="model-spawner", daemon=True)
+                self._thread.start()
+        answer: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+        self._jobs.put((job, answer))
+        ok, value = answer.get()
+        if not ok:
+            raise value
+        return value
+
+    def _loop(self) -> None:
+        while True:
+            job, answer = self._jobs.get()
+            try:
+                answer.put((True, job()))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                answer.put((False, exc))
+
+
+_SPAWNER = _Spawner()
+
+
+def keeper_command(command: Sequence[str]) -> list[str]:
+    """The command that runs `command` under `model/keeper.py` (macOS), this interpreter or frozen executable."""
+    return [sys.executable, "-m", "pyruntime.model.keeper", str(os.getpid()), "--", *command]
+
+
+def spawn_model_server(command: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
+    """Start the model server so that it dies with this process however it dies (see the module docstring)."""
+    options = {**child_popen_options(), **popen}
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        preexec = _die_with_parent(libc.prctl, os.getpid())
+        process: subprocess.Popen[bytes] = _SPAWNER.run(
+            lambda: subprocess.Popen(list(command), preexec_fn=preexec, **options))
+        return process
+    if sys.platform == "darwin":
+        return subprocess.Popen(keeper_command(command), **options)
+    process = subprocess.Popen(list(command), **options)
+    tie_child_to_this_process(process)
+    return process
+
+
+def kill_model_server(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the server (and on macOS its keeper: one process group); Windows: TerminateProcess."""
+    if sys.platform == "darwin":
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return
+    process.kill()
 
 
 def child_popen_options() -> dict[str, Any]:

@@ -1,12 +1,15 @@
-"""The per-model request queue: one request in flight at a time, player turns before background work.
+"""The per-model request queue: as many requests in flight as the model server has slots, player turns first.
 
-Pure asyncio, no I/O. llama.cpp decodes one request at a time anyway; queueing here decides the
-order (its own lock is first come, first served) and keeps a waiting request cancellable.
+Pure asyncio, no I/O. The hosted llama.cpp server decodes `capacity` requests at once (its parallel
+slots); queueing here decides the order (its own scheduler is first come, first served) and keeps a
+waiting request cancellable. Background work (the memory writer pass, prewarms, LLM compaction) never
+takes the last free slot: with two or more slots, one stays for the player, so a player's turn never
+waits behind work nobody is watching.
 
 A turn's model calls stay together: calls that name an `owner` (a turn, from `new_owner`) are served
 oldest owner first, and a holder that says another call of its turn follows (`SlotGrant.expect_more`)
-keeps the slot reserved for up to `linger` seconds. Without that, four concurrent three-call turns
-interleave their calls and each call finds another turn's prompt in llama.cpp's single KV cache.
+keeps its slot reserved for up to `linger` seconds. Without that, concurrent multi-call turns
+interleave their calls and each call can find another turn's prompt where its own was.
 """
 
 from __future__ import annotations
@@ -43,26 +46,45 @@ class SlotGrant:
         self.more_coming = True
 
 
-class ModelRequestQueue:
-    """Grants one slot at a time: by priority, then oldest owner, then FIFO; cancellation-safe."""
+def background_share(capacity: int) -> int:
+    """How many background requests may run at once: all but one slot, at least one."""
+    return max(1, capacity - 1)
 
-    def __init__(self, linger: float = DEFAULT_LINGER_S) -> None:
-        """An idle queue; `linger` bounds how long a reservation for an owner's next call lasts."""
+
+class ModelRequestQueue:
+    """Grants up to `capacity` slots at once: by priority, then oldest owner, then FIFO; cancellation-safe."""
+
+    def __init__(self, linger: float = DEFAULT_LINGER_S, *, capacity: int = 1,
+                 background_capacity: int | None = None) -> None:
+        """An idle queue of `capacity` slots (the model server's parallel slots); `linger` bounds how long a
+        reservation for an owner's next call lasts; `background_capacity` (default: all slots but one, at
+        least one) bounds the background requests running at once."""
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
         self.linger = linger
-        self._busy = False
+        self.capacity = capacity
+        self.background_capacity = background_share(capacity) if background_capacity is None else background_capacity
+        if not 1 <= self.background_capacity <= capacity:
+            raise ValueError("background_capacity must be within 1..capacity")
+        self._in_use = 0  # slots held or reserved
+        self._background = 0  # of which background holders
         self._waiters: list[tuple[int, int, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
-        self._reserved_for: int | None = None
-        self._reservation: asyncio.TimerHandle | None = None
+        self._reserved: dict[int, asyncio.TimerHandle] = {}
 
     @property
     def busy(self) -> bool:
-        """True while a request holds the slot (or it is reserved for an owner's next call)."""
-        return self._busy
+        """True while a request holds a slot (or one is reserved for an owner's next call)."""
+        return self._in_use > 0
+
+    @property
+    def in_use(self) -> int:
+        """Slots held or reserved now."""
+        return self._in_use
 
     @property
     def waiting(self) -> int:
-        """Number of requests waiting for the slot."""
+        """Number of requests waiting for a slot."""
         return sum(1 for *_, f in self._waiters if not f.done())
 
     def new_owner(self) -> int:
@@ -71,56 +93,59 @@ class ModelRequestQueue:
 
     @asynccontextmanager
     async def slot(self, priority: Priority = Priority.PLAYER, owner: int | None = None) -> AsyncIterator[SlotGrant]:
-        """Hold the model for the body of `async with`; waits for its turn first."""
-        await self._acquire(Priority(priority), owner)
+        """Hold a slot for the body of `async with`; waits for its turn first."""
+        priority = Priority(priority)
+        await self._acquire(priority, owner)
         grant = SlotGrant()
         try:
             yield grant
         finally:
-            self._release(owner if grant.more_coming else None)
+            self._release(priority, owner if grant.more_coming else None)
 
     async def _acquire(self, priority: Priority, owner: int | None) -> None:
-        if owner is not None and self._reserved_for == owner:
-            self._end_reservation()  # the slot waited for this call: it stays busy, now ours
-            return
-        if not self._busy and not self.waiting:
-            self._busy = True
+        if owner is not None and owner in self._reserved:
+            self._reserved.pop(owner).cancel()  # the slot waited for this call: it stays in use, now ours
+            self._background += priority is Priority.BACKGROUND
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         order = next(self._order)
         heapq.heappush(self._waiters, (int(priority), order if owner is None else owner, order, future))
+        self._dispatch()
         try:
             await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
-                # The slot was handed to us just as we were cancelled: pass it on.
-                self._release(None)
+                # A slot was handed to us just as we were cancelled: pass it on.
+                self._release(priority, None)
             raise
-        # A cancelled waiter's future stays in the heap and is skipped in _release.
+        # A cancelled waiter's future stays in the heap and is skipped in _dispatch.
 
-    def _release(self, reserve_for: int | None) -> None:
+    def _release(self, priority: Priority, reserve_for: int | None) -> None:
+        self._background -= priority is Priority.BACKGROUND
         if reserve_for is not None and self.waiting and self.linger > 0:
             # Others wait: hold the slot for the owner's next call, up to `linger`.
-            self._reserved_for = reserve_for
-            self._reservation = asyncio.get_running_loop().call_later(self.linger, self._expire, reserve_for)
+            loop = asyncio.get_running_loop()
+            self._reserved[reserve_for] = loop.call_later(self.linger, self._expire, reserve_for)
             return
-        self._hand_over()
+        self._in_use -= 1
+        self._dispatch()
 
     def _expire(self, owner: int) -> None:
-        if self._reserved_for == owner:
-            self._end_reservation()
-            self._hand_over()
+        if self._reserved.pop(owner, None) is not None:
+            self._in_use -= 1
+            self._dispatch()
 
-    def _end_reservation(self) -> None:
-        if self._reservation is not None:
-            self._reservation.cancel()
-        self._reserved_for = None
-        self._reservation = None
-
-    def _hand_over(self) -> None:
-        while self._waiters:
-            *_, future = heapq.heappop(self._waiters)
-            if not future.done():
-                future.set_result(None)  # hand over: the slot stays busy for the next holder
-                return
-        self._busy = False
+    def _dispatch(self) -> None:
+        """Hand free slots to the waiters first in order; background ones only within their share."""
+        while self._waiters and self._in_use < self.capacity:
+            priority, *_, future = self._waiters[0]
+            if future.done():
+                heapq.heappop(self._waiters)
+                continue
+            background = priority == Priority.BACKGROUND
+            if background and self._background >= self.background_capacity:
+                return  # every waiter left is background (players sort first): they wait for a background end
+            heapq.heappop(self._waiters)
+            self._in_use += 1
+            self._background += background
+            future.set_result(None)

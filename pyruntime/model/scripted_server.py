@@ -1,44 +1,30 @@
 """The scripted model over HTTP: an OpenAI-compatible endpoint (ASGI, uvicorn) answering from a `Script`.
 
 `GET /v1/models`, `POST /v1/chat/completions` (plain or SSE streaming, with native `tool_calls`).
-Loopback only: a request whose Host is not loopback is refused (403). Transport only: what to
-answer is `pyruntime.model.scripted`.
+Served like the hosted model port (`public_port.py`): its own thread and loop, the RPC ports'
+connection cap and timeouts, loopback Host with our port and no foreign Origin (403), and the
+model key (401) when one is set. Transport only: what to answer is `pyruntime.model.scripted`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import socket
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import uvicorn
-
 from pyruntime.errors import InvalidArgumentError
+from pyruntime.model.public_port import GuardedPort, ModelPortAuth, read_body
 from pyruntime.model.scripted import Answer, Script
 
 log = logging.getLogger("pyruntime.model")
 
 MODEL_ID = "scripted"
-_LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-_MAX_BODY = 16 * 1024 * 1024
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-def _host_name(headers: list[tuple[bytes, bytes]]) -> str:
-    for name, value in headers:
-        if name.lower() == b"host":
-            host = value.decode("latin-1")
-            if host.startswith("["):
-                return host[: host.find("]") + 1]
-            return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-    return ""
 
 
 async def _json(send: Send, status: int, payload: Any) -> None:
@@ -75,9 +61,6 @@ class ScriptedApp:
             return
         if scope["type"] != "http":
             return
-        if _host_name(scope.get("headers", [])) not in _LOOPBACK:
-            await _json(send, 403, {"error": {"message": "only loopback hosts are served", "code": 403}})
-            return
         path, method = scope["path"], scope["method"]
         path = path[3:] if path.startswith("/v1/") else path  # served with and without the /v1 prefix
         if path == "/models" and method == "GET":
@@ -87,15 +70,10 @@ class ScriptedApp:
         if path != "/chat/completions" or method != "POST":
             await _json(send, 404, {"error": {"message": "not found", "code": 404}})
             return
-        raw = bytearray()
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if len(raw) > _MAX_BODY:
-                await _json(send, 413, {"error": {"message": "request body too large", "code": 413}})
-                return
-            if not message.get("more_body"):
-                break
+        raw = await read_body(receive)
+        if raw is None:
+            await _json(send, 413, {"error": {"message": "request body too large", "code": 413}})
+            return
         try:
             body = json.loads(raw)
             if not isinstance(body, dict):
@@ -147,29 +125,22 @@ class ScriptedApp:
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
 
 
-class _Uvicorn(uvicorn.Server):
-    """uvicorn without its own signal handlers: the host process decides when to stop."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 class ScriptedModelServer:
-    """The scripted model served on `host:port` (0 = any free port) inside the running event loop."""
+    """The scripted model served on `host:port` (0 = any free port), guarded like the model port."""
 
-    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0, *, api_key: str | None = None) -> None:
+        """Prepare the endpoint; `api_key` None: requests need no key (tests of the script alone)."""
         self.app = ScriptedApp(script)
         self.host = host
-        self._port = port
-        self._server = _Uvicorn(uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off"))
-        self._socket: socket.socket | None = None
-        self._task: asyncio.Task[None] | None = None
+        self.api_key = api_key
+        self._port = GuardedPort(ModelPortAuth(self.app, port=lambda: self._port.port, api_key=api_key), host, port,
+                                 name="scripted model port")
+        self._started = False
 
     @property
     def port(self) -> int:
         """The bound port (after `start`)."""
-        return self._socket.getsockname()[1] if self._socket is not None else self._port
+        return self._port.port
 
     @property
     def base_url(self) -> str:
@@ -179,29 +150,12 @@ class ScriptedModelServer:
 
     async def start(self) -> None:
         """Bind and serve; raises OSError when the address cannot be bound (e.g. the port is taken)."""
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((self.host.strip("[]"), self._port))
-        except OSError:
-            sock.close()
-            raise
-        self._socket = sock
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        while not self._server.started:
-            if self._task.done():
-                raise OSError("the scripted model server did not start")
-            await asyncio.sleep(0.01)
+        await asyncio.to_thread(self._port.start)
+        self._started = True
         log.info("scripted model serving on port %d", self.port)
 
     async def stop(self) -> None:
         """Stop serving."""
-        if self._task is None:
-            return
-        self._server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
-        if self._socket is not None:
-            self._socket.close()
+        if self._started:
+            self._started = False
+            await asyncio.to_thread(self._port.stop)

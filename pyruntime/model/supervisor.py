@@ -1,19 +1,26 @@
-"""The watchdog of a hosted model server: notices a child that died, hangs or makes no progress, restarts it.
+"""The watchdog of the hosted engine: notices a llama-server that died, hangs or makes no progress, restarts it.
 
-A thread (not a task of the runtime's event loop, so a busy loop cannot delay it) probes the
-child's `GET /coreai/status`, which the child answers without waiting for the model lock. It
-restarts the child when:
+A thread (not a task of the runtime's event loop, so a busy loop cannot delay it) probes the engine:
+`GET /health` (answered by its HTTP threads, even while it decodes) and `GET /slots` (answered by its
+main loop between decode steps). It restarts the engine when:
 
 - the process exited;
-- `failed_probes` probes in a row got no answer within `probe_timeout_s` (hung, SIGSTOPped);
-- a generation whose client disconnected has not stopped after `cancel_grace_s` (the child stops
-  a cancelled generation at its next token; only a stuck decode, or a long prompt evaluation,
-  outlives the grace);
-- a generation made no progress (no new token) for `stall_s`.
+- `failed_probes` health probes in a row got no answer within `probe_timeout_s` (hung, SIGSTOPped);
+- a slot made no progress (no new prompt token evaluated, no new token decoded) for `stall_s`, or the
+  main loop has not answered `/slots` for that long while health still answers (a stuck decode).
 
-While it restarts (and after it gave up) `state` says so and `check_available()` raises
-`ModelUnavailableError` with a retry hint, so turns fail at once instead of hanging. It gives up
-(`FAILED`) after `max_restarts` restarts within `restart_window_s`.
+Cancelled generations stop in llama-server itself: a closed stream cancels its task. (A stream that
+sends nothing - a long prompt, held-back UTF-8 - is checked for a closed connection only after a
+second without any result for any request: every `/slots` answer counts, so the slots are probed
+every `slots_interval_s`, longer than that second. Whatever happens, `max_tokens` ends it.) While it
+restarts, `state` says so and `check_available()` raises `ModelUnavailableError` with a retry hint,
+so turns fail at once instead of hanging.
+
+Degrade, never die: a restart that fails is tried again after a back-off that doubles up to
+`max_backoff_s`. After `max_restarts` restarts within `restart_window_s` the state is FAILED (with
+why), and the watchdog keeps trying at the longest back-off: the runtime goes on serving memory,
+history, exports and health, and a model that can be started again (a flood that ended, a model
+file put back) is READY again without a restart of the runtime.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyruntime.model.errors import ModelUnavailableError
@@ -43,28 +51,70 @@ class ModelState(str, enum.Enum):
 
 @dataclass(frozen=True)
 class WatchdogSettings:
-    """When the watchdog restarts the child (seconds unless named otherwise)."""
+    """When the watchdog restarts the engine (seconds unless named otherwise)."""
 
     interval_s: float = 1.0
+    slots_interval_s: float = 2.5  # /slots wakes every waiting stream of llama-server: keep it > 1 s apart
     probe_timeout_s: float = 2.0
     failed_probes: int = 3
-    cancel_grace_s: float = 30.0
     stall_s: float = 300.0
     max_restarts: int = 5
     restart_window_s: float = 600.0
     start_timeout_s: float = 120.0
+    first_backoff_s: float = 1.0
+    max_backoff_s: float = 60.0
 
     def __post_init__(self) -> None:
-        for name in ("interval_s", "probe_timeout_s", "cancel_grace_s", "stall_s", "restart_window_s",
-                     "start_timeout_s"):
+        for name in ("interval_s", "slots_interval_s", "probe_timeout_s", "stall_s", "restart_window_s",
+                     "start_timeout_s", "first_backoff_s", "max_backoff_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive")
         if self.failed_probes < 1 or self.max_restarts < 0:
             raise ValueError("failed_probes must be >= 1 and max_restarts >= 0")
+        if self.max_backoff_s < self.first_backoff_s:
+            raise ValueError("max_backoff_s must be at least first_backoff_s")
+
+
+@dataclass
+class SlotProgress:
+    """What the watchdog remembers of the slots: each busy slot's last counters and when they last changed."""
+
+    seen: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    since: dict[int, float] = field(default_factory=dict)
+
+    def update(self, slots: Sequence[Any], now: float) -> float:
+        """Take `/slots`; the longest time a busy slot has gone without progress (0 when none is stuck)."""
+        worst = 0.0
+        busy = set()
+        for slot in slots:
+            if not isinstance(slot, dict) or not slot.get("is_processing"):
+                continue
+            number = int(slot.get("id", -1))
+            busy.add(number)
+            counters = _counters(slot)
+            if self.seen.get(number) != counters:
+                self.seen[number], self.since[number] = counters, now
+            worst = max(worst, now - self.since[number])
+        for gone in set(self.seen) - busy:
+            del self.seen[gone]
+            del self.since[gone]
+        return worst
+
+
+def _counters(slot: dict[str, Any]) -> tuple[Any, ...]:
+    token = (slot.get("next_token") or [{}])[0] if isinstance(slot.get("next_token"), list) else {}
+    return (slot.get("id_task"), slot.get("n_prompt_tokens_processed"), token.get("n_decoded"))
+
+
+def next_backoff(previous: float | None, settings: WatchdogSettings) -> float:
+    """The wait before the next start attempt: the first back-off, then doubled, at most the maximum (pure)."""
+    if previous is None:
+        return settings.first_backoff_s
+    return min(settings.max_backoff_s, previous * 2)
 
 
 class ModelSupervisor:
-    """Starts a `LlamaServerProcess`, watches it and restarts it in place (same port, same key)."""
+    """Starts a `LlamaServerProcess`, watches it and restarts it in place (same port, same keys)."""
 
     def __init__(self, server: LlamaServerProcess, settings: WatchdogSettings | None = None) -> None:
         """Supervise `server` (not started yet, or already started)."""
@@ -75,10 +125,16 @@ class ModelSupervisor:
         self._reason = "" if server.is_alive() else "the model is loading"
         self._restart_times: deque[float] = deque()
         self.restarts = 0  # completed restarts, for metrics
+        self.failed_starts = 0  # start attempts that failed, for metrics
         self.last_restart_reason = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._misses = 0
+        self._progress = SlotProgress()
+        self._slots_answered = time.monotonic()
+        self._slots_probed = 0.0
+        self._backoff: float | None = None
+        self._next_attempt = 0.0
 
     # -- what others read -------------------------------------------------------------------
 
@@ -96,10 +152,11 @@ class ModelSupervisor:
         """True when turns can use the model now."""
         return self._state is ModelState.READY
 
-    def retry_after_s(self) -> float | None:
-        """A hint for callers: about how long until the model is back (None when it will not be)."""
-        if self._state is ModelState.FAILED:
-            return None
+    def retry_after_s(self) -> float:
+        """A hint for callers: about how long until the next attempt brings the model back."""
+        if self._state in (ModelState.FAILED, ModelState.RESTARTING) and self._backoff is not None:
+            return max(1.0, round(max(0.0, self._next_attempt - time.monotonic()) + (self.server.startup_seconds
+                                                                                    or 5.0), 1))
         startup = self.server.startup_seconds or 5.0
         return max(1.0, round(startup + self.settings.interval_s, 1))
 
@@ -108,17 +165,17 @@ class ModelSupervisor:
         state, reason = self._state, self._reason
         if state is ModelState.READY:
             return
-        if state is ModelState.FAILED:
-            raise ModelUnavailableError(f"the model server failed and is no longer restarted ({reason}); "
-                                        "restart the runtime")
         retry = self.retry_after_s()
+        if state is ModelState.FAILED:
+            raise ModelUnavailableError(f"the model server failed ({reason}); the runtime keeps trying to start it, "
+                                        f"next in about {retry:g} s", retry_after_s=retry)
         raise ModelUnavailableError(f"the model server is {state.value} ({reason}); retry in about {retry:g} s",
                                     retry_after_s=retry)
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Load the model (blocking), then watch it."""
+        """Load the model (blocking), then watch it; a failed first load raises (nothing to degrade to yet)."""
         self._set(ModelState.LOADING, "the model is loading")
         try:
             self.server.start(timeout=self.settings.start_timeout_s)
@@ -134,6 +191,7 @@ class ModelSupervisor:
             return
         self._set(ModelState.READY, "")
         self._stop.clear()
+        self._slots_answered = time.monotonic()
         self._thread = threading.Thread(target=self._loop, name="model-watchdog", daemon=True)
         self._thread.start()
 
@@ -157,69 +215,86 @@ class ModelSupervisor:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.settings.interval_s):
-            problem = self.check_once()
-            if problem is None:
+            if self._state in (ModelState.RESTARTING, ModelState.FAILED) and not self.server.is_alive():
+                if time.monotonic() >= self._next_attempt:
+                    self._attempt_start(self._reason or "the model server is down")
                 continue
-            if not self._restart(problem):
-                return
+            problem = self.check_once()
+            if problem is not None:
+                self._restart(problem)
 
     def check_once(self) -> str | None:
-        """One probe: why the child must be restarted, or None when it is fine."""
+        """One probe: why the engine must be restarted, or None when it is fine."""
         if not self.server.is_alive():
             return "the model server exited"
         try:
-            status = self.server.status(timeout=self.settings.probe_timeout_s)
+            healthy = self.server.health(timeout=self.settings.probe_timeout_s)
         except Exception:  # noqa: BLE001 - any failure to answer counts as a miss
+            healthy = False
+        if not healthy:
             self._misses += 1
             if self._misses >= self.settings.failed_probes:
                 return f"the model server did not answer {self._misses} probes"
             return None
         self._misses = 0
-        return stuck_generation(status, self.settings)
-
-    def _restart(self, problem: str) -> bool:
-        """Kill and start the child again; False when it gave up (FAILED)."""
         now = time.monotonic()
-        window = self.settings.restart_window_s
-        while self._restart_times and now - self._restart_times[0] > window:
-            self._restart_times.popleft()
-        if len(self._restart_times) >= self.settings.max_restarts:
-            log.error("model server: %s; %d restarts within %.0f s already, giving up",
-                      problem, len(self._restart_times), window)
-            self._set(ModelState.FAILED, problem)
-            self.server.kill()
-            return False
-        self._restart_times.append(now)
+        if now - self._slots_probed < self.settings.slots_interval_s:
+            return None
+        self._slots_probed = now
+        try:
+            status = self.server.status(timeout=self.settings.probe_timeout_s)
+        except Exception:  # noqa: BLE001 - health answers, the main loop does not: a long decode, or stuck
+            if now - self._slots_answered > self.settings.stall_s:
+                return f"the model server made no progress for {self.settings.stall_s:g} s"
+            return None
+        self._slots_answered = now
+        slots = status.get("slots")
+        stuck = self._progress.update(slots if isinstance(slots, list) else [], now)
+        if stuck > self.settings.stall_s:
+            return f"the generation made no progress for {self.settings.stall_s:g} s"
+        return None
+
+    def _restart(self, problem: str) -> None:
+        """Kill the engine and start it again at once (the first time) or after the back-off."""
         self.last_restart_reason = problem
         log.warning("model server: %s; restarting it", problem)
         self._set(ModelState.RESTARTING, problem)
         self.server.kill()
         self._misses = 0
+        self._progress = SlotProgress()
+        self._backoff = None
+        self._attempt_start(problem)
+
+    def _attempt_start(self, problem: str) -> None:
+        """One start attempt; on failure schedule the next (backing off) and say FAILED past the restart budget."""
         if self._stop.is_set():
-            return False  # shutting down: the owner stops the server; start nothing new
+            return  # shutting down: the owner stops the server; start nothing new
+        now = time.monotonic()
+        window = self.settings.restart_window_s
+        while self._restart_times and now - self._restart_times[0] > window:
+            self._restart_times.popleft()
+        over_budget = len(self._restart_times) >= self.settings.max_restarts
+        if over_budget and self._backoff is None:
+            self._backoff = self.settings.max_backoff_s / 2  # go straight to the longest wait
+        self._restart_times.append(now)
         try:
-            self.server.start(timeout=self.settings.start_timeout_s)
-        except Exception as exc:  # noqa: BLE001 - the next probe sees the dead child and tries again
-            log.error("model server restart failed (%s)", type(exc).__name__)
-            return not self._stop.is_set()
+            self.server.restart(timeout=self.settings.start_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - tried again after the back-off
+            self.failed_starts += 1
+            self._backoff = next_backoff(self._backoff, self.settings)
+            self._next_attempt = time.monotonic() + self._backoff
+            failed = over_budget or len(self._restart_times) > self.settings.max_restarts
+            why = f"{problem}; the restart failed ({type(exc).__name__})"
+            log.error("model server restart failed (%s); next attempt in %.0f s", type(exc).__name__, self._backoff)
+            self._set(ModelState.FAILED if failed else ModelState.RESTARTING, why)
+            return
         if self._stop.is_set():
-            self.server.stop()  # the owner may have stopped the old child while this one loaded
-            return False
+            self.server.stop()  # the owner may have stopped the old engine while this one loaded
+            return
         self.restarts += 1
+        self._backoff = None
+        self._slots_answered = time.monotonic()
         self._set(ModelState.READY, "")
         log.info("model server restarted in %.2f s (%d restart(s) so far)",
                  self.server.startup_seconds or 0.0, self.restarts)
-        return True
 
-
-def stuck_generation(status: dict[str, Any], settings: WatchdogSettings) -> str | None:
-    """Why the generation the child reports is stuck (pure), or None."""
-    if not status.get("generating"):
-        return None
-    cancelled = status.get("cancelled_s")
-    if isinstance(cancelled, int | float) and cancelled > settings.cancel_grace_s:
-        return f"a cancelled generation did not stop within {settings.cancel_grace_s:g} s"
-    idle = status.get("since_progress_s")
-    if isinstance(idle, int | float) and idle > settings.stall_s:
-        return f"the generation made no progress for {settings.stall_s:g} s"
-    return None

@@ -8,6 +8,7 @@ on the model or a store lock. Labels carry statuses and transports only, never i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -20,7 +21,9 @@ MODEL_STATES = ("none", "loading", "ready", "restarting", "failed")
 ModelSnapshot = Callable[[], tuple[str, int]]
 """(state, restarts so far) of the model host, read without blocking."""
 
-MemorySnapshot = Callable[[], tuple[int, int, int]]
+MemorySnapshot = Callable[[], Any]
+"""The model server's memory and slots now: an object with rss_bytes, prompt_cache_used_bytes,
+prompt_cache_limit_bytes, prompt_cache_entries, slots, slots_busy (service/model_memory.ModelMemory)."""
 """(RSS, prompt cache used, prompt cache limit) of the model server in bytes, read without blocking."""
 
 PrewarmSnapshot = Callable[[], tuple[int, int, int]]
@@ -45,11 +48,23 @@ class _ModelCollector(Collector):
         yield states
         yield GaugeMetricFamily("coreai_model_ready", "1 when the model answers turns", value=float(state == "ready"))
         yield CounterMetricFamily("coreai_model_restarts", "Times the model server was restarted", value=restarts)
-        rss, used, limit = self.memory() if self.memory is not None else (0, 0, 0)
+        memory = self.memory() if self.memory is not None else None
+
+        def read(name: str) -> float:
+            return float(getattr(memory, name, 0) or 0)
+
         yield GaugeMetricFamily("coreai_model_rss_bytes", "The hosted model server's resident memory (0: unknown)",
-                                value=rss)
-        yield GaugeMetricFamily("coreai_prompt_cache_used_bytes", "Model states the prompt cache holds", value=used)
-        yield GaugeMetricFamily("coreai_prompt_cache_limit_bytes", "The prompt cache's budget (0: off)", value=limit)
+                                value=read("rss_bytes"))
+        yield GaugeMetricFamily("coreai_prompt_cache_used_bytes", "Model states the prompt cache holds",
+                                value=read("prompt_cache_used_bytes"))
+        yield GaugeMetricFamily("coreai_prompt_cache_limit_bytes", "The prompt cache's budget (0: off)",
+                                value=read("prompt_cache_limit_bytes"))
+        yield GaugeMetricFamily("coreai_prompt_cache_entries", "Conversation states the prompt cache holds",
+                                value=read("prompt_cache_entries"))
+        slots = GaugeMetricFamily("coreai_model_slots", "The hosted engine's parallel slots", labels=["state"])
+        slots.add_metric(["busy"], read("slots_busy"))
+        slots.add_metric(["idle"], max(0.0, read("slots") - read("slots_busy")))
+        yield slots
 
 
 class _PrewarmCollector(Collector):

@@ -3,9 +3,10 @@
 A desktop process gets 1024 file handles (256 for a macOS GUI app); ~1100 connections that send
 half a request and stop used to exhaust them, after which health, saves and gRPC all failed and
 every failed accept was logged with a traceback (326 MB in 85 s). Here: the soft limit is raised
-to the hard one where the OS allows; each port gets a connection cap that together stay below the
-limit (with room for save files and the model child); idle and half-sent requests time out; and
-repeated errors are logged once per interval with a count.
+to the hard one where the OS allows; each port (gRPC, Connect, and the model port: hosted or
+scripted, model/public_port.py) gets a connection cap that together stay below the limit (with room
+for save files and the model server); idle and half-sent requests time out; and repeated errors are
+logged once per interval with a count.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ ACCEPT_BATCH = 64
 admitted or refused, so a burst may overshoot the cap by this much; it must fit in RESERVED_FILES."""
 MAX_CONNECTIONS_PER_PORT = 1024
 MIN_CONNECTIONS_PER_PORT = 8
+GUARDED_PORTS = 3
+"""Ports that share the file-handle limit: gRPC, Connect and the model port (hosted or scripted)."""
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
 DEFAULT_IDLE_TIMEOUT_S = 60.0  # long enough that a kept client connection rarely needs a new one
 _MACOS_OPEN_MAX = 10240  # setrlimit refuses RLIM_INFINITY there; OPEN_MAX is the usable ceiling
@@ -76,10 +79,10 @@ def raise_open_files_limit() -> int | None:
 
 
 def connection_cap(open_files: int | None) -> int:
-    """Connections per port for a file-handle limit: both ports together stay RESERVED_FILES below it."""
+    """Connections per port for a file-handle limit: the guarded ports together stay RESERVED_FILES below it."""
     if open_files is None:
         return MAX_CONNECTIONS_PER_PORT
-    share = (open_files - RESERVED_FILES) // 2
+    share = (open_files - RESERVED_FILES) // GUARDED_PORTS
     return max(MIN_CONNECTIONS_PER_PORT, min(MAX_CONNECTIONS_PER_PORT, share))
 
 

@@ -1,8 +1,9 @@
-"""The hosted model server's memory, as Health and `/metrics` report it, read without calling the model.
+"""The hosted model server's memory and slots, as Health and `/metrics` report them, read without calling it.
 
 RSS comes from the OS (`/proc/PID/status` on Linux; 0 on other systems: the standard library reads
-another process's resident memory nowhere else). The prompt cache's size is the child's answer to
-the watchdog's last status probe (`LlamaServerProcess.last_status`), its limit the configured one.
+another process's resident memory nowhere else). The prompt cache's use is what llama-server last
+logged (`LlamaServerProcess.cache`), the slots its answer to the watchdog's last probe
+(`LlamaServerProcess.last_status`), the GPU layers how the running engine was started.
 """
 
 from __future__ import annotations
@@ -14,11 +15,16 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class ModelMemory:
-    """Bytes: the model server's resident memory, and its prompt cache's use and budget (0: unknown or none)."""
+    """The model server's resident memory, its prompt cache (bytes, entries), slots and GPU layers (0: none)."""
 
     rss_bytes: int = 0
     prompt_cache_used_bytes: int = 0
     prompt_cache_limit_bytes: int = 0
+    prompt_cache_entries: int = 0
+    slots: int = 0
+    slots_busy: int = 0
+    gpu_layers: int = 0
+    gpu_fallback_reason: str = ""
 
 
 ModelMemorySource = Callable[[], ModelMemory]
@@ -52,12 +58,22 @@ def hosted_model_memory(host: object) -> ModelMemory:
     """The memory of a hosted model server (a `LlamaServerProcess`, or a supervisor with `.server`)."""
     server = getattr(host, "server", host)
     is_alive = getattr(server, "is_alive", None)
-    if not callable(is_alive) or not is_alive():
-        return NO_MODEL_MEMORY
-    status = getattr(server, "last_status", None) or {}
     config = getattr(server, "config", None)
+    fallback = str(getattr(server, "gpu_fallback_reason", "") or "")
+    if not callable(is_alive) or not is_alive():
+        return ModelMemory(slots=int(getattr(config, "slots", 0) or 0), gpu_fallback_reason=fallback)
+    status = getattr(server, "last_status", None) or {}
+    cache = getattr(server, "cache", None)
     limit = int(getattr(config, "prompt_cache_mb", 0) or 0) << 20
-    used = status.get("prompt_cache_used_bytes", 0) if isinstance(status, dict) else 0
     return ModelMemory(rss_bytes=process_rss_bytes(getattr(server, "pid", None)),
-                       prompt_cache_used_bytes=used if isinstance(used, int) and used > 0 else 0,
-                       prompt_cache_limit_bytes=limit)
+                       prompt_cache_used_bytes=_count(getattr(cache, "used_bytes", 0)),
+                       prompt_cache_limit_bytes=_count(getattr(cache, "limit_bytes", 0)) or limit,
+                       prompt_cache_entries=_count(getattr(cache, "entries", 0)),
+                       slots=_count(status.get("slots_total")) or int(getattr(config, "slots", 0) or 0),
+                       slots_busy=_count(status.get("slots_busy")),
+                       gpu_layers=int(getattr(server, "gpu_layers", 0) or 0),
+                       gpu_fallback_reason=fallback)
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and value > 0 else 0

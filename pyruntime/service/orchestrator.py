@@ -21,7 +21,7 @@ from pyruntime.observability import RuntimeMetrics, new_trace_id, trace_context
 from pyruntime.policy import AgentMemoryPolicy, config_from_proto, config_to_proto
 from pyruntime.scopes import DEFAULT_TURN_ROLE, storage_key
 from pyruntime.service.admission import TurnAdmission
-from pyruntime.service.model_memory import ModelMemorySource, no_model_memory
+from pyruntime.service.model_memory import ModelMemory, ModelMemorySource, no_model_memory
 from pyruntime.service.readiness import ModelState, ReadinessSource, no_model
 from pyruntime.service.status import ServiceError, StatusCode, status_for
 from pyruntime.service.targets import check_id, target_from_proto
@@ -71,9 +71,8 @@ class OrchestratorService:
         readiness = self.readiness()
         return readiness.state.value, readiness.restarts
 
-    def _memory_snapshot(self) -> tuple[int, int, int]:
-        memory = self.model_memory()
-        return memory.rss_bytes, memory.prompt_cache_used_bytes, memory.prompt_cache_limit_bytes
+    def _memory_snapshot(self) -> ModelMemory:
+        return self.model_memory()
 
     def attach_runner(self, runner: TurnRunner, model_alias: str) -> None:
         """Bind the turn engine once the model has loaded (serve answers health and stores before that)."""
@@ -220,4 +219,9 @@ class OrchestratorService:
                                  model_ready=readiness.model_ready, memory_design=self.memory_design,
                                  model_rss_bytes=memory.rss_bytes,
                                  prompt_cache_used_bytes=memory.prompt_cache_used_bytes,
-                                 prompt_cache_limit_bytes=memory.prompt_cache_limit_bytes)
+                                 prompt_cache_limit_bytes=memory.prompt_cache_limit_bytes,
+                                 model_state=readiness.state.value, model_state_reason=readiness.reason,
+                                 model_restarts=readiness.restarts, model_slots=memory.slots,
+                                 model_slots_busy=memory.slots_busy, prompt_cache_entries=memory.prompt_cache_entries,
+                                 model_gpu_layers=memory.gpu_layers,
+                                 model_gpu_fallback_reason=memory.gpu_fallback_reason)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from pyruntime.history import LlmCompactionOptions, TokenCounter
 from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.hosting import SMALL_MODEL_MAX_BYTES, LlamaServerProcess
+from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.llama_server import SMALL_MODEL_MAX_BYTES
 from pyruntime.model.queue import ModelRequestQueue
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores.persistence import AgentMemoryPersistenceMode, StoreBundle, open_stores
@@ -65,6 +66,7 @@ def build_orchestrator(
     server: LlamaServerProcess | None = None,
     base_url: str | None = None,
     api_key: str | None = None,
+    headers: dict[str, str] | None = None,
     model: str | None = None,
     model_path: Path | None = None,
     model_context_tokens: int | None = None,
@@ -85,9 +87,13 @@ def build_orchestrator(
 ) -> AiOrchestrator:
     """An orchestrator for a hosted llama.cpp `server`, or any OpenAI-compatible `base_url`.
 
+    With a `server`, the client talks to the engine directly (not through the public model port) in
+    llama-server's dialect, each conversation in its own parallel slot, and the queue runs as many model
+    calls at once as the engine has slots (`base_url` given too: that URL, as a plain OpenAI server).
     With a `server` (or a `model_path`), the context size, the GGUF's chat template (does it take a
     later system message?) and the model's tokenizer are used (`exact_token_counts=None` means: exact whenever
     the model file is known; the length heuristic under-counts JSON by a third, which overflows small contexts).
+    `headers` go with every request to `base_url` (a provider's own).
     `tool_mode` and `max_calls_per_round` default to the `model_profile` of the server kind. Stores:
     `stores` as given, else file stores under `data_dir`, else session-only stores. Close the client
     with `await orchestrator.client.aclose()`.
@@ -95,15 +101,15 @@ def build_orchestrator(
     after a turn (turns/prewarm.py). Off for a server we do not run: we cannot know that it keeps a prefix,
     and each prewarm is one more request to it.
     """
+    direct = server is not None and base_url is None
     if server is not None:
-        base_url = base_url or server.base_url
         model_path = model_path or server.config.model_path
         model = model or server.config.alias
-        api_key = api_key or server.api_key  # the hosted port demands its key
-        api_key = api_key or server.api_key  # the hosted port demands its key; the runtime passes it itself
+        if base_url is not None:
+            api_key = api_key or server.api_key  # the public port demands its key
         if model_context_tokens is None and server.config.n_ctx:
             model_context_tokens = server.config.n_ctx
-    if not base_url:
+    elif not base_url:
         raise ValueError("build_orchestrator needs a server or a base_url")
     model_bytes = _file_size(model_path) if server is not None and model_path is not None else None
     profile = model_profile(hosted=server is not None, tool_mode=tool_mode, model_bytes=model_bytes,
@@ -120,11 +126,19 @@ def build_orchestrator(
         persistent = data_dir is not None
         mode = AgentMemoryPersistenceMode.PERSISTENT if persistent else AgentMemoryPersistenceMode.SESSION_ONLY
         stores = open_stores(mode, data_dir)
+    if direct:
+        assert server is not None
+        client = OpenAICompatClient(**server.client_options())
+        queue = ModelRequestQueue(capacity=server.config.slots)
+    else:
+        assert base_url is not None
+        client = OpenAICompatClient(base_url, api_key=api_key, model=model, headers=headers)
+        queue = ModelRequestQueue()
     return AiOrchestrator(
         policy or AgentMemoryPolicy(),
         stores,
-        OpenAICompatClient(base_url, api_key=api_key, model=model),
-        ModelRequestQueue(),
+        client,
+        queue,
         tools=tools,
         tool_mode=profile.tool_mode,
         max_calls_per_round=max_calls_per_round if max_calls_per_round is not None else profile.max_calls_per_round,

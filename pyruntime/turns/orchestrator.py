@@ -447,7 +447,7 @@ class AiOrchestrator:
             # Asked only now: most turns are warm already, and the status is a request to the model server.
             if not worth_prewarming(await self._prompt_cache_room(), tuple(self._recent_conversations), conversation):
                 return None
-            return await send_prewarm(self.client, self.queue, prefix, still_due)
+            return await send_prewarm(self.client, self.queue, prefix, still_due, conversation=conversation)
 
         self.prewarms.start(conversation, work)
 
@@ -929,7 +929,9 @@ class AiOrchestrator:
         capped = False
         async with self._model_slot(turn) as grant:
             turn.model_calls += 1
-            async with self.client.stream_chat(messages, **kwargs) as stream:
+            # The conversation keeps its slot of the hosted engine (its KV cache stays where this round finds it).
+            conversation = conversation_digest(turn.store.key(turn.role_id))
+            async with self.client.stream_chat(messages, conversation=conversation, **kwargs) as stream:
                 async for delta in stream:
                     accumulator.add(delta)
                     if isinstance(delta, TextDelta):

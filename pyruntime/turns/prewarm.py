@@ -79,7 +79,7 @@ def worth_prewarming(cache_room: bool | None, recent: Sequence[str], conversatio
 
 
 async def send_prewarm(client: OpenAICompatClient, queue: ModelRequestQueue, messages: list[dict[str, Any]],
-                       still_due: Callable[[], bool]) -> int | None:
+                       still_due: Callable[[], bool], *, conversation: str | None = None) -> int | None:
     """Evaluate `messages` behind player turns: the prompt tokens llama.cpp evaluated (0 when the server
     reports no usage), None when it was no longer due once the model was free.
 
@@ -92,7 +92,9 @@ async def send_prewarm(client: OpenAICompatClient, queue: ModelRequestQueue, mes
         if not still_due():
             return None
         # Streamed for the usage chunk: the hosted server counts cached tokens only there.
-        async with client.stream_chat(messages, temperature=0.0, max_tokens=PREWARM_MAX_TOKENS) as stream:
+        # In the conversation's own slot of the hosted engine, where its next turn will look for it.
+        async with client.stream_chat(messages, temperature=0.0, max_tokens=PREWARM_MAX_TOKENS,
+                                      conversation=conversation) as stream:
             async for delta in stream:
                 if isinstance(delta, UsageDelta):
                     evaluated = delta.usage.prompt_tokens - delta.usage.cached_tokens

@@ -43,7 +43,7 @@ def small_ctx_server(tiny_model_path: Path) -> Iterator[LlamaServerProcess]:
 
 @pytest.fixture(scope="module")
 def endless_server(tiny_endless_model_path: Path) -> Iterator[LlamaServerProcess]:
-    """The endless tiny model with game settings (interrupt_requests=False), pinging every 10 ms."""
-    server = start_llama_server(tiny_endless_model_path, sse_ping_interval_s=0.01)
+    """The endless tiny model with game settings."""
+    server = start_llama_server(tiny_endless_model_path)
     yield server
     server.stop()

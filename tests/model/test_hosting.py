@@ -1,4 +1,4 @@
-"""Hosting llama.cpp in a child process: start, answer, settings, stop, bad input."""
+"""Hosting llama.cpp's llama-server in a child process: start, answer, settings, stop, bad input."""
 
 from __future__ import annotations
 
@@ -18,7 +18,12 @@ import pytest
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.errors import ModelUnavailableError
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config, port_is_free
-from pyruntime.model.llama_server import LlamaServerConfig, effective_n_ctx
+from pyruntime.model.llama_server import (
+    SMALL_MODEL_MAX_BYTES,
+    SMALL_MODEL_PROMPT_CACHE_MB,
+    LlamaServerConfig,
+    effective_n_ctx,
+)
 from tests.support.fixtures import free_port
 from tests.support.tiny_model import TINY_CONTEXT_LENGTH, TINY_MODEL_ALIAS
 
@@ -28,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_server_lists_the_alias_and_never_the_file_path(tiny_llama_server, tiny_model_path):
     models = httpx.get(f"{tiny_llama_server.base_url}/models").json()
     assert [m["id"] for m in models["data"]] == [TINY_MODEL_ALIAS]
-    # A request without `model` would make llama-cpp-python echo the file path; the alias is injected.
+    # A request without `model` must not echo the file path: llama-server names the --alias.
     reply = httpx.post(
         f"{tiny_llama_server.base_url}/chat/completions",
         json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
@@ -40,9 +45,11 @@ def test_server_lists_the_alias_and_never_the_file_path(tiny_llama_server, tiny_
 
 def test_context_defaults_to_8192_clamped_to_the_trained_context(tiny_llama_server):
     assert tiny_llama_server.config.n_ctx == TINY_CONTEXT_LENGTH  # 8192 asked, the model knows 2048
-    assert tiny_llama_server.config.interrupt_requests is False
+    # Each slot holds one conversation of n_ctx tokens (llama-server splits -c over the slots).
+    slots = tiny_llama_server.status()["slots"]
+    assert len(slots) == tiny_llama_server.config.slots and {s["n_ctx"] for s in slots} == {TINY_CONTEXT_LENGTH}
     # Half the cores, at least one: llama.cpp must leave cores to the game (issue 9).
-    assert tiny_llama_server.config.n_threads == max(1, len(os.sched_getaffinity(0)) // 2)
+    assert hosted_model_config(None).n_threads == max(1, len(os.sched_getaffinity(0)) // 2)
     assert effective_n_ctx(None, 32768) == 8192
     assert effective_n_ctx(16384, 8192) == 8192
     assert effective_n_ctx(512, None) == 512
@@ -142,23 +149,102 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_config_round_trips_through_json(tiny_model_path):
-    config = LlamaServerConfig(model_path=tiny_model_path, alias="a", port=1234, n_ctx=512, sse_ping_interval_s=1.0)
-    assert LlamaServerConfig.from_json(config.to_json()) == config
-    assert json.loads(config.to_json())["interrupt_requests"] is False
+def test_the_command_line_carries_the_settings_and_never_the_key(tiny_model_path, tmp_path):
+    from pyruntime.model.llama_server import EngineLaunch, server_command
+
+    config = LlamaServerConfig(model_path=tiny_model_path, alias="a", port=1234, n_ctx=512, slots=3, n_threads=2,
+                               prompt_cache_mb=64, prompt_cache_dir=tmp_path, api_key="public-key")
+    launch = EngineLaunch(listen=str(tmp_path / "engine.sock"), port=0, key_file=tmp_path / "key", n_gpu_layers=-1)
+    argv = server_command(Path("/bin/llama-server"), config, launch)
+    flags = {flag: value for flag, value in zip(argv, argv[1:]) if flag.startswith("--")}
+    assert flags["--ctx-size"] == "1536" and flags["--parallel"] == "3"  # 512 tokens in each of 3 slots
+    assert flags["--threads"] == "2" and flags["--cache-ram"] == "64" and flags["--n-gpu-layers"] == "auto"
+    assert flags["--api-key-file"] == str(tmp_path / "key") and flags["--slot-save-path"] == str(tmp_path)
+    assert flags["--host"].endswith(".sock") and "public-key" not in " ".join(argv)
+    assert "--no-ui" in argv and "--api-key" not in argv
 
 
-def test_n_gpu_layers_flows_from_the_serve_flag_to_the_childs_model_settings(tiny_model_path):
+def test_the_engine_listens_only_where_the_runtime_reaches_it_and_demands_its_own_key(tiny_llama_server):
+    # The model port is ours (guarded); llama-server itself is on a Unix socket in a private folder.
+    launch = tiny_llama_server._launch
+    assert launch is not None and launch.listen.endswith(".sock")
+    folder = Path(launch.listen).parent
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert not launch.key_file.exists()  # read by llama-server at startup, then removed
+    argv = Path(f"/proc/{tiny_llama_server.pid}/cmdline").read_bytes().decode().split("\0")
+    assert tiny_llama_server._engine_key not in " ".join(argv)
+    transport = httpx.HTTPTransport(uds=launch.listen)
+    with httpx.Client(transport=transport, base_url="http://engine", timeout=10) as direct:
+        assert direct.get("/v1/models").status_code == 401  # no key: refused
+        assert direct.get("/v1/models", headers=tiny_llama_server.engine_headers).status_code == 200
+    environ = Path(f"/proc/{tiny_llama_server.pid}/environ").read_bytes().decode()
+    assert "LLAMA_ARG_" not in environ and tiny_llama_server._engine_key not in environ
+
+
+def test_llama_server_variables_of_the_game_do_not_reach_the_engine(tiny_model_path, monkeypatch):
+    # llama-server reads LLAMA_ARG_* as flags (a log folder for prompts, a public host, another key).
+    monkeypatch.setenv("LLAMA_ARG_HOST", "0.0.0.0")
+    monkeypatch.setenv("LLAMA_API_KEY", "guessable")
+    server = LlamaServerProcess(hosted_model_config(tiny_model_path, port=free_port(), api_key="k", n_threads=1))
+    server.start(timeout=60)
+    try:
+        raw = Path(f"/proc/{server.pid}/environ").read_bytes().decode()
+        assert "LLAMA_ARG_HOST" not in raw and "LLAMA_API_KEY" not in raw
+        with httpx.Client(transport=httpx.HTTPTransport(uds=server._launch.listen), base_url="http://e") as direct:
+            assert direct.get("/v1/models", headers={"Authorization": "Bearer guessable"}).status_code == 401
+    finally:
+        server.stop()
+
+
+def test_a_missing_binary_is_a_clear_error_naming_the_bootstrap(tiny_model_path, tmp_path, monkeypatch):
+    from pyruntime.model.llama_server import BOOTSTRAP_COMMAND, LLAMA_SERVER_ENV, find_llama_server
+
+    monkeypatch.setenv(LLAMA_SERVER_ENV, str(tmp_path / "nothing-here"))
+    with pytest.raises(ModelUnavailableError, match=LLAMA_SERVER_ENV):
+        find_llama_server()
+    monkeypatch.delenv(LLAMA_SERVER_ENV)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr("sysconfig.get_path", lambda name: str(tmp_path))
+    with pytest.raises(ModelUnavailableError, match=BOOTSTRAP_COMMAND):
+        find_llama_server()
+    server = LlamaServerProcess(LlamaServerConfig(model_path=tiny_model_path, alias="t", port=free_port()))
+    with pytest.raises(ModelUnavailableError, match="not installed"):
+        server.start()
+    assert server.pid is None and port_is_free("127.0.0.1", server.config.port)
+
+
+def test_the_binary_is_found_in_the_documented_order(tmp_path, monkeypatch):
+    from pyruntime.model.llama_server import LLAMA_SERVER_ENV, binary_name, find_llama_server
+
+    scripts, on_path, explicit = tmp_path / "scripts", tmp_path / "path", tmp_path / "explicit"
+    for folder in (scripts, on_path, explicit):
+        folder.mkdir()
+        (folder / binary_name()).write_text("#!/bin/sh\n")
+        (folder / binary_name()).chmod(0o755)
+    monkeypatch.setenv("PATH", str(on_path))
+    monkeypatch.setattr("sysconfig.get_path", lambda name: str(scripts))
+    monkeypatch.setenv(LLAMA_SERVER_ENV, str(explicit / binary_name()))
+    assert find_llama_server() == explicit / binary_name()
+    monkeypatch.delenv(LLAMA_SERVER_ENV)
+    assert find_llama_server() == scripts / binary_name()
+    (scripts / binary_name()).unlink()
+    assert find_llama_server() == on_path / binary_name()
+    frozen = tmp_path / "dist"
+    frozen.mkdir()
+    (frozen / binary_name()).write_text("")
+    monkeypatch.setattr("sys.frozen", True, raising=False)
+    monkeypatch.setattr("sys.executable", str(frozen / "coreai-runtime"))
+    assert find_llama_server() == frozen / binary_name()
+
+
+def test_n_gpu_layers_flows_from_the_serve_flag_to_the_engines_command_line(tiny_model_path):
     from pyruntime.cli import build_parser
     from pyruntime.cli.serve import options_from_args
-    from pyruntime.model.llama_server import model_settings
 
     args = build_parser().parse_args(["serve", "--model", str(tiny_model_path), "--n-gpu-layers", "-1"])
     options = options_from_args(args)
-    config = hosted_model_config(options.model, n_gpu_layers=options.n_gpu_layers)
-    child = LlamaServerConfig.from_json(config.to_json())  # what the child process receives
-    assert model_settings(child).n_gpu_layers == -1
-    assert model_settings(hosted_model_config(tiny_model_path)).n_gpu_layers == 0  # default: CPU only
+    assert hosted_model_config(options.model, n_gpu_layers=options.n_gpu_layers).n_gpu_layers == -1
+    assert hosted_model_config(tiny_model_path).n_gpu_layers == 0  # default: CPU only
 
 
 def test_n_gpu_layers_below_minus_one_is_refused(tiny_model_path):
@@ -166,26 +252,42 @@ def test_n_gpu_layers_below_minus_one_is_refused(tiny_model_path):
         hosted_model_config(tiny_model_path, n_gpu_layers=-2)
 
 
-def test_a_cpu_build_hosts_with_all_layers_asked_on_the_gpu(tiny_model_path):
-    # The default wheel has no GPU backend: --n-gpu-layers -1 must still load and answer on the CPU.
-    server = LlamaServerProcess(hosted_model_config(tiny_model_path, port=free_port(), n_gpu_layers=-1, api_key="k"))
+def test_a_cpu_build_hosts_with_all_layers_asked_on_the_gpu_and_says_so(tiny_model_path):
+    # This llama-server has no GPU backend: --n-gpu-layers -1 must still load and answer on the CPU,
+    # and Health must say why the layers are not on a GPU (the failure users of GPU packages meet most).
+    from pyruntime.service.model_memory import hosted_model_memory
+
+    server = LlamaServerProcess(hosted_model_config(tiny_model_path, port=free_port(), n_gpu_layers=-1, api_key="k",
+                                                    n_threads=1))
     server.start(timeout=60)
     try:
         reply = httpx.get(f"{server.base_url}/models", headers={"Authorization": "Bearer k"}, timeout=10)
         assert reply.status_code == 200
+        memory = hosted_model_memory(server)
+        assert memory.gpu_layers == 0 and "no GPU backend" in memory.gpu_fallback_reason
     finally:
         server.stop()
 
 
-def test_a_small_model_gets_a_prompt_cache_by_default_and_a_large_one_none(tiny_model_path, tmp_path):
-    from pyruntime.model.hosting import SMALL_MODEL_MAX_BYTES, SMALL_MODEL_PROMPT_CACHE_MB
+def test_slots_and_the_prompt_cache_have_defaults_by_model_size(tiny_model_path, tmp_path):
+    from pyruntime.model.llama_server import DEFAULT_SLOTS, LARGE_MODEL_PROMPT_CACHE_MB
 
-    assert hosted_model_config(tiny_model_path).prompt_cache_mb == SMALL_MODEL_PROMPT_CACHE_MB
-    assert hosted_model_config(None).prompt_cache_mb == SMALL_MODEL_PROMPT_CACHE_MB  # the embedded SmolLM2
+    assert hosted_model_config(tiny_model_path).slots == DEFAULT_SLOTS
+    assert hosted_model_config(tiny_model_path, slots=1).slots == 1
+    with pytest.raises(InvalidArgumentError, match="slots"):
+        hosted_model_config(tiny_model_path, slots=0)
     large = tmp_path / "large.gguf"
     with large.open("wb") as f:  # sparse: the size is what decides, nothing is read
         f.truncate(SMALL_MODEL_MAX_BYTES)
-    assert hosted_model_config(large).prompt_cache_mb == 0
+    assert hosted_model_config(large).prompt_cache_mb == LARGE_MODEL_PROMPT_CACHE_MB
+
+
+def test_a_small_model_gets_a_small_prompt_cache_by_default(tiny_model_path, tmp_path):
+    assert hosted_model_config(tiny_model_path).prompt_cache_mb == SMALL_MODEL_PROMPT_CACHE_MB
+    assert hosted_model_config(None).prompt_cache_mb == SMALL_MODEL_PROMPT_CACHE_MB  # the embedded SmolLM2
+    large = tmp_path / "large.gguf"
+    with large.open("wb") as f:
+        f.truncate(SMALL_MODEL_MAX_BYTES)
     assert hosted_model_config(large, prompt_cache_mb=64).prompt_cache_mb == 64
     assert hosted_model_config(tiny_model_path, prompt_cache_mb=0).prompt_cache_mb == 0  # off when asked
 
@@ -193,12 +295,9 @@ def test_a_small_model_gets_a_prompt_cache_by_default_and_a_large_one_none(tiny_
 def test_the_serve_flag_decides_the_prompt_cache_and_its_absence_leaves_the_default(tiny_model_path):
     from pyruntime.cli import build_parser
     from pyruntime.cli.serve import options_from_args
-    from pyruntime.model.hosting import SMALL_MODEL_PROMPT_CACHE_MB
-
     def cache_of(*flags: str) -> int:
         options = options_from_args(build_parser().parse_args(["serve", "--model", str(tiny_model_path), *flags]))
-        config = hosted_model_config(options.model, prompt_cache_mb=options.prompt_cache_mb)
-        return LlamaServerConfig.from_json(config.to_json()).prompt_cache_mb  # what the child receives
+        return hosted_model_config(options.model, prompt_cache_mb=options.prompt_cache_mb).prompt_cache_mb
 
     assert cache_of() == SMALL_MODEL_PROMPT_CACHE_MB
     assert cache_of("--prompt-cache-mb", "0") == 0
@@ -214,7 +313,7 @@ def test_the_prompt_cache_folder_flows_from_the_serve_flag_to_the_child(tiny_mod
         validate(options)
         config = hosted_model_config(options.model, prompt_cache_mb=options.prompt_cache_mb,
                                      prompt_cache_dir=options.prompt_cache_dir)
-        return LlamaServerConfig.from_json(config.to_json()).prompt_cache_dir  # what the child receives
+        return config.prompt_cache_dir
 
     data = tmp_path / "data"
     assert folder_of("--data-dir", str(data)) is None  # off by default
@@ -222,20 +321,18 @@ def test_the_prompt_cache_folder_flows_from_the_serve_flag_to_the_child(tiny_mod
     assert folder_of("--session-only", "--prompt-cache-dir", str(tmp_path / "c")) == tmp_path / "c"
     with pytest.raises(InvalidArgumentError, match="needs --data-dir"):
         folder_of("--session-only", "--prompt-cache-dir")
-    with pytest.raises(InvalidArgumentError, match="--prompt-cache-mb 0 turns it off"):
-        folder_of("--session-only", "--prompt-cache-dir", str(tmp_path), "--prompt-cache-mb", "0")
     (tmp_path / "file").write_text("x")
     with pytest.raises(InvalidArgumentError, match="not a directory"):
         folder_of("--session-only", "--prompt-cache-dir", str(tmp_path / "file"))
 
 
 def test_the_model_child_returns_freed_state_copies_to_the_os(tiny_model_path, monkeypatch):
-    # A fixed glibc mmap threshold in the child (RSS 767 vs 950 MB after 100 turns with the prompt cache);
+    # A fixed glibc mmap threshold in the child (freed prompt-cache state copies go back to the OS);
     # a value the game set itself wins. Reads the child's environment from /proc (Linux, as CI).
     from pyruntime.model.hosting import MALLOC_MMAP_THRESHOLD_BYTES, MALLOC_MMAP_THRESHOLD_ENV
 
     def child_env() -> dict[str, str]:
-        server = LlamaServerProcess(hosted_model_config(tiny_model_path, port=free_port(), api_key="k"))
+        server = LlamaServerProcess(hosted_model_config(tiny_model_path, port=free_port(), api_key="k", n_threads=1))
         server.start(timeout=60)
         try:
             raw = Path(f"/proc/{server.pid}/environ").read_bytes()

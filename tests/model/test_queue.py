@@ -292,3 +292,49 @@ def test_an_owner_that_never_calls_again_frees_the_slot_after_the_linger():
         return queue.busy
 
     assert run(main()) is False
+
+
+def test_a_queue_of_several_slots_runs_that_many_at_once_and_keeps_one_for_the_player():
+    # The hosted llama-server decodes its parallel slots together: the queue hands out as many, but background
+    # work (writer pass, prewarm, compaction) never takes the last one, so a player's turn starts at once.
+    async def go():
+        queue = ModelRequestQueue(capacity=3)
+        log: list[str] = []
+        gates = {name: asyncio.Event() for name in ("bg1", "bg2", "bg3", "p1", "p2")}
+        tasks = [asyncio.create_task(holder(queue, Priority.BACKGROUND, name, log, gates[name]))
+                 for name in ("bg1", "bg2", "bg3")]
+        await settle()
+        assert log == ["start bg1", "start bg2"] and queue.waiting == 1 and queue.in_use == 2
+        tasks.append(asyncio.create_task(holder(queue, Priority.PLAYER, "p1", log, gates["p1"])))
+        await settle()
+        assert log[-1] == "start p1" and queue.in_use == 3  # the player's slot was free
+        tasks.append(asyncio.create_task(holder(queue, Priority.PLAYER, "p2", log, gates["p2"])))
+        await settle()
+        assert "start p2" not in log  # all three slots are taken
+        gates["bg1"].set()
+        await settle()
+        assert log[-2:] == ["end bg1", "start p2"]  # the player before the waiting background request
+        gates["p1"].set()
+        await settle()
+        assert log[-2:] == ["end p1", "start bg3"]  # one background request runs beside bg2 again
+        for name in ("p2", "bg2", "bg3"):
+            gates[name].set()
+        await asyncio.gather(*tasks)
+        return queue
+
+    queue = run(go())
+    assert not queue.busy and queue.waiting == 0 and queue.in_use == 0
+
+
+def test_a_one_slot_queue_still_runs_background_work_and_bad_capacities_are_refused():
+    async def go():
+        queue = ModelRequestQueue()
+        async with queue.slot(Priority.BACKGROUND):
+            assert queue.busy
+        return queue
+
+    assert not run(go()).busy
+    with pytest.raises(ValueError):
+        ModelRequestQueue(capacity=0)
+    with pytest.raises(ValueError):
+        ModelRequestQueue(capacity=2, background_capacity=3)

@@ -106,12 +106,68 @@ def test_the_endpoint_streams_pieces_makes_calls_and_fails_as_scripted() -> None
                 await client.chat(user("too long")["messages"])
             async with httpx.AsyncClient() as raw:
                 refused = await raw.post(f"{server.base_url}/chat/completions", json=user("x"),
-                                         headers={"Host": "example.com"})
+                                         headers={"Host": f"example.com:{server.port}"})
                 assert refused.status_code == 403
                 empty = await raw.post(f"{server.base_url}/chat/completions", json={"messages": []})
                 assert empty.status_code == 400 and "messages must be a non-empty list" in empty.text
         finally:
             await client.aclose()
+            await server.stop()
+
+    asyncio.run(go())
+
+
+def test_the_scripted_port_takes_the_model_ports_key_and_host_origin_rules() -> None:
+    # Issue 22 item 6: a web page could call the scripted port (a foreign Origin, text/plain: a 200 completion).
+    async def go() -> None:
+        server = ScriptedModelServer(Script.from_dict(SCRIPT), api_key="scripted-key-0123456789")
+        await server.start()
+        url = f"{server.base_url}/chat/completions"
+        key = {"Authorization": "Bearer scripted-key-0123456789"}
+        try:
+            async with httpx.AsyncClient(timeout=10) as raw:
+                page = await raw.post(url, content=json.dumps(user("x")), headers={
+                    **key, "Origin": "https://evil.example", "Content-Type": "text/plain"})
+                assert page.status_code == 403
+                rebound = await raw.post(url, json=user("x"), headers={**key, "Host": f"evil.example:{server.port}"})
+                assert rebound.status_code == 403
+                wrong_port = await raw.post(url, json=user("x"), headers={**key, "Host": "127.0.0.1:1"})
+                assert wrong_port.status_code == 403
+                assert (await raw.post(url, json=user("x"))).status_code == 401
+                assert (await raw.post(url, json=user("x"), headers={"Authorization": "Bearer nope"})).status_code == 401
+                ok = await raw.post(url, json=user("x"), headers={**key, "Origin": f"http://127.0.0.1:{server.port}"})
+                assert ok.status_code == 200 and ok.json()["choices"][0]["message"]["content"] == "Hm?"
+            client = OpenAICompatClient(server.base_url, api_key="scripted-key-0123456789")
+            assert await client.models() == ["scripted"]
+            await client.aclose()
+        finally:
+            await server.stop()
+
+    asyncio.run(go())
+
+
+def test_the_scripted_port_closes_half_sent_requests_and_evicts_at_its_cap() -> None:
+    from pyruntime.rpc.limits import TransportLimits
+    from tests.rpc.test_connection_limits import closed_by_server, connect
+
+    async def go() -> None:
+        server = ScriptedModelServer(Script.from_dict(SCRIPT))
+        server._port.limits = TransportLimits(max_connections=4, request_timeout_s=0.5, idle_timeout_s=0.5)
+        await server.start()
+        port = server.port
+        try:
+            half = f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
+            assert await asyncio.to_thread(closed_by_server, connect(port, half))  # the partial-request timeout
+            assert await asyncio.to_thread(closed_by_server, connect(port))  # the idle timeout
+            oldest = connect(port, half)
+            others = [connect(port) for _ in range(3)]
+            await asyncio.sleep(0.1)
+            async with httpx.AsyncClient(timeout=10) as raw:
+                assert (await raw.get(f"{server.base_url}/models")).status_code == 200  # room made for it
+            assert await asyncio.to_thread(closed_by_server, oldest, 0.25)  # evicted before its own deadline
+            for sock in others:
+                sock.close()
+        finally:
             await server.stop()
 
     asyncio.run(go())
@@ -125,6 +181,11 @@ def test_a_turn_through_serve_with_a_scripted_model(tmp_path: Path) -> None:
     try:
         ready = serve.ready()
         token = read_token_file(Path(ready["token_file"]))
+        # The scripted port wants the model key like the hosted one (model_key_file, 0600).
+        model_key = read_token_file(Path(ready["model_key_file"]))
+        assert httpx.get(f"{ready['model_url']}/models", timeout=10).status_code == 401
+        assert httpx.get(f"{ready['model_url']}/models", timeout=10,
+                         headers={"Authorization": f"Bearer {model_key}"}).status_code == 200
         with RuntimeClient(f"http://127.0.0.1:{ready['connect_port']}", token=token, timeout=60) as client:
             assert client.health().model == "scripted"
             turn = client.run_task("I want a sword", role_id="BlacksmithNPC")

@@ -1,4 +1,4 @@
-"""Streams end with a usage chunk whose counts are llama.cpp's own (issue 13): prompt, cached, evaluated."""
+"""Streams carry llama-server's own counts (its per-token `timings`): prompt, cached, evaluated, generated."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import httpx
 
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.compat import parse_chunk
-from pyruntime.model.llama_server import PromptCounters, count_prompt, usage_chunk
-from pyruntime.model.types import TextDelta, UsageDelta
+from pyruntime.model.types import TextDelta, Usage, UsageDelta
 
 FIRST = [{"role": "system", "content": "You are a blacksmith in a village."},
          {"role": "user", "content": "Hello, can you fix my sword?"}]
@@ -22,35 +21,30 @@ def _prompt_tokens(url: str, messages: list[dict[str, str]]) -> int:
     return httpx.post(f"{url}/chat/completions", json=body, timeout=60).json()["usage"]["prompt_tokens"]
 
 
-async def _stream_usage(url: str, messages: list[dict[str, str]]):
-    client = OpenAICompatClient(url)
+async def _stream_usage(url: str, messages: list[dict[str, str]]) -> Usage:
+    client = OpenAICompatClient(url, llama_server=True)
     try:
         async with client.stream_chat(messages, max_tokens=4, temperature=0.0) as stream:
             usages = [delta.usage async for delta in stream if isinstance(delta, UsageDelta)]
     finally:
         await client.aclose()
-    # The prompt's counts come before the first token, the final counts last.
-    assert len(usages) == 2
-    first, last = usages
-    assert (first.prompt_tokens, first.cached_tokens, first.completion_tokens) == (
-        last.prompt_tokens, last.cached_tokens, 0)
+    # Every chunk carries the prompt's counts; the completion grows to the final count.
+    first, last = usages[0], usages[-1]
+    assert (first.prompt_tokens, first.cached_tokens) == (last.prompt_tokens, last.cached_tokens)
+    assert [u.completion_tokens for u in usages] == sorted(u.completion_tokens for u in usages)
     return last
 
 
 def test_a_stream_reports_the_prompt_and_the_tokens_reused_from_the_cache(tiny_server_url: str) -> None:
     whole_first, whole_longer = _prompt_tokens(tiny_server_url, FIRST), _prompt_tokens(tiny_server_url, LONGER)
-    _prompt_tokens(tiny_server_url, [{"role": "user", "content": "unrelated"}])  # the cache holds something else
-    cold = asyncio.run(_stream_usage(tiny_server_url, FIRST))
     again = asyncio.run(_stream_usage(tiny_server_url, FIRST))
     assert (again.prompt_tokens, again.cached_tokens) == (whole_first, whole_first - 1)
-    assert cold.prompt_tokens == whole_first
-    assert cold.cached_tokens < whole_first // 2  # at most the template's opening tokens were shared
-    assert cold.completion_tokens == 4  # max_tokens
+    assert again.completion_tokens == 4  # max_tokens
     warm = asyncio.run(_stream_usage(tiny_server_url, LONGER))
     assert warm.prompt_tokens == whole_longer
     # The first request's prompt is reused; only the new messages (and the reply tokens that differ) are evaluated.
     assert warm.cached_tokens >= whole_first - 1
-    assert warm.prompt_tokens - warm.cached_tokens <= whole_longer - whole_first + cold.completion_tokens + 1
+    assert warm.prompt_tokens - warm.cached_tokens <= whole_longer - whole_first + again.completion_tokens + 1
 
 
 def test_a_stream_closed_after_its_first_token_already_carries_the_prompt_counts(tiny_server_url: str) -> None:
@@ -58,7 +52,7 @@ def test_a_stream_closed_after_its_first_token_already_carries_the_prompt_counts
     whole = _prompt_tokens(tiny_server_url, LONGER)
 
     async def first_token() -> list[UsageDelta | TextDelta]:
-        client = OpenAICompatClient(tiny_server_url)
+        client = OpenAICompatClient(tiny_server_url, llama_server=True)
         seen: list[UsageDelta | TextDelta] = []
         try:
             async with client.stream_chat(LONGER, max_tokens=64, temperature=0.0) as stream:
@@ -72,23 +66,17 @@ def test_a_stream_closed_after_its_first_token_already_carries_the_prompt_counts
         return seen
 
     seen = asyncio.run(first_token())
-    assert isinstance(seen[0], UsageDelta) and isinstance(seen[-1], TextDelta)
-    assert seen[0].usage.prompt_tokens == whole and seen[0].usage.completion_tokens == 0
-    assert seen[0].usage.cached_tokens == whole - 1  # the non-streamed request just before left it all in the cache
+    usages = [d.usage for d in seen if isinstance(d, UsageDelta)]
+    assert usages and isinstance(seen[-1], TextDelta | UsageDelta)
+    assert usages[0].prompt_tokens == whole
+    assert usages[0].cached_tokens == whole - 1  # the non-streamed request just before left it all in the slot
 
 
-def test_the_prompt_count_follows_llama_cpp_python_reuse_rule() -> None:
-    assert count_prompt([1, 2, 3, 4, 9, 9], [1, 2, 3, 4, 5, 6, 7]) == PromptCounters(7, 4)
-    # A prompt the cache holds whole still evaluates its last token (llama-cpp-python needs its logits).
-    assert count_prompt([1, 2, 3, 4, 5], [1, 2, 3]) == PromptCounters(3, 2)
-    assert count_prompt([], [1, 2]) == PromptCounters(2, 0)
-    chunk = usage_chunk({"id": "c1", "model": "m", "choices": [{"finish_reason": "stop"}]}, PromptCounters(7, 4),
-                        cache_after=10)
-    assert chunk["usage"] == {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10,
-                              "prompt_tokens_details": {"cached_tokens": 4}}
-    [delta] = parse_chunk(chunk)
-    assert isinstance(delta, UsageDelta)
-    assert (delta.usage.prompt_tokens, delta.usage.completion_tokens, delta.usage.cached_tokens) == (7, 3, 4)
-    # Cut at the length limit: the last sampled token was never evaluated, it still counts.
-    cut = usage_chunk({"choices": [{"finish_reason": "length"}]}, PromptCounters(7, 4), cache_after=10)
-    assert cut["usage"]["completion_tokens"] == 4
+def test_timings_become_usage_and_a_usage_field_wins() -> None:
+    timings = {"prompt_n": 5, "cache_n": 20, "predicted_n": 3, "prompt_ms": 1.0}
+    [delta] = parse_chunk({"choices": [], "timings": timings})
+    assert delta == UsageDelta(Usage(prompt_tokens=25, completion_tokens=3, cached_tokens=20))
+    usage = {"prompt_tokens": 25, "completion_tokens": 4, "prompt_tokens_details": {"cached_tokens": 20}}
+    [final] = parse_chunk({"choices": [], "usage": usage, "timings": timings})
+    assert final == UsageDelta(Usage(25, 4, 20))
+    assert parse_chunk({"choices": [], "timings": {"predicted_ms": 1}}) == []  # no prompt count: no usage

@@ -14,6 +14,6 @@ from tests.support.fixtures import start_llama_server
 @pytest.fixture(scope="session")
 def smollm2_server() -> Iterator[LlamaServerProcess]:
     """The embedded SmolLM2-135M-Instruct behind a real llama.cpp server, with the game settings."""
-    server = start_llama_server(embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS, sse_ping_interval_s=None)
+    server = start_llama_server(embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS)
     yield server
     server.stop()

@@ -105,7 +105,7 @@ def test_smollm2_small_talk_rarely_writes_memory(smollm2_server: LlamaServerProc
 def test_a_fact_stored_in_one_lifetime_is_in_the_memory_block_of_the_next(smollm2_server: LlamaServerProcess,
                                                                         tmp_path: Path) -> None:
     # Lifetime 1: its own model server and orchestrator; the model stores the fact (a few seeds at most).
-    first = start_llama_server(embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS, sse_ping_interval_s=None)
+    first = start_llama_server(embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS)
     try:
         for seed in range(3):
             turn(first, tmp_path, FACT_HINT, seed)

@@ -1,4 +1,4 @@
-"""Reusable fixtures: the tiny test model and a real llama.cpp server hosting it.
+"""Reusable fixtures: the tiny test model and a real llama.cpp server (llama-server) hosting it.
 
 Use from any conftest with an import, e.g.
 `from tests.support.fixtures import tiny_model_path, tiny_llama_server  # noqa: F401`.
@@ -29,11 +29,12 @@ def free_port() -> int:
 
 
 def start_llama_server(model_path: Path, *, alias: str = TINY_MODEL_ALIAS, **settings: Any) -> LlamaServerProcess:
-    """Start a real llama.cpp server on a free port; the caller must `stop()` it.
+    """Start a real llama-server (behind its guarded model port) on a free port; the caller must `stop()` it.
 
-    SSE pings every 50 ms, so streams in tests really contain `: ping` lines.
+    One thread: the tests run beside each other on a small machine. The binary is the one the runtime
+    finds ($COREAI_LLAMA_SERVER, else the bootstrap's).
     """
-    settings.setdefault("sse_ping_interval_s", 0.05)
+    settings.setdefault("n_threads", 1)
     config = LlamaServerConfig(model_path=model_path, alias=alias, port=free_port(), **settings)
     server = LlamaServerProcess(config)
     server.start(timeout=SERVER_START_TIMEOUT_S)

@@ -45,9 +45,12 @@ def _vocabulary() -> tuple[list[str], list[float], list[int]]:
         tokens.append(f"<0x{byte:02X}>")
         # Typed CONTROL, these bytes still tokenize input but never appear in output text:
         # 0x00-0x1F so grammar-constrained JSON never holds raw control chars; 0x80-0xFF because a
-        # random model emits broken UTF-8 with them, which llama-cpp-python's stream then holds
-        # back (no deltas for seconds) or drops. Output is therefore printable ASCII only.
-        types.append(gguf.TokenType.BYTE if 0x20 <= byte < 0x80 else gguf.TokenType.CONTROL)
+        # random model emits broken UTF-8 with them, which a stream then holds back (no deltas for
+        # seconds) or drops. Output is therefore printable ASCII, and newlines. The newline stays a
+        # byte: llama-server feeds the generation prompt (`<|im_start|>assistant\n`) to a grammar as
+        # text, and a CONTROL newline renders as nothing (the grammar refuses the request).
+        printable = 0x20 <= byte < 0x80 or byte == 0x0A
+        types.append(gguf.TokenType.BYTE if printable else gguf.TokenType.CONTROL)
     tokens += ["<|im_start|>", "<|im_end|>"]
     types += [gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
     scores = [0.0] * len(tokens)
@@ -101,6 +104,9 @@ def write_tiny_model(path: Path, *, context_length: int = TINY_CONTEXT_LENGTH, e
     writer.add_bos_token_id(1)
     writer.add_eos_token_id(im_end)
     writer.add_add_bos_token(False)
+    # No "▁" before the text after a special token: llama-server feeds the generation prompt to a grammar
+    # token by token and refuses one that renders as "<|im_start|> assistant".
+    writer.add_add_space_prefix(False)
     writer.add_chat_template(CHATML_TEMPLATE)
 
     vocab = len(tokens)

@@ -471,6 +471,38 @@ namespace CoreAI.V1
         [JsonProperty("promptCacheLimitBytes", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoInt64Converter))]
         public long PromptCacheLimitBytes { get; set; }
+
+        [Preserve]
+        [JsonProperty("modelState", NullValueHandling = NullValueHandling.Ignore)]
+        public string ModelState { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("modelStateReason", NullValueHandling = NullValueHandling.Ignore)]
+        public string ModelStateReason { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("modelRestarts", NullValueHandling = NullValueHandling.Ignore)]
+        public int ModelRestarts { get; set; }
+
+        [Preserve]
+        [JsonProperty("modelSlots", NullValueHandling = NullValueHandling.Ignore)]
+        public int ModelSlots { get; set; }
+
+        [Preserve]
+        [JsonProperty("modelSlotsBusy", NullValueHandling = NullValueHandling.Ignore)]
+        public int ModelSlotsBusy { get; set; }
+
+        [Preserve]
+        [JsonProperty("promptCacheEntries", NullValueHandling = NullValueHandling.Ignore)]
+        public int PromptCacheEntries { get; set; }
+
+        [Preserve]
+        [JsonProperty("modelGpuLayers", NullValueHandling = NullValueHandling.Ignore)]
+        public int ModelGpuLayers { get; set; }
+
+        [Preserve]
+        [JsonProperty("modelGpuFallbackReason", NullValueHandling = NullValueHandling.Ignore)]
+        public string ModelGpuFallbackReason { get; set; } = "";
     }
 
     /// <summary>Connect client of coreai.v1.Orchestrator.</summary>

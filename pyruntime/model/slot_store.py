@@ -1,0 +1,181 @@
+"""Restart-warm NPCs: the slots' states saved by llama-server at a graceful stop, restored at the next start.
+
+llama-server writes and reads the files itself (`POST /slots/N?action=save|restore`, under
+`--slot-save-path`); this module decides what may be loaded. Its index (`slots.json`) records, for
+each file it asked llama-server to write, the conversation's digest, the file's size and SHA-256 and
+the identity of the model and engine that wrote it. A file is restored only when it is a regular file
+(not a link), of the recorded size and hash, written for this model, this context size and this
+llama-server binary: nothing another process put in the folder is loaded blindly. Files of ours
+that fail a check are removed; anything else in the folder is left alone.
+
+Pure file I/O; the HTTP calls are `hosting.LlamaServerProcess`'s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import stat
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+log = logging.getLogger("pyruntime.model")
+
+FORMAT = 1
+INDEX_NAME = "slots.json"
+_SUFFIX = ".slot"
+_NAME = re.compile(r"^[0-9a-f]{64}\.slot$")
+_HEADER_BYTES = 1 << 20  # how much of the model file its identity hashes
+MAX_INDEX_BYTES = 1 << 20
+
+
+def engine_identity(model_path: Path, n_ctx: int, binary: Path) -> str:
+    """A digest that differs whenever a saved state could not be loaded into this model as it runs now."""
+    model, engine = model_path.stat(), binary.stat()
+    digest = hashlib.sha256()
+    digest.update(f"{FORMAT}|{model.st_size}|{model.st_mtime_ns}|{n_ctx}|{engine.st_size}|{engine.st_mtime_ns}|"
+                  .encode())
+    with model_path.open("rb") as file:
+        digest.update(file.read(_HEADER_BYTES))
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class SavedSlot:
+    """One state file the index vouches for."""
+
+    conversation: str
+    file: str
+    bytes: int
+    sha256: str
+    saved_at: float
+
+
+def _digest(path: Path) -> tuple[int, str] | None:
+    """(size, SHA-256) of a regular file that is not a link; None otherwise."""
+    try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        digest = hashlib.sha256()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
+        with os.fdopen(fd, "rb") as file:
+            for block in iter(lambda: file.read(1 << 20), b""):
+                digest.update(block)
+        return info.st_size, digest.hexdigest()
+    except OSError:
+        return None
+
+
+class SlotStateStore:
+    """The slot state files of one engine identity in `folder`."""
+
+    def __init__(self, folder: Path, identity: str) -> None:
+        """Use `folder` (created 0700 if missing) for states of `identity` (`engine_identity`)."""
+        self.folder = Path(folder)
+        self.identity = identity
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if os.name == "posix":
+            os.chmod(self.folder, 0o700)
+
+    @staticmethod
+    def file_name(conversation: str) -> str:
+        """The file a conversation's state is saved as (the conversation is named by its 64-hex digest)."""
+        if not re.fullmatch(r"[0-9a-f]{64}", conversation):
+            raise ValueError("a conversation is named by its 64-hex digest")
+        return conversation + _SUFFIX
+
+    def prepare(self, conversation: str) -> str:
+        """Before llama-server saves a state: remove what is at its name (a link would be written through)."""
+        name = self.file_name(conversation)
+        try:
+            (self.folder / name).unlink()
+        except FileNotFoundError:
+            pass
+        return name
+
+    def record(self, conversations: list[str]) -> list[SavedSlot]:
+        """After llama-server saved them: index the states of `conversations` (most recent first); files of
+        ours that are not among them are removed. Returns what was indexed."""
+        saved = []
+        for conversation in conversations:
+            name = self.file_name(conversation)
+            digest = _digest(self.folder / name)
+            if digest is not None:
+                saved.append(SavedSlot(conversation, name, digest[0], digest[1], time.time()))
+        self._write_index(saved)
+        keep = {s.file for s in saved}
+        self._remove_ours(lambda name: name not in keep)
+        return saved
+
+    def restorable(self, limit: int) -> list[SavedSlot]:
+        """Up to `limit` states that pass every check, most recent first; files of ours that fail are removed."""
+        entries = self._read_index()
+        good = []
+        for entry in entries:
+            if len(good) >= limit:
+                break
+            digest = _digest(self.folder / entry.file)
+            if digest != (entry.bytes, entry.sha256):
+                log.warning("slot state: a file does not match what was saved; not loaded")
+                continue
+            good.append(entry)
+        keep = {s.file for s in good}
+        self._remove_ours(lambda name: name not in keep)
+        if len(good) != len(entries):
+            self._write_index(good)
+        return good
+
+    def forget(self, entry: SavedSlot) -> None:
+        """llama-server refused the file: remove it and its entry."""
+        self._remove_ours(lambda name: name == entry.file)
+        self._write_index([e for e in self._read_index() if e.file != entry.file])
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _read_index(self) -> list[SavedSlot]:
+        path = self.folder / INDEX_NAME
+        try:
+            info = path.lstat()
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_INDEX_BYTES:
+                return []
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("identity") != self.identity:
+            return []  # another model, context size or engine: its files are removed as unknown
+        entries = []
+        for raw in data.get("entries") or []:
+            try:
+                entry = SavedSlot(str(raw["conversation"]), str(raw["file"]), int(raw["bytes"]), str(raw["sha256"]),
+                                  float(raw["saved_at"]))
+            except (KeyError, TypeError, ValueError):
+                continue
+            if _NAME.match(entry.file) and entry.file == self.file_name(entry.conversation):
+                entries.append(entry)
+        return entries
+
+    def _write_index(self, entries: list[SavedSlot]) -> None:
+        path = self.folder / INDEX_NAME
+        temporary = path.with_name(f".{INDEX_NAME}.{os.getpid()}.tmp")
+        body = json.dumps({"format": FORMAT, "identity": self.identity, "entries": [asdict(e) for e in entries]})
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(body)
+        os.replace(temporary, path)
+
+    def _remove_ours(self, doomed: object) -> None:
+        try:
+            names = [p.name for p in self.folder.iterdir()]
+        except OSError:
+            return
+        for name in names:
+            if _NAME.match(name) and doomed(name):  # type: ignore[operator]
+                try:
+                    (self.folder / name).unlink()
+                except OSError:
+                    pass

@@ -1,0 +1,143 @@
+"""Slot affinity (pure): which of llama-server's parallel slots each conversation uses.
+
+A conversation keeps its slot while it is warm, so its KV cache stays where its next turn finds it
+(llama-server alone would pick a slot by prompt similarity, and NPCs sharing a persona prefix would
+land in each other's slots). A conversation without a slot takes the least recently used idle one;
+llama-server then moves that slot's previous conversation into its host prompt cache and loads the
+newcomer's state from there, if it has one (`--cache-ram`): cold NPCs are what the cache holds, and
+they are what it evicts first, never a live conversation's state.
+
+A request that keeps less than half of what its conversation's slot holds (a compaction replaced
+the head, a prewarm predicted a new one) supersedes that state: llama-server would copy it into the
+host cache, where nothing would ever use it again. `SlotUse.erase_first` says to drop it instead.
+
+Conversations are named by a digest (`conversation_id`), never by their key: keys carry player ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+ANONYMOUS = "anonymous"  # requests that name no conversation (memory writer, compaction) share one slot
+SUPERSEDED_KEEP = 0.5  # llama-server's own rule: a new prompt that keeps less than half of a slot's state
+
+
+def conversation_id(key: str) -> str:
+    """A stable name for a conversation's storage key that does not reveal it (SHA-256, 64 hex digits; the same
+    digest as the turn engine's `tail_anchors.conversation_digest`)."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def prompt_fingerprint(messages: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, int], ...]:
+    """Per message: a digest and its size in characters (what a slot's prompt is compared by)."""
+    out = []
+    for message in messages:
+        text = json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
+        out.append((hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest(), len(text)))
+    return tuple(out)
+
+
+def kept_fraction(old: Sequence[tuple[str, int]], new: Sequence[tuple[str, int]]) -> float:
+    """How much of the `old` prompt (by size) the `new` one starts with, whole messages only."""
+    total = sum(size for _, size in old)
+    if total == 0:
+        return 1.0
+    kept = 0
+    for (old_digest, size), (new_digest, _) in zip(old, new):
+        if old_digest != new_digest:
+            break
+        kept += size
+    return kept / total
+
+
+@dataclass(frozen=True)
+class SlotUse:
+    """One request's slot: send it as `id_slot`; `erase_first`: drop the slot's superseded state before."""
+
+    slot: int
+    conversation: str
+    erase_first: bool = False
+
+
+class SlotAffinity:
+    """The slots of one llama-server process: who holds each, what it was last sent, what is in flight."""
+
+    def __init__(self, slots: int) -> None:
+        """`slots` empty slots."""
+        if slots < 1:
+            raise ValueError("slots must be at least 1")
+        self.slots = slots
+        self._clock = itertools.count(1)
+        self._holder: list[str | None] = [None] * slots
+        self._sent: list[tuple[tuple[str, int], ...]] = [()] * slots
+        self._used: list[int] = [0] * slots
+        self._in_flight: list[int] = [0] * slots
+
+    def reset(self) -> None:
+        """Every slot empty (the engine restarted)."""
+        self.__init__(self.slots)  # type: ignore[misc]
+
+    def acquire(self, conversation: str | None, messages: Sequence[Mapping[str, Any]]) -> SlotUse:
+        """The slot for a request of `conversation` (None: the anonymous one); call `release` when it ends."""
+        name = conversation or ANONYMOUS
+        fingerprint = prompt_fingerprint(messages)
+        slot = self.slot_of(name)
+        erase = False
+        if slot is None:
+            slot = self._coldest()
+            self._holder[slot] = name
+        elif self._in_flight[slot] == 0:
+            erase = kept_fraction(self._sent[slot], fingerprint) < SUPERSEDED_KEEP
+        self._sent[slot] = fingerprint
+        self._used[slot] = next(self._clock)
+        self._in_flight[slot] += 1
+        return SlotUse(slot, name, erase)
+
+    def release(self, use: SlotUse) -> None:
+        """The request on `use.slot` ended."""
+        self._in_flight[use.slot] = max(0, self._in_flight[use.slot] - 1)
+
+    def forget(self, slot: int) -> None:
+        """The slot's state is gone (an error cleared it): the next request there starts it afresh."""
+        self._holder[slot] = None
+        self._sent[slot] = ()
+
+    def assign(self, conversation: str, slot: int) -> None:
+        """`conversation`'s state is in `slot` (restored from disk at start)."""
+        for other in range(self.slots):
+            if self._holder[other] == conversation:
+                self._holder[other] = None
+        self._holder[slot] = conversation
+        self._sent[slot] = ()
+        self._used[slot] = next(self._clock)
+
+    def slot_of(self, conversation: str) -> int | None:
+        """The slot `conversation` holds, or None."""
+        for slot, holder in enumerate(self._holder):
+            if holder == conversation:
+                return slot
+        return None
+
+    def holders(self) -> dict[int, str]:
+        """Slot -> the conversation it holds (slots that hold one)."""
+        return {slot: holder for slot, holder in enumerate(self._holder) if holder is not None}
+
+    def last_used(self, slot: int) -> int:
+        """A counter value: larger is more recent (0: never used)."""
+        return self._used[slot]
+
+    @property
+    def in_flight(self) -> int:
+        """Requests running on any slot now."""
+        return sum(self._in_flight)
+
+    def _coldest(self) -> int:
+        """An empty slot, else the least recently used idle one, else the least recently used one."""
+        idle = [s for s in range(self.slots) if self._in_flight[s] == 0]
+        pool = idle or list(range(self.slots))
+        return min(pool, key=lambda s: (self._holder[s] is not None, self._used[s]))
