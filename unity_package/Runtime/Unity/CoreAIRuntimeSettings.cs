@@ -23,10 +23,10 @@ namespace CoreAI.UnityIntegration
     [CreateAssetMenu(menuName = "CoreAI/Runtime Settings", fileName = "CoreAIRuntimeSettings")]
     public sealed class CoreAIRuntimeSettings : ScriptableObject
     {
-        /// <summary>The runtime's default chat-message cap per key (spec 3.1).</summary>
+        /// <summary>The runtime's default chat-message cap per key (contract §3.1).</summary>
         public const int DefaultChatHistoryMessageCap = 500;
 
-        /// <summary>The runtime's default transcript-row cap per key (spec 3.1).</summary>
+        /// <summary>The runtime's default transcript-row cap per key (contract §3.1).</summary>
         public const int DefaultTranscriptEntryCap = 2000;
 
         [Header("Runtime program")]
