@@ -182,7 +182,7 @@ class _Turn:
     overflow_retries: int = 0
     prepared: PreparedHistory | None = None
     cut_report: CutReport | None = None
-    cut_report_sent: bool = False
+    cut_report_sent: CutReport | None = None  # the report last streamed (one per attempt)
     finished: bool = False
     deadline: asyncio.Timeout | None = None  # the turn's timeout, paused while it waits for the model
     tool_allowance: int = 0  # TOOL_CALL_ALLOWANCE_TOKENS once tools are offered
@@ -529,10 +529,13 @@ class AiOrchestrator:
             base = await self._fit_history(turn, fit, system_prompt, tail, tools_sent)
             self._keep_tail_anchor(turn, tail)
             turn.sent = base
-            if turn.prepared is not None and not turn.cut_report_sent:
-                # Once per turn, for the history as finally sent (after any refit to the context).
-                turn.cut_report_sent = True
-                await emit(CutReportEvent(turn.prepared.cut_report))
+            if turn.prepared is not None and turn.prepared.cut_report is not turn.cut_report_sent:
+                # Once per attempt, for the history as sent (after any refit to the context): after an
+                # overflow retry the next one describes the request actually sent, as the final result does.
+                report = turn.prepared.cut_report
+                report.overflow_retries = turn.overflow_retries
+                turn.cut_report_sent = report
+                await emit(CutReportEvent(report))
             try:
                 await self._tool_loop(turn, base, offered, offered_defs, executor, guard, emit)
                 return
