@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pyruntime.history import LlmCompactionOptions, TokenCounter
 from pyruntime.model.client import OpenAICompatClient
@@ -80,6 +81,7 @@ def build_orchestrator(
     llm_compaction_enabled: bool = False,
     llm_compaction_options: LlmCompactionOptions | None = None,
     prewarm: bool | None = None,
+    **options: Any,
 ) -> AiOrchestrator:
     """An orchestrator for a hosted llama.cpp `server`, or any OpenAI-compatible `base_url`.
 
@@ -91,7 +93,7 @@ def build_orchestrator(
     with `await orchestrator.client.aclose()`.
     `prewarm` (None: on for a hosted `server`): evaluate each conversation's next prefix in the background
     after a turn (turns/prewarm.py). Off for a server we do not run: we cannot know that it keeps a prefix,
-    and each prewarm is one more request to it.
+    and each prewarm is one more request to it. `options`: further `AiOrchestrator` keyword arguments.
     """
     if server is not None:
         base_url = base_url or server.base_url
@@ -134,6 +136,7 @@ def build_orchestrator(
         memory_design=profile.memory_design,
         prewarm=server is not None if prewarm is None else prewarm,
         prompt_cache_status=server.status if server is not None else None,
+        **options,
     )
 
 
