@@ -26,7 +26,7 @@ class RuntimeServices:
                runner: TurnRunner | None = None, model_alias: str = "",
                readiness: ReadinessSource | None = None, admission: TurnAdmission | None = None,
                metrics: RuntimeMetrics | None = None,
-               model_memory: ModelMemorySource | None = None) -> "RuntimeServices":
+               model_memory: ModelMemorySource | None = None) -> RuntimeServices:
         """The services over stores; without a runner the turn RPCs answer UNAVAILABLE."""
         policy = policy if policy is not None else AgentMemoryPolicy()
         return cls(MemoryStoreService(stores, policy),
