@@ -4,7 +4,7 @@ The cache is `<--data-dir>/CoreAI/models` (the game's persistentDataPath), or `-
 per-user folder the chat uses (`<default data dir>/CoreAI/models`). `pull` shows a progress bar on stderr,
 resumes an interrupted download when run again, checks size, sha256 and the GGUF header before the file
 enters the cache, and names what went wrong otherwise (nothing half-written is left in the cache).
-`serve --model NAME` and `chat --model NAME` host a pulled model by its name. Exit codes: 0 done,
+`serve --model NAME` hosts a pulled model by its name (and pulls a catalogue model first). Exit codes: 0 done,
 1 failed (network, checksum, not pulled), 2 bad input.
 """
 
@@ -14,14 +14,17 @@ import argparse
 import json
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+from coreai.v1 import orchestrator_pb2
 from pyruntime.cli.chat import default_data_dir
 from pyruntime.cli.memory import EXIT_OK, _guarded
 from pyruntime.cli.progress import ProgressBar
+from pyruntime.errors import InvalidArgumentError
 from pyruntime.models import catalog
-from pyruntime.models.cache import ModelCache, PullRequest, models_dir
-from pyruntime.models.download import DEFAULT_TIMEOUT_S
+from pyruntime.models.cache import ModelCache, PullRequest, models_dir as models_dir_of
+from pyruntime.models.download import DEFAULT_TIMEOUT_S, DownloadError, DownloadProgress
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +60,7 @@ def cache_of(args: argparse.Namespace) -> ModelCache:
     if getattr(args, "models_dir", None) is not None:
         return ModelCache(args.models_dir)
     data_dir = args.data_dir if getattr(args, "data_dir", None) is not None else default_data_dir()
-    return ModelCache(models_dir(data_dir))
+    return ModelCache(models_dir_of(data_dir))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,3 +115,69 @@ def _list(cache: ModelCache, *, as_json: bool) -> int:
         print(f"  {'':<16} {row['description']}")
     sys.stdout.flush()
     return EXIT_OK
+
+
+@dataclass(frozen=True)
+class ModelPull:
+    """A named model `serve` must download before it can load it: what, and into which cache."""
+
+    request: PullRequest
+    cache: ModelCache
+
+
+def resolve_model_flag(model: Path | None, *, models_dir: Path | None,
+                       data_dir: Path | None) -> tuple[Path | None, ModelPull | None]:
+    """`--model` of serve: a .gguf path as it is; a name -> its pulled file, or where a catalogue model will go.
+
+    A name is looked up in --models-dir, else in <data-dir>/CoreAI/models and then the per-user cache that
+    `models pull` fills by default. A catalogue model that is in none of them is pulled into the first of those
+    folders (the second value says so); any other unknown name is an InvalidArgumentError.
+    """
+    if model is None or model.suffix.lower() == ".gguf" or model.is_file():
+        return model, None  # a file that is not .gguf is refused by serve's checks, naming the flag
+    try:
+        name = catalog.check_name(model.name)
+    except InvalidArgumentError:
+        raise InvalidArgumentError("--model must be a .gguf file or a model name") from None
+    caches = [ModelCache(models_dir)] if models_dir is not None else [
+        *([ModelCache(models_dir_of(data_dir))] if data_dir is not None else []),
+        ModelCache(models_dir_of(default_data_dir()))]
+    for cache in caches:
+        pulled = cache.get(name)
+        if pulled is not None:
+            return pulled.path, None
+    if catalog.find(name) is None:
+        raise InvalidArgumentError(f"--model must be a .gguf file or the name of a pulled or catalogue model; {name} is "
+                                   "neither (coreai-runtime models list; pull a URL with: coreai-runtime models pull URL)")
+    return caches[0].model_file(name), ModelPull(PullRequest.of(name), caches[0])
+
+
+class PullStatus:
+    """The progress of serve's model download, read by Health (and by the readiness's `state`/`reason`)."""
+
+    state = "loading"
+
+    def __init__(self, name: str, total: int | None = None) -> None:
+        self.name = name
+        self.cancelled = False
+        self._latest = DownloadProgress(0, total)
+
+    def update(self, progress: DownloadProgress) -> None:
+        """The download's progress callback; stops the download once serve is stopping."""
+        if self.cancelled:
+            raise DownloadError("the download was stopped (serve is stopping); it resumes at the next start",
+                                resumable=True)
+        self._latest = progress
+
+    @property
+    def reason(self) -> str:
+        """What Health says meanwhile."""
+        p = self._latest
+        done = f"{p.fraction * 100:.0f}% of {p.total / 1e6:,.0f} MB" if p.fraction is not None else \
+            f"{p.received / 1e6:,.0f} MB"
+        return f"downloading model {self.name}: {done}"
+
+    def message(self) -> orchestrator_pb2.ModelDownload:
+        """The Health field."""
+        return orchestrator_pb2.ModelDownload(model=self.name, received_bytes=self._latest.received,
+                                              total_bytes=self._latest.total or 0)

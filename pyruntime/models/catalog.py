@@ -67,7 +67,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
         context_length=8192,
         tool_mode="structured",
         memory_design="writer",
-        description="SmolLM2-1.7B-Instruct Q4_K_M (the publisher's own GGUF): better NPC dialogue, ~1 GB",
+        description="SmolLM2-1.7B-Instruct Q4_K_M (the publisher's own GGUF): 1.7B parameters, better NPC dialogue",
         checksum_source=f"not verified here (no access to the host): sha256 from the {_LOCALAI}",
     ),
     CatalogEntry(
@@ -80,7 +80,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
         context_length=131072,
         tool_mode="native",
         memory_design="tool",
-        description="Llama-3.2-1B-Instruct Q4_K_M: trained for tool calls; a good memory-tool NPC under 1 GB",
+        description="Llama-3.2-1B-Instruct Q4_K_M: 1B parameters, trained for tool calls",
         checksum_source=f"not verified here (no access to the host): sha256 from the {_LOCALAI}",
     ),
     CatalogEntry(
@@ -92,7 +92,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
         context_length=32768,
         tool_mode="structured",
         memory_design="writer",
-        description="Gemma-3-1B-it Q4_K_M (ggml-org's GGUF): natural dialogue, no native tool-call format",
+        description="Gemma-3-1B-it Q4_K_M (ggml-org's GGUF): 1B parameters, no native tool-call format",
         checksum_source=f"not verified here (no access to the host): sha256 from the {_LOCALAI}",
     ),
     CatalogEntry(
@@ -105,7 +105,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
         context_length=131072,
         tool_mode="native",
         memory_design="tool",
-        description="Llama-3.2-3B-Instruct Q4_K_M: the strongest here for tools and memory; ~2 GB, wants 4 GB RAM",
+        description="Llama-3.2-3B-Instruct Q4_K_M: 3B parameters, the strongest here for tools and memory",
         checksum_source=f"not verified here (no access to the host): sha256 from the {_LOCALAI}",
     ),
 )
