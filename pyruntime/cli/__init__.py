@@ -4,8 +4,8 @@ Each subcommand lives in its own module with a `register(subparsers)` function t
 parser and sets `handler` (a callable taking the parsed args and returning the exit code).
 
 Only the module of the command being run is imported: the saves commands (`memory`, `history`,
-`export`, `import`, `migrate`) come with the base install, while `serve` and `chat` need the hosted
-runtime's extra; without it they exit 2 saying what to install, and the saves commands still work.
+`export`, `import`, `migrate`) come with the base install, while `serve`, `chat` and `models` need the
+hosted runtime's extra; without it they exit 2 saying what to install, and the saves commands still work.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "export": ("pyruntime.cli.memory", None),
     "import": ("pyruntime.cli.memory", None),
     "migrate": ("pyruntime.cli.migrate", None),
+    "models": ("pyruntime.cli.models", "serve"),  # downloads with httpx
 }
 EXIT_USAGE = 2
 
