@@ -7,7 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from coreai.v1 import common_pb2, memory_store_pb2 as ms, orchestrator_pb2 as orch
+from coreai.v1 import common_pb2
+from coreai.v1 import memory_store_pb2 as ms
+from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory import MEMORY_ARGUMENT_NAMES, MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
@@ -31,6 +33,7 @@ class RuntimeHealth:
     model_rss_bytes: int = 0  # the hosted model server's resident memory (0: none, or not Linux)
     prompt_cache_used_bytes: int = 0
     prompt_cache_limit_bytes: int = 0  # 0: the prompt cache is off
+    model_download: ModelDownloadStatus | None = None  # while the runtime downloads its model first
     model_state: str = ""  # "none" | "loading" | "ready" | "restarting" | "failed"
     model_state_reason: str = ""  # why the model is not ready ("" when it is)
     model_restarts: int = 0
@@ -39,6 +42,15 @@ class RuntimeHealth:
     prompt_cache_entries: int = 0
     model_gpu_layers: int = 0  # layers on the GPU now (0: CPU)
     model_gpu_fallback_reason: str = ""  # why fewer layers than asked run on the GPU
+
+
+@dataclass(frozen=True)
+class ModelDownloadStatus:
+    """A model download the runtime is doing before it loads the model."""
+
+    model: str
+    received_bytes: int
+    total_bytes: int  # 0: not known yet
 
 
 def target(role_id: str, scope: AgentMemoryScope | None, actor: str | None) -> common_pb2.AgentTarget:
@@ -156,7 +168,11 @@ def health(response: orch.HealthResponse) -> RuntimeHealth:
     """The Health answer."""
     return RuntimeHealth(response.ready, response.model, response.version, response.model_ready,
                          response.memory_design, response.model_rss_bytes, response.prompt_cache_used_bytes,
-                         response.prompt_cache_limit_bytes, response.model_state, response.model_state_reason,
+                         response.prompt_cache_limit_bytes,
+                         ModelDownloadStatus(response.model_download.model, response.model_download.received_bytes,
+                                             response.model_download.total_bytes)
+                         if response.HasField("model_download") else None,
+                         response.model_state, response.model_state_reason,
                          response.model_restarts, response.model_slots, response.model_slots_busy,
                          response.prompt_cache_entries, response.model_gpu_layers,
                          response.model_gpu_fallback_reason)

@@ -79,7 +79,7 @@ def default_prompt_cache_mb(model_path: Path) -> int:
 
 @dataclass(frozen=True)
 class LlamaServerConfig:
-    """Game-ready settings of one hosted model (see docs/engine.md)."""
+    """Game-ready settings of one hosted model (see docs/engine.md and contract §8)."""
 
     model_path: Path
     alias: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 import pyruntime
@@ -61,6 +61,8 @@ class OrchestratorService:
         self.memory_design = ""  # set by whoever builds the turn engine ("tool" | "writer"); reported in Health
         self.readiness: ReadinessSource = readiness or no_model
         self.model_memory: ModelMemorySource = model_memory or no_model_memory
+        # While serve downloads its model by name: the download's progress for Health (None: no download).
+        self.model_download: Callable[[], pb.ModelDownload | None] = lambda: None
         self.admission = admission or TurnAdmission()
         self.metrics = metrics or RuntimeMetrics()
         self.metrics.watch_turns_in_flight(lambda: self.admission.in_flight)
@@ -224,4 +226,5 @@ class OrchestratorService:
                                  model_restarts=readiness.restarts, model_slots=memory.slots,
                                  model_slots_busy=memory.slots_busy, prompt_cache_entries=memory.prompt_cache_entries,
                                  model_gpu_layers=memory.gpu_layers,
-                                 model_gpu_fallback_reason=memory.gpu_fallback_reason)
+                                 model_gpu_fallback_reason=memory.gpu_fallback_reason,
+                                 model_download=self.model_download())
