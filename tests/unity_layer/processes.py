@@ -42,6 +42,19 @@ def tree(pid: int) -> list[int]:
     return result
 
 
+def engine_of(runtime_pid: int) -> list[int]:
+    """The runtime's model server processes (llama.cpp's llama-server, children of the runtime)."""
+    return [pid for pid in children(runtime_pid) if _engine(pid)]
+
+
+def _engine(pid: int) -> bool:
+    try:
+        argv = cmdline(pid)
+    except OSError:
+        return False
+    return bool(argv) and Path(argv[0]).name.startswith("llama-server")
+
+
 def cmdline(pid: int) -> list[str]:
     """The argv of `pid`."""
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]

@@ -17,7 +17,8 @@ from pyruntime.client import RuntimeClient
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
 from tests.unity_layer.dotnet import ROOT
-from tests.unity_layer.processes import cmdline, environ, is_alive, processes_mentioning, wait_for
+from pyruntime.model.llama_server import binary_name
+from tests.unity_layer.processes import cmdline, engine_of, environ, is_alive, wait_for
 from tests.unity_layer.test_launcher_lifeline import sigkill_game_and_check_runtime_gone
 from tools.build_runtime import DEFAULT_DIST, DEFAULT_WORK, build, scrubbed_environment
 
@@ -74,9 +75,8 @@ def test_the_launcher_runs_the_frozen_runtime_end_to_end(frozen_runtime: Path, m
     runtime = endpoint.ProcessId
     assert cmdline(runtime)[0] == str(frozen_runtime)
     assert _no_python_on(environ(runtime)["PATH"])
-    [model] = [pid for pid in processes_mentioning("pyruntime.model.llama_server")
-               if any(f'"port": {options.ModelPort},' in arg for arg in cmdline(pid))]
-    assert cmdline(model)[0] == str(frozen_runtime)  # the model child is the same executable, no python
+    [model] = engine_of(runtime)
+    assert cmdline(model)[0] == str(frozen_runtime.parent / binary_name())  # the shipped llama-server, no python
     with RuntimeClient(endpoint.ConnectBaseUrl, token=endpoint.Token, timeout=120) as client:
         health = client.health()
         assert health.ready and health.model_ready

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.unity_layer.processes import cmdline, environ, is_alive, processes_mentioning, tree, wait_for
+from tests.unity_layer.processes import cmdline, engine_of, environ, is_alive, processes_mentioning, tree, wait_for
 
 
 def _health(endpoint) -> dict:
@@ -83,8 +83,7 @@ def test_a_runtime_caught_while_its_model_restarts_is_reused(make_options, launc
     pid = endpoint.ProcessId
     first.Detach()
     model.write_bytes(b"not a model")  # every restart fails: the runtime stays "restarting" for a while
-    [child] = [p for p in processes_mentioning("pyruntime.model.llama_server")
-               if any(f'"port": {options.ModelPort},' in arg for arg in cmdline(p))]
+    [child] = engine_of(pid)
     os.kill(child, signal.SIGKILL)
     wait_for(lambda: httpx.get(f"{endpoint.ConnectBaseUrl}/healthz", timeout=5.0).status_code == 503, 30,
              "/healthz answers 503 while the model restarts")

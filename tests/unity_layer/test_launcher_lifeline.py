@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.unity_layer.conftest import PYTHON, free_ports
 from tests.unity_layer.dotnet import ROOT
-from tests.unity_layer.processes import cmdline, is_alive, processes_mentioning, wait_for
+from tests.unity_layer.processes import cmdline, engine_of, is_alive, wait_for
 
 BOUND_S = 20.0  # generous for a loaded machine; bench/bench_lifeline.py measures the real time
 
@@ -82,8 +82,7 @@ def sigkill_game_and_check_runtime_gone(runtime: str, runtime_args: list[str], m
         runtime_pid = json.loads(line)["runtime"]
         argv = cmdline(runtime_pid)
         assert argv[0] == runtime and argv[argv.index("--parent-pid") + 1] == str(game.pid)
-        [model_pid] = [pid for pid in processes_mentioning("pyruntime.model.llama_server")
-                       if any(f'"port": {model_port},' in arg for arg in cmdline(pid))]
+        [model_pid] = engine_of(runtime_pid)
         game.kill()  # SIGKILL: no launcher code runs; the runtime has to notice on its own
         wait_for(lambda: not is_alive(runtime_pid) and not is_alive(model_pid), BOUND_S,
                  "the runtime and its model child to exit after the game's SIGKILL")
