@@ -20,6 +20,7 @@ from pyruntime.model.compat import (
     error_from_response,
     force_tool_by_schema,
     forced_completion,
+    named_choice_as_required,
     parse_chunk,
     parse_completion,
 )
@@ -170,8 +171,14 @@ class OpenAICompatClient:
         return forced_completion(forced, completion) if forced is not None else completion
 
     def _forced(self, body: dict[str, Any]) -> ForcedCall | None:
-        """A forced tool call asked as a schema, where the model's template renders no tools."""
-        return force_tool_by_schema(body) if self.forced_tools_as_schema else None
+        """The body in the server's dialect (in place); the forced call asked as a schema, if one was."""
+        if self.forced_tools_as_schema:
+            forced = force_tool_by_schema(body)
+            if forced is not None:
+                return forced
+        if self.llama_server:
+            named_choice_as_required(body)
+        return None
 
     async def _post_with_retry(self, body: Mapping[str, Any]) -> httpx.Response:
         """POST a completion; a kept-alive connection the server closed before answering is retried once.
@@ -373,7 +380,6 @@ class OpenAICompatClient:
             max_tokens=max_tokens,
             extra=extra,
             json_schema_as_json_object=self._json_schema_as_json_object,
-            named_tool_choice=not self.llama_server,
         )
 
     @staticmethod

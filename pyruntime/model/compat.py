@@ -89,12 +89,8 @@ def build_chat_request(
     max_tokens: int | None = None,
     extra: Mapping[str, Any] | None = None,
     json_schema_as_json_object: bool = True,
-    named_tool_choice: bool = True,
 ) -> dict[str, Any]:
-    """The JSON body of `POST /chat/completions`; `extra` keys are sent as given (e.g. `seed`).
-
-    `named_tool_choice` False (llama-server): a tool forced by name is sent as `required` with only that tool.
-    """
+    """The JSON body of `POST /chat/completions`; `extra` keys are sent as given (e.g. `seed`)."""
     if not messages:
         raise ValueError("a chat request needs at least one message")
     body: dict[str, Any] = {"messages": normalize_messages(messages), "stream": stream}
@@ -103,10 +99,6 @@ def build_chat_request(
     if tools:
         body["tools"] = [dict(t) for t in tools]
     choice = normalize_tool_choice(tool_choice)
-    if isinstance(choice, dict) and not named_tool_choice and tools:
-        name = (choice.get("function") or {}).get("name")
-        body["tools"] = [t for t in body["tools"] if (t.get("function") or {}).get("name") == name] or body["tools"]
-        choice = "required"  # llama-server reads tool_choice as a string only
     if choice is not None:
         body["tool_choice"] = choice
     if response_format is not None:
@@ -120,6 +112,16 @@ def build_chat_request(
     if extra:
         body.update(extra)
     return body
+
+
+def named_choice_as_required(body: dict[str, Any]) -> None:
+    """llama-server reads `tool_choice` as a string only: a tool forced by name becomes `required` with that tool
+    alone (in place)."""
+    choice, tools = body.get("tool_choice"), body.get("tools")
+    if isinstance(choice, Mapping) and tools:
+        name = (choice.get("function") or {}).get("name")
+        body["tools"] = [t for t in tools if (t.get("function") or {}).get("name") == name] or tools
+        body["tool_choice"] = "required"
 
 
 @dataclass(frozen=True)
@@ -249,6 +251,10 @@ def parse_chunk(data: Mapping[str, Any]) -> list[StreamDelta]:
     if "error" in data:
         raise error_from_body(None, data)
     deltas: list[StreamDelta] = []
+    # The chunk's counts first: a consumer that stops at this chunk's text (the output cap) still has them.
+    usage = _usage(data.get("usage")) or _timings_usage(data.get("timings"))
+    if usage is not None:
+        deltas.append(UsageDelta(usage))
     for choice in (data.get("choices") or [])[:1]:
         delta = choice.get("delta") or {}
         if delta.get("content"):
@@ -265,9 +271,6 @@ def parse_chunk(data: Mapping[str, Any]) -> list[StreamDelta]:
             )
         if choice.get("finish_reason"):
             deltas.append(FinishDelta(choice["finish_reason"]))
-    usage = _usage(data.get("usage")) or _timings_usage(data.get("timings"))
-    if usage is not None:
-        deltas.append(UsageDelta(usage))
     return deltas
 
 

@@ -1,12 +1,13 @@
 """The model server (llama.cpp's llama-server, a native binary) dies with the runtime on every OS.
 
-- Linux: the kernel kills it when its parent dies (PR_SET_PDEATHSIG = SIGKILL, set between fork and
-  exec). That signal fires when the *thread* that spawned the child ends, so every model server is
-  spawned from one thread that lives as long as the runtime (`spawn_model_server`), never from a
-  worker or watchdog thread.
-- macOS (no such signal): the binary runs under `model/keeper.py`, a small Python process that
-  watches the runtime (`getppid()` changes the moment it dies, SIGKILL included) and kills the server
-  then; both share one process group, which the runtime kills as one.
+- Linux: the kernel kills it when its parent dies (PR_SET_PDEATHSIG = SIGKILL, set by util-linux's
+  `setpriv --pdeathsig KILL` before it execs the server: no Python code runs between fork and exec,
+  which in a process with gRPC threads is unsafe, and gRPC logs each such fork). That signal fires
+  when the *thread* that spawned the child ends, so every model server is spawned from one thread
+  that lives as long as the runtime (`spawn_model_server`), never from a worker or watchdog thread.
+- macOS (no such signal), and Linux without `setpriv`: the binary runs under `model/keeper.py`, a
+  small Python process that watches the runtime (`getppid()` changes the moment it dies, SIGKILL
+  included) and kills the server then; both share one process group, which the runtime kills as one.
 - Windows: a parent's death changes nothing the child can see, so the runtime puts the child in a job
   object with JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE and never closes the job's handle; the OS closes it
   when the runtime dies (however it dies), which kills the child.
@@ -17,10 +18,10 @@ Spawn options also keep console signals (Ctrl+C) away from the child: the runtim
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -68,20 +69,6 @@ class JobLimits(ctypes.Structure):
     ]
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent(prctl: Any, parent: int) -> Callable[[], None]:
-    """A preexec function (runs in the forked child before exec): SIGKILL when the parent thread ends."""
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        if os.getppid() != parent:  # the runtime died between fork and prctl
-            os._exit(1)
-
-    return preexec
-
-
 class _Spawner:
     """The one thread that spawns model servers on Linux, so their PR_SET_PDEATHSIG lasts as long as we do."""
 
@@ -119,16 +106,25 @@ def keeper_command(command: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "pyruntime.model.keeper", str(os.getpid()), "--", *command]
 
 
-def spawn_model_server(command: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
+def lifeline_kind() -> str:
+    """How the model server is tied to this process here: `pdeathsig`, `keeper` or `job` (see the docstring)."""
+    if sys.platform == "win32":
+        return "job"
+    if sys.platform.startswith("linux") and shutil.which("setpriv"):
+        return "pdeathsig"
+    return "keeper"
+
+
+def spawn_model_server(command: Sequence[str], *, kind: str | None = None, **popen: Any) -> subprocess.Popen[bytes]:
     """Start the model server so that it dies with this process however it dies (see the module docstring)."""
     options = {**child_popen_options(), **popen}
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        preexec = _die_with_parent(libc.prctl, os.getpid())
-        process: subprocess.Popen[bytes] = _SPAWNER.run(
-            lambda: subprocess.Popen(list(command), preexec_fn=preexec, **options))
+    kind = kind or lifeline_kind()
+    if kind == "pdeathsig":
+        setpriv = shutil.which("setpriv") or "setpriv"
+        tied = [setpriv, "--pdeathsig", "KILL", "--", *command]
+        process: subprocess.Popen[bytes] = _SPAWNER.run(lambda: subprocess.Popen(tied, **options))
         return process
-    if sys.platform == "darwin":
+    if kind == "keeper":
         return subprocess.Popen(keeper_command(command), **options)
     process = subprocess.Popen(list(command), **options)
     tie_child_to_this_process(process)
@@ -136,8 +132,8 @@ def spawn_model_server(command: Sequence[str], **popen: Any) -> subprocess.Popen
 
 
 def kill_model_server(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the server (and on macOS its keeper: one process group); Windows: TerminateProcess."""
-    if sys.platform == "darwin":
+    """SIGKILL the server (and a keeper with it: one process group); Windows: TerminateProcess."""
+    if process.args and "pyruntime.model.keeper" in list(process.args):  # type: ignore[arg-type]
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

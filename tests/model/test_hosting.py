@@ -110,16 +110,21 @@ def test_a_child_that_dies_while_loading_is_reported_with_its_last_words(tmp_pat
     assert not server.is_alive()
 
 
-def test_the_child_exits_when_its_parent_dies(tiny_model_path, tmp_path):
+@pytest.mark.parametrize("kind", ["pdeathsig", "keeper"])
+def test_the_child_exits_when_its_parent_dies(tiny_model_path, tmp_path, kind):
+    # pdeathsig: Linux with util-linux's setpriv (the kernel kills the engine); keeper: macOS, or Linux without
+    # setpriv (a small Python process watches the runtime). Either way no llama-server outlives a SIGKILLed runtime.
     pid_file = tmp_path / "child.pid"
     script = textwrap.dedent(
         f"""
         import sys, time
         from pathlib import Path
         sys.path.insert(0, {str(ROOT)!r})
+        import pyruntime.model.lifeline as lifeline
+        lifeline.lifeline_kind = lambda: {kind!r}
         from pyruntime.model.hosting import LlamaServerProcess
         from pyruntime.model.llama_server import LlamaServerConfig
-        config = LlamaServerConfig(model_path=Path({str(tiny_model_path)!r}), alias="t", port={free_port()})
+        config = LlamaServerConfig(model_path=Path({str(tiny_model_path)!r}), alias="t", port={free_port()}, n_threads=1)
         s = LlamaServerProcess(config)
         s.start(timeout=60)
         Path({str(pid_file)!r}).write_text(str(s.pid))
@@ -132,13 +137,21 @@ def test_the_child_exits_when_its_parent_dies(tiny_model_path, tmp_path):
         while not pid_file.exists() and time.monotonic() < deadline and parent.poll() is None:
             time.sleep(0.05)
         child = int(pid_file.read_text())
+        engines = [child, *_children(child)]  # the keeper's llama-server too
+        assert any(Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0].endswith(b"llama-server") for p in engines)
     finally:
         parent.send_signal(signal.SIGKILL)
         parent.wait()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _running(child):
+    while time.monotonic() < deadline and any(_running(p) for p in engines):
         time.sleep(0.1)
-    assert not _running(child)
+    assert not any(_running(p) for p in engines)
+
+
+def _children(pid: int) -> list[int]:
+    from tests.unity_layer.processes import children
+
+    return children(pid)
 
 
 def _running(pid: int) -> bool:

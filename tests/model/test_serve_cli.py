@@ -179,8 +179,10 @@ def test_with_the_disk_prompt_cache_a_restarted_runtime_starts_the_npc_warm(tiny
             ready = serve.ready()
             token = read_token_file(Path(ready["token_file"]))
             with RuntimeClient(f"grpc://127.0.0.1:{ready['grpc_port']}", token=token, timeout=120) as client:
+                # Temperature 0: the same request gets the same reply in both runs (llama-server seeds each
+                # request afresh, so at the default temperature the two runs' histories would differ).
                 turns = [client.run_task(hint, role_id="PlainChat", scope=SCOPE, max_output_tokens=8,
-                                         forced_tool_mode="none") for hint in hints]
+                                         forced_tool_mode="none", temperature=0.0) for hint in hints]
         finally:
             assert serve.stop() == 0
         assert [t.status for t in turns] == [pb.TURN_STATUS_OK] * len(hints)

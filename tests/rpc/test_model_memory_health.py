@@ -1,5 +1,6 @@
-"""Health and /metrics report the hosted model server's memory (issue 13): its RSS and the prompt cache's use and
-budget, read from the real tiny llama.cpp child (RSS from /proc, the cache from the watchdog's status probe)."""
+"""Health and /metrics report the hosted model server's memory (issue 13) and slots (issue 23): its RSS, the host
+prompt cache's use and budget, the slots busy and idle, read from the real tiny llama-server (RSS from /proc, the
+cache from llama-server's log, the slots from the watchdog's probe)."""
 
 from __future__ import annotations
 
@@ -42,8 +43,10 @@ class Hosted:
 
 @pytest.fixture(scope="module")
 def hosted(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosted]:
+    # One slot: each NPC's turn moves the other's state into the host prompt cache (with more slots each NPC
+    # keeps its own, and the cache stays empty).
     server = LlamaServerProcess(LlamaServerConfig(model_path=tiny_model_path, alias=TINY_MODEL_ALIAS,
-                                                  port=free_port(), n_threads=1, prompt_cache_mb=CACHE_MB))
+                                                  port=free_port(), n_threads=1, prompt_cache_mb=CACHE_MB, slots=1))
     supervisor = ModelSupervisor(server, WatchdogSettings(interval_s=0.1))
     supervisor.start()
     stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
@@ -80,14 +83,18 @@ def test_health_reports_the_model_servers_memory_and_the_cache_growing(hosted: H
         assert before.model_ready and before.prompt_cache_limit_bytes == CACHE_MB << 20
         if LINUX:
             assert before.model_rss_bytes > 10 << 20  # a loaded llama.cpp with Python: tens of MB at least
+        assert before.model_state == "ready" and before.model_slots == 1 and before.model_slots_busy == 0
         used = before.prompt_cache_used_bytes
-        for npc in ("Bram", "Elda"):  # two NPCs: two states the cache keeps side by side
+        for npc in ("Bram", "Elda", "Tomas"):  # the slot's previous NPC goes to the cache at each turn
             role = f"{npc}{transport}"
             client.configure_role(RoleMemoryConfig(role, use_memory_tool=False, max_output_tokens=4,
                                                    temperature=0.0, system_prompt=f"You are {npc} ({transport})."))
             assert client.run_task("hello", role_id=role, scope=SCOPE).status == pb.TURN_STATUS_OK
+            if npc == "Bram" and used == 0:
+                continue  # the first NPC of the run only fills the slot
             health = _cache_used_after(hosted, transport, used)
             assert used < health.prompt_cache_used_bytes <= health.prompt_cache_limit_bytes
+            assert health.prompt_cache_entries >= 1
             used = health.prompt_cache_used_bytes
 
 
@@ -100,6 +107,9 @@ def test_metrics_carry_the_same_gauges(hosted: Hosted) -> None:
     with hosted.runtime.client("grpc") as client:
         health = client.health()
     assert samples["coreai_prompt_cache_used_bytes"] <= health.prompt_cache_used_bytes  # it only grew since
+    slots = {s.labels["state"]: s.value for f in text_string_to_metric_families(text) for s in f.samples
+             if s.name == "coreai_model_slots"}
+    assert slots == {"busy": 0.0, "idle": 1.0}
 
 
 def test_a_runtime_without_a_hosted_model_reports_zeros(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ queue slot, so admitted turns wait behind it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,7 +36,7 @@ SHORT_S = 0.5  # connection timeouts far below how long the held turns wait
 
 
 class HeldModel:
-    """Holds the runtime's model queue slot (as a running generation would) until released."""
+    """Holds every slot of the runtime's model queue (as running generations would) until released."""
 
     def __init__(self, runtime: Runtime, orchestrator: AiOrchestrator) -> None:
         self._loop = runtime.handle.loop
@@ -46,7 +47,9 @@ class HeldModel:
 
     async def _hold(self) -> None:
         self._release = asyncio.Event()
-        async with self._queue.slot():
+        async with contextlib.AsyncExitStack() as stack:
+            for _ in range(self._queue.capacity):  # the engine's parallel slots
+                await stack.enter_async_context(self._queue.slot())
             self._held.set()
             await self._release.wait()
 

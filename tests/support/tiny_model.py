@@ -124,6 +124,11 @@ def write_tiny_model(path: Path, *, context_length: int = TINY_CONTEXT_LENGTH, e
         # Logit 0 for every control token (end-of-turn ones included) against ~N(0, 1.6) rivals over
         # ~350 tokens: never the pick.
         output[[i for i, t in enumerate(types) if t in (gguf.TokenType.CONTROL, gguf.TokenType.UNKNOWN)]] = 0.0
+    elif not stuck_utf8:
+        # The same for the tokens that render as nothing (control bytes, <s>, <unk>): a reply is visible text,
+        # or ends (<|im_end|> keeps its row).
+        silent = [i for i, t in enumerate(types) if t in (gguf.TokenType.CONTROL, gguf.TokenType.UNKNOWN)]
+        output[[i for i in silent if i != im_end]] = 0.0
     writer.add_tensor("output.weight", output)
     for layer in range(_LAYERS):
         block = f"blk.{layer}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,15 +31,22 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 class RecordingClient(OpenAICompatClient):
-    """The real client; it also keeps every request body it sent (the model call itself stays real)."""
+    """The real client; it also keeps every request body the turn engine asked for (the model call stays real).
+
+    It speaks the hosted engine's dialect, as `build_orchestrator` makes the runtime's own client do: the tiny
+    model's template renders no tools, so a forced call goes to llama-server as a JSON schema. The bodies kept
+    are the requests as built, before that translation.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("llama_server", True)
+        kwargs.setdefault("forced_tools_as_schema", True)
         super().__init__(*args, **kwargs)
         self.bodies: list[dict[str, Any]] = []
 
     async def _request_body(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         body = await super()._request_body(*args, **kwargs)
-        self.bodies.append(body)
+        self.bodies.append(copy.deepcopy(body))
         return body
 
 

@@ -192,8 +192,14 @@ def test_after_an_overflow_retry_the_streamed_cut_report_describes_the_request_s
 def test_overflow_gives_up_after_three_retries(tiny_server_url: str, memory_stores: StoreBundle) -> None:
     orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=_policy())
     hint = "x" * 5000  # never fits the 2048-token context, whatever the history
-    result = run(orchestrator.run_task(AiTaskRequest(hint, "Talker", max_output_tokens=16)))
-    run(client.aclose())
+
+    async def turn():
+        try:
+            return await orchestrator.run_task(AiTaskRequest(hint, "Talker", max_output_tokens=16))
+        finally:
+            await client.aclose()  # on the loop of its kept-alive connection
+
+    result = run(turn())
     assert result.status is TurnStatus.FAILED and "context window" in result.error
     assert result.usage.model_calls == 4 and result.cut_report.overflow_retries == 3
     assert _chat(memory_stores) == [("user", hint)]

@@ -177,10 +177,10 @@ def test_a_turn_is_warm_already_when_its_request_starts_the_next_one() -> None:
 
 def test_with_the_prompt_cache_a_prewarm_leaves_no_entry_behind(tiny_model_path: Path) -> None:
     # The prewarm's state (its prompt, the generation prompt, one token) is the next turn's prefix but for
-    # those last tokens: the turn's save replaces it, as it replaces the turn before (model/prompt_cache.py).
+    # those last tokens: the turn extends it in the same slot, nothing goes to the host cache for it.
     entries = {}
     for flag in (True, False):
-        server = start_llama_server(tiny_model_path, prompt_cache_mb=64)
+        server = start_llama_server(tiny_model_path, prompt_cache_mb=64, slots=1)
         try:
             # With the server's status, as `build_orchestrator` wires it: the cache has room, so prewarms go out.
             session = _session(server.base_url, prewarm=flag, prompt_cache_status=server.status)
@@ -213,11 +213,16 @@ def _writer_session(url: str, *, prewarm: bool) -> tuple[list[TaskResult], list[
     return results, client.bodies, orchestrator.prewarms.stats
 
 
-def test_after_a_writer_pass_the_prewarm_puts_the_conversation_back(tiny_server_url: str) -> None:
-    # The writer pass's request replaces the conversation in llama.cpp's one KV sequence (no prompt cache):
-    # the prewarm, queued behind it, evaluates the conversation again before the player's next line.
-    on, on_bodies, stats = _writer_session(tiny_server_url, prewarm=True)
-    off, off_bodies, _ = _writer_session(tiny_server_url, prewarm=False)
+def test_after_a_writer_pass_the_prewarm_puts_the_conversation_back(tiny_model_path: Path) -> None:
+    # With one slot and no host prompt cache the writer pass's request replaces the conversation in the
+    # engine's KV cache: the prewarm, queued behind it, evaluates the conversation again before the player's
+    # next line. (With slots, each keeps its own; with the host cache, the conversation comes back from it.)
+    server = start_llama_server(tiny_model_path, slots=1, prompt_cache_mb=0)
+    try:
+        on, on_bodies, stats = _writer_session(server.base_url, prewarm=True)
+        off, off_bodies, _ = _writer_session(server.base_url, prewarm=False)
+    finally:
+        server.stop()
     kinds = ["turn" if _is_turn(b) else "prewarm" if _is_prewarm(b) else "writer" for b in on_bodies]
     # One decision per statement, then the prewarm; after the question no writer call and nothing to warm.
     assert kinds == ["turn", "writer", "writer", "prewarm", "turn"], kinds

@@ -56,8 +56,9 @@ def _stream(orchestrator, client, request: AiTaskRequest) -> list:
 
 def test_structured_mode_runs_grammar_constrained_calls(tiny_server_url: str, memory_stores: StoreBundle) -> None:
     policy, tools, calls = _setup()
+    # One call per round: the random model's replies decide how many it makes, the transcript's order is the test.
     orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=policy, tools=tools,
-                                             tool_mode="structured")
+                                             tool_mode="structured", max_calls_per_round=1)
     events = _stream(orchestrator, client, AiTaskRequest("roll for me", "Dicer", forced_tool_mode="roll"))
     result = events[-1].result
     assert result.status in (TurnStatus.OK, TurnStatus.TOOL_LOOP_ENDED)
