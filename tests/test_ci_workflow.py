@@ -65,7 +65,7 @@ def test_versions_and_compiler_flags_match_the_bootstrap() -> None:
     workflow_text = WORKFLOW.read_text(encoding="utf-8")
     assert f'CMAKE_ARGS="{bootstrap_flags}"' in workflow_text  # the portable Linux wheel, as bootstrap builds it
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert f'llama-cpp-python[server]=={job["env"]["LLAMA_VERSION"]}' in pyproject
+    assert f'llama-cpp-python=={job["env"]["LLAMA_VERSION"]}' in pyproject
     assert re.search(r"^ship = \[", pyproject, re.M)  # the extra the workflow installs
 
 

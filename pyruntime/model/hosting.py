@@ -488,7 +488,10 @@ class LlamaServerProcess:
         code = None
         if process is not None:
             if process.poll() is None:
-                process.send_signal(signal.SIGTERM if sys.platform != "win32" else signal.CTRL_BREAK_EVENT)
+                if sys.platform == "win32":
+                    process.terminate()  # llama-server handles only Ctrl+C there; the slots were saved above
+                else:
+                    process.send_signal(signal.SIGTERM)
                 try:
                     process.wait(timeout)
                 except subprocess.TimeoutExpired:

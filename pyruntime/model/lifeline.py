@@ -106,11 +106,22 @@ def keeper_command(command: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "pyruntime.model.keeper", str(os.getpid()), "--", *command]
 
 
+_SETPRIV_FOLDERS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")  # a game's launcher may hand us a bare PATH
+
+
+def setpriv() -> str | None:
+    """util-linux's setpriv, on PATH or where distributions install it; None when there is none."""
+    found = shutil.which("setpriv")
+    if found:
+        return found
+    return next((f"{folder}/setpriv" for folder in _SETPRIV_FOLDERS if os.access(f"{folder}/setpriv", os.X_OK)), None)
+
+
 def lifeline_kind() -> str:
     """How the model server is tied to this process here: `pdeathsig`, `keeper` or `job` (see the docstring)."""
     if sys.platform == "win32":
         return "job"
-    if sys.platform.startswith("linux") and shutil.which("setpriv"):
+    if sys.platform.startswith("linux") and setpriv():
         return "pdeathsig"
     return "keeper"
 
@@ -120,8 +131,7 @@ def spawn_model_server(command: Sequence[str], *, kind: str | None = None, **pop
     options = {**child_popen_options(), **popen}
     kind = kind or lifeline_kind()
     if kind == "pdeathsig":
-        setpriv = shutil.which("setpriv") or "setpriv"
-        tied = [setpriv, "--pdeathsig", "KILL", "--", *command]
+        tied = [setpriv() or "setpriv", "--pdeathsig", "KILL", "--", *command]
         process: subprocess.Popen[bytes] = _SPAWNER.run(lambda: subprocess.Popen(tied, **options))
         return process
     if kind == "keeper":

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.model.test_serve_cli import ROOT, Serve, model_children, serve_with_model
 from tests.support.fixtures import free_port
-from tests.unity_layer.processes import is_alive, wait_for
+from tests.unity_layer.processes import engine_of, is_alive, wait_for
 
 BOUND_S = 20.0  # generous for a loaded 2-core machine; bench/bench_lifeline.py measures the real time
 
@@ -20,18 +20,18 @@ def _sleeper() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
 
 
-def _gone(serve: Serve, port: int) -> bool:
-    return serve.process.poll() is not None and not model_children(port)
+def _gone(serve: Serve, model: Path) -> bool:
+    return serve.process.poll() is not None and not model_children(model)
 
 
 def test_serve_stops_with_its_model_when_the_parent_pid_is_sigkilled(tiny_model_path: Path, tmp_path: Path) -> None:
     game = _sleeper()  # stands in for the game: any process, not necessarily serve's parent
-    serve, port = serve_with_model(tmp_path, tiny_model_path, "--parent-pid", str(game.pid))
+    serve, model = serve_with_model(tmp_path, tiny_model_path, "--parent-pid", str(game.pid))
     try:
         serve.ready()
-        [child] = model_children(port)
+        [child] = model_children(model)
         game.kill()  # SIGKILL, and left unreaped: the runtime must not take a zombie for a live game
-        wait_for(lambda: _gone(serve, port), BOUND_S, "serve and its model child to exit after the game's SIGKILL")
+        wait_for(lambda: _gone(serve, model), BOUND_S, "serve and its model child to exit after the game's SIGKILL")
         assert serve.process.returncode == 0
         assert not is_alive(child)
         assert "the parent process exited; stopping" in serve.err
@@ -53,7 +53,7 @@ def test_serve_stops_when_the_launcher_closes_its_stdin(tiny_model_path: Path, t
         assert process.stdout is not None and process.stdin is not None
         ready = process.stdout.readline()  # the one JSON ready line
         assert b"connect_port" in ready
-        [child] = model_children(port)
+        [child] = engine_of(process.pid)
         process.stdin.write(b"anything the launcher writes is read and dropped\n")
         process.stdin.flush()
         process.stdin.close()  # what the OS does to the pipe when the launcher dies
@@ -92,10 +92,10 @@ def test_a_terminal_serve_without_the_flag_ignores_stdin_eof(tmp_path: Path) -> 
 
 
 def test_sigkilling_serve_leaves_no_model_child(tiny_model_path: Path, tmp_path: Path) -> None:
-    serve, port = serve_with_model(tmp_path, tiny_model_path)
+    serve, model = serve_with_model(tmp_path, tiny_model_path)
     try:
         serve.ready()
-        [child] = model_children(port)
+        [child] = model_children(model)
         serve.process.kill()
         serve.process.wait()
         wait_for(lambda: not is_alive(child), BOUND_S, "the model child to exit after serve's SIGKILL")

@@ -50,7 +50,7 @@ def test_serve_starts_answers_and_stops_on_a_signal_without_loop_signal_handlers
         def probe_then_signal() -> None:
             try:
                 seen["health"] = httpx.get(f"http://127.0.0.1:{ready['connect_port']}/healthz", timeout=30).json()
-                seen["model_pid"] = _model_pid(ready["model_url"])
+                seen["model_pid"] = _model_pid()
             finally:
                 os.kill(os.getpid(), sig)  # delivered to the main thread, where serve's loop runs
 
@@ -65,11 +65,11 @@ def test_serve_starts_answers_and_stops_on_a_signal_without_loop_signal_handlers
     assert {s: signal.getsignal(s) for s in stop_signals()} == before
 
 
-def _model_pid(model_url: str) -> int:
-    """The pid of the llama.cpp child serving `model_url` (found by its port on the command line)."""
-    from tests.model.test_serve_cli import model_children
+def _model_pid() -> int:
+    """The pid of this process's llama-server (serve runs in this process here)."""
+    from tests.unity_layer.processes import engine_of
 
-    [pid] = model_children(int(model_url.rsplit(":", 1)[1].split("/")[0]))
+    [pid] = engine_of(os.getpid())
     return pid
 
 

@@ -110,6 +110,27 @@ def test_a_child_that_dies_while_loading_is_reported_with_its_last_words(tmp_pat
     assert not server.is_alive()
 
 
+def test_a_model_that_fails_to_load_leaves_the_runtime_able_to_load_another(tiny_model_path, tmp_path):
+    # Nothing of the failed start stays behind (no process, no bound port, no private folder): the same
+    # process hosts the next model on the same port at once.
+    from tests.support.tiny_model import write_tiny_model
+
+    broken = tmp_path / "broken.gguf"
+    good = write_tiny_model(tmp_path / "good.gguf").read_bytes()
+    broken.write_bytes(good[: len(good) // 2])  # a header llama.cpp reads, tensors it cannot: the engine exits
+    port = free_port()
+    failed = LlamaServerProcess(LlamaServerConfig(model_path=broken, alias="t", port=port, n_threads=1))
+    with pytest.raises(ModelUnavailableError):
+        failed.start(timeout=60)
+    assert not failed.is_alive() and failed._private is None and port_is_free("127.0.0.1", port)
+    loaded = LlamaServerProcess(LlamaServerConfig(model_path=tiny_model_path, alias="t", port=port, n_threads=1))
+    loaded.start(timeout=60)
+    try:
+        assert httpx.get(f"{loaded.base_url}/models", timeout=10).status_code == 200
+    finally:
+        loaded.stop()
+
+
 @pytest.mark.parametrize("kind", ["pdeathsig", "keeper"])
 def test_the_child_exits_when_its_parent_dies(tiny_model_path, tmp_path, kind):
     # pdeathsig: Linux with util-linux's setpriv (the kernel kills the engine); keeper: macOS, or Linux without
@@ -357,3 +378,32 @@ def test_the_model_child_returns_freed_state_copies_to_the_os(tiny_model_path, m
     assert child_env()[MALLOC_MMAP_THRESHOLD_ENV] == MALLOC_MMAP_THRESHOLD_BYTES
     monkeypatch.setenv(MALLOC_MMAP_THRESHOLD_ENV, "65536")
     assert child_env()[MALLOC_MMAP_THRESHOLD_ENV] == "65536"
+
+
+def test_a_gpu_that_refuses_the_layers_falls_back_to_the_cpu_with_the_reason(tiny_model_path, tmp_path, monkeypatch):
+    # No GPU here: the GPU's refusal is played by a script in front of the real llama-server that fails, with
+    # CUDA's out-of-memory line, whenever layers are asked on the GPU, and runs the binary for `-ngl 0`.
+    from pyruntime.model.llama_server import LLAMA_SERVER_ENV, find_llama_server
+    from pyruntime.service.model_memory import hosted_model_memory
+
+    real = find_llama_server()
+    script = tmp_path / "llama-server"
+    script.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" --n-gpu-layers 0 "*) exec ' + str(real) + ' "$@";; esac\n'
+        'echo "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 900.00 MiB on device 0: '
+        'cudaMalloc failed: out of memory" >&2\n'
+        "exit 1\n")
+    script.chmod(0o755)
+    monkeypatch.setenv(LLAMA_SERVER_ENV, str(script))
+    server = LlamaServerProcess(hosted_model_config(tiny_model_path, port=free_port(), n_gpu_layers=-1, api_key="k",
+                                                    n_threads=1))
+    server.start(timeout=60)
+    try:
+        memory = hosted_model_memory(server)
+        assert server.is_alive() and memory.gpu_layers == 0
+        assert memory.gpu_fallback_reason == "not enough GPU memory for the requested layers"
+        reply = httpx.get(f"{server.base_url}/models", headers={"Authorization": "Bearer k"}, timeout=10)
+        assert reply.status_code == 200  # answering, on the CPU
+    finally:
+        server.stop()

@@ -43,8 +43,8 @@ def tree(pid: int) -> list[int]:
 
 
 def engine_of(runtime_pid: int) -> list[int]:
-    """The runtime's model server processes (llama.cpp's llama-server, children of the runtime)."""
-    return [pid for pid in children(runtime_pid) if _engine(pid)]
+    """The runtime's model server processes (llama.cpp's llama-server: a child, or a keeper's child)."""
+    return [pid for pid in tree(runtime_pid)[1:] if _engine(pid)]
 
 
 def _engine(pid: int) -> bool:

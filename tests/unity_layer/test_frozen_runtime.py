@@ -17,7 +17,7 @@ from pyruntime.client import RuntimeClient
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
 from tests.unity_layer.dotnet import ROOT
-from pyruntime.model.llama_server import binary_name
+from pyruntime.model.llama_server import LLAMA_SERVER_ENV, binary_name
 from tests.unity_layer.processes import cmdline, engine_of, environ, is_alive, wait_for
 from tests.unity_layer.test_launcher_lifeline import sigkill_game_and_check_runtime_gone
 from tools.build_runtime import DEFAULT_DIST, DEFAULT_WORK, build, scrubbed_environment
@@ -68,6 +68,7 @@ def test_the_launcher_runs_the_frozen_runtime_end_to_end(frozen_runtime: Path, m
     clean = scrubbed_environment()
     options.Environment.Clear()
     options.Environment["PATH"] = clean["PATH"]
+    options.Environment[LLAMA_SERVER_ENV] = ""  # (a developer's override): the folder's own llama-server runs
     launcher = RuntimeLauncher(options)
     launchers.append(launcher)
     endpoint = launcher.Start()
