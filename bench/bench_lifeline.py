@@ -29,16 +29,16 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.fixtures import free_port  # noqa: E402
 from tests.support.tiny_model import write_tiny_model  # noqa: E402
-from tests.unity_layer.processes import cmdline, is_alive, processes_mentioning  # noqa: E402
+from tests.unity_layer.processes import engine_of, is_alive  # noqa: E402
 
 POLL_S = 0.01
 
 
-def _model_child(port: int) -> int:
+def _model_child(serve_pid: int) -> int:
+    """serve's llama-server (its child, or its keeper's)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        found = [pid for pid in processes_mentioning("pyruntime.model.llama_server")
-                 if any(f'"port": {port},' in arg for arg in cmdline(pid))]
+        found = engine_of(serve_pid)
         if found:
             return found[0]
         time.sleep(0.05)
@@ -59,7 +59,7 @@ def one_run(model: Path, data: Path, how: str) -> float:
         assert serve.stdout is not None and serve.stdin is not None
         if not serve.stdout.readline():
             raise RuntimeError("serve did not start")
-        child = _model_child(port)
+        child = _model_child(serve.pid)
         triggers: dict[str, Callable[[], None]] = {
             "game SIGKILL": game.kill,
             "stdin EOF": serve.stdin.close,

@@ -17,7 +17,7 @@ the other on the same server:
 - **naive**: what a game does without the runtime: the NPC's prompt with its current memory pasted
   into the system prompt, the whole history, the player's line (same server, same client);
 - **runtime + prompt cache** (`--prompt-cache-mb`, setups with several NPCs): the runtime on a second
-  server with the RAM prompt cache on (`serve --prompt-cache-mb`, `pyruntime/model/prompt_cache.py`);
+  server with its host prompt cache (`serve --prompt-cache-mb`, llama-server's `--cache-ram`);
   `cached-no-prewarm` the same with the prewarm off.
 
 The session: turns rotate over every (NPC, player) conversation; each conversation's memory starts

@@ -1,8 +1,8 @@
 """Benchmark: the first turn of each NPC after a runtime restart, with the disk prompt cache and without it.
 
 One session of `--npcs` NPCs in rotation, `--rounds` turns each, on the hosted SmolLM2-135M with the
-prompt cache on disk (`serve --prompt-cache-dir`: `pyruntime/model/prompt_cache.py`,
-`pyruntime/model/prompt_store.py`, the tail places in `pyruntime/turns/tail_anchors.py`); then the
+slots saved on disk (`serve --prompt-cache-dir`: `pyruntime/model/slot_store.py`,
+the tail places in `pyruntime/turns/tail_anchors.py`); then the
 model server and the orchestrator stop (gracefully, as when the game quits) and start again, and each
 NPC gets one more turn:
 

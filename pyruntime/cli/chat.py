@@ -28,6 +28,7 @@ from typing import TextIO
 
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.memory.versions import list_versions, revert_memory
+from pyruntime.cli.llm_key import read_llm_api_key
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config
 from pyruntime.model.supervisor import ModelSupervisor
 from pyruntime.model.llama_server import DEFAULT_HOST
@@ -117,7 +118,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source = p.add_mutually_exclusive_group()
     source.add_argument("--model", type=Path, help="GGUF model file to host (default: the embedded SmolLM2-135M)")
     source.add_argument("--llm-url", help="use this OpenAI-compatible server (e.g. http://127.0.0.1:1234/v1) instead")
-    p.add_argument("--api-key", default=None, help="bearer token for --llm-url")
+    p.add_argument("--llm-api-key-file", type=Path, default=None,
+                   help="the --llm-url server's API key, read from this file (or $COREAI_LLM_API_KEY)")
+    p.add_argument("--api-key", default=None,
+                   help="the --llm-url server's key on the command line (other users can read it: prefer "
+                        "--llm-api-key-file or $COREAI_LLM_API_KEY)")
     p.add_argument("--tenant", default=None)
     p.add_argument("--user", default=None)
     p.add_argument("--session", default=None)
@@ -199,7 +204,7 @@ def _options(args: argparse.Namespace) -> ChatOptions:
         data_dir=data_dir,
         model=args.model,
         llm_url=args.llm_url,
-        api_key=args.api_key,
+        api_key=args.api_key or (read_llm_api_key(args.llm_api_key_file) if args.llm_url else None),
         scope=AgentMemoryScope(args.tenant, args.user, args.session, args.topic),
         actor=args.actor,
         tool_mode=profile.tool_mode,

@@ -28,7 +28,6 @@ import contextlib
 import errno
 import json
 import logging
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -38,6 +37,7 @@ from typing import Any
 
 from pyruntime.cli import layers
 from pyruntime.cli.lifeline import lifelines
+from pyruntime.cli.llm_key import LLM_API_KEY_ENV, read_llm_api_key
 from pyruntime.cli.models import ModelPull, PullStatus, resolve_model_flag
 from pyruntime.cli.signals import stop_on_signals
 from pyruntime.errors import CoreAIError, InvalidArgumentError
@@ -70,8 +70,6 @@ EXIT_USAGE = 2
 DEFAULT_GRACE_S = 5.0
 _WATCH_S = 0.5
 MODEL_KEY_FILE_NAME = "model_key"  # next to the token file: the model port's API key, for external clients
-LLM_API_KEY_ENV = "COREAI_LLM_API_KEY"  # the key of an external --llm-url server (or --llm-api-key-file)
-MAX_KEY_FILE_BYTES = 4096
 PROMPT_CACHE_RELATIVE_PATH = Path("CoreAI") / "runtime" / "prompt-cache"  # --prompt-cache-dir without a folder
 _PROMPT_CACHE_PATH = PROMPT_CACHE_RELATIVE_PATH.as_posix()
 _IN_DATA_DIR = "<data-dir>"
@@ -254,24 +252,7 @@ def llm_headers(options: ServeOptions) -> dict[str, str]:
 
 def llm_api_key(options: ServeOptions) -> str | None:
     """The --llm-url server's key: --llm-api-key-file, else $COREAI_LLM_API_KEY, else None (never logged)."""
-    if options.llm_api_key_file is not None:
-        try:
-            with options.llm_api_key_file.open("rb") as file:
-                raw = file.read(MAX_KEY_FILE_BYTES + 1)
-        except OSError as exc:
-            raise InvalidArgumentError(f"--llm-api-key-file cannot be read ({exc.strerror or 'error'})") from None
-        if len(raw) > MAX_KEY_FILE_BYTES:
-            raise InvalidArgumentError("--llm-api-key-file is too large to be a key")
-        key = raw.decode("utf-8", "replace").strip()
-        source = "--llm-api-key-file"
-    else:
-        key = os.environ.get(LLM_API_KEY_ENV, "").strip()
-        source = f"${LLM_API_KEY_ENV}"
-        if not key:
-            return None
-    if not key or not key.isascii() or not key.isprintable() or " " in key:
-        raise InvalidArgumentError(f"{source} must hold one key: printable ASCII without spaces")
-    return key
+    return read_llm_api_key(options.llm_api_key_file)
 
 
 def _prompt_cache_dir(flag: str | None, data_dir: Path | None) -> Path | None:

@@ -530,3 +530,17 @@ def test_llm_url_key_and_header_flags_are_checked_before_anything_starts(tmp_pat
     serve = Serve(tmp_path, *args, "--session-only", *RPC_ANY_PORT)
     assert serve.wait() == 2
     assert message in serve.err and serve.stdout_lines() == []
+
+
+def test_chat_reads_the_llm_key_from_a_file_or_the_environment(tmp_path, monkeypatch):
+    from pyruntime.cli import build_parser
+    from pyruntime.cli.chat import _options as chat_options
+
+    key_file = tmp_path / "llm.key"
+    key_file.write_text("file-key-0123456789\n")
+    base = ["chat", "--llm-url", "http://127.0.0.1:1/v1", "--data-dir", str(tmp_path)]
+    monkeypatch.delenv("COREAI_LLM_API_KEY", raising=False)
+    assert chat_options(build_parser().parse_args([*base, "--llm-api-key-file", str(key_file)])).api_key == \
+        "file-key-0123456789"
+    monkeypatch.setenv("COREAI_LLM_API_KEY", "env-key-0123456789")
+    assert chat_options(build_parser().parse_args(base)).api_key == "env-key-0123456789"
