@@ -182,7 +182,8 @@ def summary(result: Result) -> dict[str, float]:
     return {
         "one_gen_tps": gen(result.one), "rotation_gen_tps": gen(result.rotation),
         "at_once_aggregate_tps": statistics.median(aggregate) if aggregate else float("nan"),
-        "at_once_ttft_p50": pct([r.ttft_s for r in crowd], 0.5), "at_once_ttft_p90": pct([r.ttft_s for r in crowd], 0.9),
+        "at_once_ttft_p50": pct([r.ttft_s for r in crowd], 0.5),
+        "at_once_ttft_p90": pct([r.ttft_s for r in crowd], 0.9),
         "one_ttft_p50": pct([r.ttft_s for r in result.one], 0.5),
         "rotation_ttft_p50": pct([r.ttft_s for r in result.rotation], 0.5),
         "rotation_ttft_p90": pct([r.ttft_s for r in result.rotation], 0.9),
@@ -245,7 +246,7 @@ def serve_batches(model: Path, args: argparse.Namespace) -> None:
             scope = AgentMemoryScope(user_id="bench")
             roles = [f"Npc{n}" for n in range(4)]
             with RuntimeClient(url, token=token, timeout=600) as setup:
-                for role, name in zip(roles, NAMES):
+                for role, name in zip(roles, NAMES[: len(roles)], strict=True):
                     setup.configure_role(RoleMemoryConfig(role, use_memory_tool=False, temperature=0.0,
                                                           max_output_tokens=args.max_tokens,
                                                           system_prompt=persona(name, "serve")))

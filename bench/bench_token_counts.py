@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   n_threads=1, slots=1))
     server.start()
     try:
-        transport = httpx.HTTPTransport(uds=server._launch.listen) if server._launch else None  # noqa: SLF001
+        transport = httpx.HTTPTransport(uds=server._launch.listen) if server._launch else None
         with httpx.Client(base_url=server.engine_url, headers=server.engine_headers, transport=transport,
                           timeout=30) as http:
             began = time.perf_counter()
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             remote = [len(http.post("/tokenize", json={"content": t, "add_special": False,
                                                        "parse_special": True}).json()["tokens"]) for t in sample]
             remote_s = time.perf_counter() - began
-            disagree = sum(a != b for a, b in zip(local, remote))
+            disagree = sum(a != b for a, b in zip(local, remote, strict=True))
             prompt_gaps = []
             for messages in chats(args.chats):
                 usage = http.post("/v1/chat/completions", json={"messages": messages, "max_tokens": 1,

@@ -166,7 +166,7 @@ def force_tool_by_schema(body: dict[str, Any]) -> ForcedCall | None:
         schema = params[0]
     else:
         schema = {"anyOf": [{"type": "object", "properties": {"name": {"const": n}, "arguments": p},
-                             "required": ["name", "arguments"]} for n, p in zip(names, params)]}
+                             "required": ["name", "arguments"]} for n, p in zip(names, params, strict=True)]}
     del body["tools"], body["tool_choice"]
     body["response_format"] = {"type": "json_object", "schema": schema}
     return ForcedCall(names)

@@ -296,7 +296,8 @@ class LlamaServerProcess:
             code = self._process.poll()
             if code is not None:
                 time.sleep(0.1)  # let the drain thread read the child's last words
-                raise ModelUnavailableError(f"model server exited with code {code} while starting: {self._last_words()}")
+                raise ModelUnavailableError(
+                    f"model server exited with code {code} while starting: {self._last_words()}")
             try:
                 status = self._http.get("/health").status_code
             except httpx.TransportError:

@@ -155,7 +155,7 @@ def kill_model_server(process: subprocess.Popen[bytes]) -> None:
 def child_popen_options() -> dict[str, Any]:
     """Popen keyword arguments for the model child: its own process group/session, so Ctrl+C reaches only us."""
     if sys.platform == "win32":
-        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}  # type: ignore[attr-defined]
+        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
     return {"start_new_session": True}
 
 
@@ -164,16 +164,18 @@ def tie_child_to_this_process(process: subprocess.Popen[Any]) -> None:
     if sys.platform != "win32":
         return
     try:
-        _kill_with_us_on_windows(int(process._handle))  # type: ignore[attr-defined]  # Popen's process handle
+        _kill_with_us_on_windows(int(process._handle))  # Popen's process handle
     except OSError as exc:  # e.g. Windows 7 inside a job that allows no nesting: stop() still stops it
         log.warning("model server not tied to the runtime (%s, error %s): it may outlive a killed runtime",
                     exc.strerror, exc.errno)
 
 
 def _kill_with_us_on_windows(process_handle: int) -> None:
+    if sys.platform != "win32":  # (mypy checks as Linux: the Win32 calls below exist on Windows only)
+        raise OSError("job objects exist on Windows only")
     from ctypes import wintypes
 
-    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
     kernel32.CreateJobObjectW.restype = wintypes.HANDLE
     kernel32.CreateJobObjectW.argtypes = (ctypes.c_void_p, wintypes.LPCWSTR)
     kernel32.SetInformationJobObject.restype = wintypes.BOOL

@@ -119,7 +119,8 @@ class ModelPortAuth:
 class EngineProxy:
     """ASGI app: the allowed OpenAI requests forwarded to the engine, streamed back as they come."""
 
-    def __init__(self, connect: Callable[[], httpx.AsyncClient], upstream_headers: Callable[[], dict[str, str]]) -> None:
+    def __init__(self, connect: Callable[[], httpx.AsyncClient],
+                 upstream_headers: Callable[[], dict[str, str]]) -> None:
         """Forward over the client `connect()` makes (its base URL is the engine's root; made on the port's own
         loop at the first request), with `upstream_headers()` (the engine's key)."""
         self._connect = connect
@@ -287,9 +288,11 @@ class GuardedPort:
         logging.getLogger("uvicorn.error").addFilter(noise)
         assert self._server is not None and self._socket is not None
 
+        server, sock = self._server, self._socket
+
         async def serve() -> None:
-            task = asyncio.ensure_future(self._server.serve(sockets=[self._socket]))  # type: ignore[union-attr]
-            while not self._server.started and not task.done():  # type: ignore[union-attr]
+            task = asyncio.ensure_future(server.serve(sockets=[sock]))
+            while not server.started and not task.done():
                 await asyncio.sleep(0.01)
             started.set()
             try:

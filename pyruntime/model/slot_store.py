@@ -115,7 +115,7 @@ class SlotStateStore:
     def restorable(self, limit: int) -> list[SavedSlot]:
         """Up to `limit` states that pass every check, most recent first; files of ours that fail are removed."""
         entries = self._read_index()
-        good = []
+        good: list[SavedSlot] = []
         for entry in entries:
             if len(good) >= limit:
                 break

@@ -48,7 +48,7 @@ def kept_fraction(old: Sequence[tuple[str, int]], new: Sequence[tuple[str, int]]
     if total == 0:
         return 1.0
     kept = 0
-    for (old_digest, size), (new_digest, _) in zip(old, new):
+    for (old_digest, size), (new_digest, _) in zip(old, new, strict=False):  # the shorter prompt ends it
         if old_digest != new_digest:
             break
         kept += size
