@@ -33,6 +33,18 @@ namespace CoreAI.V1
         [EnumMember(Value = "TURN_STATUS_TOOL_LOOP_ENDED")] ToolLoopEnded = 5,
     }
 
+    /// <summary>proto message coreai.v1.ShutdownRequest.</summary>
+    [Preserve]
+    public sealed partial class ShutdownRequest
+    {
+    }
+
+    /// <summary>proto message coreai.v1.ShutdownResponse.</summary>
+    [Preserve]
+    public sealed partial class ShutdownResponse
+    {
+    }
+
     /// <summary>proto message coreai.v1.ToolNameList.</summary>
     [Preserve]
     public sealed partial class ToolNameList
@@ -525,6 +537,12 @@ namespace CoreAI.V1
         public Task<SubmitToolResultResponse> SubmitToolResultAsync(SubmitToolResultRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
         {
             return _transport.UnaryAsync<SubmitToolResultRequest, SubmitToolResultResponse>(ServiceName, "SubmitToolResult", request, options, cancellationToken);
+        }
+
+        /// <summary>Shutdown: unary call.</summary>
+        public Task<ShutdownResponse> ShutdownAsync(ShutdownRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return _transport.UnaryAsync<ShutdownRequest, ShutdownResponse>(ServiceName, "Shutdown", request, options, cancellationToken);
         }
     }
 }
