@@ -12,14 +12,45 @@ import pytest
 
 from tests.support.tiny_model import write_tiny_model
 from tests.unity_layer.dotnet import ROOT, load_assemblies
+from tools.build_csharp import DEFAULT_OUT, compile_assembly, sources
+
+SCENARIOS = "CoreAI.Tests.UnityLayer"
+BUILT_IN_SYNC_TIMEOUT = None  # RuntimeAgentMemoryStore's own default, before the tests raise it
 
 PYTHON = ROOT / ".venv" / "bin" / "python"
 
 
 @pytest.fixture(scope="session")
 def assemblies() -> Path:
-    """Core (with the launcher), the Unity layer and the editor, compiled and loaded."""
-    return load_assemblies("core", "unity", "editor")
+    """Core (with the launcher), the Unity layer and the editor, compiled and loaded; this thread is Unity's main thread.
+
+    The stub engine enforces Unity's main-thread rule from here on: Application.persistentDataPath and the other
+    main-thread-only members throw a UnityException on any other thread, as in a real editor.
+    """
+    built = load_assemblies("core", "unity", "editor")
+    from CoreAI.Ai import RuntimeAgentMemoryStore
+    from System import TimeSpan
+    from UnityEngine import StubEngine
+
+    StubEngine.BecomeMainThread()
+    # The machine is shared by eight engineers: synchronous store calls get room (their 2 s default has its own test).
+    global BUILT_IN_SYNC_TIMEOUT
+    if BUILT_IN_SYNC_TIMEOUT is None:
+        BUILT_IN_SYNC_TIMEOUT = RuntimeAgentMemoryStore.DefaultSynchronousCallTimeout
+    RuntimeAgentMemoryStore.DefaultSynchronousCallTimeout = TimeSpan.FromSeconds(60)
+    return built
+
+
+@pytest.fixture(scope="session")
+def scenarios(assemblies: Path) -> Path:
+    """The game code of these tests (tests/unity_layer/csharp) compiled against the package and the stubs, loaded."""
+    import clr
+
+    refs = sorted(DEFAULT_OUT.glob("Unity*.dll")) + [DEFAULT_OUT / f"{n}.dll" for n in
+                                                     ("CoreAI.Runtime.Core", "CoreAI.Runtime.Unity", "CoreAI.Editor")]
+    dll = compile_assembly(SCENARIOS, sources(Path(__file__).parent / "csharp"), DEFAULT_OUT, refs)
+    clr.AddReference(str(dll))
+    return assemblies
 
 
 @pytest.fixture(scope="session")
