@@ -54,6 +54,11 @@ def assemblies() -> Path:
 
     for dll in (DEFAULT_OUT / "Newtonsoft.Json.dll", core, tests):
         clr.AddReference(str(dll))
+    from CoreAI.Ai import RuntimeAgentMemoryStore
+    from System import TimeSpan
+
+    # The machine is shared: synchronous store calls get room (their 2 s default has its own test).
+    RuntimeAgentMemoryStore.DefaultSynchronousCallTimeout = TimeSpan.FromSeconds(60)
     return DEFAULT_OUT
 
 

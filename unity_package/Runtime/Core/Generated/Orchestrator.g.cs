@@ -412,7 +412,7 @@ namespace CoreAI.V1
     {
         [Preserve]
         [JsonProperty("config", NullValueHandling = NullValueHandling.Ignore)]
-        public RoleMemoryConfig Config { get; set; }
+        public RoleMemoryConfigProto Config { get; set; }
     }
 
     /// <summary>proto message coreai.v1.GetRoleConfigRequest.</summary>
@@ -436,7 +436,7 @@ namespace CoreAI.V1
     {
         [Preserve]
         [JsonProperty("roles", NullValueHandling = NullValueHandling.Ignore)]
-        public List<RoleMemoryConfig> Roles { get; set; } = new List<RoleMemoryConfig>();
+        public List<RoleMemoryConfigProto> Roles { get; set; } = new List<RoleMemoryConfigProto>();
     }
 
     /// <summary>proto message coreai.v1.HealthRequest.</summary>
@@ -510,15 +510,15 @@ namespace CoreAI.V1
         }
 
         /// <summary>ConfigureRole: unary call.</summary>
-        public Task<RoleMemoryConfig> ConfigureRoleAsync(ConfigureRoleRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
+        public Task<RoleMemoryConfigProto> ConfigureRoleAsync(ConfigureRoleRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
         {
-            return _transport.UnaryAsync<ConfigureRoleRequest, RoleMemoryConfig>(ServiceName, "ConfigureRole", request, options, cancellationToken);
+            return _transport.UnaryAsync<ConfigureRoleRequest, RoleMemoryConfigProto>(ServiceName, "ConfigureRole", request, options, cancellationToken);
         }
 
         /// <summary>GetRoleConfig: unary call.</summary>
-        public Task<RoleMemoryConfig> GetRoleConfigAsync(GetRoleConfigRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
+        public Task<RoleMemoryConfigProto> GetRoleConfigAsync(GetRoleConfigRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
         {
-            return _transport.UnaryAsync<GetRoleConfigRequest, RoleMemoryConfig>(ServiceName, "GetRoleConfig", request, options, cancellationToken);
+            return _transport.UnaryAsync<GetRoleConfigRequest, RoleMemoryConfigProto>(ServiceName, "GetRoleConfig", request, options, cancellationToken);
         }
 
         /// <summary>ListRoles: unary call.</summary>
