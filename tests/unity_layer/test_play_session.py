@@ -101,6 +101,29 @@ def test_a_main_thread_tool_runs_on_the_main_thread_when_the_turn_starts_on_the_
         client.Dispose()
 
 
+def test_after_a_script_edit_in_play_mode_clients_still_have_the_main_thread(edit_mode, runtime: Runtime) -> None:
+    from CoreAI.Ai import AgentMemoryPolicy
+    from CoreAI.Tests.UnityLayer import ToolProbe
+    from CoreAI.UnityIntegration import CoreAIPlaySession
+    from UnityEditor import StubDomain
+
+    bootstrap = _remote_bootstrap(runtime)
+    _play(bootstrap)
+    StubDomain.Reload()  # the play session's static state is gone; OnEnable runs again, Awake does not
+    pump_until(lambda: bootstrap.IsReady, 60, "the bootstrap to reconnect")
+    assert CoreAIPlaySession.IsActive and CoreAIPlaySession.MainThread is not None
+    policy = AgentMemoryPolicy()
+    probe = ToolProbe()
+    request = probe.Register(policy, "Smith6", True)
+    client = bootstrap.CreateClient(policy)
+    try:
+        turn = ToolProbe.StartFromThreadPool(client.CreateOrchestrator(), request)
+        pump_until(lambda: turn.IsCompleted, 120, "the turn")
+        assert outcome(turn) == "ok" and (probe.OnMain, probe.OffMain) == (1, 0)
+    finally:
+        client.Dispose()
+
+
 def test_without_a_main_thread_a_main_thread_tool_is_refused_not_run_on_the_pool(scenarios: Path, runtime: Runtime) -> None:
     from CoreAI.Ai import AgentMemoryPolicy
     from CoreAI.Tests.UnityLayer import ToolProbe

@@ -177,8 +177,10 @@ namespace CoreAI.UnityIntegration
 
         private void OnEnable()
         {
-            // Also runs after an editor domain reload in Play Mode: the launcher then reuses the runtime.
+            // Also runs after an editor domain reload in Play Mode (Awake does not): the launcher then reuses the
+            // runtime, and the play session (dropped with the static state) begins again on this main thread.
             if (Instance == null) Instance = this;
+            if (Application.isPlaying && Instance == this) CoreAIPlaySession.Begin();
             if (startOnEnable && Application.isPlaying && Instance == this) StartRuntime();
         }
 
