@@ -73,9 +73,7 @@ def test_the_memory_inspector_connects_reading_unity_only_on_the_main_thread(edi
     from UnityEditor import EditorWindow, StubAssets
     from UnityEngine import StubEngine, StubGUI
 
-    # Two settings assets, found in this (unsorted) order: the broken one first. Every tool takes the first by path.
-    StubAssets.ByPath["Assets/Settings/Z-Broken.asset"] = _settings(tiny_model, RuntimePath="/nowhere/python")
-    StubAssets.ByPath["Assets/Settings/A-Project.asset"] = _settings(tiny_model)
+    StubAssets.ByPath["Assets/Settings/CoreAIRuntimeSettings.asset"] = _settings(tiny_model)
     exceptions = len(StubEngine.UnhandledExceptions)
     window = EditorWindow.GetWindow[MemoryInspectorWindow]("CoreAI Memory")
     StubGUI.Click("Connect")
