@@ -66,6 +66,8 @@ class OrchestratorService:
         self.stop_requested: Callable[[], None] | None = None
         self.readiness: ReadinessSource = readiness or no_model
         self.model_memory: ModelMemorySource = model_memory or no_model_memory
+        # While serve downloads its model by name: the download's progress for Health (None: no download).
+        self.model_download: Callable[[], pb.ModelDownload | None] = lambda: None
         self.admission = admission or TurnAdmission()
         self.metrics = metrics or RuntimeMetrics()
         self.metrics.watch_turns_in_flight(lambda: self.admission.in_flight)
@@ -235,4 +237,5 @@ class OrchestratorService:
                                  model_ready=readiness.model_ready, memory_design=self.memory_design,
                                  model_rss_bytes=memory.rss_bytes,
                                  prompt_cache_used_bytes=memory.prompt_cache_used_bytes,
-                                 prompt_cache_limit_bytes=memory.prompt_cache_limit_bytes)
+                                 prompt_cache_limit_bytes=memory.prompt_cache_limit_bytes,
+                                 model_download=self.model_download())

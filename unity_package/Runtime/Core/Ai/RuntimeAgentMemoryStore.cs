@@ -16,7 +16,7 @@ namespace CoreAI.Ai
     /// The synchronous methods block on the RPC (a few hundred microseconds to a few milliseconds on
     /// localhost), at most <see cref="SynchronousCallTimeout"/> (2 s by default, then DeadlineExceededException):
     /// called from Update, a hung runtime costs one hitch, not a frozen game. Each has an Async twin for code that
-    /// must not block. Which data a call touches is decided by the scope provider and actor given here (spec section 4).
+    /// must not block. Which data a call touches is decided by the scope provider and actor given here (contract §4).
     /// </remarks>
     public sealed class RuntimeAgentMemoryStore : IAgentMemoryStore, IAgentMemoryVersionStore
     {
