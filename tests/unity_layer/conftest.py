@@ -30,15 +30,35 @@ def assemblies() -> Path:
     built = load_assemblies("core", "unity", "editor")
     from CoreAI.Ai import RuntimeAgentMemoryStore
     from System import TimeSpan
+    from System.Threading import SynchronizationContext
     from UnityEngine import StubEngine
 
     StubEngine.BecomeMainThread()
+    SynchronizationContext.SetSynchronizationContext(None)  # Unity's context only inside these tests (main_thread_context)
     # The machine is shared by eight engineers: synchronous store calls get room (their 2 s default has its own test).
     global BUILT_IN_SYNC_TIMEOUT
     if BUILT_IN_SYNC_TIMEOUT is None:
         BUILT_IN_SYNC_TIMEOUT = RuntimeAgentMemoryStore.DefaultSynchronousCallTimeout
     RuntimeAgentMemoryStore.DefaultSynchronousCallTimeout = TimeSpan.FromSeconds(60)
     return built
+
+
+@pytest.fixture(autouse=True)
+def main_thread_context(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Inside a Unity-layer test this thread has Unity's SynchronizationContext, as Unity's main thread does; outside
+    (the core tests in the same process) it has none, so their blocking waits never wait for a frame."""
+    if "assemblies" not in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("assemblies")
+    from System.Threading import SynchronizationContext
+    from UnityEngine import StubEngine
+
+    SynchronizationContext.SetSynchronizationContext(StubEngine.MainThreadContext)
+    try:
+        yield
+    finally:
+        SynchronizationContext.SetSynchronizationContext(None)
 
 
 @pytest.fixture(scope="session")
