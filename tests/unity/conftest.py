@@ -54,11 +54,9 @@ def assemblies() -> Path:
 
     for dll in (DEFAULT_OUT / "Newtonsoft.Json.dll", core, tests):
         clr.AddReference(str(dll))
-    from CoreAI.Ai import RuntimeAgentMemoryStore
-    from System import TimeSpan
+    from tests.support.sync_store_calls import raise_for_a_shared_machine
 
-    # The machine is shared: synchronous store calls get room (their 2 s default has its own test).
-    RuntimeAgentMemoryStore.DefaultSynchronousCallTimeout = TimeSpan.FromSeconds(60)
+    raise_for_a_shared_machine()  # synchronous store calls get room (their 2 s default has its own test)
     return DEFAULT_OUT
 
 

@@ -15,7 +15,6 @@ from tests.unity_layer.dotnet import ROOT, load_assemblies
 from tools.build_csharp import DEFAULT_OUT, compile_assembly, sources
 
 SCENARIOS = "CoreAI.Tests.UnityLayer"
-BUILT_IN_SYNC_TIMEOUT = None  # RuntimeAgentMemoryStore's own default, before the tests raise it
 
 PYTHON = ROOT / ".venv" / "bin" / "python"
 
@@ -28,18 +27,14 @@ def assemblies() -> Path:
     main-thread-only members throw a UnityException on any other thread, as in a real editor.
     """
     built = load_assemblies("core", "unity", "editor")
-    from CoreAI.Ai import RuntimeAgentMemoryStore
-    from System import TimeSpan
     from System.Threading import SynchronizationContext
     from UnityEngine import StubEngine
 
+    from tests.support.sync_store_calls import raise_for_a_shared_machine
+
     StubEngine.BecomeMainThread()
     SynchronizationContext.SetSynchronizationContext(None)  # Unity's context only inside these tests (main_thread_context)
-    # The machine is shared by eight engineers: synchronous store calls get room (their 2 s default has its own test).
-    global BUILT_IN_SYNC_TIMEOUT
-    if BUILT_IN_SYNC_TIMEOUT is None:
-        BUILT_IN_SYNC_TIMEOUT = RuntimeAgentMemoryStore.DefaultSynchronousCallTimeout
-    RuntimeAgentMemoryStore.DefaultSynchronousCallTimeout = TimeSpan.FromSeconds(60)
+    raise_for_a_shared_machine()  # synchronous store calls get room (their 2 s default has its own test)
     return built
 
 

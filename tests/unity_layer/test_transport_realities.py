@@ -169,14 +169,14 @@ def test_a_synchronous_store_call_blocks_a_frame_for_at_most_two_seconds(assembl
     from CoreAI.Ai import RuntimeAgentMemoryStore
     from CoreAI.Runtime import CoreAIRuntimeClient, DeadlineExceededException
 
-    from tests.unity_layer import conftest
+    from tests.support.sync_store_calls import built_in_default
 
-    assert conftest.BUILT_IN_SYNC_TIMEOUT.TotalSeconds == 2.0  # the product's default (tests raise it: shared machine)
+    assert built_in_default().TotalSeconds == 2.0  # the product's default (tests raise it: shared machine)
     hung = FakeRuntime(answer=False)  # accepts and never answers
     try:
         client = CoreAIRuntimeClient(hung.url, TOKEN)
         store = client.CreateMemoryStore()
-        store.SynchronousCallTimeout = conftest.BUILT_IN_SYNC_TIMEOUT
+        store.SynchronousCallTimeout = built_in_default()
         with pytest.raises(DeadlineExceededException) as info:
             store.GetChatHistory("Smith", 0)
         assert "after 2000 ms" in info.value.Message
