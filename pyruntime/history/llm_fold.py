@@ -59,6 +59,11 @@ ChatCompletionFn = Callable[[list[dict[str, str]], CompactionRequestOptions], Aw
 """Any async chat completion: (messages, options) -> the reply text."""
 
 
+class CompactionAbandoned(Exception):
+    """Raised by a `ChatCompletionFn` to give the fold up altogether (no deterministic fallback): it is made
+    again later. A fold between turns whose summarizer call a player's call pre-empted (turns/between_turns.py)."""
+
+
 @dataclass(frozen=True)
 class CompactionPayload:
     """The user payload of one compaction call and what it covers."""
@@ -139,7 +144,7 @@ async def run_compaction(
     """(summary, "") on success; (None, reason) on a failure or a blank reply. Cancellation propagates."""
     try:
         reply = await complete(compaction_messages(payload, options), request_options(options))
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, CompactionAbandoned):
         raise
     except Exception as error:  # any failure falls back; the reason names the type, never content
         return None, f"the call failed ({type(error).__name__})"
