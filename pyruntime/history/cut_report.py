@@ -137,12 +137,22 @@ class CutReport:
         )
 
 
-def log_fold(folded: int, clipped: int, chars_total: int, chars_kept: int, chars_dropped: int) -> None:
+def log_fold(folded: int, clipped: int, chars_total: int, chars_kept: int, chars_dropped: int,
+             bullet_chars: int = 280) -> None:
     """One Info line per deterministic fold."""
     log.info(
-        "Folded %d message(s) into the rolling summary; %d bullet(s) clipped to 280 chars: "
+        "Folded %d message(s) into the rolling summary; %d bullet(s) clipped to %d chars: "
         "%d chars total -> %d kept, %d dropped",
-        folded, clipped, chars_total, chars_kept, chars_dropped,
+        folded, clipped, bullet_chars, chars_total, chars_kept, chars_dropped,
+    )
+
+
+def log_summary_condensed(shortened: int, dropped: int, tokens_before: int, tokens_after: int, bound: int) -> None:
+    """One Info line when a deterministic summary past its bound had its oldest lines condensed."""
+    log.info(
+        "Rolling summary condensed, oldest lines first: %d line(s) shortened, %d dropped: "
+        "~%d -> ~%d tokens (bound %d)",
+        shortened, dropped, tokens_before, tokens_after, bound,
     )
 
 

@@ -26,6 +26,7 @@ from pyruntime.history.cut_report import ClippedBullet, CompactionKind, CutRepor
 from pyruntime.history.fold import (
     MARKER_VERSION,
     Anchor,
+    SummaryShape,
     anchor_of,
     deterministic_fold,
     find_fold_point,
@@ -252,7 +253,8 @@ async def prepare_turn_history(
                 prior_summary, prior_body, messages, fold_start, unfolded[:verbatim_from],
                 _fold_inputs(unfolded[:verbatim_from], dict(pruned.kept)),
                 counter=counter, compact=compact if use_llm else None, options=options,
-                stored_limit=stored_limit, compaction_target_ratio=compaction_target_ratio,
+                stored_limit=stored_limit, summary_bound=budget.summary_bound_tokens,
+                compaction_target_ratio=compaction_target_ratio,
                 llm_wanted=use_llm or (between_turns and compact is not None and llm_compaction_enabled
                                        and config.use_llm_context_compaction),
             )
@@ -330,6 +332,7 @@ async def _compute_fold(
     compact: ChatCompletionFn | None,
     options: LlmCompactionOptions,
     stored_limit: int,
+    summary_bound: int,
     compaction_target_ratio: float,
     llm_wanted: bool,
 ) -> Fold:
@@ -365,11 +368,17 @@ async def _compute_fold(
             fell_back = True  # the turn could not wait for the summarizer: folded deterministically
             cuts.log_compaction_fallback("the fold was due in the turn (the player does not wait for the summarizer)")
         if folded_body is None:
-            result = deterministic_fold(prior_body, to_fold)
+            shape = SummaryShape(counter, limit_tokens=summary_bound,
+                                 target_ratio=compaction_target_ratio if compaction_target_ratio < 1.0 else 1.0)
+            result = deterministic_fold(prior_body, to_fold, shape)
             folded_body = result.body
             clipped = tuple(result.clipped)
             cuts.log_fold(len(to_fold), len(result.clipped), result.chars_total, result.chars_kept,
-                          result.chars_dropped)
+                          result.chars_dropped, result.bullet_chars)
+            if result.condensed is not None:
+                c = result.condensed
+                chars_dropped += c.chars_removed
+                cuts.log_summary_condensed(c.shortened, c.dropped, c.tokens_before, c.tokens_after, summary_bound)
 
         # The stored summary's own limit (MaxRolledSummaryTokens, else one that only the role and the
         # model set): the request's budget cuts only the copy sent.

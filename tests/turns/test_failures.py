@@ -140,7 +140,7 @@ def test_overflow_retries_with_a_smaller_history_and_consolidates_memory(
                                                         system_prompt_memory_version=1))
     MemoryTool(memory_stores.memory, key).execute({"action": "append", "content": "B"})
     # The budget believes in a bigger context than the server has: the first request overflows.
-    orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=policy, model_context_tokens=2800,
+    orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=policy, model_context_tokens=3400,
                                              token_counter=LlamaTokenCounter(tiny_model_path))
     result = run(orchestrator.run_task(AiTaskRequest("so?", "Chatter", forced_tool_mode="none")))
     run(client.aclose())
