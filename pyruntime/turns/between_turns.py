@@ -38,6 +38,7 @@ class StagedFold:
 
     fold: Fold
     ready: bool = False
+    memory_version: int = 0  # the memory its head was prepared (and warmed) with: a later edit is a note after it
 
 
 class StagedFolds:
@@ -72,17 +73,20 @@ class StagedFolds:
         if entry is not None and entry.fold is fold:
             entry.ready = True
 
-    def stage(self, conversation: str, prepared: PreparedHistory | None, stats: CompactionStats) -> Fold | None:
-        """Keep the fold the next turn's preparation made (or adopted again) for that turn; without one, drop
-        the conversation's old fold (it no longer applies: its messages or summary changed)."""
+    def stage(self, conversation: str, prepared: PreparedHistory | None, stats: CompactionStats,
+              memory_version: int = 0) -> Fold | None:
+        """Keep the fold the next turn's preparation made (or adopted again) for that turn, its head planned with
+        memory version `memory_version`; without one, drop the conversation's old fold (it no longer applies:
+        its messages or summary changed)."""
         fold = prepared.fold if prepared is not None else None
         if fold is None:
             self.discard(conversation)
             return None
         entry = self._entries.get(conversation)
         if entry is None or entry.fold is not fold:
-            self.put(conversation, fold)
+            entry = self.put(conversation, fold)
             stats.folded += 1
+        entry.memory_version = memory_version
         return fold
 
     @contextlib.contextmanager

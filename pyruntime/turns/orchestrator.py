@@ -143,6 +143,14 @@ async def _discard(event: TurnEvent) -> None:
     return None
 
 
+class _Prediction(NamedTuple):
+    """The next turn's request but the player's line, its history, and the memory version it was planned with."""
+
+    prefix: list[dict[str, Any]]
+    prepared: PreparedHistory | None
+    memory_version: int
+
+
 class _Places(NamedTuple):
     """Where a request's tail and memory notes go (`place_tail`, `place_notes`) and the anchors to keep."""
 
@@ -195,6 +203,8 @@ class _Turn:
     parts: _PromptParts | None = None
     sent: list[dict[str, Any]] | None = None  # the request before any tool round, as last prepared (prewarm)
     predicted: bool = False  # the next turn as prepared between turns (nothing stored; its fold is kept)
+    memory_seen: int = 0  # (a prediction) the memory version it planned the blocks with
+    head_memory_version: int = 0  # the memory version the head of the fold it sends was evaluated with (0: now)
 
     @property
     def role_id(self) -> str:
@@ -459,8 +469,8 @@ class AiOrchestrator:
             except CompactionAbandoned:
                 self.compaction_stats.lost += 1  # a player's call took the model: made again after the next turn
                 return None
-            prefix, prepared = predicted if predicted is not None else (None, None)
-            fold = self.staged_folds.stage(conversation, prepared, self.compaction_stats) \
+            prefix, prepared, memory_seen = predicted if predicted is not None else (None, None, 0)
+            fold = self.staged_folds.stage(conversation, prepared, self.compaction_stats, memory_seen) \
                 if self.background_compaction else None
             with self.staged_folds.readying(conversation, fold) as ready:
                 if not warm or prefix is None or turn.sent is None:
@@ -491,7 +501,7 @@ class AiOrchestrator:
             log.info("prewarm skipped: no prompt cache status (%s)", type(exc).__name__)
             return False
 
-    async def _predict_prefix(self, turn: _Turn) -> tuple[list[dict[str, Any]], PreparedHistory | None] | None:
+    async def _predict_prefix(self, turn: _Turn) -> _Prediction | None:
         """The next turn's request but the player's line, and its history, as it would prepare them now; stores
         nothing (with compaction between turns, the fold it makes is the next turn's: see `_start_between_turns`).
 
@@ -509,7 +519,7 @@ class AiOrchestrator:
                 base = await self._fit_history(ghost, fit, parts.system_prompt, tail, parts.tools_sent)
             except FixedPartOverflowError:
                 return None
-        return (base[:-1] if turn.request.hint else base), ghost.prepared  # all but the player's line
+        return _Prediction(base[:-1] if turn.request.hint else base, ghost.prepared, ghost.memory_seen)
 
     def _record(self, turn: _Turn) -> None:
         completed = turn.status.completed
@@ -616,7 +626,11 @@ class AiOrchestrator:
             turn.cut_report = turn.prepared.cut_report
             if turn.prepared.cut_report.compaction is not CompactionKind.NONE and not consolidate:
                 # A compaction rewrites everything after the summary anyway: the memory notes fold into one
-                # block there (where the notes' messages went), the snapshot before the summary stays.
+                # block there (where the notes' messages went), the snapshot before the summary stays. A fold
+                # made between turns folds the memory its head was evaluated with; a later edit is a note.
+                staged = self.staged_folds.get(conversation_digest(turn.store.key(turn.role_id)))
+                if not turn.predicted and staged is not None and staged.fold is turn.prepared.fold:
+                    turn.head_memory_version = staged.memory_version
                 tail = await tail_of(NoteFold.INTO_HEAD)
                 fit = self._fit(turn, parts.system_prompt, tail, parts.tools_sent)
         return tail, fit
@@ -635,6 +649,7 @@ class AiOrchestrator:
             state = states[0]
             if state is None:  # unreadable: the turn runs without the memory blocks
                 return plan_memory_blocks(None)
+            turn.memory_seen = state.latest_version
             head_version, sent = self._sent_memory(turn)
             blocks = plan_memory_blocks(state, fold=fold, head_version=head_version, sent_notes=sent)
             states[0] = _with_snapshot(state, blocks)
@@ -650,7 +665,8 @@ class AiOrchestrator:
         head_version, sent = self._sent_memory(turn)
 
         def change(state: AgentMemoryState) -> AgentMemoryState | None:
-            blocks = plan_memory_blocks(state, fold=fold, head_version=head_version, sent_notes=sent)
+            blocks = plan_memory_blocks(state, fold=fold, head_version=head_version, sent_notes=sent,
+                                        fold_up_to=turn.head_memory_version if fold is NoteFold.INTO_HEAD else 0)
             planned.append(blocks)
             updated = _with_snapshot(state, blocks)
             if updated != AgentMemoryState() and updated.last_system_prompt != system_prompt:

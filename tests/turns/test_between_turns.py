@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pyruntime.history import CompactionKind, strip_fold_marker
+from pyruntime.memory import MemoryTool
 from pyruntime.model.types import StreamDelta
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import AgentMemoryScope
@@ -296,3 +297,35 @@ def test_the_turn_that_sends_a_fold_made_between_turns_finds_it_warm(sessions: d
         if result.cut_report.folded_between_turns:
             assert result.usage.prompt_tokens == off["results"][i].usage.prompt_tokens
             assert result.usage.evaluated_prompt_tokens * 2 < off["results"][i].usage.evaluated_prompt_tokens
+
+
+def test_a_memory_edit_after_the_prewarm_is_a_note_and_the_warmed_head_is_sent_as_it_was(tiny_server_url: str):
+    # Before: the compaction folded the new edit into the head too, so the warmed head was never sent.
+    orchestrator, client = _orchestrator(tiny_server_url)
+    orchestrator.policy.configure_role("Smith", system_prompt="You are Smith, the village blacksmith.",
+                                       max_chat_history_messages=WINDOW, with_chat_history=True, use_memory_tool=True,
+                                       max_output_tokens=8, temperature=0.0)
+    tool = MemoryTool(orchestrator.stores.memory, orchestrator.stores.scoped(PLAYER).key("Smith"))
+    assert tool.execute({"action": "append", "content": "The player's name is Alex."}).success
+
+    async def go() -> list[TaskResult]:
+        try:
+            results = await _turns(orchestrator, range(2))
+            assert tool.execute({"action": "append", "content": "The player owes 30 gold."}).success
+            results += await _turns(orchestrator, range(2, 3))  # the fold for the fourth is made and warmed
+            assert tool.execute({"action": "append", "content": "The player fears spiders."}).success  # the game
+            results += await _turns(orchestrator, range(3, 4))
+            return results
+        finally:
+            await client.aclose()
+
+    results = run(go())
+    fourth = results[3]
+    assert fourth.ok and fourth.cut_report.folded_between_turns
+    prewarm = [b for b, k in zip(client.bodies, _kinds_of(client.bodies)) if k == "prewarm"][-1]["messages"]
+    sent = _turn_bodies(client)[3]["messages"]
+    assert sent[1] == prewarm[1] and "owes 30 gold" in sent[1]["content"]  # the head as warmed
+    assert "fears spiders" not in sent[1]["content"]
+    [note] = [m for m in sent[2:] if "fears spiders" in m["content"]]
+    assert note["content"].startswith("## Memory (updates)")
+    assert sent[: len(prewarm) - 1] == prewarm[:-1]  # all but the re-placed tail is what was evaluated already
