@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from pyruntime.history import CompactionRequestOptions, CutReport, Fold, PreparedHistory
@@ -92,9 +92,13 @@ class StagedFolds:
     @contextlib.contextmanager
     def readying(self, conversation: str, fold: Fold | None) -> Iterator[_Readying]:
         """Within it the fold's head is warmed (or not, by decision); on leaving, the fold is ready unless
-        the body said otherwise (`cancel()`) or a player's call pre-empted it (`Preempted`): then a turn sends
-        the previous head until a later prewarm warms it. A failure makes it ready too (no warming will come)."""
-        readying = _Readying()
+        the body said otherwise (`cancel()`) or a player's call pre-empted its prewarm before it went out
+        (`Preempted` before `sent()`): then a turn sends the previous head until a later prewarm warms it.
+        It is ready as soon as its prewarm goes out (`sent()`): the model server then holds or is evaluating
+        the new head, pre-empted or not (one that cannot stop a prompt's evaluation finishes it, and its
+        single KV sequence holds the new head, no longer the old). A failure makes it ready too (no warming
+        will come)."""
+        readying = _Readying(lambda: self.mark_ready(conversation, fold) if fold is not None else None)
         try:
             yield readying
         except Preempted:
@@ -114,11 +118,17 @@ class StagedFolds:
 
 
 class _Readying:
-    cancelled = False
+    def __init__(self, ready: Callable[[], None]) -> None:
+        self._ready = ready
+        self.cancelled = False
 
     def cancel(self) -> None:
         """The fold is not warm: leave it not ready."""
         self.cancelled = True
+
+    def sent(self) -> None:
+        """Its prewarm went out to the model server: the fold is ready now."""
+        self._ready()
 
 
 async def preemptible_compaction(client: OpenAICompatClient, queue: ModelRequestQueue, messages: list[dict[str, str]],

@@ -484,7 +484,7 @@ class AiOrchestrator:
                 if not worth_prewarming(await self._prompt_cache_room(), tuple(self._recent_conversations),
                                         conversation):
                     return None  # no prewarm will come: the next turn evaluates the head
-                evaluated = await send_prewarm(self.client, self.queue, prefix, still_due)
+                evaluated = await send_prewarm(self.client, self.queue, prefix, still_due, on_sent=ready.sent)
                 if evaluated is None:
                     ready.cancel()  # superseded while it waited for the model
                 return evaluated

@@ -79,14 +79,15 @@ def worth_prewarming(cache_room: bool | None, recent: Sequence[str], conversatio
 
 
 async def send_prewarm(client: OpenAICompatClient, queue: ModelRequestQueue, messages: list[dict[str, Any]],
-                       still_due: Callable[[], bool]) -> int | None:
+                       still_due: Callable[[], bool], on_sent: Callable[[], None] | None = None) -> int | None:
     """Evaluate `messages` behind player turns: the prompt tokens llama.cpp evaluated (0 when the server
     reports no usage), None when it was no longer due once the model was free.
 
     The queue hands the slot to a waiting player call first, so a prewarm never starts while one
     waits; a player call that comes while it runs pre-empts it (`Preempted`: its stream is closed,
     and the player's call gets the model; a server that cannot stop a prompt's evaluation halfway
-    finishes it first).
+    finishes it first). `on_sent` is called as the request goes out: from then on the model server
+    holds (or is evaluating) this prefix, pre-empted or not.
     """
     evaluated = 0
     async with queue.slot(Priority.BACKGROUND, preemptible=True):
@@ -94,6 +95,8 @@ async def send_prewarm(client: OpenAICompatClient, queue: ModelRequestQueue, mes
             return None
         # Streamed for the usage chunk: the hosted server counts cached tokens only there.
         async with client.stream_chat(messages, temperature=0.0, max_tokens=PREWARM_MAX_TOKENS) as stream:
+            if on_sent is not None:
+                on_sent()
             async for delta in stream:
                 if isinstance(delta, UsageDelta):
                     evaluated = delta.usage.prompt_tokens - delta.usage.cached_tokens

@@ -21,7 +21,7 @@ from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiOrchestrator, AiTaskRequest, TaskResult
 from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS
-from pyruntime.model.queue import ModelRequestQueue
+from pyruntime.model.queue import ModelRequestQueue, Priority
 from pyruntime.turns.prompt import SUMMARY_HEADING
 from pyruntime.turns.tail_anchors import conversation_digest
 from tests.turns.conftest import RecordingClient, run
@@ -165,7 +165,9 @@ def test_a_player_turn_during_the_summarizer_call_pre_empts_it_and_sends_the_pre
     assert kinds.count("summarizer") == 2  # the pre-empted one and the one made again
 
 
-def test_a_player_turn_during_the_prewarm_pre_empts_it_and_sends_the_previous_head(tiny_server_url: str):
+def test_a_player_turn_during_the_prewarm_pre_empts_it_and_sends_the_fold_the_prewarm_went_out_with(
+    tiny_server_url: str,
+):
     orchestrator, client = _orchestrator(tiny_server_url)
 
     async def go() -> list[TaskResult]:
@@ -175,10 +177,42 @@ def test_a_player_turn_during_the_prewarm_pre_empts_it_and_sends_the_previous_he
             results.append(await orchestrator.run_task(_request(2)))  # the fold for the fourth is made, its prewarm held
             await asyncio.wait_for(client.arrived["prewarm"].wait(), HANG_GUARD_S)
             staged = _staged(orchestrator)
-            assert staged is not None and not staged.ready
+            assert staged is not None and staged.ready  # its prewarm went out: the server holds the new head
             # The player is faster than the prewarm: the turn must not wait for it (it is still held).
             results.append(await asyncio.wait_for(orchestrator.run_task(_request(3)), HANG_GUARD_S))
             client.let_go("prewarm")
+            await orchestrator.prewarms.drain()
+            return results
+        finally:
+            await client.aclose()
+
+    results = run(go())
+    assert all(r.ok for r in results)
+    fourth = results[3].cut_report
+    assert orchestrator.prewarms.stats.preempted == 1
+    # The prewarm had gone out: the model server holds (a single-slot one: is evaluating) the new head, so the
+    # turn sends it rather than the previous head, which such a server would evaluate again in full.
+    assert fourth.folded_between_turns and fourth.compaction is CompactionKind.DETERMINISTIC
+    assert not fourth.compaction_deferred and orchestrator.compaction_stats.sent == 1
+
+
+def test_a_player_turn_before_the_prewarm_reached_the_model_sends_the_previous_head(tiny_server_url: str):
+    orchestrator, client = _orchestrator(tiny_server_url)
+
+    async def go() -> list[TaskResult]:
+        try:
+            results = await _turns(orchestrator, range(2))
+            results.append(await orchestrator.run_task(_request(2)))
+            async with orchestrator.queue.slot(Priority.PLAYER):  # the model is busy with another NPC's turn
+                for _ in range(HANG_GUARD_S * 100):  # the fold for the fourth is made, its prewarm waits
+                    if orchestrator.queue.waiting:
+                        break
+                    await asyncio.sleep(0.01)
+                assert _staged(orchestrator) is not None and orchestrator.queue.waiting == 1
+                fourth = asyncio.create_task(orchestrator.run_task(_request(3)))  # the player is faster
+                while orchestrator.queue.waiting < 2:
+                    await asyncio.sleep(0.01)
+            results.append(await asyncio.wait_for(fourth, HANG_GUARD_S))  # served before the waiting prewarm
             await orchestrator.prewarms.drain()
             folds.append(orchestrator.compaction_stats.folded)
             results += await _turns(orchestrator, range(4, 5))
@@ -189,16 +223,15 @@ def test_a_player_turn_during_the_prewarm_pre_empts_it_and_sends_the_previous_he
     folds: list[int] = []
     results = run(go())
     assert all(r.ok for r in results)
-    fourth, fifth = results[3], results[4]
-    assert orchestrator.prewarms.stats.preempted == 1
-    assert fourth.cut_report.compaction_deferred and fourth.cut_report.compaction is CompactionKind.NONE
+    fourth, fifth = results[3].cut_report, results[4].cut_report
+    assert fourth.compaction_deferred and fourth.compaction is CompactionKind.NONE
+    assert client.kinds[:5] == ["turn"] * 3 + ["turn", "prewarm"]  # the superseded prewarm never went out
     # The same fold (made once, after the third turn) was warmed after the fourth and sent by the fifth.
-    assert fifth.cut_report.folded_between_turns and fifth.cut_report.compaction is CompactionKind.DETERMINISTIC
-    assert len(fifth.cut_report.folded_ids) == 4 and fifth.cut_report.sent_verbatim == 4
+    assert fifth.folded_between_turns and fifth.compaction is CompactionKind.DETERMINISTIC
+    assert len(fifth.folded_ids) == 4 and fifth.sent_verbatim == 4
     assert folds == [1] and orchestrator.compaction_stats.sent == 1
     # Warm: the fifth evaluated only its own new tokens, not the new head and the history after it.
-    usage = fifth.usage
-    assert usage.evaluated_prompt_tokens * 3 < usage.prompt_tokens, usage
+    assert results[4].usage.evaluated_prompt_tokens * 3 < results[4].usage.prompt_tokens, results[4].usage
 
 
 def test_a_fold_whose_messages_changed_before_its_turn_is_dropped_whole(tiny_server_url: str):
