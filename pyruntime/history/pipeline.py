@@ -41,6 +41,8 @@ from pyruntime.history.llm_fold import (
     build_compaction_payload,
     clip_summary,
     run_compaction,
+    salient_terms,
+    summary_rejection,
 )
 from pyruntime.history.messages import HistoryMessage, as_history_messages
 from pyruntime.history.prune import prune_history, strip_think
@@ -353,14 +355,25 @@ async def _compute_fold(
                 options.max_payload_chars, deferred, options.max_per_message_chars,
             )
             folded_body, reason = await run_compaction(compact, payload, options)
-            if folded_body is None:
+            clip = None
+            if folded_body is not None:
+                clip = clip_summary(folded_body, options.max_summary_chars)
+                # Where the model can write the summary (issue 24): smaller than what it replaces, keeping the
+                # player's names and numbers; a small model's repetitions or inventions fall back to the fold.
+                consumed = to_fold[: payload.consumed]
+                replaced = (counter.count(prior_body) if prior_body else 0) + sum(
+                    count_message_tokens(counter, m.content) for m in consumed)
+                reason = summary_rejection(clip[0], replaced, counter.count(clip[0]), salient_terms(consumed))
+                if reason:
+                    folded_body = None
+            if folded_body is None or clip is None:
                 cuts.log_compaction_fallback(reason)
                 fell_back = True
             else:
                 kind = CompactionKind.LLM
                 # The marker stops at the last line sent; the next compaction folds the rest.
                 fold_point = payload.consumed
-                folded_body, total, dropped = clip_summary(folded_body, options.max_summary_chars)
+                folded_body, total, dropped = clip
                 if dropped:
                     chars_dropped += dropped
                     cuts.log_summary_clipped(total, total - dropped, dropped, options.max_summary_chars)
