@@ -1,6 +1,6 @@
-"""`AiOrchestrator`: one turn of a role, end to end (spec section 7).
+"""`AiOrchestrator`: one turn of a role, end to end (contract §7).
 
-A turn resolves the role's config, prepares the history (spec 5), plans the memory blocks,
+A turn resolves the role's config, prepares the history (contract §5), plans the memory blocks,
 assembles the request, runs the tool loop against the model (through the request queue, streaming
 every piece of text as it arrives), retries a context overflow with a smaller history, and records
 the turn. Recording runs in `finally` behind `asyncio.shield`, so a failure, a timeout or a cancel
@@ -194,7 +194,7 @@ class _Turn:
     overflow_retries: int = 0
     prepared: PreparedHistory | None = None
     cut_report: CutReport | None = None
-    cut_report_sent: bool = False
+    cut_report_sent: CutReport | None = None  # the report last streamed (one per attempt)
     finished: bool = False
     deadline: asyncio.Timeout | None = None  # the turn's timeout, paused while it waits for the model
     tool_allowance: int = 0  # TOOL_CALL_ALLOWANCE_TOKENS once tools are offered
@@ -266,6 +266,8 @@ class AiOrchestrator:
         prewarm: bool = False,
         prompt_cache_status: Callable[[], Mapping[str, object]] | None = None,
         background_compaction: bool = False,
+        assemble: Callable[..., list[dict[str, Any]]] = assemble_messages,
+        compaction_target_ratio: float = COMPACTION_TARGET_RATIO,
     ) -> None:
         """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
 
@@ -277,7 +279,9 @@ class AiOrchestrator:
         `prewarm`: after each turn, evaluate the next turn's prefix in the background when it changes
         (turns/prewarm.py); `build_orchestrator` turns it on for a model we host. `prompt_cache_status`: the
         hosted server's `/coreai/status` (blocking; called off the event loop), so a prewarm is sent only
-        while its prompt cache has room (`prewarm.worth_prewarming`).
+        while its prompt cache has room (`prewarm.worth_prewarming`). `assemble` (`prompt.assemble_messages`'s
+        signature) and `compaction_target_ratio` (1.0: no hysteresis) let a benchmark run the design note's
+        layout against this one (bench/design_note_layout.py); the defaults are the runtime's.
         `background_compaction`: fold between turns (turns/between_turns.py): after a reply, the next turn's
         fold is made in the background (and its head prewarmed, with `prewarm`); a turn never waits for it.
         """
@@ -316,10 +320,12 @@ class AiOrchestrator:
         self.staged_folds = StagedFolds()
         self.compaction_stats = CompactionStats()
         self.prompt_cache_status = prompt_cache_status
+        self._assemble_messages = assemble
+        self.compaction_target_ratio = compaction_target_ratio
         self._recent_conversations: deque[str] = deque(maxlen=RECENT_TURNS)
         # Where each conversation's tail and memory notes were last sent (issue 13): they stay there.
         self._anchors: OrderedDict[str, PromptAnchors] = OrderedDict()
-        # The system prompt and tool schemas of a role are byte-identical turn after turn (spec 7):
+        # The system prompt and tool schemas of a role are byte-identical turn after turn (contract §7):
         # their token counts are kept per role and reused while the text is unchanged.
         self._fixed_counts: dict[tuple[str, str], tuple[str, int]] = {}
         self._context_warnings: set[tuple[int, int]] = set()  # (role, model) context sizes already warned about
@@ -573,10 +579,13 @@ class AiOrchestrator:
             base = await self._fit_history(turn, fit, system_prompt, tail, tools_sent)
             self._keep_tail_anchor(turn, tail)
             turn.sent = base
-            if turn.prepared is not None and not turn.cut_report_sent:
-                # Once per turn, for the history as finally sent (after any refit to the context).
-                turn.cut_report_sent = True
-                await emit(CutReportEvent(turn.prepared.cut_report))
+            if turn.prepared is not None and turn.prepared.cut_report is not turn.cut_report_sent:
+                # Once per attempt, for the history as sent (after any refit to the context): after an
+                # overflow retry the next one describes the request actually sent, as the final result does.
+                report = turn.prepared.cut_report
+                report.overflow_retries = turn.overflow_retries
+                turn.cut_report_sent = report
+                await emit(CutReportEvent(report))
             try:
                 await self._tool_loop(turn, base, offered, offered_defs, executor, guard, emit)
                 return
@@ -683,7 +692,7 @@ class AiOrchestrator:
     def _assemble(self, turn: _Turn, system_prompt: str, tail: TailBlocks, *,
                   prepared: PreparedHistory | None = None) -> list[dict[str, Any]]:
         places = self._places(turn, tail, prepared) if prepared else None
-        return assemble_messages(
+        return self._assemble_messages(
             system_prompt=system_prompt,
             summary=prepared.summary_text if prepared else "",
             history=prepared.messages if prepared else (),
@@ -809,7 +818,7 @@ class AiOrchestrator:
             llm_options=self.llm_compaction_options,
             # A borrowed (chat-source) history is short-term: it must not leave a summary behind.
             summarize=not turn.borrowed_history,
-            compaction_target_ratio=COMPACTION_TARGET_RATIO,
+            compaction_target_ratio=self.compaction_target_ratio,
         )
 
     def _fixed_count(self, role_id: str, part: str, text: str) -> int:
