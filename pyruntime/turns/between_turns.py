@@ -9,7 +9,7 @@ pre-empts); the fold is kept here (`StagedFolds`), not stored; then the next tur
 head is evaluated (the prewarm), and the fold is marked ready.
 
 The next turn sends a ready fold as it was made (`CompactionTiming.BETWEEN_TURNS` in the history pipeline):
-the turn reports it in its cut report and stores it once it succeeded, as a fold made in the turn (spec 5:
+the turn reports it in its cut report and stores it once it succeeded, as a fold made in the turn (contract §5:
 exactly once, persisted after the turn that sent it). A turn that comes before its fold is ready sends the
 previous head while the history still fits its budget; past that it folds deterministically itself. A fold
 that lost its race (its summarizer call pre-empted by a player's call, its messages or summary changed

@@ -169,7 +169,7 @@ def test_after_an_overflow_retry_the_streamed_cut_report_describes_the_request_s
                                                         system_prompt_memory_version=1))
     MemoryTool(memory_stores.memory, key).execute({"action": "append", "content": "B"})
     # The budget believes in a bigger context than the server has: the first request overflows.
-    orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=policy, model_context_tokens=2800,
+    orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=policy, model_context_tokens=3400,
                                              token_counter=LlamaTokenCounter(tiny_model_path))
 
     async def turn() -> list:
