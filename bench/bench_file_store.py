@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyruntime.memory.state import AgentMemoryState, MemoryVersion  # noqa: E402
-from pyruntime.stores.base import TranscriptEntry, TranscriptKind  # noqa: E402
-from pyruntime.stores.file_store import FileAgentMemoryStore  # noqa: E402
+from pyruntime.memory.state import AgentMemoryState, MemoryVersion
+from pyruntime.stores.base import TranscriptEntry, TranscriptKind
+from pyruntime.stores.file_store import FileAgentMemoryStore
 
 RUNS = 5
 OPS = 40

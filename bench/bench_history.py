@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyruntime.history.budget import compute_history_budget  # noqa: E402
-from pyruntime.history.messages import HistoryMessage  # noqa: E402
-from pyruntime.history.pipeline import prepare_turn_history  # noqa: E402
-from pyruntime.history.tokens import HeuristicTokenCounter, LlamaTokenCounter, count_message_tokens  # noqa: E402
-from pyruntime.policy import RoleMemoryConfig  # noqa: E402
+from pyruntime.history.budget import compute_history_budget
+from pyruntime.history.messages import HistoryMessage
+from pyruntime.history.pipeline import prepare_turn_history
+from pyruntime.history.tokens import HeuristicTokenCounter, LlamaTokenCounter, count_message_tokens
+from pyruntime.policy import RoleMemoryConfig
 
 RUNS = 5
 SIZES = (30, 500, 2000)

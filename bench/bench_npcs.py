@@ -49,22 +49,22 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyruntime.history.budget import COMPACTION_TARGET_RATIO  # noqa: E402
-from pyruntime.memory import MemoryTool  # noqa: E402
-from pyruntime.model.client import OpenAICompatClient  # noqa: E402
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess  # noqa: E402
-from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
-from pyruntime.model.types import TextDelta, UsageDelta  # noqa: E402
-from pyruntime.policy import AgentMemoryPolicy  # noqa: E402
-from pyruntime.scopes import AgentMemoryScope  # noqa: E402
-from pyruntime.service.model_memory import process_rss_bytes  # noqa: E402
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
-from pyruntime.turns import AiTaskRequest, build_orchestrator  # noqa: E402
-from pyruntime.turns.events import FinalEvent, TextDeltaEvent, TurnUsage  # noqa: E402
-from pyruntime.turns.prompt import MEMORY_HEADING, assemble_messages  # noqa: E402
-from bench.design_note_layout import NO_HYSTERESIS, assemble_design_note  # noqa: E402
-from tests.support.fixtures import free_port  # noqa: E402
+from pyruntime.history.budget import COMPACTION_TARGET_RATIO
+from pyruntime.memory import MemoryTool
+from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.model.types import TextDelta, UsageDelta
+from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.scopes import AgentMemoryScope
+from pyruntime.service.model_memory import process_rss_bytes
+from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.turns import AiTaskRequest, build_orchestrator
+from pyruntime.turns.events import FinalEvent, TextDeltaEvent, TurnUsage
+from pyruntime.turns.prompt import MEMORY_HEADING, assemble_messages
+from bench.design_note_layout import NO_HYSTERESIS, assemble_design_note
+from tests.support.fixtures import free_port
 
 MAX_TOKENS = 16
 NPC_PROMPTS = [

@@ -35,21 +35,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import llama_cpp  # noqa: E402
+import llama_cpp
 
-from pyruntime.memory import memory_tool_definition  # noqa: E402
-from pyruntime.memory.state import AgentMemoryState  # noqa: E402
-from pyruntime.model.embedded import embedded_model_path  # noqa: E402
-from pyruntime.turns.memory_blocks import plan_memory_blocks  # noqa: E402
-from pyruntime.turns.modes import ToolCallMode, tool_contract  # noqa: E402
-from pyruntime.turns.prompt import (  # noqa: E402
+from pyruntime.memory import memory_tool_definition
+from pyruntime.memory.state import AgentMemoryState
+from pyruntime.model.embedded import embedded_model_path
+from pyruntime.turns.memory_blocks import plan_memory_blocks
+from pyruntime.turns.modes import ToolCallMode, tool_contract
+from pyruntime.turns.prompt import (
     MEMORY_HEADING,
     TailBlocks,
     assemble_messages,
     build_system_prompt,
     role_system_prompt,
 )
-from bench.design_note_layout import assemble_design_note  # noqa: E402
+from bench.design_note_layout import assemble_design_note
 
 ROLE = "SmartChat"
 MAX_TOKENS = 16

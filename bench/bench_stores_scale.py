@@ -135,7 +135,7 @@ async def run_load(name: str, runtimes: list[Runtime], clients: int, mutations: 
                     try:
                         result = await rpc.apply_memory_tool(ROLE, {"action": "append", "content": line},
                                                              scope=scope_of(player))
-                    except Exception:  # noqa: BLE001 - its runtime is gone: send it again elsewhere
+                    except Exception:
                         if not runtimes[target].killed:
                             raise
                         await rpc.aclose()

@@ -119,7 +119,7 @@ def _field_lines(field: FieldDescriptor) -> list[str]:
     return [*attrs, decl]
 
 
-def _message(message) -> list[str]:  # noqa: ANN001 - upb descriptor type
+def _message(message) -> list[str]:  # message: a upb Descriptor
     if message.nested_types or message.enum_types:
         raise SystemExit(f"gen_csharp: nested types are not supported yet ({message.full_name})")
     lines = [f"/// <summary>proto message {message.full_name}.</summary>",

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools.build_runtime import DEFAULT_DIST, executable, scrubbed_environment  # noqa: E402
+from tools.build_runtime import DEFAULT_DIST, executable, scrubbed_environment
 
 TOKEN_ENV = "COREAI_RUNTIME_TOKEN"
 

@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_OK
-    except Exception as exc:  # noqa: BLE001 - the CLI promises one line, not a traceback
+    except Exception as exc:  # the CLI promises one line, not a traceback
         print(f"error: unexpected {type(exc).__name__}", file=sys.stderr)
         log.debug("details", exc_info=True)
         return EXIT_FAILED

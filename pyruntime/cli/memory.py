@@ -202,7 +202,7 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
             # The OS message may carry a path (a key stem); log only what failed.
             log.error("I/O error (%s, errno %s)", type(exc).__name__, exc.errno)
             return EXIT_FAILED
-        except Exception as exc:  # noqa: BLE001 - the CLI promises one line, not a traceback
+        except Exception as exc:  # the CLI promises one line, not a traceback
             log.error("unexpected %s", type(exc).__name__)
             log.debug("details", exc_info=True)
             return EXIT_FAILED

@@ -250,7 +250,7 @@ class RpcServers:
         while True:
             try:
                 last = await self._publish_readiness(last)
-            except Exception:  # noqa: BLE001 - a failing read must not end the watch
+            except Exception:  # a failing read must not end the watch
                 logger.warning("reading readiness failed", exc_info=True)
             await asyncio.sleep(READINESS_POLL_S)
 
