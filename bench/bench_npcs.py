@@ -49,6 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.design_note_layout import NO_HYSTERESIS, assemble_design_note
 from pyruntime.history.budget import COMPACTION_TARGET_RATIO
 from pyruntime.memory import MemoryTool
 from pyruntime.model.client import OpenAICompatClient
@@ -63,7 +64,6 @@ from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiTaskRequest, build_orchestrator
 from pyruntime.turns.events import FinalEvent, TextDeltaEvent, TurnUsage
 from pyruntime.turns.prompt import MEMORY_HEADING, assemble_messages
-from bench.design_note_layout import NO_HYSTERESIS, assemble_design_note
 from tests.support.fixtures import free_port
 
 MAX_TOKENS = 16

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import llama_cpp
 
+from bench.design_note_layout import assemble_design_note
 from pyruntime.memory import memory_tool_definition
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.model.embedded import embedded_model_path
@@ -49,7 +50,6 @@ from pyruntime.turns.prompt import (
     build_system_prompt,
     role_system_prompt,
 )
-from bench.design_note_layout import assemble_design_note
 
 ROLE = "SmartChat"
 MAX_TOKENS = 16

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_npcs import FACTS, MAX_TOKENS, npc_prompt, _hint, _scope, timed_turn
+from bench.bench_npcs import FACTS, MAX_TOKENS, _hint, _scope, npc_prompt, timed_turn
 from pyruntime.memory import MemoryTool
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
 from pyruntime.model.hosting import LlamaServerProcess

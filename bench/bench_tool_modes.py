@@ -35,8 +35,7 @@ from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.llama_server import LlamaServerConfig
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
-from pyruntime.turns import tool_loop
-from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator
+from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator, tool_loop
 from pyruntime.turns.modes import MAX_CALLS_PER_ROUND
 from tests.support.fixtures import free_port
 

@@ -26,14 +26,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
 
+from google.protobuf import json_format
+
+from coreai.v1 import common_pb2
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.memory.versions import list_versions, revert_memory
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config
-from pyruntime.model.supervisor import ModelSupervisor
 from pyruntime.model.llama_server import DEFAULT_HOST
-from coreai.v1 import common_pb2
-from google.protobuf import json_format
-from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig, config_from_proto
+from pyruntime.model.supervisor import ModelSupervisor
+from pyruntime.policy import RoleMemoryConfig, config_from_proto
 from pyruntime.scopes import AgentMemoryScope, normalize_role_id
 from pyruntime.stores import (
     AgentMemoryPersistenceMode,

@@ -23,7 +23,8 @@ from pyruntime.cli.memory import EXIT_OK, _guarded
 from pyruntime.cli.progress import ProgressBar
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.models import catalog
-from pyruntime.models.cache import ModelCache, PullRequest, models_dir as models_dir_of
+from pyruntime.models.cache import ModelCache, PullRequest
+from pyruntime.models.cache import models_dir as models_dir_of
 from pyruntime.models.download import DEFAULT_TIMEOUT_S, DownloadError, DownloadProgress
 
 log = logging.getLogger(__name__)

@@ -23,19 +23,19 @@ from typing import Any
 from connectrpc.code import Code
 from connectrpc.compat import google_protobuf_binary_codec
 from connectrpc.compat._codec import ProtoJSONCodec
-from google.protobuf import json_format
-from google.protobuf.message import Message
 from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
+from google.protobuf import json_format
+from google.protobuf.message import Message
 
 import pyruntime
 from coreai.v1.memory_store_connect import MemoryStoreASGIApplication
 from coreai.v1.orchestrator_connect import OrchestratorASGIApplication
-from pyruntime.observability import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from pyruntime.rpc.auth import HeaderCheck, bearer_matches, check_host_header, check_origin
-from pyruntime.rpc._shared import UNAUTHENTICATED_MESSAGE, python_method_name
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.jsonlimits import check_json_depth, check_json_shape
+from pyruntime.observability import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from pyruntime.rpc._shared import UNAUTHENTICATED_MESSAGE, python_method_name
+from pyruntime.rpc.auth import HeaderCheck, bearer_matches, check_host_header, check_origin
 from pyruntime.service import RuntimeServices, ServiceError
 from pyruntime.service.status import StatusCode, status_for
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Concatenate, ParamSpec, TypeVar
 
-from pyruntime.service.status import ServiceError, status_for
+from pyruntime.service.status import status_for
 from pyruntime.stores.admission import Admission, SaveBusy, admitted
 
 P = ParamSpec("P")

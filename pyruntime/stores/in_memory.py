@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory.state import AgentMemoryState
-from pyruntime.stores.identity_index import IdentityIndex
 from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, TranscriptEntry, TranscriptKind, chat_row
+from pyruntime.stores.identity_index import IdentityIndex
 
 DEFAULT_CHAT_CAP = 500
 DEFAULT_TRANSCRIPT_CAP = 2000

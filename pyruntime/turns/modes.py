@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.jsonlimits import MAX_JSON_DEPTH, nesting_depth
 from pyruntime.history.messages import clip_marked
+from pyruntime.jsonlimits import MAX_JSON_DEPTH, nesting_depth
 from pyruntime.memory.tool import MEMORY_TOOL_NAME
 from pyruntime.model.types import ToolCall
 

@@ -16,8 +16,8 @@ the benchmarks only (`bench/design_note_layout.py`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pyruntime.history.messages import HistoryMessage
