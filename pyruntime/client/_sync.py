@@ -12,7 +12,7 @@ from coreai.v1 import memory_store_pb2 as ms
 from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.client import _messages as m
 from pyruntime.client import _tools as t
-from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, SyncTransport, CaCert, sync_transport
+from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, CaCert, SyncTransport, sync_transport
 from pyruntime.memory import MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.policy import RoleMemoryConfig, config_from_proto, config_to_proto
@@ -156,8 +156,7 @@ class RuntimeClient:
                     actor: str | None = None, **options: Any) -> Iterator[orch.TurnEvent]:
         """The same turn as events; closing the iterator early cancels the turn."""
         request = m.task_request(hint, role_id, scope, actor, options)
-        for event in self._transport.stream(ORCHESTRATOR, "StreamTask", request):
-            yield event
+        yield from self._transport.stream(ORCHESTRATOR, "StreamTask", request)
 
     def stream_task_with_tools(self, hint: str, tools: Sequence[t.ClientTool], *, role_id: str = "",
                                scope: AgentMemoryScope | None = None, actor: str | None = None,
