@@ -72,7 +72,7 @@ def timed(fn) -> float:
 
 def prepare_times() -> None:
     """Section 1."""
-    print("\n1. Preparing one turn's history (median of %d runs)" % RUNS)
+    print(f"\n1. Preparing one turn's history (median of {RUNS} runs)")
     columns = ("steady ms", "µs/msg", "x base/msg", "cold ms", "µs/msg", "x base/msg")
     print(f"{'stored':>7} | " + " | ".join(f"{c:>10}" for c in columns))
     base: tuple[float, float] | None = None

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -432,7 +432,7 @@ class ChatSession:
         for outcome in await self.orchestrator.memory_passes.drain():
             printer.line(stored_line(outcome))
 
-    async def _stream(self, request: AiTaskRequest, printer: "_ReplyPrinter") -> None:
+    async def _stream(self, request: AiTaskRequest, printer: _ReplyPrinter) -> None:
         async for event in self.orchestrator.stream_task(request):
             printer.show(event)
 
@@ -468,7 +468,7 @@ class ChatSession:
         if not versions:
             self.say("No versions yet.")
         for v in versions:
-            when = datetime.fromtimestamp(v.timestamp, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            when = datetime.fromtimestamp(v.timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S")
             preview = " ".join(v.content_after.split())
             preview = preview if len(preview) <= 60 else preview[:59] + "…"
             self.say(f"v{v.version}  {when} UTC  {v.action:<11} {v.note}  | {preview}")

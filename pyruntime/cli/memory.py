@@ -341,7 +341,7 @@ class RuntimeSaves:
         self._client = client
 
     @classmethod
-    def connect(cls, url: str, token: str) -> "RuntimeSaves":
+    def connect(cls, url: str, token: str) -> RuntimeSaves:
         """A client of the runtime at url, after checking that it answers (Health needs no token)."""
         client = RuntimeClient(url, token=token)
         try:

@@ -334,7 +334,7 @@ class RpcServersHandle:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
 
-    def __enter__(self) -> "RpcServersHandle":
+    def __enter__(self) -> RpcServersHandle:
         return self
 
     def __exit__(self, *exc: object) -> None:

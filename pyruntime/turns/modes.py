@@ -51,7 +51,7 @@ class ToolCallMode(enum.Enum):
     STRUCTURED = "structured"
 
     @classmethod
-    def parse(cls, value: "str | ToolCallMode") -> "ToolCallMode":
+    def parse(cls, value: str | ToolCallMode) -> ToolCallMode:
         """The mode for `native`/`structured` (trimmed, case-insensitive)."""
         if isinstance(value, cls):
             return value

@@ -41,7 +41,7 @@ class OfferedTool(Protocol):
         """The OpenAI function-tool dict."""
         ...
 
-    async def run(self, call: ToolCall, context: ToolContext) -> "CallOutcome":
+    async def run(self, call: ToolCall, context: ToolContext) -> CallOutcome:
         """Validate and execute one call."""
         ...
 
