@@ -140,7 +140,7 @@ def main() -> None:
     with LlamaServerProcess(config) as server:
         for kind in args.kinds:
             sequential, concurrent = asyncio.run(run_kind(server, kind, args.reps))
-            ratios = [c.wall_s / s.wall_s for s, c in zip(sequential, concurrent)]
+            ratios = [c.wall_s / s.wall_s for s, c in zip(sequential, concurrent, strict=True)]
             rows.append((kind, sequential, concurrent, ratios))
         rss = server_rss_mb(server)
     print("\n| turns | batch wall s, sequential / concurrent (median) | concurrent / sequential, median (range) | "

@@ -14,6 +14,7 @@ Medians of several runs. Run: `.venv/bin/python bench/bench_history.py`
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import logging
 import random
@@ -80,8 +81,8 @@ def prepare_times() -> None:
         history = dialogue(size + 2)
         # Steady state: the summary of the previous turn already folded all but the newest messages.
         previous = prepare(history[:size], None).pending_summary
-        steady = timed(lambda: prepare(history, previous))
-        cold = timed(lambda: prepare(history[:size], None))
+        steady = timed(functools.partial(prepare, history, previous))
+        cold = timed(functools.partial(prepare, history[:size], None))
         per = (steady / size * 1e6, cold / size * 1e6)
         base = base or per
         print(

@@ -150,7 +150,7 @@ def main() -> None:
         print(f"| {s.name} | {statistics.median(s.evaluated[1:] or s.evaluated):g} | {sum(s.evaluated)} | "
               f"{statistics.median(later):.3f} | {p90:.3f} |")
     print("\nper turn (evaluated tokens tail/system):",
-          " ".join(f"{a}/{b}" for a, b in zip(sessions[0].evaluated, sessions[1].evaluated)))
+          " ".join(f"{a}/{b}" for a, b in zip(sessions[0].evaluated, sessions[1].evaluated, strict=True)))
     print("\nRun: .venv/bin/python bench/bench_prefix_cache.py " + " ".join(sys.argv[1:]))
 
 
