@@ -123,7 +123,8 @@ def file_append(existing: int):
     def make(folder: Path):
         store = FileAgentMemoryStore(folder)
         if existing:
-            rows = [TranscriptEntry(TranscriptKind.USER, "user", MESSAGE, is_chat_message=True) for _ in range(existing)]
+            rows = [TranscriptEntry(TranscriptKind.USER, "user", MESSAGE, is_chat_message=True)
+                    for _ in range(existing)]
             store.append_transcript(KEY, rows)
         store = FileAgentMemoryStore(folder)  # a fresh process view: reads the file once
         store.get_chat_history(KEY, 1)

@@ -232,8 +232,9 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
             if setup.edit_on(turn):
                 MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}")).execute(
                     {"action": "append", "content": _fact(setup, player, turn)})
-            request = AiTaskRequest(_hint(npc, player, turn), f"Npc{npc}", scope=_scope(player), forced_tool_mode="none",
-                                    max_output_tokens=MAX_TOKENS, temperature=0.0, extra={"seed": 0})
+            request = AiTaskRequest(_hint(npc, player, turn), f"Npc{npc}", scope=_scope(player),
+                                    forced_tool_mode="none", max_output_tokens=MAX_TOKENS, temperature=0.0,
+                                    extra={"seed": 0})
             usage, ttft, elapsed = await timed_turn(orchestrator, request, name)
             result.add(turn > 0, usage.evaluated_prompt_tokens, usage.prompt_tokens, ttft, elapsed)
             if THINK_S:
@@ -382,7 +383,8 @@ def main() -> None:
             print(f"{setup.npcs} NPC(s): runtime/naive tokens evaluated per turn, median "
                   f"{statistics.median(runtime.evaluated) / max(1, statistics.median(naive.evaluated)):.2f}x, "
                   f"total with the prewarms {total / max(1, sum(naive.evaluated)):.2f}x ({total} vs "
-                  f"{sum(naive.evaluated)}); TTFT p50 {statistics.median(runtime.ttft) / statistics.median(naive.ttft):.2f}x")
+                  f"{sum(naive.evaluated)}); TTFT p50 "
+                  f"{statistics.median(runtime.ttft) / statistics.median(naive.ttft):.2f}x")
         for p in passes:
             if len(p.evaluated) <= 120:
                 print(f"  {p.name}: evaluated per turn {' '.join(str(e) for e in p.evaluated)}")

@@ -8,7 +8,8 @@
    per player touched, never freed).
 3. Lock files left by 1000 lookups of different saves (reads take no file lock now), and by 1000 writes.
 
-Import times are medians of several runs. Run: `nice -n 10 .venv/bin/python bench/bench_store_reliability.py [--roles 3000]`
+Import times are medians of several runs.
+Run: `nice -n 10 .venv/bin/python bench/bench_store_reliability.py [--roles 3000]`
 """
 
 from __future__ import annotations

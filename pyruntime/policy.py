@@ -447,7 +447,7 @@ def config_to_proto(cfg: RoleMemoryConfig) -> common_pb2.RoleMemoryConfig:
 
 
 def config_from_proto(msg: common_pb2.RoleMemoryConfig, base: RoleMemoryConfig | None = None) -> RoleMemoryConfig:
-    """A validated config from its proto twin: unset fields and UNSPECIFIED enums keep `base` (default: the defaults)."""
+    """A validated config from its proto twin: unset fields and UNSPECIFIED enums keep `base` (default: defaults)."""
     base = base or RoleMemoryConfig(role_id=msg.role_id)
     changes: dict[str, Any] = {name: getattr(msg, name) for name in _PROTO_FIELDS if msg.HasField(name)}
     if msg.default_action:

@@ -103,7 +103,10 @@ def _is_zombie(pid: int) -> bool:
 
 
 class WindowsWatch:
-    """Windows: a process handle with SYNCHRONIZE is signalled when the process exits; held, the pid cannot be reused."""
+    """Windows: a process handle with SYNCHRONIZE is signalled when the process exits.
+
+    While the handle is held, the pid cannot be reused.
+    """
 
     _SYNCHRONIZE = 0x00100000
     _PROCESS_QUERY_LIMITED_INFORMATION = 0x1000

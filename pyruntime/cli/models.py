@@ -148,8 +148,9 @@ def resolve_model_flag(model: Path | None, *, models_dir: Path | None,
         if pulled is not None:
             return pulled.path, None
     if catalog.find(name) is None:
-        raise InvalidArgumentError(f"--model must be a .gguf file or the name of a pulled or catalogue model; {name} is "
-                                   "neither (coreai-runtime models list; pull a URL with: coreai-runtime models pull URL)")
+        raise InvalidArgumentError(f"--model must be a .gguf file or the name of a pulled or catalogue model; {name} "
+                                   "is neither (coreai-runtime models list; pull a URL with: "
+                                   "coreai-runtime models pull URL)")
     return caches[0].model_file(name), ModelPull(PullRequest.of(name), caches[0])
 
 

@@ -159,7 +159,10 @@ class InMemoryAgentMemoryStore:
             self._append_rows(self._entry(key), [row], persist)
 
     def get_chat_history(self, key: str, max_messages: int = 0, *, persisted_only: bool = False) -> list[ChatMessage]:
-        """Oldest first, the newest max_messages (0 = all) of the chat window (persisted_only: without persist=False rows)."""
+        """Oldest first, the newest max_messages (0 = all) of the chat window.
+
+        persisted_only: without the persist=False rows.
+        """
         require_key(key)
         _require_limit(max_messages, "max_messages")
         with self._locks.hold(key):
@@ -189,7 +192,10 @@ class InMemoryAgentMemoryStore:
             self._append_rows(self._entry(key), rows, persist)
 
     def get_transcript(self, key: str, max_entries: int = 0, *, persisted_only: bool = False) -> list[TranscriptEntry]:
-        """Oldest first, the newest max_entries (0 = all) of the transcript window (persisted_only: without persist=False rows)."""
+        """Oldest first, the newest max_entries (0 = all) of the transcript window.
+
+        persisted_only: without the persist=False rows.
+        """
         require_key(key)
         _require_limit(max_entries, "max_entries")
         with self._locks.hold(key):
