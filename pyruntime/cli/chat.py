@@ -109,7 +109,7 @@ class ChatOptions:
     n_gpu_layers: int = 0  # hosted model's layers on the GPU; 0: CPU only, -1: all
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `chat` subcommand."""
     p = subparsers.add_parser("chat", help="chat with a role in the terminal (hosts the embedded model by default)")
     p.add_argument("--role", default=DEFAULT_ROLE, help=f"role to chat with (default {DEFAULT_ROLE})")

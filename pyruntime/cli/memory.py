@@ -114,7 +114,7 @@ def _edit_options(parser: argparse.ArgumentParser) -> None:
                              "files only: a runtime applies its own policy")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `memory`, `history`, `export` and `import` subcommands."""
     memory = subparsers.add_parser("memory", help="run a memory tool action or inspect versions of one save")
     actions = memory.add_subparsers(dest="memory_action", required=True, metavar="action")

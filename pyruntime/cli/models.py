@@ -16,6 +16,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from coreai.v1 import orchestrator_pb2
 from pyruntime.cli.chat import default_data_dir
@@ -30,7 +31,7 @@ from pyruntime.models.download import DEFAULT_TIMEOUT_S, DownloadError, Download
 log = logging.getLogger(__name__)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `models` subcommand and its actions."""
     p = subparsers.add_parser("models", help="list, pull, remove and locate GGUF models by name",
                               description="Models by name: a catalogue of known-good GGUFs for NPCs, pulled into a "
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _list(cache: ModelCache, *, as_json: bool) -> int:
     pulled = {m.name: m for m in cache.list()}
-    rows = []
+    rows: list[dict[str, Any]] = []  # JSON lines
     for entry in catalog.CATALOG:
         model = pulled.pop(entry.name, None)
         rows.append({"name": entry.name, "pulled": model is not None, "size_bytes": entry.size_bytes,
@@ -174,9 +175,9 @@ class PullStatus:
     @property
     def reason(self) -> str:
         """What Health says meanwhile."""
-        p = self._latest
-        done = f"{p.fraction * 100:.0f}% of {p.total / 1e6:,.0f} MB" if p.fraction is not None else \
-            f"{p.received / 1e6:,.0f} MB"
+        p, fraction = self._latest, self._latest.fraction
+        done = (f"{fraction * 100:.0f}% of {p.total / 1e6:,.0f} MB" if fraction is not None and p.total is not None
+                else f"{p.received / 1e6:,.0f} MB")
         return f"downloading model {self.name}: {done}"
 
     def message(self) -> orchestrator_pb2.ModelDownload:
