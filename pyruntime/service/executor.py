@@ -64,7 +64,7 @@ def blocking(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], 
     """Turn a blocking method of a BlockingCalls subclass into an async one that runs on its threads."""
 
     @functools.wraps(fn)
-    async def call(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:  # self positional, as Concatenate says
         return await self.run(fn, self, *args, **kwargs)
 
     return call

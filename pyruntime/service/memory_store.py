@@ -229,7 +229,7 @@ class MemoryStoreService(BlockingCalls):
         """Set the memory to a retained version (recorded as a new `revert` version)."""
         target = target_from_proto(request.target)
         recorder = _OutcomeRecorder(self._stores.memory)
-        result = revert_memory(recorder, self._key(target), request.version)  # type: ignore[arg-type]
+        result = revert_memory(recorder, self._key(target), request.version)
         return _result_or_status(result, recorder)
 
     @blocking
