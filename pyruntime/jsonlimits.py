@@ -19,7 +19,7 @@ MAX_JSON_DEPTH = 64
 """Deepest nesting accepted in tool arguments and request bodies; real ones nest 2-4 levels."""
 
 
-def nesting_depth(text: str | bytes, stop_at: int = MAX_JSON_DEPTH) -> int:
+def nesting_depth(text: str | bytes | bytearray, stop_at: int = MAX_JSON_DEPTH) -> int:
     """The deepest array/object nesting of JSON text (strings skipped), counted up to stop_at + 1."""
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
     depth = deepest = 0
@@ -45,7 +45,7 @@ def nesting_depth(text: str | bytes, stop_at: int = MAX_JSON_DEPTH) -> int:
     return deepest
 
 
-def check_json_depth(text: str | bytes, what: str, limit: int = MAX_JSON_DEPTH) -> None:
+def check_json_depth(text: str | bytes | bytearray, what: str, limit: int = MAX_JSON_DEPTH) -> None:
     """InvalidArgumentError when text nests deeper than limit."""
     if nesting_depth(text, limit) > limit:
         raise InvalidArgumentError(f"{what}: nesting deeper than {limit} levels")
