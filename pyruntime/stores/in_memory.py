@@ -7,11 +7,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, TranscriptEntry, TranscriptKind, chat_row
 from pyruntime.stores.identity_index import IdentityIndex
+
+T = TypeVar("T")
 
 DEFAULT_CHAT_CAP = 500
 DEFAULT_TRANSCRIPT_CAP = 2000
@@ -24,7 +27,7 @@ def require_key(key: str) -> str:
     return key
 
 
-def window(items: list, newest: int) -> list:
+def window(items: Sequence[T], newest: int) -> list[T]:
     """The newest `newest` items, oldest first (0 or less = all)."""
     return list(items[-newest:]) if newest > 0 else list(items)
 
@@ -52,7 +55,7 @@ class _KeyLocks:
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._locks: dict[str, list] = {}  # key -> [RLock, users]
+        self._locks: dict[str, list[Any]] = {}  # key -> [RLock, users]
 
     def __len__(self) -> int:
         return len(self._locks)

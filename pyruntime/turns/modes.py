@@ -157,7 +157,7 @@ def parse_tool_calls(raw_calls: Any, *, call_id_prefix: str = "call") -> tuple[t
     """The calls of a decoded `tool_calls` value; (calls so far, error) when an item is malformed."""
     if not isinstance(raw_calls, list):
         return (), "tool_calls is not a list"
-    calls = []
+    calls: list[ToolCall] = []
     for index, raw in enumerate(raw_calls):
         if not isinstance(raw, dict):
             return tuple(calls), f"tool_calls[{index}] is not an object"
@@ -193,8 +193,8 @@ def parse_structured_reply(
         return StructuredReply("", (), "the reply is not a JSON object")
     reply = data.get("reply")
     reply = reply if isinstance(reply, str) else ""
-    calls, error = parse_tool_calls(data.get("tool_calls") or [], call_id_prefix=call_id_prefix)
-    return StructuredReply(reply, calls, error)
+    calls, problem = parse_tool_calls(data.get("tool_calls") or [], call_id_prefix=call_id_prefix)
+    return StructuredReply(reply, calls, problem)
 
 
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
