@@ -23,6 +23,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 import grpc
 import uvicorn
@@ -95,6 +96,13 @@ def _resolve(config: RpcConfig) -> str:
     except ValueError as exc:
         raise InvalidArgumentError(str(exc)) from None
     return token
+
+
+class _SslOptions(TypedDict, total=False):
+    """uvicorn.Config's TLS keywords (none: plain HTTP)."""
+
+    ssl_certfile: str
+    ssl_keyfile: str
 
 
 class _Uvicorn(uvicorn.Server):
@@ -232,10 +240,10 @@ class RpcServers:
                     self.max_connections, open_files if open_files is not None else "unknown",
                     limits.request_timeout_s, limits.idle_timeout_s)
 
-    def _ssl_options(self) -> dict[str, str]:
+    def _ssl_options(self) -> _SslOptions:
         """uvicorn's TLS settings for the Connect port (none without --tls-cert)."""
         tls = self.config.tls
-        return {} if tls is None else {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
+        return _SslOptions() if tls is None else _SslOptions(ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key))
 
     async def _publish_readiness(self, last: bool | None) -> bool:
         """Publish readiness to grpc.health.v1 when it changed since last; returns it."""
@@ -250,7 +258,7 @@ class RpcServers:
         while True:
             try:
                 last = await self._publish_readiness(last)
-            except Exception:  # noqa: BLE001 - a failing read must not end the watch
+            except Exception:  # a failing read must not end the watch
                 logger.warning("reading readiness failed", exc_info=True)
             await asyncio.sleep(READINESS_POLL_S)
 
@@ -334,7 +342,7 @@ class RpcServersHandle:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
 
-    def __enter__(self) -> "RpcServersHandle":
+    def __enter__(self) -> RpcServersHandle:
         return self
 
     def __exit__(self, *exc: object) -> None:
