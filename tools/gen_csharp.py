@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from google.protobuf.descriptor import EnumDescriptor, FieldDescriptor, FileDescriptor, ServiceDescriptor
+from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor, FileDescriptor, ServiceDescriptor
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -89,9 +89,9 @@ def _check_supported(field: FieldDescriptor) -> None:
 
 
 def _element_type(field: FieldDescriptor) -> str:
-    if field.type == FieldDescriptor.TYPE_MESSAGE:
+    if field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type is not None:
         return csharp_name(field.message_type.name)
-    if field.type == FieldDescriptor.TYPE_ENUM:
+    if field.type == FieldDescriptor.TYPE_ENUM and field.enum_type is not None:
         return csharp_name(field.enum_type.name)
     if field.type == FieldDescriptor.TYPE_STRING:
         return "string"
@@ -128,7 +128,7 @@ def _field_lines(field: FieldDescriptor) -> list[str]:
     return [*attrs, decl]
 
 
-def _message(message) -> list[str]:  # noqa: ANN001 - upb descriptor type
+def _message(message: Descriptor) -> list[str]:
     if message.nested_types or message.enum_types:
         raise SystemExit(f"gen_csharp: nested types are not supported yet ({message.full_name})")
     lines = [f"/// <summary>proto message {message.full_name}.</summary>",

@@ -114,7 +114,7 @@ def _edit_options(parser: argparse.ArgumentParser) -> None:
                              "files only: a runtime applies its own policy")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `memory`, `history`, `export` and `import` subcommands."""
     memory = subparsers.add_parser("memory", help="run a memory tool action or inspect versions of one save")
     actions = memory.add_subparsers(dest="memory_action", required=True, metavar="action")
@@ -202,7 +202,7 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
             # The OS message may carry a path (a key stem); log only what failed.
             log.error("I/O error (%s, errno %s)", type(exc).__name__, exc.errno)
             return EXIT_FAILED
-        except Exception as exc:  # noqa: BLE001 - the CLI promises one line, not a traceback
+        except Exception as exc:  # the CLI promises one line, not a traceback
             log.error("unexpected %s", type(exc).__name__)
             log.debug("details", exc_info=True)
             return EXIT_FAILED
@@ -341,7 +341,7 @@ class RuntimeSaves:
         self._client = client
 
     @classmethod
-    def connect(cls, url: str, token: str) -> "RuntimeSaves":
+    def connect(cls, url: str, token: str) -> RuntimeSaves:
         """A client of the runtime at url, after checking that it answers (Health needs no token)."""
         client = RuntimeClient(url, token=token)
         try:

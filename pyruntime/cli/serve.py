@@ -270,8 +270,8 @@ def log_to_file(path: Path) -> None:
             os.dup2(fd, target)
     finally:
         os.close(fd)
-    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
 
 
 def validate(options: ServeOptions) -> None:
@@ -411,7 +411,12 @@ async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack,
         # The Shutdown RPC: the launcher's graceful stop where there is no SIGTERM (Windows). Beyond loopback a
         # game client's token must not stop a shared server, so there it stays refused.
         loop = asyncio.get_running_loop()
-        services.orchestrator.stop_requested = lambda: loop.call_soon_threadsafe(stop.set)
+        requested = stop
+
+        def request_stop() -> None:
+            loop.call_soon_threadsafe(requested.set)
+
+        services.orchestrator.stop_requested = request_stop
     model_stack = await stack.enter_async_context(contextlib.AsyncExitStack())
     token_file = _token_file(options, stack)
     config = RpcConfig(host=options.listen, grpc_port=options.grpc_port, connect_port=options.connect_port,

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from coreai.v1 import memory_store_pb2 as ms, orchestrator_pb2 as orch
+from coreai.v1 import memory_store_pb2 as ms
+from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.client import _messages as m
 from pyruntime.client import _tools as t
-from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, CaCert, AsyncTransport, async_transport
+from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, AsyncTransport, CaCert, async_transport
 from pyruntime.memory import MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.policy import RoleMemoryConfig, config_from_proto, config_to_proto
@@ -35,7 +36,7 @@ class AsyncRuntimeClient:
         """Close the connections."""
         await self._transport.aclose()
 
-    async def __aenter__(self) -> "AsyncRuntimeClient":
+    async def __aenter__(self) -> AsyncRuntimeClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -85,7 +86,8 @@ class AsyncRuntimeClient:
         """Unified diff between two retained versions (0 = the empty document)."""
         request = ms.DiffVersionsRequest(target=m.target(role_id, scope, actor), from_version=from_version,
                                          to_version=to_version)
-        return (await self._store("DiffVersions", request)).unified_diff
+        response: ms.DiffVersionsResponse = await self._store("DiffVersions", request)
+        return response.unified_diff
 
     # -- chat history and transcript ---------------------------------------------------------
 
@@ -142,7 +144,8 @@ class AsyncRuntimeClient:
 
     async def import_snapshot(self, snapshot: ScopeSnapshot, target_scope: AgentMemoryScope | None = None) -> int:
         """Replace the data of the snapshot's identities (in target_scope if given); returns roles imported."""
-        response = await self._store("ImportSnapshot", m.import_request(snapshot, target_scope))
+        request = m.import_request(snapshot, target_scope)
+        response: ms.ImportSnapshotResponse = await self._store("ImportSnapshot", request)
         return response.roles_imported
 
     # -- orchestrator ----------------------------------------------------------------------------
@@ -151,7 +154,8 @@ class AsyncRuntimeClient:
                        actor: str | None = None, **options: Any) -> orch.RunTaskResponse:
         """One turn (blank role = Creator); options are RunTaskRequest fields (source_tag, timeout_ms, ...)."""
         request = m.task_request(hint, role_id, scope, actor, options)
-        return await self._transport.unary(ORCHESTRATOR, "RunTask", request)
+        response: orch.RunTaskResponse = await self._transport.unary(ORCHESTRATOR, "RunTask", request)
+        return response
 
     async def stream_task(self, hint: str, *, role_id: str = "", scope: AgentMemoryScope | None = None,
                           actor: str | None = None, **options: Any) -> AsyncIterator[orch.TurnEvent]:

@@ -49,7 +49,7 @@ class ClientTool:
 
     @classmethod
     def from_model(cls, name: str, description: str, args_model: type[BaseModel],
-                   handler: Callable[[Any], Any]) -> "ClientTool":
+                   handler: Callable[[Any], Any]) -> ClientTool:
         """A tool with a pydantic model's schema (as runtime-hosted tools show theirs); the handler gets an instance."""
         schema = RegisteredTool(name, description, args_model, handler, False).definition()["function"]["parameters"]
         return cls(name, description, schema, lambda args: handler(args_model.model_validate(args)))
@@ -106,7 +106,7 @@ def _handler_output(handlers: Mapping[str, ClientTool], call: orch.ClientToolCal
         if tool is None:
             raise LookupError(f"no handler for tool '{call.name}'")
         return tool.handler(call_arguments(call))
-    except Exception as exc:  # the game's code failed: the model is told
+    except Exception as exc:  # noqa: BLE001 - the game's code failed: the model is told
         return failure(call.name, exc)
 
 
@@ -130,7 +130,7 @@ class ToolCalls:
             if not submit_refused(exc):
                 raise
 
-    def __enter__(self) -> "ToolCalls":
+    def __enter__(self) -> ToolCalls:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -159,7 +159,7 @@ class AsyncToolCalls:
                 output = await output
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # the game's code failed: the model is told
+            except Exception as exc:  # noqa: BLE001 - the game's code failed: the model is told
                 output = failure(call.name, exc)
         try:
             await self._submit(result_request(call, output))
@@ -167,7 +167,7 @@ class AsyncToolCalls:
             if not submit_refused(exc):
                 raise
 
-    async def __aenter__(self) -> "AsyncToolCalls":
+    async def __aenter__(self) -> AsyncToolCalls:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

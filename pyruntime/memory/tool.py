@@ -70,7 +70,7 @@ def _simplify_schema(node: Any) -> Any:
     return {k: _simplify_schema(v) for k, v in node.items() if k != "title" and not (k == "default" and v is None)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _definition(default_action: MemoryToolAction) -> dict[str, Any]:
     schema = _simplify_schema(MemoryToolArgs.model_json_schema())
     schema["properties"]["action"]["enum"] = list(MEMORY_ACTIONS)

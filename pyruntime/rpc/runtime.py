@@ -1,8 +1,8 @@
 """Both transports of one runtime started and stopped together, bound to loopback unless told otherwise.
 
 `start_rpc_servers(services, config)` runs them on a background event loop and returns a handle
-(`stop(grace)`); `RpcServers` does the same inside a running loop; `serve_until_signalled` is the
-foreground form that stops gracefully on SIGTERM/SIGINT. Shutdown order: stop accepting, let
+(`stop(grace)`); `RpcServers` does the same inside a running loop (`coreai-runtime serve` uses it and
+owns the stop signals, `pyruntime/cli/signals.py`). Shutdown order: stop accepting, let
 in-flight calls finish (up to `grace`), then `services.close()` waits for store writes still on
 their threads, so files are consistent when the process exits.
 
@@ -18,12 +18,12 @@ import contextlib
 import errno
 import functools
 import logging
-import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 import grpc
 import uvicorn
@@ -96,6 +96,13 @@ def _resolve(config: RpcConfig) -> str:
     except ValueError as exc:
         raise InvalidArgumentError(str(exc)) from None
     return token
+
+
+class _SslOptions(TypedDict, total=False):
+    """uvicorn.Config's TLS keywords (none: plain HTTP)."""
+
+    ssl_certfile: str
+    ssl_keyfile: str
 
 
 class _Uvicorn(uvicorn.Server):
@@ -233,10 +240,10 @@ class RpcServers:
                     self.max_connections, open_files if open_files is not None else "unknown",
                     limits.request_timeout_s, limits.idle_timeout_s)
 
-    def _ssl_options(self) -> dict[str, str]:
+    def _ssl_options(self) -> _SslOptions:
         """uvicorn's TLS settings for the Connect port (none without --tls-cert)."""
         tls = self.config.tls
-        return {} if tls is None else {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
+        return _SslOptions() if tls is None else _SslOptions(ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key))
 
     async def _publish_readiness(self, last: bool | None) -> bool:
         """Publish readiness to grpc.health.v1 when it changed since last; returns it."""
@@ -251,7 +258,7 @@ class RpcServers:
         while True:
             try:
                 last = await self._publish_readiness(last)
-            except Exception:  # noqa: BLE001 - a failing read must not end the watch
+            except Exception:  # a failing read must not end the watch
                 logger.warning("reading readiness failed", exc_info=True)
             await asyncio.sleep(READINESS_POLL_S)
 
@@ -335,7 +342,7 @@ class RpcServersHandle:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
 
-    def __enter__(self) -> "RpcServersHandle":
+    def __enter__(self) -> RpcServersHandle:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -369,24 +376,3 @@ def start_rpc_servers(services: RuntimeServices, config: RpcConfig = RpcConfig()
         thread.join()
         raise started["error"]  # type: ignore[misc]
     return RpcServersHandle(servers, loop, thread)
-
-
-async def serve_until_signalled(services: RuntimeServices, config: RpcConfig = RpcConfig(), *,
-                                on_ready: Callable[[RpcServers], None] | None = None) -> None:
-    """Serve until SIGTERM or SIGINT, then stop gracefully and wait for in-flight store writes."""
-    servers = RpcServers(services, config)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await servers.start()
-        if on_ready is not None:
-            on_ready(servers)
-        await stop.wait()
-        logger.info("runtime RPC stopping (signal)")
-        await servers.stop()
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-        await asyncio.to_thread(services.close)

@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from coreai.v1 import common_pb2, memory_store_pb2 as pb
+from coreai.v1 import common_pb2
+from coreai.v1 import memory_store_pb2 as pb
 from pyruntime.errors import (
     CoreAIError,
     InvalidArgumentError,
@@ -42,6 +43,9 @@ from pyruntime.memory import (
 )
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.service.executor import BlockingCalls, blocking
+from pyruntime.service.status import ServiceError, StatusCode
+from pyruntime.service.targets import Target, check_id, scope_from_proto, target_from_proto
 from pyruntime.stores import (
     LoadResult,
     LoadStatus,
@@ -55,9 +59,6 @@ from pyruntime.stores import (
 from pyruntime.stores.base import AgentMemoryStore, ChatMessage, Mutation
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
 from pyruntime.stores.snapshot import entry_to_proto, state_from_proto, state_to_proto
-from pyruntime.service.executor import BlockingCalls, blocking
-from pyruntime.service.status import ServiceError, StatusCode
-from pyruntime.service.targets import Target, check_id, scope_from_proto, target_from_proto
 
 _TYPED_ARGUMENTS = tuple(name for name in MEMORY_ARGUMENT_NAMES if name != "action")
 
@@ -228,7 +229,7 @@ class MemoryStoreService(BlockingCalls):
         """Set the memory to a retained version (recorded as a new `revert` version)."""
         target = target_from_proto(request.target)
         recorder = _OutcomeRecorder(self._stores.memory)
-        result = revert_memory(recorder, self._key(target), request.version)  # type: ignore[arg-type]
+        result = revert_memory(recorder, self._key(target), request.version)
         return _result_or_status(result, recorder)
 
     @blocking

@@ -16,7 +16,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 import pyruntime
-from coreai.v1 import common_pb2, orchestrator_pb2 as pb
+from coreai.v1 import common_pb2
+from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.observability import RuntimeMetrics, new_trace_id, trace_context
 from pyruntime.policy import AgentMemoryPolicy, config_from_proto, config_to_proto

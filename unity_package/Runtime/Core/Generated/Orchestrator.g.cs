@@ -265,6 +265,14 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("alreadyFolded", NullValueHandling = NullValueHandling.Ignore)]
         public int AlreadyFolded { get; set; }
+
+        [Preserve]
+        [JsonProperty("compactionDeferred", NullValueHandling = NullValueHandling.Ignore)]
+        public bool CompactionDeferred { get; set; }
+
+        [Preserve]
+        [JsonProperty("foldedBetweenTurns", NullValueHandling = NullValueHandling.Ignore)]
+        public bool FoldedBetweenTurns { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ToolCallEvent.</summary>
