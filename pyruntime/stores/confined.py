@@ -210,6 +210,13 @@ class Folder:
             self._checked_path(name)
             os.unlink(self.path / name)
 
+    def chmod(self, mode: int) -> None:
+        """Set the folder's own permission bits (its descriptor: a link is never followed)."""
+        if self.fd is not None:
+            os.fchmod(self.fd, mode)
+        else:
+            os.chmod(self.path, mode)
+
     def names(self) -> list[str]:
         """The entries of the folder."""
         return os.listdir(self.fd if self.fd is not None else self.path)
