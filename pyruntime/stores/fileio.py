@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from pyruntime.errors import PersistenceError
+from pyruntime.errors import DiskFullError, PersistenceError
 from pyruntime.stores import confined
 from pyruntime.stores.file_layout import check_windows_path_length
 
@@ -131,8 +131,8 @@ def describe_os_error(exc: OSError) -> str:
 
 
 def persistence_error(exc: OSError, message: str) -> PersistenceError:
-    """A PersistenceError saying message, carrying exc's errno (so every caller can tell a full disk)."""
-    error = PersistenceError(message)
+    """A PersistenceError saying message, carrying exc's errno; a full disk is DiskFullError, whatever the step."""
+    error = DiskFullError() if exc.errno in _DISK_FULL_ERRNOS else PersistenceError(message)
     error.errno = exc.errno
     return error
 

@@ -18,6 +18,7 @@ import pytest
 
 from coreai.v1 import common_pb2, memory_store_pb2 as ms, orchestrator_pb2 as orch
 from pyruntime.client import RuntimeCallError, RuntimeClient
+from pyruntime.errors import DISK_FULL_MESSAGE
 from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR
 from pyruntime.scopes import MAX_ROLE_ID_BYTES, AgentMemoryScope
 from pyruntime.service import RuntimeServices, StatusCode
@@ -178,6 +179,33 @@ def test_disk_full_or_read_only_is_unavailable_and_keeps_the_previous_version(ru
     assert files_snapshot(runtime.data_dir) == before
     monkeypatch.undo()
     assert call(client, "LoadState", ms.LoadStateRequest(target=target("Teacher"))).state.memory == "v1"
+
+
+def test_a_full_disk_says_the_same_on_every_path(runtime: Runtime, client: RuntimeClient, monkeypatch) -> None:
+    # Issue 22 item 8: the memory tool said "PersistenceError", a chat append "No space left on device".
+    write(client, "Teacher", "v1")
+    call(client, "SaveSummary", ms.SaveSummaryRequest(target=target("Teacher"), summary="s"))
+    snapshot = call(client, "ExportSnapshot", ms.ExportSnapshotRequest(role_ids=["Teacher"])).snapshot
+    before = files_snapshot(runtime.data_dir)
+    real = fileio._write_all
+
+    def disk_full(fd: int, data: bytes) -> None:
+        real(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fileio, "_write_all", disk_full)
+    calls = [
+        ("ApplyMemoryTool", ms.ApplyMemoryToolRequest(target=target("Teacher"), action="append", content="v2")),
+        ("RevertMemory", ms.RevertMemoryRequest(target=target("Teacher"), version=1)),
+        ("SaveState", ms.SaveStateRequest(target=target("Teacher"), state=common_pb2.AgentMemoryState(memory="v3"))),
+        ("AppendChatMessage", ms.AppendChatMessageRequest(target=target("Teacher"), role="user", content="x",
+                                                          persist=True)),
+        ("SaveSummary", ms.SaveSummaryRequest(target=target("Teacher"), summary="new")),
+        ("ImportSnapshot", ms.ImportSnapshotRequest(snapshot=snapshot, target_scope=ALEX)),
+    ]
+    for rpc, request in calls:
+        assert status_of(client, rpc, request) == (StatusCode.UNAVAILABLE, DISK_FULL_MESSAGE), rpc
+    assert files_snapshot(runtime.data_dir) == before
 
 
 # -- exports ---------------------------------------------------------------------------------------
