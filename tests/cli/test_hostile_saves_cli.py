@@ -98,3 +98,10 @@ def test_a_token_file_that_is_a_fifo_is_refused_at_once(tmp_path: Path, cli, cap
     os.mkfifo(token)
     run = within(cli, "memory", "read", "--runtime", "http://127.0.0.1:9", "--token-file", token, "--role", "Teacher")
     assert run.rc == 2 and "token file cannot be read" in messages(caplog)
+
+
+def test_a_role_id_with_a_zero_width_character_is_a_usage_error(tmp_path: Path, cli,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    run = cli("memory", "append", "--data-dir", tmp_path, "--role", "Teacher\u200b", "--content", "x")
+    assert run.rc == 2 and "U+200B" in messages(caplog)
+    assert not (tmp_path / "CoreAI").exists()

@@ -67,7 +67,10 @@ def test_deeply_nested_tool_arguments_are_invalid_argument(runtime: Runtime, cli
     assert files_snapshot(runtime.data_dir) == before
 
 
-@pytest.mark.parametrize("role", ["..", ".", "a" * 237, "a" * 241, "x" * (MAX_ROLE_ID_BYTES + 1)])
+@pytest.mark.parametrize("role", ["..", ".", "a" * 237, "a" * 241, "x" * (MAX_ROLE_ID_BYTES + 1),
+                                  # Issue 22: look-alikes of other ids (zero-width, bidi override and isolate,
+                                  # a no-break space, a decomposed accent)
+                                  "Teacher\u200b", "\u202eGuard", "Guard\u2066x", "Old\u00a0Guard", "Cafe\u0301"])
 @pytest.mark.parametrize("rpc,request_of", [
     ("ApplyMemoryTool", lambda t: ms.ApplyMemoryToolRequest(target=t, action="append", content="x")),
     ("ApplyMemoryTool", lambda t: ms.ApplyMemoryToolRequest(target=t, action="read")),

@@ -249,6 +249,16 @@ def test_the_longest_role_id_round_trips_in_every_file(root):
     assert len(view.get_chat_history(role)) == 40
 
 
+@pytest.mark.parametrize("key", ["Teacher\u200b", "\u202eGuard", "Old\u00a0Guard", "Cafe\u0301"])
+def test_a_bare_key_with_a_look_alike_character_names_no_file(root, key):
+    store = FileAgentMemoryStore(root)
+    with pytest.raises(InvalidArgumentError, match="key"):
+        store.append_chat_message(key, "user", "x")
+    with pytest.raises(InvalidArgumentError, match="key"):
+        store.mutate(key, lambda s: s.evolve(memory="x"))
+    assert not root.exists() or not any(root.rglob("*.json*"))
+
+
 def test_a_dots_only_key_stays_refused_by_the_store(root):
     with pytest.raises(UnsafeKeyError):
         FileAgentMemoryStore(root).append_chat_message("..", "user", "x")
