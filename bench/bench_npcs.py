@@ -10,7 +10,7 @@ the other on the same server:
   turn the shipped runtime evaluates the next turn's predicted prefix in the background,
   `pyruntime/turns/prewarm.py`); `--think-s` pauses between turns, as a player reading the reply
   does, which is when the prewarm runs (with no pause the next turn supersedes it);
-- **runtime, design-note order**: the same runtime with the order of spec 7 as it was (summary first,
+- **runtime, design-note order**: the same runtime with the design note's order (contract §7) (summary first,
   `## Memory` snapshot after the history) and no hysteresis (fold only what no longer fits): what
   shipped before issue 13, for comparison;
 - **naive**: what a game does without the runtime: the NPC's prompt with its current memory pasted

@@ -4,7 +4,7 @@ A 20-turn SmartChat session whose memory grows by one fact per turn, assembled t
 run, each on its own llama.cpp model instance (llama-cpp-python keeps one hot prefix per instance),
 turns interleaved so both see the same machine load:
 
-- tail (the design note's placement, spec 7, `PromptLayout.DESIGN_NOTE`): byte-identical system
+- tail (the design note's placement, contract §7, `PromptLayout.DESIGN_NOTE`): byte-identical system
   prompt; the `## Memory` snapshot first sent and the `## Memory (updates)` delta go in the tail
   after the history (`plan_memory_blocks` + `assemble_messages`, the product's own pure functions).
   The runtime's placement since issue 13 (snapshot before the history, each edit a note where it was

@@ -1,4 +1,4 @@
-"""Scopes and the single mapping from (scope, role, actor) to a storage key (spec section 4)."""
+"""Scopes and the single mapping from (scope, role, actor) to a storage key (contract §4)."""
 
 from __future__ import annotations
 

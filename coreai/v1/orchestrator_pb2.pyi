@@ -259,7 +259,7 @@ class HealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthResponse(_message.Message):
-    __slots__ = ("ready", "model", "version", "model_ready", "memory_design", "model_rss_bytes", "prompt_cache_used_bytes", "prompt_cache_limit_bytes")
+    __slots__ = ("ready", "model", "version", "model_ready", "memory_design", "model_rss_bytes", "prompt_cache_used_bytes", "prompt_cache_limit_bytes", "model_download")
     READY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -268,6 +268,7 @@ class HealthResponse(_message.Message):
     MODEL_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     PROMPT_CACHE_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
     PROMPT_CACHE_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MODEL_DOWNLOAD_FIELD_NUMBER: _ClassVar[int]
     ready: bool
     model: str
     version: str
@@ -276,4 +277,15 @@ class HealthResponse(_message.Message):
     model_rss_bytes: int
     prompt_cache_used_bytes: int
     prompt_cache_limit_bytes: int
-    def __init__(self, ready: _Optional[bool] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., model_ready: _Optional[bool] = ..., memory_design: _Optional[str] = ..., model_rss_bytes: _Optional[int] = ..., prompt_cache_used_bytes: _Optional[int] = ..., prompt_cache_limit_bytes: _Optional[int] = ...) -> None: ...
+    model_download: ModelDownload
+    def __init__(self, ready: _Optional[bool] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., model_ready: _Optional[bool] = ..., memory_design: _Optional[str] = ..., model_rss_bytes: _Optional[int] = ..., prompt_cache_used_bytes: _Optional[int] = ..., prompt_cache_limit_bytes: _Optional[int] = ..., model_download: _Optional[_Union[ModelDownload, _Mapping]] = ...) -> None: ...
+
+class ModelDownload(_message.Message):
+    __slots__ = ("model", "received_bytes", "total_bytes")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    received_bytes: int
+    total_bytes: int
+    def __init__(self, model: _Optional[str] = ..., received_bytes: _Optional[int] = ..., total_bytes: _Optional[int] = ...) -> None: ...

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "pyruntime.cli.serve",
     "pyruntime.cli.chat",
     "pyruntime.cli.migrate",
+    "pyruntime.cli.models",
 )
 
 

@@ -1,4 +1,4 @@
-"""The chat history pipeline: window, pruning, deterministic and LLM-assisted compaction, visible cuts (spec 5)."""
+"""The chat history pipeline: window, pruning, deterministic and LLM-assisted compaction, visible cuts (contract §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The history token budget of one request (spec section 5)."""
+"""The history token budget of one request (contract §5)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def compute_history_budget(
     overflow_attempt: int = 0,
     max_rolled_summary_tokens: int = 0,
 ) -> HistoryBudget:
-    """The budget policy of spec 5; `context_tokens` (the role's ContextTokens, 0 = inherit) wins over the model's."""
+    """The budget policy of contract §5; `context_tokens` (the role's ContextTokens, 0 = inherit) wins over the model's."""
     for name, value in (
         ("model_context_tokens", model_context_tokens),
         ("context_tokens", context_tokens),

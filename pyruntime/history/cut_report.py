@@ -1,4 +1,4 @@
-"""Visible cuts: the machine-readable cut report of a turn and the log lines naming the numbers (spec 5).
+"""Visible cuts: the machine-readable cut report of a turn and the log lines naming the numbers (contract §5).
 
 Log lines carry counts only: never content, message ids, role ids or keys.
 """

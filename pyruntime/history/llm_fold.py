@@ -1,4 +1,4 @@
-"""The LLM-assisted fold: one auxiliary completion that rewrites the rolling summary (spec 5).
+"""The LLM-assisted fold: one auxiliary completion that rewrites the rolling summary (contract §5).
 
 Only the prior summary and the dialogue lines to fold enter the call: never the role's system
 prompt, tools, memory or world state. The caller falls back to the deterministic fold on failure.

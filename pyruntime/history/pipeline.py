@@ -1,4 +1,4 @@
-"""One turn's history: fold-point detection, pruning, compaction, the summary to send, the cut report (spec 5).
+"""One turn's history: fold-point detection, pruning, compaction, the summary to send, the cut report (contract §5).
 
 The pipeline reads nothing and writes nothing by itself: it gets the stored messages and the prior
 summary, and hands back a `PreparedHistory` whose new summary reaches the store only through
@@ -168,7 +168,7 @@ async def prepare_turn_history(
         if compaction_target_ratio < 1.0 and start < len(kept):
             target = _verbatim_start(tokens, _target_messages(max_messages, compaction_target_ratio),
                                      int(room * max(0.0, compaction_target_ratio)))
-            # The newest message stays verbatim whenever it fits the full room (spec: "at least the newest one").
+            # The newest message stays verbatim whenever it fits the full room (the design note's "at least the newest one", contract §5).
             start = max(start, min(target, len(kept) - 1))
         start = _align_to_tool_groups(kept, start)
 

@@ -1,4 +1,4 @@
-"""Turns of a role: request assembly, the tool loop, recording and streaming (spec section 7)."""
+"""Turns of a role: request assembly, the tool loop, recording and streaming (contract §7)."""
 
 from __future__ import annotations
 

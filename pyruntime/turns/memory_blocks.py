@@ -1,4 +1,4 @@
-"""The `## Memory` snapshot and `## Memory (updates)` blocks of a turn (spec section 7), pure.
+"""The `## Memory` snapshot and `## Memory (updates)` blocks of a turn (contract §7), pure.
 
 The snapshot is the memory as first sent to the model. Later turns send the same snapshot plus
 only what changed since, so the memory text the model saw earlier never changes under it.

@@ -1,6 +1,6 @@
-"""`AiOrchestrator`: one turn of a role, end to end (spec section 7).
+"""`AiOrchestrator`: one turn of a role, end to end (contract §7).
 
-A turn resolves the role's config, prepares the history (spec 5), plans the memory blocks,
+A turn resolves the role's config, prepares the history (contract §5), plans the memory blocks,
 assembles the request, runs the tool loop against the model (through the request queue, streaming
 every piece of text as it arrives), retries a context overflow with a smaller history, and records
 the turn. Recording runs in `finally` behind `asyncio.shield`, so a failure, a timeout or a cancel
@@ -298,7 +298,7 @@ class AiOrchestrator:
         self._recent_conversations: deque[str] = deque(maxlen=RECENT_TURNS)
         # Where each conversation's tail and memory notes were last sent (issue 13): they stay there.
         self._anchors: OrderedDict[str, PromptAnchors] = OrderedDict()
-        # The system prompt and tool schemas of a role are byte-identical turn after turn (spec 7):
+        # The system prompt and tool schemas of a role are byte-identical turn after turn (contract §7):
         # their token counts are kept per role and reused while the text is unchanged.
         self._fixed_counts: dict[tuple[str, str], tuple[str, int]] = {}
         self._context_warnings: set[tuple[int, int]] = set()  # (role, model) context sizes already warned about

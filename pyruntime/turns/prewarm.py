@@ -12,7 +12,7 @@ this turn's request (world state, instructions, tools): when the next one differ
 evaluates it, as it would have anyway.
 
 It is a pure prediction: nothing is stored. Committing the predicted compaction now would take the
-fold out of the next turn's cut report, persist a summary no successful turn has sent (spec 5), and
+fold out of the next turn's cut report, persist a summary no successful turn has sent (contract §5), and
 fold by a budget that depends on the next player line, which is not known yet. A wrong prediction
 costs one background request and changes nothing a turn sends, stores or reports.
 

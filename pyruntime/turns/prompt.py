@@ -1,4 +1,4 @@
-"""Request assembly (spec section 7), pure: the system prefix, the summary, history, tail blocks, the payload.
+"""Request assembly (contract §7), pure: the system prefix, the summary, history, tail blocks, the payload.
 
 The system prompt is the cacheable prefix: it depends only on the role, its tools and the tool-call
 mode, never on the user, memory, summary or world state, so every user of a role shares it byte for

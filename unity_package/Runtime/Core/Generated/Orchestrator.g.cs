@@ -471,6 +471,29 @@ namespace CoreAI.V1
         [JsonProperty("promptCacheLimitBytes", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoInt64Converter))]
         public long PromptCacheLimitBytes { get; set; }
+
+        [Preserve]
+        [JsonProperty("modelDownload", NullValueHandling = NullValueHandling.Ignore)]
+        public ModelDownload ModelDownload { get; set; }
+    }
+
+    /// <summary>proto message coreai.v1.ModelDownload.</summary>
+    [Preserve]
+    public sealed partial class ModelDownload
+    {
+        [Preserve]
+        [JsonProperty("model", NullValueHandling = NullValueHandling.Ignore)]
+        public string Model { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("receivedBytes", NullValueHandling = NullValueHandling.Ignore)]
+        [JsonConverter(typeof(ProtoInt64Converter))]
+        public long ReceivedBytes { get; set; }
+
+        [Preserve]
+        [JsonProperty("totalBytes", NullValueHandling = NullValueHandling.Ignore)]
+        [JsonConverter(typeof(ProtoInt64Converter))]
+        public long TotalBytes { get; set; }
     }
 
     /// <summary>Connect client of coreai.v1.Orchestrator.</summary>
