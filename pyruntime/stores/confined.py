@@ -212,10 +212,10 @@ class Folder:
 
     def chmod(self, mode: int) -> None:
         """Set the folder's own permission bits (its descriptor: a link is never followed)."""
-        if self.fd is not None:
+        if self.fd is None:
+            os.chmod(self.path, mode)  # Windows: only the read-only bit; the user folder's ACL guards it
+        elif hasattr(os, "fchmod"):
             os.fchmod(self.fd, mode)
-        else:
-            os.chmod(self.path, mode)
 
     def names(self) -> list[str]:
         """The entries of the folder."""
