@@ -12,7 +12,8 @@ the other on the same server:
   does, which is when the prewarm runs (with no pause the next turn supersedes it);
 - **runtime, design-note order**: the same runtime with the design note's order (contract §7) (summary first,
   `## Memory` snapshot after the history) and no hysteresis (fold only what no longer fits): what
-  shipped before issue 13, for comparison;
+  shipped before the current layout, for comparison (`bench/design_note_layout.py`, given to the
+  orchestrator as `assemble=` and `compaction_target_ratio=`);
 - **naive**: what a game does without the runtime: the NPC's prompt with its current memory pasted
   into the system prompt, the whole history, the player's line (same server, same client);
 - **runtime + prompt cache** (`--prompt-cache-mb`, setups with several NPCs): the runtime on a second
@@ -37,19 +38,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import functools
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pyruntime.turns.orchestrator as orchestrator_module  # noqa: E402
 from pyruntime.history.budget import COMPACTION_TARGET_RATIO  # noqa: E402
 from pyruntime.memory import MemoryTool  # noqa: E402
 from pyruntime.model.client import OpenAICompatClient  # noqa: E402
@@ -63,7 +62,8 @@ from pyruntime.service.model_memory import process_rss_bytes  # noqa: E402
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
 from pyruntime.turns import AiTaskRequest, build_orchestrator  # noqa: E402
 from pyruntime.turns.events import FinalEvent, TextDeltaEvent, TurnUsage  # noqa: E402
-from pyruntime.turns.prompt import MEMORY_HEADING, PromptLayout, assemble_messages  # noqa: E402
+from pyruntime.turns.prompt import MEMORY_HEADING, assemble_messages  # noqa: E402
+from bench.design_note_layout import NO_HYSTERESIS, assemble_design_note  # noqa: E402
 from tests.support.fixtures import free_port  # noqa: E402
 
 MAX_TOKENS = 16
@@ -207,8 +207,9 @@ RSS_EVERY = 0  # --rss-every: record the server's RSS every this many turns of a
 THINK_S = 0.0  # --think-s: pause after each turn of every pass (a player reading the reply), not timed
 
 
-async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, prewarm: bool = True) -> Pass:
-    """The session through the runtime, in a fresh data dir."""
+async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, prewarm: bool = True,
+                       **orchestrator_options: Any) -> Pass:
+    """The session through the runtime, in a fresh data dir (`orchestrator_options`: e.g. the design note's layout)."""
     result = Pass(name)
     with tempfile.TemporaryDirectory() as data_dir:
         stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, Path(data_dir))
@@ -218,7 +219,7 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
                                   max_chat_history_messages=setup.window, with_chat_history=True,
                                   persist_chat_history=True, use_memory_tool=True, temperature=0.0)
         orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, memory_design="tool",
-                                          prewarm=prewarm)
+                                          prewarm=prewarm, **orchestrator_options)
         for npc in range(setup.npcs):
             for player in range(setup.players):
                 tool = MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}"))
@@ -288,18 +289,6 @@ def _scope(player: int) -> AgentMemoryScope:
     return AgentMemoryScope(user_id=f"player{player}")
 
 
-def design_note_runtime() -> Callable[[], None]:
-    """Switch the orchestrator to the design note's order without hysteresis; returns the undo."""
-    saved = orchestrator_module.assemble_messages, orchestrator_module.COMPACTION_TARGET_RATIO
-    orchestrator_module.assemble_messages = functools.partial(assemble_messages, layout=PromptLayout.DESIGN_NOTE)
-    orchestrator_module.COMPACTION_TARGET_RATIO = 1.0
-
-    def undo() -> None:
-        orchestrator_module.assemble_messages, orchestrator_module.COMPACTION_TARGET_RATIO = saved
-
-    return undo
-
-
 def _p(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) >= 2 else (values[0] if values else 0.0)
 
@@ -322,11 +311,8 @@ async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | Non
     if "no-prewarm" in only:
         passes.append(await runtime_pass(server, setup, "runtime, no prewarm", prewarm=False))
     if "design-note" in only:
-        undo = design_note_runtime()
-        try:
-            passes.append(await runtime_pass(server, setup, "runtime, design-note order, no hysteresis"))
-        finally:
-            undo()
+        passes.append(await runtime_pass(server, setup, "runtime, design-note order, no hysteresis",
+                                         assemble=assemble_design_note, compaction_target_ratio=NO_HYSTERESIS))
     if "naive" in only:
         passes.append(await naive_pass(server, setup))
     with_cache = cached is not None and runs_cached(setup.npcs, only)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 from dataclasses import dataclass
-from typing import Protocol
 
 from pyruntime.errors import InvalidArgumentError
 
@@ -39,12 +38,6 @@ class AgentMemoryScope:
 
 
 EMPTY_SCOPE = AgentMemoryScope()
-
-
-class AgentMemoryScopeProvider(Protocol):
-    """Supplies the scope of the current request (a host serving several players)."""
-
-    def current_scope(self) -> AgentMemoryScope: ...
 
 
 def _utf16_len(value: str) -> int:

@@ -86,8 +86,7 @@ def generate(source: str) -> str:
         code = line.split("#", 1)[0]
         depth += code.count("(") + code.count("[") - code.count(")") - code.count("]")
         out.append(unasync_line(line))
-        if depth <= 0:
-            depth = 0
+        depth = max(0, depth)
     return HEADER + "\n".join(out) + "\n"
 
 

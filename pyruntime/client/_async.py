@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from coreai.v1 import memory_store_pb2 as ms, orchestrator_pb2 as orch
+from coreai.v1 import memory_store_pb2 as ms
+from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.client import _messages as m
 from pyruntime.client import _tools as t
-from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, CaCert, AsyncTransport, async_transport
+from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, AsyncTransport, CaCert, async_transport
 from pyruntime.memory import MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.policy import RoleMemoryConfig, config_from_proto, config_to_proto
@@ -35,7 +36,7 @@ class AsyncRuntimeClient:
         """Close the connections."""
         await self._transport.aclose()
 
-    async def __aenter__(self) -> "AsyncRuntimeClient":
+    async def __aenter__(self) -> AsyncRuntimeClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -7,7 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from coreai.v1 import common_pb2, memory_store_pb2 as ms, orchestrator_pb2 as orch
+from coreai.v1 import common_pb2
+from coreai.v1 import memory_store_pb2 as ms
+from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory import MEMORY_ARGUMENT_NAMES, MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion

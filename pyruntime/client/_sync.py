@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from coreai.v1 import memory_store_pb2 as ms, orchestrator_pb2 as orch
+from coreai.v1 import memory_store_pb2 as ms
+from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.client import _messages as m
 from pyruntime.client import _tools as t
-from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, CaCert, SyncTransport, sync_transport
+from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, SyncTransport, CaCert, sync_transport
 from pyruntime.memory import MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.policy import RoleMemoryConfig, config_from_proto, config_to_proto
@@ -33,7 +34,7 @@ class RuntimeClient:
         """Close the connections."""
         self._transport.close()
 
-    def __enter__(self) -> "RuntimeClient":
+    def __enter__(self) -> RuntimeClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -49,7 +49,7 @@ class ClientTool:
 
     @classmethod
     def from_model(cls, name: str, description: str, args_model: type[BaseModel],
-                   handler: Callable[[Any], Any]) -> "ClientTool":
+                   handler: Callable[[Any], Any]) -> ClientTool:
         """A tool with a pydantic model's schema (as runtime-hosted tools show theirs); the handler gets an instance."""
         schema = RegisteredTool(name, description, args_model, handler, False).definition()["function"]["parameters"]
         return cls(name, description, schema, lambda args: handler(args_model.model_validate(args)))
@@ -130,7 +130,7 @@ class ToolCalls:
             if not submit_refused(exc):
                 raise
 
-    def __enter__(self) -> "ToolCalls":
+    def __enter__(self) -> ToolCalls:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -167,7 +167,7 @@ class AsyncToolCalls:
             if not submit_refused(exc):
                 raise
 
-    async def __aenter__(self) -> "AsyncToolCalls":
+    async def __aenter__(self) -> AsyncToolCalls:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -182,7 +182,7 @@ class _Turn:
     overflow_retries: int = 0
     prepared: PreparedHistory | None = None
     cut_report: CutReport | None = None
-    cut_report_sent: bool = False
+    cut_report_sent: CutReport | None = None  # the report last streamed (one per attempt)
     finished: bool = False
     deadline: asyncio.Timeout | None = None  # the turn's timeout, paused while it waits for the model
     tool_allowance: int = 0  # TOOL_CALL_ALLOWANCE_TOKENS once tools are offered
@@ -250,6 +250,8 @@ class AiOrchestrator:
         client_tool_timeout: float = DEFAULT_CLIENT_TOOL_TIMEOUT_S,
         prewarm: bool = False,
         prompt_cache_status: Callable[[], Mapping[str, object]] | None = None,
+        assemble: Callable[..., list[dict[str, Any]]] = assemble_messages,
+        compaction_target_ratio: float = COMPACTION_TARGET_RATIO,
     ) -> None:
         """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
 
@@ -261,7 +263,9 @@ class AiOrchestrator:
         `prewarm`: after each turn, evaluate the next turn's prefix in the background when it changes
         (turns/prewarm.py); `build_orchestrator` turns it on for a model we host. `prompt_cache_status`: the
         hosted server's `/coreai/status` (blocking; called off the event loop), so a prewarm is sent only
-        while its prompt cache has room (`prewarm.worth_prewarming`).
+        while its prompt cache has room (`prewarm.worth_prewarming`). `assemble` (`prompt.assemble_messages`'s
+        signature) and `compaction_target_ratio` (1.0: no hysteresis) let a benchmark run the design note's
+        layout against this one (bench/design_note_layout.py); the defaults are the runtime's.
         """
         if model_context_tokens < 1:
             raise InvalidArgumentError("model_context_tokens must be positive")
@@ -295,6 +299,8 @@ class AiOrchestrator:
         self.prewarm = prewarm
         self.prewarms = Prewarms()
         self.prompt_cache_status = prompt_cache_status
+        self._assemble_messages = assemble
+        self.compaction_target_ratio = compaction_target_ratio
         self._recent_conversations: deque[str] = deque(maxlen=RECENT_TURNS)
         # Where each conversation's tail and memory notes were last sent (issue 13): they stay there.
         self._anchors: OrderedDict[str, PromptAnchors] = OrderedDict()
@@ -529,10 +535,13 @@ class AiOrchestrator:
             base = await self._fit_history(turn, fit, system_prompt, tail, tools_sent)
             self._keep_tail_anchor(turn, tail)
             turn.sent = base
-            if turn.prepared is not None and not turn.cut_report_sent:
-                # Once per turn, for the history as finally sent (after any refit to the context).
-                turn.cut_report_sent = True
-                await emit(CutReportEvent(turn.prepared.cut_report))
+            if turn.prepared is not None and turn.prepared.cut_report is not turn.cut_report_sent:
+                # Once per attempt, for the history as sent (after any refit to the context): after an
+                # overflow retry the next one describes the request actually sent, as the final result does.
+                report = turn.prepared.cut_report
+                report.overflow_retries = turn.overflow_retries
+                turn.cut_report_sent = report
+                await emit(CutReportEvent(report))
             try:
                 await self._tool_loop(turn, base, offered, offered_defs, executor, guard, emit)
                 return
@@ -633,7 +642,7 @@ class AiOrchestrator:
     def _assemble(self, turn: _Turn, system_prompt: str, tail: TailBlocks, *,
                   prepared: PreparedHistory | None = None) -> list[dict[str, Any]]:
         places = self._places(turn, tail, prepared) if prepared else None
-        return assemble_messages(
+        return self._assemble_messages(
             system_prompt=system_prompt,
             summary=prepared.summary_text if prepared else "",
             history=prepared.messages if prepared else (),
@@ -750,7 +759,7 @@ class AiOrchestrator:
             llm_options=self.llm_compaction_options,
             # A borrowed (chat-source) history is short-term: it must not leave a summary behind.
             summarize=not turn.borrowed_history,
-            compaction_target_ratio=COMPACTION_TARGET_RATIO,
+            compaction_target_ratio=self.compaction_target_ratio,
         )
 
     def _fixed_count(self, role_id: str, part: str, text: str) -> int:
