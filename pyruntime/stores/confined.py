@@ -122,8 +122,8 @@ class Folder:
         except FileNotFoundError:
             return None
 
-    def _checked_path(self, name: str) -> None:
-        """By-path mode: the file's resolved folder must be the folder itself, inside the root."""
+    def _check_folder(self) -> None:
+        """By-path mode: the folder, resolved, must still be inside the resolved root."""
         if self.fd is not None or self._root is None:
             return
         real = Path(os.path.realpath(self.path))
@@ -137,7 +137,7 @@ class Folder:
             return None
         if not stat.S_ISREG(before.st_mode) or _is_link(before):
             raise refuse(what, before)
-        self._checked_path(name)
+        self._check_folder()
         try:
             fd = os.open(self._name(name), flags | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY, **self._at())
         except FileNotFoundError:
@@ -168,7 +168,7 @@ class Folder:
 
     def create_new(self, name: str, mode: int = 0o600) -> int:
         """A new file's descriptor (write only); FileExistsError when the name is taken, by anything."""
-        self._checked_path(name)
+        self._check_folder()
         return os.open(self._name(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC | _O_BINARY,
                        mode, **self._at())
 
@@ -199,7 +199,7 @@ class Folder:
         if self.fd is not None:
             os.replace(src, dst, src_dir_fd=self.fd, dst_dir_fd=self.fd)
         else:
-            self._checked_path(dst)
+            self._check_folder()
             os.replace(self.path / src, self.path / dst)
 
     def unlink(self, name: str) -> None:
@@ -207,7 +207,7 @@ class Folder:
         if self.fd is not None:
             os.unlink(name, dir_fd=self.fd)
         else:
-            self._checked_path(name)
+            self._check_folder()
             os.unlink(self.path / name)
 
     def chmod(self, mode: int) -> None:
@@ -222,10 +222,10 @@ class Folder:
         return os.listdir(self.fd if self.fd is not None else self.path)
 
 
-def read_bounded(fd: int, limit: int, what: str) -> bytes:
-    """Everything from fd's position, refused (UnsafeSaveError) once it passes limit bytes."""
+def read_bounded(fd: int, limit: int, what: str, already: int = 0) -> bytes:
+    """Everything from fd's position (already bytes into the file), refused once the file passes limit bytes."""
     chunks = []
-    total = 0
+    total = already
     while True:
         chunk = os.read(fd, min(_READ_CHUNK, limit + 1 - total))
         if not chunk:

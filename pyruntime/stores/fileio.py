@@ -119,15 +119,12 @@ def _sharing_message(exc: OSError, what: str) -> str:
     return f"{what} did not become durable ({describe_os_error(exc)})"
 
 
-DISK_FULL = "the disk is full"
 _DISK_FULL_ERRNOS = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 
 
 def describe_os_error(exc: OSError) -> str:
-    """An OS error in words, the same on every path (never a path: OS messages may carry one)."""
-    if exc.errno in _DISK_FULL_ERRNOS:
-        return f"{DISK_FULL} ({os.strerror(exc.errno)})"
-    return exc.strerror or (errno.errorcode.get(exc.errno, "") if isinstance(exc.errno, int) else "") or str(exc)
+    """An OS error in words (never a path: OS messages may carry one)."""
+    return exc.strerror or (errno.errorcode.get(exc.errno, "") if isinstance(exc.errno, int) else "") or type(exc).__name__
 
 
 def persistence_error(exc: OSError, message: str) -> PersistenceError:

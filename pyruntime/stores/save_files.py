@@ -73,9 +73,7 @@ class SaveFiles:
 
     def read_from(self, fd: int, kind: SaveKind, already: int = 0) -> bytes:
         """The rest of an opened file, refused once the whole file would pass the limit."""
-        limit = kind.limit(self.limits)
-        data = confined.read_bounded(fd, max(0, limit - already), kind.what)
-        return data
+        return confined.read_bounded(fd, kind.limit(self.limits), kind.what, already)
 
     def check_size(self, size: int, kind: SaveKind) -> None:
         """LimitExceededError when a file of size bytes would be over its kind's limit (nothing is written)."""
