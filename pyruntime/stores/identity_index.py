@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pyruntime.errors import MemoryUnreadableError
 from pyruntime.scopes import AgentMemoryScope, storage_key
-from pyruntime.stores import fileio
+from pyruntime.stores import confined, fileio
 from pyruntime.stores.save_files import SaveFiles, SaveKind
 from pyruntime.stores.file_layout import (
     HISTORY_SUFFIX,
@@ -157,10 +157,11 @@ class IdentityIndex:
             with self._guard:
                 return dict(self._memory)
         found: dict[str, Identity] = {}
-        if not self._folder.is_dir():
-            return found
-        assert self._files is not None
-        for path in self._folder.glob("*" + MEMORY_SUFFIX):
+        assert self._files is not None and self._root is not None
+        for name in _names(self._folder, self._root):
+            if not name.endswith(MEMORY_SUFFIX):
+                continue
+            path = self._folder / name
             try:
                 data = self._files.read(path, SaveKind.IDENTITY)
                 if data is None:
@@ -178,11 +179,7 @@ class IdentityIndex:
         if self._root is None:
             return stems
         for name in folders:
-            folder = self._root / name
-            if not folder.is_dir():
-                continue
-            for path in folder.iterdir():
-                file_name = path.name
+            for file_name in _names(self._root / name, self._root):
                 if file_name.startswith("."):
                     continue
                 for suffix in (HISTORY_SUFFIX, MEMORY_SUFFIX):
@@ -190,6 +187,15 @@ class IdentityIndex:
                         stems.add(file_name[: -len(suffix)])
                         break
         return stems
+
+
+def _names(folder: Path, root: Path) -> list[str]:
+    """The entries of a data folder, [] when it does not exist; a link in its place is refused (UnsafeSaveError)."""
+    try:
+        with confined.open_folder(folder, root) as opened:
+            return opened.names()
+    except FileNotFoundError:
+        return []
 
 
 def is_hashed_stem(stem: str) -> bool:

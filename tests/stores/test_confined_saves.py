@@ -358,3 +358,15 @@ def test_many_fifos_each_fail_at_once(root):
     for i in range(18):
         assert within(lambda: store.try_load(f"Npc{i}")).status is LoadStatus.FAILED
         refused(lambda: store.get_chat_history(f"Npc{i}"), "FIFO")
+
+
+def test_an_export_never_lists_a_folder_behind_a_link(root, outside):
+    # Only names outside would be read, but an export must not count them as saves of the scope.
+    root.mkdir(parents=True)
+    (outside / "Stranger.json").write_bytes(SECRET)
+    (root / "AgentMemory").symlink_to(outside, target_is_directory=True)
+    from pyruntime.stores import export_scope_snapshot
+
+    bundle = open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent)
+    with pytest.raises(MemoryUnreadableError, match="'AgentMemory' is a link"):
+        export_scope_snapshot(bundle, AgentMemoryScope(), None, None)
