@@ -55,6 +55,7 @@ from pyruntime.service import RuntimeServices
 from pyruntime.service.model_memory import hosted_model_memory
 from pyruntime.service.readiness import EXTERNAL_MODEL, MODEL_LOADING, Readiness, hosted_model_readiness
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
+from pyruntime.stores import confined
 from pyruntime.stores.persistence import DATA_FOLDER
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
 from pyruntime.turns.memory_writer import MemoryDesign
@@ -287,6 +288,7 @@ def validate(options: ServeOptions) -> None:
     if options.prompt_cache_dir is not None and options.prompt_cache_dir.exists() and \
             not options.prompt_cache_dir.is_dir():
         raise InvalidArgumentError("--prompt-cache-dir exists but is not a directory")
+    _check_prompt_cache_folder(options)
     if options.prompt_cache_dir is not None and options.prompt_cache_mb == 0:
         raise InvalidArgumentError("--prompt-cache-dir needs a prompt cache: --prompt-cache-mb 0 turns it off")
     if options.chat_history_cap < 1 or options.transcript_cap < 1:
@@ -560,6 +562,23 @@ def _token_file(options: ServeOptions, stack: contextlib.AsyncExitStack) -> Path
     folder = Path(tempfile.mkdtemp(prefix="coreai-runtime-"))  # 0700
     stack.callback(shutil.rmtree, folder, True)
     return folder / "token"
+
+
+def _check_prompt_cache_folder(options: ServeOptions) -> None:
+    """A prompt cache inside the data folder (`<data-dir>/CoreAI/runtime/prompt-cache`) must not go through a link:
+    the model child writes and removes state files there."""
+    if options.prompt_cache_dir is None or options.data_dir is None:
+        return
+    root = Path(options.data_dir) / DATA_FOLDER
+    if root not in Path(options.prompt_cache_dir).parents:
+        return
+    try:
+        with confined.open_folder(Path(options.prompt_cache_dir), root):
+            pass
+    except FileNotFoundError:
+        pass  # created on first use
+    except confined.UnsafeSaveError as exc:
+        raise InvalidArgumentError(f"--prompt-cache-dir: {exc}") from None
 
 
 def _token_root(options: ServeOptions) -> Path | None:
