@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import stat
 import statistics
 import subprocess
 import sys
@@ -42,9 +40,10 @@ sys.path.insert(0, str(ROOT))
 from coreai.v1 import common_pb2, memory_store_pb2 as ms  # noqa: E402
 from pyruntime.client import RuntimeCallError, RuntimeClient  # noqa: E402
 from pyruntime.client._transports import MEMORY_STORE  # noqa: E402
+from tests.support.hostile_files import make_outside, outside_state, plant  # noqa: E402
 
 TOKEN = "hostile-bench-token-0123456789"
-SECRET = "outside secret"
+SECRET = "outside secret"  # the text of tests.support.hostile_files.SECRET
 KINDS = ("link", "dangling-link", "fifo", "device", "socket", "oversized")
 SUFFIXES = (".json", ".history.jsonl")
 CORRUPT = (b'{"k":0,"r":"user","c":"I am Alex","t":1,"o":1,"m":true}\n' + b"\x00\xff garbage \xfe\n" * 3
@@ -57,38 +56,6 @@ def percentile(values: list[float], q: float) -> float:
         return 0.0
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def plant(path: Path, kind: str, outside: Path) -> None:
-    """One hostile entry where a save belongs."""
-    if kind == "link":
-        path.symlink_to(outside / "victim")
-    elif kind == "dangling-link":
-        path.symlink_to(outside / f"must-not-appear-{path.name}")
-    elif kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "device":
-        try:
-            os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 5))
-        except PermissionError:
-            path.symlink_to("/dev/zero")
-    elif kind == "socket":
-        sock = socket.socket(socket.AF_UNIX)
-        cwd = os.getcwd()
-        os.chdir(path.parent)  # AF_UNIX paths are short: bind by name
-        try:
-            sock.bind(path.name)
-        finally:
-            os.chdir(cwd)
-            sock.close()
-    elif kind == "oversized":
-        with path.open("wb") as f:
-            f.truncate(8 * 1024**3)
-
-
-def outside_state(folder: Path) -> dict[str, tuple[bytes, int]]:
-    """Every file of folder with its bytes and mtime."""
-    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir()) if p.is_file()}
 
 
 def target(role: str) -> common_pb2.AgentTarget:
@@ -153,12 +120,11 @@ def writer(url: str, stop: threading.Event, record: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="coreai-hostile-") as folder:
         base = Path(folder)
-        data, outside = base / "data", base / "elsewhere"
+        data, outside = base / "data", make_outside(base)
         memory_dir = data / "CoreAI" / "AgentMemory"
         summaries = data / "CoreAI" / "ConversationSummaries"
-        for d in (memory_dir, summaries, outside):
+        for d in (memory_dir, summaries):
             d.mkdir(parents=True)
-        (outside / "victim").write_text(json.dumps({"memory": SECRET}))
         hostile: list[str] = []
         for kind in KINDS:
             for n in range(args.roles):

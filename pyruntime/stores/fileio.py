@@ -17,7 +17,6 @@ import contextvars
 import errno
 import os
 import stat
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -141,6 +140,15 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def _write_durably(fd: int, data: bytes) -> None:
+    """Write all of data to a new file's descriptor, fsync it and close it (closed whatever happens)."""
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 DEFAULT_READ_LIMIT = 64 * 1024 * 1024
 """Bytes a file read through this module may have unless its caller names another limit."""
 
@@ -213,11 +221,7 @@ def atomic_write(path: Path, data: bytes, *, previous: bytes | None | object = _
             raise persistence_error(exc, f"could not create a temporary file ({describe_os_error(exc)})") from exc
         replaced = False
         try:
-            try:
-                _write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _write_durably(fd, data)
             _retry_sharing(lambda: folder.replace(tmp, path.name))
             replaced = True
             fsync_dir(folder.path)
@@ -350,11 +354,7 @@ def keep_aside(path: Path, data: bytes, *, root: Path, folder: str, suffix: str)
             except OSError as exc:
                 raise persistence_error(exc, f"could not keep a copy aside ({describe_os_error(exc)})") from exc
             try:
-                try:
-                    _write_all(fd, data)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                _write_durably(fd, data)
                 fsync_dir(aside.path)
             except OSError as exc:
                 _unlink_quietly(aside, name)

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import memory_file
+from tests.support.hostile_files import make_outside, outside_state, plant
 
-SECRET = b'{"memory":"outside secret","versionsJson":""}'
 DEADLINE_S = 20.0
 
 
@@ -29,14 +29,7 @@ def within(run: Any, *argv: object):
 
 @pytest.fixture
 def outside(tmp_path: Path) -> Path:
-    folder = tmp_path / "elsewhere"
-    folder.mkdir()
-    (folder / "victim.json").write_bytes(SECRET)
-    return folder
-
-
-def outside_state(folder: Path) -> dict[str, tuple[bytes, int]]:
-    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir()) if p.is_file()}
+    return make_outside(tmp_path)
 
 
 def messages(caplog: pytest.LogCaptureFixture) -> str:
@@ -48,11 +41,7 @@ def test_memory_history_and_export_refuse_a_hostile_save_at_once(tmp_path: Path,
                                                                  caplog: pytest.LogCaptureFixture) -> None:
     data = tmp_path / "game"
     for path in (memory_file(data, "Teacher"), data / "CoreAI" / "AgentMemory" / "Teacher.history.jsonl"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if kind == "link":
-            path.symlink_to(outside / "victim.json")
-        else:
-            os.mkfifo(path)
+        plant(path, kind, outside)
     before = outside_state(outside)
     word = "link" if kind == "link" else "FIFO"
     for argv in (("memory", "read", "--data-dir", data, "--role", "Teacher"),

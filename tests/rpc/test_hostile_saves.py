@@ -6,7 +6,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import stat
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.stores import fileio
 from pyruntime.stores.file_layout import file_stem
 from tests.rpc.conftest import Runtime, files_snapshot, start_runtime
+from tests.support.hostile_files import make_outside, outside_state, plant
 
 ALEX = common_pb2.AgentMemoryScope(user_id="alex")
 
@@ -288,42 +288,17 @@ def test_a_stuck_lock_holder_fails_only_its_own_save(quick_lock_runtime: Runtime
 
 # -- issue 22: links, FIFOs, devices and oversized files in the data folder ------------------------
 
-OUTSIDE_SECRET = b'{"memory":"outside secret","versionsJson":""}'
-
-
 @pytest.fixture
 def outside(tmp_path: Path) -> Path:
     """A folder beside the data folder whose files no call may read or write."""
-    folder = tmp_path / "elsewhere"
-    folder.mkdir()
-    (folder / "victim.json").write_bytes(OUTSIDE_SECRET)
+    folder = make_outside(tmp_path)
     (folder / "victim.history.jsonl").write_bytes(b'{"k":0,"r":"user","c":"outside secret","t":1,"m":true}\n')
     return folder
 
 
-def outside_state(folder: Path) -> dict[str, tuple[bytes, int]]:
-    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir()) if p.is_file()}
-
-
 def hostile(path: Path, kind: str, outside: Path) -> None:
-    """A link out of the folder, a dangling link, a FIFO, a device or a sparse 8 GB file where a save belongs."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "link":
-        path.symlink_to(outside / ("victim.history.jsonl" if path.name.endswith(".jsonl") else "victim.json"))
-    elif kind == "dangling-link":
-        path.symlink_to(outside / "created-by-runtime")
-    elif kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "device":
-        try:
-            os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # /dev/zero's numbers
-        except PermissionError:
-            path.symlink_to("/dev/zero")  # unprivileged: a link to the device (refused as a link)
-    elif kind == "oversized":
-        with path.open("wb") as f:
-            f.truncate(8 * 1024**3)
-    else:
-        raise AssertionError(kind)
+    """A hostile entry where a save belongs; a history links to a history."""
+    plant(path, kind, outside, link_to="victim.history.jsonl" if path.name.endswith(".jsonl") else "victim.json")
 
 
 HOSTILE_KINDS = ["link", "dangling-link", "fifo", "device", "oversized"]

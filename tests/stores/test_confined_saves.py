@@ -24,9 +24,9 @@ from pyruntime.stores.file_layout import encode_history_rows, parse_history
 from pyruntime.stores.file_store import FileAgentMemoryStore, FileConversationSummaryStore
 from pyruntime.stores.base import chat_row
 from pyruntime.stores.identity_index import IdentityIndex
+from tests.support.hostile_files import SECRET, make_outside, outside_state, plant
 
 KEY = "Teacher"
-SECRET = b'{"memory":"outside secret","versionsJson":""}'
 DEADLINE_S = 20.0  # a call that blocks on a FIFO never returns; a refused one returns at once
 
 
@@ -45,16 +45,7 @@ def root(tmp_path: Path, walk: str) -> Path:
 
 @pytest.fixture
 def outside(tmp_path: Path) -> Path:
-    """A folder outside the data folder holding a file the runtime must never read or write."""
-    folder = tmp_path / "elsewhere"
-    folder.mkdir()
-    (folder / "victim.json").write_bytes(SECRET)
-    return folder
-
-
-def outside_state(folder: Path) -> dict[str, tuple[bytes, int]]:
-    """Every file outside with its bytes and mtime (a write or a created file shows)."""
-    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.iterdir()) if p.is_file()}
+    return make_outside(tmp_path)
 
 
 def within(call: Callable[[], Any]) -> Any:
@@ -87,38 +78,6 @@ def refused(call: Callable[[], Any], *words: str) -> str:
     return message
 
 
-def place(path: Path, kind: str, outside: Path) -> None:
-    """Put a hostile entry where a save belongs."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "link":
-        path.symlink_to(outside / "victim.json")
-    elif kind == "dangling-link":
-        path.symlink_to(outside / "created-by-runtime.json")
-    elif kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "device":
-        try:
-            os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # /dev/zero's numbers
-        except PermissionError:
-            path.symlink_to("/dev/zero")  # unprivileged: a link to the device, refused as a link
-    elif kind == "socket":
-        import socket
-
-        sock = socket.socket(socket.AF_UNIX)
-        try:
-            sock.bind(str(path))
-        except OSError:  # a socket path beyond AF_UNIX's ~108 bytes: bind from inside its folder
-            cwd = os.getcwd()
-            os.chdir(path.parent)
-            try:
-                sock.bind(path.name)
-            finally:
-                os.chdir(cwd)
-        sock.close()
-    else:
-        raise AssertionError(kind)
-
-
 KINDS = ["link", "dangling-link", "fifo", "device", "socket"]
 WORDS = {"link": "link", "dangling-link": "link", "fifo": "FIFO", "device": "", "socket": "socket"}
 
@@ -130,7 +89,7 @@ WORDS = {"link": "link", "dangling-link": "link", "fifo": "FIFO", "device": "", 
 def test_a_memory_document_that_is_not_a_regular_file_is_refused_unopened(root, outside, kind):
     store = FileAgentMemoryStore(root)
     store.append_chat_message("Other", "user", "fine")
-    place(store.memory_path(KEY), kind, outside)
+    plant(store.memory_path(KEY), kind, outside)
     before = outside_state(outside)
     loaded = within(lambda: store.try_load(KEY))
     assert loaded.status is LoadStatus.FAILED and WORDS[kind] in loaded.reason
@@ -148,7 +107,7 @@ def test_a_memory_document_that_is_not_a_regular_file_is_refused_unopened(root, 
 @pytest.mark.parametrize("kind", ["link", "fifo"])
 def test_save_replaces_a_hostile_entry_without_writing_through_it(root, outside, kind):
     store = FileAgentMemoryStore(root)
-    place(store.memory_path(KEY), kind, outside)
+    plant(store.memory_path(KEY), kind, outside)
     before = outside_state(outside)
     within(lambda: store.save(KEY, AgentMemoryState(memory="healed")))
     assert stat.S_ISREG(os.lstat(store.memory_path(KEY)).st_mode)
@@ -201,7 +160,7 @@ def test_a_write_over_the_limit_is_refused_and_the_save_stays_readable(root):
 def test_a_history_file_that_is_not_a_regular_file_is_refused_and_never_written_through(root, outside, kind):
     (outside / "victim.json").write_bytes(encode_history_rows([chat_row("user", "outside secret")]))
     store = FileAgentMemoryStore(root)
-    place(store.history_path(KEY), kind, outside)
+    plant(store.history_path(KEY), kind, outside)
     before = outside_state(outside)
     refused(lambda: store.get_chat_history(KEY), WORDS[kind])
     refused(lambda: store.get_transcript(KEY), WORDS[kind])
@@ -307,7 +266,7 @@ def test_a_second_damage_gets_its_own_copy(root):
 @pytest.mark.parametrize("kind", ["link", "fifo", "device"])
 def test_a_summary_that_is_not_a_regular_file_is_refused(root, outside, kind):
     summaries = FileConversationSummaryStore(root)
-    place(summaries.summary_path(KEY), kind, outside)
+    plant(summaries.summary_path(KEY), kind, outside)
     before = outside_state(outside)
     refused(lambda: summaries.load_summary(KEY), WORDS[kind])
     within(lambda: summaries.save_summary(KEY, "new"))  # replaces the entry itself
@@ -320,7 +279,7 @@ def test_identity_index_files_that_are_not_regular_files_never_block_or_leak(roo
     bundle = open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent)
     alex = AgentMemoryScope(user_id="alex")
     bundle.scoped(alex).append_chat_message("Guard", "user", "hi")
-    place(root / "Identities" / "Teacher.json", kind, outside)
+    plant(root / "Identities" / "Teacher.json", kind, outside)
     before = outside_state(outside)
     found = within(lambda: IdentityIndex(root).identities())
     assert [identity.role_id for identity in found.values()] == ["Guard"]
