@@ -37,7 +37,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from coreai.v1 import common_pb2, memory_store_pb2 as ms  # noqa: E402
+from coreai.v1 import common_pb2  # noqa: E402
+from coreai.v1 import memory_store_pb2 as ms  # noqa: E402
 from pyruntime.client import RuntimeCallError, RuntimeClient  # noqa: E402
 from pyruntime.client._transports import MEMORY_STORE  # noqa: E402
 from tests.support.hostile_files import make_outside, outside_state, plant  # noqa: E402

@@ -36,7 +36,10 @@ DISK_FULL_MESSAGE = "the disk is full: nothing was saved and nothing was changed
 
 
 class DiskFullError(PersistenceError):
-    """A write did not fit on the disk or in the user's quota (ENOSPC, EDQUOT, PostgreSQL disk_full); nothing changed."""
+    """A write did not fit on the disk or in the user's quota; nothing changed.
+
+    ENOSPC, EDQUOT, or PostgreSQL's disk_full: every path says the same words.
+    """
 
     def __init__(self, message: str = DISK_FULL_MESSAGE) -> None:
         super().__init__(message)

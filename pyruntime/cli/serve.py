@@ -54,10 +54,9 @@ from pyruntime.rpc.tls import check_listen, tls_files
 from pyruntime.service import RuntimeServices
 from pyruntime.service.model_memory import hosted_model_memory
 from pyruntime.service.readiness import EXTERNAL_MODEL, MODEL_LOADING, Readiness, hosted_model_readiness
-from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
-from pyruntime.stores import confined
-from pyruntime.stores.persistence import DATA_FOLDER
+from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, confined, open_stores
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
+from pyruntime.stores.persistence import DATA_FOLDER
 from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.modes import ToolCallMode
 

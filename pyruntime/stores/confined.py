@@ -224,7 +224,7 @@ class Folder:
 
 def read_bounded(fd: int, limit: int, what: str, already: int = 0) -> bytes:
     """Everything from fd's position (already bytes into the file), refused once the file passes limit bytes."""
-    chunks = []
+    chunks: list[bytes] = []
     total = already
     while True:
         chunk = os.read(fd, min(_READ_CHUNK, limit + 1 - total))

@@ -32,8 +32,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pyruntime.errors import InvalidArgumentError, UnsafeKeyError
-from pyruntime.scopes import check_visible_id
 from pyruntime.memory.state import DEFAULT_MAX_MEMORY_VERSIONS, AgentMemoryState, MemoryVersion
+from pyruntime.scopes import check_visible_id
 from pyruntime.stores.base import TranscriptEntry, TranscriptKind, chat_kind
 
 FNV_OFFSET_BASIS = 2166136261

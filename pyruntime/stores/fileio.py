@@ -123,7 +123,8 @@ _DISK_FULL_ERRNOS = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 
 def describe_os_error(exc: OSError) -> str:
     """An OS error in words (never a path: OS messages may carry one)."""
-    return exc.strerror or (errno.errorcode.get(exc.errno, "") if isinstance(exc.errno, int) else "") or type(exc).__name__
+    code = errno.errorcode.get(exc.errno, "") if isinstance(exc.errno, int) else ""
+    return exc.strerror or code or type(exc).__name__
 
 
 def persistence_error(exc: OSError, message: str) -> PersistenceError:

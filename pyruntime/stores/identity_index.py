@@ -22,7 +22,6 @@ from pathlib import Path
 from pyruntime.errors import MemoryUnreadableError
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores import confined, fileio
-from pyruntime.stores.save_files import SaveFiles, SaveKind
 from pyruntime.stores.file_layout import (
     HISTORY_SUFFIX,
     MEMORY_SUFFIX,
@@ -31,6 +30,7 @@ from pyruntime.stores.file_layout import (
     file_stem,
     strict_json_loads,
 )
+from pyruntime.stores.save_files import SaveFiles, SaveKind
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +106,7 @@ class IdentityIndex:
             return
         path = self._folder / (file_stem(key) + MEMORY_SUFFIX)
         assert self._files is not None
+        previous: bytes | None | object
         try:
             previous = self._files.read(path, SaveKind.IDENTITY)
         except MemoryUnreadableError:
