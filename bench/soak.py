@@ -268,7 +268,14 @@ def main() -> int:
             metrics = httpx.get(f"{connect_url}/metrics", timeout=10).text
         finally:
             process.terminate()
-            exit_code = process.wait(60)
+            stopping = time.monotonic()
+            try:
+                exit_code: int | str = process.wait(60)
+            except subprocess.TimeoutExpired:  # still report the run: a slow stop is a finding, not a crash
+                process.kill()
+                process.wait()
+                exit_code = "killed: still running 60 s after SIGTERM"
+            stop_s = round(time.monotonic() - stopping, 1)
         log_bytes = log.stat().st_size
         tracebacks = log.read_text(errors="replace").count("Traceback")
 
@@ -299,6 +306,7 @@ def main() -> int:
         "runtime_log_bytes": log_bytes,
         "runtime_log_tracebacks": tracebacks,
         "runtime_exit_code": exit_code,
+        "runtime_stop_s": stop_s,
         "metrics_turns": [line for line in metrics.splitlines() if line.startswith("coreai_turns_total")],
         "metrics_connections_closed": [line for line in metrics.splitlines()
                                        if line.startswith("coreai_connections_closed_total")],

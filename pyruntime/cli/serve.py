@@ -57,8 +57,9 @@ from pyruntime.rpc.tls import check_listen, tls_files
 from pyruntime.service import RuntimeServices
 from pyruntime.service.model_memory import hosted_model_memory
 from pyruntime.service.readiness import EXTERNAL_MODEL, MODEL_LOADING, Readiness, hosted_model_readiness
-from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
+from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, confined, open_stores
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
+from pyruntime.stores.persistence import DATA_FOLDER
 from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.modes import ToolCallMode
 
@@ -315,6 +316,7 @@ def validate(options: ServeOptions) -> None:
     if options.prompt_cache_dir is not None and options.prompt_cache_dir.exists() and \
             not options.prompt_cache_dir.is_dir():
         raise InvalidArgumentError("--prompt-cache-dir exists but is not a directory")
+    _check_prompt_cache_folder(options)
     if options.prompt_cache_dir is not None and options.prompt_cache_mb == 0:
         raise InvalidArgumentError("--prompt-cache-dir needs a prompt cache: --prompt-cache-mb 0 turns it off")
     if options.chat_history_cap < 1 or options.transcript_cap < 1:
@@ -419,8 +421,10 @@ async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack,
         services.orchestrator.stop_requested = request_stop
     model_stack = await stack.enter_async_context(contextlib.AsyncExitStack())
     token_file = _token_file(options, stack)
+    token_root = _token_root(options)
     config = RpcConfig(host=options.listen, grpc_port=options.grpc_port, connect_port=options.connect_port,
-                       token_file=token_file, grace_s=options.grace, tls=tls_files(options.tls_cert, options.tls_key))
+                       token_file=token_file, token_root=token_root, grace_s=options.grace,
+                       tls=tls_files(options.tls_cert, options.tls_key))
     servers = RpcServers(services, config)
     stack.push_async_callback(_stop_rpc, servers)
     await servers.start()
@@ -432,7 +436,7 @@ async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack,
              "token_file": str(token_file)}
     if model.server is not None and model.server.api_key:
         # For external OpenAI clients on this machine; same folder and rights as the token (0600).
-        key_file = write_token_file(token_file.with_name(MODEL_KEY_FILE_NAME), model.server.api_key)
+        key_file = write_token_file(token_file.with_name(MODEL_KEY_FILE_NAME), model.server.api_key, root=token_root)
         ready["model_key_file"] = str(key_file)
     return ready, model
 
@@ -597,6 +601,31 @@ def _token_file(options: ServeOptions, stack: contextlib.AsyncExitStack) -> Path
     folder = Path(tempfile.mkdtemp(prefix="coreai-runtime-"))  # 0700
     stack.callback(shutil.rmtree, folder, True)
     return folder / "token"
+
+
+def _check_prompt_cache_folder(options: ServeOptions) -> None:
+    """A prompt cache inside the data folder (`<data-dir>/CoreAI/runtime/prompt-cache`) must not go through a link:
+    the model child writes and removes state files there."""
+    if options.prompt_cache_dir is None or options.data_dir is None:
+        return
+    root = Path(options.data_dir) / DATA_FOLDER
+    if root not in Path(options.prompt_cache_dir).parents:
+        return
+    try:
+        with confined.open_folder(Path(options.prompt_cache_dir), root):
+            pass
+    except FileNotFoundError:
+        pass  # created on first use
+    except confined.UnsafeSaveError as exc:
+        raise InvalidArgumentError(f"--prompt-cache-dir: {exc}") from None
+
+
+def _token_root(options: ServeOptions) -> Path | None:
+    """The data folder the token file is in (its default place, `<data-dir>/CoreAI/runtime/`): nothing below it is
+    followed through a link. A --token-file the user named is written where it says."""
+    if options.token_file is not None or options.data_dir is None:
+        return None
+    return Path(options.data_dir) / DATA_FOLDER
 
 
 async def _stop_rpc(servers: RpcServers) -> None:

@@ -69,6 +69,7 @@ class RpcConfig:
     connect_port: int = DEFAULT_CONNECT_PORT
     token: str | None = field(default=None, repr=False)  # None: $COREAI_RUNTIME_TOKEN, else a fresh one
     token_file: Path | None = None  # where the token is written (0600) for local clients
+    token_root: Path | None = None  # the data folder token_file is in (no link below it followed), if it is
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     grace_s: float = 5.0
     limits: TransportLimits = TransportLimits()
@@ -218,7 +219,7 @@ class RpcServers:
             **self._ssl_options()))
         self._uvicorn.handshake_timeout_s = limits.request_timeout_s
         if self.config.token_file is not None:
-            write_token_file(self.config.token_file, self.token)
+            write_token_file(self.config.token_file, self.token, root=self.config.token_root)
         loop = asyncio.get_running_loop()
         self._accept_errors.install(loop)
         for name in _NOISY_LOGGERS:

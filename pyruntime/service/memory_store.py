@@ -14,6 +14,8 @@ Which failures become statuses, and which stay results:
   process holds past the lock timeout, is UNAVAILABLE. The status message is the tool's own error text.
 - LoadState reports an unreadable document as `LOAD_STATUS_FAILED` with its reason (the contract's
   TryLoad), not as an error; LoadSummary answers an unreadable summary with FAILED_PRECONDITION.
+- AppendChatMessage, GetChatHistory and GetTranscript carry `integrity` when the history file has (or
+  had) unreadable lines: how many, and where the file was kept aside before its readable rows were rewritten.
 - ExportSnapshot with no role named exports every save of the scope, found through the identity
   index; saves it cannot attribute fail it with FAILED_PRECONDITION naming their number.
 """
@@ -141,6 +143,14 @@ def _tool_arguments(request: pb.ApplyMemoryToolRequest) -> str | dict[str, Any]:
     return {"action": request.action, **typed}
 
 
+def _integrity(view: ScopedAgentMemoryStore, role_id: str) -> pb.HistoryIntegrity | None:
+    """The `HistoryIntegrity` of a role's history file, None (field absent) when it is clean."""
+    status = view.history_status(role_id)
+    if not status.unreadable_lines and not status.quarantine_file:
+        return None
+    return pb.HistoryIntegrity(unreadable_lines=status.unreadable_lines, quarantine_file=status.quarantine_file)
+
+
 def _result_or_status(result: MemoryToolResult, recorder: _OutcomeRecorder) -> pb.MemoryToolResult:
     if not result.success and recorder.status is not None:
         raise ServiceError(recorder.status, result.error or "the memory call failed")
@@ -246,15 +256,18 @@ class MemoryStoreService(BlockingCalls):
         """Append one chat message (persist=false: this process only)."""
         target = target_from_proto(request.target)
         role = check_id("role", request.role)
-        self._view(target).append_chat_message(target.role_id, role, request.content, request.persist)
-        return pb.AppendChatMessageResponse()
+        view = self._view(target)
+        view.append_chat_message(target.role_id, role, request.content, request.persist)
+        return pb.AppendChatMessageResponse(integrity=_integrity(view, target.role_id))
 
     @blocking
     def get_chat_history(self, request: pb.GetChatHistoryRequest) -> pb.GetChatHistoryResponse:
         """Oldest first, the newest max_messages (0 = all)."""
         target = target_from_proto(request.target)
-        messages = self._view(target).get_chat_history(target.role_id, request.max_messages)
-        return pb.GetChatHistoryResponse(messages=[chat_message_to_proto(m) for m in messages])
+        view = self._view(target)
+        messages = view.get_chat_history(target.role_id, request.max_messages)
+        return pb.GetChatHistoryResponse(messages=[chat_message_to_proto(m) for m in messages],
+                                         integrity=_integrity(view, target.role_id))
 
     @blocking
     def clear_chat_history(self, request: pb.ClearChatHistoryRequest) -> pb.ClearChatHistoryResponse:
@@ -267,8 +280,10 @@ class MemoryStoreService(BlockingCalls):
     def get_transcript(self, request: pb.GetTranscriptRequest) -> pb.GetTranscriptResponse:
         """Oldest first, the newest max_entries (0 = all)."""
         target = target_from_proto(request.target)
-        entries = self._view(target).get_transcript(target.role_id, request.max_entries)
-        return pb.GetTranscriptResponse(entries=[entry_to_proto(e) for e in entries])
+        view = self._view(target)
+        entries = view.get_transcript(target.role_id, request.max_entries)
+        return pb.GetTranscriptResponse(entries=[entry_to_proto(e) for e in entries],
+                                        integrity=_integrity(view, target.role_id))
 
     # -- rolling summary ------------------------------------------------------------------------
 

@@ -239,6 +239,9 @@ namespace CoreAI.V1
     [Preserve]
     public sealed partial class AppendChatMessageResponse
     {
+        [Preserve]
+        [JsonProperty("integrity", NullValueHandling = NullValueHandling.Ignore)]
+        public HistoryIntegrity Integrity { get; set; }
     }
 
     /// <summary>proto message coreai.v1.GetChatHistoryRequest.</summary>
@@ -261,6 +264,10 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("messages", NullValueHandling = NullValueHandling.Ignore)]
         public List<ChatMessageProto> Messages { get; set; } = new List<ChatMessageProto>();
+
+        [Preserve]
+        [JsonProperty("integrity", NullValueHandling = NullValueHandling.Ignore)]
+        public HistoryIntegrity Integrity { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ClearChatHistoryRequest.</summary>
@@ -298,6 +305,23 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("entries", NullValueHandling = NullValueHandling.Ignore)]
         public List<TranscriptEntry> Entries { get; set; } = new List<TranscriptEntry>();
+
+        [Preserve]
+        [JsonProperty("integrity", NullValueHandling = NullValueHandling.Ignore)]
+        public HistoryIntegrity Integrity { get; set; }
+    }
+
+    /// <summary>proto message coreai.v1.HistoryIntegrity.</summary>
+    [Preserve]
+    public sealed partial class HistoryIntegrity
+    {
+        [Preserve]
+        [JsonProperty("unreadableLines", NullValueHandling = NullValueHandling.Ignore)]
+        public int UnreadableLines { get; set; }
+
+        [Preserve]
+        [JsonProperty("quarantineFile", NullValueHandling = NullValueHandling.Ignore)]
+        public string QuarantineFile { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.LoadSummaryRequest.</summary>
