@@ -10,6 +10,11 @@ A turn's model calls stay together: calls that name an `owner` (a turn, from `ne
 oldest owner first, and a holder that says another call of its turn follows (`SlotGrant.expect_more`)
 keeps its slot reserved for up to `linger` seconds. Without that, concurrent multi-call turns
 interleave their calls and each call can find another turn's prompt where its own was.
+
+Background work that can be redone (a prewarm, a compaction between turns) holds its slot
+`preemptible`: a player call that finds no free slot stops one such holder (its body raises
+`Preempted`, which closes its stream) and is handed that slot, so a player never waits for work
+nobody is watching (issue 24).
 """
 
 from __future__ import annotations
@@ -34,16 +39,31 @@ class Priority(IntEnum):
     BACKGROUND = 1  # compaction, summaries and other work nobody is watching
 
 
-class SlotGrant:
-    """What the holder of the slot can say about its release."""
+class Preempted(Exception):
+    """A player's call came for the model while this background call held it: it was stopped; redo it later."""
 
-    def __init__(self) -> None:
+
+class SlotGrant:
+    """What the holder of the slot can say about its release (and, for background work, whether it was pre-empted)."""
+
+    def __init__(self, preemptible: bool = False) -> None:
         """A grant whose owner makes no further call."""
         self.more_coming = False
+        self.preemptible = preemptible
+        self.preempted = False
+        self._scope: asyncio.Timeout | None = None
 
     def expect_more(self) -> None:
         """Another call of the same owner follows at once: keep the slot reserved for it (briefly)."""
         self.more_coming = True
+
+    def _preempt(self) -> None:
+        """Stop the holder's body now (a preemptible grant only): it raises `Preempted` at its next await."""
+        if not self.preemptible or self.preempted:
+            return
+        self.preempted = True
+        if self._scope is not None:
+            self._scope.reschedule(asyncio.get_running_loop().time())
 
 
 def background_share(capacity: int) -> int:
@@ -71,6 +91,7 @@ class ModelRequestQueue:
         self._waiters: list[tuple[int, int, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
         self._reserved: dict[int, asyncio.TimerHandle] = {}
+        self._preemptible: list[SlotGrant] = []  # holders whose background work a player may stop, oldest first
 
     @property
     def busy(self) -> bool:
@@ -92,15 +113,41 @@ class ModelRequestQueue:
         return next(self._order)
 
     @asynccontextmanager
-    async def slot(self, priority: Priority = Priority.PLAYER, owner: int | None = None) -> AsyncIterator[SlotGrant]:
-        """Hold a slot for the body of `async with`; waits for its turn first."""
+    async def slot(self, priority: Priority = Priority.PLAYER, owner: int | None = None, *,
+                   preemptible: bool = False) -> AsyncIterator[SlotGrant]:
+        """Hold a slot for the body of `async with`; waits for its turn first.
+
+        `preemptible` (background work only): a player call that finds no free slot while the body runs
+        stops it: the body is cancelled and `async with` raises `Preempted`; the player call gets the slot.
+        """
         priority = Priority(priority)
+        if preemptible and priority is not Priority.BACKGROUND:
+            raise ValueError("only background work can be preemptible")
         await self._acquire(priority, owner)
-        grant = SlotGrant()
+        grant = SlotGrant(preemptible)
         try:
-            yield grant
+            if not preemptible:
+                yield grant
+                return
+            self._preemptible.append(grant)
+            scope = grant._scope = asyncio.timeout(None)
+            try:
+                async with scope:
+                    if self._player_waiting():  # one came between the hand-over and this task's resuming
+                        grant._preempt()
+                    yield grant
+            except TimeoutError:
+                if grant.preempted and scope.expired():
+                    raise Preempted("a player's call took the model") from None
+                raise
         finally:
+            if grant in self._preemptible:
+                self._preemptible.remove(grant)
+            grant._scope = None
             self._release(priority, owner if grant.more_coming else None)
+
+    def _player_waiting(self) -> bool:
+        return any(p == Priority.PLAYER and not f.done() for p, *_, f in self._waiters)
 
     async def _acquire(self, priority: Priority, owner: int | None) -> None:
         if owner is not None and owner in self._reserved:
@@ -111,6 +158,8 @@ class ModelRequestQueue:
         order = next(self._order)
         heapq.heappush(self._waiters, (int(priority), order if owner is None else owner, order, future))
         self._dispatch()
+        if priority is Priority.PLAYER and not future.done():
+            self._preempt_one()  # a player never waits for background work that can be redone
         try:
             await future
         except asyncio.CancelledError:
@@ -119,6 +168,13 @@ class ModelRequestQueue:
                 self._release(priority, None)
             raise
         # A cancelled waiter's future stays in the heap and is skipped in _dispatch.
+
+    def _preempt_one(self) -> None:
+        """Stop the most recent preemptible holder that is not stopping already (its slot goes to the player)."""
+        for grant in reversed(self._preemptible):
+            if not grant.preempted:
+                grant._preempt()
+                return
 
     def _release(self, priority: Priority, reserve_for: int | None) -> None:
         self._background -= priority is Priority.BACKGROUND

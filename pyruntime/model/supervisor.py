@@ -40,7 +40,7 @@ from pyruntime.model.hosting import LlamaServerProcess
 log = logging.getLogger(__name__)
 
 
-class ModelState(str, enum.Enum):
+class ModelState(enum.StrEnum):
     """Where the hosted model stands; `ModelSupervisor.state` (the health endpoints read it)."""
 
     LOADING = "loading"

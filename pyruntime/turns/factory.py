@@ -83,6 +83,7 @@ def build_orchestrator(
     llm_compaction_enabled: bool = False,
     llm_compaction_options: LlmCompactionOptions | None = None,
     prewarm: bool | None = None,
+    background_compaction: bool = True,
     **options: Any,
 ) -> AiOrchestrator:
     """An orchestrator for a hosted llama.cpp `server`, or any OpenAI-compatible `base_url`.
@@ -99,7 +100,10 @@ def build_orchestrator(
     with `await orchestrator.client.aclose()`.
     `prewarm` (None: on for a hosted `server`): evaluate each conversation's next prefix in the background
     after a turn (turns/prewarm.py). Off for a server we do not run: we cannot know that it keeps a prefix,
-    and each prewarm is one more request to it. `options`: further `AiOrchestrator` keyword arguments.
+    and each prewarm is one more request to it.
+    `background_compaction`: a conversation's next fold is made after the reply, off the player's path, and sent
+    by a later turn once ready (turns/between_turns.py); False folds in the turn that reaches the trigger.
+    `options`: further `AiOrchestrator` keyword arguments.
     """
     direct = server is not None and base_url is None
     if server is not None:
@@ -151,6 +155,7 @@ def build_orchestrator(
         memory_design=profile.memory_design,
         prewarm=server is not None if prewarm is None else prewarm,
         prompt_cache_status=server.status if server is not None else None,
+        background_compaction=background_compaction,
         **options,
     )
 
