@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pyruntime.history import CompactionKind, strip_fold_marker
+from pyruntime.history import CompactionKind, LlmCompactionOptions, strip_fold_marker
 from pyruntime.memory import MemoryTool
 from pyruntime.model.types import StreamDelta
 from pyruntime.policy import AgentMemoryPolicy
@@ -80,6 +80,8 @@ def _policy() -> AgentMemoryPolicy:
 def _orchestrator(url: str, **options: Any) -> tuple[AiOrchestrator, HoldingClient]:
     options.setdefault("prewarm", True)
     options.setdefault("background_compaction", True)
+    # The random-weight model's summary must come out smaller than what it folds to be taken: bound its length.
+    options.setdefault("llm_compaction_options", LlmCompactionOptions(max_output_tokens=24))
     client = HoldingClient(url)
     orchestrator = AiOrchestrator(_policy(), open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None), client,
                                   ModelRequestQueue(), model_context_tokens=2048, **options)
