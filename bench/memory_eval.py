@@ -608,7 +608,7 @@ def fraction(part: int | None, whole: int) -> str:
 
 
 def table(results: Sequence[ConfigResult]) -> str:
-    """The README table."""
+    """The results table (docs/design/memory-writer.md)."""
     baseline = next((r for r in results if r.name == "a"), None)
     rows = ["| configuration | facts captured | junk writes | corrections applied | recall (new process) "
             "| example copies | model calls / turn | prompt tokens / turn | tokens evaluated per reply, median (vs a) "

