@@ -96,6 +96,17 @@ def test_the_fast_tests_run_the_way_ci_runs_them_with_the_bootstraps_packages() 
     assert (ROOT / "scripts" / "test.sh").is_file()
 
 
+def test_ci_and_the_fast_tests_run_the_static_checks_before_the_tests() -> None:
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert "set -euo pipefail" in ci  # a finding stops CI: lint.sh exits 1 when ruff or mypy finds something
+    assert ci.index("bash scripts/lint.sh") < next(i for i, line in enumerate(ci) if "scripts/test.sh" in line)
+    commands = _commands(_job(FAST_TESTS, "fast-tests"))
+    fast_tests = ["bash", "scripts/test.sh", "-q", "-m", "not slow"]
+    assert commands.index(["bash", "scripts/lint.sh"]) < commands.index(fast_tests)
+    lint = (ROOT / "scripts" / "lint.sh").read_text(encoding="utf-8")
+    assert '-m ruff check || status=1' in lint and '-m mypy || status=1' in lint and 'exit "$status"' in lint
+
+
 RELEASE = ROOT / ".github" / "workflows" / "release.yml"
 
 

@@ -22,7 +22,7 @@ from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DE
 from coreai.v1.common_pb2 import RoleMemoryConfig
 from pyqwest import Client, SyncClient
 
-from .orchestrator_pb2 import ConfigureRoleRequest, GetRoleConfigRequest, HealthRequest, HealthResponse, ListRolesRequest, ListRolesResponse, RunTaskRequest, RunTaskResponse, SubmitToolResultRequest, SubmitToolResultResponse, TurnEvent
+from .orchestrator_pb2 import ConfigureRoleRequest, GetRoleConfigRequest, HealthRequest, HealthResponse, ListRolesRequest, ListRolesResponse, RunTaskRequest, RunTaskResponse, ShutdownRequest, ShutdownResponse, SubmitToolResultRequest, SubmitToolResultResponse, TurnEvent
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -64,6 +64,15 @@ class Orchestrator(Protocol):
         """
         The result of a game tool (ClientToolCall) a StreamTask turn is waiting for. Unary, so
         HTTP/1.1 Connect clients can answer while they read the stream.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def shutdown(self, request: ShutdownRequest, ctx: RequestContext[ShutdownRequest, ShutdownResponse], /) -> ShutdownResponse:
+        """
+        Stop the runtime gracefully, as SIGTERM does: in-flight calls get the grace period, saves finish,
+        the model child stops. The launcher's stop on every OS (Windows has no SIGTERM). Needs the token;
+        answers FAILED_PRECONDITION when the runtime listens beyond loopback (a game client's token
+        must not stop a shared server).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -157,6 +166,17 @@ class OrchestratorASGIApplication(ConnectASGIApplication[Orchestrator]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.submit_tool_result,
+                ),
+                "/coreai.v1.Orchestrator/Shutdown": Endpoint.unary(
+                    method=MethodInfo(
+                        name="Shutdown",
+                        service_name="coreai.v1.Orchestrator",
+                        input=ShutdownRequest,
+                        output=ShutdownResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.shutdown,
                 ),
             },
             interceptors=interceptors,
@@ -343,6 +363,32 @@ class OrchestratorClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def shutdown(
+        self,
+        request: ShutdownRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ShutdownResponse:
+        """
+        Stop the runtime gracefully, as SIGTERM does: in-flight calls get the grace period, saves finish,
+        the model child stops. The launcher's stop on every OS (Windows has no SIGTERM). Needs the token;
+        answers FAILED_PRECONDITION when the runtime listens beyond loopback (a game client's token
+        must not stop a shared server).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Shutdown",
+                service_name="coreai.v1.Orchestrator",
+                input=ShutdownRequest,
+                output=ShutdownResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class OrchestratorSync(Protocol):
     def run_task(self, request: RunTaskRequest, ctx: RequestContext[RunTaskRequest, RunTaskResponse], /) -> RunTaskResponse:
@@ -370,6 +416,15 @@ class OrchestratorSync(Protocol):
         """
         The result of a game tool (ClientToolCall) a StreamTask turn is waiting for. Unary, so
         HTTP/1.1 Connect clients can answer while they read the stream.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def shutdown(self, request: ShutdownRequest, ctx: RequestContext[ShutdownRequest, ShutdownResponse], /) -> ShutdownResponse:
+        """
+        Stop the runtime gracefully, as SIGTERM does: in-flight calls get the grace period, saves finish,
+        the model child stops. The launcher's stop on every OS (Windows has no SIGTERM). Needs the token;
+        answers FAILED_PRECONDITION when the runtime listens beyond loopback (a game client's token
+        must not stop a shared server).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -461,6 +516,17 @@ class OrchestratorWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.submit_tool_result,
+                ),
+                "/coreai.v1.Orchestrator/Shutdown": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="Shutdown",
+                        service_name="coreai.v1.Orchestrator",
+                        input=ShutdownRequest,
+                        output=ShutdownResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.shutdown,
                 ),
             },
             interceptors=interceptors,
@@ -641,6 +707,32 @@ class OrchestratorClientSync(ConnectClientSync):
                 service_name="coreai.v1.Orchestrator",
                 input=SubmitToolResultRequest,
                 output=SubmitToolResultResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def shutdown(
+        self,
+        request: ShutdownRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ShutdownResponse:
+        """
+        Stop the runtime gracefully, as SIGTERM does: in-flight calls get the grace period, saves finish,
+        the model child stops. The launcher's stop on every OS (Windows has no SIGTERM). Needs the token;
+        answers FAILED_PRECONDITION when the runtime listens beyond loopback (a game client's token
+        must not stop a shared server).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Shutdown",
+                service_name="coreai.v1.Orchestrator",
+                input=ShutdownRequest,
+                output=ShutdownResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

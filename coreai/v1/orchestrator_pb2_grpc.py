@@ -70,6 +70,11 @@ class OrchestratorStub:
                 request_serializer=coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultRequest.SerializeToString,
                 response_deserializer=coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultResponse.FromString,
                 _registered_method=True)
+        self.Shutdown = channel.unary_unary(
+                '/coreai.v1.Orchestrator/Shutdown',
+                request_serializer=coreai_dot_v1_dot_orchestrator__pb2.ShutdownRequest.SerializeToString,
+                response_deserializer=coreai_dot_v1_dot_orchestrator__pb2.ShutdownResponse.FromString,
+                _registered_method=True)
 
 
 class OrchestratorServicer:
@@ -120,6 +125,16 @@ class OrchestratorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Shutdown(self, request, context):
+        """Stop the runtime gracefully, as SIGTERM does: in-flight calls get the grace period, saves finish,
+        the model child stops. The launcher's stop on every OS (Windows has no SIGTERM). Needs the token;
+        answers FAILED_PRECONDITION when the runtime listens beyond loopback (a game client's token
+        must not stop a shared server).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OrchestratorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -157,6 +172,11 @@ def add_OrchestratorServicer_to_server(servicer, server):
                     servicer.SubmitToolResult,
                     request_deserializer=coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultRequest.FromString,
                     response_serializer=coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultResponse.SerializeToString,
+            ),
+            'Shutdown': grpc.unary_unary_rpc_method_handler(
+                    servicer.Shutdown,
+                    request_deserializer=coreai_dot_v1_dot_orchestrator__pb2.ShutdownRequest.FromString,
+                    response_serializer=coreai_dot_v1_dot_orchestrator__pb2.ShutdownResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -348,6 +368,33 @@ class Orchestrator:
             '/coreai.v1.Orchestrator/SubmitToolResult',
             coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultRequest.SerializeToString,
             coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Shutdown(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/coreai.v1.Orchestrator/Shutdown',
+            coreai_dot_v1_dot_orchestrator__pb2.ShutdownRequest.SerializeToString,
+            coreai_dot_v1_dot_orchestrator__pb2.ShutdownResponse.FromString,
             options,
             channel_credentials,
             insecure,

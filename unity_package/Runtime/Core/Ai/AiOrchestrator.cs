@@ -26,7 +26,7 @@ namespace CoreAI.Ai
             _scopes = scopeProvider ?? new FixedAgentMemoryScopeProvider(AgentMemoryScope.Empty);
         }
 
-        /// <summary>How long a turn may take when the request sets no Timeout.</summary>
+        /// <summary>How long a turn may take when the request sets no Timeout (sent to the runtime as the turn's timeout).</summary>
         public TimeSpan DefaultTurnTimeout { get; set; } = TimeSpan.FromMinutes(5);
 
         /// <summary>The design note's form: run one turn and return the visible reply.</summary>
@@ -79,15 +79,21 @@ namespace CoreAI.Ai
         public async Task<AiTaskResult> StreamTaskAsync(AiTaskRequest request, AiTaskStreamHandlers handlers, CancellationToken cancellationToken = default(CancellationToken))
         {
             handlers = handlers ?? new AiTaskStreamHandlers();
-            SynchronizationContext context = handlers.RunOnCallerContext ? SynchronizationContext.Current : null;
-            // Game tools run on the caller's context (the main thread) whatever RunOnCallerContext says about callbacks.
-            SynchronizationContext toolContext = SynchronizationContext.Current;
+            GameHost host = _runtime.GameHost;
+            SynchronizationContext caller = SynchronizationContext.Current;
+            SynchronizationContext hostMain = host == null ? null : host.MainThread;
+            // Callbacks: the caller's context, else (a turn started after ConfigureAwait(false)) the game's main thread.
+            SynchronizationContext context = handlers.RunOnCallerContext ? caller ?? hostMain : null;
+            // Main-thread game tools: the game's main thread (captured by the Unity layer), else the caller's context;
+            // with neither they are refused, never run on the thread pool.
+            SynchronizationContext toolContext = hostMain ?? caller;
             IReadOnlyList<GameTool> tools = request == null ? new GameTool[0] : ToolsFor(request);
             var toolCalls = new List<Task>();
-            V1.RunTaskRequest proto = await PrepareAsync(request, cancellationToken).ConfigureAwait(false);
             V1.RunTaskResponse final = null;
-            using (var dispatch = new CallbackDispatcher(context, cancellationToken))
+            // The client's lifetime (Dispose, the game stopping) ends the turn, its callbacks and its tool calls.
+            using (var dispatch = new CallbackDispatcher(context, cancellationToken, _runtime.Lifetime))
             {
+                V1.RunTaskRequest proto = await PrepareAsync(request, dispatch.Token).ConfigureAwait(false);
                 Action<V1.TurnEvent> onEvent = e =>
                 {
                     if (e.Final != null)
@@ -96,7 +102,7 @@ namespace CoreAI.Ai
                     }
                     else if (e.ClientToolCall != null)
                     {
-                        lock (toolCalls) toolCalls.Add(ServeToolCallAsync(tools, e.ClientToolCall, toolContext, dispatch.Token));
+                        lock (toolCalls) toolCalls.Add(ServeToolCallAsync(tools, e.ClientToolCall, toolContext, host, dispatch.Token));
                     }
                     else
                     {
@@ -173,7 +179,7 @@ namespace CoreAI.Ai
         /// <remarks>Never faults for the turn's own end: a cancelled turn, or a runtime that no longer waits for this result
         /// (timed out, ended: NOT_FOUND, FAILED_PRECONDITION, ALREADY_EXISTS) or is gone, is reported by the stream.</remarks>
         private async Task ServeToolCallAsync(IReadOnlyList<GameTool> tools, V1.ClientToolCall call, SynchronizationContext context,
-            CancellationToken cancellationToken)
+            GameHost host, CancellationToken cancellationToken)
         {
             try
             {
@@ -187,12 +193,17 @@ namespace CoreAI.Ai
                 {
                     result = ToolResult.Fail("tool '" + call.Name + "' has no handler in this game");
                 }
-                else if (tool.RunOnMainThread && context != null)
+                else if (tool.RunOnMainThread && context == null)
                 {
-                    result = await OnContext(context, () => tool.InvokeAsync(call.ArgumentsJson, cancellationToken)).ConfigureAwait(false);
+                    result = ToolResult.Fail(NoMainThread(tool.Name));
+                }
+                else if (tool.RunOnMainThread)
+                {
+                    result = await OnContext(context, () => InvokeOnMainThread(tool, call, host, cancellationToken)).ConfigureAwait(false);
                 }
                 else
                 {
+                    cancellationToken.ThrowIfCancellationRequested();
                     result = await Task.Run(() => tool.InvokeAsync(call.ArgumentsJson, cancellationToken)).ConfigureAwait(false);
                 }
                 var submit = new V1.SubmitToolResultRequest
@@ -209,6 +220,25 @@ namespace CoreAI.Ai
             {
                 // The turn no longer waits for this result, or the runtime is gone: the stream reports the outcome.
             }
+        }
+
+        /// <summary>Why a main-thread tool was not run: the turn has no main thread to run it on.</summary>
+        internal static string NoMainThread(string tool)
+        {
+            return "tool '" + tool + "' was not run: it runs on the main thread (runOnMainThread: true) and this turn has none; "
+                + "create the client with CoreAIRuntimeBootstrap.CreateClient (it captures Unity's main thread), start the turn on "
+                + "the main thread, or declare the tool with runOnMainThread: false";
+        }
+
+        /// <summary>On the main thread, right before the handler: a stopped turn or game runs nothing of the game's.</summary>
+        private static Task<ToolResult> InvokeOnMainThread(GameTool tool, V1.ClientToolCall call, GameHost host, CancellationToken cancellationToken)
+        {
+            cancellationToken.ThrowIfCancellationRequested();
+            if (host != null && host.CanRunGameCode != null && !host.CanRunGameCode())
+            {
+                return Task.FromResult(ToolResult.Fail("tool '" + tool.Name + "' was not run: the game is not playing (Play Mode ended)"));
+            }
+            return tool.InvokeAsync(call.ArgumentsJson, cancellationToken);
         }
 
         private static Task<ToolResult> OnContext(SynchronizationContext context, Func<Task<ToolResult>> work)
@@ -246,6 +276,8 @@ namespace CoreAI.Ai
             await _runtime.EnsureRoleSyncedAsync(role, cancellationToken).ConfigureAwait(false);
             AgentMemoryScope scope = request.Scope ?? _scopes.GetScope(role) ?? AgentMemoryScope.Empty;
             V1.RunTaskRequest proto = ProtoMapping.ToProto(request, scope);
+            // No Timeout: the orchestrator's DefaultTurnTimeout, as documented (the runtime's own default is shorter).
+            if (!request.Timeout.HasValue) proto.TimeoutMs = ProtoMapping.Milliseconds(DefaultTurnTimeout);
             foreach (GameTool tool in _runtime.Policy.Tools.For(role))
             {
                 proto.ClientTools.Add(tool.ToProto());
