@@ -18,15 +18,15 @@ MIN_PYTHON = (3, 11)
 
 if sys.version_info[:2] < MIN_PYTHON:
     sys.stderr.write(
-        "[bootstrap] error: this is Python %d.%d; the project needs Python >= %d.%d. Run this file with a newer one "
-        "(e.g. python3.11 tools/bootstrap.py; Debian/Ubuntu: apt-get install python3, macOS: brew install "
-        "python@3.12, Windows: winget install -e --id Python.Python.3.12)\n"
-        % (sys.version_info[0], sys.version_info[1], MIN_PYTHON[0], MIN_PYTHON[1]))
+        "[bootstrap] error: this is Python " + ".".join(str(n) for n in sys.version_info[:2])
+        + "; the project needs Python >= " + ".".join(str(n) for n in MIN_PYTHON) + ". Run this file with a newer"
+        " one (e.g. python3.11 tools/bootstrap.py; Debian/Ubuntu: apt-get install python3, macOS: brew install"
+        " python@3.12, Windows: winget install -e --id Python.Python.3.12)\n")
     sys.exit(2)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository: tools.*
 
-from coreai_bootstrap.main import main  # noqa: E402
+from tools.coreai_bootstrap.main import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -16,11 +16,13 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import IO
 
 from . import plan
 from .plan import Host
@@ -215,8 +217,9 @@ def server_version(binary: Path, env: Mapping[str, str]) -> str:
     return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
-def _write_manifest(folder: Path, fields: dict) -> None:
-    files, links = {}, {}
+def _write_manifest(folder: Path, fields: dict[str, object]) -> None:
+    files: dict[str, dict[str, object]] = {}
+    links: dict[str, str] = {}
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder).as_posix()
         if path.is_symlink():
@@ -266,11 +269,11 @@ class BuildLock:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file = None
+        self._file: IO[bytes] | None = None
 
     def __enter__(self) -> BuildLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a+b")  # noqa: SIM115 - held for the lock's lifetime
+        file = self._file = open(self.path, "a+b")  # held (and locked) until __exit__
         started = time.monotonic()
         announced = -1.0
         while not self._try_lock():
@@ -280,10 +283,10 @@ class BuildLock:
                 log(f"waiting for another bootstrap that is building the same llama.cpp artifacts "
                     f"({self._holder()}; {duration(waited)}) ...")
             time.sleep(1)
-        self._file.seek(0)
-        self._file.truncate()
-        self._file.write(f"pid {os.getpid()}\n".encode())
-        self._file.flush()
+        file.seek(0)
+        file.truncate()
+        file.write(f"pid {os.getpid()}\n".encode())
+        file.flush()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -301,7 +304,7 @@ class BuildLock:
     def _try_lock(self) -> bool:
         assert self._file is not None
         try:
-            if os.name == "nt":
+            if sys.platform == "win32":
                 import msvcrt
 
                 self._file.seek(0)
@@ -316,7 +319,7 @@ class BuildLock:
 
     def _unlock(self) -> None:
         assert self._file is not None
-        if os.name == "nt":
+        if sys.platform == "win32":
             import msvcrt
 
             self._file.seek(0)

@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from . import host as host_probe
 from . import llama, plan
@@ -150,8 +150,9 @@ def _where(host: Host, layout: plan.VenvLayout, cache: Path | None, rest: Sequen
         return 2
     root = _cache(host, cache, env)
     key = plan.artifact_key(host, plan.llama_cmake_args(host, env.get("CMAKE_ARGS", "")))
-    print({"venv": layout.root, "scripts": layout.scripts, "python": layout.python, "llama-server": layout.llama_server, "cache": root,
-           "artifacts": root / "llama.cpp" / key}[rest[0]])
+    paths = {"venv": layout.root, "scripts": layout.scripts, "python": layout.python,
+             "llama-server": layout.llama_server, "cache": root, "artifacts": root / "llama.cpp" / key}
+    print(paths[rest[0]])
     return 0
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Mapping, Sequence
+from typing import Literal
 
 # One pinned llama.cpp for the wheel and the server: the one vendored in this llama-cpp-python sdist.
 LLAMA_CPP_PYTHON = "0.3.36"
@@ -255,7 +256,8 @@ def artifact_key(host: Host, cmake_args: Sequence[str]) -> str:
     return f"{LLAMA_CPP_PYTHON}-{host.system}-{host.machine}-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}"
 
 
-def build_env(host: Host, cmake_args: Sequence[str], tool_dirs: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
+def build_env(host: Host, cmake_args: Sequence[str], tool_dirs: Sequence[str],
+              env: Mapping[str, str]) -> dict[str, str]:
     """The environment of the wheel build: our flags in CMAKE_ARGS, our cmake/ninja first on PATH."""
     out = dict(env)
     out["CMAKE_ARGS"] = " ".join(cmake_args)

@@ -65,9 +65,9 @@ def _children_cpu() -> float | None:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_logged(argv: Sequence[str], logfile: Path, what: str, *, env: Mapping[str, str] | None = None,
-               cwd: Path | None = None, status: Callable[[str], str] | None = None,
-               heartbeat_s: float = HEARTBEAT_S) -> Timing:
+def run_logged(argv: Sequence[str | os.PathLike[str]], logfile: Path, what: str, *,
+               env: Mapping[str, str] | None = None, cwd: Path | None = None,
+               status: Callable[[str], str] | None = None, heartbeat_s: float = HEARTBEAT_S) -> Timing:
     """Run argv with its output appended to logfile, saying every heartbeat_s that it is alive.
 
     status(log tail) adds detail to the heartbeat line (e.g. Ninja's step counter). On failure the log's last
@@ -79,8 +79,8 @@ def run_logged(argv: Sequence[str], logfile: Path, what: str, *, env: Mapping[st
     with logfile.open("ab") as out:
         out.write(f"\n$ {' '.join(map(str, argv))}\n".encode())
         out.flush()
-        process = subprocess.Popen(list(map(str, argv)), stdout=out, stderr=subprocess.STDOUT, env=dict(env or os.environ),
-                                   cwd=cwd, start_new_session=os.name != "nt")
+        process = subprocess.Popen(list(map(str, argv)), stdout=out, stderr=subprocess.STDOUT,
+                                   env=dict(env or os.environ), cwd=cwd, start_new_session=os.name != "nt")
         try:
             last = start
             while process.poll() is None:
@@ -101,7 +101,7 @@ def run_logged(argv: Sequence[str], logfile: Path, what: str, *, env: Mapping[st
     return Timing(elapsed, None if cpu_start is None or cpu_end is None else cpu_end - cpu_start)
 
 
-def _stop(process: subprocess.Popen) -> None:
+def _stop(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is not None:
         return
     try:
