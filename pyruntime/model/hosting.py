@@ -15,7 +15,6 @@ the CPU, with the reason in Health, instead of failing to start.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import secrets
@@ -280,12 +279,6 @@ class LlamaServerProcess:
     def _child_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED_ENV_PREFIXES)}
         env.setdefault(MALLOC_MMAP_THRESHOLD_ENV, MALLOC_MMAP_THRESHOLD_BYTES)
-        # A llama-server built with shared libraries finds them beside itself or in llama-cpp-python's lib folder
-        # (one llama.cpp build for both: scripts/bootstrap.sh); a static one needs nothing.
-        folders = [str(p) for p in engine_library_folders(self.binary) if p.is_dir()]
-        variable = {"darwin": "DYLD_LIBRARY_PATH", "win32": "PATH"}.get(sys.platform, "LD_LIBRARY_PATH")
-        if folders:
-            env[variable] = os.pathsep.join([*folders, *filter(None, [env.get(variable, "")])])
         return env
 
     def _wait_ready(self, began: float, timeout: float) -> None:
@@ -522,15 +515,6 @@ class LlamaServerProcess:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
-
-
-def engine_library_folders(binary: Path | None) -> list[Path]:
-    """Where a shared-library build of llama-server keeps its libraries: beside it, llama-cpp-python's `lib`."""
-    folders = [binary.parent] if binary is not None else []
-    spec = importlib.util.find_spec("llama_cpp")
-    for location in (spec.submodule_search_locations or []) if spec is not None else []:
-        folders.append(Path(location) / "lib")
-    return folders
 
 
 def hosted_model_config(
