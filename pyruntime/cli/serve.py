@@ -416,7 +416,11 @@ async def serve(options: ServeOptions, *, on_ready: Callable[[dict[str, Any]], N
             ready, model = starting.result()
             (on_ready or _print_ready)(ready)
             log.info("ready; stop with Ctrl+C or SIGTERM")
-            return await _wait(stop)
+            code = await _wait(stop)
+            if model.supervisor is not None:
+                # Stopping: the watchdog restarts nothing any more (a hung engine is stopped, not reloaded).
+                model.supervisor.stop_restarting()
+            return code
 
 
 @contextlib.contextmanager
@@ -625,8 +629,9 @@ async def _attach_turns(options: ServeOptions, services: RuntimeServices, stores
         anchors = options.prompt_cache_dir / TAIL_ANCHORS_FILE_NAME
         orchestrator.load_tail_anchors(anchors)
         stack.push_async_callback(asyncio.to_thread, _save_tail_anchors, orchestrator, anchors)
-    # Runs before the client closes (and after the RPC servers stop): memory passes still queued finish.
-    stack.push_async_callback(orchestrator.memory_passes.drain)
+    # Runs before the client closes (and after the RPC servers stop): memory passes still queued get the grace
+    # period to finish, the rest are cancelled (behind a hung or busy engine they would hold up the stop).
+    stack.push_async_callback(orchestrator.memory_passes.stop, options.grace)
     # Runs first: a prewarm warms a next turn that will not come (it never holds up a memory pass).
     stack.push_async_callback(orchestrator.prewarms.cancel)
     log.info("memory design: %s", orchestrator.memory_design.value)

@@ -15,6 +15,7 @@ the CPU, with the reason in Health, instead of failing to start.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -76,6 +77,10 @@ _POLL_S = 0.05
 _TICK_S = 2.0
 _STDERR_LINES = 80
 _SLOT_IO_TIMEOUT_S = 30.0
+# A stop saves the slots within this budget (newest first), after a probe that the engine answers at all:
+# SIGTERM must end serve promptly even with the engine hung (a soak saw serve still up 60 s after it).
+_SAVE_BUDGET_S = 10.0
+_SAVE_PROBE_S = 1.0
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -443,12 +448,26 @@ class LlamaServerProcess:
             return 0
         holders = sorted(((self.slots.last_used(s), s, c) for s, c in self.slots.holders().items() if c != ANONYMOUS),
                          reverse=True)
+        if not holders:
+            return 0
+        try:
+            answering = self.health(timeout=_SAVE_PROBE_S)
+        except httpx.HTTPError:
+            answering = False
+        if not answering:  # hung or frozen: a save would only wait; the stop goes on without it
+            log.warning("model server does not answer; slot states not saved")
+            return 0
+        deadline = time.monotonic() + _SAVE_BUDGET_S  # the newest conversations first, until the budget is spent
         saved = []
         for _, slot, conversation in holders:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.warning("slot saves took longer than %.0f s; the rest not saved", _SAVE_BUDGET_S)
+                break
             name = store.prepare(conversation)
             try:
                 response = self._http.post(f"/slots/{slot}", params={"action": "save"}, json={"filename": name},
-                                           timeout=_SLOT_IO_TIMEOUT_S)
+                                           timeout=min(_SLOT_IO_TIMEOUT_S, left))
             except httpx.HTTPError:
                 continue
             if response.status_code == 200:
@@ -486,6 +505,8 @@ class LlamaServerProcess:
                     process.terminate()  # llama-server handles only Ctrl+C there; the slots were saved above
                 else:
                     process.send_signal(signal.SIGTERM)
+                    with contextlib.suppress(OSError):  # a frozen (SIGSTOPped) engine handles it once it runs
+                        process.send_signal(signal.SIGCONT)
                 try:
                     process.wait(timeout)
                 except subprocess.TimeoutExpired:

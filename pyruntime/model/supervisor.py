@@ -195,6 +195,10 @@ class ModelSupervisor:
         self._thread = threading.Thread(target=self._loop, name="model-watchdog", daemon=True)
         self._thread.start()
 
+    def stop_restarting(self) -> None:
+        """A stop has begun: from now on the watchdog starts nothing (non-blocking; `stop_watching` joins it)."""
+        self._stop.set()
+
     def stop_watching(self, timeout: float = 5.0) -> None:
         """Stop the watchdog (the server keeps running)."""
         self._stop.set()

@@ -3,7 +3,8 @@
 The call waits behind player turns in the model queue (`Priority.BACKGROUND`), so a reply is never
 delayed by the pass of the line before; the edit goes through the `memory` tool (atomic, durable,
 versioned, size-limited like a call from the model). `MemoryPasses` keeps the passes still running:
-a chat awaits its turn's pass to show what was stored; `serve` drains them before it stops.
+a chat awaits its turn's pass to show what was stored; `serve` gives them its grace period when it
+stops, then cancels what is left (a pass waiting behind a hung engine must not hold up the stop).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pyruntime.turns.memory_writer import (
 log = logging.getLogger("pyruntime.turns")
 
 DRAIN_TIMEOUT_S = 60.0
+_CANCEL_S = 2.0  # a cancelled pass ends at its next await: an edit running in a thread finishes first
 KEPT_OUTCOMES = 256  # a server nobody collects from keeps only the newest outcomes (bounded memory)
 
 
@@ -150,3 +152,16 @@ class MemoryPasses:
         outcomes = list(self._done)
         self._done.clear()
         return outcomes
+
+    async def stop(self, grace: float) -> list[MemoryPassOutcome]:
+        """Shutdown: the running passes get `grace` s to finish, the rest are cancelled (an edit is applied
+        whole or not at all); returns every outcome so far."""
+        if self._running:
+            await asyncio.wait(set(self._running), timeout=grace)
+        left = set(self._running)
+        for task in left:
+            task.cancel()
+        if left:
+            await asyncio.wait(left, timeout=_CANCEL_S)
+            await asyncio.sleep(0)
+        return await self.drain(0)

@@ -16,6 +16,7 @@ import pytest
 
 from pyruntime.cli.serve import EXIT_OK, ServeOptions, serve
 from pyruntime.cli.signals import stop_on_signals, stop_signals
+from tests.model.test_serve_cli import model_children, own_copy
 from tests.support.fixtures import free_port
 from tests.unity_layer.processes import is_alive, wait_for
 
@@ -45,32 +46,24 @@ def test_serve_starts_answers_and_stops_on_a_signal_without_loop_signal_handlers
         windows_like_loop: list[int], tiny_model_path: Path, tmp_path: Path, sig: signal.Signals) -> None:
     before = {s: signal.getsignal(s) for s in stop_signals()}
     seen: dict[str, Any] = {}
+    model = own_copy(tmp_path, tiny_model_path)  # this serve's engine, told apart from the suite's own tiny servers
 
     def on_ready(ready: dict[str, Any]) -> None:
         def probe_then_signal() -> None:
             try:
                 seen["health"] = httpx.get(f"http://127.0.0.1:{ready['connect_port']}/healthz", timeout=30).json()
-                seen["model_pid"] = _model_pid()
+                [seen["model_pid"]] = model_children(model)
             finally:
                 os.kill(os.getpid(), sig)  # delivered to the main thread, where serve's loop runs
 
         threading.Thread(target=probe_then_signal, daemon=True).start()
 
-    options = ServeOptions(model=tiny_model_path, port=free_port(), data_dir=tmp_path / "data", grpc_port=0,
-                           connect_port=0)
+    options = ServeOptions(model=model, port=free_port(), data_dir=tmp_path / "data", grpc_port=0, connect_port=0)
     assert asyncio.run(serve(options, on_ready=on_ready)) == EXIT_OK
     assert sorted(windows_like_loop) == sorted(stop_signals())  # the loop was asked first, and refused
     assert seen["health"]["ready"] is True
     wait_for(lambda: not is_alive(seen["model_pid"]), 10, "the model child to be gone")
     assert {s: signal.getsignal(s) for s in stop_signals()} == before
-
-
-def _model_pid() -> int:
-    """The pid of this process's llama-server (serve runs in this process here)."""
-    from tests.unity_layer.processes import engine_of
-
-    [pid] = engine_of(os.getpid())
-    return pid
 
 
 def test_stop_on_signals_uses_the_loop_where_it_can() -> None:

@@ -192,6 +192,28 @@ def test_uncollected_outcomes_are_bounded(memory_stores: StoreBundle) -> None:
     assert run(passes.drain()) == []
 
 
+def test_a_stop_gives_passes_the_grace_period_then_cancels_the_rest() -> None:
+    # serve's stop: a pass waiting behind a hung engine must not hold it up (issue 22's soak: 60 s after SIGTERM).
+    passes = MemoryPasses()
+
+    async def quick() -> MemoryPassOutcome:
+        await asyncio.sleep(0.01)
+        return MemoryPassOutcome(ROLE, stored="Player's name: Tobin")
+
+    async def stuck() -> MemoryPassOutcome:
+        await asyncio.Event().wait()  # never set: the model never answers
+        raise AssertionError("unreachable")
+
+    async def go() -> list[MemoryPassOutcome]:
+        passes.start(quick(), ROLE)
+        passes.start(stuck(), ROLE)
+        return await asyncio.wait_for(passes.stop(0.5), timeout=10)
+
+    outcomes = run(go())
+    assert sorted(o.stored or o.reason for o in outcomes) == ["Player's name: Tobin", "cancelled"]
+    assert passes.pending == 0
+
+
 def test_a_line_with_two_statements_gets_a_decision_for_each(tiny_server_url: str, file_stores: StoreBundle) -> None:
     orchestrator, client = make_orchestrator(tiny_server_url, file_stores, memory_design="writer")
 
