@@ -224,7 +224,7 @@ class Script:
         self._lock = threading.Lock()  # rule counters: requests may arrive concurrently
 
     @classmethod
-    def from_dict(cls, data: Any) -> "Script":
+    def from_dict(cls, data: Any) -> Script:
         """Validate a script object; an InvalidArgumentError names the first bad field."""
         if not isinstance(data, Mapping):
             raise _fail("script", "must be a JSON object with `rules` and optionally `default`")
@@ -237,7 +237,7 @@ class Script:
         return cls([_rule(f"rules[{i}]", r) for i, r in enumerate(rules)], _rule("default", data.get("default", {})))
 
     @classmethod
-    def load(cls, path: Path) -> "Script":
+    def load(cls, path: Path) -> Script:
         """Read and validate a script file."""
         try:
             text = Path(path).read_text(encoding="utf-8")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from pyruntime.errors import InvalidArgumentError
@@ -122,10 +123,9 @@ class MemoryPasses:
         """Passes not finished yet."""
         return len(self._running)
 
-    def start(self, pass_coro: "asyncio.Future[MemoryPassOutcome] | object",
-              role_id: str) -> asyncio.Task[MemoryPassOutcome]:
+    def start(self, pass_coro: Awaitable[MemoryPassOutcome], role_id: str) -> asyncio.Task[MemoryPassOutcome]:
         """Run a pass in the background; its outcome is kept for `collect`/`drain`; returns its task."""
-        task: asyncio.Task[MemoryPassOutcome] = asyncio.ensure_future(pass_coro)  # type: ignore[arg-type]
+        task = asyncio.ensure_future(pass_coro)
         self._running.add(task)
 
         def finished(t: asyncio.Task[MemoryPassOutcome]) -> None:
