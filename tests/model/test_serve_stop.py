@@ -1,7 +1,8 @@
 """SIGTERM stops a real `serve` promptly, however busy or stuck its engine is (a soak saw serve still up 60 s after it).
 
 serve hosts the tiny model with the restart-warm disk cache; a conversation holds a slot (the stop saves it), a memory write is acknowledged,
-then the engine is frozen (SIGSTOP: a hung llama-server) with turns in flight on both transports. SIGTERM must
+then players talk back to back on both transports (turns, and the memory passes behind them) and the
+engine is frozen (SIGSTOP: a hung llama-server) with that work in flight. SIGTERM must
 then end serve with exit code 0, no llama-server left, the acknowledged saves on disk. The bound below is a
 liveness bound (a stop that never comes fails instead of hanging the suite), not a measure of speed.
 """
@@ -27,7 +28,7 @@ from tests.unity_layer.processes import wait_for
 
 SCOPE = AgentMemoryScope(user_id="player-1")
 STOP_BOUND_S = 30.0  # liveness: serve must be gone by then (the grace period is 5 s)
-IN_FLIGHT = 2
+IN_FLIGHT = 4  # callers, over both transports
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="freezes the engine with SIGSTOP, finds it in /proc")
@@ -47,20 +48,27 @@ def test_sigterm_stops_serve_promptly_with_a_frozen_engine_and_turns_in_flight(t
                                    forced_tool_mode="none")
             assert turn.text  # the conversation now holds a slot: the stop saves it (or gives up on a frozen one)
         [engine] = model_children(model)
-        os.kill(engine, signal.SIGSTOP)
+        stopping = threading.Event()
 
         def call(url: str, n: int) -> None:
+            # Turns back to back, as players keep talking: each line gives the memory writer a pass to run, and
+            # the passes wait behind the player turns (a backlog the stop must not wait for).
             try:
                 with RuntimeClient(url, token=token, timeout=120) as caller:
-                    results.append(caller.run_task(f"line {n}", role_id="Blacksmith", scope=SCOPE,
-                                                   max_output_tokens=64))
+                    while not stopping.is_set():
+                        results.append(caller.run_task(f"My name is Tobin and I am {n} years old.",
+                                                       role_id="Merchant", scope=SCOPE, max_output_tokens=16))
+                        n += IN_FLIGHT
             except Exception as exc:  # noqa: BLE001 - a call cut by the stop is expected; a hang is not
                 results.append(exc)
 
         for n in range(IN_FLIGHT):
             callers.append(threading.Thread(target=call, args=(urls[n % 2], n), daemon=True))
             callers[-1].start()
-        time.sleep(1.0)  # the calls reach the frozen engine
+        time.sleep(2.0)  # turns and their memory passes under way
+        os.kill(engine, signal.SIGSTOP)  # ... and now the engine hangs with work in flight
+        stopping.set()
+        time.sleep(1.0)
         began = time.monotonic()
         serve.process.send_signal(signal.SIGTERM)
         try:
@@ -79,7 +87,7 @@ def test_sigterm_stops_serve_promptly_with_a_frozen_engine_and_turns_in_flight(t
     for caller in callers:
         caller.join(30)
         assert not caller.is_alive()  # every call in flight got an answer (cut by the stop)
-    assert len(results) == IN_FLIGHT
+    assert any(isinstance(r, Exception) for r in results)  # the calls the frozen engine held were cut
     assert "Traceback" not in serve.err, serve.err[-3000:]
     # What was acknowledged before the signal is on disk.
     stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path / "data")
