@@ -6,7 +6,6 @@ using System.Threading;
 using System.Threading.Tasks;
 using CoreAI.Ai;
 using CoreAI.Runtime;
-using V1 = CoreAI.V1;
 
 namespace CoreAI.EditorTools
 {
@@ -55,11 +54,7 @@ namespace CoreAI.EditorTools
         public async Task<List<string>> ListRolesAsync(CancellationToken cancel = default(CancellationToken))
         {
             SortedSet<string> roles = new SortedSet<string>(StringComparer.Ordinal);
-            V1.ListRolesResponse response = await client.Orchestrator.ListRolesAsync(new V1.ListRolesRequest(), null, cancel).ConfigureAwait(false);
-            foreach (V1.RoleMemoryConfigProto role in response.Roles)
-            {
-                if (!string.IsNullOrWhiteSpace(role.RoleId)) roles.Add(role.RoleId);
-            }
+            foreach (RoleMemoryConfig role in await client.ListRolesAsync(cancel).ConfigureAwait(false)) roles.Add(role.RoleId);
             foreach (string saved in SavedRoleIds(persistentDataPath)) roles.Add(saved);
             return new List<string>(roles);
         }

@@ -41,7 +41,7 @@ namespace CoreAI.Runtime
     }
 
     /// <summary>Per-call settings.</summary>
-    public sealed class CallOptions
+    internal sealed class CallOptions
     {
         /// <summary>This call's timeout (null: the client's default; Timeout.InfiniteTimeSpan: none).</summary>
         public TimeSpan? Timeout { get; set; }
@@ -64,7 +64,7 @@ namespace CoreAI.Runtime
     /// DeadlineExceededException; an unreachable runtime with UnavailableException. Dispose (and the end of the
     /// GameHost's Lifetime) cancels every call in flight: nothing of it outlives the game that made it.
     /// </remarks>
-    public sealed class ConnectClient : IDisposable
+    internal sealed class ConnectClient : IDisposable
     {
         private const string UnaryContentType = "application/json";
         private const string StreamContentType = "application/connect+json";
