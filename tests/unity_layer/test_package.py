@@ -97,6 +97,9 @@ def test_every_own_file_and_folder_has_a_unique_meta() -> None:
 SAMPLE_GUIDS = {
     "Samples~/BlacksmithNpc": "383b2f052dae8b7b06e374c0622031d9",
     "Samples~/BlacksmithNpc/BlacksmithNpc.cs": "a158d4c24fe25eb8afc64d72f94ea146",
+    "Samples~/BlacksmithNpc/BlacksmithShop.cs": "94d7f06e6548415ba0fcfc844dc650fc",
+    "Samples~/BlacksmithNpc/Ware.cs": "4f640b335544400886842dc052ab79d5",
+    "Samples~/BlacksmithNpc/WareArgs.cs": "758059ce3fc8493cb440f2c9e86a7bed",
     "Samples~/BlacksmithNpc/CoreAI.Samples.BlacksmithNpc.asmdef": "eaf345e77a2571b13ef05d4edc610808",
     "Samples~/BlacksmithNpc/README.md": "06e03262668df01bd032f7e1fa78ce28",
 }
