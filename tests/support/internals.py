@@ -46,7 +46,7 @@ def _as_type(t: Any) -> Any:
 
 
 def _arguments(args: tuple[Any, ...], parameters: Any) -> Any:
-    """An object[] for MethodBase.Invoke: each value converted to its parameter's type by pythonnet and boxed inside .NET.
+    """An object[] for MethodBase.Invoke: each value converted to its parameter type by pythonnet, boxed in .NET.
 
     A Python int put straight into an object[] stays a Python object (Invoke cannot convert it), so each value goes into
     a one-element array of the parameter's type first and Array.Copy boxes it; a missing optional one is Type.Missing.

@@ -105,7 +105,8 @@ def test_statuses_without_a_connect_body_map_like_connect(assemblies: Any) -> No
 
 
 def test_csharp_json_is_strict_proto3_json(assemblies: Any) -> None:
-    from CoreAI.V1 import RoleMemoryConfigProto as RoleMemoryConfig, ToolResultMemoryProto as ToolResultMemory
+    from CoreAI.V1 import RoleMemoryConfigProto as RoleMemoryConfig
+    from CoreAI.V1 import ToolResultMemoryProto as ToolResultMemory
 
     ProtoJson = internal("CoreAI.Runtime.ProtoJson")
 

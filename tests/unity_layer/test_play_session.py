@@ -217,7 +217,7 @@ def test_every_play_starts_with_a_fresh_default_policy(edit_mode, reload_domain:
     from UnityEditor import StubPlayMode
 
     StubPlayMode.Enter(reload_domain)
-    AgentBuilder("Forgemaster").WithoutMemory().WithChatHistory(2048, True).Build()  # into AgentMemoryPolicy.Default
+    AgentBuilder("Forgemaster").WithoutMemory().WithChatHistory(2048, True).Build()  # into the Default policy
     AgentMemoryPolicy.Default.ConfigureRole("Merchant", useMemoryTool=False)
     first = AgentMemoryPolicy.Default
     assert not first.GetConfig("Forgemaster").UseMemoryTool and not first.GetConfig("Merchant").UseMemoryTool

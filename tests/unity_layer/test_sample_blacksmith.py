@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.rpc.conftest import TOKEN, RuntimeProcess, spawn_runtime
-from tests.unity_layer.frames import pump_until, wait_on_main
 from tests.unity_layer.dotnet import ROOT
+from tests.unity_layer.frames import pump_until, wait_on_main
 from tools.build_csharp import build_core, build_stubs, build_unity, compile_assembly
 
 SCRIPT = {
@@ -80,7 +80,7 @@ def test_the_blacksmith_quotes_hands_over_and_remembers(sample: Any, scripted: R
 
 @pytest.fixture
 def playing(sample: Any, scripted: RuntimeProcess, tmp_path: Path) -> Iterator[Any]:
-    """Play Mode with a bootstrap in remote mode against the scripted runtime and the blacksmith beside it, connected."""
+    """Play Mode: a bootstrap in remote mode against the scripted runtime, the blacksmith beside it, connected."""
     from CoreAI.Samples.BlacksmithNpc import BlacksmithNpc
     from CoreAI.UnityIntegration import CoreAIRuntimeBootstrap, CoreAIRuntimeSettings
     from UnityEditor import StubDomain, StubEditorState, StubPlayMode
@@ -103,6 +103,8 @@ def playing(sample: Any, scripted: RuntimeProcess, tmp_path: Path) -> Iterator[A
     finally:
         if StubState.IsPlaying:
             StubPlayMode.Exit()
+        StubEngine.RunFrame()  # what the stopped game still posted to the main thread
+        StubDomain.Reload()  # the NPC's Awake registered its main-thread tools into the default policy: drop them
         StubState.IsEditor = False
 
 
