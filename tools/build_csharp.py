@@ -204,7 +204,7 @@ def assembly_of_tests(folder: str) -> str:
 
 def build_tests(out_dir: Path = DEFAULT_OUT) -> list[Path]:
     """The package's NUnit test assemblies (Tests/Runtime, Tests/Editor), named by their asmdefs."""
-    nunit = _copy_beside(NUNIT, out_dir, "install mono-devel (it brings libnunit-cil-dev)")
+    nunit = _copy_beside(NUNIT, out_dir, "install libnunit-cil-dev (Debian's mono-devel depends on it)")
     core, stubs = build_core(out_dir), _engine_stubs(out_dir)
     built = [compile_assembly(assembly_of_tests("Runtime"), sources(PACKAGE / "Tests" / "Runtime"), out_dir,
                               [core, stubs[0], nunit])]
