@@ -101,9 +101,16 @@ def test_not_ready_while_the_model_loads_then_ready(supervised: Supervised) -> N
     assert supervised.grpc_health("coreai.v1.Orchestrator") == SERVING
 
 
-def test_a_frozen_model_server_does_not_freeze_health_and_its_restart_shows(supervised: Supervised) -> None:
+def test_a_frozen_model_server_does_not_freeze_health_and_its_restart_shows(
+        supervised: Supervised, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     supervised.supervisor.start()
     assert supervised.healthz().status_code == 200
+    # The restart loads for 2 s more (a script in front of the real binary): the tiny model alone reloads
+    # faster than one probe round below on a busy machine, and "restarting" would never be seen.
+    from tests.model.test_serve_cli import slow_engine
+
+    for name, value in slow_engine(tmp_path, 2).items():
+        monkeypatch.setenv(name, value)
     seen: list[tuple[int, str]] = []
     os.kill(supervised.server.pid, signal.SIGSTOP)  # a hung llama.cpp: it answers nothing any more
     deadline = time.monotonic() + 60
