@@ -34,6 +34,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -385,6 +386,24 @@ def validate(options: ServeOptions) -> None:
         tls.check()
 
 
+class _StopClock:
+    """When the stop began: what comes after the RPC servers (the memory passes) shares their grace period."""
+
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.began: float | None = None
+
+    def start(self) -> None:
+        """The stop begins now."""
+        self.began = time.monotonic()
+
+    def left(self) -> float:
+        """Seconds of the grace period still left (all of it before the stop began)."""
+        if self.began is None:
+            return self.grace
+        return max(0.0, self.began + self.grace - time.monotonic())
+
+
 @dataclass(frozen=True)
 class _Model:
     """Where turns go: the base URL, the alias shown in Health, the hosted child (if serve runs one)."""
@@ -399,9 +418,10 @@ class _Model:
 async def serve(options: ServeOptions, *, on_ready: Callable[[dict[str, Any]], None] | None = None) -> int:
     """Start everything, announce readiness, wait for a signal (or the model server dying), stop in reverse."""
     stop = asyncio.Event()
+    clock = _StopClock(options.grace)
     with _stop_triggers(options, stop):
         async with contextlib.AsyncExitStack() as stack:
-            starting = asyncio.create_task(_start(options, stack, stop))
+            starting = asyncio.create_task(_start(options, stack, stop, clock))
             stopping = asyncio.create_task(stop.wait())
             try:
                 await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -417,6 +437,7 @@ async def serve(options: ServeOptions, *, on_ready: Callable[[dict[str, Any]], N
             (on_ready or _print_ready)(ready)
             log.info("ready; stop with Ctrl+C or SIGTERM")
             code = await _wait(stop)
+            clock.start()
             if model.supervisor is not None:
                 # Stopping: the watchdog restarts nothing any more (a hung engine is stopped, not reloaded).
                 model.supervisor.stop_restarting()
@@ -457,7 +478,7 @@ class _Loading:
 
 
 async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack,
-                 stop: asyncio.Event | None = None) -> tuple[dict[str, Any], _Model]:
+                 stop: asyncio.Event | None = None, clock: _StopClock | None = None) -> tuple[dict[str, Any], _Model]:
     """Each stage in order; each registers its own stop on stack first, so any failure unwinds what started.
 
     The RPC ports open before the model loads (health answers 503 "loading", turns UNAVAILABLE meanwhile);
@@ -491,7 +512,7 @@ async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack,
     if options.model_pull is not None:
         await _pull_model(options.model_pull, services, loading)
     model = await _start_model(options, model_stack, loading)
-    await _attach_turns(options, services, stores, model, model_stack)
+    await _attach_turns(options, services, stores, model, model_stack, clock or _StopClock(options.grace))
     ready = {"grpc_port": servers.grpc_port, "connect_port": servers.connect_port, "model_url": model.url,
              "token_file": str(token_file)}
     if model.port_key:
@@ -604,7 +625,7 @@ async def _check_external(url: str, api_key: str | None, headers: dict[str, str]
 
 
 async def _attach_turns(options: ServeOptions, services: RuntimeServices, stores: StoreBundle, model: _Model,
-                        stack: contextlib.AsyncExitStack) -> None:
+                        stack: contextlib.AsyncExitStack, clock: _StopClock) -> None:
     """With a model, bind the turns to an orchestrator against it (built from the started server)."""
     if model.url is None:
         return
@@ -629,9 +650,11 @@ async def _attach_turns(options: ServeOptions, services: RuntimeServices, stores
         anchors = options.prompt_cache_dir / TAIL_ANCHORS_FILE_NAME
         orchestrator.load_tail_anchors(anchors)
         stack.push_async_callback(asyncio.to_thread, _save_tail_anchors, orchestrator, anchors)
-    # Runs before the client closes (and after the RPC servers stop): memory passes still queued get the grace
-    # period to finish, the rest are cancelled (behind a hung or busy engine they would hold up the stop).
-    stack.push_async_callback(orchestrator.memory_passes.stop, options.grace)
+    # Runs before the client closes (and after the RPC servers stop): memory passes still queued get what is left
+    # of the grace period (counted from the signal: a launcher's stop timeout covers the whole stop), the rest are
+    # cancelled (behind a hung or busy engine they would hold up the stop).
+    passes = orchestrator.memory_passes
+    stack.push_async_callback(lambda: passes.stop(clock.left()))
     # Runs first: a prewarm warms a next turn that will not come (it never holds up a memory pass).
     stack.push_async_callback(orchestrator.prewarms.cancel)
     log.info("memory design: %s", orchestrator.memory_design.value)

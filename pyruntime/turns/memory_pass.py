@@ -162,7 +162,7 @@ class MemoryPasses:
         for task in left:
             task.cancel()
         if left:
-            log.info("%d memory pass(es) not finished within the %.0f s grace period: cancelled", len(left), grace)
+            log.info("%d memory pass(es) not finished within the grace period: cancelled", len(left))
             await asyncio.wait(left, timeout=_CANCEL_S)
             await asyncio.sleep(0)
         return await self.drain(0)
