@@ -71,7 +71,7 @@ def _session(url: str, *, prewarm: bool, turns: int = len(HINTS), scopes: tuple[
         return results
 
     results = run(go())
-    assert all(r.ok for r in results), [r.error for r in results]
+    assert all(r.ok for r in results), [(i, r.status, r.error) for i, r in enumerate(results) if not r.ok]
     scoped = stores.scoped(PLAYER)
     return {
         "results": results,
@@ -209,7 +209,7 @@ def _writer_session(url: str, *, prewarm: bool) -> tuple[list[TaskResult], list[
         return results
 
     results = run(go())
-    assert all(r.ok for r in results)
+    assert all(r.ok for r in results), [(i, r.status, r.error) for i, r in enumerate(results) if not r.ok]
     return results, client.bodies, orchestrator.prewarms.stats
 
 
