@@ -4,7 +4,8 @@ Subcommands `memory`, `history`, `export` and `import` work on the file stores u
 `<--data-dir>/CoreAI/` (the game's persistentDataPath), or, with `--runtime URL`, through the
 runtime that owns those files while the game runs (`grpc://HOST:PORT` or `http://HOST:PORT` =
 Connect; token from `--token-file`, else $COREAI_RUNTIME_TOKEN, else `<data-dir>/CoreAI/runtime/token`).
-Both ways print the same output. Results go to stdout (JSON where it is JSON); errors go to stderr
+Both ways run the same `MemoryStoreService` (the files over `pyruntime.rpc.in_process`, no sockets)
+and print the same output. Results go to stdout (JSON where it is JSON); errors go to stderr
 as one log line, never a traceback. Exit codes: 0 success, 1 the operation failed (an unreachable
 runtime included), 2 bad input, a missing or refused runtime token included (nothing was written).
 """
@@ -20,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from google.protobuf import json_format
 
@@ -37,20 +38,16 @@ from pyruntime.client import (
 from pyruntime.errors import CoreAIError, InvalidArgumentError, MemoryUnreadableError
 from pyruntime.memory.actions import MEMORY_ACTIONS, MemoryToolResult
 from pyruntime.memory.state import MemoryVersion
-from pyruntime.memory.tool import MemoryTool
-from pyruntime.memory.versions import diff_versions, list_versions, revert_memory
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.rpc.auth import TOKEN_ENV, check_token, default_token_file
+from pyruntime.rpc.in_process import InProcessTransport
 from pyruntime.scopes import AgentMemoryScope, normalize_role_id
+from pyruntime.service.memory_store import MemoryStoreService
 from pyruntime.stores import (
     AgentMemoryPersistenceMode,
     LoadStatus,
-    ScopedAgentMemoryStore,
     ScopeSnapshot,
-    StoreBundle,
     TranscriptEntry,
-    export_scope_snapshot,
-    import_scope_snapshot,
     open_stores,
     validate_scope_snapshot,
 )
@@ -225,125 +222,30 @@ class Target:
     actor: str | None
 
 
-class SaveBackend(Protocol):
-    """What the commands need from the saves; the files and a running runtime give the same answers."""
-
-    def apply_memory_tool(self, target: Target, arguments: Mapping[str, Any],
-                          max_memory_chars: int | None) -> MemoryToolResult:
-        """One `memory` call (None: the role policy's limit)."""
-        ...
-
-    def list_versions(self, target: Target) -> list[MemoryVersion]:
-        """Retained versions, oldest first."""
-        ...
-
-    def revert_memory(self, target: Target, version: int) -> MemoryToolResult:
-        """Set the memory to a retained version (recorded as a new version)."""
-        ...
-
-    def diff_versions(self, target: Target, from_version: int, to_version: int) -> str:
-        """Unified diff between two retained versions."""
-        ...
-
-    def get_transcript(self, target: Target, max_entries: int) -> list[TranscriptEntry]:
-        """Oldest first, the newest max_entries (0 = all)."""
-        ...
-
-    def load_summary(self, target: Target) -> str | None:
-        """The rolling summary, None if there is none."""
-        ...
-
-    def clear_chat_history(self, target: Target) -> None:
-        """Delete chat history, transcript and rolling summary; memory stays."""
-        ...
-
-    def export_snapshot(self, scope: AgentMemoryScope, roles: Sequence[str] | None,
-                        actors: Sequence[str]) -> ScopeSnapshot:
-        """The named roles x actors of scope (roles None: every save of the scope; actors empty: all / no actor)."""
-        ...
-
-    def import_snapshot(self, snapshot: ScopeSnapshot, target_scope: AgentMemoryScope | None) -> int:
-        """Replace the data of the snapshot's identities; returns how many were imported."""
-        ...
-
-    def close(self) -> None:
-        """Release what the backend holds."""
-        ...
-
-
-class FileSaves:
-    """The file stores under <data-dir>/CoreAI, opened by this process (with the built-in role policy)."""
-
-    def __init__(self, bundle: StoreBundle) -> None:
-        self._bundle = bundle
-        self._policy = AgentMemoryPolicy()
-
-    def _view(self, target: Target) -> ScopedAgentMemoryStore:
-        return self._bundle.scoped(target.scope, target.actor)
-
-    def _key(self, target: Target) -> str:
-        return self._view(target).key(target.role)
-
-    def apply_memory_tool(self, target: Target, arguments: Mapping[str, Any],
-                          max_memory_chars: int | None) -> MemoryToolResult:
-        """One `memory` call (None: the role policy's limit)."""
-        if max_memory_chars is None:
-            max_memory_chars = self._policy.get(target.role).effective_max_memory_chars
-        return MemoryTool(self._bundle.memory, self._key(target), max_memory_chars=max_memory_chars).execute(
-            arguments)
-
-    def list_versions(self, target: Target) -> list[MemoryVersion]:
-        """Retained versions, oldest first."""
-        return list_versions(self._bundle.memory, self._key(target))
-
-    def revert_memory(self, target: Target, version: int) -> MemoryToolResult:
-        """Set the memory to a retained version (recorded as a new version)."""
-        return revert_memory(self._bundle.memory, self._key(target), version)
-
-    def diff_versions(self, target: Target, from_version: int, to_version: int) -> str:
-        """Unified diff between two retained versions."""
-        return diff_versions(self._bundle.memory, self._key(target), from_version, to_version)
-
-    def get_transcript(self, target: Target, max_entries: int) -> list[TranscriptEntry]:
-        """Oldest first, the newest max_entries (0 = all)."""
-        return self._view(target).get_transcript(target.role, max_entries)
-
-    def load_summary(self, target: Target) -> str | None:
-        """The rolling summary, None if there is none."""
-        return self._view(target).load_summary(target.role)
-
-    def clear_chat_history(self, target: Target) -> None:
-        """Delete chat history, transcript and rolling summary; memory stays."""
-        self._view(target).clear_chat_history(target.role)
-
-    def export_snapshot(self, scope: AgentMemoryScope, roles: Sequence[str] | None,
-                        actors: Sequence[str]) -> ScopeSnapshot:
-        """The named roles x actors of scope (roles None: every save of the scope; actors empty: all / no actor)."""
-        candidates = [c.role_id for c in self._policy.roles()]
-        return export_scope_snapshot(self._bundle, scope, roles, list(actors) or None, candidate_roles=candidates)
-
-    def import_snapshot(self, snapshot: ScopeSnapshot, target_scope: AgentMemoryScope | None) -> int:
-        """Replace the data of the snapshot's identities; returns how many were imported."""
-        return import_scope_snapshot(self._bundle, snapshot, target_scope)
-
-    def close(self) -> None:
-        """Nothing to release: every store call opens and closes its own files."""
-
-
-# The runtime answers these refusals of a memory call with a status where the tool itself returns a
-# failed result; RuntimeSaves turns them back into that result so both ways print the same JSON.
+# The service answers these refusals of a memory call with a status where the tool itself returns a
+# failed result; Saves turns them back into that result, as the `memory` tool would print it.
 _REFUSALS_AS_STATUS = (RuntimeMemoryUnreadableError, RuntimeLimitExceededError, RuntimeNotFoundError,
                        RuntimeUnavailableError)
 
 
-class RuntimeSaves:
-    """A running runtime, through `RuntimeClient`; the runtime applies its own role policy and locks."""
+class Saves:
+    """The saves through `RuntimeClient`: a running runtime's sockets, or the files over the in-process transport.
+
+    Either way the same `MemoryStoreService` answers, with its role policy and the stores' locks.
+    """
 
     def __init__(self, client: RuntimeClient) -> None:
         self._client = client
 
     @classmethod
-    def connect(cls, url: str, token: str) -> RuntimeSaves:
+    def open_files(cls, data_dir: Path, policy: AgentMemoryPolicy) -> Saves:
+        """The file stores under data_dir/CoreAI, opened by this process, served in-process under policy."""
+        stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir)
+        service = MemoryStoreService(stores, policy, workers=1)
+        return cls(RuntimeClient("in-process", token="", transport=InProcessTransport(service)))
+
+    @classmethod
+    def connect(cls, url: str, token: str) -> Saves:
         """A client of the runtime at url, after checking that it answers (Health needs no token)."""
         client = RuntimeClient(url, token=token)
         try:
@@ -369,11 +271,8 @@ class RuntimeSaves:
                 return MemoryToolResult.failed(str(exc))
             return MemoryToolResult.failed(str(exc), version=state.latest_version, memory_length=len(state.memory))
 
-    def apply_memory_tool(self, target: Target, arguments: Mapping[str, Any],
-                          max_memory_chars: int | None) -> MemoryToolResult:
-        """One `memory` call under the runtime's policy (max_memory_chars must be None)."""
-        if max_memory_chars is not None:
-            raise UsageError("--max-memory-chars applies to the files only; a runtime applies its role policy")
+    def apply_memory_tool(self, target: Target, arguments: Mapping[str, Any]) -> MemoryToolResult:
+        """One `memory` call under the service's role policy."""
         return self._as_result(target, lambda: self._client.apply_memory_tool(target.role, arguments,
                                                                               **self._where(target)))
 
@@ -444,14 +343,22 @@ def _runtime_token(args: argparse.Namespace) -> str:
     return check_token(token)
 
 
+def _file_policy(args: argparse.Namespace) -> AgentMemoryPolicy:
+    """The built-in role policy, with the role's size limit set to --max-memory-chars where it was given."""
+    policy = AgentMemoryPolicy()
+    max_memory_chars = getattr(args, "max_memory_chars", None)
+    if max_memory_chars is not None:
+        policy.set_max_memory_chars(args.role, max_memory_chars)
+    return policy
+
+
 @contextlib.contextmanager
-def _open_backend(args: argparse.Namespace) -> Iterator[SaveBackend]:
+def _open_backend(args: argparse.Namespace) -> Iterator[Saves]:
     """The saves the command works on: the files under --data-dir, or the runtime at --runtime."""
-    backend: SaveBackend
     if args.runtime is not None:
-        backend = RuntimeSaves.connect(args.runtime, _runtime_token(args))
+        backend = Saves.connect(args.runtime, _runtime_token(args))
     else:
-        backend = FileSaves(open_stores(AgentMemoryPersistenceMode.PERSISTENT, _check_data_dir(args.data_dir)))
+        backend = Saves.open_files(_check_data_dir(args.data_dir), _file_policy(args))
     try:
         yield backend
     finally:
@@ -495,7 +402,7 @@ def _run_tool_action(args: argparse.Namespace) -> int:
         raise UsageError("--max-memory-chars applies to the files only; a runtime applies its role policy")
     target = _target(args)
     with _open_backend(args) as saves:
-        result = saves.apply_memory_tool(target, _tool_arguments(args), args.max_memory_chars)
+        result = saves.apply_memory_tool(target, _tool_arguments(args))
     print(result.to_json())
     return EXIT_OK if result.success else EXIT_FAILED
 
