@@ -28,8 +28,8 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, cast
 
 from pyruntime.errors import InvalidArgumentError, UnsafeKeyError
 from pyruntime.memory.state import DEFAULT_MAX_MEMORY_VERSIONS, AgentMemoryState, MemoryVersion
@@ -449,7 +449,7 @@ def encode_summary(summary: str) -> bytes:
 def decode_summary(data: bytes) -> str:
     """The summary text; raises DocumentError when the file cannot be read."""
     obj = _loads_object(data, "summary file")
-    return _field(obj, "Summary", str, "", "summary file")
+    return cast(str, _field(obj, "Summary", str, "", "summary file"))
 
 
 # --- legacy migration --------------------------------------------------------------------------
@@ -484,7 +484,7 @@ def _legacy_timestamp(value: Any) -> int:
         except ValueError:
             return 0
         if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=timezone.utc)
+            parsed = parsed.replace(tzinfo=UTC)
         return int(parsed.timestamp())
     return 0
 

@@ -115,7 +115,7 @@ class PostgresDatabase:
         self.pool.close()
 
     @contextmanager
-    def connection(self) -> Iterator["psycopg.Connection"]:
+    def connection(self) -> Iterator[psycopg.Connection]:
         """A pooled connection (autocommit); database failures become the store's errors."""
         try:
             with self.pool.connection() as conn:
@@ -139,7 +139,7 @@ class PostgresDatabase:
                                    "the call was rolled back") from None
 
     @contextmanager
-    def transaction(self) -> Iterator["psycopg.Connection"]:
+    def transaction(self) -> Iterator[psycopg.Connection]:
         """One transaction: committed when the block ends, rolled back (nothing written) when it raises."""
         with self.connection() as conn:
             with conn.transaction():
@@ -152,7 +152,7 @@ def _check_key(key: object) -> str:
     return key  # type: ignore[return-value]
 
 
-def _lock_save(conn, key: str, lock_timeout: float) -> tuple[bytes | None, int] | None:
+def _lock_save(conn: psycopg.Connection, key: str, lock_timeout: float) -> tuple[bytes | None, int] | None:
     """Take key's row lock; (document, last_order), or None when the key has no row.
 
     Under an admission (service worker pool) a busy row turns the call away (SaveBusy) without
@@ -207,7 +207,7 @@ class PostgresIdentityIndex(IdentityIndex):
         self._db = db
         self._written: set[str] = set()  # keys recorded by this process (bounded below)
 
-    def record(self, key: str, conn: "psycopg.Connection | None" = None) -> None:
+    def record(self, key: str, conn: psycopg.Connection | None = None) -> None:
         """Make the noted identity of key durable (before the key's first write); idempotent.
 
         conn: the caller's transaction, when it holds one (a second pooled connection taken while
@@ -235,7 +235,7 @@ class PostgresIdentityIndex(IdentityIndex):
         """Every recorded key with its identity."""
         found: dict[str, Identity] = {}
         with self._db.connection() as conn:
-            for key, data in conn.execute("SELECT key, identity FROM coreai_identities"):
+            for _key, data in conn.execute("SELECT key, identity FROM coreai_identities"):
                 try:
                     recorded, identity = Identity.from_json(bytes(data))
                 except DocumentError:
@@ -411,7 +411,7 @@ class PostgresAgentMemoryStore:
                     overlay = self._overlay.setdefault(key, [])
                     overlay.extend(stamped)
                     mask = retained_mask([r.is_chat_message for r in overlay], self.chat_cap, self.transcript_cap)
-                    self._overlay[key] = [r for r, keep in zip(overlay, mask) if keep]
+                    self._overlay[key] = [r for r, keep in zip(overlay, mask, strict=True) if keep]
                 return
             with conn.cursor() as cur:
                 cur.executemany("INSERT INTO coreai_transcript (key, ord, is_chat, row) VALUES (%s, %s, %s, %s)",
@@ -419,21 +419,22 @@ class PostgresAgentMemoryStore:
             if (first - 1) // self.trim_every != last // self.trim_every:
                 self._trim(conn, key)
 
-    def _reserve_orders(self, conn, key: str, count: int) -> int:
+    def _reserve_orders(self, conn: psycopg.Connection, key: str, count: int) -> int:
         """Create or lock key's row and reserve count order numbers; returns the last one reserved."""
         admission = current_admission()
         if admission is None or not admission.may_bounce:
             # One statement: the upsert takes the row lock (waiting for another writer) and counts on.
-            return conn.execute(
-                "INSERT INTO coreai_saves (key, last_order) VALUES (%s, %s) ON CONFLICT (key) "
+            return int(postgres_schema.scalar(
+                conn, "INSERT INTO coreai_saves (key, last_order) VALUES (%s, %s) ON CONFLICT (key) "
                 "DO UPDATE SET last_order = coreai_saves.last_order + EXCLUDED.last_order RETURNING last_order",
-                (key, count)).fetchone()[0]
+                (key, count)))
         if _lock_save(conn, key, self.db.lock_timeout) is None:  # admitted: turned away rather than waiting
             conn.execute("INSERT INTO coreai_saves (key) VALUES (%s) ON CONFLICT (key) DO NOTHING", (key,))
-        return conn.execute("UPDATE coreai_saves SET last_order = last_order + %s WHERE key = %s RETURNING last_order",
-                            (count, key)).fetchone()[0]
+        return int(postgres_schema.scalar(
+            conn, "UPDATE coreai_saves SET last_order = last_order + %s WHERE key = %s RETURNING last_order",
+            (count, key)))
 
-    def _trim(self, conn, key: str) -> None:
+    def _trim(self, conn: psycopg.Connection, key: str) -> None:
         """Delete the rows that have left both windows (newest transcript_cap rows, newest chat_cap chats)."""
         deleted = conn.execute(
             "DELETE FROM coreai_transcript WHERE key = %(k)s "
