@@ -14,10 +14,10 @@ from pyruntime.stores.file_layout import (
     DocumentError,
     decode_memory_document,
     encode_memory_document,
-    legacy_conversation_rows,
 )
 from pyruntime.stores.history_cache import FileStoreStats
 from pyruntime.stores.key_locks import KeyedFolder, KeyState
+from pyruntime.stores.legacy_layout import legacy_conversation_rows
 from pyruntime.stores.save_files import SaveFiles, SaveKind
 
 logger = logging.getLogger(__name__)
