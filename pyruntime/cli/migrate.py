@@ -13,7 +13,7 @@ import json
 import logging
 from pathlib import Path
 
-from pyruntime.cli.memory import EXIT_OK, UsageError, _guarded
+from pyruntime.cli.guard import EXIT_OK, UsageError, guarded
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.stores.migration import migrate_saves
 from pyruntime.stores.postgres import is_database_url
@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="a data folder (the game's persistentDataPath) or a postgresql:// URL")
     p.add_argument("--to", dest="target", required=True, metavar="DIR_OR_URL",
                    help="an empty data folder or database: a folder path or a postgresql:// URL")
-    p.set_defaults(handler=_guarded(run))
+    p.set_defaults(handler=guarded(run))
 
 
 def _open(where: str, *, source: bool) -> StoreBundle:

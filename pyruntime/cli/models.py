@@ -20,7 +20,7 @@ from typing import Any
 
 from coreai.v1 import orchestrator_pb2
 from pyruntime.cli.chat import default_data_dir
-from pyruntime.cli.memory import EXIT_OK, _guarded
+from pyruntime.cli.guard import EXIT_OK, guarded
 from pyruntime.cli.progress import ProgressBar
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.models import catalog
@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         where.add_argument("--data-dir", type=Path,
                            help="the game's persistentDataPath: the cache is <data-dir>/CoreAI/models")
         where.add_argument("--models-dir", type=Path, help="the cache folder itself")
-        action.set_defaults(handler=_guarded(run))
+        action.set_defaults(handler=guarded(run))
 
 
 def cache_of(args: argparse.Namespace) -> ModelCache:

@@ -28,6 +28,7 @@ from pyruntime.client.errors import (
     UnauthenticatedError,
 )
 from pyruntime.rpc.auth import read_token_file
+from pyruntime.tool_output import ToolOutput
 
 __all__ = [
     "AsyncRuntimeClient",
@@ -43,6 +44,7 @@ __all__ = [
     "RuntimeMemoryUnreadableError",
     "RuntimeNotFoundError",
     "RuntimeUnavailableError",
+    "ToolOutput",
     "UnauthenticatedError",
     "read_token_file",
 ]

@@ -28,8 +28,8 @@ from pydantic import BaseModel
 from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.client.errors import RuntimeCallError
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.service.status import StatusCode
-from pyruntime.turns.tools import RegisteredTool, ToolOutput, as_tool_output
+from pyruntime.status_code import StatusCode
+from pyruntime.tool_output import ToolOutput, as_tool_output, tool_parameters
 
 log = logging.getLogger("pyruntime.client")
 
@@ -51,8 +51,8 @@ class ClientTool:
     def from_model(cls, name: str, description: str, args_model: type[BaseModel],
                    handler: Callable[[Any], Any]) -> ClientTool:
         """A tool with a pydantic model's schema (as runtime-hosted tools show theirs); the handler gets an instance."""
-        schema = RegisteredTool(name, description, args_model, handler, False).definition()["function"]["parameters"]
-        return cls(name, description, schema, lambda args: handler(args_model.model_validate(args)))
+        parameters = tool_parameters(args_model)
+        return cls(name, description, parameters, lambda args: handler(args_model.model_validate(args)))
 
     def definition(self) -> orch.ClientToolDefinition:
         """The declaration sent with the turn."""
@@ -78,9 +78,21 @@ def failure(name: str, exc: BaseException) -> ToolOutput:
     return ToolOutput(False, f"tool '{name}' failed: {reason}")
 
 
+def _foreign_output(value: Any) -> ToolOutput | None:
+    """A `pyruntime.turns.tools.ToolOutput` as the ToolOutput it means, without importing the server side.
+
+    TEMPORARY: turns/tools.py still defines its own copy (the turns rewrite owns that file); once it
+    re-exports `pyruntime.tool_output.ToolOutput` the two are one class and this goes.
+    """
+    kind = type(value)
+    if kind.__name__ == "ToolOutput" and kind.__module__ == "pyruntime.turns.tools":
+        return ToolOutput(bool(value.success), str(value.content))
+    return None
+
+
 def result_request(call: orch.ClientToolCall, output: Any) -> orch.SubmitToolResultRequest:
     """The SubmitToolResult of a handler's return value."""
-    result = as_tool_output(output)
+    result = _foreign_output(output) or as_tool_output(output)
     return orch.SubmitToolResultRequest(turn_id=call.turn_id, call_id=call.call_id, success=result.success,
                                         content=result.content)
 

@@ -14,7 +14,7 @@ from pyruntime.errors import (
     MemoryUnreadableError,
     NotFoundError,
 )
-from pyruntime.service.status import StatusCode
+from pyruntime.status_code import StatusCode
 
 
 class RuntimeCallError(CoreAIError):

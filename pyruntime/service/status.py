@@ -17,7 +17,6 @@ The codes are gRPC's (Connect uses the same set). Mapping, in one place:
 
 from __future__ import annotations
 
-import enum
 import logging
 import traceback
 
@@ -32,6 +31,9 @@ from pyruntime.errors import (
     PersistenceError,
     ToolCallEndedError,
 )
+from pyruntime.status_code import StatusCode
+
+__all__ = ["MAX_MESSAGE_CHARS", "ServiceError", "StatusCode", "status_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,26 +41,6 @@ MAX_MESSAGE_CHARS = 1000
 """A status message longer than this is clipped (messages may echo a model's argument)."""
 
 
-class StatusCode(enum.IntEnum):
-    """The status codes of gRPC and Connect, with gRPC's numbers and names."""
-
-    OK = 0
-    CANCELLED = 1
-    UNKNOWN = 2
-    INVALID_ARGUMENT = 3
-    DEADLINE_EXCEEDED = 4
-    NOT_FOUND = 5
-    ALREADY_EXISTS = 6
-    PERMISSION_DENIED = 7
-    RESOURCE_EXHAUSTED = 8
-    FAILED_PRECONDITION = 9
-    ABORTED = 10
-    OUT_OF_RANGE = 11
-    UNIMPLEMENTED = 12
-    INTERNAL = 13
-    UNAVAILABLE = 14
-    DATA_LOSS = 15
-    UNAUTHENTICATED = 16
 
 
 class ServiceError(Exception):

@@ -36,17 +36,17 @@ class LoadResult:
     reason: str | None = None
 
     @classmethod
-    def loaded(cls, state: AgentMemoryState) -> "LoadResult":
+    def loaded(cls, state: AgentMemoryState) -> LoadResult:
         """A document that exists and was read."""
         return cls(LoadStatus.LOADED, state)
 
     @classmethod
-    def not_found(cls) -> "LoadResult":
+    def not_found(cls) -> LoadResult:
         """No document for this key."""
         return cls(LoadStatus.NOT_FOUND)
 
     @classmethod
-    def failed(cls, reason: str) -> "LoadResult":
+    def failed(cls, reason: str) -> LoadResult:
         """A document exists but cannot be read."""
         return cls(LoadStatus.FAILED, reason=reason)
 

@@ -1,25 +1,14 @@
 """The on-disk layout of the file stores (contract §3.1), as pure functions: no I/O here.
 
-- `file_stem(key)`: the file-name stem of a storage key (Windows-safe, FNV-1a-32 suffix).
-- `check_windows_path_length(path)`: a clear error for a path beyond Windows' MAX_PATH.
+- `file_stem(key)`, the folders and suffixes, the Windows path limit: in `file_names` (imported here too).
 - `encode_memory_document` / `decode_memory_document`: the byte-exact `<stem>.json`.
 - `encode_history_row(s)` / `parse_history`: the `<stem>.history.jsonl` rows.
 - `encode_summary` / `decode_summary`: `ConversationSummaries/<stem>.json`.
-- `legacy_conversation_rows`: the conversation an old `<stem>.json` still carries.
 
 JSON is written the way Unity's JsonUtility writes it: compact (no spaces), UTF-8, non-ASCII
 not escaped, fields in declaration order.
 
-Legacy conversation shape (read tolerantly, never written): `chatHistoryJson` holds a JSON array
-of `{role, content, timestamp}` objects, or an object wrapping that array in one list-valued field
-(JsonUtility cannot write a bare array, e.g. `{"Messages":[...]}`); `transcriptEntriesJson` holds
-the same kind of array of `{kind, name|role|toolName, content, callId, timestamp}` objects, where
-`kind` is 0-3 or a name (`user`, `assistant`, `tool_call`/`ToolCall`, `tool_result`/`ToolResult`).
-Field names match case-insensitively; timestamps may be seconds, milliseconds (> 1e11), numeric
-strings or ISO-8601 strings. A chat message that also appears in the transcript (same kind,
-name and content, in order) becomes one row marked as chat message; every other message and
-entry becomes its own row (an unmatched message goes after the previous message and after the
-entries no newer than it), so nothing is lost.
+The legacy conversation an old `<stem>.json` may carry is read by `legacy_layout`.
 """
 
 from __future__ import annotations
@@ -28,34 +17,43 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
-from pyruntime.errors import InvalidArgumentError, UnsafeKeyError
+from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory.state import DEFAULT_MAX_MEMORY_VERSIONS, AgentMemoryState, MemoryVersion
-from pyruntime.scopes import check_visible_id
-from pyruntime.stores.base import TranscriptEntry, TranscriptKind, chat_kind
-
-FNV_OFFSET_BASIS = 2166136261
-FNV_PRIME = 16777619
-INVALID_FILE_NAME_CHARS = frozenset('<>:"/\\|?*') | frozenset(chr(c) for c in range(32))
-
-_CONTROL_TO_SPACE = {c: " " for c in range(32)}
-
-AGENT_MEMORY_DIR = "AgentMemory"
-SUMMARIES_DIR = "ConversationSummaries"
-MEMORY_SUFFIX = ".json"
-HISTORY_SUFFIX = ".history.jsonl"
-MAX_FILE_NAME_BYTES = 255  # the common limit of ext4, NTFS, APFS
-WINDOWS_MAX_PATH = 260  # characters, the terminating NUL included: a full path may have 259
-TEMP_NAME_CHARS = 13  # `.` + 8 random characters + `.tmp` (tempfile.mkstemp in fileio)
-
-# Names Windows maps to devices whatever the extension or case (`CON.json` opens the console).
-# COM0/LPT0 and the superscript digits are reserved too (Win32 "Naming Files" documentation).
-WINDOWS_RESERVED_NAMES = frozenset(
-    ["CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"]
-    + [f"{dev}{n}" for dev in ("COM", "LPT") for n in "0123456789\u00b9\u00b2\u00b3"]
+from pyruntime.stores.base import TranscriptEntry, TranscriptKind
+from pyruntime.stores.file_names import (
+    AGENT_MEMORY_DIR,
+    FNV_OFFSET_BASIS,
+    FNV_PRIME,
+    HISTORY_SUFFIX,
+    INVALID_FILE_NAME_CHARS,
+    MAX_FILE_NAME_BYTES,
+    MEMORY_SUFFIX,
+    SUMMARIES_DIR,
+    TEMP_NAME_CHARS,
+    WINDOWS_MAX_PATH,
+    WINDOWS_RESERVED_NAMES,
+    KeyCollisionError,
+    PathTooLongError,
+    check_windows_path_length,
+    file_stem,
+    fnv1a32_utf16,
+    is_windows_device_name,
+    pre_escape_stem,
 )
+
+# file_names' names are part of this module's API too (they were defined here before the split).
+__all__ = [
+    "AGENT_MEMORY_DIR", "DocumentError", "FNV_OFFSET_BASIS", "FNV_PRIME", "HISTORY_SUFFIX", "INT32_RANGE",
+    "INT64_RANGE", "INVALID_FILE_NAME_CHARS", "KeyCollisionError", "MAX_FILE_NAME_BYTES", "MEMORY_FIELDS",
+    "MEMORY_SUFFIX", "MILLISECONDS_THRESHOLD", "MemoryDocument", "ParsedHistory", "PathTooLongError",
+    "SUMMARIES_DIR", "TEMP_NAME_CHARS", "WINDOWS_MAX_PATH", "WINDOWS_RESERVED_NAMES", "check_windows_path_length",
+    "compact_json", "decode_history_row", "decode_memory_document", "decode_summary", "decode_versions",
+    "encode_history_row", "encode_history_rows", "encode_memory_document", "encode_summary", "encode_versions",
+    "file_stem", "fnv1a32_utf16", "is_windows_device_name", "normalize_timestamp", "parse_history",
+    "pre_escape_stem", "retained_mask", "stale_row_count", "strict_json_loads",
+]
 
 MILLISECONDS_THRESHOLD = 100_000_000_000  # a timestamp above 1e11 is in milliseconds
 
@@ -69,85 +67,6 @@ MEMORY_FIELDS = (
     "systemPromptMemoryVersion",
     "maxMemoryVersions",
 )
-
-
-class PathTooLongError(InvalidArgumentError):
-    """A save's full path would be longer than Windows allows (MAX_PATH)."""
-
-
-class KeyCollisionError(InvalidArgumentError):
-    """Two keys would share one file (they differ only in case, on a case-insensitive file system)."""
-
-
-# --- stems -------------------------------------------------------------------------------------
-
-
-def fnv1a32_utf16(text: str) -> int:
-    """FNV-1a-32 over the UTF-16 code units of text (what C# gets iterating a string's chars)."""
-    data = text.encode("utf-16-le", "surrogatepass")
-    h = FNV_OFFSET_BASIS
-    for i in range(0, len(data), 2):
-        h ^= data[i] | (data[i + 1] << 8)
-        h = (h * FNV_PRIME) & 0xFFFFFFFF
-    return h
-
-
-def is_windows_device_name(stem: str) -> bool:
-    """True when a file named `<stem>.<suffix>` would name a Windows device (CON, NUL, COM1, ...)."""
-    # Windows ignores everything from the first dot, and trailing spaces before it.
-    return stem.split(".", 1)[0].rstrip(" ").upper() in WINDOWS_RESERVED_NAMES
-
-
-def file_stem(key: str) -> str:
-    """The file-name stem of a storage key: invalid characters -> `_`, plus `_<fnv8hex>` if any were replaced.
-
-    A key whose name Windows reserves for a device (`CON`, `nul.x`, `Com1`, ...) is escaped the
-    same way, its dots counting as invalid (`CON_<fnv8>`, `nul_x_<fnv8>`), so it names an ordinary
-    file everywhere (a reserved name opens the device on Windows, whatever its extension); every other
-    key keeps the stem of the original layout. Trailing dots and spaces need no escape: every file
-    name ends with its suffix, so none ends in a dot or space. Keys that differ only in case are
-    refused by the stores' identity index (see `IdentityIndex.verify`), not renamed here, since
-    mixed-case role ids (`Teacher`) are the layout's ordinary names.
-    """
-    if not isinstance(key, str) or not key.strip():
-        raise InvalidArgumentError("key is required and must not be blank")
-    check_visible_id("key", key.translate(_CONTROL_TO_SPACE))  # control characters are escaped below
-    replaced = "".join("_" if ch in INVALID_FILE_NAME_CHARS else ch for ch in key)
-    device = is_windows_device_name(replaced)
-    if device:
-        replaced = replaced.replace(".", "_")  # `nul.x_<fnv8>` would still open NUL
-    stem = replaced if replaced == key and not device else f"{replaced}_{fnv1a32_utf16(key):08x}"
-    if set(stem) <= {"."}:
-        # `.` and `..` name the folder itself or its parent on every platform.
-        raise UnsafeKeyError("key would resolve outside the data root")
-    if len((stem + HISTORY_SUFFIX).encode("utf-8", "surrogatepass")) > MAX_FILE_NAME_BYTES:
-        raise InvalidArgumentError(f"key is too long for a file name (at most {MAX_FILE_NAME_BYTES} bytes with suffix)")
-    return stem
-
-
-def pre_escape_stem(key: str) -> str | None:
-    """The stem a device-named key had before device names were escaped (None for every other key).
-
-    Such files could only be written outside Windows; the stores move them to the new name.
-    """
-    replaced = "".join("_" if ch in INVALID_FILE_NAME_CHARS else ch for ch in key)
-    if not is_windows_device_name(replaced):
-        return None
-    return replaced if replaced == key else f"{replaced}_{fnv1a32_utf16(key):08x}"
-
-
-def check_windows_path_length(path: str) -> None:
-    """Raise PathTooLongError when a Windows path (or the temp file beside it) is beyond MAX_PATH.
-
-    Windows without the long-path opt-in cannot create it, and the Unity side reading the same
-    folder has no `\\?\\` prefix either, so the runtime refuses such a path clearly instead.
-    """
-    name_start = max(path.rfind("\\"), path.rfind("/")) + 1
-    longest = max(len(path), name_start + TEMP_NAME_CHARS)
-    if longest >= WINDOWS_MAX_PATH:
-        raise PathTooLongError(
-            f"the save file's full path would be {longest} characters, beyond Windows' limit of "
-            f"{WINDOWS_MAX_PATH - 1}: use a shorter data folder (persistentDataPath) or a shorter role id")
 
 
 # --- compact JSON ------------------------------------------------------------------------------
@@ -449,142 +368,15 @@ def encode_summary(summary: str) -> bytes:
 def decode_summary(data: bytes) -> str:
     """The summary text; raises DocumentError when the file cannot be read."""
     obj = _loads_object(data, "summary file")
-    return _field(obj, "Summary", str, "", "summary file")
+    return cast(str, _field(obj, "Summary", str, "", "summary file"))
 
 
-# --- legacy migration --------------------------------------------------------------------------
+# --- timestamps --------------------------------------------------------------------------------
 
 
 def normalize_timestamp(value: int) -> int:
     """Unix seconds; a millisecond value (> 1e11) is divided by 1000."""
     return value // 1000 if value > MILLISECONDS_THRESHOLD else value
-
-
-def _ci_get(obj: dict[str, Any], *names: str) -> Any:
-    lowered = {k.lower(): v for k, v in obj.items() if isinstance(k, str)}
-    for name in names:
-        if name.lower() in lowered and lowered[name.lower()] is not None:
-            return lowered[name.lower()]
-    return None
-
-
-def _legacy_timestamp(value: Any) -> int:
-    if isinstance(value, bool) or value is None:
-        return 0
-    if isinstance(value, (int, float)):
-        return normalize_timestamp(int(value))
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            return normalize_timestamp(int(float(text)))
-        except ValueError:
-            pass
-        try:
-            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            return 0
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=timezone.utc)
-        return int(parsed.timestamp())
-    return 0
-
-
-_KIND_NAMES = {
-    "user": TranscriptKind.USER,
-    "assistant": TranscriptKind.ASSISTANT,
-    "toolcall": TranscriptKind.TOOL_CALL,
-    "tool_call": TranscriptKind.TOOL_CALL,
-    "toolresult": TranscriptKind.TOOL_RESULT,
-    "tool_result": TranscriptKind.TOOL_RESULT,
-    "tool": TranscriptKind.TOOL_RESULT,
-}
-
-
-def _legacy_kind(value: Any, name: str) -> TranscriptKind:
-    if isinstance(value, int) and not isinstance(value, bool) and value in TranscriptKind._value2member_map_:
-        return TranscriptKind(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if text.isdigit() and int(text) in TranscriptKind._value2member_map_:
-            return TranscriptKind(int(text))
-        if text.lower() in _KIND_NAMES:
-            return _KIND_NAMES[text.lower()]
-    return chat_kind(name)
-
-
-def _legacy_items(text: str) -> list[dict[str, Any]]:
-    if not text.strip():
-        return []
-    items = _unwrap_array(strict_json_loads(text, "legacy conversation field"))
-    if items is None:
-        raise DocumentError("legacy conversation field is not a JSON array")
-    return [item for item in items if isinstance(item, dict)]
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def legacy_conversation_rows(document: MemoryDocument) -> list[TranscriptEntry]:
-    """The rows a legacy `<stem>.json` carries, oldest first, with order 0 (legacy rows).
-
-    Raises DocumentError when a legacy field is not readable (the caller then leaves it alone).
-    """
-    transcript: list[TranscriptEntry] = []
-    for item in _legacy_items(document.legacy_transcript_json):
-        name = _text(_ci_get(item, "name", "role", "toolName", "tool"))
-        call_id = _text(_ci_get(item, "callId", "call_id", "id")) or None
-        transcript.append(
-            TranscriptEntry(
-                kind=_legacy_kind(_ci_get(item, "kind", "type"), name),
-                name=name,
-                content=_text(_ci_get(item, "content", "text", "message")),
-                call_id=call_id,
-                timestamp=_legacy_timestamp(_ci_get(item, "timestamp", "time", "t")),
-            )
-        )
-    rows = list(transcript)
-    matched = [False] * len(rows)
-    pos = 0
-    for item in _legacy_items(document.legacy_chat_json):
-        role = _text(_ci_get(item, "role", "name"))
-        message = TranscriptEntry(
-            kind=chat_kind(role),
-            name=role,
-            content=_text(_ci_get(item, "content", "text", "message")),
-            timestamp=_legacy_timestamp(_ci_get(item, "timestamp", "time", "t")),
-            is_chat_message=True,
-        )
-        for j in range(pos, len(rows)):
-            row = rows[j]
-            if not matched[j] and row.kind == message.kind and row.name == role and row.content == message.content:
-                rows[j] = TranscriptEntry(
-                    kind=row.kind,
-                    name=row.name,
-                    content=row.content,
-                    call_id=row.call_id,
-                    timestamp=row.timestamp or message.timestamp,
-                    is_chat_message=True,
-                )
-                matched[j] = True
-                pos = j + 1
-                break
-        else:
-            # Unmatched: after the previous message and after any older transcript entries.
-            while (
-                pos < len(rows)
-                and not matched[pos]
-                and rows[pos].timestamp
-                and message.timestamp
-                and rows[pos].timestamp <= message.timestamp
-            ):
-                pos += 1
-            rows.insert(pos, message)
-            matched.insert(pos, True)
-            pos += 1
-    return rows
 
 
 # --- retention (caps per key) ------------------------------------------------------------------

@@ -60,7 +60,7 @@ class Identity:
                            "topic": topic, "actor": self.actor or ""}, ensure_ascii=False).encode("utf-8")
 
     @classmethod
-    def from_json(cls, data: bytes) -> tuple[str, "Identity"]:
+    def from_json(cls, data: bytes) -> tuple[str, Identity]:
         """(key, identity) of an index file; DocumentError when it is not one."""
         value = strict_json_loads(data.decode("utf-8", "replace"), "identity index file")
         if not isinstance(value, dict) or not all(isinstance(value.get(k), str) for k in

@@ -1,6 +1,6 @@
 """The PostgreSQL stores (headless servers): the store contract on one database several runtimes share.
 
-`open_postgres_stores("postgresql://…")` opens a connection pool, migrates the schema
+`open_postgres_stores("postgresql://…")` opens a connection pool (`postgres_db`), migrates the schema
 (`postgres_schema`), and returns memory and summary stores sharing it. Every write is one
 transaction that first takes the key's row lock (`SELECT … FOR UPDATE`, or the upsert that creates
 the row), so concurrent writers of one key — threads or runtimes on other machines — run one after
@@ -22,20 +22,12 @@ import heapq
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import replace
 
-from pyruntime.errors import (
-    DiskFullError,
-    InvalidArgumentError,
-    MemoryUnreadableError,
-    PersistenceError,
-    StoreLockedError,
-)
+from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.stores import postgres_schema
-from pyruntime.stores.admission import SaveBusy
 from pyruntime.stores.admission import current as current_admission
 from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, SessionSummaries, TranscriptEntry, chat_row
 from pyruntime.stores.file_layout import (
@@ -52,128 +44,36 @@ from pyruntime.stores.file_layout import (
 )
 from pyruntime.stores.identity_index import Identity, IdentityIndex
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP, _checked_entry, as_chat_message
+from pyruntime.stores.postgres_db import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_POOL_SIZE,
+    DEFAULT_STATEMENT_TIMEOUT,
+    URL_SCHEMES,
+    PostgresDatabase,
+    is_database_url,
+    lock_save,
+)
 
-try:  # the `server` extra; the frozen game runtime leaves it out
+try:  # the `server` extra (PostgresDatabase refuses to open without it)
     import psycopg
-    from psycopg import errors as pg_errors
-    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError:  # pragma: no cover - exercised only in builds without the extra
     psycopg = None  # type: ignore[assignment]
 
+# The database's names are part of this module's API too (they were defined here before the split).
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT", "DEFAULT_LOCK_TIMEOUT", "DEFAULT_POOL_SIZE", "DEFAULT_STATEMENT_TIMEOUT", "URL_SCHEMES",
+    "PostgresAgentMemoryStore", "PostgresConversationSummaryStore", "PostgresDatabase", "PostgresIdentityIndex",
+    "is_database_url", "open_postgres_stores",
+]
+
 logger = logging.getLogger(__name__)
-
-URL_SCHEMES = ("postgresql://", "postgres://")
-DEFAULT_POOL_SIZE = 16  # the service's worker threads (pyruntime.service.executor.DEFAULT_WORKERS)
-DEFAULT_LOCK_TIMEOUT = 10.0  # seconds a write waits for a key's row lock (the file store's lock timeout)
-DEFAULT_STATEMENT_TIMEOUT = 30.0  # seconds any one statement may run
-DEFAULT_CONNECT_TIMEOUT = 10.0
-
-
-def is_database_url(value: object) -> bool:
-    """True for a `postgresql://` (or `postgres://`) URL."""
-    return isinstance(value, str) and value.startswith(URL_SCHEMES)
-
-
-class PostgresDatabase:
-    """A connection pool on one database whose schema is migrated; shared by the memory and summary stores."""
-
-    def __init__(self, url: str, *, pool_size: int = DEFAULT_POOL_SIZE, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-                 statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT,
-                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
-        if psycopg is None:
-            raise PersistenceError("this build has no PostgreSQL driver: install coreai-runtime[server] (psycopg)")
-        if not is_database_url(url):
-            raise InvalidArgumentError("the store URL must start with postgresql://")
-        if pool_size < 1 or lock_timeout <= 0 or statement_timeout <= 0 or connect_timeout <= 0:
-            raise InvalidArgumentError("pool_size and the timeouts must be positive")
-        self.lock_timeout = lock_timeout
-        self.statement_timeout = statement_timeout
-        self._connect_timeout = connect_timeout
-        options = f"-c statement_timeout={int(statement_timeout * 1000)} -c lock_timeout={int(lock_timeout * 1000)}"
-        self.pool = ConnectionPool(
-            # check: a connection the server dropped (a restart, a failover) is replaced before a call gets it.
-            url, min_size=1, max_size=pool_size, open=False, name="coreai-store", timeout=connect_timeout,
-            check=ConnectionPool.check_connection,
-            kwargs={"autocommit": True, "options": options, "connect_timeout": max(1, int(connect_timeout)),
-                    "application_name": "coreai-runtime"})
-        try:
-            self.pool.open(wait=True, timeout=connect_timeout)
-        except PoolTimeout:
-            self.pool.close()
-            raise PersistenceError(
-                f"cannot reach the database within {connect_timeout:g} s (check the URL, the server and its "
-                "authentication)") from None
-        try:
-            with self.connection() as conn:
-                self.schema_version = postgres_schema.migrate(conn)
-        except BaseException:
-            self.pool.close()
-            raise
-
-    def close(self) -> None:
-        """Close every pooled connection."""
-        self.pool.close()
-
-    @contextmanager
-    def connection(self) -> Iterator["psycopg.Connection"]:
-        """A pooled connection (autocommit); database failures become the store's errors."""
-        try:
-            with self.pool.connection() as conn:
-                yield conn
-        except PoolTimeout:
-            raise PersistenceError(
-                f"no database connection free within {self._connect_timeout:g} s (the database is unreachable "
-                "or every pooled connection is busy); nothing was done") from None
-        except pg_errors.LockNotAvailable:
-            raise StoreLockedError(
-                f"the save is locked by another runtime (waited {self.lock_timeout:g} s); nothing was done, "
-                "try again once it lets go of it") from None
-        except pg_errors.QueryCanceled:
-            raise PersistenceError(
-                f"the database did not answer within {self.statement_timeout:g} s; nothing was done") from None
-        except pg_errors.DiskFull:
-            raise DiskFullError() from None
-        except psycopg.Error as exc:
-            # sqlstate only: the message may quote a value (a key) or the server's address.
-            raise PersistenceError(f"the database failed ({type(exc).__name__}, sqlstate {exc.sqlstate or '-'}); "
-                                   "the call was rolled back") from None
-
-    @contextmanager
-    def transaction(self) -> Iterator["psycopg.Connection"]:
-        """One transaction: committed when the block ends, rolled back (nothing written) when it raises."""
-        with self.connection() as conn:
-            with conn.transaction():
-                yield conn
 
 
 def _check_key(key: object) -> str:
     # The file store's rules: a key a file store would refuse is refused here too, so saves can move both ways.
     file_stem(key)  # type: ignore[arg-type]
     return key  # type: ignore[return-value]
-
-
-def _lock_save(conn, key: str, lock_timeout: float) -> tuple[bytes | None, int] | None:
-    """Take key's row lock; (document, last_order), or None when the key has no row.
-
-    Under an admission (service worker pool) a busy row turns the call away (SaveBusy) without
-    waiting, before anything was written, so a save held by another runtime costs no worker.
-    """
-    admission = current_admission()
-    if admission is None or not admission.may_bounce:
-        row = conn.execute("SELECT document, last_order FROM coreai_saves WHERE key = %s FOR UPDATE",
-                           (key,)).fetchone()
-        return None if row is None else (row[0], row[1])
-    try:
-        with conn.transaction():  # a savepoint: NOWAIT's failure must not abort the caller's transaction
-            row = conn.execute("SELECT document, last_order FROM coreai_saves WHERE key = %s FOR UPDATE NOWAIT",
-                               (key,)).fetchone()
-    except pg_errors.LockNotAvailable:
-        admission.saw_other_process = True
-        if time.monotonic() < admission.deadline(lock_timeout):
-            raise SaveBusy("the save is busy") from None
-        raise
-    admission.may_bounce = False
-    return None if row is None else (row[0], row[1])
 
 
 def _decode(data: bytes | memoryview) -> AgentMemoryState:
@@ -207,7 +107,7 @@ class PostgresIdentityIndex(IdentityIndex):
         self._db = db
         self._written: set[str] = set()  # keys recorded by this process (bounded below)
 
-    def record(self, key: str, conn: "psycopg.Connection | None" = None) -> None:
+    def record(self, key: str, conn: psycopg.Connection | None = None) -> None:
         """Make the noted identity of key durable (before the key's first write); idempotent.
 
         conn: the caller's transaction, when it holds one (a second pooled connection taken while
@@ -235,7 +135,7 @@ class PostgresIdentityIndex(IdentityIndex):
         """Every recorded key with its identity."""
         found: dict[str, Identity] = {}
         with self._db.connection() as conn:
-            for key, data in conn.execute("SELECT key, identity FROM coreai_identities"):
+            for _key, data in conn.execute("SELECT key, identity FROM coreai_identities"):
                 try:
                     recorded, identity = Identity.from_json(bytes(data))
                 except DocumentError:
@@ -297,7 +197,7 @@ class PostgresAgentMemoryStore:
         data = encode_memory_document(state)
         self.identities.record(key)
         with self.db.transaction() as conn:
-            if _lock_save(conn, key, self.db.lock_timeout) is None:
+            if lock_save(conn, key, self.db.lock_timeout) is None:
                 conn.execute("INSERT INTO coreai_saves (key, document) VALUES (%s, %s) "
                              "ON CONFLICT (key) DO UPDATE SET document = EXCLUDED.document", (key, data))
             else:
@@ -308,11 +208,11 @@ class PostgresAgentMemoryStore:
         _check_key(key)
         unchanged: AgentMemoryState | None = None
         with self.db.transaction() as conn:
-            locked = _lock_save(conn, key, self.db.lock_timeout)
+            locked = lock_save(conn, key, self.db.lock_timeout)
             if locked is None:
                 # No row yet: create it (a concurrent creator's insert waits on ours), then hold its lock.
                 conn.execute("INSERT INTO coreai_saves (key) VALUES (%s) ON CONFLICT (key) DO NOTHING", (key,))
-                locked = _lock_save(conn, key, self.db.lock_timeout)
+                locked = lock_save(conn, key, self.db.lock_timeout)
             document = locked[0] if locked is not None else None
             current = AgentMemoryState() if document is None else _decode(document)
             changed = fn(current)
@@ -333,7 +233,7 @@ class PostgresAgentMemoryStore:
         """Delete the memory document, its versions and snapshot; chat history stays."""
         _check_key(key)
         with self.db.transaction() as conn:
-            if _lock_save(conn, key, self.db.lock_timeout) is not None:
+            if lock_save(conn, key, self.db.lock_timeout) is not None:
                 conn.execute("UPDATE coreai_saves SET document = NULL WHERE key = %s", (key,))
 
     # --- chat history and transcript ----------------------------------------------------------
@@ -370,7 +270,7 @@ class PostgresAgentMemoryStore:
         """Delete the transcript rows of key (and this process's unpersisted ones); memory and order counter stay."""
         _check_key(key)
         with self.db.transaction() as conn:
-            if _lock_save(conn, key, self.db.lock_timeout) is not None:
+            if lock_save(conn, key, self.db.lock_timeout) is not None:
                 conn.execute("DELETE FROM coreai_transcript WHERE key = %s", (key,))
             with self._overlay_guard:
                 self._overlay.pop(key, None)
@@ -411,7 +311,7 @@ class PostgresAgentMemoryStore:
                     overlay = self._overlay.setdefault(key, [])
                     overlay.extend(stamped)
                     mask = retained_mask([r.is_chat_message for r in overlay], self.chat_cap, self.transcript_cap)
-                    self._overlay[key] = [r for r, keep in zip(overlay, mask) if keep]
+                    self._overlay[key] = [r for r, keep in zip(overlay, mask, strict=True) if keep]
                 return
             with conn.cursor() as cur:
                 cur.executemany("INSERT INTO coreai_transcript (key, ord, is_chat, row) VALUES (%s, %s, %s, %s)",
@@ -419,21 +319,22 @@ class PostgresAgentMemoryStore:
             if (first - 1) // self.trim_every != last // self.trim_every:
                 self._trim(conn, key)
 
-    def _reserve_orders(self, conn, key: str, count: int) -> int:
+    def _reserve_orders(self, conn: psycopg.Connection, key: str, count: int) -> int:
         """Create or lock key's row and reserve count order numbers; returns the last one reserved."""
         admission = current_admission()
         if admission is None or not admission.may_bounce:
             # One statement: the upsert takes the row lock (waiting for another writer) and counts on.
-            return conn.execute(
-                "INSERT INTO coreai_saves (key, last_order) VALUES (%s, %s) ON CONFLICT (key) "
+            return int(postgres_schema.scalar(
+                conn, "INSERT INTO coreai_saves (key, last_order) VALUES (%s, %s) ON CONFLICT (key) "
                 "DO UPDATE SET last_order = coreai_saves.last_order + EXCLUDED.last_order RETURNING last_order",
-                (key, count)).fetchone()[0]
-        if _lock_save(conn, key, self.db.lock_timeout) is None:  # admitted: turned away rather than waiting
+                (key, count)))
+        if lock_save(conn, key, self.db.lock_timeout) is None:  # admitted: turned away rather than waiting
             conn.execute("INSERT INTO coreai_saves (key) VALUES (%s) ON CONFLICT (key) DO NOTHING", (key,))
-        return conn.execute("UPDATE coreai_saves SET last_order = last_order + %s WHERE key = %s RETURNING last_order",
-                            (count, key)).fetchone()[0]
+        return int(postgres_schema.scalar(
+            conn, "UPDATE coreai_saves SET last_order = last_order + %s WHERE key = %s RETURNING last_order",
+            (count, key)))
 
-    def _trim(self, conn, key: str) -> None:
+    def _trim(self, conn: psycopg.Connection, key: str) -> None:
         """Delete the rows that have left both windows (newest transcript_cap rows, newest chat_cap chats)."""
         deleted = conn.execute(
             "DELETE FROM coreai_transcript WHERE key = %(k)s "

@@ -11,8 +11,12 @@ need (`ord`, `is_chat`). Summaries and the identity index (key -> role, scope, a
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any, LiteralString
 
 from pyruntime.errors import PersistenceError
+
+if TYPE_CHECKING:
+    from psycopg import Connection  # the server extra's driver; only postgres.py imports it at run time
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +52,22 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 
-def applied_version(conn) -> int:
+def scalar(conn: Connection, sql: LiteralString, params: tuple[Any, ...] = ()) -> Any:
+    """The first column of the one row a statement returns (an aggregate, a RETURNING upsert)."""
+    row = conn.execute(sql, params).fetchone()
+    if row is None:
+        raise PersistenceError("the database returned no row where one was expected")
+    return row[0]
+
+
+def applied_version(conn: Connection) -> int:
     """The highest migration applied to the database (0 for a fresh one)."""
-    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (MIGRATIONS_TABLE,)).fetchone()[0]
-    if not exists:
+    if not scalar(conn, "SELECT to_regclass(%s) IS NOT NULL", (MIGRATIONS_TABLE,)):
         return 0
-    return conn.execute(f"SELECT coalesce(max(version), 0) FROM {MIGRATIONS_TABLE}").fetchone()[0]
+    return int(scalar(conn, f"SELECT coalesce(max(version), 0) FROM {MIGRATIONS_TABLE}"))
 
 
-def migrate(conn) -> int:
+def migrate(conn: Connection) -> int:
     """Apply every migration the database lacks, in order, in one transaction; returns the version now.
 
     A database migrated by a newer runtime (a version this one does not know) is refused rather than

@@ -53,7 +53,7 @@ class ScopedAgentMemoryStore:
         """The named actor of this view (None or `local` = no actor)."""
         return self._actor
 
-    def with_scope(self, scope: AgentMemoryScope, actor: str | None = None) -> "ScopedAgentMemoryStore":
+    def with_scope(self, scope: AgentMemoryScope, actor: str | None = None) -> ScopedAgentMemoryStore:
         """The same stores seen through another scope and actor."""
         return ScopedAgentMemoryStore(self._store, self._summaries, scope, actor)
 
@@ -99,7 +99,8 @@ class ScopedAgentMemoryStore:
         """Append one chat message to the role's history."""
         self._store.append_chat_message(self.key(role_id), role, content, persist)
 
-    def get_chat_history(self, role_id: str, max_messages: int = 0, *, persisted_only: bool = False) -> list[ChatMessage]:
+    def get_chat_history(self, role_id: str, max_messages: int = 0, *,
+                         persisted_only: bool = False) -> list[ChatMessage]:
         """Oldest first, the newest max_messages (0 = all); persisted_only leaves out persist=False rows."""
         if persisted_only:
             return self._store.get_chat_history(self.key(role_id), max_messages, persisted_only=True)
@@ -115,14 +116,15 @@ class ScopedAgentMemoryStore:
         """Append transcript rows to the role's history."""
         self._store.append_transcript(self.key(role_id), entries, persist)
 
-    def get_transcript(self, role_id: str, max_entries: int = 0, *, persisted_only: bool = False) -> list[TranscriptEntry]:
+    def get_transcript(self, role_id: str, max_entries: int = 0, *,
+                       persisted_only: bool = False) -> list[TranscriptEntry]:
         """Oldest first, the newest max_entries (0 = all); persisted_only leaves out persist=False rows."""
         if persisted_only:
             return self._store.get_transcript(self.key(role_id), max_entries, persisted_only=True)
         return self._store.get_transcript(self.key(role_id), max_entries)
 
     def history_status(self, role_id: str) -> HistoryStatus:
-        """Unreadable lines of the role's history file and where a damaged one was kept (stores without files: clean)."""
+        """Unreadable lines of the role's history file and where a damaged one was kept (no files: clean)."""
         status = getattr(self._store, "history_status", None)
         return status(self.key(role_id)) if callable(status) else HistoryStatus()
 

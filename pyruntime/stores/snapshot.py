@@ -6,23 +6,24 @@ import contextvars
 import json
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor
 
 from coreai.v1 import common_pb2, memory_store_pb2
 from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
 from pyruntime.jsonlimits import check_json_depth, check_json_shape
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.scopes import ANONYMOUS_ACTOR, AgentMemoryScope, normalize_role_id, storage_key
-from pyruntime.stores.base import LoadStatus, TranscriptEntry, TranscriptKind, chat_kind
-from pyruntime.stores.persistence import StoreBundle
 from pyruntime.stores import fileio
+from pyruntime.stores.base import LoadStatus, TranscriptEntry, TranscriptKind, chat_kind
 from pyruntime.stores.file_layout import AGENT_MEMORY_DIR, SUMMARIES_DIR, file_stem
 from pyruntime.stores.identity_index import IdentityIndex, is_hashed_stem
+from pyruntime.stores.persistence import StoreBundle
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
 
 SNAPSHOT_FORMAT_VERSION = 1
@@ -64,7 +65,7 @@ class ScopeSnapshot:
         return message
 
     @classmethod
-    def from_proto(cls, message: memory_store_pb2.ScopeSnapshot) -> "ScopeSnapshot":
+    def from_proto(cls, message: memory_store_pb2.ScopeSnapshot) -> ScopeSnapshot:
         """The snapshot held by a `coreai.v1.ScopeSnapshot` message."""
         roles = [
             RoleSnapshot(
@@ -83,11 +84,11 @@ class ScopeSnapshot:
         return json_format.MessageToDict(self.to_proto())
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ScopeSnapshot":
+    def from_dict(cls, data: dict[str, Any]) -> ScopeSnapshot:
         """Parse proto3 JSON; anything that is not a valid ScopeSnapshot is an InvalidArgumentError."""
         if not isinstance(data, dict):
             raise InvalidArgumentError("snapshot must be a JSON object")
-        check_json_shape(data, memory_store_pb2.ScopeSnapshot.DESCRIPTOR, "snapshot")
+        check_json_shape(data, cast(Descriptor, memory_store_pb2.ScopeSnapshot.DESCRIPTOR), "snapshot")
         try:
             message = json_format.ParseDict(data, memory_store_pb2.ScopeSnapshot())
         except json_format.ParseError as exc:
@@ -99,7 +100,7 @@ class ScopeSnapshot:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
     @classmethod
-    def from_json(cls, text: str) -> "ScopeSnapshot":
+    def from_json(cls, text: str) -> ScopeSnapshot:
         """Parse proto3 JSON text."""
         if isinstance(text, (str, bytes)):
             check_json_depth(text, "snapshot")
@@ -161,8 +162,9 @@ def state_from_proto(message: common_pb2.AgentMemoryState) -> AgentMemoryState:
 def entry_to_proto(entry: TranscriptEntry) -> common_pb2.TranscriptEntry:
     """The `coreai.v1.TranscriptEntry` of a row."""
     return common_pb2.TranscriptEntry(
-        kind=int(entry.kind), name=entry.name, content=entry.content, call_id=entry.call_id or "",
-        timestamp=entry.timestamp, order=entry.order, is_chat_message=entry.is_chat_message,
+        kind=cast(common_pb2.TranscriptKind, int(entry.kind)), name=entry.name, content=entry.content,
+        call_id=entry.call_id or "", timestamp=entry.timestamp, order=entry.order,
+        is_chat_message=entry.is_chat_message,
     )
 
 

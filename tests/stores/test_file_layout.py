@@ -20,11 +20,11 @@ from pyruntime.stores.file_layout import (
     encode_summary,
     file_stem,
     fnv1a32_utf16,
-    legacy_conversation_rows,
     parse_history,
     retained_mask,
     stale_row_count,
 )
+from pyruntime.stores.legacy_layout import legacy_conversation_rows
 
 GOLDEN = Path(__file__).parent / "golden"
 
