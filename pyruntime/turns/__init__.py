@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyruntime.turns.events import (
     CutReportEvent,
     FinalEvent,
+    MemoryWriteEvent,
     TaskResult,
     TextDeltaEvent,
     ToolCallEvent,
@@ -24,6 +25,7 @@ __all__ = [
     "AiTaskRequest",
     "CutReportEvent",
     "FinalEvent",
+    "MemoryWriteEvent",
     "RegisteredTool",
     "TaskResult",
     "TextDeltaEvent",

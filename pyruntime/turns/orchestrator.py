@@ -41,6 +41,7 @@ from pyruntime.model.errors import ContextOverflowError, ModelError
 from pyruntime.model.queue import ModelRequestQueue, Priority, SlotGrant
 from pyruntime.model.types import ChatCompletionAccumulator, TextDelta, ToolCall
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
+from pyruntime.scopes import DEFAULT_TURN_ROLE, EMPTY_SCOPE, AgentMemoryScope
 from pyruntime.stores.base import LoadStatus
 from pyruntime.stores.persistence import StoreBundle
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
@@ -59,6 +60,7 @@ from pyruntime.turns.context import (
 from pyruntime.turns.events import (
     CutReportEvent,
     FinalEvent,
+    MemoryWriteEvent,
     TaskResult,
     TextDeltaEvent,
     ToolCallEvent,
@@ -74,8 +76,8 @@ from pyruntime.turns.client_tools import (
     check_client_tools,
 )
 from pyruntime.turns.memory_blocks import MemoryBlocks, NoteFold, plan_memory_blocks
-from pyruntime.turns.memory_pass import MemoryPassOutcome, MemoryPasses, run_memory_pass
-from pyruntime.turns.memory_writer import MemoryDesign
+from pyruntime.turns.memory_pass import NO_STATEMENT, MemoryPassOutcome, MemoryPasses, run_memory_pass
+from pyruntime.turns.memory_writer import MemoryDesign, statements
 from pyruntime.turns.modes import (
     MAX_CALLS_PER_ROUND,
     ReplyExtractor,
@@ -117,10 +119,12 @@ from pyruntime.turns.tool_loop import (
     reply_settles_round,
 )
 from pyruntime.turns.tools import ToolContext, ToolRegistry
+from pyruntime.turns.write_gate import ConversationGate
 
 log = logging.getLogger("pyruntime.turns")
 
 DEFAULT_TURN_TIMEOUT_S = 120.0
+DEFAULT_MEMORY_WAIT_S = 30.0  # wait_memory_writes without a timeout
 # Room for the JSON wrapper and tool calls on top of a role's visible output cap, when tools are
 # offered: the cap bounds the reply the player sees, never the calls (a 32-48 token cap sent as
 # max_tokens cut the JSON of 69 of 72 structured turns; issue 9).
@@ -190,6 +194,8 @@ class _Turn:
     turn_id: str = ""  # names the turn in game-tool calls (SubmitToolResult)
     parts: _PromptParts | None = None
     sent: list[dict[str, Any]] | None = None  # the request before any tool round, as last prepared (prewarm)
+    memory_write_pending: bool = False
+    memory_write: MemoryPassOutcome | None = None
 
     @property
     def role_id(self) -> str:
@@ -211,6 +217,8 @@ class _Turn:
             cut_report=self.cut_report,
             usage=TurnUsage(self.prompt_tokens, self.completion_tokens, self.model_calls, self.cached_prompt_tokens),
             trace_id=self.request.trace_id,
+            memory_write_pending=self.memory_write_pending,
+            memory_write=self.memory_write,
         )
 
 
@@ -290,6 +298,8 @@ class AiOrchestrator:
         # How memory is written for roles with memory on: the memory tool in the reply, or a writer pass after it.
         self.memory_design = MemoryDesign.parse(memory_design)
         self.memory_passes = MemoryPasses()
+        # A memory write lands only between the turns of its conversation (turns/write_gate.py).
+        self.write_gate = ConversationGate()
         self.client_tool_timeout = client_tool_timeout
         self.client_calls = ClientCallRegistry()  # game-tool calls waiting for the client's result
         self.prewarm = prewarm
@@ -323,7 +333,7 @@ class AiOrchestrator:
         """
         turn = self._start(request)  # bad input raises here, before anything runs
         events: asyncio.Queue[TurnEvent] = asyncio.Queue(maxsize=self._stream_buffer)
-        task = asyncio.create_task(self._run(turn, events.put))
+        task = asyncio.create_task(self._run(turn, events.put, streamed=True))
         try:
             while True:
                 if task.done() and events.empty():
@@ -338,7 +348,8 @@ class AiOrchestrator:
                 if getter.done() and not getter.cancelled():
                     event = getter.result()
                     yield event
-                    if isinstance(event, FinalEvent):
+                    if isinstance(event, MemoryWriteEvent) or (
+                            isinstance(event, FinalEvent) and not event.result.memory_write_pending):
                         return
         finally:
             if not task.done():
@@ -370,29 +381,40 @@ class AiOrchestrator:
     async def _execute(self, request: AiTaskRequest, emit: Emit) -> TaskResult:
         return await self._run(self._start(request), emit)
 
-    async def _run(self, turn: _Turn, emit: Emit) -> TaskResult:
+    async def _run(self, turn: _Turn, emit: Emit, *, streamed: bool = False) -> TaskResult:
         timeout = turn.request.timeout or self.default_timeout
-        try:
-            async with asyncio.timeout(timeout) as turn.deadline:
-                await self._turn(turn, emit)
-        except TimeoutError:
-            turn.status, turn.error = TurnStatus.TIMED_OUT, f"the turn did not finish within {timeout:g} s"
-        except ModelError as exc:
-            turn.status, turn.error = TurnStatus.FAILED, str(exc)
-        except asyncio.CancelledError:
-            turn.status, turn.error = TurnStatus.CANCELLED, "the turn was cancelled"
-            raise
-        except Exception as exc:  # a bug or a store failure: the turn fails, the hint is still recorded
-            # The type only: a traceback's messages may quote player text.
-            log.error("turn failed with %s", type(exc).__name__)
-            turn.status, turn.error = TurnStatus.FAILED, f"internal error ({type(exc).__name__})"
-        finally:
-            await self._finish(turn)
+        # Held until the turn is recorded: a memory write of this conversation lands before or after it.
+        async with self.write_gate.turn(turn.store.key(turn.role_id)):
+            try:
+                async with asyncio.timeout(timeout) as turn.deadline:
+                    await self._turn(turn, emit)
+            except TimeoutError:
+                turn.status, turn.error = TurnStatus.TIMED_OUT, f"the turn did not finish within {timeout:g} s"
+            except ModelError as exc:
+                turn.status, turn.error = TurnStatus.FAILED, str(exc)
+            except asyncio.CancelledError:
+                turn.status, turn.error = TurnStatus.CANCELLED, "the turn was cancelled"
+                raise
+            except Exception as exc:  # a bug or a store failure: the turn fails, the hint is still recorded
+                # The type only: a traceback's messages may quote player text.
+                log.error("turn failed with %s", type(exc).__name__)
+                turn.status, turn.error = TurnStatus.FAILED, f"internal error ({type(exc).__name__})"
+            finally:
+                await self._finish(turn)
+        memory_pass = None
         if turn.status.completed:
             memory_pass = self._start_memory_pass(turn)
             self._start_prewarm(turn, memory_pass)
+        waits = memory_pass is not None and turn.request.wait_memory_write
+        if waits and not streamed:
+            assert memory_pass is not None
+            turn.memory_write = await asyncio.shield(memory_pass)  # a cancelled caller leaves the pass running
+        turn.memory_write_pending = memory_pass is not None and not memory_pass.done()
         result = turn.result()
         await emit(FinalEvent(result))
+        if waits and streamed:
+            assert memory_pass is not None
+            await emit(MemoryWriteEvent(await asyncio.shield(memory_pass)))
         return result
 
     async def _finish(self, turn: _Turn) -> None:
@@ -407,16 +429,34 @@ class AiOrchestrator:
             sum(len(t) for t in turn.text), time.perf_counter() - turn.started,
         )
 
-    def _start_memory_pass(self, turn: _Turn) -> asyncio.Task[MemoryPassOutcome] | None:
-        """Writer design: the memory decision on this line, queued behind player turns (turns/memory_pass.py)."""
+    def _start_memory_pass(self, turn: _Turn) -> asyncio.Future[MemoryPassOutcome] | None:
+        """Writer design: the memory decision on this line, queued behind player turns (turns/memory_pass.py).
+
+        A line with no statement about the player is decided here, without the model (a finished future).
+        """
         if self.memory_design is not MemoryDesign.WRITER or not turn.config.use_memory_tool:
             return None
-        tool = MemoryTool(turn.store.store, turn.store.key(turn.role_id),
-                          max_memory_chars=turn.config.effective_max_memory_chars)
-        return self.memory_passes.start(
-            run_memory_pass(self.client, self.queue, tool, turn.role_id, turn.request.hint), turn.role_id)
+        key = turn.store.key(turn.role_id)
+        trace_id = turn.request.trace_id
+        if not statements(turn.request.hint):
+            return self.memory_passes.record(MemoryPassOutcome(turn.role_id, reason=NO_STATEMENT, trace_id=trace_id),
+                                             conversation=key)
+        tool = MemoryTool(turn.store.store, key, max_memory_chars=turn.config.effective_max_memory_chars)
+        work = run_memory_pass(self.client, self.queue, tool, turn.role_id, turn.request.hint, gate=self.write_gate,
+                               conversation=key, after=self.memory_passes.last_of(key))
+        return self.memory_passes.start(work, turn.role_id, conversation=key, trace_id=trace_id)
 
-    def _start_prewarm(self, turn: _Turn, memory_pass: asyncio.Task[MemoryPassOutcome] | None) -> None:
+    async def wait_memory_writes(self, role_id: str, scope: AgentMemoryScope | None = None, actor: str | None = None,
+                                 *, trace_id: str = "", timeout: float = DEFAULT_MEMORY_WAIT_S,
+                                 ) -> tuple[list[MemoryPassOutcome], bool]:
+        """Wait for a conversation's pending memory writes (or one turn's, by trace id): (landed, still pending).
+
+        Writer design only; with the memory tool in the reply a turn's writes land inside the turn.
+        """
+        key = self.stores.scoped(scope or EMPTY_SCOPE, actor).key((role_id or "").strip() or DEFAULT_TURN_ROLE)
+        return await self.memory_passes.wait(key, trace_id, timeout)
+
+    def _start_prewarm(self, turn: _Turn, memory_pass: asyncio.Future[MemoryPassOutcome] | None) -> None:
         """Evaluate the next turn's prefix behind player turns, after this turn's writer pass (turns/prewarm.py)."""
         if not self.prewarm or turn.parts is None or turn.sent is None:
             return
