@@ -51,6 +51,12 @@ namespace CoreAI.Ai
 
         /// <summary>How long one game-tool call may take before the model is told it timed out (null: the runtime's 30 s).</summary>
         public TimeSpan? ClientToolTimeout { get; set; }
+
+        /// <summary>Wait for this turn's memory write (small models write memory after the reply): the turn's task
+        /// completes once it landed, with it in <see cref="AiTaskResult.MemoryWrite"/>; a streamed reply still arrives
+        /// as it is generated. False (default): the task completes with the reply and
+        /// <see cref="AiTaskResult.MemoryWritePending"/> says whether a write is still to come.</summary>
+        public bool WaitForMemoryWrite { get; set; }
     }
 
     /// <summary>Whether the model must call a tool in a turn.</summary>
@@ -148,6 +154,48 @@ namespace CoreAI.Ai
 
         /// <summary>Token counts and model calls.</summary>
         public V1.TurnUsage Usage { get; set; }
+
+        /// <summary>True when the turn's memory write had not landed when the turn returned: it lands after the reply
+        /// (see <see cref="AiOrchestrator.WaitForMemoryWriteAsync"/> and <see cref="AiOrchestrator.MemoryChanged"/>).</summary>
+        public bool MemoryWritePending { get; set; }
+
+        /// <summary>The turn's memory write, when the turn waited for it (<see cref="AiTaskRequest.WaitForMemoryWrite"/>); else null.</summary>
+        public AiMemoryWrite MemoryWrite { get; set; }
+
+        /// <summary>The conversation the turn ran in (role, scope, actor as sent), for waiting on its memory writes.</summary>
+        internal V1.AgentTarget Target { get; set; }
+    }
+
+    /// <summary>What one turn's memory write did.</summary>
+    public sealed class AiMemoryWrite
+    {
+        /// <summary>The trace id of the turn whose player line it decided on.</summary>
+        public string TraceId { get; set; } = "";
+
+        /// <summary>True when the memory document changed.</summary>
+        public bool Changed { get; set; }
+
+        /// <summary>The lines stored, in order (empty when nothing changed).</summary>
+        public List<AiMemoryWriteLine> Lines { get; } = new List<AiMemoryWriteLine>();
+
+        /// <summary>Why nothing was stored ("" when something was).</summary>
+        public string Reason { get; set; } = "";
+
+        /// <summary>The memory version after the write (0 when nothing changed).</summary>
+        public int Version { get; set; }
+
+        /// <summary>One line for a log or a player, e.g. "stored: Player's name: Tobin".</summary>
+        public string Summary { get; set; } = "";
+    }
+
+    /// <summary>One line a memory write stored.</summary>
+    public sealed class AiMemoryWriteLine
+    {
+        /// <summary>The line now in memory.</summary>
+        public string Stored { get; set; } = "";
+
+        /// <summary>The line it replaced ("" when it was appended).</summary>
+        public string Replaced { get; set; } = "";
     }
 
     /// <summary>Callbacks of a streamed turn; they run in order on the caller's SynchronizationContext (Unity's main thread) unless opted out.</summary>
@@ -167,5 +215,8 @@ namespace CoreAI.Ai
 
         /// <summary>The history cut report of the turn.</summary>
         public Action<V1.CutReport> OnCutReport { get; set; }
+
+        /// <summary>The turn's memory write, after the reply (only with <see cref="AiTaskRequest.WaitForMemoryWrite"/>).</summary>
+        public Action<AiMemoryWrite> OnMemoryWrite { get; set; }
     }
 }

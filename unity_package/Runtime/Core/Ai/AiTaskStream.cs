@@ -13,6 +13,7 @@ namespace CoreAI.Ai
         ToolCall,
         ToolResult,
         CutReport,
+        MemoryWrite,
     }
 
     /// <summary>One item of a streamed turn.</summary>
@@ -32,6 +33,9 @@ namespace CoreAI.Ai
 
         /// <summary>The history cut report (CutReport).</summary>
         public V1.CutReport CutReport { get; internal set; }
+
+        /// <summary>The turn's memory write, after the reply (MemoryWrite; only with AiTaskRequest.WaitForMemoryWrite).</summary>
+        public AiMemoryWrite MemoryWrite { get; internal set; }
     }
 
     /// <summary>
@@ -75,6 +79,7 @@ namespace CoreAI.Ai
                 OnToolCall = c => enumerator.Add(new AiTaskStreamItem { Kind = AiTaskStreamItemKind.ToolCall, ToolCall = c }),
                 OnToolResult = r => enumerator.Add(new AiTaskStreamItem { Kind = AiTaskStreamItemKind.ToolResult, ToolResult = r }),
                 OnCutReport = r => enumerator.Add(new AiTaskStreamItem { Kind = AiTaskStreamItemKind.CutReport, CutReport = r }),
+                OnMemoryWrite = w => enumerator.Add(new AiTaskStreamItem { Kind = AiTaskStreamItemKind.MemoryWrite, MemoryWrite = w }),
             };
             Task<AiTaskResult> turn = _orchestrator.StreamTaskAsync(_request, handlers, linked.Token);
             turn.ContinueWith(t =>

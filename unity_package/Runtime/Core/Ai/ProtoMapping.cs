@@ -227,6 +227,7 @@ namespace CoreAI.Ai
                 Temperature = r.Temperature,
                 TimeoutMs = r.Timeout.HasValue ? (int)Math.Min(int.MaxValue, Math.Ceiling(r.Timeout.Value.TotalMilliseconds)) : 0,
                 ClientToolTimeoutMs = r.ClientToolTimeout.HasValue ? (int)Math.Min(int.MaxValue, Math.Ceiling(r.ClientToolTimeout.Value.TotalMilliseconds)) : 0,
+                WaitMemoryWrite = r.WaitForMemoryWrite,
             };
             if (r.AllowedToolNames != null)
             {
@@ -262,6 +263,8 @@ namespace CoreAI.Ai
                 TraceId = p.TraceId ?? "",
                 CutReport = p.CutReport,
                 Usage = p.Usage,
+                MemoryWritePending = p.MemoryWritePending,
+                MemoryWrite = p.MemoryWrite == null ? null : FromProto(p.MemoryWrite),
             };
             foreach (V1.ToolCallEvent call in p.ToolCalls)
             {
@@ -272,6 +275,21 @@ namespace CoreAI.Ai
                 result.ToolResults.Add(FromProto(r));
             }
             return result;
+        }
+
+        /// <summary>The familiar memory write of a proto message.</summary>
+        public static AiMemoryWrite FromProto(V1.MemoryWrite p)
+        {
+            var write = new AiMemoryWrite
+            {
+                TraceId = p.TraceId ?? "", Changed = p.Changed, Reason = p.Reason ?? "", Version = p.Version,
+                Summary = p.Summary ?? "",
+            };
+            foreach (V1.MemoryWriteLine line in p.Lines)
+            {
+                write.Lines.Add(new AiMemoryWriteLine { Stored = line.Stored ?? "", Replaced = line.Replaced ?? "" });
+            }
+            return write;
         }
 
         /// <summary>The familiar tool call of a proto event.</summary>
