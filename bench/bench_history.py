@@ -1,4 +1,4 @@
-"""Benchmark of the chat history pipeline (spec 5).
+"""Benchmark of the chat history pipeline (contract §5).
 
 1. Time to prepare one turn's history with 30, 500 and 2000 stored messages, per message and as a
    ratio to the 30-message baseline of the same run: a steady-state turn (the summary already

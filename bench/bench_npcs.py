@@ -10,9 +10,10 @@ the other on the same server:
   turn the shipped runtime evaluates the next turn's predicted prefix in the background,
   `pyruntime/turns/prewarm.py`); `--think-s` pauses between turns, as a player reading the reply
   does, which is when the prewarm runs (with no pause the next turn supersedes it);
-- **runtime, design-note order**: the same runtime with the order of spec 7 as it was (summary first,
+- **runtime, design-note order**: the same runtime with the design note's order (contract §7) (summary first,
   `## Memory` snapshot after the history) and no hysteresis (fold only what no longer fits): what
-  shipped before issue 13, for comparison;
+  shipped before the current layout, for comparison (`bench/design_note_layout.py`, given to the
+  orchestrator as `assemble=` and `compaction_target_ratio=`);
 - **naive**: what a game does without the runtime: the NPC's prompt with its current memory pasted
   into the system prompt, the whole history, the player's line (same server, same client);
 - **runtime + prompt cache** (`--prompt-cache-mb`, setups with several NPCs): the runtime on a second
@@ -26,10 +27,19 @@ call (`forced_tool_mode="none"`, the memory is written by the game), temperature
 
 Measured per turn: **tokens evaluated** (prompt tokens llama.cpp did not reuse from its KV cache,
 from the usage chunk the hosted server ends each stream with, i.e. `TurnUsage.evaluated_prompt_tokens`),
-**time to first token** (first visible text), turn time; after each pass the server's RSS. Statistics
-skip each conversation's first turn (cold for every approach).
+**prompt tokens sent**, **time to first token** (first visible text), turn time; after each pass the
+server's RSS. Statistics skip each conversation's first turn (cold for every approach). Once the naive
+game's whole history no longer fits the context, it drops its oldest exchange (what a game would do).
+
+Issue 24 (long conversations without pauses): `--turns` and `--edit-every` take several values (every
+combination is a setup), `--think-s 1 2` pauses a seeded random 1-2 s after each reply, and after each
+setup one line gives the runtime against the naive game past the window (each conversation's turns after
+its stored history outgrew `--window`): TTFT p50 / p90 / max, tokens evaluated (median, and the runtime's
+largest turn over its median) and prompt tokens sent, as ratios in the same run.
 
 Run: `nice -n 10 .venv/bin/python bench/bench_npcs.py [--turns 30] [--npcs 1 4] [--players 1]`
+Issue 24: `nice -n 10 .venv/bin/python bench/bench_npcs.py --npcs 1 --turns 40 200 --edit-every 2 8 --window 10
+--think-s 1 2 --passes runtime naive`
 """
 
 from __future__ import annotations
@@ -37,25 +47,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import functools
+import random
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pyruntime.turns.orchestrator as orchestrator_module  # noqa: E402
+from pyruntime.history import LlamaTokenCounter, count_chat_tokens  # noqa: E402
 from pyruntime.history.budget import COMPACTION_TARGET_RATIO  # noqa: E402
 from pyruntime.memory import MemoryTool  # noqa: E402
 from pyruntime.model.client import OpenAICompatClient  # noqa: E402
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  # noqa: E402
 from pyruntime.model.hosting import LlamaServerProcess  # noqa: E402
-from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
+from pyruntime.model.llama_server import DEFAULT_N_CTX, LlamaServerConfig  # noqa: E402
 from pyruntime.model.types import TextDelta, UsageDelta  # noqa: E402
 from pyruntime.policy import AgentMemoryPolicy  # noqa: E402
 from pyruntime.scopes import AgentMemoryScope  # noqa: E402
@@ -63,7 +73,8 @@ from pyruntime.service.model_memory import process_rss_bytes  # noqa: E402
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
 from pyruntime.turns import AiTaskRequest, build_orchestrator  # noqa: E402
 from pyruntime.turns.events import FinalEvent, TextDeltaEvent, TurnUsage  # noqa: E402
-from pyruntime.turns.prompt import MEMORY_HEADING, PromptLayout, assemble_messages  # noqa: E402
+from pyruntime.turns.prompt import MEMORY_HEADING, assemble_messages  # noqa: E402
+from bench.design_note_layout import NO_HYSTERESIS, assemble_design_note  # noqa: E402
 from tests.support.fixtures import free_port  # noqa: E402
 
 MAX_TOKENS = 16
@@ -119,14 +130,21 @@ class Pass:
     rss_mb: float = 0.0
     rss_trace: list[tuple[int, float]] = field(default_factory=list)  # (turns so far, server RSS MB), --rss-every
     prewarm_tokens: int = 0  # prompt tokens the runtime's prewarms evaluated between turns (not in `evaluated`)
+    past: list[bool] = field(default_factory=list)  # per recorded turn: past the window (issue 24's targets)
 
-    def add(self, warm: bool, evaluated: int, prompt: int, ttft: float, turn_s: float) -> None:
+    def add(self, warm: bool, evaluated: int, prompt: int, ttft: float, turn_s: float, past: bool = False) -> None:
         """Record one turn (only warm turns count)."""
         if warm:
             self.evaluated.append(evaluated)
             self.prompt.append(prompt)
             self.ttft.append(ttft)
             self.turn_s.append(turn_s)
+            self.past.append(past)
+
+    def past_window(self, values: list[Any]) -> list[Any]:
+        """The values of the turns past the window (all of them when none is)."""
+        kept = [v for v, p in zip(values, self.past) if p]
+        return kept or list(values)
 
 
 @dataclass(frozen=True)
@@ -154,6 +172,10 @@ class Setup:
     def edit_on(self, turn_of_conversation: int) -> bool:
         """The game appends a fact before this turn of a conversation."""
         return turn_of_conversation > 0 and self.edit_every > 0 and turn_of_conversation % self.edit_every == 0
+
+    def past_window(self, turn_of_conversation: int) -> bool:
+        """This turn of a conversation finds more stored messages than the window (two per earlier turn)."""
+        return 2 * turn_of_conversation > self.window
 
 
 PLAYER_NAMES = ["", "Sam", "Kit", "Rowan", "Ash", "Lee"]  # players after the first sign their lines
@@ -204,11 +226,19 @@ async def timed_turn(orchestrator: Any, request: AiTaskRequest, name: str,
 
 
 RSS_EVERY = 0  # --rss-every: record the server's RSS every this many turns of a runtime pass (0: at its end only)
-THINK_S = 0.0  # --think-s: pause after each turn of every pass (a player reading the reply), not timed
+THINK_S: tuple[float, float] = (0.0, 0.0)  # --think-s: pause after each turn of every pass (a player reading), not timed
 
 
-async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, prewarm: bool = True) -> Pass:
-    """The session through the runtime, in a fresh data dir."""
+def think_times(turns: int) -> list[float]:
+    """The pause after each turn: `--think-s A [B]`, uniform in [A, B], the same seeded sequence for every pass."""
+    rng = random.Random(24)
+    low, high = THINK_S
+    return [rng.uniform(low, high) for _ in range(turns)]
+
+
+async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, prewarm: bool = True,
+                       **orchestrator_options: Any) -> Pass:
+    """The session through the runtime, in a fresh data dir (`orchestrator_options`: e.g. the design note's layout)."""
     result = Pass(name)
     with tempfile.TemporaryDirectory() as data_dir:
         stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, Path(data_dir))
@@ -218,12 +248,13 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
                                   max_chat_history_messages=setup.window, with_chat_history=True,
                                   persist_chat_history=True, use_memory_tool=True, temperature=0.0)
         orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, memory_design="tool",
-                                          prewarm=prewarm)
+                                          prewarm=prewarm, **orchestrator_options)
         for npc in range(setup.npcs):
             for player in range(setup.players):
                 tool = MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}"))
                 for fact in _initial_facts(setup, player):
                     tool.execute({"action": "append", "content": fact})
+        pauses = think_times(setup.turns)
         for done, (npc, player, turn) in enumerate(setup.schedule()):
             if RSS_EVERY and done and done % RSS_EVERY == 0:
                 result.rss_trace.append((done, server_rss_mb(server)))
@@ -234,16 +265,20 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
             request = AiTaskRequest(_hint(npc, player, turn), f"Npc{npc}", scope=_scope(player), forced_tool_mode="none",
                                     max_output_tokens=MAX_TOKENS, temperature=0.0, extra={"seed": 0})
             usage, ttft, elapsed = await timed_turn(orchestrator, request, name)
-            result.add(turn > 0, usage.evaluated_prompt_tokens, usage.prompt_tokens, ttft, elapsed)
-            if THINK_S:
-                await asyncio.sleep(THINK_S)
+            result.add(turn > 0, usage.evaluated_prompt_tokens, usage.prompt_tokens, ttft, elapsed,
+                       setup.past_window(turn))
+            if pauses[done]:
+                await asyncio.sleep(pauses[done])
         await orchestrator.prewarms.cancel()
         await orchestrator.client.aclose()
         if prewarm:
             stats = orchestrator.prewarms.stats
             result.prewarm_tokens = stats.evaluated_tokens
-            print(f"  {name}: prewarms sent {stats.sent}, skipped {stats.skipped}, failed {stats.failed}, "
-                  f"{stats.evaluated_tokens} tokens evaluated by them", flush=True)
+            print(f"  {name}: prewarms sent {stats.sent}, skipped {stats.skipped}, pre-empted {stats.preempted}, "
+                  f"failed {stats.failed}, {stats.evaluated_tokens} tokens evaluated by them", flush=True)
+        c = orchestrator.compaction_stats
+        print(f"  {name}: folds made between turns {c.folded}, sent {c.sent}; turns that sent the previous head "
+              f"{c.deferred}; folds made in a turn {c.in_turn}; lost {c.lost}", flush=True)
     result.rss_mb = server_rss_mb(server)
     result.rss_trace.append((setup.turns, result.rss_mb))
     print(f"  pass done: {name}", flush=True)
@@ -256,13 +291,20 @@ async def naive_pass(server: LlamaServerProcess, setup: Setup) -> Pass:
     client = OpenAICompatClient(server.base_url, model=server.config.alias)
     memories = {(n, p): _initial_facts(setup, p) for n in range(setup.npcs) for p in range(setup.players)}
     histories: dict[tuple[int, int], list[dict[str, str]]] = {pair: [] for pair in memories}
-    for npc, player, turn in setup.schedule():
+    pauses = think_times(setup.turns)
+    counter = LlamaTokenCounter(server.config.model_path)
+    n_ctx = server.config.n_ctx or DEFAULT_N_CTX
+    for done, (npc, player, turn) in enumerate(setup.schedule()):
         pair = (npc, player)
         if setup.edit_on(turn):
             memories[pair].append(_fact(setup, player, turn))
         system = npc_prompt(npc) + f"\n\n{MEMORY_HEADING}\n" + "\n".join(memories[pair])
         hint = _hint(npc, player, turn)
-        messages = assemble_messages(system_prompt=system, history=histories[pair], user_payload=hint)
+        while True:  # the whole history, until it no longer fits the context: then without its oldest exchange
+            messages = assemble_messages(system_prompt=system, history=histories[pair], user_payload=hint)
+            if count_chat_tokens(counter, messages) + MAX_TOKENS <= n_ctx or not histories[pair]:
+                break
+            histories[pair] = histories[pair][2:]
         began = time.perf_counter()
         first: float | None = None
         text: list[str] = []
@@ -276,9 +318,9 @@ async def naive_pass(server: LlamaServerProcess, setup: Setup) -> Pass:
                     prompt, evaluated = delta.usage.prompt_tokens, delta.usage.prompt_tokens - delta.usage.cached_tokens
         elapsed = time.perf_counter() - began
         histories[pair] += [{"role": "user", "content": hint}, {"role": "assistant", "content": "".join(text)}]
-        result.add(turn > 0, evaluated, prompt, first if first is not None else elapsed, elapsed)
-        if THINK_S:
-            await asyncio.sleep(THINK_S)
+        result.add(turn > 0, evaluated, prompt, first if first is not None else elapsed, elapsed, setup.past_window(turn))
+        if pauses[done]:
+            await asyncio.sleep(pauses[done])
     await client.aclose()
     result.rss_mb = server_rss_mb(server)
     return result
@@ -286,18 +328,6 @@ async def naive_pass(server: LlamaServerProcess, setup: Setup) -> Pass:
 
 def _scope(player: int) -> AgentMemoryScope:
     return AgentMemoryScope(user_id=f"player{player}")
-
-
-def design_note_runtime() -> Callable[[], None]:
-    """Switch the orchestrator to the design note's order without hysteresis; returns the undo."""
-    saved = orchestrator_module.assemble_messages, orchestrator_module.COMPACTION_TARGET_RATIO
-    orchestrator_module.assemble_messages = functools.partial(assemble_messages, layout=PromptLayout.DESIGN_NOTE)
-    orchestrator_module.COMPACTION_TARGET_RATIO = 1.0
-
-    def undo() -> None:
-        orchestrator_module.assemble_messages, orchestrator_module.COMPACTION_TARGET_RATIO = saved
-
-    return undo
 
 
 def _p(values: list[float], q: int) -> float:
@@ -322,11 +352,8 @@ async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | Non
     if "no-prewarm" in only:
         passes.append(await runtime_pass(server, setup, "runtime, no prewarm", prewarm=False))
     if "design-note" in only:
-        undo = design_note_runtime()
-        try:
-            passes.append(await runtime_pass(server, setup, "runtime, design-note order, no hysteresis"))
-        finally:
-            undo()
+        passes.append(await runtime_pass(server, setup, "runtime, design-note order, no hysteresis",
+                                         assemble=assemble_design_note, compaction_target_ratio=NO_HYSTERESIS))
     if "naive" in only:
         passes.append(await naive_pass(server, setup))
     with_cache = cached is not None and runs_cached(setup.npcs, only)
@@ -339,34 +366,52 @@ async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | Non
     return passes
 
 
-HEADER = ("| NPCs x players | approach | tokens evaluated per turn, median / p90 | prompt tokens, median | "
-          "TTFT p50 / p90 s | turn median s | server RSS MB |\n|---|---|---|---|---|---|---|")
+HEADER = ("| NPCs x players | turns, edit every | approach | tokens evaluated per turn, median / p90 / max | "
+          "prompt tokens, median | TTFT p50 / p90 / max s | turn median s | server RSS MB |\n"
+          "|---|---|---|---|---|---|---|---|")
 
 
 def row(setup: Setup, p: Pass) -> str:
     """One table row."""
-    return (f"| {setup.npcs} x {setup.players} | {p.name} | {statistics.median(p.evaluated):g} / "
-            f"{_p(p.evaluated, 90):.0f} | {statistics.median(p.prompt):g} | {statistics.median(p.ttft):.2f} / "
-            f"{_p(p.ttft, 90):.2f} | {statistics.median(p.turn_s):.2f} | {p.rss_mb:.0f} |")
+    return (f"| {setup.npcs} x {setup.players} | {setup.turns}, {setup.edit_every} | {p.name} | "
+            f"{statistics.median(p.evaluated):g} / {_p(p.evaluated, 90):.0f} / {max(p.evaluated)} | "
+            f"{statistics.median(p.prompt):g} | {statistics.median(p.ttft):.2f} / {_p(p.ttft, 90):.2f} / "
+            f"{max(p.ttft):.2f} | {statistics.median(p.turn_s):.2f} | {p.rss_mb:.0f} |")
+
+
+def past_window_ratios(runtime: Pass, naive: Pass) -> str:
+    """Issue 24's targets past the window, runtime against the naive game in this run."""
+    r_ttft, n_ttft = runtime.past_window(runtime.ttft), naive.past_window(naive.ttft)
+    r_eval, n_eval = runtime.past_window(runtime.evaluated), naive.past_window(naive.evaluated)
+    r_sent, n_sent = runtime.past_window(runtime.prompt), naive.past_window(naive.prompt)
+    return (f"TTFT p50 {statistics.median(r_ttft) / statistics.median(n_ttft):.2f}x, p90 "
+            f"{_p(r_ttft, 90) / _p(n_ttft, 90):.2f}x, max {max(r_ttft) / max(n_ttft):.2f}x (runtime max "
+            f"{max(r_ttft):.2f} s); tokens evaluated median {statistics.median(r_eval) / max(1, statistics.median(n_eval)):.2f}x, "
+            f"the runtime's largest turn {max(runtime.evaluated) / max(1, statistics.median(runtime.evaluated)):.1f}x its "
+            f"median; prompt tokens sent median {statistics.median(r_sent) / statistics.median(n_sent):.2f}x "
+            f"({statistics.median(r_sent):g} vs {statistics.median(n_sent):g})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--turns", type=int, default=40, help="turns per setup (rotating over the conversations)")
+    parser.add_argument("--turns", type=int, nargs="+", default=[40],
+                        help="turns per setup (rotating over the conversations); several: one setup each")
     parser.add_argument("--npcs", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--players", type=int, default=1)
     parser.add_argument("--facts", type=int, default=10, help="facts each conversation's memory starts with")
-    parser.add_argument("--edit-every", type=int, default=5, help="the game appends a fact every N turns (0: never)")
+    parser.add_argument("--edit-every", type=int, nargs="+", default=[5],
+                        help="the game appends a fact every N turns (0: never); several: one setup each")
     parser.add_argument("--window", type=int, default=8, help="the roles' MaxChatHistoryMessages")
     parser.add_argument("--prompt-cache-mb", type=int, default=256, help="the cached server's RAM cache (0: no pass)")
     parser.add_argument("--passes", nargs="+", choices=PASSES, default=list(PASSES), help="which approaches to run")
     parser.add_argument("--rss-every", type=int, default=0,
                         help="also record the server's RSS every N turns of a runtime pass (long-run memory)")
-    parser.add_argument("--think-s", type=float, default=0.0,
-                        help="pause after each turn (a player reading the reply; the prewarm runs then); default 0")
+    parser.add_argument("--think-s", type=float, nargs="+", default=[0.0],
+                        help="pause after each turn (a player reading the reply; the work between turns runs then): "
+                             "S seconds, or A B for a seeded uniform pause in [A, B]; default 0")
     args = parser.parse_args()
     global RSS_EVERY, THINK_S
-    RSS_EVERY, THINK_S = args.rss_every, args.think_s
+    RSS_EVERY, THINK_S = args.rss_every, (args.think_s[0], args.think_s[-1])
     config = LlamaServerConfig(model_path=embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS, port=free_port())
     rows: list[tuple[Setup, list[Pass]]] = []
     with contextlib.ExitStack() as stack:
@@ -377,21 +422,27 @@ def main() -> None:
                                                                     prompt_cache_mb=args.prompt_cache_mb)))
         print(f"SmolLM2-135M-Instruct Q4_1 hosted (game settings), {args.turns} turns per setup in rotation, "
               f"memory of {args.facts} facts + 1 every {args.edit_every} turns of a conversation, window "
-              f"{args.window} messages (hysteresis target {COMPACTION_TARGET_RATIO}), {MAX_TOKENS}-token replies; "
-              "each conversation's first turn excluded", flush=True)
+              f"{args.window} messages (hysteresis target {COMPACTION_TARGET_RATIO}), {MAX_TOKENS}-token replies, "
+              f"{THINK_S[0]:g}-{THINK_S[1]:g} s between a reply and the next line; each conversation's first turn "
+              "excluded", flush=True)
         print(HEADER, flush=True)
         for npcs in args.npcs:
-            setup = Setup(npcs, args.players, args.turns, args.facts, args.edit_every, args.window)
-            began = time.perf_counter()
-            passes = asyncio.run(run_setup(server, cached, setup, tuple(args.passes)))
-            rows.append((setup, passes))
-            for p in passes:  # as soon as a setup is done: a bounded run still reports what it measured
-                print(row(setup, p), flush=True)
-            print(f"  ({npcs} NPC(s) x {args.players} player(s): {time.perf_counter() - began:.0f} s)", flush=True)
+            for turns in args.turns:
+                for edit_every in args.edit_every:
+                    setup = Setup(npcs, args.players, turns, args.facts, edit_every, args.window)
+                    began = time.perf_counter()
+                    passes = asyncio.run(run_setup(server, cached, setup, tuple(args.passes)))
+                    rows.append((setup, passes))
+                    for p in passes:  # as soon as a setup is done: a bounded run still reports what it measured
+                        print(row(setup, p), flush=True)
+                    print(f"  ({npcs} NPC(s) x {args.players} player(s), {turns} turns, an edit every {edit_every}: "
+                          f"{time.perf_counter() - began:.0f} s)", flush=True)
     for setup, passes in rows:
         by_name = {p.name: p for p in passes}
         runtime, naive = by_name.get("runtime"), by_name.get("naive (memory in system prompt, whole history)")
         if runtime is not None and naive is not None:
+            print(f"{setup.npcs} NPC(s), {setup.turns} turns, an edit every {setup.edit_every}: runtime/naive past the "
+                  f"window: {past_window_ratios(runtime, naive)}")
             total = sum(runtime.evaluated) + runtime.prewarm_tokens  # the work moved between turns counts too
             print(f"{setup.npcs} NPC(s): runtime/naive tokens evaluated per turn, median "
                   f"{statistics.median(runtime.evaluated) / max(1, statistics.median(naive.evaluated)):.2f}x, "

@@ -4,7 +4,7 @@ A 20-turn SmartChat session whose memory grows by one fact per turn, assembled t
 run, each on its own llama.cpp model instance (llama-cpp-python keeps one hot prefix per instance),
 turns interleaved so both see the same machine load:
 
-- tail (the design note's placement, spec 7, `PromptLayout.DESIGN_NOTE`): byte-identical system
+- tail (the design note's placement, contract §7, `bench/design_note_layout.py`): byte-identical system
   prompt; the `## Memory` snapshot first sent and the `## Memory (updates)` delta go in the tail
   after the history (`plan_memory_blocks` + `assemble_messages`, the product's own pure functions).
   The runtime's placement since issue 13 (snapshot before the history, each edit a note where it was
@@ -44,12 +44,12 @@ from pyruntime.turns.memory_blocks import plan_memory_blocks  # noqa: E402
 from pyruntime.turns.modes import ToolCallMode, tool_contract  # noqa: E402
 from pyruntime.turns.prompt import (  # noqa: E402
     MEMORY_HEADING,
-    PromptLayout,
     TailBlocks,
     assemble_messages,
     build_system_prompt,
     role_system_prompt,
 )
+from bench.design_note_layout import assemble_design_note  # noqa: E402
 
 ROLE = "SmartChat"
 MAX_TOKENS = 16
@@ -94,8 +94,8 @@ def messages_for(session: Session, hint: str) -> list[dict[str, Any]]:
         session.state = session.state.evolve(system_prompt_memory_snapshot=blocks.snapshot,
                                              system_prompt_memory_version=blocks.snapshot_version)
         tail = TailBlocks(memory=blocks.snapshot_block, memory_updates=blocks.updates_block)
-        return assemble_messages(system_prompt=system_prompt(), history=session.history, tail=tail,
-                                 user_payload=hint, layout=PromptLayout.DESIGN_NOTE)
+        return assemble_design_note(system_prompt=system_prompt(), history=session.history, tail=tail,
+                                    user_payload=hint)
     memory = session.state.memory
     system = system_prompt() + (f"\n\n{MEMORY_HEADING}\n{memory}" if memory else "")
     return assemble_messages(system_prompt=system, history=session.history, user_payload=hint)

@@ -1,4 +1,4 @@
-"""Per-role memory configuration, the role policy and the fluent agent builder (spec section 6).
+"""Per-role memory configuration, the role policy and the fluent agent builder (contract §6).
 
 `RoleMemoryConfig` validates every field on assignment, so a config can never hold an obviously
 bad value; `AgentMemoryPolicy` hands out copies, so callers can adjust a config for one request
@@ -92,7 +92,7 @@ def _validate_field(name: str, value: Any) -> Any:
             raise InvalidArgumentError(
                 f"temperature must be a non-negative number no larger than {MAX_TEMPERATURE:g}, got {value}")
     elif name == "compaction_trigger_ratio":
-        # Out-of-range ratios are tolerated and read as the default (spec 5: invalid -> 0.8).
+        # Out-of-range ratios are tolerated and read as the default (contract §5: invalid -> 0.8).
         _check_real(name, value, optional=True)
     elif name == "system_prompt":
         if not isinstance(value, str):
@@ -161,7 +161,7 @@ _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(RoleMemoryConfig))
 
 
 def _builtin_roles() -> dict[str, RoleMemoryConfig]:
-    """The built-in role table (spec section 6)."""
+    """The built-in role table (contract §6)."""
     roles = [
         RoleMemoryConfig("Creator", max_tool_call_roundtrips=0),
         # The design note also gives Builder unlimited roundtrips; the spec (which wins) does not.

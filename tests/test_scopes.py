@@ -1,4 +1,4 @@
-"""Key derivation of (scope, role, actor) -> storage key (spec section 4)."""
+"""Key derivation of (scope, role, actor) -> storage key (contract §4)."""
 
 from __future__ import annotations
 

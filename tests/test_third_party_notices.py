@@ -19,10 +19,11 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def runtime_distributions(root: str = PROJECT) -> set[str]:
-    """Installed distributions the runtime needs: the transitive runtime requirements of `root` (no dev extras)."""
+def runtime_distributions(root: str = PROJECT, extras: frozenset[str] = frozenset({"serve"})) -> set[str]:
+    """Installed distributions the frozen runtime carries: the transitive requirements of `root` with the hosted
+    runtime's extra (not dev, not the server store, not PyInstaller)."""
     found: dict[str, set[str]] = {}
-    pending: list[tuple[str, frozenset[str]]] = [(root, frozenset())]
+    pending: list[tuple[str, frozenset[str]]] = [(root, extras)]
     while pending:
         name, extras = pending.pop()
         key = _canonical(name)

@@ -121,7 +121,7 @@ class ClippedBullet(_message.Message):
     def __init__(self, message_id: _Optional[str] = ..., chars_kept: _Optional[int] = ..., chars_dropped: _Optional[int] = ...) -> None: ...
 
 class CutReport(_message.Message):
-    __slots__ = ("stored_messages", "sent_verbatim", "pruned_ids", "folded_ids", "deferred_ids", "left_out_ids", "clipped_bullets", "tokens_before", "tokens_after", "compaction", "compaction_fell_back", "summary_tokens_sent", "summary_chars_dropped", "overflow_retries", "lossy", "already_folded")
+    __slots__ = ("stored_messages", "sent_verbatim", "pruned_ids", "folded_ids", "deferred_ids", "left_out_ids", "clipped_bullets", "tokens_before", "tokens_after", "compaction", "compaction_fell_back", "summary_tokens_sent", "summary_chars_dropped", "overflow_retries", "lossy", "already_folded", "compaction_deferred", "folded_between_turns")
     STORED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     SENT_VERBATIM_FIELD_NUMBER: _ClassVar[int]
     PRUNED_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -138,6 +138,8 @@ class CutReport(_message.Message):
     OVERFLOW_RETRIES_FIELD_NUMBER: _ClassVar[int]
     LOSSY_FIELD_NUMBER: _ClassVar[int]
     ALREADY_FOLDED_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_DEFERRED_FIELD_NUMBER: _ClassVar[int]
+    FOLDED_BETWEEN_TURNS_FIELD_NUMBER: _ClassVar[int]
     stored_messages: int
     sent_verbatim: int
     pruned_ids: _containers.RepeatedScalarFieldContainer[str]
@@ -154,7 +156,9 @@ class CutReport(_message.Message):
     overflow_retries: int
     lossy: bool
     already_folded: int
-    def __init__(self, stored_messages: _Optional[int] = ..., sent_verbatim: _Optional[int] = ..., pruned_ids: _Optional[_Iterable[str]] = ..., folded_ids: _Optional[_Iterable[str]] = ..., deferred_ids: _Optional[_Iterable[str]] = ..., left_out_ids: _Optional[_Iterable[str]] = ..., clipped_bullets: _Optional[_Iterable[_Union[ClippedBullet, _Mapping]]] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ..., compaction: _Optional[_Union[CompactionKind, str]] = ..., compaction_fell_back: _Optional[bool] = ..., summary_tokens_sent: _Optional[int] = ..., summary_chars_dropped: _Optional[int] = ..., overflow_retries: _Optional[int] = ..., lossy: _Optional[bool] = ..., already_folded: _Optional[int] = ...) -> None: ...
+    compaction_deferred: bool
+    folded_between_turns: bool
+    def __init__(self, stored_messages: _Optional[int] = ..., sent_verbatim: _Optional[int] = ..., pruned_ids: _Optional[_Iterable[str]] = ..., folded_ids: _Optional[_Iterable[str]] = ..., deferred_ids: _Optional[_Iterable[str]] = ..., left_out_ids: _Optional[_Iterable[str]] = ..., clipped_bullets: _Optional[_Iterable[_Union[ClippedBullet, _Mapping]]] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ..., compaction: _Optional[_Union[CompactionKind, str]] = ..., compaction_fell_back: _Optional[bool] = ..., summary_tokens_sent: _Optional[int] = ..., summary_chars_dropped: _Optional[int] = ..., overflow_retries: _Optional[int] = ..., lossy: _Optional[bool] = ..., already_folded: _Optional[int] = ..., compaction_deferred: _Optional[bool] = ..., folded_between_turns: _Optional[bool] = ...) -> None: ...
 
 class ToolCallEvent(_message.Message):
     __slots__ = ("call_id", "name", "arguments_json")
@@ -309,7 +313,7 @@ class HealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthResponse(_message.Message):
-    __slots__ = ("ready", "model", "version", "model_ready", "memory_design", "model_rss_bytes", "prompt_cache_used_bytes", "prompt_cache_limit_bytes")
+    __slots__ = ("ready", "model", "version", "model_ready", "memory_design", "model_rss_bytes", "prompt_cache_used_bytes", "prompt_cache_limit_bytes", "model_download")
     READY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -318,6 +322,7 @@ class HealthResponse(_message.Message):
     MODEL_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     PROMPT_CACHE_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
     PROMPT_CACHE_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MODEL_DOWNLOAD_FIELD_NUMBER: _ClassVar[int]
     ready: bool
     model: str
     version: str
@@ -326,4 +331,15 @@ class HealthResponse(_message.Message):
     model_rss_bytes: int
     prompt_cache_used_bytes: int
     prompt_cache_limit_bytes: int
-    def __init__(self, ready: _Optional[bool] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., model_ready: _Optional[bool] = ..., memory_design: _Optional[str] = ..., model_rss_bytes: _Optional[int] = ..., prompt_cache_used_bytes: _Optional[int] = ..., prompt_cache_limit_bytes: _Optional[int] = ...) -> None: ...
+    model_download: ModelDownload
+    def __init__(self, ready: _Optional[bool] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., model_ready: _Optional[bool] = ..., memory_design: _Optional[str] = ..., model_rss_bytes: _Optional[int] = ..., prompt_cache_used_bytes: _Optional[int] = ..., prompt_cache_limit_bytes: _Optional[int] = ..., model_download: _Optional[_Union[ModelDownload, _Mapping]] = ...) -> None: ...
+
+class ModelDownload(_message.Message):
+    __slots__ = ("model", "received_bytes", "total_bytes")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    received_bytes: int
+    total_bytes: int
+    def __init__(self, model: _Optional[str] = ..., received_bytes: _Optional[int] = ..., total_bytes: _Optional[int] = ...) -> None: ...

@@ -499,7 +499,7 @@ def _run_tool_action(args: argparse.Namespace) -> int:
 
 
 def _version_dict(version: MemoryVersion) -> dict[str, Any]:
-    """A version in the file format's keys (spec 3.1)."""
+    """A version in the file format's keys (contract §3.1)."""
     return {
         "Version": version.version,
         "Timestamp": version.timestamp,

@@ -35,6 +35,7 @@ from typing import Any
 
 from pyruntime.cli import layers
 from pyruntime.cli.lifeline import lifelines
+from pyruntime.cli.models import ModelPull, PullStatus, resolve_model_flag
 from pyruntime.cli.signals import stop_on_signals
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.model.client import OpenAICompatClient
@@ -104,6 +105,8 @@ class ServeOptions:
     n_gpu_layers: int = 0  # layers of the hosted model on the GPU; 0: CPU only, -1: all
     prompt_cache_mb: int | None = None  # RAM prompt-state cache of the hosted model; 0: off, None: by model size
     prompt_cache_dir: Path | None = None  # the cache mirrored on disk there (survives restarts); None: RAM only
+    models_dir: Path | None = None  # where `--model NAME` is looked up (None: <data-dir>/CoreAI/models, per-user cache)
+    model_pull: ModelPull | None = None  # `--model NAME` of a catalogue model not pulled yet: downloaded first
 
     @property
     def hosts_model(self) -> bool:
@@ -117,7 +120,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "serve", help="run the runtime: model server, orchestrator, gRPC and Connect services, until stopped",
         description="Run the runtime until SIGINT/SIGTERM. Prints one JSON ready line on stdout; logs go to stderr.")
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--model", type=Path, help="GGUF model file to host (default: the embedded SmolLM2-135M)")
+    source.add_argument("--model", type=Path, metavar="PATH.gguf|NAME",
+                        help="GGUF model file to host, or a model's name (coreai-runtime models list): a pulled one, "
+                             "or a catalogue model, downloaded first while Health reports the download "
+                             "(default: the embedded SmolLM2-135M)")
     source.add_argument("--llm-url",
                         help="run turns against this OpenAI-compatible server (e.g. http://127.0.0.1:1234/v1)")
     source.add_argument("--scripted-model", type=Path, metavar="FILE",
@@ -143,6 +149,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         f"(bounded by --prompt-cache-mb; without DIR: <data-dir>/{_PROMPT_CACHE_PATH}; default: off)")
     p.add_argument("--data-dir", type=Path,
                    help="the game's persistentDataPath (saves live under CoreAI/); required unless --session-only")
+    p.add_argument("--models-dir", type=Path,
+                   help="the models cache --model NAME is looked up and pulled in (default <data-dir>/CoreAI/models, "
+                        "then the per-user cache of `coreai-runtime models pull`)")
     p.add_argument("--store", metavar="postgresql://…",
                    help="keep saves in this PostgreSQL database instead of files (headless servers; several runtimes "
                         "may share it); replaces --data-dir")
@@ -188,8 +197,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def options_from_args(args: argparse.Namespace) -> ServeOptions:
     """The options of parsed `serve` flags, completed from COREAI_* variables, the --config file and the defaults."""
     args = layers.resolve(args)
+    models_dir = getattr(args, "models_dir", None)
+    model, model_pull = resolve_model_flag(args.model, models_dir=models_dir, data_dir=args.data_dir)
     return ServeOptions(
-        model=args.model, llm_url=args.llm_url, no_model=args.no_model, host=args.host, port=args.port,
+        model=model, model_pull=model_pull, models_dir=models_dir, llm_url=args.llm_url, no_model=args.no_model, host=args.host, port=args.port,
         scripted_model=getattr(args, "scripted_model", None),
         ctx=args.ctx, data_dir=args.data_dir, session_only=args.session_only, listen=args.listen,
         store=getattr(args, "store", None),
@@ -260,7 +271,7 @@ def validate(options: ServeOptions) -> None:
     if options.scripted_model is not None:
         Script.load(options.scripted_model)  # a bad script is a usage error naming its field, before anything starts
     if options.model is not None and options.model.suffix.lower() != ".gguf":
-        raise InvalidArgumentError("--model must be a .gguf file")
+        raise InvalidArgumentError("--model must be a .gguf file or a model name")
     if options.hosts_model and not 0 < options.port <= 65535:
         raise InvalidArgumentError(f"--port must be within 1..65535, got {options.port}")
     for flag, port in (("--grpc-port", options.grpc_port), ("--connect-port", options.connect_port)):
@@ -379,6 +390,8 @@ async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack) -> tup
     servers = RpcServers(services, config)
     stack.push_async_callback(_stop_rpc, servers)
     await servers.start()
+    if options.model_pull is not None:
+        await _pull_model(options.model_pull, services, loading)
     model = await _start_model(options, model_stack, loading)
     await _attach_turns(options, services, stores, model, model_stack)
     ready = {"grpc_port": servers.grpc_port, "connect_port": servers.connect_port, "model_url": model.url,
@@ -388,6 +401,26 @@ async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack) -> tup
         key_file = write_token_file(token_file.with_name(MODEL_KEY_FILE_NAME), model.server.api_key)
         ready["model_key_file"] = str(key_file)
     return ready, model
+
+
+async def _pull_model(pull: ModelPull, services: RuntimeServices, loading: _Loading | None) -> None:
+    """Download the named model before it loads; Health says "downloading" with its progress meanwhile."""
+    status = PullStatus(pull.request.name, pull.request.size_bytes)
+    if loading is not None:
+        loading.host = status
+    services.orchestrator.model_download = status.message
+    log.info("model %s is not pulled yet: downloading it into %s", pull.request.name, pull.cache.root)
+    pulling = asyncio.ensure_future(asyncio.to_thread(pull.cache.pull, pull.request, progress=status.update))
+    try:
+        model = await asyncio.shield(pulling)
+    except asyncio.CancelledError:
+        status.cancelled = True  # the next progress update ends the download thread; the partial file stays
+        with contextlib.suppress(Exception):
+            await pulling
+        raise
+    finally:
+        services.orchestrator.model_download = lambda: None
+    log.info("model %s downloaded and checked (%d bytes)", model.name, model.size_bytes)
 
 
 def _check_rpc_ports_free(options: ServeOptions) -> None:

@@ -1,20 +1,20 @@
 """`AsyncRuntimeClient`: every RPC of a running runtime, over gRPC or Connect, returning the core's types.
 
-`_sync.py` is this file with `async`/`await` removed; keep the two in step.
+This is the one implementation of the client: `_sync.py` (the blocking `RuntimeClient`) is generated
+from it by `tools/gen_sync_client.py`, and a test fails when the two differ. Edit this file, then run
+`python tools/gen_sync_client.py`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from coreai.v1 import memory_store_pb2 as ms, orchestrator_pb2 as orch
+from coreai.v1 import memory_store_pb2 as ms
+from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.client import _messages as m
 from pyruntime.client import _tools as t
-from pyruntime.client.errors import RuntimeCallError
-from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, CaCert, AsyncTransport, async_transport
+from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, AsyncTransport, CaCert, async_transport
 from pyruntime.memory import MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.policy import RoleMemoryConfig, config_from_proto, config_to_proto
@@ -36,7 +36,7 @@ class AsyncRuntimeClient:
         """Close the connections."""
         await self._transport.aclose()
 
-    async def __aenter__(self) -> "AsyncRuntimeClient":
+    async def __aenter__(self) -> AsyncRuntimeClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -164,40 +164,19 @@ class AsyncRuntimeClient:
     async def stream_task_with_tools(self, hint: str, tools: Sequence[t.ClientTool], *, role_id: str = "",
                                      scope: AgentMemoryScope | None = None, actor: str | None = None,
                                      **options: Any) -> AsyncIterator[orch.TurnEvent]:
-        """StreamTask with game tools: each `client_tool_call` runs its handler here (concurrently with the
-        stream) and its result is submitted; every event is yielded too. Closing the iterator cancels the turn."""
+        """StreamTask with game tools: each `client_tool_call` runs its handler here and its result is submitted;
+        every event is yielded too. The async client runs handlers (sync or async) concurrently with the stream,
+        the blocking one runs each, in order, before it reads the next event. Closing the iterator cancels the turn."""
         request = m.task_request(hint, role_id, scope, actor, options)
         handlers = t.with_client_tools(request, tools)
-        running: set[asyncio.Task[None]] = set()
-        try:
+        async with t.AsyncToolCalls(handlers, self._submit_tool_result) as calls:
             async for event in self._transport.stream(ORCHESTRATOR, "StreamTask", request):
                 if event.HasField("client_tool_call"):
-                    task = asyncio.create_task(self._serve_tool_call(handlers, event.client_tool_call))
-                    running.add(task)
-                    task.add_done_callback(running.discard)
+                    calls.start(event.client_tool_call)
                 yield event
-        finally:
-            for task in list(running):
-                task.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
 
-    async def _serve_tool_call(self, handlers: dict[str, t.ClientTool], call: orch.ClientToolCall) -> None:
-        tool = handlers.get(call.name)
-        try:
-            if tool is None:
-                raise LookupError(f"no handler for tool '{call.name}'")
-            output = tool.handler(t.call_arguments(call))
-            if inspect.isawaitable(output):
-                output = await output
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the game's code failed: the model is told
-            output = t.failure(call.name, exc)
-        try:
-            await self._transport.unary(ORCHESTRATOR, "SubmitToolResult", t.result_request(call, output))
-        except RuntimeCallError as exc:
-            if not t.submit_refused(exc):  # the turn no longer waits (timed out, ended): nothing to do
-                raise
+    async def _submit_tool_result(self, request: orch.SubmitToolResultRequest) -> None:
+        await self._transport.unary(ORCHESTRATOR, "SubmitToolResult", request)
 
     async def wait_memory_writes(self, role_id: str = "", *, scope: AgentMemoryScope | None = None,
                            actor: str | None = None, trace_id: str = "",

@@ -7,7 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from coreai.v1 import common_pb2, memory_store_pb2 as ms, orchestrator_pb2 as orch
+from coreai.v1 import common_pb2
+from coreai.v1 import memory_store_pb2 as ms
+from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory import MEMORY_ARGUMENT_NAMES, MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
@@ -31,6 +33,16 @@ class RuntimeHealth:
     model_rss_bytes: int = 0  # the hosted model server's resident memory (0: none, or not Linux)
     prompt_cache_used_bytes: int = 0
     prompt_cache_limit_bytes: int = 0  # 0: the prompt cache is off
+    model_download: ModelDownloadStatus | None = None  # while the runtime downloads its model first
+
+
+@dataclass(frozen=True)
+class ModelDownloadStatus:
+    """A model download the runtime is doing before it loads the model."""
+
+    model: str
+    received_bytes: int
+    total_bytes: int  # 0: not known yet
 
 
 def target(role_id: str, scope: AgentMemoryScope | None, actor: str | None) -> common_pb2.AgentTarget:
@@ -156,4 +168,7 @@ def health(response: orch.HealthResponse) -> RuntimeHealth:
     """The Health answer."""
     return RuntimeHealth(response.ready, response.model, response.version, response.model_ready,
                          response.memory_design, response.model_rss_bytes, response.prompt_cache_used_bytes,
-                         response.prompt_cache_limit_bytes)
+                         response.prompt_cache_limit_bytes,
+                         ModelDownloadStatus(response.model_download.model, response.model_download.received_bytes,
+                                             response.model_download.total_bytes)
+                         if response.HasField("model_download") else None)

@@ -1,6 +1,6 @@
 """`RuntimeClient`: every RPC of a running runtime, over gRPC or Connect, returning the core's types (blocking).
 
-This file is `_async.py` with `async`/`await` removed; keep the two in step.
+GENERATED from `_async.py` by `tools/gen_sync_client.py`: do not edit; edit `_async.py` and run the script.
 """
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from coreai.v1 import memory_store_pb2 as ms, orchestrator_pb2 as orch
+from coreai.v1 import memory_store_pb2 as ms
+from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.client import _messages as m
 from pyruntime.client import _tools as t
-from pyruntime.client.errors import RuntimeCallError
-from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, CaCert, SyncTransport, sync_transport
+from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, SyncTransport, CaCert, sync_transport
 from pyruntime.memory import MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.policy import RoleMemoryConfig, config_from_proto, config_to_proto
@@ -34,7 +34,7 @@ class RuntimeClient:
         """Close the connections."""
         self._transport.close()
 
-    def __enter__(self) -> "RuntimeClient":
+    def __enter__(self) -> RuntimeClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -46,41 +46,41 @@ class RuntimeClient:
     # -- memory document -------------------------------------------------------------------
 
     def load_state(self, role_id: str, *, scope: AgentMemoryScope | None = None,
-                         actor: str | None = None) -> LoadResult:
+                   actor: str | None = None) -> LoadResult:
         """TryLoad: Loaded (with state), NotFound, or Failed(reason)."""
         request = ms.LoadStateRequest(target=m.target(role_id, scope, actor))
         return m.load_result(self._store("LoadState", request))
 
     def apply_memory_tool(self, role_id: str, arguments: m.MemoryArguments, *,
-                                scope: AgentMemoryScope | None = None, actor: str | None = None) -> MemoryToolResult:
+                          scope: AgentMemoryScope | None = None, actor: str | None = None) -> MemoryToolResult:
         """One `memory` call; a refused edit is a result with success=False (see pyruntime.service)."""
         request = m.memory_tool_request(role_id, arguments, scope, actor)
         return m.tool_result(self._store("ApplyMemoryTool", request))
 
     def save_state(self, role_id: str, state: AgentMemoryState, *, scope: AgentMemoryScope | None = None,
-                         actor: str | None = None) -> None:
+                   actor: str | None = None) -> None:
         """Replace the whole state (heals an unreadable document)."""
         self._store("SaveState", m.save_state_request(role_id, state, scope, actor))
 
     def clear_memory(self, role_id: str, *, scope: AgentMemoryScope | None = None,
-                           actor: str | None = None) -> None:
+                     actor: str | None = None) -> None:
         """Delete the document, its versions and snapshot; chat stays."""
         self._store("ClearMemory", ms.ClearMemoryRequest(target=m.target(role_id, scope, actor)))
 
     def list_versions(self, role_id: str, *, scope: AgentMemoryScope | None = None,
-                            actor: str | None = None) -> list[MemoryVersion]:
+                      actor: str | None = None) -> list[MemoryVersion]:
         """Retained versions, oldest first."""
         request = ms.ListVersionsRequest(target=m.target(role_id, scope, actor))
         return m.versions(self._store("ListVersions", request))
 
     def revert_memory(self, role_id: str, version: int, *, scope: AgentMemoryScope | None = None,
-                            actor: str | None = None) -> MemoryToolResult:
+                      actor: str | None = None) -> MemoryToolResult:
         """Set the memory to a retained version (recorded as a new version)."""
         request = ms.RevertMemoryRequest(target=m.target(role_id, scope, actor), version=version)
         return m.tool_result(self._store("RevertMemory", request))
 
     def diff_versions(self, role_id: str, from_version: int, to_version: int, *,
-                            scope: AgentMemoryScope | None = None, actor: str | None = None) -> str:
+                      scope: AgentMemoryScope | None = None, actor: str | None = None) -> str:
         """Unified diff between two retained versions (0 = the empty document)."""
         request = ms.DiffVersionsRequest(target=m.target(role_id, scope, actor), from_version=from_version,
                                          to_version=to_version)
@@ -89,25 +89,25 @@ class RuntimeClient:
     # -- chat history and transcript ---------------------------------------------------------
 
     def append_chat_message(self, role_id: str, role: str, content: str, *, persist: bool = True,
-                                  scope: AgentMemoryScope | None = None, actor: str | None = None) -> None:
+                            scope: AgentMemoryScope | None = None, actor: str | None = None) -> None:
         """Append one chat message (persist=False: the runtime process only)."""
         request = ms.AppendChatMessageRequest(target=m.target(role_id, scope, actor), role=role, content=content,
                                               persist=persist)
         self._store("AppendChatMessage", request)
 
     def get_chat_history(self, role_id: str, max_messages: int = 0, *, scope: AgentMemoryScope | None = None,
-                               actor: str | None = None) -> list[ChatMessage]:
+                         actor: str | None = None) -> list[ChatMessage]:
         """Oldest first, the newest max_messages (0 = all)."""
         request = ms.GetChatHistoryRequest(target=m.target(role_id, scope, actor), max_messages=max_messages)
         return m.chat_messages(self._store("GetChatHistory", request))
 
     def clear_chat_history(self, role_id: str, *, scope: AgentMemoryScope | None = None,
-                                 actor: str | None = None) -> None:
+                           actor: str | None = None) -> None:
         """Delete chat history, transcript and rolling summary; memory stays."""
         self._store("ClearChatHistory", ms.ClearChatHistoryRequest(target=m.target(role_id, scope, actor)))
 
     def get_transcript(self, role_id: str, max_entries: int = 0, *, scope: AgentMemoryScope | None = None,
-                             actor: str | None = None) -> list[TranscriptEntry]:
+                       actor: str | None = None) -> list[TranscriptEntry]:
         """Oldest first, the newest max_entries (0 = all)."""
         request = ms.GetTranscriptRequest(target=m.target(role_id, scope, actor), max_entries=max_entries)
         return m.transcript(self._store("GetTranscript", request))
@@ -115,26 +115,26 @@ class RuntimeClient:
     # -- rolling summary -----------------------------------------------------------------------
 
     def load_summary(self, role_id: str, *, scope: AgentMemoryScope | None = None,
-                           actor: str | None = None) -> str | None:
+                     actor: str | None = None) -> str | None:
         """The rolling summary, None if there is none."""
         response = self._store("LoadSummary", ms.LoadSummaryRequest(target=m.target(role_id, scope, actor)))
         return response.summary if response.found else None
 
     def save_summary(self, role_id: str, summary: str, *, scope: AgentMemoryScope | None = None,
-                           actor: str | None = None) -> None:
+                     actor: str | None = None) -> None:
         """Replace the rolling summary."""
         request = ms.SaveSummaryRequest(target=m.target(role_id, scope, actor), summary=summary)
         self._store("SaveSummary", request)
 
     def clear_summary(self, role_id: str, *, scope: AgentMemoryScope | None = None,
-                            actor: str | None = None) -> None:
+                      actor: str | None = None) -> None:
         """Delete the rolling summary."""
         self._store("ClearSummary", ms.ClearSummaryRequest(target=m.target(role_id, scope, actor)))
 
     # -- snapshots -----------------------------------------------------------------------------
 
     def export_snapshot(self, scope: AgentMemoryScope | None = None, role_ids: Sequence[str] = (),
-                              actors: Sequence[str] = ()) -> ScopeSnapshot:
+                        actors: Sequence[str] = ()) -> ScopeSnapshot:
         """All data of the named roles x actors in scope (none named: every known role, no actor)."""
         response = self._store("ExportSnapshot", m.export_request(scope, role_ids, actors))
         return ScopeSnapshot.from_proto(response.snapshot)
@@ -147,42 +147,34 @@ class RuntimeClient:
     # -- orchestrator ----------------------------------------------------------------------------
 
     def run_task(self, hint: str, *, role_id: str = "", scope: AgentMemoryScope | None = None,
-                       actor: str | None = None, **options: Any) -> orch.RunTaskResponse:
+                 actor: str | None = None, **options: Any) -> orch.RunTaskResponse:
         """One turn (blank role = Creator); options are RunTaskRequest fields (source_tag, timeout_ms, ...)."""
         request = m.task_request(hint, role_id, scope, actor, options)
         return self._transport.unary(ORCHESTRATOR, "RunTask", request)
 
     def stream_task(self, hint: str, *, role_id: str = "", scope: AgentMemoryScope | None = None,
-                          actor: str | None = None, **options: Any) -> Iterator[orch.TurnEvent]:
+                    actor: str | None = None, **options: Any) -> Iterator[orch.TurnEvent]:
         """The same turn as events; closing the iterator early cancels the turn."""
         request = m.task_request(hint, role_id, scope, actor, options)
-        yield from self._transport.stream(ORCHESTRATOR, "StreamTask", request)
+        for event in self._transport.stream(ORCHESTRATOR, "StreamTask", request):
+            yield event
 
     def stream_task_with_tools(self, hint: str, tools: Sequence[t.ClientTool], *, role_id: str = "",
                                scope: AgentMemoryScope | None = None, actor: str | None = None,
                                **options: Any) -> Iterator[orch.TurnEvent]:
-        """StreamTask with game tools: each `client_tool_call` runs its (sync) handler here, in order, and its
-        result is submitted before the next event is read; every event is yielded too."""
+        """StreamTask with game tools: each `client_tool_call` runs its handler here and its result is submitted;
+        every event is yielded too. The async client runs handlers (sync or async) concurrently with the stream,
+        the blocking one runs each, in order, before it reads the next event. Closing the iterator cancels the turn."""
         request = m.task_request(hint, role_id, scope, actor, options)
         handlers = t.with_client_tools(request, tools)
-        for event in self._transport.stream(ORCHESTRATOR, "StreamTask", request):
-            if event.HasField("client_tool_call"):
-                self._serve_tool_call(handlers, event.client_tool_call)
-            yield event
+        with t.ToolCalls(handlers, self._submit_tool_result) as calls:
+            for event in self._transport.stream(ORCHESTRATOR, "StreamTask", request):
+                if event.HasField("client_tool_call"):
+                    calls.start(event.client_tool_call)
+                yield event
 
-    def _serve_tool_call(self, handlers: dict[str, t.ClientTool], call: orch.ClientToolCall) -> None:
-        tool = handlers.get(call.name)
-        try:
-            if tool is None:
-                raise LookupError(f"no handler for tool '{call.name}'")
-            output = tool.handler(t.call_arguments(call))
-        except Exception as exc:  # the game's code failed: the model is told
-            output = t.failure(call.name, exc)
-        try:
-            self._transport.unary(ORCHESTRATOR, "SubmitToolResult", t.result_request(call, output))
-        except RuntimeCallError as exc:
-            if not t.submit_refused(exc):  # the turn no longer waits (timed out, ended): nothing to do
-                raise
+    def _submit_tool_result(self, request: orch.SubmitToolResultRequest) -> None:
+        self._transport.unary(ORCHESTRATOR, "SubmitToolResult", request)
 
     def wait_memory_writes(self, role_id: str = "", *, scope: AgentMemoryScope | None = None,
                            actor: str | None = None, trace_id: str = "",

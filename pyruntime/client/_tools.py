@@ -15,9 +15,11 @@ raised exception becomes a failed result the model sees.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +49,7 @@ class ClientTool:
 
     @classmethod
     def from_model(cls, name: str, description: str, args_model: type[BaseModel],
-                   handler: Callable[[Any], Any]) -> "ClientTool":
+                   handler: Callable[[Any], Any]) -> ClientTool:
         """A tool with a pydantic model's schema (as runtime-hosted tools show theirs); the handler gets an instance."""
         schema = RegisteredTool(name, description, args_model, handler, False).definition()["function"]["parameters"]
         return cls(name, description, schema, lambda args: handler(args_model.model_validate(args)))
@@ -95,3 +97,80 @@ def submit_refused(exc: RuntimeCallError) -> bool:
         log.info("a tool result came too late: %s", exc.code.name)
         return True
     return False
+
+
+def _handler_output(handlers: Mapping[str, ClientTool], call: orch.ClientToolCall) -> Any:
+    """Run the call's handler; what it returned, or the failure the model is told when it raised."""
+    tool = handlers.get(call.name)
+    try:
+        if tool is None:
+            raise LookupError(f"no handler for tool '{call.name}'")
+        return tool.handler(call_arguments(call))
+    except Exception as exc:  # the game's code failed: the model is told
+        return failure(call.name, exc)
+
+
+class ToolCalls:
+    """The game-tool calls of one blocking stream: each runs to its end, in order, before the next event is read."""
+
+    def __init__(self, handlers: Mapping[str, ClientTool],
+                 submit: Callable[[orch.SubmitToolResultRequest], object]) -> None:
+        self._handlers, self._submit = handlers, submit
+
+    def start(self, call: orch.ClientToolCall) -> None:
+        """Run the call's handler and submit its result (a result the turn no longer waits for is dropped)."""
+        output = _handler_output(self._handlers, call)
+        if inspect.isawaitable(output):  # an async handler given to the blocking client: say so, do not send its repr
+            getattr(output, "close", lambda: None)()
+            output = ToolOutput(False, f"tool '{call.name}' failed: its handler is async; use AsyncRuntimeClient")
+        request = result_request(call, output)
+        try:
+            self._submit(request)
+        except RuntimeCallError as exc:
+            if not submit_refused(exc):
+                raise
+
+    def __enter__(self) -> ToolCalls:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class AsyncToolCalls:
+    """The game-tool calls of one async stream: each runs concurrently with the stream (sync or async
+    handlers); leaving the block cancels those still running and waits for them."""
+
+    def __init__(self, handlers: Mapping[str, ClientTool],
+                 submit: Callable[[orch.SubmitToolResultRequest], Awaitable[object]]) -> None:
+        self._handlers, self._submit = handlers, submit
+        self._running: set[asyncio.Task[None]] = set()
+
+    def start(self, call: orch.ClientToolCall) -> None:
+        """Start the call's handler; its result is submitted when it ends."""
+        task = asyncio.create_task(self._serve(call))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _serve(self, call: orch.ClientToolCall) -> None:
+        output = _handler_output(self._handlers, call)
+        if inspect.isawaitable(output):
+            try:
+                output = await output
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the game's code failed: the model is told
+                output = failure(call.name, exc)
+        try:
+            await self._submit(result_request(call, output))
+        except RuntimeCallError as exc:
+            if not submit_refused(exc):
+                raise
+
+    async def __aenter__(self) -> AsyncToolCalls:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for task in list(self._running):
+            task.cancel()
+        await asyncio.gather(*self._running, return_exceptions=True)

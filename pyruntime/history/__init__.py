@@ -1,4 +1,4 @@
-"""The chat history pipeline: window, pruning, deterministic and LLM-assisted compaction, visible cuts (spec 5)."""
+"""The chat history pipeline: window, pruning, deterministic and LLM-assisted compaction, visible cuts (contract §5)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from pyruntime.history.llm_fold import (
 )
 from pyruntime.history.messages import HistoryMessage, message_id
 from pyruntime.history.pipeline import (
+    CompactionTiming,
     Disposition,
+    Fold,
     PreparedHistory,
     prepare_scoped_turn_history,
     prepare_turn_history,
@@ -26,8 +28,10 @@ __all__ = [
     "ClippedBullet",
     "CompactionKind",
     "CompactionRequestOptions",
+    "CompactionTiming",
     "CutReport",
     "Disposition",
+    "Fold",
     "HeuristicTokenCounter",
     "HistoryBudget",
     "HistoryMessage",

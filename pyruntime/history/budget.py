@@ -1,4 +1,4 @@
-"""The history token budget of one request (spec section 5)."""
+"""The history token budget of one request (contract §5)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ OVERFLOW_SHRINK = 0.75
 # window and half the verbatim room, so about half a window of turns append only before the next
 # fold and the summary, and the model's cached prompt after it, stay unchanged meanwhile.
 COMPACTION_TARGET_RATIO = 0.5
+# The deterministic summary's bound (issue 24): this share of the history a bare request could hold
+# (760 tokens of SmolLM2's 8192-token context), so a long conversation's prompt stops growing well below
+# the naive game's whole history; past it the oldest lines are condensed first (fold.SummaryShape).
+DETERMINISTIC_SUMMARY_SHARE = 1 / 8
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,8 @@ class HistoryBudget:
     # What the STORED summary may hold: it depends on the role and the model, never on one request's
     # payload, so a long hint or an overflow retry cannot shorten the stored summary for good.
     stored_summary_tokens: int = 0
+    # Where a deterministic summary starts condensing its oldest lines (0: only the stored limit cuts).
+    summary_bound_tokens: int = 0
 
 
 def completion_reserve(max_ctx: int, max_output_tokens: int | None) -> int:
@@ -53,6 +59,13 @@ def stored_summary_tokens(max_ctx: int, max_rolled_summary_tokens: int = 0) -> i
         return max_rolled_summary_tokens
     bare = max(MIN_HISTORY_TOKENS, max_ctx - completion_reserve(max_ctx, None) - FIXED_OVERHEAD_TOKENS)
     return summary_token_budget(bare)
+
+
+def summary_bound_tokens(max_ctx: int, max_rolled_summary_tokens: int = 0) -> int:
+    """The deterministic summary's bound: `DETERMINISTIC_SUMMARY_SHARE` of a bare request's history, within the
+    stored limit (an explicit MaxRolledSummaryTokens below it wins)."""
+    bare = max(MIN_HISTORY_TOKENS, max_ctx - completion_reserve(max_ctx, None) - FIXED_OVERHEAD_TOKENS)
+    return max(1, min(stored_summary_tokens(max_ctx, max_rolled_summary_tokens), int(bare * DETERMINISTIC_SUMMARY_SHARE)))
 
 
 def summary_cut_tokens(stored_limit: int, compaction_target_ratio: float = 1.0) -> int:
@@ -83,7 +96,7 @@ def compute_history_budget(
     overflow_attempt: int = 0,
     max_rolled_summary_tokens: int = 0,
 ) -> HistoryBudget:
-    """The budget policy of spec 5; `context_tokens` (the role's ContextTokens, 0 = inherit) wins over the model's."""
+    """The budget policy of contract §5; `context_tokens` (the role's ContextTokens, 0 = inherit) wins over the model's."""
     for name, value in (
         ("model_context_tokens", model_context_tokens),
         ("context_tokens", context_tokens),
@@ -113,4 +126,5 @@ def compute_history_budget(
         overflow_attempt=overflow_attempt,
         max_rolled_summary_tokens=max_rolled_summary_tokens,
         stored_summary_tokens=stored_summary_tokens(max_ctx, max_rolled_summary_tokens),
+        summary_bound_tokens=summary_bound_tokens(max_ctx, max_rolled_summary_tokens),
     )

@@ -1,4 +1,4 @@
-"""Visible cuts: the machine-readable cut report of a turn and the log lines naming the numbers (spec 5).
+"""Visible cuts: the machine-readable cut report of a turn and the log lines naming the numbers (contract §5).
 
 Log lines carry counts only: never content, message ids, role ids or keys.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -19,7 +19,20 @@ log = logging.getLogger("pyruntime.history")
 # Set while a later turn's history is only predicted (turns/prewarm.py): nothing is cut then, so
 # the lines would report cuts twice. A context variable: other turns running meanwhile still log.
 _PREDICTING: ContextVar[bool] = ContextVar("pyruntime_history_predicting", default=False)
-log.addFilter(lambda record: not _PREDICTING.get())
+# Set while a fold is computed: its lines are kept with it and written by the turn that sends it (a fold
+# made between turns is reported with the turn that applies it, like one made in that turn).
+_CAPTURING: ContextVar[list[logging.LogRecord] | None] = ContextVar("pyruntime_history_capturing", default=None)
+
+
+def _write_now(record: logging.LogRecord) -> bool:
+    captured = _CAPTURING.get()
+    if captured is not None:
+        captured.append(record)
+        return False
+    return not _PREDICTING.get()
+
+
+log.addFilter(_write_now)
 
 
 @contextlib.contextmanager
@@ -30,6 +43,23 @@ def predicting() -> Iterator[None]:
         yield
     finally:
         _PREDICTING.reset(token)
+
+
+@contextlib.contextmanager
+def capturing() -> Iterator[list[logging.LogRecord]]:
+    """Within it, the cut-report lines are collected into the list yielded instead of written (see `replay`)."""
+    records: list[logging.LogRecord] = []
+    token = _CAPTURING.set(records)
+    try:
+        yield records
+    finally:
+        _CAPTURING.reset(token)
+
+
+def replay(records: Iterable[logging.LogRecord]) -> None:
+    """Write lines `capturing` kept (dropped again while predicting)."""
+    for record in records:
+        log.handle(record)
 
 
 class CompactionKind(enum.IntEnum):
@@ -73,6 +103,10 @@ class CutReport:
     overflow_retries: int = 0
     lossy: bool = False
     already_folded: int = 0  # stored messages an earlier turn folded
+    # Compaction between turns (issue 24): the history reached its trigger and this turn sent the previous
+    # head, the fold being prepared in the background; or the fold this turn sent was prepared after the last.
+    compaction_deferred: bool = False
+    folded_between_turns: bool = False
 
     def to_proto(self) -> orchestrator_pb2.CutReport:
         """The `coreai.v1.CutReport` message."""
@@ -98,15 +132,27 @@ class CutReport:
             overflow_retries=self.overflow_retries,
             lossy=self.lossy,
             already_folded=self.already_folded,
+            compaction_deferred=self.compaction_deferred,
+            folded_between_turns=self.folded_between_turns,
         )
 
 
-def log_fold(folded: int, clipped: int, chars_total: int, chars_kept: int, chars_dropped: int) -> None:
+def log_fold(folded: int, clipped: int, chars_total: int, chars_kept: int, chars_dropped: int,
+             bullet_chars: int = 280) -> None:
     """One Info line per deterministic fold."""
     log.info(
-        "Folded %d message(s) into the rolling summary; %d bullet(s) clipped to 280 chars: "
+        "Folded %d message(s) into the rolling summary; %d bullet(s) clipped to %d chars: "
         "%d chars total -> %d kept, %d dropped",
-        folded, clipped, chars_total, chars_kept, chars_dropped,
+        folded, clipped, bullet_chars, chars_total, chars_kept, chars_dropped,
+    )
+
+
+def log_summary_condensed(shortened: int, dropped: int, tokens_before: int, tokens_after: int, bound: int) -> None:
+    """One Info line when a deterministic summary past its bound had its oldest lines condensed."""
+    log.info(
+        "Rolling summary condensed, oldest lines first: %d line(s) shortened, %d dropped: "
+        "~%d -> ~%d tokens (bound %d)",
+        shortened, dropped, tokens_before, tokens_after, bound,
     )
 
 

@@ -1,4 +1,4 @@
-"""The LLM-assisted fold: one auxiliary completion that rewrites the rolling summary (spec 5).
+"""The LLM-assisted fold: one auxiliary completion that rewrites the rolling summary (contract §5).
 
 Only the prior summary and the dialogue lines to fold enter the call: never the role's system
 prompt, tools, memory or world state. The caller falls back to the deterministic fold on failure.
@@ -7,6 +7,7 @@ prompt, tools, memory or world state. The caller falls back to the deterministic
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -57,6 +58,11 @@ class CompactionRequestOptions:
 
 ChatCompletionFn = Callable[[list[dict[str, str]], CompactionRequestOptions], Awaitable[str]]
 """Any async chat completion: (messages, options) -> the reply text."""
+
+
+class CompactionAbandoned(Exception):
+    """Raised by a `ChatCompletionFn` to give the fold up altogether (no deterministic fallback): it is made
+    again later. A fold between turns whose summarizer call a player's call pre-empted (turns/between_turns.py)."""
 
 
 @dataclass(frozen=True)
@@ -139,13 +145,43 @@ async def run_compaction(
     """(summary, "") on success; (None, reason) on a failure or a blank reply. Cancellation propagates."""
     try:
         reply = await complete(compaction_messages(payload, options), request_options(options))
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, CompactionAbandoned):
         raise
     except Exception as error:  # any failure falls back; the reason names the type, never content
         return None, f"the call failed ({type(error).__name__})"
     if not isinstance(reply, str) or not reply.strip():
         return None, "the reply was blank"
     return reply.strip(), ""
+
+
+# A name or a number in a player's line: a capitalized word that does not start its sentence, or digits.
+_SALIENT = re.compile(r"(?<![.!?:]\s)(?<!^)\b([A-Z][\w-]+|\d[\d.,]*)\b")
+MIN_SALIENT_KEPT = 0.5  # an LLM summary keeps at least this share of the names and numbers of what it folds
+
+
+def salient_terms(messages: Sequence[HistoryMessage]) -> set[str]:
+    """The names and numbers the player's lines among `messages` mention (lowercased; none in caseless scripts)."""
+    terms: set[str] = set()
+    for message in messages:
+        if message.is_assistant:
+            continue
+        for line in one_line(message.content).split(". "):
+            terms.update(m.lower().rstrip(".,") for m in _SALIENT.findall(line.strip()))
+    return {t for t in terms if t}
+
+
+def summary_rejection(summary: str, replaced_tokens: int, summary_tokens: int, terms: set[str]) -> str:
+    """Why an LLM summary cannot stand in for what it folds ("" when it can): not smaller than what it replaces,
+    or without most of the names and numbers the player's lines gave (a small model's repetitions, copies,
+    inventions: bench/bench_summary.py). Numbers only in the reason, never content."""
+    if summary_tokens >= replaced_tokens:
+        return f"the summary was not smaller than what it replaces ({summary_tokens} tokens for {replaced_tokens})"
+    if terms:
+        text = summary.lower()
+        kept = sum(1 for term in terms if term in text)
+        if kept < MIN_SALIENT_KEPT * len(terms):
+            return f"the summary kept {kept} of the {len(terms)} names and numbers of the lines it folds"
+    return ""
 
 
 def clip_summary(body: str, max_chars: int) -> tuple[str, int, int]:

@@ -1,13 +1,20 @@
-"""One turn's history: fold-point detection, pruning, compaction, the summary to send, the cut report (spec 5).
+"""One turn's history: fold-point detection, pruning, compaction, the summary to send, the cut report (contract §5).
 
 The pipeline reads nothing and writes nothing by itself: it gets the stored messages and the prior
 summary, and hands back a `PreparedHistory` whose new summary reaches the store only through
 `commit()`, which the turn calls after it succeeded (a failed overflow retry persists nothing).
+
+A compaction is a `Fold`: computed by the turn that sends it (`CompactionTiming.IN_TURN`, the design
+note's way), or between turns (issue 24): after a reply, the runtime prepares the next turn's history
+in the background, which computes the fold; the next turn sends that `Fold` (`staged`) as computed,
+and until it is ready, sends the previous summary while the history still fits its budget
+(`CompactionTiming.BETWEEN_TURNS`). Either way the fold reaches the store only with the turn that sent it.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -15,9 +22,12 @@ from typing import Any
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.history import cut_report as cuts
 from pyruntime.history.budget import HistoryBudget, summary_cut_tokens
-from pyruntime.history.cut_report import CompactionKind, CutReport
+from pyruntime.history.cut_report import ClippedBullet, CompactionKind, CutReport
 from pyruntime.history.fold import (
     MARKER_VERSION,
+    Anchor,
+    SummaryShape,
+    anchor_of,
     deterministic_fold,
     find_fold_point,
     limit_summary_tokens,
@@ -31,6 +41,8 @@ from pyruntime.history.llm_fold import (
     build_compaction_payload,
     clip_summary,
     run_compaction,
+    salient_terms,
+    summary_rejection,
 )
 from pyruntime.history.messages import HistoryMessage, as_history_messages
 from pyruntime.history.prune import prune_history, strip_think
@@ -49,6 +61,44 @@ class Disposition(enum.Enum):
     LEFT_OUT = "left out"  # not sent and not summarized (a loss, logged as a warning)
 
 
+class CompactionTiming(enum.Enum):
+    """When a compaction is computed: by the turn that sends it, or between turns (issue 24)."""
+
+    IN_TURN = "in turn"  # fold when the trigger is reached, in the turn (an LLM fold's call too)
+    # The turn sends the `Fold` prepared after the previous reply once it is ready; until then the previous
+    # summary while the history fits its budget (and the window's slack); folds in the turn only past that,
+    # deterministically (the player never waits for a summarizer call).
+    BETWEEN_TURNS = "between turns"
+
+
+# How far past MaxChatHistoryMessages a turn may send the history verbatim while its fold is prepared between
+# turns (a share of the window): a player faster than the fold gets the previous head a few turns more.
+DEFER_WINDOW_SLACK = 0.5
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One compaction: the stored summary it leaves and what it accounts for, applied by the turn that sends it."""
+
+    base: str | None  # the stored summary it folds onto (marker included; None: none)
+    covered: tuple[Anchor, ...]  # the stored messages after `base`'s fold point it accounts for, oldest first
+    folded: int  # how many of `covered` it folded; the rest were deferred to the next compaction
+    summary: str  # the new stored summary (body + marker)
+    body: str  # its body (marker stripped)
+    kind: CompactionKind
+    fell_back: bool = False
+    clipped: tuple[ClippedBullet, ...] = ()
+    chars_dropped: int = 0  # summary chars cut by MaxSummaryChars or the stored limit
+    stored_cut_tokens: int = 0  # tokens the stored limit cut
+    records: tuple[logging.LogRecord, ...] = field(default=(), compare=False, repr=False)  # its cut-report lines
+
+    def applies_to(self, prior_summary: str | None, unfolded: Sequence[HistoryMessage]) -> bool:
+        """True when it was made from this summary and these messages (none changed since): it can be sent."""
+        if (self.base or None) != (prior_summary or None) or len(unfolded) < len(self.covered):
+            return False
+        return all(anchor_of(m) == a for m, a in zip(unfolded, self.covered))
+
+
 @dataclass
 class PreparedHistory:
     """The history of one turn: recent messages (verbatim), the summary text, the cut report, the pending summary."""
@@ -59,6 +109,7 @@ class PreparedHistory:
     pending_summary: str | None  # the new stored summary (marker included); None = unchanged
     dispositions: tuple[Disposition, ...]  # one per stored message, oldest first
     history_tokens: int  # tokens the summary and the verbatim messages cost
+    fold: Fold | None = None  # the compaction this history applies (made now or between turns), if any
     _save: Callable[[str], None] | None = field(default=None, repr=False)
     _committed: bool = field(default=False, repr=False)
 
@@ -122,6 +173,9 @@ async def prepare_turn_history(
     summarize: bool = True,
     save_summary: Callable[[str], None] | None = None,
     compaction_target_ratio: float = 1.0,
+    timing: CompactionTiming = CompactionTiming.IN_TURN,
+    staged: Fold | None = None,
+    staged_ready: bool = True,
 ) -> PreparedHistory:
     """Assemble one turn's history from the stored messages (oldest first) and the prior stored summary.
 
@@ -132,6 +186,9 @@ async def prepare_turn_history(
     of the verbatim room once compaction triggers, so the following turns append only and the
     summary (and the model's cached prompt after it) stays unchanged until the next trigger; a stored
     summary over its limit is then cut below it (`budget.summary_cut_tokens`), so later folds append.
+    `staged`: a fold prepared between turns; sent as it is when it still applies (same summary, same
+    messages) and `staged_ready` (its head evaluated already) or when the history no longer fits without
+    it. `timing`: see `CompactionTiming`.
     """
     messages = as_history_messages(stored)
     if not summarize:
@@ -161,71 +218,64 @@ async def prepare_turn_history(
     trigger = (max_messages > 0 and len(kept) > max_messages) or (
         sum(tokens) + prior_cut.tokens >= ratio * budget.history_tokens
     )
-    start = 0
-    if trigger and kept:
+    between_turns = timing is CompactionTiming.BETWEEN_TURNS and budget.overflow_attempt == 0
+    # Everything unfolded fits as it is (the budget, and the window with its slack): a turn may wait for its fold.
+    slack_window = max_messages + max(1, int(max_messages * DEFER_WINDOW_SLACK)) if max_messages > 0 else 0
+    fits_unfolded = sum(tokens) + prior_cut.tokens <= budget.history_tokens and (
+        not slack_window or len(kept) <= slack_window)
+
+    fold: Fold | None = None
+    waiting = False  # for a fold prepared between turns: the previous head is sent meanwhile
+    if staged is not None and staged.applies_to(prior_summary, unfolded):
+        if staged_ready or not between_turns or not fits_unfolded:
+            remainder = [t for t, i in zip(tokens, kept_index) if i >= len(staged.covered)]
+            sent_summary = limit_summary_tokens(staged.body, counter, reserve).tokens
+            if sum(remainder) + sent_summary <= budget.history_tokens:
+                fold = staged
+        else:
+            waiting = True  # its head is being evaluated: sent by a later turn
+    if fold is None and not waiting and trigger and kept:
         room = budget.history_tokens - reserve
         start = _verbatim_start(tokens, max_messages, room)
         if compaction_target_ratio < 1.0 and start < len(kept):
             target = _verbatim_start(tokens, _target_messages(max_messages, compaction_target_ratio),
                                      int(room * max(0.0, compaction_target_ratio)))
-            # The newest message stays verbatim whenever it fits the full room (spec: "at least the newest one").
+            # The newest message stays verbatim whenever it fits the full room (the design note's "at least the newest one", contract §5).
             start = max(start, min(target, len(kept) - 1))
         start = _align_to_tool_groups(kept, start)
-
-    body = prior_body
-    stored_cut_tokens = 0
-    pending_summary: str | None = None
-    if start > 0:
-        # Everything before the first verbatim message is folded, pruned messages included: a
-        # superseded or older tool result, a duplicate, reaches the summary when it ages out.
-        verbatim_from = kept_index[start] if start < len(kept) else len(unfolded)
-        to_fold = _fold_inputs(unfolded[:verbatim_from], dict(pruned.kept))
-        fold_point = verbatim_from
-        folded_body: str | None = None
-        use_llm = compact is not None and llm_compaction_enabled and config.use_llm_context_compaction
-        if use_llm:
-            assert compact is not None
-            payload = build_compaction_payload(prior_body, to_fold, options)
-            deferred = len(to_fold) - payload.consumed
-            cuts.log_compaction_payload(
-                payload.lines, payload.clipped_lines, payload.chars_dropped, len(payload.text),
-                options.max_payload_chars, deferred, options.max_per_message_chars,
+        if start > 0 and between_turns and fits_unfolded:
+            waiting = True  # folded after this turn's reply, sent by a later turn
+        elif start > 0:
+            # Everything before the first verbatim message is folded, pruned messages included: a
+            # superseded or older tool result, a duplicate, reaches the summary when it ages out.
+            verbatim_from = kept_index[start] if start < len(kept) else len(unfolded)
+            use_llm = (compact is not None and llm_compaction_enabled and config.use_llm_context_compaction
+                       and not between_turns)  # a fold the turn must make now is deterministic: no summarizer wait
+            fold = await _compute_fold(
+                prior_summary, prior_body, messages, fold_start, unfolded[:verbatim_from],
+                _fold_inputs(unfolded[:verbatim_from], dict(pruned.kept)),
+                counter=counter, compact=compact if use_llm else None, options=options,
+                stored_limit=stored_limit, summary_bound=budget.summary_bound_tokens,
+                compaction_target_ratio=compaction_target_ratio,
+                llm_wanted=use_llm or (between_turns and compact is not None and llm_compaction_enabled
+                                       and config.use_llm_context_compaction),
             )
-            folded_body, reason = await run_compaction(compact, payload, options)
-            if folded_body is None:
-                cuts.log_compaction_fallback(reason)
-                report.compaction_fell_back = True
-            else:
-                report.compaction = CompactionKind.LLM
-                # The marker stops at the last line sent; the next compaction folds the rest.
-                fold_point = payload.consumed
-                folded_body, total, dropped = clip_summary(folded_body, options.max_summary_chars)
-                if dropped:
-                    report.summary_chars_dropped += dropped
-                    cuts.log_summary_clipped(total, total - dropped, dropped, options.max_summary_chars)
-        if folded_body is None:
-            fold = deterministic_fold(prior_body, to_fold)
-            folded_body = fold.body
-            report.compaction = CompactionKind.DETERMINISTIC
-            report.clipped_bullets = list(fold.clipped)
-            cuts.log_fold(len(to_fold), len(fold.clipped), fold.chars_total, fold.chars_kept, fold.chars_dropped)
 
-        # The stored summary's own limit (MaxRolledSummaryTokens, else one that only the role and the
-        # model set): the request's budget cuts only the copy sent, below.
-        capped = limit_summary_tokens(folded_body, counter, stored_limit)
-        if capped.tokens_dropped and compaction_target_ratio < 1.0:
-            # Hysteresis for the summary too: it sits near the prompt's start, and a fold that only appends to it
-            # keeps the model's cached state of its older lines; a cut at every fold past the limit would not.
-            capped = limit_summary_tokens(folded_body, counter, summary_cut_tokens(stored_limit, compaction_target_ratio))
-        if capped.tokens_dropped:
-            stored_cut_tokens = capped.tokens_dropped
-            report.summary_chars_dropped += capped.chars_dropped
-        body = capped.text
-        pending_summary = with_marker(body, marker_anchors(messages, fold_start + fold_point))
-
-        for position in range(verbatim_from):
+    report.compaction_deferred = waiting and trigger
+    body = prior_body
+    pending_summary: str | None = None
+    if fold is not None:
+        cuts.replay(fold.records)
+        body = fold.body
+        pending_summary = fold.summary
+        report.compaction = fold.kind
+        report.compaction_fell_back = fold.fell_back
+        report.clipped_bullets = list(fold.clipped)
+        report.summary_chars_dropped += fold.chars_dropped
+        report.folded_between_turns = fold is staged
+        for position in range(len(fold.covered)):
             slot = fold_start + position
-            if position < fold_point:
+            if position < fold.folded:
                 disposition[slot] = Disposition.FOLDED
                 report.folded_ids.append(unfolded[position].id)
             else:
@@ -237,6 +287,7 @@ async def prepare_turn_history(
 
     summary_cut = limit_summary_tokens(body, counter, reserve)
     verbatim = [m for i, m in pruned.kept if disposition[fold_start + i] is Disposition.SENT]
+    stored_cut_tokens = fold.stored_cut_tokens if fold is not None else 0
     if stored_cut_tokens or summary_cut.tokens_dropped:
         cuts.log_summary_cut(stored_cut_tokens, summary_cut.tokens_dropped, reserve, summary_cut.tokens)
         report.summary_chars_dropped += summary_cut.chars_dropped
@@ -266,7 +317,103 @@ async def prepare_turn_history(
         pending_summary=pending_summary,
         dispositions=tuple(disposition),
         history_tokens=history_tokens,
+        fold=fold,
         _save=save_summary,
+    )
+
+
+async def _compute_fold(
+    prior_summary: str | None,
+    prior_body: str,
+    messages: Sequence[HistoryMessage],
+    fold_start: int,
+    covered: Sequence[HistoryMessage],
+    to_fold: list[HistoryMessage],
+    *,
+    counter: TokenCounter,
+    compact: ChatCompletionFn | None,
+    options: LlmCompactionOptions,
+    stored_limit: int,
+    summary_bound: int,
+    compaction_target_ratio: float,
+    llm_wanted: bool,
+) -> Fold:
+    """Fold `to_fold` (the prompt copy of `covered`) onto the prior summary: the LLM fold when `compact` is given
+    (deterministic on its failure), else deterministic; its cut-report lines are kept with it."""
+    with cuts.capturing() as records:
+        fold_point = len(covered)
+        folded_body: str | None = None
+        fell_back = False
+        kind = CompactionKind.DETERMINISTIC
+        clipped: tuple[ClippedBullet, ...] = ()
+        chars_dropped = 0
+        if compact is not None:
+            payload = build_compaction_payload(prior_body, to_fold, options)
+            deferred = len(to_fold) - payload.consumed
+            cuts.log_compaction_payload(
+                payload.lines, payload.clipped_lines, payload.chars_dropped, len(payload.text),
+                options.max_payload_chars, deferred, options.max_per_message_chars,
+            )
+            folded_body, reason = await run_compaction(compact, payload, options)
+            clip = None
+            if folded_body is not None:
+                clip = clip_summary(folded_body, options.max_summary_chars)
+                # Where the model can write the summary (issue 24): smaller than what it replaces, keeping the
+                # player's names and numbers; a small model's repetitions or inventions fall back to the fold.
+                consumed = to_fold[: payload.consumed]
+                replaced = (counter.count(prior_body) if prior_body else 0) + sum(
+                    count_message_tokens(counter, m.content) for m in consumed)
+                reason = summary_rejection(clip[0], replaced, counter.count(clip[0]), salient_terms(consumed))
+                if reason:
+                    folded_body = None
+            if folded_body is None or clip is None:
+                cuts.log_compaction_fallback(reason)
+                fell_back = True
+            else:
+                kind = CompactionKind.LLM
+                # The marker stops at the last line sent; the next compaction folds the rest.
+                fold_point = payload.consumed
+                folded_body, total, dropped = clip
+                if dropped:
+                    chars_dropped += dropped
+                    cuts.log_summary_clipped(total, total - dropped, dropped, options.max_summary_chars)
+        elif llm_wanted:
+            fell_back = True  # the turn could not wait for the summarizer: folded deterministically
+            cuts.log_compaction_fallback("the fold was due in the turn (the player does not wait for the summarizer)")
+        if folded_body is None:
+            shape = SummaryShape(counter, limit_tokens=summary_bound,
+                                 target_ratio=compaction_target_ratio if compaction_target_ratio < 1.0 else 1.0)
+            result = deterministic_fold(prior_body, to_fold, shape)
+            folded_body = result.body
+            clipped = tuple(result.clipped)
+            cuts.log_fold(len(to_fold), len(result.clipped), result.chars_total, result.chars_kept,
+                          result.chars_dropped, result.bullet_chars)
+            if result.condensed is not None:
+                c = result.condensed
+                chars_dropped += c.chars_removed
+                cuts.log_summary_condensed(c.shortened, c.dropped, c.tokens_before, c.tokens_after, summary_bound)
+
+        # The stored summary's own limit (MaxRolledSummaryTokens, else one that only the role and the
+        # model set): the request's budget cuts only the copy sent.
+        capped = limit_summary_tokens(folded_body, counter, stored_limit)
+        if capped.tokens_dropped and compaction_target_ratio < 1.0:
+            # Hysteresis for the summary too: it sits near the prompt's start, and a fold that only appends to it
+            # keeps the model's cached state of its older lines; a cut at every fold past the limit would not.
+            capped = limit_summary_tokens(folded_body, counter, summary_cut_tokens(stored_limit, compaction_target_ratio))
+        chars_dropped += capped.chars_dropped
+        body = capped.text
+    return Fold(
+        base=prior_summary or None,
+        covered=tuple(anchor_of(m) for m in covered),
+        folded=fold_point,
+        summary=with_marker(body, marker_anchors(messages, fold_start + fold_point)),
+        body=body,
+        kind=kind,
+        fell_back=fell_back,
+        clipped=clipped,
+        chars_dropped=chars_dropped,
+        stored_cut_tokens=capped.tokens_dropped,
+        records=tuple(records),
     )
 
 

@@ -1,4 +1,4 @@
-"""Pruning of the prompt copy of the history (spec 5); the stored messages are never changed."""
+"""Pruning of the prompt copy of the history (contract §5); the stored messages are never changed."""
 
 from __future__ import annotations
 

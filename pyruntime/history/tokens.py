@@ -1,4 +1,4 @@
-"""Token counting: the loaded model's tokenizer when available, else `max(1, (len+3)//4)` (spec 5)."""
+"""Token counting: the loaded model's tokenizer when available, else `max(1, (len+3)//4)` (contract §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Agent memory: the document state, its versions, and the `memory` tool the model edits it with (spec 1-2)."""
+"""Agent memory: the document state, its versions, and the `memory` tool the model edits it with (contract §1-§2)."""
 
 from pyruntime.memory.actions import (
     MEMORY_ACTIONS,

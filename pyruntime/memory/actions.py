@@ -1,4 +1,4 @@
-"""The `memory` tool's wire types: actions, the argument model and the result (spec section 1)."""
+"""The `memory` tool's wire types: actions, the argument model and the result (contract §1)."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ class MemoryToolArgs(BaseModel):
     @field_validator("action", mode="before")
     @classmethod
     def _normalize_action(cls, value: Any) -> Any:
-        # Actions are trimmed and case-insensitive (spec section 1).
+        # Actions are trimmed and case-insensitive (contract §1).
         return normalize_action(value) if isinstance(value, str) else value
 
 

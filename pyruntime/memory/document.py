@@ -1,4 +1,4 @@
-"""Pure operations on the memory document, one per `memory` action (spec section 1).
+"""Pure operations on the memory document, one per `memory` action (contract §1).
 
 Edits are exact and case-sensitive. Each operation returns a `DocumentEdit` (the new text and what
 happened) or raises a `MemoryEditError` whose message is the spec's error, ready for the model.
@@ -67,7 +67,7 @@ def closest_lines(document: str, needle: str, limit: int = CLOSEST_LINES_LIMIT) 
     seen: set[str] = set()
     for index, raw in enumerate(document.split("\n")):
         line = raw.strip()
-        # A hint line with DONE would let a failure look like a success (spec: failures never contain DONE).
+        # A hint line with DONE would let a failure look like a success (contract §1: failures never contain DONE).
         if not line or line in seen or "DONE" in line:
             continue
         seen.add(line)

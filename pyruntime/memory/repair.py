@@ -1,4 +1,4 @@
-"""Turn whatever a small model sent as `memory` arguments into `MemoryToolArgs` (spec section 1).
+"""Turn whatever a small model sent as `memory` arguments into `MemoryToolArgs` (contract §1).
 
 Repaired, because the intent is unambiguous:
 - arguments given as a JSON string, also double-encoded, also with raw control characters;

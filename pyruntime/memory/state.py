@@ -1,4 +1,4 @@
-"""The memory state of one key and its version snapshots (spec section 2). Pure data."""
+"""The memory state of one key and its version snapshots (contract §2). Pure data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `memory` tool: its definition for the model and its execution against a store (spec section 1).
+"""The `memory` tool: its definition for the model and its execution against a store (contract §1).
 
 `MemoryTool.execute` never raises for bad input: every problem becomes a failure result and
 changes nothing. Mutations run through `store.mutate` (atomic, durable before return) and record a

@@ -1,4 +1,4 @@
-"""Version snapshots of the memory document: recording (pure), listing, revert and diff (spec section 2).
+"""Version snapshots of the memory document: recording (pure), listing, revert and diff (contract §2).
 
 Error style: helpers that return a `MemoryToolResult` (`revert_memory`, like `MemoryTool.execute`)
 never raise for a bad request, they return a failure result; helpers that return data

@@ -125,7 +125,7 @@ class LlamaServerProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
         # glibc keeps freed prompt-cache state copies (2-22 MB each) in its heap: with a fixed mmap threshold
         # they go back to the OS. SmolLM2, 4 NPCs, 256 MB cache: 767 vs 950 MB RSS after 100 turns, same
-        # TTFT (bench_npcs.py, README "Warm first tokens"). Other C libraries ignore the variable.
+        # TTFT (bench_npcs.py, docs/design/prompt-layout.md). Other C libraries ignore the variable.
         env.setdefault(MALLOC_MMAP_THRESHOLD_ENV, MALLOC_MMAP_THRESHOLD_BYTES)
         env.pop(API_KEY_ENV, None)
         if self.config.api_key:

@@ -56,7 +56,7 @@ def effective_n_ctx(requested: int | None, trained: int | None) -> int:
 
 @dataclass(frozen=True)
 class LlamaServerConfig:
-    """Game-ready settings of one hosted model (see spec section 8)."""
+    """Game-ready settings of one hosted model (see contract §8)."""
 
     model_path: Path
     alias: str

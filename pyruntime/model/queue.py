@@ -7,6 +7,11 @@ A turn's model calls stay together: calls that name an `owner` (a turn, from `ne
 oldest owner first, and a holder that says another call of its turn follows (`SlotGrant.expect_more`)
 keeps the slot reserved for up to `linger` seconds. Without that, four concurrent three-call turns
 interleave their calls and each call finds another turn's prompt in llama.cpp's single KV cache.
+
+Background work that can be redone (a prewarm, a compaction between turns) holds the slot
+`preemptible`: a player call that comes for the model while it runs stops it (its body raises
+`Preempted`, which closes its stream) and is handed the slot, so a player never waits for work
+nobody is watching (issue 24).
 """
 
 from __future__ import annotations
@@ -31,16 +36,31 @@ class Priority(IntEnum):
     BACKGROUND = 1  # compaction, summaries and other work nobody is watching
 
 
-class SlotGrant:
-    """What the holder of the slot can say about its release."""
+class Preempted(Exception):
+    """A player's call came for the model while this background call held it: it was stopped; redo it later."""
 
-    def __init__(self) -> None:
+
+class SlotGrant:
+    """What the holder of the slot can say about its release (and, for background work, whether it was pre-empted)."""
+
+    def __init__(self, preemptible: bool = False) -> None:
         """A grant whose owner makes no further call."""
         self.more_coming = False
+        self.preemptible = preemptible
+        self.preempted = False
+        self._scope: asyncio.Timeout | None = None
 
     def expect_more(self) -> None:
         """Another call of the same owner follows at once: keep the slot reserved for it (briefly)."""
         self.more_coming = True
+
+    def _preempt(self) -> None:
+        """Stop the holder's body now (a preemptible grant only): it raises `Preempted` at its next await."""
+        if not self.preemptible or self.preempted:
+            return
+        self.preempted = True
+        if self._scope is not None:
+            self._scope.reschedule(asyncio.get_running_loop().time())
 
 
 class ModelRequestQueue:
@@ -54,6 +74,7 @@ class ModelRequestQueue:
         self._order = itertools.count()
         self._reserved_for: int | None = None
         self._reservation: asyncio.TimerHandle | None = None
+        self._preemptible: SlotGrant | None = None  # the holder, while it is background work a player may stop
 
     @property
     def busy(self) -> bool:
@@ -70,16 +91,45 @@ class ModelRequestQueue:
         return next(self._order)
 
     @asynccontextmanager
-    async def slot(self, priority: Priority = Priority.PLAYER, owner: int | None = None) -> AsyncIterator[SlotGrant]:
-        """Hold the model for the body of `async with`; waits for its turn first."""
-        await self._acquire(Priority(priority), owner)
-        grant = SlotGrant()
+    async def slot(self, priority: Priority = Priority.PLAYER, owner: int | None = None, *,
+                   preemptible: bool = False) -> AsyncIterator[SlotGrant]:
+        """Hold the model for the body of `async with`; waits for its turn first.
+
+        `preemptible` (background work only): a player call that comes while the body runs stops it:
+        the body is cancelled and `async with` raises `Preempted`; the player call gets the slot.
+        """
+        priority = Priority(priority)
+        if preemptible and priority is not Priority.BACKGROUND:
+            raise ValueError("only background work can be preemptible")
+        await self._acquire(priority, owner)
+        grant = SlotGrant(preemptible)
         try:
-            yield grant
+            if not preemptible:
+                yield grant
+                return
+            self._preemptible = grant
+            scope = grant._scope = asyncio.timeout(None)
+            try:
+                async with scope:
+                    if self._player_waiting():  # one came between the hand-over and this task's resuming
+                        grant._preempt()
+                    yield grant
+            except TimeoutError:
+                if grant.preempted and scope.expired():
+                    raise Preempted("a player's call took the model") from None
+                raise
         finally:
+            if self._preemptible is grant:
+                self._preemptible = None
+            grant._scope = None
             self._release(owner if grant.more_coming else None)
 
+    def _player_waiting(self) -> bool:
+        return any(p == Priority.PLAYER and not f.done() for p, *_, f in self._waiters)
+
     async def _acquire(self, priority: Priority, owner: int | None) -> None:
+        if priority is Priority.PLAYER and self._preemptible is not None:
+            self._preemptible._preempt()  # a player never waits for background work that can be redone
         if owner is not None and self._reserved_for == owner:
             self._end_reservation()  # the slot waited for this call: it stays busy, now ours
             return

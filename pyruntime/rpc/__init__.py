@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from pyruntime.rpc.runtime import (
-    DEFAULT_HOST,
-    DEFAULT_MAX_REQUEST_BYTES,
-    RpcConfig,
-    RpcServers,
-    RpcServersHandle,
-    serve_until_signalled,
-    start_rpc_servers,
-)
+from typing import TYPE_CHECKING
+
+from pyruntime._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from pyruntime.rpc.runtime import (
+        DEFAULT_HOST,
+        DEFAULT_MAX_REQUEST_BYTES,
+        RpcConfig,
+        RpcServers,
+        RpcServersHandle,
+        start_rpc_servers,
+    )
+
+# Lazy: `pyruntime.rpc.auth` (the token helpers the client uses) must not import the servers.
+_EXPORTS = dict.fromkeys(
+    ("DEFAULT_HOST", "DEFAULT_MAX_REQUEST_BYTES", "RpcConfig", "RpcServers", "RpcServersHandle", "start_rpc_servers"),
+    "pyruntime.rpc.runtime")
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "DEFAULT_HOST",
@@ -18,6 +28,5 @@ __all__ = [
     "RpcConfig",
     "RpcServers",
     "RpcServersHandle",
-    "serve_until_signalled",
     "start_rpc_servers",
 ]

@@ -1,8 +1,8 @@
 """Both transports of one runtime started and stopped together, bound to loopback unless told otherwise.
 
 `start_rpc_servers(services, config)` runs them on a background event loop and returns a handle
-(`stop(grace)`); `RpcServers` does the same inside a running loop; `serve_until_signalled` is the
-foreground form that stops gracefully on SIGTERM/SIGINT. Shutdown order: stop accepting, let
+(`stop(grace)`); `RpcServers` does the same inside a running loop (`coreai-runtime serve` uses it and
+owns the stop signals, `pyruntime/cli/signals.py`). Shutdown order: stop accepting, let
 in-flight calls finish (up to `grace`), then `services.close()` waits for store writes still on
 their threads, so files are consistent when the process exits.
 
@@ -18,10 +18,9 @@ import contextlib
 import errno
 import functools
 import logging
-import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -369,24 +368,3 @@ def start_rpc_servers(services: RuntimeServices, config: RpcConfig = RpcConfig()
         thread.join()
         raise started["error"]  # type: ignore[misc]
     return RpcServersHandle(servers, loop, thread)
-
-
-async def serve_until_signalled(services: RuntimeServices, config: RpcConfig = RpcConfig(), *,
-                                on_ready: Callable[[RpcServers], None] | None = None) -> None:
-    """Serve until SIGTERM or SIGINT, then stop gracefully and wait for in-flight store writes."""
-    servers = RpcServers(services, config)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await servers.start()
-        if on_ready is not None:
-            on_ready(servers)
-        await stop.wait()
-        logger.info("runtime RPC stopping (signal)")
-        await servers.stop()
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-        await asyncio.to_thread(services.close)

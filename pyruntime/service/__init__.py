@@ -5,55 +5,43 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pyruntime.observability import RuntimeMetrics
-from pyruntime.policy import AgentMemoryPolicy
-from pyruntime.service.memory_store import MemoryStoreService
-from pyruntime.service.model_memory import ModelMemory, ModelMemorySource
-from pyruntime.service.admission import TurnAdmission
-from pyruntime.service.orchestrator import OrchestratorService, TurnRunner
-from pyruntime.service.readiness import Readiness, ReadinessSource
-from pyruntime.service.status import ServiceError, StatusCode, status_for
-from pyruntime.stores import StoreBundle
+from pyruntime._lazy import lazy_exports
 
+if TYPE_CHECKING:
+    from pyruntime.service.admission import TurnAdmission
+    from pyruntime.service.memory_store import MemoryStoreService
+    from pyruntime.service.model_memory import ModelMemory, ModelMemorySource
+    from pyruntime.service.orchestrator import OrchestratorService, TurnRunner
+    from pyruntime.service.readiness import Readiness, ReadinessSource
+    from pyruntime.service.services import RuntimeServices
+    from pyruntime.service.status import ServiceError, StatusCode, status_for
 
-@dataclass
-class RuntimeServices:
-    """Both services of one runtime, sharing its stores and role policy."""
-
-    memory_store: MemoryStoreService
-    orchestrator: OrchestratorService
-
-    @classmethod
-    def create(cls, stores: StoreBundle, policy: AgentMemoryPolicy | None = None, *,
-               runner: TurnRunner | None = None, model_alias: str = "",
-               readiness: ReadinessSource | None = None, admission: TurnAdmission | None = None,
-               metrics: RuntimeMetrics | None = None,
-               model_memory: ModelMemorySource | None = None) -> "RuntimeServices":
-        """The services over stores; without a runner the turn RPCs answer UNAVAILABLE."""
-        policy = policy if policy is not None else AgentMemoryPolicy()
-        return cls(MemoryStoreService(stores, policy),
-                   OrchestratorService(policy, runner, model_alias=model_alias, readiness=readiness,
-                                       admission=admission, metrics=metrics, model_memory=model_memory))
-
-    @property
-    def metrics(self) -> RuntimeMetrics:
-        """The runtime's metrics (served at `/metrics`)."""
-        return self.orchestrator.metrics
-
-    def close(self) -> None:
-        """Wait for in-flight store calls to finish (graceful shutdown)."""
-        self.memory_store.close()
-
+# Lazy: `pyruntime.service.status` (the status codes the client's errors use) must not import the services.
+_EXPORTS = {
+    "MemoryStoreService": "pyruntime.service.memory_store",
+    "ModelMemory": "pyruntime.service.model_memory",
+    "ModelMemorySource": "pyruntime.service.model_memory",
+    "OrchestratorService": "pyruntime.service.orchestrator",
+    "Readiness": "pyruntime.service.readiness",
+    "ReadinessSource": "pyruntime.service.readiness",
+    "RuntimeServices": "pyruntime.service.services",
+    "ServiceError": "pyruntime.service.status",
+    "StatusCode": "pyruntime.service.status",
+    "TurnAdmission": "pyruntime.service.admission",
+    "TurnRunner": "pyruntime.service.orchestrator",
+    "status_for": "pyruntime.service.status",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "MemoryStoreService",
     "ModelMemory",
     "ModelMemorySource",
+    "OrchestratorService",
     "Readiness",
     "ReadinessSource",
-    "OrchestratorService",
     "RuntimeServices",
     "ServiceError",
     "StatusCode",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 import pyruntime
@@ -69,6 +69,8 @@ class OrchestratorService:
         self.memory_design = ""  # set by whoever builds the turn engine ("tool" | "writer"); reported in Health
         self.readiness: ReadinessSource = readiness or no_model
         self.model_memory: ModelMemorySource = model_memory or no_model_memory
+        # While serve downloads its model by name: the download's progress for Health (None: no download).
+        self.model_download: Callable[[], pb.ModelDownload | None] = lambda: None
         self.admission = admission or TurnAdmission()
         self.metrics = metrics or RuntimeMetrics()
         self.metrics.watch_turns_in_flight(lambda: self.admission.in_flight)
@@ -248,4 +250,5 @@ class OrchestratorService:
                                  model_ready=readiness.model_ready, memory_design=self.memory_design,
                                  model_rss_bytes=memory.rss_bytes,
                                  prompt_cache_used_bytes=memory.prompt_cache_used_bytes,
-                                 prompt_cache_limit_bytes=memory.prompt_cache_limit_bytes)
+                                 prompt_cache_limit_bytes=memory.prompt_cache_limit_bytes,
+                                 model_download=self.model_download())

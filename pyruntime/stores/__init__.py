@@ -1,4 +1,4 @@
-"""Stores of memory documents, chat history, transcripts and summaries (spec section 3)."""
+"""Stores of memory documents, chat history, transcripts and summaries (contract §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The store contract shared by the memory tool, chat history, transcripts and summaries (spec section 3).
+"""The store contract shared by the memory tool, chat history, transcripts and summaries (contract §3).
 
 Stores are keyed by storage keys (see `pyruntime.scopes.storage_key`); callers reach them
 through `ScopedAgentMemoryStore`, which turns (role, scope, actor) into the key.
@@ -84,7 +84,7 @@ class ChatMessage:
 
 
 def chat_kind(role: str) -> TranscriptKind:
-    """A chat message whose role is not `assistant` is a user row (spec 3.1)."""
+    """A chat message whose role is not `assistant` is a user row (contract §3.1)."""
     return TranscriptKind.ASSISTANT if role.strip().lower() == "assistant" else TranscriptKind.USER
 
 

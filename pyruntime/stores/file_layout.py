@@ -1,4 +1,4 @@
-"""The on-disk layout of the file stores (spec 3.1), as pure functions: no I/O here.
+"""The on-disk layout of the file stores (contract §3.1), as pure functions: no I/O here.
 
 - `file_stem(key)`: the file-name stem of a storage key (Windows-safe, FNV-1a-32 suffix).
 - `check_windows_path_length(path)`: a clear error for a path beyond Windows' MAX_PATH.

@@ -1,4 +1,4 @@
-"""The persistent file stores (spec 3.1): memory documents, chat history/transcripts, summaries.
+"""The persistent file stores (contract §3.1): memory documents, chat history/transcripts, summaries.
 
 Layout under `root` (= `<persistentDataPath>/CoreAI`):
 `AgentMemory/<stem>.json`, `AgentMemory/<stem>.history.jsonl`, `ConversationSummaries/<stem>.json`,

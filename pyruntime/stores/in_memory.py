@@ -1,4 +1,4 @@
-"""Session-only stores: memory, chat history, transcripts and summaries kept in this process (spec section 3)."""
+"""Session-only stores: memory, chat history, transcripts and summaries kept in this process (contract §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stores that keep nothing: for roles or hosts that must not remember (spec section 3)."""
+"""Stores that keep nothing: for roles or hosts that must not remember (contract §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Persistence modes: file or PostgreSQL stores (Persistent) or process memory only (SessionOnly) (spec section 3)."""
+"""Persistence modes: file or PostgreSQL stores (Persistent) or process memory only (SessionOnly) (contract §3)."""
 
 from __future__ import annotations
 

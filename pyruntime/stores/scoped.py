@@ -1,4 +1,4 @@
-"""The scoped decorator every caller goes through: (role, scope, actor) -> one storage key (spec sections 3-4)."""
+"""The scoped decorator every caller goes through: (role, scope, actor) -> one storage key (contract §3-§4)."""
 
 from __future__ import annotations
 

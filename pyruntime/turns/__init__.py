@@ -1,24 +1,51 @@
-"""Turns of a role: request assembly, the tool loop, recording and streaming (spec section 7)."""
+"""Turns of a role: request assembly, the tool loop, recording and streaming (contract §7)."""
 
 from __future__ import annotations
 
-from pyruntime.turns.events import (
-    CutReportEvent,
-    FinalEvent,
-    MemoryWriteEvent,
-    TaskResult,
-    TextDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnEvent,
-    TurnStatus,
-    TurnUsage,
-)
-from pyruntime.turns.factory import build_orchestrator
-from pyruntime.turns.modes import ToolCallMode
-from pyruntime.turns.orchestrator import AiOrchestrator
-from pyruntime.turns.request import AiTaskRequest
-from pyruntime.turns.tools import RegisteredTool, ToolContext, ToolOutput, ToolRegistry
+from typing import TYPE_CHECKING
+
+from pyruntime._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from pyruntime.turns.events import (
+        CutReportEvent,
+        FinalEvent,
+        MemoryWriteEvent,
+        TaskResult,
+        TextDeltaEvent,
+        ToolCallEvent,
+        ToolResultEvent,
+        TurnEvent,
+        TurnStatus,
+        TurnUsage,
+    )
+    from pyruntime.turns.factory import build_orchestrator
+    from pyruntime.turns.modes import ToolCallMode
+    from pyruntime.turns.orchestrator import AiOrchestrator
+    from pyruntime.turns.request import AiTaskRequest
+    from pyruntime.turns.tools import RegisteredTool, ToolContext, ToolOutput, ToolRegistry
+
+_EXPORTS = {
+    "CutReportEvent": "pyruntime.turns.events",
+    "FinalEvent": "pyruntime.turns.events",
+    "MemoryWriteEvent": "pyruntime.turns.events",
+    "TaskResult": "pyruntime.turns.events",
+    "TextDeltaEvent": "pyruntime.turns.events",
+    "ToolCallEvent": "pyruntime.turns.events",
+    "ToolResultEvent": "pyruntime.turns.events",
+    "TurnEvent": "pyruntime.turns.events",
+    "TurnStatus": "pyruntime.turns.events",
+    "TurnUsage": "pyruntime.turns.events",
+    "build_orchestrator": "pyruntime.turns.factory",
+    "ToolCallMode": "pyruntime.turns.modes",
+    "AiOrchestrator": "pyruntime.turns.orchestrator",
+    "AiTaskRequest": "pyruntime.turns.request",
+    "RegisteredTool": "pyruntime.turns.tools",
+    "ToolContext": "pyruntime.turns.tools",
+    "ToolOutput": "pyruntime.turns.tools",
+    "ToolRegistry": "pyruntime.turns.tools",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "AiOrchestrator",

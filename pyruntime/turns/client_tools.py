@@ -1,4 +1,4 @@
-"""Game tools: tools a client declares with a turn and executes itself (README "Game tools").
+"""Game tools: tools a client declares with a turn and executes itself (docs/game-tools.md).
 
 The model calls them like any other tool. The call's arguments are repaired where the intent is
 unambiguous (double-encoded JSON, an argument name in another case or spelling, `"3"` for an

@@ -1,4 +1,4 @@
-"""What one request may spend of the model's context (spec 5, issue 12): counted on what is sent.
+"""What one request may spend of the model's context (contract §5): counted on what is sent.
 
 The role's context is capped at the model's (a role cannot have more than the model holds). The
 fixed part of a request (system prompt, native tool schemas, tail blocks, the player's message and

@@ -68,7 +68,8 @@ class ClientToolCallEvent:
 
 @dataclass(frozen=True)
 class CutReportEvent:
-    """What of the stored history did not reach the model verbatim (sent before the first model call)."""
+    """What of the stored history did not reach the model verbatim (sent before each attempt's first model call;
+    after a context-overflow retry another one describes the request actually sent, as the final result does)."""
 
     report: CutReport
 

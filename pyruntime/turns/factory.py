@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pyruntime.history import LlmCompactionOptions, TokenCounter
 from pyruntime.model.client import OpenAICompatClient
@@ -25,9 +26,6 @@ from pyruntime.turns.tools import ToolRegistry
 # stated fact as often as with four, in half the median turn time and without runaway rounds
 # (bench/bench_tool_modes.py).
 HOSTED_STRUCTURED_CALLS_PER_ROUND = 1
-# A hosted small model (`SMALL_MODEL_MAX_BYTES`) gets the memory writer pass instead of the memory tool in
-# its reply (SmolLM2-135M stored 0 of 15 stated facts with the tool in its reply, issue 10;
-# bench/memory_eval.py compares both designs).
 
 
 @dataclass(frozen=True)
@@ -55,6 +53,7 @@ def model_profile(*, hosted: bool, tool_mode: ToolCallMode | str | None = None, 
     if memory_design is not None:
         design = MemoryDesign.parse(memory_design)
     else:
+        # SmolLM2-135M stored 0 of 15 stated facts with the tool in its reply (docs/design/memory-writer.md).
         small = hosted and model_bytes is not None and model_bytes < SMALL_MODEL_MAX_BYTES
         design = MemoryDesign.WRITER if small else MemoryDesign.TOOL
     return ModelProfile(mode, HOSTED_STRUCTURED_CALLS_PER_ROUND if one_call else MAX_CALLS_PER_ROUND, design)
@@ -82,6 +81,8 @@ def build_orchestrator(
     llm_compaction_enabled: bool = False,
     llm_compaction_options: LlmCompactionOptions | None = None,
     prewarm: bool | None = None,
+    background_compaction: bool = True,
+    **options: Any,
 ) -> AiOrchestrator:
     """An orchestrator for a hosted llama.cpp `server`, or any OpenAI-compatible `base_url`.
 
@@ -94,12 +95,14 @@ def build_orchestrator(
     `prewarm` (None: on for a hosted `server`): evaluate each conversation's next prefix in the background
     after a turn (turns/prewarm.py). Off for a server we do not run: we cannot know that it keeps a prefix,
     and each prewarm is one more request to it.
+    `background_compaction`: a conversation's next fold is made after the reply, off the player's path, and sent
+    by a later turn once ready (turns/between_turns.py); False folds in the turn that reaches the trigger.
+    `options`: further `AiOrchestrator` keyword arguments.
     """
     if server is not None:
         base_url = base_url or server.base_url
         model_path = model_path or server.config.model_path
         model = model or server.config.alias
-        api_key = api_key or server.api_key  # the hosted port demands its key
         api_key = api_key or server.api_key  # the hosted port demands its key; the runtime passes it itself
         if model_context_tokens is None and server.config.n_ctx:
             model_context_tokens = server.config.n_ctx
@@ -137,6 +140,8 @@ def build_orchestrator(
         memory_design=profile.memory_design,
         prewarm=server is not None if prewarm is None else prewarm,
         prompt_cache_status=server.status if server is not None else None,
+        background_compaction=background_compaction,
+        **options,
     )
 
 

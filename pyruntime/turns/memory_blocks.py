@@ -1,4 +1,4 @@
-"""The `## Memory` snapshot and `## Memory (updates)` blocks of a turn (spec section 7), pure.
+"""The `## Memory` snapshot and `## Memory (updates)` blocks of a turn (contract §7), pure.
 
 The snapshot is the memory as first sent to the model. Later turns send the same snapshot plus
 only what changed since, so the memory text the model saw earlier never changes under it.
@@ -84,15 +84,24 @@ def _change_to_current(state: AgentMemoryState, contents: dict[int, str], before
     return _change(contents, before, state.latest_version)
 
 
-def _folded_now(state: AgentMemoryState, contents: dict[int, str]) -> MemoryNote | None:
-    """A compaction's updates block: every change since the snapshot, when they only appended to it."""
+def _folded_now(state: AgentMemoryState, contents: dict[int, str],
+                up_to: int = 0) -> tuple[MemoryNote | None, tuple[MemoryNote, ...]]:
+    """A compaction's updates block: every change since the snapshot (up to version `up_to`, when given and
+    older than the current memory: the changes after it are a note), when they only appended to it."""
     snapshot = (state.system_prompt_memory_snapshot, state.system_prompt_memory_version)
+    if 0 < up_to < state.latest_version and up_to >= snapshot[1] and up_to in contents:
+        folded = None if up_to == snapshot[1] else _change(contents, snapshot, up_to)
+        if folded is not None and not folded.text.startswith(APPENDED_FRAMING):
+            raise _NotRebuildable
+        before = (contents[up_to], up_to)
+        notes = () if state.memory == before[0] else (_change_to_current(state, contents, before),)
+        return folded, notes
     if state.memory == snapshot[0]:
-        return None
+        return None, ()
     folded = _change_to_current(state, contents, snapshot)
     if not folded.text.startswith(APPENDED_FRAMING):
         raise _NotRebuildable  # a rewrite: the snapshot and the whole memory after it would say it twice
-    return folded
+    return folded, ()
 
 
 def _sent_again(state: AgentMemoryState, contents: dict[int, str], head_version: int,
@@ -113,11 +122,13 @@ def _sent_again(state: AgentMemoryState, contents: dict[int, str], head_version:
 
 
 def plan_memory_blocks(state: AgentMemoryState | None, *, fold: NoteFold = NoteFold.KEEP, head_version: int = 0,
-                       sent_notes: Sequence[int] = ()) -> MemoryBlocks:
+                       sent_notes: Sequence[int] = (), fold_up_to: int = 0) -> MemoryBlocks:
     """The blocks for the memory `state` (None = no document), by `fold`.
 
     `head_version` and `sent_notes`: the memory versions of the head's updates block (0: none) and of
-    the notes this conversation's last request carried (`PromptAnchors`).
+    the notes this conversation's last request carried (`PromptAnchors`). `fold_up_to` (a compaction
+    prepared between turns, issue 24): the memory version its head was evaluated with; a change the game
+    made since is a note after the history, so the new head stays the one already evaluated.
     """
     state = state or AgentMemoryState()
     current = state.memory
@@ -127,7 +138,7 @@ def plan_memory_blocks(state: AgentMemoryState | None, *, fold: NoteFold = NoteF
         contents = {v.version: v.content_after for v in state.versions}
         try:
             if fold is NoteFold.INTO_HEAD:
-                folded, notes = _folded_now(state, contents), ()
+                folded, notes = _folded_now(state, contents, fold_up_to)
             else:
                 folded, notes = _sent_again(state, contents, head_version, sent_notes)
         except _NotRebuildable:

@@ -1,6 +1,6 @@
-"""`AiOrchestrator`: one turn of a role, end to end (spec section 7).
+"""`AiOrchestrator`: one turn of a role, end to end (contract §7).
 
-A turn resolves the role's config, prepares the history (spec 5), plans the memory blocks,
+A turn resolves the role's config, prepares the history (contract §5), plans the memory blocks,
 assembles the request, runs the tool loop against the model (through the request queue, streaming
 every piece of text as it arrives), retries a context overflow with a smaller history, and records
 the turn. Recording runs in `finally` behind `asyncio.shield`, so a failure, a timeout or a cancel
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -24,6 +25,7 @@ from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
 from pyruntime.history import (
     CompactionKind,
     CompactionRequestOptions,
+    CompactionTiming,
     CutReport,
     HeuristicTokenCounter,
     LlmCompactionOptions,
@@ -33,6 +35,7 @@ from pyruntime.history import (
 )
 from pyruntime.history.budget import COMPACTION_TARGET_RATIO, MAX_OVERFLOW_RETRIES
 from pyruntime.history.cut_report import predicting
+from pyruntime.history.llm_fold import CompactionAbandoned
 from pyruntime.history.tokens import GENERATION_PROMPT_TOKENS, MESSAGE_OVERHEAD_TOKENS, count_chat_tokens
 from pyruntime.memory import MEMORY_TOOL_NAME, MemoryTool
 from pyruntime.memory.state import AgentMemoryState
@@ -45,6 +48,7 @@ from pyruntime.scopes import DEFAULT_TURN_ROLE, EMPTY_SCOPE, AgentMemoryScope
 from pyruntime.stores.base import LoadStatus
 from pyruntime.stores.persistence import StoreBundle
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
+from pyruntime.turns.between_turns import CompactionStats, StagedFolds, preemptible_compaction
 from pyruntime.turns.context import (
     FixedPartOverflowError,
     RequestFit,
@@ -143,6 +147,14 @@ async def _discard(event: TurnEvent) -> None:
     return None
 
 
+class _Prediction(NamedTuple):
+    """The next turn's request but the player's line, its history, and the memory version it was planned with."""
+
+    prefix: list[dict[str, Any]]
+    prepared: PreparedHistory | None
+    memory_version: int
+
+
 class _Places(NamedTuple):
     """Where a request's tail and memory notes go (`place_tail`, `place_notes`) and the anchors to keep."""
 
@@ -186,7 +198,7 @@ class _Turn:
     overflow_retries: int = 0
     prepared: PreparedHistory | None = None
     cut_report: CutReport | None = None
-    cut_report_sent: bool = False
+    cut_report_sent: CutReport | None = None  # the report last streamed (one per attempt)
     finished: bool = False
     deadline: asyncio.Timeout | None = None  # the turn's timeout, paused while it waits for the model
     tool_allowance: int = 0  # TOOL_CALL_ALLOWANCE_TOKENS once tools are offered
@@ -194,6 +206,9 @@ class _Turn:
     turn_id: str = ""  # names the turn in game-tool calls (SubmitToolResult)
     parts: _PromptParts | None = None
     sent: list[dict[str, Any]] | None = None  # the request before any tool round, as last prepared (prewarm)
+    predicted: bool = False  # the next turn as prepared between turns (nothing stored; its fold is kept)
+    memory_seen: int = 0  # (a prediction) the memory version it planned the blocks with
+    head_memory_version: int = 0  # the memory version the head of the fold it sends was evaluated with (0: now)
     memory_write_pending: bool = False
     memory_write: MemoryPassOutcome | None = None
 
@@ -258,6 +273,9 @@ class AiOrchestrator:
         client_tool_timeout: float = DEFAULT_CLIENT_TOOL_TIMEOUT_S,
         prewarm: bool = False,
         prompt_cache_status: Callable[[], Mapping[str, object]] | None = None,
+        background_compaction: bool = False,
+        assemble: Callable[..., list[dict[str, Any]]] = assemble_messages,
+        compaction_target_ratio: float = COMPACTION_TARGET_RATIO,
     ) -> None:
         """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
 
@@ -269,7 +287,11 @@ class AiOrchestrator:
         `prewarm`: after each turn, evaluate the next turn's prefix in the background when it changes
         (turns/prewarm.py); `build_orchestrator` turns it on for a model we host. `prompt_cache_status`: the
         hosted server's `/coreai/status` (blocking; called off the event loop), so a prewarm is sent only
-        while its prompt cache has room (`prewarm.worth_prewarming`).
+        while its prompt cache has room (`prewarm.worth_prewarming`). `assemble` (`prompt.assemble_messages`'s
+        signature) and `compaction_target_ratio` (1.0: no hysteresis) let a benchmark run the design note's
+        layout against this one (bench/design_note_layout.py); the defaults are the runtime's.
+        `background_compaction`: fold between turns (turns/between_turns.py): after a reply, the next turn's
+        fold is made in the background (and its head prewarmed, with `prewarm`); a turn never waits for it.
         """
         if model_context_tokens < 1:
             raise InvalidArgumentError("model_context_tokens must be positive")
@@ -304,11 +326,16 @@ class AiOrchestrator:
         self.client_calls = ClientCallRegistry()  # game-tool calls waiting for the client's result
         self.prewarm = prewarm
         self.prewarms = Prewarms()
+        self.background_compaction = background_compaction
+        self.staged_folds = StagedFolds()
+        self.compaction_stats = CompactionStats()
         self.prompt_cache_status = prompt_cache_status
+        self._assemble_messages = assemble
+        self.compaction_target_ratio = compaction_target_ratio
         self._recent_conversations: deque[str] = deque(maxlen=RECENT_TURNS)
         # Where each conversation's tail and memory notes were last sent (issue 13): they stay there.
         self._anchors: OrderedDict[str, PromptAnchors] = OrderedDict()
-        # The system prompt and tool schemas of a role are byte-identical turn after turn (spec 7):
+        # The system prompt and tool schemas of a role are byte-identical turn after turn (contract §7):
         # their token counts are kept per role and reused while the text is unchanged.
         self._fixed_counts: dict[tuple[str, str], tuple[str, int]] = {}
         self._context_warnings: set[tuple[int, int]] = set()  # (role, model) context sizes already warned about
@@ -404,7 +431,7 @@ class AiOrchestrator:
         memory_pass = None
         if turn.status.completed:
             memory_pass = self._start_memory_pass(turn)
-            self._start_prewarm(turn, memory_pass)
+            self._start_between_turns(turn, memory_pass)
         waits = memory_pass is not None and turn.request.wait_memory_write
         if waits and not streamed:
             assert memory_pass is not None
@@ -456,18 +483,20 @@ class AiOrchestrator:
         key = self.stores.scoped(scope or EMPTY_SCOPE, actor).key((role_id or "").strip() or DEFAULT_TURN_ROLE)
         return await self.memory_passes.wait(key, trace_id, timeout)
 
-    def _start_prewarm(self, turn: _Turn, memory_pass: asyncio.Future[MemoryPassOutcome] | None) -> None:
-        """Evaluate the next turn's prefix behind player turns, after this turn's writer pass (turns/prewarm.py)."""
-        if not self.prewarm or turn.parts is None or turn.sent is None:
+    def _start_between_turns(self, turn: _Turn, memory_pass: asyncio.Future[MemoryPassOutcome] | None) -> None:
+        """Prepare the next turn behind player turns, after this turn's writer pass: make its fold (between turns),
+        then evaluate its prefix (the prewarm); turns/between_turns.py, turns/prewarm.py."""
+        if not (self.prewarm or self.background_compaction) or turn.parts is None or turn.sent is None:
             return
         if not turn.config.with_chat_history or turn.borrowed_history:
             return  # no history (or a borrowed one that is not kept): the next prefix is this one's
-        if self.llm_compaction_enabled and turn.config.use_llm_context_compaction:
+        llm_fold = self.llm_compaction_enabled and turn.config.use_llm_context_compaction
+        if llm_fold and not self.background_compaction:
             # Predicting the head would take the compaction's own model call, and its summary is not
             # deterministic: the prewarm could not know what the next turn will send.
             return
-        if turn.parts.tools_sent:
-            return  # native tools: the server renders the schemas into the prompt its own way
+        # Native tools: the server renders the schemas into the prompt its own way (no prewarm can match it).
+        warm = self.prewarm and not turn.parts.tools_sent
         conversation = conversation_digest(turn.store.key(turn.role_id))
 
         async def work(still_due: Callable[[], bool]) -> int | None:
@@ -480,14 +509,31 @@ class AiOrchestrator:
                 displaced = (not memory_pass.cancelled() and memory_pass.exception() is None
                              and memory_pass.result().model_calls > 0)
             if not still_due():
+                return None  # the next turn has started: the work after it prepares the one after
+            try:
+                predicted = await self._predict_prefix(turn)
+            except CompactionAbandoned:
+                self.compaction_stats.lost += 1  # a player's call took the model: made again after the next turn
                 return None
-            prefix = await self._predict_prefix(turn)
-            if prefix is None or turn.sent is None or not needs_prewarm(prefix, turn.sent, displaced=displaced):
-                return None
-            # Asked only now: most turns are warm already, and the status is a request to the model server.
-            if not worth_prewarming(await self._prompt_cache_room(), tuple(self._recent_conversations), conversation):
-                return None
-            return await send_prewarm(self.client, self.queue, prefix, still_due)
+            prefix, prepared, memory_seen = predicted if predicted is not None else (None, None, 0)
+            fold = self.staged_folds.stage(conversation, prepared, self.compaction_stats, memory_seen) \
+                if self.background_compaction else None
+            with self.staged_folds.readying(conversation, fold) as ready:
+                if not warm or prefix is None or turn.sent is None:
+                    return None
+                if not still_due():
+                    ready.cancel()  # not warmed: the turn that superseded it sends the previous head
+                    return None
+                if not needs_prewarm(prefix, turn.sent, displaced=displaced):
+                    return None
+                # Asked only now: most turns are warm already, and the status is a request to the model server.
+                if not worth_prewarming(await self._prompt_cache_room(), tuple(self._recent_conversations),
+                                        conversation):
+                    return None  # no prewarm will come: the next turn evaluates the head
+                evaluated = await send_prewarm(self.client, self.queue, prefix, still_due, on_sent=ready.sent)
+                if evaluated is None:
+                    ready.cancel()  # superseded while it waited for the model
+                return evaluated
 
         self.prewarms.start(conversation, work)
 
@@ -501,15 +547,16 @@ class AiOrchestrator:
             log.info("prewarm skipped: no prompt cache status (%s)", type(exc).__name__)
             return False
 
-    async def _predict_prefix(self, turn: _Turn) -> list[dict[str, Any]] | None:
-        """The next turn's request but the player's line, as it would prepare it now; stores nothing.
+    async def _predict_prefix(self, turn: _Turn) -> _Prediction | None:
+        """The next turn's request but the player's line, and its history, as it would prepare them now; stores
+        nothing (with compaction between turns, the fold it makes is the next turn's: see `_start_between_turns`).
 
         The next player line is not known: this turn's stands in for it (its length enters the
         history budget), and this request's tail blocks and tools stand in for the next one's.
         """
         parts = turn.parts
         assert parts is not None
-        ghost = _Turn(turn.request, turn.config, turn.borrowed_history, turn.store, turn.mode)
+        ghost = _Turn(turn.request, turn.config, turn.borrowed_history, turn.store, turn.mode, predicted=True)
         ghost.tool_allowance = turn.tool_allowance
         with predicting():
             try:
@@ -518,7 +565,7 @@ class AiOrchestrator:
                 base = await self._fit_history(ghost, fit, parts.system_prompt, tail, parts.tools_sent)
             except FixedPartOverflowError:
                 return None
-        return base[:-1] if turn.request.hint else base  # all but the player's line
+        return _Prediction(base[:-1] if turn.request.hint else base, ghost.prepared, ghost.memory_seen)
 
     def _record(self, turn: _Turn) -> None:
         completed = turn.status.completed
@@ -529,6 +576,9 @@ class AiOrchestrator:
                             persist=turn.config.persist_chat_history)
             if completed and turn.prepared is not None:
                 turn.prepared.commit()  # the rolling summary only after a successful turn
+                if turn.prepared.fold is not None:  # stored now: the next turn folds from it
+                    self.staged_folds.discard(conversation_digest(turn.store.key(turn.role_id)), turn.prepared.fold)
+                self.compaction_stats.count_turn(turn.cut_report)
         except Exception as exc:  # recording must not turn a finished reply into an error
             log.warning("recording the turn failed (%s)", type(exc).__name__)
 
@@ -569,10 +619,13 @@ class AiOrchestrator:
             base = await self._fit_history(turn, fit, system_prompt, tail, tools_sent)
             self._keep_tail_anchor(turn, tail)
             turn.sent = base
-            if turn.prepared is not None and not turn.cut_report_sent:
-                # Once per turn, for the history as finally sent (after any refit to the context).
-                turn.cut_report_sent = True
-                await emit(CutReportEvent(turn.prepared.cut_report))
+            if turn.prepared is not None and turn.prepared.cut_report is not turn.cut_report_sent:
+                # Once per attempt, for the history as sent (after any refit to the context): after an
+                # overflow retry the next one describes the request actually sent, as the final result does.
+                report = turn.prepared.cut_report
+                report.overflow_retries = turn.overflow_retries
+                turn.cut_report_sent = report
+                await emit(CutReportEvent(report))
             try:
                 await self._tool_loop(turn, base, offered, offered_defs, executor, guard, emit)
                 return
@@ -622,7 +675,11 @@ class AiOrchestrator:
             turn.cut_report = turn.prepared.cut_report
             if turn.prepared.cut_report.compaction is not CompactionKind.NONE and not consolidate:
                 # A compaction rewrites everything after the summary anyway: the memory notes fold into one
-                # block there (where the notes' messages went), the snapshot before the summary stays.
+                # block there (where the notes' messages went), the snapshot before the summary stays. A fold
+                # made between turns folds the memory its head was evaluated with; a later edit is a note.
+                staged = self.staged_folds.get(conversation_digest(turn.store.key(turn.role_id)))
+                if not turn.predicted and staged is not None and staged.fold is turn.prepared.fold:
+                    turn.head_memory_version = staged.memory_version
                 tail = await tail_of(NoteFold.INTO_HEAD)
                 fit = self._fit(turn, parts.system_prompt, tail, parts.tools_sent)
         return tail, fit
@@ -641,6 +698,7 @@ class AiOrchestrator:
             state = states[0]
             if state is None:  # unreadable: the turn runs without the memory blocks
                 return plan_memory_blocks(None)
+            turn.memory_seen = state.latest_version
             head_version, sent = self._sent_memory(turn)
             blocks = plan_memory_blocks(state, fold=fold, head_version=head_version, sent_notes=sent)
             states[0] = _with_snapshot(state, blocks)
@@ -656,7 +714,8 @@ class AiOrchestrator:
         head_version, sent = self._sent_memory(turn)
 
         def change(state: AgentMemoryState) -> AgentMemoryState | None:
-            blocks = plan_memory_blocks(state, fold=fold, head_version=head_version, sent_notes=sent)
+            blocks = plan_memory_blocks(state, fold=fold, head_version=head_version, sent_notes=sent,
+                                        fold_up_to=turn.head_memory_version if fold is NoteFold.INTO_HEAD else 0)
             planned.append(blocks)
             updated = _with_snapshot(state, blocks)
             if updated != AgentMemoryState() and updated.last_system_prompt != system_prompt:
@@ -673,7 +732,7 @@ class AiOrchestrator:
     def _assemble(self, turn: _Turn, system_prompt: str, tail: TailBlocks, *,
                   prepared: PreparedHistory | None = None) -> list[dict[str, Any]]:
         places = self._places(turn, tail, prepared) if prepared else None
-        return assemble_messages(
+        return self._assemble_messages(
             system_prompt=system_prompt,
             summary=prepared.summary_text if prepared else "",
             history=prepared.messages if prepared else (),
@@ -779,18 +838,27 @@ class AiOrchestrator:
         config = turn.config
         # Everything but the history, as rendered (template, tail blocks, payload, native tool schemas).
         budget = history_budget(fit, self._max_tokens(turn), extra_tokens, turn.overflow_retries)
+        staged = None
+        if self.background_compaction:
+            staged = self.staged_folds.get(conversation_digest(turn.store.key(turn.role_id)))
+        between = self.background_compaction and not turn.predicted
         return await prepare_scoped_turn_history(
             turn.store,
             turn.role_id,
             config=config,
             counter=self.token_counter,
             budget=budget,
-            compact=self._compact,
+            compact=functools.partial(preemptible_compaction, self.client, self.queue)
+            if turn.predicted and self.background_compaction else self._compact,
+            # A turn sends the fold made after the last reply once it is warm; the preparation between turns makes it.
+            timing=CompactionTiming.BETWEEN_TURNS if between else CompactionTiming.IN_TURN,
+            staged=staged.fold if staged is not None else None,
+            staged_ready=staged.ready if staged is not None and between else True,
             llm_compaction_enabled=self.llm_compaction_enabled,
             llm_options=self.llm_compaction_options,
             # A borrowed (chat-source) history is short-term: it must not leave a summary behind.
             summarize=not turn.borrowed_history,
-            compaction_target_ratio=COMPACTION_TARGET_RATIO,
+            compaction_target_ratio=self.compaction_target_ratio,
         )
 
     def _fixed_count(self, role_id: str, part: str, text: str) -> int:

@@ -12,7 +12,7 @@ this turn's request (world state, instructions, tools): when the next one differ
 evaluates it, as it would have anyway.
 
 It is a pure prediction: nothing is stored. Committing the predicted compaction now would take the
-fold out of the next turn's cut report, persist a summary no successful turn has sent (spec 5), and
+fold out of the next turn's cut report, persist a summary no successful turn has sent (contract §5), and
 fold by a budget that depends on the next player line, which is not known yet. A wrong prediction
 costs one background request and changes nothing a turn sends, stores or reports.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.queue import ModelRequestQueue, Priority
+from pyruntime.model.queue import ModelRequestQueue, Preempted, Priority
 from pyruntime.model.types import UsageDelta
 
 log = logging.getLogger("pyruntime.turns")
@@ -79,20 +79,24 @@ def worth_prewarming(cache_room: bool | None, recent: Sequence[str], conversatio
 
 
 async def send_prewarm(client: OpenAICompatClient, queue: ModelRequestQueue, messages: list[dict[str, Any]],
-                       still_due: Callable[[], bool]) -> int | None:
+                       still_due: Callable[[], bool], on_sent: Callable[[], None] | None = None) -> int | None:
     """Evaluate `messages` behind player turns: the prompt tokens llama.cpp evaluated (0 when the server
     reports no usage), None when it was no longer due once the model was free.
 
     The queue hands the slot to a waiting player call first, so a prewarm never starts while one
-    waits; one that comes later waits for it (llama.cpp does not stop a prompt's evaluation halfway,
-    so dropping the request then would not free the model sooner).
+    waits; a player call that comes while it runs pre-empts it (`Preempted`: its stream is closed,
+    and the player's call gets the model; a server that cannot stop a prompt's evaluation halfway
+    finishes it first). `on_sent` is called as the request goes out: from then on the model server
+    holds (or is evaluating) this prefix, pre-empted or not.
     """
     evaluated = 0
-    async with queue.slot(Priority.BACKGROUND):
+    async with queue.slot(Priority.BACKGROUND, preemptible=True):
         if not still_due():
             return None
         # Streamed for the usage chunk: the hosted server counts cached tokens only there.
         async with client.stream_chat(messages, temperature=0.0, max_tokens=PREWARM_MAX_TOKENS) as stream:
+            if on_sent is not None:
+                on_sent()
             async for delta in stream:
                 if isinstance(delta, UsageDelta):
                     evaluated = delta.usage.prompt_tokens - delta.usage.cached_tokens
@@ -106,21 +110,24 @@ class PrewarmStats:
     sent: int = 0
     skipped: int = 0
     failed: int = 0
+    preempted: int = 0  # stopped by a player's call (counted as skipped in `counts`)
     evaluated_tokens: int = 0  # prompt tokens the sent prewarms had llama.cpp evaluate (work moved off turns)
 
     def counts(self) -> tuple[int, int, int]:
         """(sent, skipped, failed), as `/metrics` reports them."""
-        return self.sent, self.skipped, self.failed
+        return self.sent, self.skipped + self.preempted, self.failed
 
 
 class Prewarms:
-    """The prewarms still running, one due per conversation; a newer turn of it supersedes its prewarm."""
+    """The work between turns still running (prewarms, and the folds before them), one due per conversation;
+    a newer turn of it supersedes its prewarm. A conversation's works run one after the other."""
 
     def __init__(self) -> None:
         """None yet."""
         self.stats = PrewarmStats()
         self._running: set[asyncio.Task[None]] = set()
         self._due: dict[str, object] = {}  # conversation -> the token of its one prewarm still due
+        self._last: dict[str, asyncio.Task[None]] = {}  # conversation -> its latest work, while it runs
 
     @property
     def pending(self) -> int:
@@ -132,21 +139,28 @@ class Prewarms:
         self._due.pop(conversation, None)
 
     def start(self, conversation: str, work: Callable[[Callable[[], bool]], Awaitable[int | None]]) -> None:
-        """Run `work(still_due)` in the background: the tokens a sent prewarm evaluated, None skipped.
+        """Run `work(still_due)` in the background, after the conversation's earlier work: the tokens a sent
+        prewarm evaluated, None skipped.
 
         A failure is counted and logged by its type only (a model or store message may quote game text).
         """
         token = object()
         self._due[conversation] = token
+        previous = self._last.get(conversation)
 
         def still_due() -> bool:
             return self._due.get(conversation) is token
 
         async def run() -> None:
             try:
+                if previous is not None and not previous.done():
+                    await asyncio.wait({previous})  # one fold at a time per conversation: this one builds on it
                 outcome = await work(still_due)
             except asyncio.CancelledError:
                 raise
+            except Preempted:  # a player's call took the model: the next turn evaluates its prefix itself
+                self.stats.preempted += 1
+                return
             except Exception as exc:  # never a turn's failure: the next turn just evaluates its prefix itself
                 self.stats.failed += 1
                 log.warning("prewarm failed (%s)", type(exc).__name__)
@@ -162,7 +176,14 @@ class Prewarms:
 
         task = asyncio.ensure_future(run())
         self._running.add(task)
-        task.add_done_callback(self._running.discard)
+        self._last[conversation] = task
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._running.discard(finished)
+            if self._last.get(conversation) is finished:
+                del self._last[conversation]
+
+        task.add_done_callback(done)
 
     async def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> None:
         """Wait (up to `timeout` s) for the running prewarms."""

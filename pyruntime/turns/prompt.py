@@ -1,23 +1,22 @@
-"""Request assembly (spec section 7), pure: the system prefix, the summary, history, tail blocks, the payload.
+"""Request assembly (contract §7), pure: the system prefix, the summary, history, tail blocks, the payload.
 
 The system prompt is the cacheable prefix: it depends only on the role, its tools and the tool-call
 mode, never on the user, memory, summary or world state, so every user of a role shares it byte for
-byte. Per-user context goes in two places, by how often it changes (issue 13, measured in
-`bench/bench_npcs.py`): what changes only when the history is compacted in one context message right
+byte. Per-user context goes in two places, by how often it changes (docs/design/prompt-layout.md, measured
+with `bench/bench_npcs.py`): what changes only when the history is compacted in one context message right
 after the system prompt (the `## Memory` snapshot, which rarely changes; the summary, which a fold only
 appends to; the memory changes a compaction folded), so a turn that only appends reuses the whole
 previous prompt and a compaction re-evaluates from the summary's new lines on; what may change every
 turn (request instructions, tool availability, world state) after the history, where only it is
 evaluated again. Each change of the memory between compactions is its own `## Memory (updates)` note,
 sent once after the history message it first followed and never moved, so an edit costs its note alone.
-`PromptLayout.DESIGN_NOTE` keeps the design note's order (summary first, every tail block after the
-history) for comparison.
+The design note's order (summary first, every tail block after the history) is kept for comparison by
+the benchmarks only (`bench/design_note_layout.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-import enum
 import hashlib
 from dataclasses import dataclass
 
@@ -82,13 +81,6 @@ def summary_block(summary: str) -> str:
     if not summary.strip():
         return ""
     return f"{SUMMARY_HEADING}\n{SUMMARY_FRAMING}\n\n{summary.strip()}"
-
-
-class PromptLayout(enum.Enum):
-    """Where the memory snapshot goes: with the summary before the history (default), or in the tail."""
-
-    CACHE_STABLE = "cache-stable"  # snapshot + summary right after the system prompt; the rest in the tail
-    DESIGN_NOTE = "design-note"  # summary first; every tail block, snapshot included, after the history
 
 
 @dataclass(frozen=True)
@@ -241,9 +233,9 @@ def context_message(text: str, *, system_messages_after_first: bool) -> dict[str
     return {"role": "user", "content": f"{SYSTEM_CONTEXT_UPDATE_PREFIX}\n{text}"}
 
 
-def tail_text_of(tail: TailBlocks, layout: PromptLayout = PromptLayout.CACHE_STABLE) -> str:
-    """The tail message's text in `layout` ("" when every block is empty)."""
-    return "\n\n".join(tail.render(cache_stable=layout is PromptLayout.CACHE_STABLE))
+def tail_text_of(tail: TailBlocks) -> str:
+    """The tail message's text ("" when every block is empty): the snapshot is in the head, the updates are notes."""
+    return "\n\n".join(tail.render(cache_stable=True))
 
 
 def assemble_messages(
@@ -254,21 +246,19 @@ def assemble_messages(
     tail: TailBlocks = TailBlocks(),
     user_payload: str = "",
     system_messages_after_first: bool = True,
-    layout: PromptLayout = PromptLayout.CACHE_STABLE,
     tail_after: int | None = None,
     notes_after: Sequence[int] | None = None,
 ) -> list[dict[str, str]]:
     """The messages of one request: system, the head (snapshot, summary, folded updates), history, tail, payload.
 
-    Cache-stable layout only: `tail_after` puts the tail after that many history messages (see
-    `place_tail`), `notes_after` each memory note (see `place_notes`); None: right before the payload.
+    `tail_after` puts the tail after that many history messages (see `place_tail`), `notes_after` each
+    memory note (see `place_notes`); None: right before the payload.
     """
     messages = [{"role": "system", "content": system_prompt}]
-    stable = layout is PromptLayout.CACHE_STABLE
     # The snapshot (rarely changed), then the summary (a fold only appends to it), then what a compaction
     # folded: a compaction re-evaluates from the summary's new lines on, not the snapshot or the summary.
-    folded = tail.memory_folded.text if stable and tail.memory_folded else ""
-    head = [b for b in (block(MEMORY_HEADING, tail.memory) if stable else "", summary_block(summary),
+    folded = tail.memory_folded.text if tail.memory_folded else ""
+    head = [b for b in (block(MEMORY_HEADING, tail.memory), summary_block(summary),
                         block(MEMORY_UPDATES_HEADING, folded)) if b]
     if head:
         messages.append(context_message("\n\n".join(head), system_messages_after_first=system_messages_after_first))
@@ -278,13 +268,11 @@ def assemble_messages(
         return len(history) if at is None else max(0, min(at, len(history)))
 
     # (place, kind, text): the notes before the tail where both follow the same message.
-    inserts: list[tuple[int, int, str]] = []
-    if stable:
-        notes = tail.memory_notes
-        places = notes_after if notes_after is not None and len(notes_after) == len(notes) else [None] * len(notes)
-        inserts += [(place(at), 0, block(MEMORY_UPDATES_HEADING, note.text)) for note, at in zip(notes, places)]
-    tail_text = tail_text_of(tail, layout)
-    inserts.append((place(tail_after if stable else None), 1, tail_text))
+    notes = tail.memory_notes
+    places = notes_after if notes_after is not None and len(notes_after) == len(notes) else [None] * len(notes)
+    inserts: list[tuple[int, int, str]] = [
+        (place(at), 0, block(MEMORY_UPDATES_HEADING, note.text)) for note, at in zip(notes, places)]
+    inserts.append((place(tail_after), 1, tail_text_of(tail)))
     inserts = sorted((i for i in inserts if i[2]), key=lambda i: (i[0], i[1]))
     for index in range(len(history) + 1):
         while inserts and inserts[0][0] == index:

@@ -1,4 +1,4 @@
-"""Recording a turn into the role's history (spec section 7): the user hint once, tool rows, the reply.
+"""Recording a turn into the role's history (contract §7): the user hint once, tool rows, the reply.
 
 Tool results are recorded per `ToolResultMemory`: as transcript rows (tool call k=2, tool result
 k=3) and, per round, as one `tool` chat message with one line per result, so they replay (as a user

@@ -1,4 +1,4 @@
-"""`AiTaskRequest`: what a game asks for in one turn of a role (spec section 7)."""
+"""`AiTaskRequest`: what a game asks for in one turn of a role (contract §7)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ class AiTaskRequest:
                 raise InvalidArgumentError(f"{name} must be a string")
         if not isinstance(self.role_id, str | None):
             raise InvalidArgumentError("role_id must be a string")
-        # A turn without a role runs as Creator (spec 4); role ids are trimmed.
+        # A turn without a role runs as Creator (contract §4); role ids are trimmed.
         object.__setattr__(self, "role_id", (self.role_id or "").strip() or DEFAULT_TURN_ROLE)
         object.__setattr__(self, "forced_tool_mode", self.forced_tool_mode.strip())
         if self.scope is None:

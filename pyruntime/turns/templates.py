@@ -1,4 +1,4 @@
-"""Does a model's chat template accept a system message after the first one? (spec section 7)
+"""Does a model's chat template accept a system message after the first one? (contract §7)
 
 Templates that reject one (Gemma, Mistral, ...) raise, or silently drop it; for those the tail
 blocks travel as `System context update:` user messages. Detection renders the template with

@@ -1,4 +1,4 @@
-"""The tool loop's rules (spec section 7): which tools are offered, how one call runs, when the loop ends.
+"""The tool loop's rules (contract §7): which tools are offered, how one call runs, when the loop ends.
 
 `ToolExecutor` runs the calls of one model round: it repairs the case of a tool name (with a
 log line), rejects an unknown tool or an exact repeat of the previous call with an explanatory

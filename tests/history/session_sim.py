@@ -34,8 +34,13 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from pyruntime.history.budget import COMPACTION_TARGET_RATIO, stored_summary_tokens, summary_cut_tokens
-from pyruntime.history.fold import anchor_of, deterministic_fold, limit_summary_tokens, split_marker
+from pyruntime.history.budget import (
+    COMPACTION_TARGET_RATIO,
+    stored_summary_tokens,
+    summary_bound_tokens,
+    summary_cut_tokens,
+)
+from pyruntime.history.fold import SummaryShape, anchor_of, deterministic_fold, limit_summary_tokens, split_marker
 from pyruntime.history.llm_fold import LlmCompactionOptions, clip_summary
 from pyruntime.history.messages import HistoryMessage
 from pyruntime.history.pipeline import Disposition, PreparedHistory, prepare_scoped_turn_history
@@ -335,7 +340,9 @@ def _check(plan: SessionPlan, fit, stored: list[HistoryMessage], prior: str | No
             produced = clip_summary(compactor.reply.strip(), OPTIONS.max_summary_chars)[0]
         else:
             inputs = [HistoryMessage(m.role, strip_think(m.content)) if m.is_assistant else m for m in folded_now]
-            produced = deterministic_fold(prior_body, inputs).body
+            shape = SummaryShape(COUNTER, limit_tokens=summary_bound_tokens(fit.max_ctx),
+                                 target_ratio=plan.target_ratio if plan.target_ratio < 1.0 else 1.0)
+            produced = deterministic_fold(prior_body, inputs, shape).body
         within = limit_summary_tokens(produced, COUNTER, limit)
         if within.tokens_dropped:  # cut below the limit with hysteresis, so the next folds append
             within = limit_summary_tokens(produced, COUNTER, summary_cut_tokens(limit, plan.target_ratio))

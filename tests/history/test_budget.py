@@ -1,4 +1,4 @@
-"""The budget policy of spec 5, with concrete numbers."""
+"""The budget policy of contract §5, with concrete numbers."""
 
 from __future__ import annotations
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 
 from pyruntime.history.fold import (
+    SUMMARY_HEADER,
     Anchor,
+    SummaryShape,
     deterministic_fold,
     find_fold_point,
     fold_marker,
@@ -17,7 +19,7 @@ from pyruntime.history.fold import (
 )
 from pyruntime.history.messages import HistoryMessage as M
 from pyruntime.history.messages import clip_marked, message_id, utf16_len
-from pyruntime.history.tokens import HeuristicTokenCounter
+from pyruntime.history.tokens import HeuristicTokenCounter, count_message_tokens
 from tests.history.conftest import dialogue
 
 
@@ -120,3 +122,58 @@ def test_limiter_keeps_the_newest_suffix_one_token_short_with_a_leading_ellipsis
     assert cut.chars_dropped == utf16_len(text) - utf16_len(cut.text[1:])
     assert limit_summary_tokens(cut.text, counter, 50).text == cut.text  # not cut again next turn
     assert limit_summary_tokens("short", counter, 50).text == "short"
+
+
+def _shape(**kwargs) -> SummaryShape:
+    return SummaryShape(HeuristicTokenCounter(), **kwargs)
+
+
+def test_a_shaped_fold_costs_at_most_its_share_of_what_it_replaces_the_npcs_lines_clipped_first() -> None:
+    counter = HeuristicTokenCounter()
+    messages = [M("user", "My name is Alex and I carry a sword called Dawnbreaker " * 3),
+                M("assistant", "Aye, a fine blade. The road north is muddy and the bridge needs mending. " * 4),
+                M("user", "hi")]
+    fold = deterministic_fold("", messages, _shape())
+    bullets = fold.body.splitlines()[1:]
+    verbatim = sum(count_message_tokens(counter, m.content) for m in messages)
+    assert sum(counter.count(line) + 1 for line in bullets) <= verbatim // 2
+    user, npc, short = bullets
+    assert short == "- user: hi"  # short lines stay whole
+    kept = {c.message_id: c.chars_kept for c in fold.clipped}
+    assert kept[messages[1].id] < kept[messages[0].id] <= 2 * kept[messages[1].id]  # the player keeps twice as much
+    assert fold.bullet_chars == kept[messages[1].id] and len(fold.clipped) == 2
+    # Without a shape: the design note's fold (280 chars).
+    assert deterministic_fold("", messages).body.splitlines()[1] == "- user: " + messages[0].content.strip()
+
+
+def test_a_clip_whose_marker_costs_what_it_saves_is_not_made() -> None:
+    messages = [M("assistant", "x" * 60), M("user", "y" * 50)]  # a few chars over any cap: the marker costs more
+    fold = deterministic_fold("", messages, _shape(fold_share=0.1))
+    assert fold.clipped == () and fold.body.splitlines()[1:] == ["- assistant: " + "x" * 60, "- user: " + "y" * 50]
+
+
+def test_a_summary_past_its_bound_is_condensed_oldest_lines_first_then_dropped_and_counted() -> None:
+    counter = HeuristicTokenCounter()
+    prior = SUMMARY_HEADER + "\n" + "\n".join(f"- user: line {i} " + "w" * 150 for i in range(12))
+    fold = deterministic_fold(prior, [M("user", "newest " + "n" * 150)], _shape(limit_tokens=400, target_ratio=0.5, fold_share=1.0))
+    lines = fold.body.splitlines()
+    assert counter.count(fold.body) <= 200 and fold.condensed is not None
+    assert lines[0] == SUMMARY_HEADER and lines[1].startswith("…[+") and lines[1].endswith(" earlier lines]")
+    assert lines[-1] == "- user: newest " + "n" * 150  # the newest line whole
+    shortened = [line for line in lines[2:-1] if "…[+" in line]
+    assert shortened and all(line.endswith(" chars]") for line in shortened)
+    c = fold.condensed
+    assert c.dropped == int(lines[1][3:].split()[0]) and c.tokens_after == counter.count(fold.body) < c.tokens_before
+    # Condensed again later: the dropped lines add up, an earlier clip's count is carried on.
+    again = deterministic_fold(fold.body, [M("user", "later " + "l" * 150)], _shape(limit_tokens=150, fold_share=1.0))
+    first = again.body.splitlines()[1]
+    assert int(first[3:].split()[0]) > c.dropped
+    clipped = [line for line in again.body.splitlines() if line.endswith(" chars]")]
+    assert all(int(line.rsplit("[+", 1)[1].split()[0]) >= 150 - 48 for line in clipped[:-1])
+
+
+def test_an_earlier_llm_summary_is_condensed_as_a_whole_line() -> None:
+    prior = "The player, Alex, asked about swords. " * 20  # one long line of prose
+    fold = deterministic_fold(prior, [M("user", "hi")], _shape(limit_tokens=60, target_ratio=1.0))
+    lines = fold.body.splitlines()
+    assert lines[1].startswith("The player, Alex") and lines[1].endswith(" chars]") and lines[-1] == "- user: hi"

@@ -140,17 +140,20 @@ def test_a_tight_request_cuts_only_the_summary_sent_never_the_stored_one() -> No
     config = RoleMemoryConfig(ROLE, max_chat_history_messages=10)
     roomy = asyncio.run(prepare_turn_history(history[:40], None, config=config, counter=COUNTER,
                                              budget=roomy_budget()))
-    stored_body = split_marker(roomy.pending_summary)[0]
     tight = compute_history_budget(model_context_tokens=8192, user_payload_tokens=5000)  # one long player message
     second = asyncio.run(prepare_turn_history(history, roomy.pending_summary, config=config, counter=COUNTER,
                                               budget=tight))
     new_body = split_marker(second.pending_summary)[0]
-    assert new_body.startswith(stored_body)  # the prior summary kept in full
+    # The same stored summary as a roomy request leaves (the prior one kept, or condensed by its own bound alone).
+    roomy_second = asyncio.run(prepare_turn_history(history, roomy.pending_summary, config=config, counter=COUNTER,
+                                                    budget=roomy_budget()))
+    assert new_body == split_marker(roomy_second.pending_summary)[0]
     assert COUNTER.count(new_body) > tight.summary_tokens  # more than this request could carry
     assert second.summary_text.startswith("…") and COUNTER.count(second.summary_text) <= tight.summary_tokens
     assert new_body.endswith(second.summary_text[1:])
     # The stored summary is bounded by a limit the request does not set.
     assert tight.stored_summary_tokens == roomy_budget().stored_summary_tokens
+    assert tight.summary_bound_tokens == roomy_budget().summary_bound_tokens
 
 
 def test_the_stored_summary_limit_is_the_explicit_cap_or_a_third_of_a_bare_request() -> None:

@@ -17,6 +17,7 @@ from pyruntime.history.llm_fold import (
     CompactionRequestOptions,
     LlmCompactionOptions,
     build_compaction_payload,
+    salient_terms,
 )
 from pyruntime.history.messages import HistoryMessage as M
 from pyruntime.history.messages import utf16_len
@@ -134,10 +135,10 @@ def test_switches_global_off_or_role_off_use_the_deterministic_fold() -> None:
 
 def test_a_summary_above_4000_chars_is_clipped_and_ends_with_the_marker(caplog: pytest.LogCaptureFixture) -> None:
     async def verbose(messages, options):
-        return "The player said many things. " * 200  # 5800 chars
+        return "Lines 0, 2 and 4 said many things. " * 200  # 7000 chars, the folded lines' numbers kept
 
     with caplog.at_level(logging.INFO, logger="pyruntime.history"):
-        prepared = asyncio.run(run(dialogue(20), complete=verbose))
+        prepared = asyncio.run(run(dialogue(20, size=1400), complete=verbose))  # smaller than what it replaces
     stored = prepared.pending_summary
     assert prepared.cut_report.compaction is CompactionKind.LLM
     body, hashes = split_marker(stored)
@@ -146,24 +147,61 @@ def test_a_summary_above_4000_chars_is_clipped_and_ends_with_the_marker(caplog: 
     assert "…[+" in body and prepared.cut_report.summary_chars_dropped > 1800
     warning = [r for r in caplog.records if r.getMessage().startswith("Compacted summary clipped to 4000 chars")]
     assert len(warning) == 1 and warning[0].levelno == logging.WARNING
-    assert "5799 chars total" in warning[0].getMessage()
+    assert "6999 chars total" in warning[0].getMessage()
 
 
 def test_a_summary_just_under_4000_chars_is_not_clipped_for_the_hidden_marker(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # Failed before: the clip counted the marker line (~130 chars), so 3990 chars lost their tail.
-    text = ("The smith owes the player a sword. " * 120)[:3990].strip()
+    text = ("Lines 0, 2 and 4: the smith owes the player a sword. " * 80)[:3990].strip()
 
     async def exact(messages, options):
         return text
 
     with caplog.at_level(logging.INFO, logger="pyruntime.history"):
-        prepared = asyncio.run(run(dialogue(20), complete=exact))
+        prepared = asyncio.run(run(dialogue(20, size=1400), complete=exact))
     body, anchors = split_marker(prepared.pending_summary)
     assert body == text and anchors
     assert prepared.cut_report.summary_chars_dropped == 0
     assert not [r for r in caplog.records if r.getMessage().startswith("Compacted summary clipped")]
+
+
+def test_a_summary_not_smaller_than_what_it_replaces_falls_back_to_the_deterministic_fold(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # What SmolLM2-135M does (bench/bench_summary.py): it repeats the dialogue until its 512 tokens run out.
+    async def repeats(messages, options):
+        return "user: Hi there, Tobin!\nassistant: Hi there, Tobin!\n" * 30
+
+    with caplog.at_level(logging.INFO, logger="pyruntime.history"):
+        prepared = asyncio.run(run(dialogue(20), complete=repeats))
+    report = prepared.cut_report
+    assert report.compaction is CompactionKind.DETERMINISTIC and report.compaction_fell_back
+    assert "Tobin" not in prepared.pending_summary and len(report.folded_ids) == 5
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("LLM compaction fell back")]
+    assert line.startswith("LLM compaction fell back to the deterministic fold: the summary was not smaller than "
+                           "what it replaces (") and "Tobin" not in line
+
+
+def test_a_summary_without_the_players_names_and_numbers_falls_back(caplog: pytest.LogCaptureFixture) -> None:
+    # What SmolLM2-135M also does: a short text about nothing the player said.
+    history = [M("user", "Evening, captain."), M("assistant", "Evening."), M("user", "My name is Garrick."),
+               M("assistant", "Aye."), M("user", "I owe you 25 gold, not 40."), M("assistant", "Hm.")] + dialogue(15)
+
+    async def invents(messages, options):
+        return "(narrative of the previous conversation)"
+
+    async def keeps(messages, options):
+        return "Garrick owes the captain 25 gold."
+
+    with caplog.at_level(logging.INFO, logger="pyruntime.history"):
+        bad = asyncio.run(run(history, complete=invents))
+        good = asyncio.run(run(history, complete=keeps))
+    assert bad.cut_report.compaction is CompactionKind.DETERMINISTIC and bad.cut_report.compaction_fell_back
+    assert "fell back to the deterministic fold: the summary kept 0 of the 3 names and numbers" in caplog.text
+    assert good.cut_report.compaction is CompactionKind.LLM and "Garrick owes" in good.pending_summary
+    assert salient_terms(history[:6]) == {"garrick", "25", "40"}  # not "Evening" (it starts its sentence), nor "I"
 
 
 def test_payload_lines_are_clipped_at_800_and_the_first_line_always_goes_in() -> None:

@@ -111,7 +111,10 @@ def test_a_newest_message_larger_than_the_budget_is_folded_not_sent_to_overflow(
     assert prepared.messages == []
     assert prepared.cut_report.folded_ids == [history[0].id, history[1].id]
     assert prepared.history_tokens <= budget.history_tokens
-    assert "- user: " + "x" * 280 + "…[+7720 chars]" in split_marker(prepared.pending_summary)[0]
+    # Its bullet is clipped (to the summary's share of this small context), the cut marked with what was dropped.
+    [bullet] = [line for line in split_marker(prepared.pending_summary)[0].splitlines() if line.startswith("- user: x")]
+    kept = len(bullet) - len("- user: ") - len(f"…[+{8000 - bullet.count('x')} chars]")
+    assert bullet == "- user: " + "x" * kept + f"…[+{8000 - kept} chars]" and 0 < kept < 280
 
 
 def test_a_tool_call_and_its_result_are_never_split_by_the_window() -> None:
@@ -212,25 +215,26 @@ def test_clear_chat_history_also_clears_the_summary_so_the_next_turn_starts_fres
     assert second.summary_text == "" and [m.content for m in second.messages] == ["hello again"]
 
 
-def test_max_rolled_summary_tokens_keeps_the_newest_suffix_and_warns(caplog: pytest.LogCaptureFixture) -> None:
+def test_max_rolled_summary_tokens_bounds_the_summary_by_condensing_its_oldest_lines_first(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     history = dialogue(60, size=100)
     budget = roomy_budget(max_rolled_summary_tokens=200)
     with caplog.at_level(logging.INFO, logger="pyruntime.history"):
         prepared = prepare(history, budget=budget)
-    assert prepared.summary_text.startswith("…")
-    assert prepared.summary_text.endswith(f"- assistant: {history[29].content}")
-    assert COUNTER.count(prepared.summary_text) <= 199
+    body = prepared.summary_text
+    assert COUNTER.count(body) <= 200 and body.startswith(f"{SUMMARY_HEADER}\n…[+")  # "…[+N earlier lines]"
+    lines = body.splitlines()[2:]
+    assert lines[-1].startswith(f"- assistant: {history[29].content[:40]}")  # the newest line kept
+    # Oldest first: the lines kept get no shorter towards the newest.
+    lengths = [len(line) for line in lines]
+    assert lengths == sorted(lengths) or lengths[0] <= lengths[-1]
     assert prepared.cut_report.summary_chars_dropped > 0 and prepared.cut_report.lossy
-    [cut] = [r for r in caplog.records if r.getMessage().startswith("Rolling summary cut")]
-    assert cut.levelno == logging.WARNING
-    full = COUNTER.count(deterministic_fold("", history[:30]).body)
-    sent = COUNTER.count(prepared.summary_text)
-    assert cut.getMessage() == (
-        f"Rolling summary cut: ~{full - sent} token(s) by the context manager's MaxRolledSummaryTokens cap, "
-        f"~0 token(s) to fit the 200-token request reserve; ~{sent} tokens sent"
-    )
-    # The stored summary is bounded too, so the next turn sends it without cutting again.
+    [line] = [r for r in caplog.records if r.getMessage().startswith("Rolling summary condensed")]
+    assert line.levelno == logging.INFO and line.getMessage().endswith("(bound 200)")
+    # The stored summary is the bounded one, so the next turn sends it without cutting.
     assert split_marker(prepared.pending_summary)[0] == prepared.summary_text
+    assert not [r for r in caplog.records if r.getMessage().startswith("Rolling summary cut")]
 
 
 def test_without_a_rolling_summary_the_window_cap_leaves_messages_out_with_a_warning(
@@ -265,8 +269,10 @@ def test_cut_report_to_proto_mirrors_every_field() -> None:
     assert proto.stored_messages == 43 and proto.sent_verbatim == report.sent_verbatim == 30
     assert list(proto.folded_ids) == report.folded_ids and list(proto.pruned_ids) == [history[-1].id]
     assert proto.compaction == orchestrator_pb2.COMPACTION_KIND_DETERMINISTIC
-    [bullet] = proto.clipped_bullets
-    assert (bullet.message_id, bullet.chars_kept, bullet.chars_dropped) == (history[0].id, 280, 120)
+    [bullet] = proto.clipped_bullets  # the long line, clipped so that the summary is smaller than what it replaces
+    assert bullet.message_id == history[0].id and bullet.chars_kept + bullet.chars_dropped == 400
+    assert 0 < bullet.chars_kept < 280 and (bullet.chars_kept, bullet.chars_dropped) == (
+        report.clipped_bullets[0].chars_kept, report.clipped_bullets[0].chars_dropped)
     assert proto.tokens_before == report.tokens_before and proto.tokens_after == report.tokens_after
 
 
@@ -312,25 +318,25 @@ def test_hysteresis_keeps_the_newest_message_when_it_fits_the_full_room() -> Non
     assert prepared.history_tokens <= budget.history_tokens
 
 
-def test_a_summary_past_its_limit_is_cut_below_it_with_hysteresis_then_appended_to() -> None:
-    # Issue 13: the summary sits near the prompt's start; cut to half its limit, the next folds append to it (the
-    # model keeps its cached state of the older lines) instead of each fold cutting its start again.
+def test_a_summary_past_its_bound_is_condensed_below_it_with_hysteresis_then_appended_to() -> None:
+    # Issue 13: the summary sits near the prompt's start; condensed to half its bound, the next folds append to it
+    # (the model keeps its cached state of the older lines) instead of each fold condensing its start again.
     config = RoleMemoryConfig("AINpc", max_chat_history_messages=4)
     budget = roomy_budget(max_rolled_summary_tokens=200)
     history = dialogue(60, size=100) + dialogue(4, prefix="short")
     cut = prepare(history, budget=budget, config=config, compaction_target_ratio=0.5)
     body = split_marker(cut.pending_summary)[0]
-    assert body.startswith("…") and 90 <= COUNTER.count(body) <= 99  # summary_cut_tokens(200, 0.5) == 100
+    assert body.startswith(f"{SUMMARY_HEADER}\n…[+") and 60 <= COUNTER.count(body) <= 100
     assert cut.cut_report.lossy and cut.cut_report.summary_chars_dropped > 0  # reported, never silent
     longer = history + dialogue(3, prefix="later")  # past the window again: the next fold, of short lines
     after = prepare(longer, cut.pending_summary, budget=budget, config=config, compaction_target_ratio=0.5)
     assert after.cut_report.compaction is CompactionKind.DETERMINISTIC and not after.cut_report.lossy
     folded = split_marker(after.pending_summary)[0]
-    # Not cut again: the new bullets appended (the fold's header comes back before the cut text once).
-    assert folded.startswith(f"{SUMMARY_HEADER}\n{body}\n- ") and folded.endswith("\n- user: later 0")
+    # Not condensed again: the new bullets appended.
+    assert folded.startswith(f"{body}\n- ") and folded.endswith("\n- user: later 0")
     longest = longer + dialogue(3, prefix="last")
     last = prepare(longest, after.pending_summary, budget=budget, config=config, compaction_target_ratio=0.5)
     assert split_marker(last.pending_summary)[0].startswith(folded + "\n- ")  # from then on: appended to
-    # Without hysteresis the same summary is cut to the limit itself, so every later fold cuts it again.
+    # Without hysteresis the same summary is condensed to the bound itself, so every later fold condenses it again.
     plain = prepare(history, budget=budget, config=config)
-    assert 190 <= COUNTER.count(split_marker(plain.pending_summary)[0]) <= 199
+    assert 150 <= COUNTER.count(split_marker(plain.pending_summary)[0]) <= 200

@@ -1,4 +1,4 @@
-"""Pruning rules of the prompt copy (spec 5): the input list is never changed."""
+"""Pruning rules of the prompt copy (contract §5): the input list is never changed."""
 
 from __future__ import annotations
 

@@ -65,11 +65,13 @@ def test_a_thousand_turns_stay_within_budget_and_lose_nothing_silently() -> None
         assert all(c[Disposition.FOLDED] <= 1 for c in ever.values()), "a message was folded twice"
         if prepared.cut_report.folded_ids and not prepared.cut_report.summary_chars_dropped:
             body = split_marker(prepared.pending_summary)[0]
+            # A bullet is whole, or clipped (so the summary stays smaller than what it replaces) as the report says.
+            clipped = {c.message_id: c.chars_kept for c in prepared.cut_report.clipped_bullets}
             for offset, disposition in enumerate(prepared.dispositions):
                 if disposition is Disposition.FOLDED:
                     message = appended[first + offset]
                     as_sent = HistoryMessage(message.role, strip_think(message.content))  # older turns lose <think>
-                    bullets = [render_bullet(m) for m in (message, as_sent)]
+                    bullets = [render_bullet(m, clipped.get(m.id, 280)) for m in (message, as_sent)]
                     assert any(b is None or b.line in body for b in bullets), f"message {first + offset}"
 
         if rng.random() < 0.05:

@@ -1,4 +1,4 @@
-"""Every row of the spec section 1 action table, and every error path, on the pure document operations."""
+"""Every row of the contract's §1 action table, and every error path, on the pure document operations."""
 
 from __future__ import annotations
 

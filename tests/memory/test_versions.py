@@ -1,4 +1,4 @@
-"""Version snapshots: numbering, timestamps, notes, retention, listing, revert and diff (spec section 2)."""
+"""Version snapshots: numbering, timestamps, notes, retention, listing, revert and diff (contract §2)."""
 
 from __future__ import annotations
 

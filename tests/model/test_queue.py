@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.queue import ModelRequestQueue, Priority
+from pyruntime.model.queue import ModelRequestQueue, Preempted, Priority
 from pyruntime.model.types import ChatCompletionAccumulator
 from tests.support.tiny_model import TINY_MODEL_ALIAS
 
@@ -130,6 +130,97 @@ def test_a_waiter_cancelled_just_as_it_is_granted_passes_the_slot_on():
     log, queue = run(go())
     assert log == ["start c", "end c"]
     assert not queue.busy and queue.waiting == 0
+
+
+async def background_holder(queue: ModelRequestQueue, name: str, log: list[str], release: asyncio.Event) -> None:
+    """Background work a player may stop: logs how it ended."""
+    try:
+        async with queue.slot(Priority.BACKGROUND, preemptible=True) as grant:
+            log.append(f"start {name}")
+            await release.wait()
+            log.append(f"end {name}")
+    except Preempted:
+        assert grant.preempted
+        log.append(f"preempted {name}")
+
+
+def test_a_player_call_stops_preemptible_background_work_and_gets_the_slot_at_once():
+    async def go():
+        queue = ModelRequestQueue()
+        log: list[str] = []
+        never, gate_p, gate_bg2 = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        bg = asyncio.create_task(background_holder(queue, "bg", log, never))
+        await settle()
+        bg2 = asyncio.create_task(background_holder(queue, "bg2", log, gate_bg2))  # waits: not stopped by anyone
+        await settle()
+        player = asyncio.create_task(holder(queue, Priority.PLAYER, "player", log, gate_p))
+        await settle()
+        assert log == ["start bg", "preempted bg", "start player"]
+        gate_p.set()
+        gate_bg2.set()
+        await asyncio.gather(bg, bg2, player)
+        return log, queue
+
+    log, queue = run(go())
+    assert log == ["start bg", "preempted bg", "start player", "end player", "start bg2", "end bg2"]
+    assert not queue.busy
+
+
+def test_background_work_that_is_not_preemptible_keeps_the_slot_until_it_is_done():
+    async def go():
+        queue = ModelRequestQueue()
+        log: list[str] = []
+        gate_bg, gate_p = asyncio.Event(), asyncio.Event()
+        bg = asyncio.create_task(holder(queue, Priority.BACKGROUND, "writer", log, gate_bg))
+        await settle()
+        player = asyncio.create_task(holder(queue, Priority.PLAYER, "player", log, gate_p))
+        await settle()
+        assert log == ["start writer"]
+        gate_bg.set()
+        gate_p.set()
+        await asyncio.gather(bg, player)
+        return log
+
+    assert run(go()) == ["start writer", "end writer", "start player", "end player"]
+
+
+def test_a_player_that_comes_just_as_background_work_is_handed_the_slot_still_stops_it():
+    async def go():
+        queue = ModelRequestQueue()
+        log: list[str] = []
+        first = queue.slot(Priority.PLAYER)
+        await first.__aenter__()
+        bg = asyncio.create_task(background_holder(queue, "bg", log, asyncio.Event()))
+        await settle()
+        await first.__aexit__(None, None, None)  # hands the slot to the background work, which has not resumed yet
+        player = asyncio.create_task(holder(queue, Priority.PLAYER, "player", log, asyncio.Event()))
+        await settle()
+        assert log == ["start bg", "preempted bg", "start player"]
+        player.cancel()
+        await asyncio.gather(bg, player, return_exceptions=True)
+        return queue
+
+    assert not run(go()).busy
+
+
+def test_background_arrivals_do_not_stop_background_work_and_only_background_work_is_preemptible():
+    async def go():
+        queue = ModelRequestQueue()
+        log: list[str] = []
+        gate_a, gate_b = asyncio.Event(), asyncio.Event()
+        a = asyncio.create_task(background_holder(queue, "a", log, gate_a))
+        await settle()
+        b = asyncio.create_task(background_holder(queue, "b", log, gate_b))
+        await settle()
+        gate_a.set()
+        gate_b.set()
+        await asyncio.gather(a, b)
+        with pytest.raises(ValueError):
+            async with queue.slot(Priority.PLAYER, preemptible=True):
+                pass
+        return log
+
+    assert run(go()) == ["start a", "end a", "start b", "end b"]
 
 
 def test_priority_must_be_a_known_priority():

@@ -108,6 +108,18 @@ def test_a_handler_that_raises_is_a_failed_result_the_model_sees(client: Runtime
     assert events[-1].final.status == pb.TURN_STATUS_OK and events[-1].final.text.endswith("Sorry.")
 
 
+def test_an_async_handler_on_the_blocking_client_is_a_failed_result_naming_the_fix(client: RuntimeClient) -> None:
+    async def give(args: dict[str, Any]) -> str:
+        return "never run"
+
+    tool = ClientTool("give_item", "Hand an item to the player.", GIVE_SCHEMA, give)
+    events = list(client.stream_task_with_tools("I'll buy the sword", [tool], role_id=ROLE))
+    results = [e.tool_result for e in events if e.HasField("tool_result")]
+    assert [(r.success, r.content) for r in results] == [
+        (False, "tool 'give_item' failed: its handler is async; use AsyncRuntimeClient")]
+    assert events[-1].final.status == pb.TURN_STATUS_OK
+
+
 def test_run_task_with_client_tools_is_refused(client: RuntimeClient) -> None:
     request_tools = [pb.ClientToolDefinition(name="give_item", description="Hand over.",
                                              parameters_json_schema=json.dumps(GIVE_SCHEMA))]

@@ -1,4 +1,4 @@
-"""One contract suite for every AgentMemoryStore / ConversationSummaryStore backend (spec section 3)."""
+"""One contract suite for every AgentMemoryStore / ConversationSummaryStore backend (contract §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The byte-exact file layout of spec 3.1: stems, `<stem>.json`, history rows, summaries, legacy rows."""
+"""The byte-exact file layout of contract §3.1: stems, `<stem>.json`, history rows, summaries, legacy rows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Persistence modes: Persistent writes the file layout, SessionOnly touches no disk (spec section 3)."""
+"""Persistence modes: Persistent writes the file layout, SessionOnly touches no disk (contract §3)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from pyruntime.memory.state import AgentMemoryState
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
-from pyruntime.turns import AiTaskRequest, TextDeltaEvent, TurnStatus
+from pyruntime.turns import AiTaskRequest, CutReportEvent, TextDeltaEvent, TurnStatus
 from tests.support.fixtures import free_port, start_llama_server
 from tests.turns.conftest import make_orchestrator, run
 
@@ -140,7 +140,7 @@ def test_overflow_retries_with_a_smaller_history_and_consolidates_memory(
                                                         system_prompt_memory_version=1))
     MemoryTool(memory_stores.memory, key).execute({"action": "append", "content": "B"})
     # The budget believes in a bigger context than the server has: the first request overflows.
-    orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=policy, model_context_tokens=2800,
+    orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=policy, model_context_tokens=3400,
                                              token_counter=LlamaTokenCounter(tiny_model_path))
     result = run(orchestrator.run_task(AiTaskRequest("so?", "Chatter", forced_tool_mode="none")))
     run(client.aclose())
@@ -154,6 +154,39 @@ def test_overflow_retries_with_a_smaller_history_and_consolidates_memory(
     assert "## Memory (updates)" not in client.bodies[-1]["messages"][-2]["content"]
     chat = _chat(memory_stores, "Chatter")
     assert chat[-2:] == [("user", "so?"), ("assistant", result.text)]
+
+
+def test_after_an_overflow_retry_the_streamed_cut_report_describes_the_request_sent(
+    tiny_server_url: str, tiny_model_path: Path, memory_stores: StoreBundle
+) -> None:
+    policy = AgentMemoryPolicy()
+    policy.configure_role("Chatter", system_prompt="You are Chatter.", max_output_tokens=16,
+                          max_chat_history_messages=100, temperature=0.0)
+    _long_history(memory_stores, "Chatter", 40, 100)
+    key = memory_stores.scoped().key("Chatter")
+    MemoryTool(memory_stores.memory, key).execute({"action": "write", "content": "A"})
+    memory_stores.memory.mutate(key, lambda s: s.evolve(system_prompt_memory_snapshot="A",
+                                                        system_prompt_memory_version=1))
+    MemoryTool(memory_stores.memory, key).execute({"action": "append", "content": "B"})
+    # The budget believes in a bigger context than the server has: the first request overflows.
+    orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=policy, model_context_tokens=3400,
+                                             token_counter=LlamaTokenCounter(tiny_model_path))
+
+    async def turn() -> list:
+        events = [e async for e in orchestrator.stream_task(AiTaskRequest("so?", "Chatter", forced_tool_mode="none"))]
+        await client.aclose()
+        return events
+
+    events = run(turn())
+    final = events[-1].result
+    assert final.status is TurnStatus.OK and final.cut_report.overflow_retries >= 1
+    reports = [e.report for e in events if isinstance(e, CutReportEvent)]
+    assert len(reports) == final.cut_report.overflow_retries + 1  # one per attempt, each before its request
+    first, last = reports[0], reports[-1]
+    assert first.sent_verbatim > last.sent_verbatim  # the retry sent less history
+    assert (last.sent_verbatim, last.overflow_retries) == (final.cut_report.sent_verbatim,
+                                                           final.cut_report.overflow_retries)
+    assert [r.overflow_retries for r in reports] == list(range(len(reports)))
 
 
 def test_overflow_gives_up_after_three_retries(tiny_server_url: str, memory_stores: StoreBundle) -> None:

@@ -116,3 +116,21 @@ def test_a_compaction_folds_the_notes_into_one_block_and_keeps_the_snapshot() ->
     # A folded block whose version is gone cannot be sent again: consolidated too.
     pruned = later.evolve(versions=later.versions[3:])
     assert plan_memory_blocks(pruned, head_version=3).snapshot_changed
+
+
+def test_a_compaction_prepared_between_turns_folds_the_memory_it_was_warmed_with_and_notes_what_came_after() -> None:
+    # Issue 24: the game edited the memory after the next turn's head was evaluated; that head stays as evaluated.
+    later = _edited("likes swords", "likes swords\nhates rain", "likes swords\nhates rain\nowns a boat")
+    blocks = plan_memory_blocks(later, fold=NoteFold.INTO_HEAD, fold_up_to=2)
+    assert blocks.folded == MemoryNote(2, f"{APPENDED_FRAMING}\nhates rain")
+    assert blocks.notes == (MemoryNote(3, f"{APPENDED_FRAMING}\nowns a boat"),)
+    assert (blocks.snapshot_block, blocks.snapshot_changed) == ("likes swords", False)
+    # The next turn rebuilds both from their versions, byte for byte.
+    again = plan_memory_blocks(later, head_version=2, sent_notes=(3,))
+    assert (again.folded, again.notes) == (blocks.folded, blocks.notes)
+    # Warmed before any change since the snapshot: no folded block, the change is a note.
+    fresh = plan_memory_blocks(later, fold=NoteFold.INTO_HEAD, fold_up_to=1)
+    assert fresh.folded is None and fresh.notes == (MemoryNote(3, f"{APPENDED_FRAMING}\nhates rain\nowns a boat"),)
+    # Nothing changed since it was warmed (or no version given): every change is folded, as before.
+    assert plan_memory_blocks(later, fold=NoteFold.INTO_HEAD, fold_up_to=3).folded.version == 3
+    assert plan_memory_blocks(later, fold=NoteFold.INTO_HEAD).notes == ()

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from pyruntime.history.messages import HistoryMessage
 from pyruntime.turns.prompt import (
     DEFAULT_ROLE_PROMPTS,
     SYSTEM_CONTEXT_UPDATE_PREFIX,
     MemoryNote,
-    PromptLayout,
     TailBlocks,
     assemble_messages,
     build_system_prompt,
@@ -63,23 +60,6 @@ def test_messages_follow_the_cache_stable_order() -> None:
     ]
 
 
-def test_the_design_note_layout_keeps_the_spec_order() -> None:
-    messages = assemble_messages(
-        system_prompt="SYS", summary="they met", history=HISTORY, tail=FULL_TAIL, user_payload="what now?",
-        layout=PromptLayout.DESIGN_NOTE,
-    )
-    assert [m["role"] for m in messages] == ["system", "system", "user", "assistant", "user", "system", "user"]
-    assert messages[1]["content"].startswith("## Conversation Summary\n")
-    assert messages[1]["content"].endswith("they met")
-    assert _headings(messages[5]["content"]) == [
-        "## Request System Instructions",
-        "## Memory",
-        "## Memory (updates)",
-        "## Tool Availability (current request)",
-        "## World State",
-    ]
-
-
 def test_a_new_turn_extends_the_previous_request_up_to_the_tail() -> None:
     # The point of the layout: with an unchanged snapshot and summary, the next turn's request starts
     # with every message of the previous one except its tail and payload (those are all it evaluates).
@@ -88,17 +68,12 @@ def test_a_new_turn_extends_the_previous_request_up_to_the_tail() -> None:
     after = assemble_messages(system_prompt="SYS", summary="s", history=[*HISTORY, HistoryMessage("user", "a"),
                               HistoryMessage("assistant", "b")], tail=tail, user_payload="c")
     assert after[: len(before) - 2] == before[:-2]
-    design = dict(system_prompt="SYS", summary="s", tail=tail, layout=PromptLayout.DESIGN_NOTE)
-    old = assemble_messages(history=HISTORY, user_payload="a", **design)
-    assert "## Memory\nlikes swords" in old[-2]["content"]  # re-sent after the history every turn
 
 
 def test_empty_blocks_are_left_out() -> None:
     messages = assemble_messages(system_prompt="SYS", tail=TailBlocks(memory="m", world_state="  "), user_payload="x")
     assert [m["role"] for m in messages] == ["system", "system", "user"]
     assert messages[1]["content"] == "## Memory\nm"
-    assert assemble_messages(system_prompt="SYS", tail=TailBlocks(memory="m"), user_payload="x",
-                             layout=PromptLayout.DESIGN_NOTE) == messages
     bare = assemble_messages(system_prompt="SYS", summary=" ", tail=TailBlocks(), user_payload="x")
     assert bare == [{"role": "system", "content": "SYS"}, {"role": "user", "content": "x"}]
 
@@ -163,9 +138,6 @@ def test_an_unchanged_tail_stays_where_it_was_first_sent() -> None:
     messages = assemble_messages(system_prompt="SYS", history=turn2, tail=TailBlocks(world_state="Rain."),
                                  user_payload="go", tail_after=2)
     assert [m["content"] for m in messages] == ["SYS", "hi", "hello", "## World State\nRain.", "and?", "wet", "go"]
-    design = assemble_messages(system_prompt="SYS", history=turn2, tail=TailBlocks(world_state="Rain."),
-                               user_payload="go", tail_after=2, layout=PromptLayout.DESIGN_NOTE)
-    assert design[-2]["content"] == "## World State\nRain."  # the design note's order ignores the anchor
 
 
 def test_tail_anchors_survive_a_save_as_digests_and_a_bad_file_loads_none(tmp_path) -> None:
@@ -229,10 +201,6 @@ def test_a_memory_note_stays_where_it_was_first_sent_and_new_ones_come_last() ->
     assert place_notes(anchors, (first, second), turn2[2:]) == ((2, 2), (NoteAnchor(4, 5), NoteAnchor(4, 6)))
     assert place_notes(anchors, (MemoryNote(8, "x"),), turn2)[0] == (4,)
     assert place_notes(anchors, (), turn2) == ((), ())
-    # The design note's order keeps the cumulative delta in the tail instead.
-    design = assemble_messages(system_prompt="SYS", history=turn2, tail=replace(tail, memory_updates="Added: both"),
-                               user_payload="go", notes_after=places, layout=PromptLayout.DESIGN_NOTE)
-    assert [m["content"] for m in design][-2] == "## Memory (updates)\nAdded: both\n\n## World State\nRain."
 
 
 def test_a_compaction_folds_the_notes_into_the_head_after_the_summary() -> None:
@@ -247,6 +215,3 @@ def test_a_compaction_folds_the_notes_into_the_head_after_the_summary() -> None:
     later = assemble_messages(system_prompt="SYS", summary="they met\n- and talked", history=HISTORY, tail=tail,
                               user_payload="go")
     assert later[1]["content"].startswith(head.split("\n\n## Memory (updates)")[0])
-    design = assemble_messages(system_prompt="SYS", summary="they met", history=HISTORY, tail=tail,
-                               user_payload="go", layout=PromptLayout.DESIGN_NOTE)
-    assert "## Memory (updates)" not in design[1]["content"]  # the design note's order: the tail's one block

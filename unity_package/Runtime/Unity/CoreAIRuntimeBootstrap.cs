@@ -1,7 +1,9 @@
 using System;
 using System.IO;
+using System.Threading;
 using System.Threading.Tasks;
 using CoreAI.Ai;
+using CoreAI.Downloads;
 using CoreAI.Launcher;
 using CoreAI.Runtime;
 using UnityEngine;
@@ -46,6 +48,9 @@ namespace CoreAI.UnityIntegration
 
         /// <summary>Raised on the main thread when the runtime could not be started; the argument says why.</summary>
         public event Action<Exception> RuntimeFailed;
+
+        /// <summary>Raised on the main thread while a player downloads its model on first launch (CoreAIRuntimeSettings).</summary>
+        public event Action<DownloadProgress> ModelDownloadProgress;
 
         /// <summary>Raised on the main thread for every launcher event (exited, restarting, restarted …).</summary>
         public event Action<RuntimeLauncherEvent> RuntimeEvent;
@@ -112,6 +117,12 @@ namespace CoreAI.UnityIntegration
             if (!Application.isEditor) BundledRuntime.UseBundled(options, Application.streamingAssetsPath);
             // The editor's runtime outlives Play Mode: its own state folder and ports keep a built player of the game free.
             else options.UseEditorInstance();
+            if (FirstLaunchModel.IsNeeded(settings, Application.isEditor)) return StartAfterModelDownload(options);
+            return Launch(options);
+        }
+
+        private Task<RuntimeEndpoint> Launch(RuntimeLaunchOptions options)
+        {
             if (launcher != null) launcher.Detach();
             ForgetRemote();
             launcher = new RuntimeLauncher(options);
@@ -120,6 +131,35 @@ namespace CoreAI.UnityIntegration
             starting = started.StartAsync();
             starting.ContinueWith(t => mainThread.Post(() => OnStartFinished(started, t)));
             return starting;
+        }
+
+        // First launch of a player that does not bundle its model: download it (progress on the main thread), then launch.
+        private Task<RuntimeEndpoint> StartAfterModelDownload(RuntimeLaunchOptions options)
+        {
+            TaskCompletionSource<RuntimeEndpoint> done = new TaskCompletionSource<RuntimeEndpoint>();
+            starting = done.Task;
+            FirstLaunchModel.DownloadAsync(settings, Application.persistentDataPath, mainThread,
+                    p => { if (ModelDownloadProgress != null) ModelDownloadProgress(p); }, CancellationToken.None)
+                .ContinueWith(download => mainThread.Post(() =>
+                {
+                    if (download.IsFaulted || download.IsCanceled)
+                    {
+                        Exception error = download.IsFaulted ? download.Exception.GetBaseException() : new OperationCanceledException("the model download was cancelled");
+                        CoreAILog.Exception("the model could not be downloaded", error);
+                        if (RuntimeFailed != null) RuntimeFailed(error);
+                        done.TrySetException(error);
+                        return;
+                    }
+                    CoreAILog.Info("model " + settings.ModelName + " is ready in persistentDataPath/CoreAI/models");
+                    options.ModelPath = download.Result;
+                    Launch(options).ContinueWith(t =>
+                    {
+                        if (t.IsFaulted) done.TrySetException(t.Exception.InnerExceptions);
+                        else if (t.IsCanceled) done.TrySetCanceled();
+                        else done.TrySetResult(t.Result);
+                    });
+                }));
+            return done.Task;
         }
 
         /// <summary>A client of the ready runtime (the caller disposes it); policy null uses AgentMemoryPolicy.Default.</summary>

@@ -23,10 +23,10 @@ namespace CoreAI.UnityIntegration
     [CreateAssetMenu(menuName = "CoreAI/Runtime Settings", fileName = "CoreAIRuntimeSettings")]
     public sealed class CoreAIRuntimeSettings : ScriptableObject
     {
-        /// <summary>The runtime's default chat-message cap per key (spec 3.1).</summary>
+        /// <summary>The runtime's default chat-message cap per key (contract §3.1).</summary>
         public const int DefaultChatHistoryMessageCap = 500;
 
-        /// <summary>The runtime's default transcript-row cap per key (spec 3.1).</summary>
+        /// <summary>The runtime's default transcript-row cap per key (contract §3.1).</summary>
         public const int DefaultTranscriptEntryCap = 2000;
 
         [Header("Runtime program")]
@@ -39,6 +39,18 @@ namespace CoreAI.UnityIntegration
         [Header("Model")]
         [Tooltip("GGUF model file to host. Empty: the runtime's embedded SmolLM2-135M.")]
         [SerializeField] private string modelPath = "";
+
+        [Tooltip("The catalogue model Model Path holds (CoreAI > Models pulls and assigns it), and the one a player downloads on first launch.")]
+        [SerializeField] private string modelName = "";
+
+        [Tooltip("Player builds: do not bundle the model; download Model Name on the first launch into persistentDataPath/CoreAI/models (checked against its sha256, resumed if interrupted), with progress in CoreAIRuntimeBootstrap.ModelDownloadProgress.")]
+        [SerializeField] private bool downloadModelOnFirstLaunch;
+
+        [Tooltip("Optional: download the first-launch model from here (your own CDN) instead of the catalogue's URL.")]
+        [SerializeField] private string modelDownloadUrl = "";
+
+        [Tooltip("The sha256 of the file at Model Download URL when it is not a catalogue model (required then).")]
+        [SerializeField] private string modelDownloadSha256 = "";
 
         [Tooltip("Use this OpenAI-compatible server (LM Studio, Ollama, llama-server …) instead of hosting a model. Empty: host one.")]
         [SerializeField] private string llmUrl = "";
@@ -112,6 +124,18 @@ namespace CoreAI.UnityIntegration
 
         /// <summary>GGUF model file to host; empty hosts the embedded model.</summary>
         public string ModelPath { get { return modelPath; } set { modelPath = value; } }
+
+        /// <summary>The catalogue name of the model (the Models panel sets it with Model Path); empty: none.</summary>
+        public string ModelName { get { return modelName; } set { modelName = value; } }
+
+        /// <summary>Players download Model Name on first launch instead of carrying it in the build.</summary>
+        public bool DownloadModelOnFirstLaunch { get { return downloadModelOnFirstLaunch; } set { downloadModelOnFirstLaunch = value; } }
+
+        /// <summary>Where first-launch downloads come from (empty: the catalogue's URL).</summary>
+        public string ModelDownloadUrl { get { return modelDownloadUrl; } set { modelDownloadUrl = value; } }
+
+        /// <summary>The sha256 of a non-catalogue Model Download URL.</summary>
+        public string ModelDownloadSha256 { get { return modelDownloadSha256; } set { modelDownloadSha256 = value; } }
 
         /// <summary>External OpenAI-compatible server; empty hosts a model.</summary>
         public string LlmUrl { get { return llmUrl; } set { llmUrl = value; } }
@@ -197,9 +221,13 @@ namespace CoreAI.UnityIntegration
             return string.IsNullOrWhiteSpace(folder) ? null : Resolve(folder, projectRoot, false);
         }
 
-        /// <summary>The model file as a full path (relative paths against `projectRoot`); null for the embedded model.</summary>
+        /// <summary>
+        /// The model file a build bundles, as a full path (relative paths against `projectRoot`); null for the embedded model,
+        /// and when players download it on first launch (nothing to bundle then).
+        /// </summary>
         public string ModelFileFor(string projectRoot)
         {
+            if (downloadModelOnFirstLaunch) return null;
             return string.IsNullOrWhiteSpace(modelPath) ? null : Resolve(modelPath, projectRoot, false);
         }
 

@@ -19,7 +19,7 @@ namespace CoreAI.Ai
         /// <summary>Default window of chat messages per request.</summary>
         public const int DefaultMaxChatHistoryMessages = 30;
 
-        /// <summary>The built-in roles (spec section 6).</summary>
+        /// <summary>The built-in roles (contract §6).</summary>
         public static readonly IReadOnlyList<string> BuiltInRoleIds = new[]
         {
             "Creator", "Builder", "Analyzer", "Programmer", "CoreMechanicAI", "AINpc", "PlainChat", "SmartChat", "Merchant",
@@ -44,7 +44,7 @@ namespace CoreAI.Ai
         /// <summary>The process-wide policy: what <c>new AgentBuilder(role).Build()</c> registers into and a runtime client uses unless given another.</summary>
         public static AgentMemoryPolicy Default => DefaultPolicy;
 
-        /// <summary>The game tools of each role (README "Game tools"), sent with each of its turns.</summary>
+        /// <summary>The game tools of each role (docs/game-tools.md), sent with each of its turns.</summary>
         public GameToolRegistry Tools { get; } = new GameToolRegistry();
 
         /// <summary>Increases with every change.</summary>
@@ -136,7 +136,7 @@ namespace CoreAI.Ai
         {
             if (allowDuplicateToolCalls == true)
             {
-                // Refused loudly rather than ignored: the tool loop answers an exact repeat with an explanatory error (spec section 7).
+                // Refused loudly rather than ignored: the tool loop answers an exact repeat with an explanatory error (contract §7).
                 throw new NotSupportedException(
                     "allowDuplicateToolCalls: true is not supported: the runtime answers an exact repeat of the previous tool call with an error result");
             }
@@ -313,7 +313,7 @@ namespace CoreAI.Ai
         }
     }
 
-    /// <summary>How one role uses the memory tool, chat history and compaction (spec section 6).</summary>
+    /// <summary>How one role uses the memory tool, chat history and compaction (contract §6).</summary>
     public sealed class RoleMemoryConfig
     {
         /// <summary>A role with the defaults: memory tool on (Append), history on (30 messages, not persisted).</summary>

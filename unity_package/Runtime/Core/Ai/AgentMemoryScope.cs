@@ -2,7 +2,7 @@ using System;
 
 namespace CoreAI.Ai
 {
-    /// <summary>Tenant / user / session / topic that isolate one player's data from another's (spec section 4).</summary>
+    /// <summary>Tenant / user / session / topic that isolate one player's data from another's (contract §4).</summary>
     public sealed class AgentMemoryScope : IEquatable<AgentMemoryScope>
     {
         /// <summary>The empty scope: the storage key is the bare role id.</summary>

@@ -2,7 +2,7 @@ using System.Collections.Generic;
 
 namespace CoreAI.Ai
 {
-    /// <summary>The memory document of one key with its retained versions (spec section 2).</summary>
+    /// <summary>The memory document of one key with its retained versions (contract §2).</summary>
     public sealed class AgentMemoryState
     {
         /// <summary>Versions kept when MaxMemoryVersions is below 1.</summary>

@@ -4,7 +4,7 @@ using V1 = CoreAI.V1;
 
 namespace CoreAI.Ai
 {
-    /// <summary>One turn of a role (the design note's AiTaskRequest; spec section 7).</summary>
+    /// <summary>One turn of a role (the design note's AiTaskRequest; contract §7).</summary>
     public sealed class AiTaskRequest
     {
         /// <summary>The role; blank runs as Creator.</summary>

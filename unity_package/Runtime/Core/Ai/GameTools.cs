@@ -57,7 +57,7 @@ namespace CoreAI.Ai
         }
     }
 
-    /// <summary>A tool the game executes (README "Game tools"): its declaration and its handler.</summary>
+    /// <summary>A tool the game executes (docs/game-tools.md): its declaration and its handler.</summary>
     public sealed class GameTool
     {
         private readonly Func<string, CancellationToken, Task<ToolResult>> _invoke;

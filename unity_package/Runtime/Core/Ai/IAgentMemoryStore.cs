@@ -3,7 +3,7 @@ using System.Collections.Generic;
 
 namespace CoreAI.Ai
 {
-    /// <summary>One store contract for the memory tool and chat history (spec section 3).</summary>
+    /// <summary>One store contract for the memory tool and chat history (contract §3).</summary>
     public interface IAgentMemoryStore
     {
         /// <summary>True and the state when the role has a memory document; false when it has none.</summary>

@@ -15,7 +15,7 @@ namespace CoreAI.Ai
     /// <remarks>
     /// The synchronous methods block on the RPC (a few hundred microseconds to a few milliseconds on
     /// localhost); each has an Async twin for code that must not block. Which data a call touches is
-    /// decided by the scope provider and actor given here (spec section 4).
+    /// decided by the scope provider and actor given here (contract §4).
     /// </remarks>
     public sealed class RuntimeAgentMemoryStore : IAgentMemoryStore, IAgentMemoryVersionStore
     {

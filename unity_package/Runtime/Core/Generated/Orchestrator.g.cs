@@ -257,6 +257,14 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("alreadyFolded", NullValueHandling = NullValueHandling.Ignore)]
         public int AlreadyFolded { get; set; }
+
+        [Preserve]
+        [JsonProperty("compactionDeferred", NullValueHandling = NullValueHandling.Ignore)]
+        public bool CompactionDeferred { get; set; }
+
+        [Preserve]
+        [JsonProperty("foldedBetweenTurns", NullValueHandling = NullValueHandling.Ignore)]
+        public bool FoldedBetweenTurns { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ToolCallEvent.</summary>
@@ -559,6 +567,29 @@ namespace CoreAI.V1
         [JsonProperty("promptCacheLimitBytes", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoInt64Converter))]
         public long PromptCacheLimitBytes { get; set; }
+
+        [Preserve]
+        [JsonProperty("modelDownload", NullValueHandling = NullValueHandling.Ignore)]
+        public ModelDownload ModelDownload { get; set; }
+    }
+
+    /// <summary>proto message coreai.v1.ModelDownload.</summary>
+    [Preserve]
+    public sealed partial class ModelDownload
+    {
+        [Preserve]
+        [JsonProperty("model", NullValueHandling = NullValueHandling.Ignore)]
+        public string Model { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("receivedBytes", NullValueHandling = NullValueHandling.Ignore)]
+        [JsonConverter(typeof(ProtoInt64Converter))]
+        public long ReceivedBytes { get; set; }
+
+        [Preserve]
+        [JsonProperty("totalBytes", NullValueHandling = NullValueHandling.Ignore)]
+        [JsonConverter(typeof(ProtoInt64Converter))]
+        public long TotalBytes { get; set; }
     }
 
     /// <summary>Connect client of coreai.v1.Orchestrator.</summary>

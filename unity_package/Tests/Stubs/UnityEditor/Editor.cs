@@ -48,6 +48,12 @@ namespace UnityEditor
     /// <summary>Editor utility functions (stub: dialogs answer StubDialogs.Answer).</summary>
     public sealed class EditorUtility
     {
+        /// <summary>Marks `target` changed, so the Editor saves it (stub: counted in StubDialogs.DirtyCount).</summary>
+        public static void SetDirty(UnityEngine.Object target)
+        {
+            StubDialogs.DirtyCount++;
+        }
+
         /// <summary>Shows a modal dialog; true when `ok` is pressed.</summary>
         public static bool DisplayDialog(string title, string message, string ok, string cancel = "")
         {
@@ -68,6 +74,9 @@ namespace UnityEditor
 
         /// <summary>The message of the last dialog.</summary>
         public static string LastMessage;
+
+        /// <summary>How often EditorUtility.SetDirty was called.</summary>
+        public static int DirtyCount;
     }
 
     /// <summary>A window of the Editor.</summary>

@@ -1,0 +1,183 @@
+"""`coreai-runtime models list | pull NAME|URL | remove NAME | path NAME`: models by name, pulled into a cache.
+
+The cache is `<--data-dir>/CoreAI/models` (the game's persistentDataPath), or `--models-dir`, or by default the
+per-user folder the chat uses (`<default data dir>/CoreAI/models`). `pull` shows a progress bar on stderr,
+resumes an interrupted download when run again, checks size, sha256 and the GGUF header before the file
+enters the cache, and names what went wrong otherwise (nothing half-written is left in the cache).
+`serve --model NAME` hosts a pulled model by its name (and pulls a catalogue model first). Exit codes: 0 done,
+1 failed (network, checksum, not pulled), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from coreai.v1 import orchestrator_pb2
+from pyruntime.cli.chat import default_data_dir
+from pyruntime.cli.memory import EXIT_OK, _guarded
+from pyruntime.cli.progress import ProgressBar
+from pyruntime.errors import InvalidArgumentError
+from pyruntime.models import catalog
+from pyruntime.models.cache import ModelCache, PullRequest, models_dir as models_dir_of
+from pyruntime.models.download import DEFAULT_TIMEOUT_S, DownloadError, DownloadProgress
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `models` subcommand and its actions."""
+    p = subparsers.add_parser("models", help="list, pull, remove and locate GGUF models by name",
+                              description="Models by name: a catalogue of known-good GGUFs for NPCs, pulled into a "
+                                          "cache with progress, resume and checksum checks.")
+    actions = p.add_subparsers(dest="models_action", required=True)
+    listing = actions.add_parser("list", help="the catalogue, and which models are pulled")
+    listing.add_argument("--json", action="store_true", help="one JSON object per model on stdout")
+    pull = actions.add_parser("pull", help="download a model into the cache (resumes an interrupted download)")
+    pull.add_argument("model", metavar="NAME|URL", help="a catalogue name (see `models list`) or an http(s) URL")
+    pull.add_argument("--sha256", help="the file's expected sha256 (for a URL; a catalogue entry has its own)")
+    pull.add_argument("--name", help="the name to keep a URL's model under (default: from its file name)")
+    pull.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                      help=f"give up when the server sends nothing for this long (default {DEFAULT_TIMEOUT_S:g})")
+    remove = actions.add_parser("remove", help="delete a pulled model (and any partial download of it)")
+    remove.add_argument("model", metavar="NAME")
+    path = actions.add_parser("path", help="print the file of a pulled model (for --model PATH or a game setting)")
+    path.add_argument("model", metavar="NAME")
+    for action in (listing, pull, remove, path):
+        where = action.add_mutually_exclusive_group()
+        where.add_argument("--data-dir", type=Path,
+                           help="the game's persistentDataPath: the cache is <data-dir>/CoreAI/models")
+        where.add_argument("--models-dir", type=Path, help="the cache folder itself")
+        action.set_defaults(handler=_guarded(run))
+
+
+def cache_of(args: argparse.Namespace) -> ModelCache:
+    """The cache the flags name (default: the per-user data folder's)."""
+    if getattr(args, "models_dir", None) is not None:
+        return ModelCache(args.models_dir)
+    data_dir = args.data_dir if getattr(args, "data_dir", None) is not None else default_data_dir()
+    return ModelCache(models_dir_of(data_dir))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of `models ACTION`."""
+    cache = cache_of(args)
+    action = args.models_action
+    if action == "list":
+        return _list(cache, as_json=args.json)
+    if action == "pull":
+        request = PullRequest.of(args.model, sha256=args.sha256, name=args.name)
+        if request.sha256 is None:
+            log.warning("no --sha256 given: the file is checked as a GGUF only; its sha256 is recorded for later")
+        bar = ProgressBar(request.name)
+        try:
+            model = cache.pull(request, progress=bar, timeout_s=args.timeout)
+        finally:
+            bar.done()
+        print(model.path)
+        log.info("pulled %s (%d bytes, sha256 %s)", model.name, model.size_bytes, model.sha256)
+        return EXIT_OK
+    if action == "remove":
+        if not cache.remove(args.model):
+            log.warning("model %s was not pulled; nothing removed", catalog.check_name(args.model))
+        return EXIT_OK
+    print(cache.path(args.model))  # path
+    return EXIT_OK
+
+
+def _list(cache: ModelCache, *, as_json: bool) -> int:
+    pulled = {m.name: m for m in cache.list()}
+    rows = []
+    for entry in catalog.CATALOG:
+        model = pulled.pop(entry.name, None)
+        rows.append({"name": entry.name, "pulled": model is not None, "size_bytes": entry.size_bytes,
+                     "license": entry.license, "context_length": entry.context_length, "tool_mode": entry.tool_mode,
+                     "memory_design": entry.memory_design, "description": entry.description, "url": entry.url,
+                     "sha256": entry.sha256, "checksum_source": entry.checksum_source,
+                     "path": str(model.path) if model else None})
+    for model in pulled.values():  # pulled from a URL: not in the catalogue
+        rows.append({"name": model.name, "pulled": True, "size_bytes": model.size_bytes, "url": model.url,
+                     "sha256": model.sha256, "path": str(model.path), "description": "pulled from a URL"})
+    if as_json:
+        for row in rows:
+            print(json.dumps(row))
+        return EXIT_OK
+    print(f"models in {cache.root}:")
+    for row in rows:
+        size = f"{row['size_bytes'] / 1e6:,.0f} MB" if row.get("size_bytes") else "size unknown"
+        mark = "pulled" if row["pulled"] else "-"
+        extra = f"  {row['license']}, ctx {row['context_length']}, {row['tool_mode']} tools" if "license" in row else ""
+        print(f"  {row['name']:<16} {mark:<7} {size:>12}{extra}")
+        print(f"  {'':<16} {row['description']}")
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+@dataclass(frozen=True)
+class ModelPull:
+    """A named model `serve` must download before it can load it: what, and into which cache."""
+
+    request: PullRequest
+    cache: ModelCache
+
+
+def resolve_model_flag(model: Path | None, *, models_dir: Path | None,
+                       data_dir: Path | None) -> tuple[Path | None, ModelPull | None]:
+    """`--model` of serve: a .gguf path as it is; a name -> its pulled file, or where a catalogue model will go.
+
+    A name is looked up in --models-dir, else in <data-dir>/CoreAI/models and then the per-user cache that
+    `models pull` fills by default. A catalogue model that is in none of them is pulled into the first of those
+    folders (the second value says so); any other unknown name is an InvalidArgumentError.
+    """
+    if model is None or model.suffix.lower() == ".gguf" or model.is_file():
+        return model, None  # a file that is not .gguf is refused by serve's checks, naming the flag
+    try:
+        name = catalog.check_name(model.name)
+    except InvalidArgumentError:
+        raise InvalidArgumentError("--model must be a .gguf file or a model name") from None
+    caches = [ModelCache(models_dir)] if models_dir is not None else [
+        *([ModelCache(models_dir_of(data_dir))] if data_dir is not None else []),
+        ModelCache(models_dir_of(default_data_dir()))]
+    for cache in caches:
+        pulled = cache.get(name)
+        if pulled is not None:
+            return pulled.path, None
+    if catalog.find(name) is None:
+        raise InvalidArgumentError(f"--model must be a .gguf file or the name of a pulled or catalogue model; {name} is "
+                                   "neither (coreai-runtime models list; pull a URL with: coreai-runtime models pull URL)")
+    return caches[0].model_file(name), ModelPull(PullRequest.of(name), caches[0])
+
+
+class PullStatus:
+    """The progress of serve's model download, read by Health (and by the readiness's `state`/`reason`)."""
+
+    state = "loading"
+
+    def __init__(self, name: str, total: int | None = None) -> None:
+        self.name = name
+        self.cancelled = False
+        self._latest = DownloadProgress(0, total)
+
+    def update(self, progress: DownloadProgress) -> None:
+        """The download's progress callback; stops the download once serve is stopping."""
+        if self.cancelled:
+            raise DownloadError("the download was stopped (serve is stopping); it resumes at the next start",
+                                resumable=True)
+        self._latest = progress
+
+    @property
+    def reason(self) -> str:
+        """What Health says meanwhile."""
+        p = self._latest
+        done = f"{p.fraction * 100:.0f}% of {p.total / 1e6:,.0f} MB" if p.fraction is not None else \
+            f"{p.received / 1e6:,.0f} MB"
+        return f"downloading model {self.name}: {done}"
+
+    def message(self) -> orchestrator_pb2.ModelDownload:
+        """The Health field."""
+        return orchestrator_pb2.ModelDownload(model=self.name, received_bytes=self._latest.received,
+                                              total_bytes=self._latest.total or 0)

@@ -1,0 +1,169 @@
+"""The models cache: pulled GGUF files by name, in one folder (`<data-dir>/CoreAI/models` or `--models-dir`).
+
+Layout: `<name>.gguf` (the model; its file name makes the hosted alias the name) and `<name>.json` (where it
+came from and its sha256, written after the file is in place), partial downloads in `.partial/`. A model
+counts as pulled only when both exist and the file still has the recorded size. The Unity package writes
+the same layout (CoreAI.Downloads.ModelStore), so a model pulled in the editor is one the runtime finds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlsplit
+
+from pyruntime.errors import InvalidArgumentError, NotFoundError
+from pyruntime.model.gguf_info import read_gguf_info
+from pyruntime.models import catalog
+from pyruntime.models.download import DEFAULT_TIMEOUT_S, ProgressCallback, download
+
+MODELS_RELATIVE_PATH = Path("CoreAI") / "models"  # under a data dir (the game's persistentDataPath)
+PARTIAL_FOLDER = ".partial"
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PulledModel:
+    """A model in the cache and where it came from."""
+
+    name: str
+    path: Path
+    sha256: str
+    size_bytes: int
+    url: str
+    source: str  # "catalogue" | "url"
+    pulled_at: int  # Unix seconds
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    """What to pull: a name for the cache, the URL, and the checks (None: not known beforehand)."""
+
+    name: str
+    url: str
+    sha256: str | None
+    size_bytes: int | None
+    source: str
+
+    @classmethod
+    def of(cls, name_or_url: str, *, sha256: str | None = None, name: str | None = None) -> "PullRequest":
+        """A catalogue name, or an http(s) URL (named by `name` or its file name); `sha256` is required to match."""
+        wanted_sha = catalog.check_sha256(sha256) if sha256 is not None else None
+        if name_or_url.startswith(("http://", "https://")):
+            model_name = catalog.check_name(name if name is not None else _name_from_url(name_or_url))
+            return cls(model_name, name_or_url, wanted_sha, None, "url")
+        entry = catalog.find(name_or_url)
+        if entry is None:
+            known = ", ".join(e.name for e in catalog.CATALOG)
+            raise NotFoundError(f"no model called {name_or_url.strip()!r} in the catalogue (known: {known}); "
+                                "pull a URL instead: coreai-runtime models pull https://…/model.gguf --sha256 …")
+        if wanted_sha is not None and wanted_sha != entry.sha256:
+            raise InvalidArgumentError(f"--sha256 differs from the catalogue's checksum of {entry.name}")
+        model_name = catalog.check_name(name) if name is not None else entry.name
+        return cls(model_name, entry.url, entry.sha256, entry.size_bytes, "catalogue")
+
+
+def models_dir(data_dir: Path) -> Path:
+    """The cache folder under a data dir."""
+    return Path(data_dir) / MODELS_RELATIVE_PATH
+
+
+def validate_gguf(path: Path) -> None:
+    """Raise InvalidArgumentError unless `path` has a readable GGUF header naming an architecture."""
+    read_gguf_info(path)
+
+
+class ModelCache:
+    """The pulled models in `root`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def model_file(self, name: str) -> Path:
+        """Where the model `name` lives (pulled or not)."""
+        return self.root / f"{catalog.check_name(name)}.gguf"
+
+    def get(self, name: str) -> PulledModel | None:
+        """The pulled model `name`, or None (not pulled, or its file no longer matches the manifest)."""
+        name = catalog.check_name(name)
+        manifest = self.root / f"{name}.json"
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+            model = PulledModel(name=name, path=self.model_file(name), sha256=str(data["sha256"]),
+                                size_bytes=int(data["size_bytes"]), url=str(data["url"]), source=str(data["source"]),
+                                pulled_at=int(data["pulled_at"]))
+            size = model.path.stat().st_size
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return model if size == model.size_bytes else None
+
+    def path(self, name: str) -> Path:
+        """The pulled model's file; NotFoundError saying how to pull it."""
+        model = self.get(name)
+        if model is None:
+            raise NotFoundError(f"model {catalog.check_name(name)!r} is not pulled into {self.root}; "
+                                f"pull it with: coreai-runtime models pull {catalog.check_name(name)}")
+        return model.path
+
+    def list(self) -> list[PulledModel]:
+        """Every pulled model, by name."""
+        if not self.root.is_dir():
+            return []
+        found = []
+        for manifest in sorted(self.root.glob("*.json")):
+            try:
+                model = self.get(manifest.stem)
+            except InvalidArgumentError:
+                continue
+            if model is not None:
+                found.append(model)
+        return found
+
+    def pull(self, request: PullRequest, *, progress: ProgressCallback | None = None,
+             timeout_s: float = DEFAULT_TIMEOUT_S) -> PulledModel:
+        """Download (or resume) `request` into the cache, checked; an already pulled, matching model is kept."""
+        existing = self.get(request.name)
+        if existing is not None and (request.sha256 is None or existing.sha256 == request.sha256):
+            return existing
+        dest = self.model_file(request.name)
+        digest = download(request.url, dest, sha256=request.sha256, size=request.size_bytes, progress=progress,
+                          validate=validate_gguf, partial_dir=self.root / PARTIAL_FOLDER, timeout_s=timeout_s)
+        model = PulledModel(name=request.name, path=dest, sha256=digest, size_bytes=dest.stat().st_size,
+                            url=request.url, source=request.source, pulled_at=int(time.time()))
+        self._write_manifest(model)
+        return model
+
+    def remove(self, name: str) -> bool:
+        """Delete the model `name` (file, manifest and any partial download); False when there was nothing."""
+        name = catalog.check_name(name)
+        removed = False
+        for path in (self.root / f"{name}.json", self.model_file(name),
+                     self.root / PARTIAL_FOLDER / f"{name}.gguf.partial"):
+            try:
+                path.unlink()
+                removed = True
+            except FileNotFoundError:
+                pass
+        return removed
+
+    def _write_manifest(self, model: PulledModel) -> None:
+        data = asdict(model) | {"path": model.path.name, "version": MANIFEST_VERSION}
+        target = self.root / f"{model.name}.json"
+        temp = target.with_name(target.name + ".tmp")
+        temp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        os.replace(temp, target)
+
+
+def _name_from_url(url: str) -> str:
+    """A cache name from a URL's file name: `Qwen2.5-0.5B-Instruct-Q4_K_M.gguf` -> `qwen2.5-0.5b-instruct-q4_k_m`."""
+    stem = unquote(PurePosixPath(urlsplit(url).path).name)
+    if stem.lower().endswith(".gguf"):
+        stem = stem[:-5]
+    cleaned = re.sub(r"[^a-z0-9._-]+", "-", stem.lower()).strip("-._")
+    if not cleaned:
+        raise InvalidArgumentError("cannot name the model after this URL: give --name NAME")
+    return cleaned[:64]

@@ -1,0 +1,38 @@
+"""Fixtures of the models tests: a generated GGUF and a real loopback HTTP server that serves it."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.file_server import FileServer, Served
+from tests.support.tiny_model import write_tiny_model
+
+
+@pytest.fixture(scope="session")
+def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The tiny random-weight GGUF (~0.5 MB) as bytes."""
+    return write_tiny_model(tmp_path_factory.mktemp("gguf") / "tiny.gguf").read_bytes()
+
+
+@pytest.fixture
+def gguf_sha256(gguf_bytes: bytes) -> str:
+    """Its sha256."""
+    return hashlib.sha256(gguf_bytes).hexdigest()
+
+
+@pytest.fixture
+def server(gguf_bytes: bytes) -> Iterator[FileServer]:
+    """A file server with the GGUF at /tiny.gguf (tests add misbehaving paths)."""
+    files = FileServer({"/tiny.gguf": Served(gguf_bytes)})
+    yield files
+    files.close()
+
+
+@pytest.fixture
+def models_dir(tmp_path: Path) -> Path:
+    """An empty cache folder."""
+    return tmp_path / "models"

@@ -1,0 +1,364 @@
+"""Compaction between turns (issue 24): the fold and its prewarm run after the reply; a player's turn never waits.
+
+Against the real tiny llama.cpp server. The races are made deterministic by holding one kind of request
+(the summarizer call, the prewarm) at the client until the test lets it go; a player's turn that comes
+meanwhile must pre-empt it, send the previous head, and leave no part of the lost work behind. No timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from pyruntime.history import CompactionKind, strip_fold_marker
+from pyruntime.memory import MemoryTool
+from pyruntime.model.types import StreamDelta
+from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.scopes import AgentMemoryScope
+from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.turns import AiOrchestrator, AiTaskRequest, TaskResult
+from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS
+from pyruntime.model.queue import ModelRequestQueue, Priority
+from pyruntime.turns.prompt import SUMMARY_HEADING
+from pyruntime.turns.tail_anchors import conversation_digest
+from tests.turns.conftest import RecordingClient, run
+
+PLAYER = AgentMemoryScope(user_id="player1")
+WINDOW = 4  # the fourth turn finds 6 stored messages: past the window (hysteresis folds down to 2)
+SLACK = 6  # stored messages a turn may still send verbatim while its fold is prepared (the window + half of it)
+HINTS = ["Good morning, smith!", "Have you heard news from the road?", "What would you charge for a sword?",
+         "Tell me about this town.", "Do you remember my name?", "Any work for me?", "Will it rain?",
+         "I will be back later."]
+HANG_GUARD_S = 120  # only so that a turn that waits for held background work fails instead of hanging
+
+
+def _kind(messages: Any, max_tokens: int | None) -> str:
+    if max_tokens == PREWARM_MAX_TOKENS:
+        return "prewarm"
+    if len(messages) == 2 and str(messages[-1].get("content", "")).startswith("Prior summary:"):
+        return "summarizer"
+    return "turn"
+
+
+class HoldingClient(RecordingClient):
+    """The real client; a streamed request of a kind the test holds waits at the client until it is let go."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.held: dict[str, asyncio.Event] = {}
+        self.arrived: dict[str, asyncio.Event] = {}
+        self.kinds: list[str] = []  # every streamed request, by kind, in the order they reached the client
+
+    def hold(self, kind: str) -> None:
+        self.held[kind], self.arrived[kind] = asyncio.Event(), asyncio.Event()
+
+    def let_go(self, kind: str) -> None:
+        self.held.pop(kind).set()
+
+    async def _stream(self, messages: Any, *args: Any) -> AsyncIterator[StreamDelta]:
+        kind = _kind(messages, args[4])
+        self.kinds.append(kind)
+        gate = self.held.get(kind)
+        if gate is not None:
+            self.arrived[kind].set()
+            await gate.wait()  # a pre-empted request is cancelled here
+        async for delta in super()._stream(messages, *args):
+            yield delta
+
+
+def _policy() -> AgentMemoryPolicy:
+    policy = AgentMemoryPolicy()
+    policy.configure_role("Smith", system_prompt="You are Smith, the village blacksmith. Answer briefly.",
+                          max_chat_history_messages=WINDOW, with_chat_history=True, use_memory_tool=False,
+                          max_output_tokens=8, temperature=0.0)
+    return policy
+
+
+def _orchestrator(url: str, **options: Any) -> tuple[AiOrchestrator, HoldingClient]:
+    options.setdefault("prewarm", True)
+    options.setdefault("background_compaction", True)
+    client = HoldingClient(url)
+    orchestrator = AiOrchestrator(_policy(), open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None), client,
+                                  ModelRequestQueue(), model_context_tokens=2048, **options)
+    return orchestrator, client
+
+
+def _staged(orchestrator: AiOrchestrator):
+    return orchestrator.staged_folds.get(conversation_digest(orchestrator.stores.scoped(PLAYER).key("Smith")))
+
+
+def _request(index: int) -> AiTaskRequest:
+    return AiTaskRequest(HINTS[index], "Smith", scope=PLAYER, forced_tool_mode="none", extra={"seed": 0})
+
+
+def _summary(orchestrator: AiOrchestrator) -> str | None:
+    return orchestrator.stores.scoped(PLAYER).load_summary("Smith")
+
+
+def _has_summary(body: dict[str, Any]) -> bool:
+    return any(SUMMARY_HEADING in str(m.get("content", "")) for m in body["messages"])
+
+
+def _turn_bodies(client: HoldingClient) -> list[dict[str, Any]]:
+    return [b for b, k in zip(client.bodies, _kinds_of(client.bodies)) if k == "turn"]
+
+
+def _kinds_of(bodies: list[dict[str, Any]]) -> list[str]:
+    return [_kind(b["messages"], b.get("max_tokens")) if b.get("stream") else "other" for b in bodies]
+
+
+async def _turns(orchestrator: AiOrchestrator, indexes: range) -> list[TaskResult]:
+    """Turns one after the other, each after the work between turns before it finished (a player reading)."""
+    results = []
+    for index in indexes:
+        results.append(await orchestrator.run_task(_request(index)))
+        await orchestrator.prewarms.drain()
+    return results
+
+
+def _compacted(result: TaskResult) -> bool:
+    return result.cut_report is not None and result.cut_report.compaction is not CompactionKind.NONE
+
+
+def test_a_player_turn_during_the_summarizer_call_pre_empts_it_and_sends_the_previous_head(tiny_server_url: str):
+    orchestrator, client = _orchestrator(tiny_server_url, llm_compaction_enabled=True)
+
+    async def go() -> dict[str, Any]:
+        try:
+            early = await _turns(orchestrator, range(2))
+            client.hold("summarizer")
+            third = await orchestrator.run_task(_request(2))  # the work after it folds for the fourth: held
+            await asyncio.wait_for(client.arrived["summarizer"].wait(), HANG_GUARD_S)
+            fourth = await asyncio.wait_for(orchestrator.run_task(_request(3)), HANG_GUARD_S)  # summarizer still held
+            summary_after_fourth = _summary(orchestrator)
+            client.let_go("summarizer")
+            await orchestrator.prewarms.drain()  # the work after the fourth makes the fold again, and warms it
+            fifth = await orchestrator.run_task(_request(4))
+            await orchestrator.prewarms.drain()
+            return {"early": early, "third": third, "fourth": fourth, "fifth": fifth,
+                    "summary_after_fourth": summary_after_fourth}
+        finally:
+            await client.aclose()
+
+    out = run(go())
+    assert all(r.ok for r in [*out["early"], out["third"], out["fourth"], out["fifth"]])
+    fourth, fifth = out["fourth"].cut_report, out["fifth"].cut_report
+    # The fourth turn reached the trigger but did not wait: the previous head, no fold, nothing stored.
+    assert fourth.compaction is CompactionKind.NONE and fourth.compaction_deferred and not fourth.folded_ids
+    assert fourth.sent_verbatim == fourth.stored_messages == 6
+    assert out["summary_after_fourth"] is None
+    assert orchestrator.compaction_stats.lost == 1 and orchestrator.compaction_stats.deferred == 1
+    turns = _turn_bodies(client)
+    assert not _has_summary(turns[3])
+    # The lost fold was made again after the fourth turn, whole, and the fifth sent it (reported as folded there).
+    assert fifth.compaction is CompactionKind.LLM and fifth.folded_between_turns and not fifth.compaction_fell_back
+    assert len(fifth.folded_ids) == 8 - 2 and fifth.sent_verbatim == 2
+    stored = _summary(orchestrator)
+    assert stored is not None and _has_summary(turns[4])
+    assert strip_fold_marker(stored) in str(turns[4]["messages"][1]["content"])
+    assert orchestrator.compaction_stats.sent == 1 and len(orchestrator.staged_folds) == 0
+    # Each summarizer call that ran to its end came from the work between turns, never from a turn.
+    kinds = client.kinds
+    assert kinds.count("summarizer") == 2  # the pre-empted one and the one made again
+
+
+def test_a_player_turn_during_the_prewarm_pre_empts_it_and_sends_the_fold_the_prewarm_went_out_with(
+    tiny_server_url: str,
+):
+    orchestrator, client = _orchestrator(tiny_server_url)
+
+    async def go() -> list[TaskResult]:
+        try:
+            results = await _turns(orchestrator, range(2))
+            client.hold("prewarm")
+            results.append(await orchestrator.run_task(_request(2)))  # the fold for the fourth is made, its prewarm held
+            await asyncio.wait_for(client.arrived["prewarm"].wait(), HANG_GUARD_S)
+            staged = _staged(orchestrator)
+            assert staged is not None and staged.ready  # its prewarm went out: the server holds the new head
+            # The player is faster than the prewarm: the turn must not wait for it (it is still held).
+            results.append(await asyncio.wait_for(orchestrator.run_task(_request(3)), HANG_GUARD_S))
+            client.let_go("prewarm")
+            await orchestrator.prewarms.drain()
+            return results
+        finally:
+            await client.aclose()
+
+    results = run(go())
+    assert all(r.ok for r in results)
+    fourth = results[3].cut_report
+    assert orchestrator.prewarms.stats.preempted == 1
+    # The prewarm had gone out: the model server holds (a single-slot one: is evaluating) the new head, so the
+    # turn sends it rather than the previous head, which such a server would evaluate again in full.
+    assert fourth.folded_between_turns and fourth.compaction is CompactionKind.DETERMINISTIC
+    assert not fourth.compaction_deferred and orchestrator.compaction_stats.sent == 1
+
+
+def test_a_player_turn_before_the_prewarm_reached_the_model_sends_the_previous_head(tiny_server_url: str):
+    orchestrator, client = _orchestrator(tiny_server_url)
+
+    async def go() -> list[TaskResult]:
+        try:
+            results = await _turns(orchestrator, range(2))
+            results.append(await orchestrator.run_task(_request(2)))
+            async with orchestrator.queue.slot(Priority.PLAYER):  # the model is busy with another NPC's turn
+                for _ in range(HANG_GUARD_S * 100):  # the fold for the fourth is made, its prewarm waits
+                    if orchestrator.queue.waiting:
+                        break
+                    await asyncio.sleep(0.01)
+                assert _staged(orchestrator) is not None and orchestrator.queue.waiting == 1
+                fourth = asyncio.create_task(orchestrator.run_task(_request(3)))  # the player is faster
+                while orchestrator.queue.waiting < 2:
+                    await asyncio.sleep(0.01)
+            results.append(await asyncio.wait_for(fourth, HANG_GUARD_S))  # served before the waiting prewarm
+            await orchestrator.prewarms.drain()
+            folds.append(orchestrator.compaction_stats.folded)
+            results += await _turns(orchestrator, range(4, 5))
+            return results
+        finally:
+            await client.aclose()
+
+    folds: list[int] = []
+    results = run(go())
+    assert all(r.ok for r in results)
+    fourth, fifth = results[3].cut_report, results[4].cut_report
+    assert fourth.compaction_deferred and fourth.compaction is CompactionKind.NONE
+    assert client.kinds[:5] == ["turn"] * 3 + ["turn", "prewarm"]  # the superseded prewarm never went out
+    # The same fold (made once, after the third turn) was warmed after the fourth and sent by the fifth.
+    assert fifth.folded_between_turns and fifth.compaction is CompactionKind.DETERMINISTIC
+    assert len(fifth.folded_ids) == 4 and fifth.sent_verbatim == 4
+    assert folds == [1] and orchestrator.compaction_stats.sent == 1
+    # Warm: the fifth evaluated only its own new tokens, not the new head and the history after it.
+    assert results[4].usage.evaluated_prompt_tokens * 3 < results[4].usage.prompt_tokens, results[4].usage
+
+
+def test_a_fold_whose_messages_changed_before_its_turn_is_dropped_whole(tiny_server_url: str):
+    orchestrator, client = _orchestrator(tiny_server_url)
+
+    async def go() -> list[TaskResult]:
+        try:
+            results = await _turns(orchestrator, range(3))  # a fold for the fourth is made and ready
+            assert len(orchestrator.staged_folds) == 1
+            orchestrator.stores.scoped(PLAYER).clear_chat_history("Smith")  # the game starts over
+            results += await _turns(orchestrator, range(3, 4))
+            return results
+        finally:
+            await client.aclose()
+
+    results = run(go())
+    fourth = results[3].cut_report
+    assert results[3].ok and fourth.stored_messages == 0
+    assert fourth.compaction is CompactionKind.NONE and not fourth.folded_between_turns
+    assert _summary(orchestrator) is None and not _has_summary(_turn_bodies(client)[3])
+    assert len(orchestrator.staged_folds) == 0  # the work after the fourth turn dropped it
+    assert orchestrator.compaction_stats.sent == 0
+
+
+def test_past_the_slack_a_turn_folds_itself_deterministically_rather_than_wait(tiny_server_url: str):
+    orchestrator, client = _orchestrator(tiny_server_url, llm_compaction_enabled=True)
+
+    async def go() -> list[TaskResult]:
+        try:
+            results = await _turns(orchestrator, range(2))
+            client.hold("summarizer")  # every summarizer call is held: the player is always faster
+            for index in range(2, 5):
+                results.append(await asyncio.wait_for(orchestrator.run_task(_request(index)), HANG_GUARD_S))
+                if index < 4:  # the work after the third and the fourth turn folds (the fifth folded itself)
+                    await asyncio.wait_for(client.arrived["summarizer"].wait(), HANG_GUARD_S)
+                    client.arrived["summarizer"].clear()
+            client.let_go("summarizer")
+            await orchestrator.prewarms.drain()
+            return results
+        finally:
+            await client.aclose()
+
+    results = run(go())
+    assert all(r.ok for r in results)
+    fourth, fifth = results[3].cut_report, results[4].cut_report
+    assert fourth.compaction_deferred and fourth.stored_messages == SLACK
+    # 8 stored messages > the window and its slack: the turn folds, deterministically (no summarizer wait).
+    assert fifth.compaction is CompactionKind.DETERMINISTIC and fifth.compaction_fell_back
+    assert not fifth.folded_between_turns and not fifth.compaction_deferred
+    assert _summary(orchestrator) is not None
+    assert orchestrator.compaction_stats.in_turn == 1 and orchestrator.compaction_stats.lost >= 2
+
+
+@pytest.fixture(scope="module")
+def sessions(tiny_server_url: str) -> dict[bool, dict[str, Any]]:
+    """The same session with compaction between turns on and off (the player reads each reply)."""
+    out = {}
+    for flag in (True, False):
+        orchestrator, client = _orchestrator(tiny_server_url, background_compaction=flag)
+
+        async def go() -> list[TaskResult]:
+            try:
+                return await _turns(orchestrator, range(len(HINTS)))
+            finally:
+                await client.aclose()
+
+        results = run(go())
+        assert all(r.ok for r in results)
+        out[flag] = {"results": results, "bodies": _turn_bodies(client), "summary": _summary(orchestrator),
+                     "history": orchestrator.stores.scoped(PLAYER).get_chat_history("Smith"),
+                     "stats": orchestrator.compaction_stats}
+    return out
+
+
+def test_folds_made_between_turns_send_and_store_what_folds_in_the_turn_did(sessions: dict) -> None:
+    on, off = sessions[True], sessions[False]
+    assert on["bodies"] == off["bodies"]
+    assert on["summary"] == off["summary"] and on["summary"]
+    assert [(m.role, m.content) for m in on["history"]] == [(m.role, m.content) for m in off["history"]]
+    on_reports = [r.cut_report for r in on["results"]]
+    off_reports = [r.cut_report for r in off["results"]]
+    compacting = [i for i, r in enumerate(off_reports) if r.compaction is not CompactionKind.NONE]
+    assert len(compacting) >= 2
+    for i, (a, b) in enumerate(zip(on_reports, off_reports)):
+        assert a.folded_between_turns == (i in compacting) and not a.compaction_deferred and not b.folded_between_turns
+        a.folded_between_turns = False
+        assert a == b  # the same cut report otherwise: what was folded, when, exactly once
+    assert on["stats"].folded == on["stats"].sent == len(compacting) and on["stats"].in_turn == 0
+    folded = [i for r in on_reports for i in r.folded_ids]
+    assert len(folded) == len(set(folded))  # every message folded once
+
+
+def test_the_turn_that_sends_a_fold_made_between_turns_finds_it_warm(sessions: dict) -> None:
+    on, off = sessions[True], sessions[False]
+    for i, result in enumerate(on["results"]):
+        if result.cut_report.folded_between_turns:
+            assert result.usage.prompt_tokens == off["results"][i].usage.prompt_tokens
+            assert result.usage.evaluated_prompt_tokens * 2 < off["results"][i].usage.evaluated_prompt_tokens
+
+
+def test_a_memory_edit_after_the_prewarm_is_a_note_and_the_warmed_head_is_sent_as_it_was(tiny_server_url: str):
+    # Before: the compaction folded the new edit into the head too, so the warmed head was never sent.
+    orchestrator, client = _orchestrator(tiny_server_url)
+    orchestrator.policy.configure_role("Smith", system_prompt="You are Smith, the village blacksmith.",
+                                       max_chat_history_messages=WINDOW, with_chat_history=True, use_memory_tool=True,
+                                       max_output_tokens=8, temperature=0.0)
+    tool = MemoryTool(orchestrator.stores.memory, orchestrator.stores.scoped(PLAYER).key("Smith"))
+    assert tool.execute({"action": "append", "content": "The player's name is Alex."}).success
+
+    async def go() -> list[TaskResult]:
+        try:
+            results = await _turns(orchestrator, range(2))
+            assert tool.execute({"action": "append", "content": "The player owes 30 gold."}).success
+            results += await _turns(orchestrator, range(2, 3))  # the fold for the fourth is made and warmed
+            assert tool.execute({"action": "append", "content": "The player fears spiders."}).success  # the game
+            results += await _turns(orchestrator, range(3, 4))
+            return results
+        finally:
+            await client.aclose()
+
+    results = run(go())
+    fourth = results[3]
+    assert fourth.ok and fourth.cut_report.folded_between_turns
+    prewarm = [b for b, k in zip(client.bodies, _kinds_of(client.bodies)) if k == "prewarm"][-1]["messages"]
+    sent = _turn_bodies(client)[3]["messages"]
+    assert sent[1] == prewarm[1] and "owes 30 gold" in sent[1]["content"]  # the head as warmed
+    assert "fears spiders" not in sent[1]["content"]
+    [note] = [m for m in sent[2:] if "fears spiders" in m["content"]]
+    assert note["content"].startswith("## Memory (updates)")
+    assert sent[: len(prewarm) - 1] == prewarm[:-1]  # all but the re-placed tail is what was evaluated already
