@@ -80,6 +80,7 @@ from pyruntime.turns.client_tools import (
     check_client_tools,
 )
 from pyruntime.turns.memory_blocks import MemoryBlocks, NoteFold, plan_memory_blocks
+from pyruntime.turns.memory_last import assemble_memory_last
 from pyruntime.turns.memory_pass import NO_STATEMENT, MemoryPassOutcome, MemoryPasses, run_memory_pass
 from pyruntime.turns.memory_writer import MemoryDesign, statements
 from pyruntime.turns.modes import (
@@ -275,6 +276,7 @@ class AiOrchestrator:
         prompt_cache_status: Callable[[], Mapping[str, object]] | None = None,
         background_compaction: bool = False,
         assemble: Callable[..., list[dict[str, Any]]] = assemble_messages,
+        memory_last: bool = False,
         compaction_target_ratio: float = COMPACTION_TARGET_RATIO,
     ) -> None:
         """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
@@ -290,6 +292,8 @@ class AiOrchestrator:
         while its prompt cache has room (`prewarm.worth_prewarming`). `assemble` (`prompt.assemble_messages`'s
         signature) and `compaction_target_ratio` (1.0: no hysteresis) let a benchmark run the design note's
         layout against this one (bench/design_note_layout.py); the defaults are the runtime's.
+        `memory_last`: the memory-last layout (turns/memory_last.py): the whole memory, consolidated every turn,
+        right before the player's line; `build_orchestrator` gives it to the writer design's (small) models.
         `background_compaction`: fold between turns (turns/between_turns.py): after a reply, the next turn's
         fold is made in the background (and its head prewarmed, with `prewarm`); a turn never waits for it.
         """
@@ -330,7 +334,9 @@ class AiOrchestrator:
         self.staged_folds = StagedFolds()
         self.compaction_stats = CompactionStats()
         self.prompt_cache_status = prompt_cache_status
-        self._assemble_messages = assemble
+        # Memory-last (small models): the whole memory right before the player's line (turns/memory_last.py).
+        self.memory_last = memory_last
+        self._assemble_messages = assemble_memory_last if memory_last else assemble
         self.compaction_target_ratio = compaction_target_ratio
         self._recent_conversations: deque[str] = deque(maxlen=RECENT_TURNS)
         # Where each conversation's tail and memory notes were last sent (issue 13): they stay there.
@@ -668,12 +674,13 @@ class AiOrchestrator:
             return TailBlocks(request.request_system_instructions, blocks.snapshot_block, blocks.updates_block,
                               parts.availability, request.world_state, blocks.folded, blocks.notes)
 
-        tail = await tail_of(NoteFold.INTO_SNAPSHOT if consolidate else NoteFold.KEEP)
+        whole = consolidate or self.memory_last  # memory-last sends the whole memory: the snapshot is all of it
+        tail = await tail_of(NoteFold.INTO_SNAPSHOT if whole else NoteFold.KEEP)
         fit = self._fit(turn, parts.system_prompt, tail, parts.tools_sent)
         if config.with_chat_history:
             turn.prepared = await self._history(turn, fit)
             turn.cut_report = turn.prepared.cut_report
-            if turn.prepared.cut_report.compaction is not CompactionKind.NONE and not consolidate:
+            if turn.prepared.cut_report.compaction is not CompactionKind.NONE and not whole:
                 # A compaction rewrites everything after the summary anyway: the memory notes fold into one
                 # block there (where the notes' messages went), the snapshot before the summary stays. A fold
                 # made between turns folds the memory its head was evaluated with; a later edit is a note.

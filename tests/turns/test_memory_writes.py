@@ -17,7 +17,7 @@ from pyruntime.stores import StoreBundle
 from pyruntime.turns import AiTaskRequest, FinalEvent, MemoryWriteEvent, TurnStatus
 from pyruntime.turns.memory_pass import NO_STATEMENT
 from pyruntime.turns.memory_writer import WRITER_SYSTEM
-from tests.turns.conftest import make_orchestrator, run
+from tests.turns.conftest import RecordingClient, make_orchestrator, run
 
 ROLE = "Bram"
 NAME = json.dumps({"kind": "fact", "topic": "name", "value": "Tobin"})
@@ -138,3 +138,46 @@ def test_a_write_never_lands_while_the_next_turn_of_its_conversation_runs(memory
     assert during == "" and STORED not in second_prompt
     assert [w.stored for w in writes] == [STORED] and memory_of(memory_stores) == STORED
     assert STORED in third_prompt  # clearly after: the next turn carries it
+
+
+def test_the_writer_design_sends_the_whole_memory_right_before_the_line_after_a_saved_history(
+        tmp_path) -> None:
+    # Issue 25: SmolLM2-135M recalled 12/65 with the memory before a saved history, 32/65 with it last.
+    from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+    from pyruntime.turns import build_orchestrator
+
+    def role() -> AgentMemoryPolicy:
+        p = policy()
+        p.configure_role(ROLE, persist_chat_history=True)
+        return p
+
+    async def session(lines: list[str]) -> list[list[dict]]:
+        server = ScriptedModelServer(Script.from_dict({"rules": [
+            {"when": {"system": WRITER_SYSTEM[:30], "hint": "Tobin"}, "reply": NAME},
+            {"when": {"system": WRITER_SYSTEM[:30], "hint": "gold"},
+             "reply": json.dumps({"kind": "fact", "topic": "debt", "value": "5 gold"})},
+        ], "default": {"reply": "Good day."}}))
+        await server.start()
+        stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path)
+        orchestrator = build_orchestrator(base_url=server.base_url, stores=stores, policy=role(),
+                                          tool_mode="structured", memory_design="writer")
+        await orchestrator.client.aclose()
+        orchestrator.client = client = RecordingClient(server.base_url)  # the real client, keeping the bodies
+        try:
+            for line in lines:
+                await orchestrator.run_task(AiTaskRequest(line, ROLE, wait_memory_write=True))
+        finally:
+            await client.aclose()
+            await server.stop()
+        return [b["messages"] for b in client.bodies if "response_format" not in b]  # the replies' requests
+
+    first = run(session(["My name is Tobin.", "I owe you 5 gold.", "Nice day."]))
+    again = run(session(["What is my name?"]))  # a new process: the saved history comes first
+    third = first[2]
+    assert third[-2]["content"] == "## Memory\nPlayer's name: Tobin\nPlayer's debt: 5 gold"
+    (asked,) = again
+    assert asked[-1] == {"role": "user", "content": "What is my name?"}
+    assert asked[-2]["content"] == "## Memory\nPlayer's name: Tobin\nPlayer's debt: 5 gold"
+    assert [m["content"] for m in asked[1:7:2]] == ["My name is Tobin.", "I owe you 5 gold.", "Nice day."]
+    text = json.dumps(asked)
+    assert "## Memory (updates)" not in text and text.count("Player's name: Tobin") == 1
