@@ -34,6 +34,8 @@ Metrics (denominators in the table):
   (the same saves with the chat history cleared, or the naive game's notes alone);
 - example copies: replies or memory writes containing a detail that exists only in a prompt
   example (the writer's few-shot pairs, the tool contract's "Shadowfax"), per turn;
+- memory talk: recall replies that speak of the memory block itself instead of the answer ("as a
+  memory AI", "The memory changed to ..."): the block's heading or framing taken as the NPC's words;
 - model calls and prompt tokens per conversation turn (reply and memory pass together);
 - reply latency: median seconds from sending the line to the complete reply, in the same run.
 
@@ -168,6 +170,11 @@ def has_key(text: str, key: str) -> bool:
     """The key is in the text as a word start (plurals count), a number as a whole word."""
     pattern = r"\b" + re.escape(key.lower()) + (r"\b" if key.isdigit() else "")
     return re.search(pattern, text.lower()) is not None
+
+
+def talks_of_memory(text: str) -> bool:
+    """The reply speaks of "memory" (the block's framing taken as the NPC's own words)."""
+    return re.search(r"\bmemor", text, re.IGNORECASE) is not None
 
 
 def copies(text: str) -> bool:
@@ -319,6 +326,11 @@ class ConfigResult:
     memories: dict[str, str] = field(default_factory=dict)
     recall_replies: dict[str, list[str]] = field(default_factory=dict)
     recall_replies_without_history: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def memory_talk(self) -> int:
+        """Recall replies (history saved) that speak of the memory itself."""
+        return sum(talks_of_memory(t) for replies in self.recall_replies.values() for t in replies)
 
     @property
     def latency_median(self) -> float:
@@ -685,10 +697,10 @@ def table(results: Sequence[ConfigResult]) -> str:
     """The results table (docs/design/memory-writer.md)."""
     baseline = next((r for r in results if r.name == "a"), None)
     rows = ["| configuration | facts captured | captured at turn return | captured when written | junk writes "
-            "| corrections applied | recall, history saved | recall, history not saved "
+            "| corrections applied | recall, history saved | recall, history not saved | memory talk in recall "
             "| example copies | model calls / turn | prompt tokens / turn | tokens evaluated per reply, median (vs a) "
             "| reply latency median s (vs a) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         ratio = (f" ({r.latency_median / baseline.latency_median:.2f}×)" if baseline is not None
                  and baseline.latency_median > 0 else "")
@@ -701,7 +713,7 @@ def table(results: Sequence[ConfigResult]) -> str:
             f"| {LABELS[r.name]} | {fraction(r.captured, r.facts)} | {fraction(r.captured_at_return, r.facts)} "
             f"| {fraction(r.captured_when_written, r.facts)} | {fraction(r.junk_writes, r.nothing_lines)} "
             f"| {fraction(r.corrections_applied, r.corrections)} | {fraction(r.recalled, r.recall_questions)} "
-            f"| {fraction(r.recalled_without_history, r.recall_questions)} "
+            f"| {fraction(r.recalled_without_history, r.recall_questions)} | {r.memory_talk}/{r.recall_questions} "
             f"| {r.example_copies}/{r.turns} | {r.model_calls / max(r.turns, 1):.2f} "
             f"| {r.prompt_tokens / max(r.turns, 1):.0f} | {evaluated} | {r.latency_median:.2f}{ratio} |")
     return "\n".join(rows)

@@ -20,9 +20,13 @@ from dataclasses import replace
 from typing import Any
 
 from pyruntime.history.messages import HistoryMessage
-from pyruntime.turns.prompt import MEMORY_HEADING, TailBlocks, assemble_messages, block, context_message
+from pyruntime.turns.prompt import TailBlocks, assemble_messages, block, context_message
 
-LAST_MEMORY_HEADING = MEMORY_HEADING
+# Not "## Memory": SmolLM2 took that noun as its own identity ("as a memory AI", 5 of 65 recall replies).
+# Measured with the block last (recall of 65): this heading 33, "## Memory" 32, "What the player told
+# you before:" 29, no heading 22; with a persona line "You know the player from earlier conversations.
+# Answer their questions with what you know about them." 28 (docs/design/recall.md).
+LAST_MEMORY_HEADING = "What you know about the player:"
 
 
 def memory_block(memory: str) -> str:

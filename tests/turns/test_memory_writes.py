@@ -15,6 +15,7 @@ from pyruntime.model.scripted_server import ScriptedModelServer
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import StoreBundle
 from pyruntime.turns import AiTaskRequest, FinalEvent, MemoryWriteEvent, TurnStatus
+from pyruntime.turns.memory_last import LAST_MEMORY_HEADING
 from pyruntime.turns.memory_pass import NO_STATEMENT
 from pyruntime.turns.memory_writer import WRITER_SYSTEM
 from tests.turns.conftest import RecordingClient, make_orchestrator, run
@@ -22,6 +23,7 @@ from tests.turns.conftest import RecordingClient, make_orchestrator, run
 ROLE = "Bram"
 NAME = json.dumps({"kind": "fact", "topic": "name", "value": "Tobin"})
 STORED = "Player's name: Tobin"
+KNOWN = LAST_MEMORY_HEADING
 
 
 def policy() -> AgentMemoryPolicy:
@@ -174,10 +176,10 @@ def test_the_writer_design_sends_the_whole_memory_right_before_the_line_after_a_
     first = run(session(["My name is Tobin.", "I owe you 5 gold.", "Nice day."]))
     again = run(session(["What is my name?"]))  # a new process: the saved history comes first
     third = first[2]
-    assert third[-2]["content"] == "## Memory\nPlayer's name: Tobin\nPlayer's debt: 5 gold"
+    assert third[-2]["content"] == KNOWN + "\nPlayer's name: Tobin\nPlayer's debt: 5 gold"
     (asked,) = again
     assert asked[-1] == {"role": "user", "content": "What is my name?"}
-    assert asked[-2]["content"] == "## Memory\nPlayer's name: Tobin\nPlayer's debt: 5 gold"
+    assert asked[-2]["content"] == KNOWN + "\nPlayer's name: Tobin\nPlayer's debt: 5 gold"
     assert [m["content"] for m in asked[1:7:2]] == ["My name is Tobin.", "I owe you 5 gold.", "Nice day."]
     text = json.dumps(asked)
     assert "## Memory (updates)" not in text and text.count("Player's name: Tobin") == 1
