@@ -121,7 +121,7 @@ class ClippedBullet(_message.Message):
     def __init__(self, message_id: _Optional[str] = ..., chars_kept: _Optional[int] = ..., chars_dropped: _Optional[int] = ...) -> None: ...
 
 class CutReport(_message.Message):
-    __slots__ = ("stored_messages", "sent_verbatim", "pruned_ids", "folded_ids", "deferred_ids", "left_out_ids", "clipped_bullets", "tokens_before", "tokens_after", "compaction", "compaction_fell_back", "summary_tokens_sent", "summary_chars_dropped", "overflow_retries", "lossy", "already_folded", "compaction_deferred", "folded_between_turns")
+    __slots__ = ("stored_messages", "sent_verbatim", "pruned_ids", "folded_ids", "deferred_ids", "left_out_ids", "clipped_bullets", "tokens_before", "tokens_after", "compaction", "compaction_fell_back", "summary_tokens_sent", "summary_chars_dropped", "overflow_retries", "lossy", "already_folded", "compaction_deferred", "folded_between_turns", "earlier_session_ids")
     STORED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     SENT_VERBATIM_FIELD_NUMBER: _ClassVar[int]
     PRUNED_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +140,7 @@ class CutReport(_message.Message):
     ALREADY_FOLDED_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_DEFERRED_FIELD_NUMBER: _ClassVar[int]
     FOLDED_BETWEEN_TURNS_FIELD_NUMBER: _ClassVar[int]
+    EARLIER_SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
     stored_messages: int
     sent_verbatim: int
     pruned_ids: _containers.RepeatedScalarFieldContainer[str]
@@ -158,7 +159,8 @@ class CutReport(_message.Message):
     already_folded: int
     compaction_deferred: bool
     folded_between_turns: bool
-    def __init__(self, stored_messages: _Optional[int] = ..., sent_verbatim: _Optional[int] = ..., pruned_ids: _Optional[_Iterable[str]] = ..., folded_ids: _Optional[_Iterable[str]] = ..., deferred_ids: _Optional[_Iterable[str]] = ..., left_out_ids: _Optional[_Iterable[str]] = ..., clipped_bullets: _Optional[_Iterable[_Union[ClippedBullet, _Mapping]]] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ..., compaction: _Optional[_Union[CompactionKind, str]] = ..., compaction_fell_back: _Optional[bool] = ..., summary_tokens_sent: _Optional[int] = ..., summary_chars_dropped: _Optional[int] = ..., overflow_retries: _Optional[int] = ..., lossy: _Optional[bool] = ..., already_folded: _Optional[int] = ..., compaction_deferred: _Optional[bool] = ..., folded_between_turns: _Optional[bool] = ...) -> None: ...
+    earlier_session_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, stored_messages: _Optional[int] = ..., sent_verbatim: _Optional[int] = ..., pruned_ids: _Optional[_Iterable[str]] = ..., folded_ids: _Optional[_Iterable[str]] = ..., deferred_ids: _Optional[_Iterable[str]] = ..., left_out_ids: _Optional[_Iterable[str]] = ..., clipped_bullets: _Optional[_Iterable[_Union[ClippedBullet, _Mapping]]] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ..., compaction: _Optional[_Union[CompactionKind, str]] = ..., compaction_fell_back: _Optional[bool] = ..., summary_tokens_sent: _Optional[int] = ..., summary_chars_dropped: _Optional[int] = ..., overflow_retries: _Optional[int] = ..., lossy: _Optional[bool] = ..., already_folded: _Optional[int] = ..., compaction_deferred: _Optional[bool] = ..., folded_between_turns: _Optional[bool] = ..., earlier_session_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ToolCallEvent(_message.Message):
     __slots__ = ("call_id", "name", "arguments_json")

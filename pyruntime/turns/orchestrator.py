@@ -81,6 +81,7 @@ from pyruntime.turns.client_tools import (
 )
 from pyruntime.turns.memory_blocks import MemoryBlocks, NoteFold, plan_memory_blocks
 from pyruntime.turns.memory_last import assemble_memory_last
+from pyruntime.turns.sessions import SessionStarts, leaves_out_earlier_sessions, without_earlier_sessions
 from pyruntime.turns.memory_pass import NO_STATEMENT, MemoryPassOutcome, MemoryPasses, run_memory_pass
 from pyruntime.turns.memory_writer import MemoryDesign, statements
 from pyruntime.turns.modes import (
@@ -336,6 +337,7 @@ class AiOrchestrator:
         self.prompt_cache_status = prompt_cache_status
         # Memory-last (small models): the whole memory right before the player's line (turns/memory_last.py).
         self.memory_last = memory_last
+        self.session_starts = SessionStarts()  # where each conversation's session began (turns/sessions.py)
         self._assemble_messages = assemble_memory_last if memory_last else assemble
         self.compaction_target_ratio = compaction_target_ratio
         self._recent_conversations: deque[str] = deque(maxlen=RECENT_TURNS)
@@ -849,7 +851,7 @@ class AiOrchestrator:
         if self.background_compaction:
             staged = self.staged_folds.get(conversation_digest(turn.store.key(turn.role_id)))
         between = self.background_compaction and not turn.predicted
-        return await prepare_scoped_turn_history(
+        prepared = await prepare_scoped_turn_history(
             turn.store,
             turn.role_id,
             config=config,
@@ -867,6 +869,18 @@ class AiOrchestrator:
             summarize=not turn.borrowed_history,
             compaction_target_ratio=self.compaction_target_ratio,
         )
+        if turn.borrowed_history or not leaves_out_earlier_sessions(config, memory_last=self.memory_last):
+            return prepared
+        return without_earlier_sessions(prepared, await self._session_start(turn))
+
+    async def _session_start(self, turn: _Turn) -> int:
+        """The store order of the conversation's last message before this runtime first served it (turns/sessions.py)."""
+        conversation = conversation_digest(turn.store.key(turn.role_id))
+        start = self.session_starts.get(conversation)
+        if start is None:
+            newest = await asyncio.to_thread(turn.store.get_chat_history, turn.role_id, 1)
+            start = self.session_starts.begin(conversation, newest[-1].order if newest else 0)
+        return start
 
     def _fixed_count(self, role_id: str, part: str, text: str) -> int:
         """Tokens of a role's system prompt or tool schemas, counted once while the text stays the same."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from pyruntime.model.scripted import Script
 from pyruntime.model.scripted_server import ScriptedModelServer
 from pyruntime.policy import AgentMemoryPolicy
@@ -142,18 +144,20 @@ def test_a_write_never_lands_while_the_next_turn_of_its_conversation_runs(memory
     assert STORED in third_prompt  # clearly after: the next turn carries it
 
 
-def test_the_writer_design_sends_the_whole_memory_right_before_the_line_after_a_saved_history(
-        tmp_path) -> None:
-    # Issue 25: SmolLM2-135M recalled 12/65 with the memory before a saved history, 32/65 with it last.
+@pytest.mark.parametrize("send_earlier", [None, True])
+def test_the_writer_design_sends_the_whole_memory_last_and_leaves_earlier_sessions_out(
+        tmp_path, send_earlier) -> None:
+    # Issue 25: SmolLM2-135M recalled 12/65 with the memory before a saved history, 32/65 with it last,
+    # 37/65 with the earlier sessions' lines left out as well (bench/recall_layouts.py).
     from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
     from pyruntime.turns import build_orchestrator
 
     def role() -> AgentMemoryPolicy:
         p = policy()
-        p.configure_role(ROLE, persist_chat_history=True)
+        p.configure_role(ROLE, persist_chat_history=True, send_earlier_sessions=send_earlier)
         return p
 
-    async def session(lines: list[str]) -> list[list[dict]]:
+    async def session(lines: list[str]) -> tuple[list[list[dict]], list]:
         server = ScriptedModelServer(Script.from_dict({"rules": [
             {"when": {"system": WRITER_SYSTEM[:30], "hint": "Tobin"}, "reply": NAME},
             {"when": {"system": WRITER_SYSTEM[:30], "hint": "gold"},
@@ -165,21 +169,28 @@ def test_the_writer_design_sends_the_whole_memory_right_before_the_line_after_a_
                                           tool_mode="structured", memory_design="writer")
         await orchestrator.client.aclose()
         orchestrator.client = client = RecordingClient(server.base_url)  # the real client, keeping the bodies
+        reports = []
         try:
             for line in lines:
-                await orchestrator.run_task(AiTaskRequest(line, ROLE, wait_memory_write=True))
+                result = await orchestrator.run_task(AiTaskRequest(line, ROLE, wait_memory_write=True))
+                reports.append(result.cut_report)
         finally:
             await client.aclose()
             await server.stop()
-        return [b["messages"] for b in client.bodies if "response_format" not in b]  # the replies' requests
+        return [b["messages"] for b in client.bodies if "response_format" not in b], reports  # the replies'
 
-    first = run(session(["My name is Tobin.", "I owe you 5 gold.", "Nice day."]))
-    again = run(session(["What is my name?"]))  # a new process: the saved history comes first
-    third = first[2]
-    assert third[-2]["content"] == KNOWN + "\nPlayer's name: Tobin\nPlayer's debt: 5 gold"
-    (asked,) = again
-    assert asked[-1] == {"role": "user", "content": "What is my name?"}
-    assert asked[-2]["content"] == KNOWN + "\nPlayer's name: Tobin\nPlayer's debt: 5 gold"
-    assert [m["content"] for m in asked[1:7:2]] == ["My name is Tobin.", "I owe you 5 gold.", "Nice day."]
+    (_, _, third), _ = run(session(["My name is Tobin.", "I owe you 5 gold.", "Nice day."]))
+    (asked, again), reports = run(session(["What is my name?", "And what do I owe you?"]))  # a new process
+    memory = KNOWN + "\nPlayer's name: Tobin\nPlayer's debt: 5 gold"
+    assert third[-2]["content"] == memory  # within a session: the whole history, the memory last
+    assert [m["content"] for m in third[1:5]] == ["My name is Tobin.", "Good day.", "I owe you 5 gold.", "Good day."]
+    assert asked[-2]["content"] == memory and asked[-1] == {"role": "user", "content": "What is my name?"}
+    earlier = ["My name is Tobin.", "I owe you 5 gold.", "Nice day."]
+    if send_earlier:  # the role asks for its whole saved history
+        assert [m["content"] for m in asked[1:7:2]] == earlier and not reports[0].earlier_session_ids
+    else:  # the earlier session's lines are left out, and the cut report says so; this session's stay
+        assert [m["role"] for m in asked] == ["system", "system", "user"]
+        assert len(reports[0].earlier_session_ids) == 6 and reports[0].sent_verbatim == 0
+        assert [m["content"] for m in again[1:3]] == ["What is my name?", "Good day."]
     text = json.dumps(asked)
-    assert "## Memory (updates)" not in text and text.count("Player's name: Tobin") == 1
+    assert "## Memory" not in text and text.count("Player's name: Tobin") == 1

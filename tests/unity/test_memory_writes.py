@@ -110,3 +110,22 @@ def test_the_game_awaits_the_write_gets_memory_changed_on_the_main_thread_or_wai
     memory = writer_runtime.orchestrator.stores.scoped().try_load(ROLE).state.memory
     assert memory.splitlines() == ["Player's name: Tobin", "Player's debt: 25 gold", "Player's horse: Clover",
                                    "Player's food: apples"]
+
+
+def test_a_role_that_asks_for_its_earlier_sessions_tells_the_runtime(writer_runtime: Runtime) -> None:
+    from CoreAI.Ai import AgentMemoryPolicy, AiTaskRequest, RoleMemoryConfig
+
+    policy = AgentMemoryPolicy()
+    config = RoleMemoryConfig("Chronicler")
+    config.SendEarlierSessions = True  # null (the default): the runtime decides
+    policy.SetConfig(config)
+    client = writer_runtime.client(policy=policy)
+    try:
+        request = AiTaskRequest()
+        request.RoleId, request.Hint, request.MaxOutputTokens = "Chronicler", "Hello.", 8
+        assert wait(client.CreateOrchestrator().RunTaskWithResultAsync(request)).Succeeded
+        pushed = wait(client.GetRoleConfigAsync("Chronicler"))
+    finally:
+        client.Dispose()
+    assert pushed.SendEarlierSessions is True
+    assert writer_runtime.services.orchestrator.policy.get("Chronicler").send_earlier_sessions is True

@@ -373,6 +373,10 @@ namespace CoreAI.Ai
         /// <summary>The role's system prompt ("" = the runtime's built-in prompt).</summary>
         public string SystemPrompt { get; set; } = "";
 
+        /// <summary>The saved history of earlier sessions in the prompt: null = the runtime decides (left out for a
+        /// small model with memory on, which recalls better from its memory alone), true = sent, false = left out.</summary>
+        public bool? SendEarlierSessions { get; set; }
+
         /// <summary>An independent copy.</summary>
         public RoleMemoryConfig Clone()
         {
@@ -397,6 +401,7 @@ namespace CoreAI.Ai
             copy.CompactionTriggerRatio = CompactionTriggerRatio;
             copy.MaxMemoryChars = MaxMemoryChars;
             copy.SystemPrompt = SystemPrompt;
+            copy.SendEarlierSessions = SendEarlierSessions;
             return copy;
         }
 

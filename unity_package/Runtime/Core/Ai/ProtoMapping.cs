@@ -101,6 +101,7 @@ namespace CoreAI.Ai
                 CompactionTriggerRatio = c.CompactionTriggerRatio,
                 MaxMemoryChars = c.MaxMemoryChars,
                 SystemPrompt = c.SystemPrompt,
+                SendEarlierSessions = c.SendEarlierSessions,
             };
         }
 
@@ -122,6 +123,7 @@ namespace CoreAI.Ai
             c.CompactionTriggerRatio = p.CompactionTriggerRatio;
             c.MaxMemoryChars = p.MaxMemoryChars;
             c.SystemPrompt = p.SystemPrompt ?? "";
+            c.SendEarlierSessions = p.SendEarlierSessions;
             return c;
         }
 

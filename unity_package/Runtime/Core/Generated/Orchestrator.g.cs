@@ -265,6 +265,10 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("foldedBetweenTurns", NullValueHandling = NullValueHandling.Ignore)]
         public bool FoldedBetweenTurns { get; set; }
+
+        [Preserve]
+        [JsonProperty("earlierSessionIds", NullValueHandling = NullValueHandling.Ignore)]
+        public List<string> EarlierSessionIds { get; set; } = new List<string>();
     }
 
     /// <summary>proto message coreai.v1.ToolCallEvent.</summary>
