@@ -383,8 +383,10 @@ class AiOrchestrator:
                 if getter.done() and not getter.cancelled():
                     event = getter.result()
                     yield event
+                    # The last event: the final one, or the memory write after it when the request waits for it
+                    # (a turn without a pass, memory off, ends at its final event: the task is done then).
                     if isinstance(event, MemoryWriteEvent) or (
-                            isinstance(event, FinalEvent) and not event.result.memory_write_pending):
+                            isinstance(event, FinalEvent) and not request.wait_memory_write):
                         return
         finally:
             if not task.done():

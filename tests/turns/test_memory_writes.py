@@ -92,13 +92,18 @@ def test_waiting_for_the_write_in_the_call_and_in_the_stream(memory_stores: Stor
             events = [e async for e in orchestrator.stream_task(
                 AiTaskRequest("I'm Tobin, I said.", ROLE, wait_memory_write=True))]
             plain = [e async for e in orchestrator.stream_task(AiTaskRequest("I am Tobin.", ROLE))]
+            asked = [e async for e in orchestrator.stream_task(
+                AiTaskRequest("Where is the smithy?", ROLE, wait_memory_write=True))]
+            orchestrator.policy.configure_role("Mute", use_memory_tool=False, max_output_tokens=8)
+            no_memory = [e async for e in orchestrator.stream_task(
+                AiTaskRequest("My name is Tobin.", "Mute", wait_memory_write=True))]
             await orchestrator.memory_passes.drain()
-            return waited, events, plain
+            return waited, events, plain, asked, no_memory
         finally:
             await client.aclose()
             await server.stop()
 
-    waited, events, plain = run(go())
+    waited, events, plain, asked, no_memory = run(go())
     assert not waited.memory_write_pending and waited.memory_write is not None
     assert waited.memory_write.stored == STORED and waited.memory_write.version == 1
     # The stream: the reply's final event first (the write still pending), then the write, last.
@@ -108,6 +113,10 @@ def test_waiting_for_the_write_in_the_call_and_in_the_stream(memory_stores: Stor
     # Without asking, the stream ends with its final event, which says a write is still to come.
     assert isinstance(plain[-1], FinalEvent) and plain[-1].result.memory_write_pending
     assert not any(isinstance(e, MemoryWriteEvent) for e in plain)
+    # A question is decided at once: nothing pending, and the stream still ends with its (empty) write.
+    assert not asked[-2].result.memory_write_pending and asked[-1].write.reason == NO_STATEMENT
+    # A role without memory has no write to wait for: its stream ends with the final event.
+    assert isinstance(no_memory[-1], FinalEvent) and not no_memory[-1].result.memory_write_pending
 
 
 def test_a_write_never_lands_while_the_next_turn_of_its_conversation_runs(memory_stores: StoreBundle) -> None:
