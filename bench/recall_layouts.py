@@ -8,8 +8,9 @@ request before it reaches the model (the runtime assembles the request as usual:
 head, the saved history, the question). The embedded SmolLM2-135M at temperature 0 answers the same
 prompt the same way, so the counts are deterministic.
 
-Layouts (`--layouts`): `runtime` sends the request unchanged (today's runtime, with whatever this
-branch changed). The others are written below in `LAYOUTS` and each says what it changes.
+Layouts (`--layouts`): `runtime` sends the request unchanged, as the checked-out runtime assembles it
+with the role's whole saved history (`send_earlier_sessions=True`, so that a layout can choose what of
+it to keep). The others are written below in `LAYOUTS` and each says what it changes.
 
 Run: `nice -n 10 .venv/bin/python bench/recall_layouts.py --saves DIR/c [--conversations N] [--layouts ...]`
 """
@@ -32,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from memory_eval import (  # noqa: E402
-    DATA, MAX_TOKENS, ROLE, TURN_TIMEOUT_S, has_key, load_conversations, role_config, scope_of,
+    DATA, MAX_TOKENS, ROLE, TURN_TIMEOUT_S, has_key, load_conversations, role_config, scope_of, talks_of_memory,
 )
 
 from pyruntime.cli.chat import free_port  # noqa: E402
@@ -50,6 +51,9 @@ HEADINGS = {
     "know": "What you know about the player:",
     "remember": "What you remember about the player:",
     "notes": "## Notes about the player",
+    "your-notes": "## Your notes about the player",
+    "about": "## About the player",
+    "hash-know": "## What you know about the player",
     "told": "What the player told you before:",
     "none": "",
 }
@@ -181,8 +185,8 @@ class TransformingClient(OpenAICompatClient):
 
 
 async def run_layout(name: str, saves: Path, conversations: Sequence[Any], base_url: str, api_key: str | None,
-                     model_path: Path, show: bool) -> tuple[int, int]:
-    """(recalled, questions) of one layout, on a fresh copy of the saves."""
+                     model_path: Path, show: bool) -> tuple[int, int, int]:
+    """(recalled, questions, replies that speak of the memory) of one layout, on a fresh copy of the saves."""
     work = Path(tempfile.mkdtemp(prefix="recall-layout-"))
     try:
         data = work / "data"
@@ -194,7 +198,7 @@ async def run_layout(name: str, saves: Path, conversations: Sequence[Any], base_
         await orchestrator.client.aclose()
         orchestrator.client = client
         client.transform = transform_of(name)
-        recalled = questions = 0
+        recalled = questions = memory_talk = 0
         for conversation in conversations:
             view = orchestrator.stores.scoped(scope_of(conversation))
             # The eval's recall turns were recorded too: the saved conversation is its first lines.
@@ -203,13 +207,15 @@ async def run_layout(name: str, saves: Path, conversations: Sequence[Any], base_
             for message in kept:
                 view.append_chat_message(ROLE, message.role, message.content, persist=True)
             client.old_count = len(kept)
-            orchestrator.policy.set(role_config(conversation, memory=True))
+            # Every layout starts from the whole saved history (a layout may leave the earlier sessions out).
+            orchestrator.policy.set(role_config(conversation, memory=True).copy(send_earlier_sessions=True))
             for question, keys in conversation.recall:
                 result = await orchestrator.run_task(AiTaskRequest(
                     hint=question, role_id=ROLE, scope=scope_of(conversation), max_output_tokens=MAX_TOKENS))
                 ok = all(has_key(result.text, k) for k in keys)
                 recalled += ok
                 questions += 1
+                memory_talk += talks_of_memory(result.text)
                 if show:
                     print(f"    {conversation.id} {'+' if ok else '-'} {question!r} -> {result.text!r}",
                           file=sys.stderr)
@@ -217,7 +223,7 @@ async def run_layout(name: str, saves: Path, conversations: Sequence[Any], base_
         if show and client.sent:
             print("    last request: " + repr(client.sent[-1])[:1500], file=sys.stderr)
         await client.aclose()
-        return recalled, questions
+        return recalled, questions, memory_talk
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -239,10 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for name in args.layouts:
             began = time.perf_counter()
-            recalled, questions = asyncio.run(run_layout(name, args.saves, conversations, server.base_url,
+            recalled, questions, talk = asyncio.run(run_layout(name, args.saves, conversations, server.base_url,
                                                          server.api_key, server.config.model_path, args.show))
             print(f"| {name} | {recalled}/{questions} ({100 * recalled / max(questions, 1):.0f} %) "
-                  f"| {time.perf_counter() - began:.0f} s |", flush=True)
+                  f"| memory talk {talk}/{questions} | {time.perf_counter() - began:.0f} s |", flush=True)
     finally:
         server.stop()
     return 0

@@ -1,7 +1,7 @@
 """The memory-last request layout (pure): the whole memory, one block, right before the player's line.
 
 For models too small to find a memory block across a saved history (the writer design's models;
-issue 25, measured with SmolLM2-135M in `bench/recall_layouts.py`, docs/design/recall.md). With
+issue 25, measured with SmolLM2-135M in `bench/recall_layouts.py`, docs/design/memory-writer.md). With
 today's head layout (`prompt.assemble_messages`: the snapshot and its update notes before and inside
 the history) SmolLM2-135M answered 12 of the memory eval's 65 recall questions in a new process with
 the history saved; with the memory last, 32. Everything else is `assemble_messages`' layout: the
@@ -22,11 +22,12 @@ from typing import Any
 from pyruntime.history.messages import HistoryMessage
 from pyruntime.turns.prompt import TailBlocks, assemble_messages, block, context_message
 
-# Not "## Memory": SmolLM2 took that noun as its own identity ("as a memory AI", 5 of 65 recall replies).
-# Measured with the block last (recall of 65): this heading 33, "## Memory" 32, "What the player told
-# you before:" 29, no heading 22; with a persona line "You know the player from earlier conversations.
-# Answer their questions with what you know about them." 28 (docs/design/recall.md).
-LAST_MEMORY_HEADING = "What you know about the player:"
+# Not "## Memory": SmolLM2 took that noun as its own identity ("as a memory AI", "The memory changed to ...":
+# 7 of 65 recall replies). Measured with the block last and the earlier sessions left out (recall of 65,
+# bench/recall_layouts.py on the memory eval's saves): "## Notes about the player" 40, "## What you know
+# about the player" 38, "## Memory" 37, "## Your notes about the player" 37, "## About the player" 36,
+# "What you remember about the player:" 34, "What you know about the player:" 31 (docs/design/memory-writer.md).
+LAST_MEMORY_HEADING = "## Notes about the player"
 
 
 def memory_block(memory: str) -> str:

@@ -22,7 +22,7 @@ def test_the_memory_is_the_last_context_message_and_nowhere_else() -> None:
     assert _headings(messages[1]["content"]) == ["## Conversation Summary"]  # the head keeps the summary only
     # The tail stays where it was first sent (here after the first message), without the memory.
     assert _headings(messages[3]["content"]) == ["## Request System Instructions", "## World State"]
-    assert messages[-2]["content"] == "What you know about the player:\nPlayer's name: Tobin"
+    assert messages[-2]["content"] == "## Notes about the player\nPlayer's name: Tobin"
     assert messages[-1] == {"role": "user", "content": "What is my name?"}
     assert sum("Player's name" in m["content"] for m in messages) == 1 and "updates" not in str(messages)
 
@@ -34,4 +34,4 @@ def test_everything_but_the_memory_is_the_runtime_s_layout() -> None:
     # Templates without later system messages get the memory as a context update, like every block.
     folded = assemble_memory_last(system_prompt="SYS", tail=TailBlocks(memory="m"), user_payload="x",
                                   system_messages_after_first=False)
-    assert folded[-2] == {"role": "user", "content": "System context update:\nWhat you know about the player:\nm"}
+    assert folded[-2] == {"role": "user", "content": "System context update:\n## Notes about the player\nm"}
