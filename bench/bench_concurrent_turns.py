@@ -38,14 +38,14 @@ from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_npcs import npc_prompt, server_rss_mb, timed_turn  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config  # noqa: E402
-from pyruntime.policy import AgentMemoryPolicy  # noqa: E402
-from pyruntime.scopes import AgentMemoryScope  # noqa: E402
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
-from pyruntime.turns import AiTaskRequest, build_orchestrator  # noqa: E402
-from pyruntime.turns.tools import ToolOutput, ToolRegistry  # noqa: E402
-from tests.support.fixtures import free_port  # noqa: E402
+from bench.bench_npcs import npc_prompt, server_rss_mb, timed_turn
+from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config
+from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.scopes import AgentMemoryScope
+from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.turns import AiTaskRequest, build_orchestrator
+from pyruntime.turns.tools import ToolOutput, ToolRegistry
+from tests.support.fixtures import free_port
 
 NPCS = 4
 MAX_TOKENS = 24
@@ -140,7 +140,7 @@ def main() -> None:
     with LlamaServerProcess(config) as server:
         for kind in args.kinds:
             sequential, concurrent = asyncio.run(run_kind(server, kind, args.reps))
-            ratios = [c.wall_s / s.wall_s for s, c in zip(sequential, concurrent)]
+            ratios = [c.wall_s / s.wall_s for s, c in zip(sequential, concurrent, strict=True)]
             rows.append((kind, sequential, concurrent, ratios))
         rss = server_rss_mb(server)
     print("\n| turns | batch wall s, sequential / concurrent (median) | concurrent / sequential, median (range) | "

@@ -118,7 +118,7 @@ def csharp_batches(url: str, runs: int, calls: int) -> dict[str, list[float]]:
     client = CoreAIRuntimeClient(url, TOKEN, AgentMemoryPolicy())
     out: dict[str, list[float]] = {op: [] for op in OPERATIONS}
     try:
-        for op, key in zip(OPERATIONS, ("mutation", "versions", "health")):
+        for op, key in zip(OPERATIONS, ("mutation", "versions", "health"), strict=True):
             RpcBench.Run(client, key, ROLE, WARMUP, 0)
             for run in range(runs):
                 out[op] += list(RpcBench.Run(client, key, ROLE, calls, (run + 1) * calls))

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyruntime.memory.state import AgentMemoryState, MemoryVersion  # noqa: E402
-from pyruntime.stores.base import TranscriptEntry, TranscriptKind  # noqa: E402
-from pyruntime.stores.file_store import FileAgentMemoryStore  # noqa: E402
+from pyruntime.memory.state import AgentMemoryState, MemoryVersion
+from pyruntime.stores.base import TranscriptEntry, TranscriptKind
+from pyruntime.stores.file_store import FileAgentMemoryStore
 
 RUNS = 5
 OPS = 40
@@ -123,7 +123,8 @@ def file_append(existing: int):
     def make(folder: Path):
         store = FileAgentMemoryStore(folder)
         if existing:
-            rows = [TranscriptEntry(TranscriptKind.USER, "user", MESSAGE, is_chat_message=True) for _ in range(existing)]
+            rows = [TranscriptEntry(TranscriptKind.USER, "user", MESSAGE, is_chat_message=True)
+                    for _ in range(existing)]
             store.append_transcript(KEY, rows)
         store = FileAgentMemoryStore(folder)  # a fresh process view: reads the file once
         store.get_chat_history(KEY, 1)

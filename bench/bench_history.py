@@ -14,6 +14,7 @@ Medians of several runs. Run: `.venv/bin/python bench/bench_history.py`
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import logging
 import random
@@ -24,11 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyruntime.history.budget import compute_history_budget  # noqa: E402
-from pyruntime.history.messages import HistoryMessage  # noqa: E402
-from pyruntime.history.pipeline import prepare_turn_history  # noqa: E402
-from pyruntime.history.tokens import HeuristicTokenCounter, LlamaTokenCounter, count_message_tokens  # noqa: E402
-from pyruntime.policy import RoleMemoryConfig  # noqa: E402
+from pyruntime.history.budget import compute_history_budget
+from pyruntime.history.messages import HistoryMessage
+from pyruntime.history.pipeline import prepare_turn_history
+from pyruntime.history.tokens import HeuristicTokenCounter, LlamaTokenCounter, count_message_tokens
+from pyruntime.policy import RoleMemoryConfig
 
 RUNS = 5
 SIZES = (30, 500, 2000)
@@ -72,7 +73,7 @@ def timed(fn) -> float:
 
 def prepare_times() -> None:
     """Section 1."""
-    print("\n1. Preparing one turn's history (median of %d runs)" % RUNS)
+    print(f"\n1. Preparing one turn's history (median of {RUNS} runs)")
     columns = ("steady ms", "µs/msg", "x base/msg", "cold ms", "µs/msg", "x base/msg")
     print(f"{'stored':>7} | " + " | ".join(f"{c:>10}" for c in columns))
     base: tuple[float, float] | None = None
@@ -80,8 +81,8 @@ def prepare_times() -> None:
         history = dialogue(size + 2)
         # Steady state: the summary of the previous turn already folded all but the newest messages.
         previous = prepare(history[:size], None).pending_summary
-        steady = timed(lambda: prepare(history, previous))
-        cold = timed(lambda: prepare(history[:size], None))
+        steady = timed(functools.partial(prepare, history, previous))
+        cold = timed(functools.partial(prepare, history[:size], None))
         per = (steady / size * 1e6, cold / size * 1e6)
         base = base or per
         print(

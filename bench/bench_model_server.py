@@ -27,12 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyruntime.model.client import OpenAICompatClient  # noqa: E402
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess  # noqa: E402
-from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
-from tests.support.fixtures import free_port  # noqa: E402
-from tests.support.tiny_model import write_tiny_model  # noqa: E402
+from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.llama_server import LlamaServerConfig
+from tests.support.fixtures import free_port
+from tests.support.tiny_model import write_tiny_model
 
 PROMPT_WORDS = "the blacksmith said the sword would be ready by dawn and asked for thirty gold coins " * 18
 

@@ -59,23 +59,23 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyruntime.history import LlamaTokenCounter, count_chat_tokens  # noqa: E402
-from pyruntime.history.budget import COMPACTION_TARGET_RATIO  # noqa: E402
-from pyruntime.memory import MemoryTool  # noqa: E402
-from pyruntime.model.client import OpenAICompatClient  # noqa: E402
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess  # noqa: E402
-from pyruntime.model.llama_server import DEFAULT_N_CTX, LlamaServerConfig  # noqa: E402
-from pyruntime.model.types import TextDelta, UsageDelta  # noqa: E402
-from pyruntime.policy import AgentMemoryPolicy  # noqa: E402
-from pyruntime.scopes import AgentMemoryScope  # noqa: E402
-from pyruntime.service.model_memory import process_rss_bytes  # noqa: E402
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
-from pyruntime.turns import AiTaskRequest, build_orchestrator  # noqa: E402
-from pyruntime.turns.events import FinalEvent, TextDeltaEvent, TurnUsage  # noqa: E402
-from pyruntime.turns.prompt import MEMORY_HEADING, assemble_messages  # noqa: E402
-from bench.design_note_layout import NO_HYSTERESIS, assemble_design_note  # noqa: E402
-from tests.support.fixtures import free_port  # noqa: E402
+from bench.design_note_layout import NO_HYSTERESIS, assemble_design_note
+from pyruntime.history import LlamaTokenCounter, count_chat_tokens
+from pyruntime.history.budget import COMPACTION_TARGET_RATIO
+from pyruntime.memory import MemoryTool
+from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.llama_server import DEFAULT_N_CTX, LlamaServerConfig
+from pyruntime.model.types import TextDelta, UsageDelta
+from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.scopes import AgentMemoryScope
+from pyruntime.service.model_memory import process_rss_bytes
+from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.turns import AiTaskRequest, build_orchestrator
+from pyruntime.turns.events import FinalEvent, TextDeltaEvent, TurnUsage
+from pyruntime.turns.prompt import MEMORY_HEADING, assemble_messages
+from tests.support.fixtures import free_port
 
 MAX_TOKENS = 16
 NPC_PROMPTS = [
@@ -143,7 +143,7 @@ class Pass:
 
     def past_window(self, values: list[Any]) -> list[Any]:
         """The values of the turns past the window (all of them when none is)."""
-        kept = [v for v, p in zip(values, self.past) if p]
+        kept = [v for v, p in zip(values, self.past, strict=False) if p]
         return kept or list(values)
 
 
@@ -226,7 +226,8 @@ async def timed_turn(orchestrator: Any, request: AiTaskRequest, name: str,
 
 
 RSS_EVERY = 0  # --rss-every: record the server's RSS every this many turns of a runtime pass (0: at its end only)
-THINK_S: tuple[float, float] = (0.0, 0.0)  # --think-s: pause after each turn of every pass (a player reading), not timed
+# --think-s: pause after each turn of every pass (a player reading), not timed
+THINK_S: tuple[float, float] = (0.0, 0.0)
 
 
 def think_times(turns: int) -> list[float]:
@@ -262,8 +263,9 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
             if setup.edit_on(turn):
                 MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}")).execute(
                     {"action": "append", "content": _fact(setup, player, turn)})
-            request = AiTaskRequest(_hint(npc, player, turn), f"Npc{npc}", scope=_scope(player), forced_tool_mode="none",
-                                    max_output_tokens=MAX_TOKENS, temperature=0.0, extra={"seed": 0})
+            request = AiTaskRequest(_hint(npc, player, turn), f"Npc{npc}", scope=_scope(player),
+                                    forced_tool_mode="none", max_output_tokens=MAX_TOKENS, temperature=0.0,
+                                    extra={"seed": 0})
             usage, ttft, elapsed = await timed_turn(orchestrator, request, name)
             result.add(turn > 0, usage.evaluated_prompt_tokens, usage.prompt_tokens, ttft, elapsed,
                        setup.past_window(turn))
@@ -318,7 +320,8 @@ async def naive_pass(server: LlamaServerProcess, setup: Setup) -> Pass:
                     prompt, evaluated = delta.usage.prompt_tokens, delta.usage.prompt_tokens - delta.usage.cached_tokens
         elapsed = time.perf_counter() - began
         histories[pair] += [{"role": "user", "content": hint}, {"role": "assistant", "content": "".join(text)}]
-        result.add(turn > 0, evaluated, prompt, first if first is not None else elapsed, elapsed, setup.past_window(turn))
+        ttft = first if first is not None else elapsed
+        result.add(turn > 0, evaluated, prompt, ttft, elapsed, setup.past_window(turn))
         if pauses[done]:
             await asyncio.sleep(pauses[done])
     await client.aclose()
@@ -386,8 +389,9 @@ def past_window_ratios(runtime: Pass, naive: Pass) -> str:
     r_sent, n_sent = runtime.past_window(runtime.prompt), naive.past_window(naive.prompt)
     return (f"TTFT p50 {statistics.median(r_ttft) / statistics.median(n_ttft):.2f}x, p90 "
             f"{_p(r_ttft, 90) / _p(n_ttft, 90):.2f}x, max {max(r_ttft) / max(n_ttft):.2f}x (runtime max "
-            f"{max(r_ttft):.2f} s); tokens evaluated median {statistics.median(r_eval) / max(1, statistics.median(n_eval)):.2f}x, "
-            f"the runtime's largest turn {max(runtime.evaluated) / max(1, statistics.median(runtime.evaluated)):.1f}x its "
+            f"{max(r_ttft):.2f} s); tokens evaluated median "
+            f"{statistics.median(r_eval) / max(1, statistics.median(n_eval)):.2f}x, the runtime's largest turn "
+            f"{max(runtime.evaluated) / max(1, statistics.median(runtime.evaluated)):.1f}x its "
             f"median; prompt tokens sent median {statistics.median(r_sent) / statistics.median(n_sent):.2f}x "
             f"({statistics.median(r_sent):g} vs {statistics.median(n_sent):g})")
 
@@ -447,7 +451,8 @@ def main() -> None:
             print(f"{setup.npcs} NPC(s): runtime/naive tokens evaluated per turn, median "
                   f"{statistics.median(runtime.evaluated) / max(1, statistics.median(naive.evaluated)):.2f}x, "
                   f"total with the prewarms {total / max(1, sum(naive.evaluated)):.2f}x ({total} vs "
-                  f"{sum(naive.evaluated)}); TTFT p50 {statistics.median(runtime.ttft) / statistics.median(naive.ttft):.2f}x")
+                  f"{sum(naive.evaluated)}); TTFT p50 "
+                  f"{statistics.median(runtime.ttft) / statistics.median(naive.ttft):.2f}x")
         for p in passes:
             if len(p.evaluated) <= 120:
                 print(f"  {p.name}: evaluated per turn {' '.join(str(e) for e in p.evaluated)}")

@@ -35,21 +35,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import llama_cpp  # noqa: E402
+import llama_cpp
 
-from pyruntime.memory import memory_tool_definition  # noqa: E402
-from pyruntime.memory.state import AgentMemoryState  # noqa: E402
-from pyruntime.model.embedded import embedded_model_path  # noqa: E402
-from pyruntime.turns.memory_blocks import plan_memory_blocks  # noqa: E402
-from pyruntime.turns.modes import ToolCallMode, tool_contract  # noqa: E402
-from pyruntime.turns.prompt import (  # noqa: E402
+from bench.design_note_layout import assemble_design_note
+from pyruntime.memory import memory_tool_definition
+from pyruntime.memory.state import AgentMemoryState
+from pyruntime.model.embedded import embedded_model_path
+from pyruntime.turns.memory_blocks import plan_memory_blocks
+from pyruntime.turns.modes import ToolCallMode, tool_contract
+from pyruntime.turns.prompt import (
     MEMORY_HEADING,
     TailBlocks,
     assemble_messages,
     build_system_prompt,
     role_system_prompt,
 )
-from bench.design_note_layout import assemble_design_note  # noqa: E402
 
 ROLE = "SmartChat"
 MAX_TOKENS = 16
@@ -150,7 +150,7 @@ def main() -> None:
         print(f"| {s.name} | {statistics.median(s.evaluated[1:] or s.evaluated):g} | {sum(s.evaluated)} | "
               f"{statistics.median(later):.3f} | {p90:.3f} |")
     print("\nper turn (evaluated tokens tail/system):",
-          " ".join(f"{a}/{b}" for a, b in zip(sessions[0].evaluated, sessions[1].evaluated)))
+          " ".join(f"{a}/{b}" for a, b in zip(sessions[0].evaluated, sessions[1].evaluated, strict=True)))
     print("\nRun: .venv/bin/python bench/bench_prefix_cache.py " + " ".join(sys.argv[1:]))
 
 

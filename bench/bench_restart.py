@@ -30,15 +30,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_npcs import FACTS, MAX_TOKENS, npc_prompt, _hint, _scope, timed_turn  # noqa: E402
-from pyruntime.memory import MemoryTool  # noqa: E402
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess  # noqa: E402
-from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
-from pyruntime.policy import AgentMemoryPolicy  # noqa: E402
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
-from pyruntime.turns import AiTaskRequest, build_orchestrator  # noqa: E402
-from tests.support.fixtures import free_port  # noqa: E402
+from bench.bench_npcs import FACTS, MAX_TOKENS, _hint, _scope, npc_prompt, timed_turn
+from pyruntime.memory import MemoryTool
+from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.turns import AiTaskRequest, build_orchestrator
+from tests.support.fixtures import free_port
 
 CACHE_MB = 256
 ANCHORS = "tail-anchors.json"

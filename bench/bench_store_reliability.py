@@ -8,7 +8,8 @@
    per player touched, never freed).
 3. Lock files left by 1000 lookups of different saves (reads take no file lock now), and by 1000 writes.
 
-Import times are medians of several runs. Run: `nice -n 10 .venv/bin/python bench/bench_store_reliability.py [--roles 3000]`
+Import times are medians of several runs.
+Run: `nice -n 10 .venv/bin/python bench/bench_store_reliability.py [--roles 3000]`
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyruntime.memory.state import AgentMemoryState  # noqa: E402
-from pyruntime.scopes import AgentMemoryScope  # noqa: E402
-from pyruntime.stores import (  # noqa: E402
+from pyruntime.memory.state import AgentMemoryState
+from pyruntime.scopes import AgentMemoryScope
+from pyruntime.stores import (
     AgentMemoryPersistenceMode,
     RoleSnapshot,
     ScopeSnapshot,
@@ -36,9 +37,9 @@ from pyruntime.stores import (  # noqa: E402
     import_scope_snapshot,
     open_stores,
 )
-from pyruntime.stores.file_store import FileAgentMemoryStore, FileConversationSummaryStore  # noqa: E402
-from pyruntime.stores.identity_index import IdentityIndex  # noqa: E402
-from pyruntime.stores.persistence import StoreBundle  # noqa: E402
+from pyruntime.stores.file_store import FileAgentMemoryStore, FileConversationSummaryStore
+from pyruntime.stores.identity_index import IdentityIndex
+from pyruntime.stores.persistence import StoreBundle
 
 SCOPE = AgentMemoryScope(user_id="alex")
 

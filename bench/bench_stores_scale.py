@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_rpc_load import free_port, scope_of  # noqa: E402  (one player-scope mapping for the load benches)
 from pyruntime.client import AsyncRuntimeClient  # noqa: E402
 from pyruntime.memory.state import AgentMemoryState  # noqa: E402
 from pyruntime.scopes import storage_key  # noqa: E402
@@ -46,7 +47,6 @@ from pyruntime.stores.file_layout import (  # noqa: E402
     encode_memory_document,
     file_stem,
 )
-from bench.bench_rpc_load import free_port, scope_of  # noqa: E402  (one player-scope mapping for the load benches)
 from tests.support.postgres import PostgresCluster  # noqa: E402
 
 ROLE = "BenchScribe"
@@ -135,7 +135,7 @@ async def run_load(name: str, runtimes: list[Runtime], clients: int, mutations: 
                     try:
                         result = await rpc.apply_memory_tool(ROLE, {"action": "append", "content": line},
                                                              scope=scope_of(player))
-                    except Exception:  # noqa: BLE001 - its runtime is gone: send it again elsewhere
+                    except Exception:
                         if not runtimes[target].killed:
                             raise
                         await rpc.aclose()

@@ -31,14 +31,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess  # noqa: E402
-from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
-from pyruntime.turns import tool_loop  # noqa: E402
-from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator  # noqa: E402
-from pyruntime.turns.modes import MAX_CALLS_PER_ROUND  # noqa: E402
-from tests.support.fixtures import free_port  # noqa: E402
+from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator, tool_loop
+from pyruntime.turns.modes import MAX_CALLS_PER_ROUND
+from tests.support.fixtures import free_port
 
 ROLE = "SmartChat"
 FACT_HINT = "Remember this: my sword is called Dawnbreaker."

@@ -39,15 +39,15 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyruntime.memory import MemoryTool  # noqa: E402
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess  # noqa: E402
-from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
-from pyruntime.turns import AiTaskRequest, build_orchestrator  # noqa: E402
-from tests.support.fixtures import free_port  # noqa: E402
-from tests.support.tiny_model import write_tiny_model  # noqa: E402
-from tests.turns.conftest import RecordingClient  # noqa: E402
+from pyruntime.memory import MemoryTool
+from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.turns import AiTaskRequest, build_orchestrator
+from tests.support.fixtures import free_port
+from tests.support.tiny_model import write_tiny_model
+from tests.turns.conftest import RecordingClient
 
 ROLE = "SmartChat"
 MEMORY = ["Sword: Dawnbreaker", "Horse: Shadowfax", "Home: Riverwood"]

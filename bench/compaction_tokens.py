@@ -30,18 +30,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_npcs import Setup, _fact, _hint, _initial_facts, _scope, npc_prompt  # noqa: E402
-from pyruntime.history import LlamaTokenCounter  # noqa: E402
-from pyruntime.memory import MemoryTool  # noqa: E402
-from pyruntime.model.client import OpenAICompatClient  # noqa: E402
-from pyruntime.model.embedded import embedded_model_path  # noqa: E402
-from pyruntime.model.scripted import Script  # noqa: E402
-from pyruntime.model.scripted_server import ScriptedModelServer  # noqa: E402
-from pyruntime.policy import AgentMemoryPolicy  # noqa: E402
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
-from pyruntime.turns import AiTaskRequest, build_orchestrator  # noqa: E402
-from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS  # noqa: E402
-from pyruntime.turns.prompt import MEMORY_HEADING, assemble_messages  # noqa: E402
+from bench.bench_npcs import Setup, _fact, _hint, _initial_facts, _scope, npc_prompt
+from pyruntime.history import LlamaTokenCounter
+from pyruntime.memory import MemoryTool
+from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.embedded import embedded_model_path
+from pyruntime.model.scripted import Script
+from pyruntime.model.scripted_server import ScriptedModelServer
+from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.turns import AiTaskRequest, build_orchestrator
+from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS
+from pyruntime.turns.prompt import MEMORY_HEADING, assemble_messages
 
 CONTEXT_TOKENS = 8192  # SmolLM2's, as the runtime hosts it
 MAX_TOKENS = 16  # bench_npcs.py's replies
@@ -62,7 +62,7 @@ def reply_text(turn: int, chars: int) -> str:
 
 def _common(a: list[int], b: list[int]) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1
@@ -232,7 +232,7 @@ def compare(setup: Setup, runtime: Counts, naive: Counts) -> Comparison:
     return Comparison(
         past=past,
         sent_ratio=statistics.median(r_sent) / statistics.median(n_sent),
-        sent_over=sum(1 for a, b in zip(r_sent, n_sent) if a > b),
+        sent_over=sum(1 for a, b in zip(r_sent, n_sent, strict=False) if a > b),
         evaluated_ratio=statistics.median(r_eval) / max(1, statistics.median(n_eval)),
         evaluated_max_over_median=max(runtime.evaluated[1:]) / max(1, median),
     )

@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
+from hypothesis import HealthCheck, given, seed, settings
 
-from tests.history.session_sim import SessionPlan, Tally, run_plan, session_plans  # noqa: E402
+from tests.history.session_sim import SessionPlan, Tally, run_plan, session_plans
 
 
 def main() -> int:

@@ -707,8 +707,11 @@ def table(results: Sequence[ConfigResult]) -> str:
         evaluated = "—"
         if r.reply_evaluated:
             evaluated = f"{statistics.median(r.reply_evaluated):.0f}"
-            if baseline is not None and baseline.reply_evaluated and statistics.median(baseline.reply_evaluated) > 0:
-                evaluated += f" ({statistics.median(r.reply_evaluated) / statistics.median(baseline.reply_evaluated):.2f}×)"
+            base = 0.0
+            if baseline is not None and baseline.reply_evaluated:
+                base = statistics.median(baseline.reply_evaluated)
+            if base > 0:
+                evaluated += f" ({statistics.median(r.reply_evaluated) / base:.2f}×)"
         rows.append(
             f"| {LABELS[r.name]} | {fraction(r.captured, r.facts)} | {fraction(r.captured_at_return, r.facts)} "
             f"| {fraction(r.captured_when_written, r.facts)} | {fraction(r.junk_writes, r.nothing_lines)} "

@@ -268,7 +268,14 @@ def main() -> int:
             metrics = httpx.get(f"{connect_url}/metrics", timeout=10).text
         finally:
             process.terminate()
-            exit_code = process.wait(60)
+            stopping = time.monotonic()
+            try:
+                exit_code: int | str = process.wait(60)
+            except subprocess.TimeoutExpired:  # still report the run: a slow stop is a finding, not a crash
+                process.kill()
+                process.wait()
+                exit_code = "killed: still running 60 s after SIGTERM"
+            stop_s = round(time.monotonic() - stopping, 1)
         log_bytes = log.stat().st_size
         tracebacks = log.read_text(errors="replace").count("Traceback")
 
@@ -288,15 +295,18 @@ def main() -> int:
                            "p99": round(percentile(latencies, 0.99), 2), "max": round(max(latencies, default=0), 2)},
         "hung_turns": record.hung,
         "health_http_ms": {"probes": len(record.http_health), "failed": record.http_health_failed,
-                           "p99": ms(percentile(record.http_health, 0.99)), "max": ms(max(record.http_health, default=0))},
+                           "p99": ms(percentile(record.http_health, 0.99)),
+                           "max": ms(max(record.http_health, default=0))},
         "health_grpc_ms": {"probes": len(record.grpc_health), "failed": record.grpc_health_failed,
-                           "p99": ms(percentile(record.grpc_health, 0.99)), "max": ms(max(record.grpc_health, default=0))},
+                           "p99": ms(percentile(record.grpc_health, 0.99)),
+                           "max": ms(max(record.grpc_health, default=0))},
         "flood_connections_opened": record.flood_opened,
         "runtime_open_files_limit": args.open_files,
         "runtime_peak_open_files": record.peak_files,
         "runtime_log_bytes": log_bytes,
         "runtime_log_tracebacks": tracebacks,
         "runtime_exit_code": exit_code,
+        "runtime_stop_s": stop_s,
         "metrics_turns": [line for line in metrics.splitlines() if line.startswith("coreai_turns_total")],
         "metrics_connections_closed": [line for line in metrics.splitlines()
                                        if line.startswith("coreai_connections_closed_total")],

@@ -31,6 +31,20 @@ class PersistenceError(CoreAIError, OSError):
     """A write did not become durable."""
 
 
+DISK_FULL_MESSAGE = "the disk is full: nothing was saved and nothing was changed; free some space and try again"
+"""What every path says when a save did not fit on the disk (store call, memory tool, revert, CLI, both transports)."""
+
+
+class DiskFullError(PersistenceError):
+    """A write did not fit on the disk or in the user's quota; nothing changed.
+
+    ENOSPC, EDQUOT, or PostgreSQL's disk_full: every path says the same words.
+    """
+
+    def __init__(self, message: str = DISK_FULL_MESSAGE) -> None:
+        super().__init__(message)
+
+
 class StoreLockedError(PersistenceError):
     """A save's lock was not obtained in time (another process or call holds it); nothing was done."""
 

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -18,7 +19,7 @@ MAX_JSON_DEPTH = 64
 """Deepest nesting accepted in tool arguments and request bodies; real ones nest 2-4 levels."""
 
 
-def nesting_depth(text: str | bytes, stop_at: int = MAX_JSON_DEPTH) -> int:
+def nesting_depth(text: str | bytes | bytearray, stop_at: int = MAX_JSON_DEPTH) -> int:
     """The deepest array/object nesting of JSON text (strings skipped), counted up to stop_at + 1."""
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
     depth = deepest = 0
@@ -44,7 +45,7 @@ def nesting_depth(text: str | bytes, stop_at: int = MAX_JSON_DEPTH) -> int:
     return deepest
 
 
-def check_json_depth(text: str | bytes, what: str, limit: int = MAX_JSON_DEPTH) -> None:
+def check_json_depth(text: str | bytes | bytearray, what: str, limit: int = MAX_JSON_DEPTH) -> None:
     """InvalidArgumentError when text nests deeper than limit."""
     if nesting_depth(text, limit) > limit:
         raise InvalidArgumentError(f"{what}: nesting deeper than {limit} levels")
@@ -56,6 +57,7 @@ def value_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(item, dict):
             children = item.values()
         elif isinstance(item, (list, tuple)):
@@ -71,8 +73,15 @@ def value_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
 
 def _is_plain_message(field: FieldDescriptor) -> bool:
     # Well-known types (Struct, Value, Timestamp, wrappers) have their own JSON forms.
-    return (field.type == FieldDescriptor.TYPE_MESSAGE
+    return (field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type is not None
             and not field.message_type.full_name.startswith("google.protobuf."))
+
+
+def _message_of(field: FieldDescriptor) -> Descriptor:
+    """The message type of a message field (protobuf sets it on every one)."""
+    if field.message_type is None:
+        raise TypeError(f"{field.full_name} is not a message field")
+    return field.message_type
 
 
 def _field_named(descriptor: Descriptor, name: str) -> FieldDescriptor | None:
@@ -104,12 +113,12 @@ def check_json_shape(value: Any, descriptor: Descriptor, where: str = "request")
                 continue  # unknown names and scalar types are the parser's to judge
             child_path = f"{path}.{name}"
             if _is_map(field):
-                value_field = field.message_type.fields_by_name["value"]
+                value_field = _message_of(field).fields_by_name["value"]
                 if isinstance(child, dict) and _is_plain_message(value_field):
-                    stack.extend((v, value_field.message_type, f"{child_path}[{k!r}]")
+                    stack.extend((v, _message_of(value_field), f"{child_path}[{k!r}]")
                                  for k, v in child.items() if v is not None)
             elif field.is_repeated:
                 if isinstance(child, list):
-                    stack.extend((v, field.message_type, f"{child_path}[{i}]") for i, v in enumerate(child))
+                    stack.extend((v, _message_of(field), f"{child_path}[{i}]") for i, v in enumerate(child))
             else:
-                stack.append((child, field.message_type, child_path))
+                stack.append((child, _message_of(field), child_path))

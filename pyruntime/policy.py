@@ -12,7 +12,7 @@ import enum
 import math
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from coreai.v1 import common_pb2
 from pyruntime.errors import InvalidArgumentError
@@ -389,10 +389,12 @@ def _squash(name: str) -> str:
     return name.replace("_", "").lower()
 
 
-def _action_to_proto(action: MemoryToolAction) -> int:
+# protoc's .pyi types an enum field as the enum's class while EnumTypeWrapper.Value() is typed int:
+# the casts below say that the int is that enum's value, which Value() guarantees.
+def _action_to_proto(action: MemoryToolAction) -> common_pb2.MemoryToolAction:
     for proto_name in common_pb2.MemoryToolAction.keys():
         if _squash(proto_name.removeprefix(_PROTO_ACTION_PREFIX)) == _squash(action.name):
-            return common_pb2.MemoryToolAction.Value(proto_name)
+            return cast("common_pb2.MemoryToolAction", common_pb2.MemoryToolAction.Value(proto_name))
     raise InvalidArgumentError("default_action has no proto counterpart")
 
 
@@ -409,8 +411,8 @@ def _action_from_proto(value: int) -> MemoryToolAction:
     raise InvalidArgumentError(f"unknown MemoryToolAction value {value}")
 
 
-def _trm_to_proto(mode: ToolResultMemory) -> int:
-    return common_pb2.ToolResultMemory.Value(_PROTO_TRM_PREFIX + mode.name)
+def _trm_to_proto(mode: ToolResultMemory) -> common_pb2.ToolResultMemory:
+    return cast("common_pb2.ToolResultMemory", common_pb2.ToolResultMemory.Value(_PROTO_TRM_PREFIX + mode.name))
 
 
 def _trm_from_proto(value: int) -> ToolResultMemory:
@@ -454,7 +456,7 @@ def config_to_proto(cfg: RoleMemoryConfig) -> common_pb2.RoleMemoryConfig:
 
 
 def config_from_proto(msg: common_pb2.RoleMemoryConfig, base: RoleMemoryConfig | None = None) -> RoleMemoryConfig:
-    """A validated config from its proto twin: unset fields and UNSPECIFIED enums keep `base` (default: the defaults)."""
+    """A validated config from its proto twin: unset fields and UNSPECIFIED enums keep `base` (default: defaults)."""
     base = base or RoleMemoryConfig(role_id=msg.role_id)
     changes: dict[str, Any] = {name: getattr(msg, name) for name in _PROTO_FIELDS if msg.HasField(name)}
     if msg.default_action:

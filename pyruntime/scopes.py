@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from dataclasses import dataclass
 
 from pyruntime.errors import InvalidArgumentError
@@ -47,6 +48,53 @@ def _part(value: str) -> str:
     return f"{_utf16_len(value)}:{value};"
 
 
+# Characters that are invisible, reorder text or look like a plain space: two ids differing only by them look
+# the same (`Teacher` and `Teacher\u200b`, `Guard` and `\u202eGuard`) but name different saves. Unicode's
+# Default_Ignorable_Code_Point set (the ones of no category below), plus all of these categories:
+# Cc control, Cf format (zero-width, bidi embeddings/overrides/isolates, BOM, soft hyphen), Co private use,
+# Cs surrogates, Cn unassigned, Zl/Zp line and paragraph separators, Zs spaces other than U+0020.
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp", "Zs"})
+_DEFAULT_IGNORABLE = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x3164, 0x3164),
+                      (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xE0100, 0xE01EF))
+
+
+_EMOJI_JOINERS = frozenset("\u200d\ufe0e\ufe0f")  # ZWJ and text/emoji presentation selectors
+
+
+def _is_symbol(ch: str) -> bool:
+    return unicodedata.category(ch).startswith("S")
+
+
+def _refused_character(value: str, index: int) -> bool:
+    ch = value[index]
+    if ch == " ":
+        return False
+    if ch in _EMOJI_JOINERS and index > 0 and _is_symbol(value[index - 1]):
+        # Inside an emoji sequence (`⚔️`, `👨‍👩‍👧`): visible as part of the symbol. A joiner must join two symbols.
+        return ch == "\u200d" and not (index + 1 < len(value) and _is_symbol(value[index + 1]))
+    code = ord(ch)
+    return unicodedata.category(ch) in _REFUSED_CATEGORIES or any(lo <= code <= hi for lo, hi in _DEFAULT_IGNORABLE)
+
+
+def check_visible_id(name: str, value: str) -> str:
+    """value, refused (InvalidArgumentError) when it holds an invisible, reordering or look-alike character or is
+    not in Unicode NFC form: ids that name save files must not have look-alikes that name other files."""
+    for index, ch in enumerate(value):
+        if _refused_character(value, index):
+            label = unicodedata.name(ch, "unnamed")
+            raise InvalidArgumentError(
+                f"{name} contains U+{ord(ch):04X} ({label}) at position {index}: invisible, bidi-control and "
+                "look-alike space characters are refused in ids (two ids that look the same would name two saves)")
+    if value and unicodedata.combining(value[0]):
+        raise InvalidArgumentError(f"{name} starts with a combining mark (U+{ord(value[0]):04X}): it would join "
+                                   "onto whatever is shown before it")
+    if unicodedata.normalize("NFC", value) != value:
+        raise InvalidArgumentError(
+            f"{name} is not in Unicode NFC form (a letter written as base + combining accent): write it composed, "
+            "as two spellings that look the same would name two saves")
+    return value
+
+
 def normalize_role_id(role_id: str | None) -> str:
     """Trimmed role id; a blank one is an error (store calls never default the role)."""
     role = (role_id or "").strip()
@@ -59,6 +107,7 @@ def normalize_role_id(role_id: str | None) -> str:
     if set(role) <= {"."}:
         # `.` and `..` name a folder itself or its parent: such a role could never have a save file.
         raise InvalidArgumentError("role_id must not consist of dots only")
+    check_visible_id("role_id", role)
     if role.startswith(RESERVED_KEY_PREFIXES):
         # The empty scope stores under the bare role id: a role named like a hashed key would collide with one.
         raise InvalidArgumentError(f"role_id must not start with {' or '.join(RESERVED_KEY_PREFIXES)}")

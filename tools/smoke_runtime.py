@@ -22,10 +22,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools.build_runtime import DEFAULT_DIST, executable, scrubbed_environment  # noqa: E402
+from tools.build_runtime import DEFAULT_DIST, executable, scrubbed_environment
 
 TOKEN_ENV = "COREAI_RUNTIME_TOKEN"
 
@@ -34,17 +35,19 @@ class SmokeError(RuntimeError):
     """The frozen runtime did not do what a game needs; the message says what."""
 
 
-def _ready_line(process: subprocess.Popen[str], timeout: float) -> dict:
+def _ready_line(process: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
     lines: queue.Queue[str] = queue.Queue()
-    assert process.stdout is not None
-    threading.Thread(target=lambda: lines.put(process.stdout.readline()), daemon=True).start()
+    stdout = process.stdout
+    assert stdout is not None
+    threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
     try:
         line = lines.get(timeout=timeout)
     except queue.Empty:
         raise SmokeError(f"serve printed no ready line within {timeout:g} s") from None
     if not line:
         raise SmokeError(f"serve exited before it was ready (exit {process.wait(30)})")
-    return json.loads(line)
+    ready: dict[str, Any] = json.loads(line)
+    return ready
 
 
 def _status(url: str, *, token: str | None = None, body: bytes | None = None) -> tuple[int, bytes]:

@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from coreai.v1 import common_pb2 as coreai_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63oreai/v1/memory_store.proto\x12\tcoreai.v1\x1a\x16\x63oreai/v1/common.proto\":\n\x10LoadStateRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\"v\n\x11LoadStateResponse\x12%\n\x06status\x18\x01 \x01(\x0e\x32\x15.coreai.v1.LoadStatus\x12*\n\x05state\x18\x02 \x01(\x0b\x32\x1b.coreai.v1.AgentMemoryState\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\xb8\x02\n\x16\x41pplyMemoryToolRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x14\n\x07\x63ontent\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x15\n\x08old_text\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x15\n\x08new_text\x18\x05 \x01(\tH\x02\x88\x01\x01\x12\x13\n\x06\x61nchor\x18\x06 \x01(\tH\x03\x88\x01\x01\x12\x11\n\x04line\x18\x07 \x01(\x05H\x04\x88\x01\x01\x12\x18\n\x0breplace_all\x18\x08 \x01(\x08H\x05\x88\x01\x01\x12\x16\n\x0e\x61rguments_json\x18\t \x01(\tB\n\n\x08_contentB\x0b\n\t_old_textB\x0b\n\t_new_textB\t\n\x07_anchorB\x07\n\x05_lineB\x0e\n\x0c_replace_all\"\xa0\x01\n\x10MemoryToolResult\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\x05\x12\x15\n\rmemory_length\x18\x05 \x01(\x05\x12\x13\n\x06memory\x18\x06 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x0bresult_json\x18\x07 \x01(\tB\t\n\x07_memory\"f\n\x10SaveStateRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12*\n\x05state\x18\x02 \x01(\x0b\x32\x1b.coreai.v1.AgentMemoryState\"\x13\n\x11SaveStateResponse\"<\n\x12\x43learMemoryRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\"\x15\n\x13\x43learMemoryResponse\"=\n\x13ListVersionsRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\"B\n\x14ListVersionsResponse\x12*\n\x08versions\x18\x01 \x03(\x0b\x32\x18.coreai.v1.MemoryVersion\"N\n\x13RevertMemoryRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x0f\n\x07version\x18\x02 \x01(\x05\"g\n\x13\x44iffVersionsRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x14\n\x0c\x66rom_version\x18\x02 \x01(\x05\x12\x12\n\nto_version\x18\x03 \x01(\x05\",\n\x14\x44iffVersionsResponse\x12\x14\n\x0cunified_diff\x18\x01 \x01(\t\"r\n\x18\x41ppendChatMessageRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x0f\n\x07persist\x18\x04 \x01(\x08\"\x1b\n\x19\x41ppendChatMessageResponse\"U\n\x15GetChatHistoryRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x14\n\x0cmax_messages\x18\x02 \x01(\x05\"B\n\x16GetChatHistoryResponse\x12(\n\x08messages\x18\x01 \x03(\x0b\x32\x16.coreai.v1.ChatMessage\"A\n\x17\x43learChatHistoryRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\"\x1a\n\x18\x43learChatHistoryResponse\"S\n\x14GetTranscriptRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x13\n\x0bmax_entries\x18\x02 \x01(\x05\"D\n\x15GetTranscriptResponse\x12+\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1a.coreai.v1.TranscriptEntry\"<\n\x12LoadSummaryRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\"5\n\x13LoadSummaryResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x0f\n\x07summary\x18\x02 \x01(\t\"M\n\x12SaveSummaryRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x0f\n\x07summary\x18\x02 \x01(\t\"\x15\n\x13SaveSummaryResponse\"=\n\x13\x43learSummaryRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\"\x16\n\x14\x43learSummaryResponse\"\xb8\x01\n\x0cRoleSnapshot\x12\x0f\n\x07role_id\x18\x01 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x02 \x01(\t\x12/\n\x05state\x18\x03 \x01(\x0b\x32\x1b.coreai.v1.AgentMemoryStateH\x00\x88\x01\x01\x12+\n\x07history\x18\x04 \x03(\x0b\x32\x1a.coreai.v1.TranscriptEntry\x12\x14\n\x07summary\x18\x05 \x01(\tH\x01\x88\x01\x01\x42\x08\n\x06_stateB\n\n\x08_summary\"\x90\x01\n\rScopeSnapshot\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\x05\x12*\n\x05scope\x18\x02 \x01(\x0b\x32\x1b.coreai.v1.AgentMemoryScope\x12&\n\x05roles\x18\x03 \x03(\x0b\x32\x17.coreai.v1.RoleSnapshot\x12\x13\n\x0b\x65xported_at\x18\x04 \x01(\x03\"e\n\x15\x45xportSnapshotRequest\x12*\n\x05scope\x18\x01 \x01(\x0b\x32\x1b.coreai.v1.AgentMemoryScope\x12\x10\n\x08role_ids\x18\x02 \x03(\t\x12\x0e\n\x06\x61\x63tors\x18\x03 \x03(\t\"D\n\x16\x45xportSnapshotResponse\x12*\n\x08snapshot\x18\x01 \x01(\x0b\x32\x18.coreai.v1.ScopeSnapshot\"\x8c\x01\n\x15ImportSnapshotRequest\x12*\n\x08snapshot\x18\x01 \x01(\x0b\x32\x18.coreai.v1.ScopeSnapshot\x12\x36\n\x0ctarget_scope\x18\x02 \x01(\x0b\x32\x1b.coreai.v1.AgentMemoryScopeH\x00\x88\x01\x01\x42\x0f\n\r_target_scope\"0\n\x16ImportSnapshotResponse\x12\x16\n\x0eroles_imported\x18\x01 \x01(\x05*t\n\nLoadStatus\x12\x1b\n\x17LOAD_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12LOAD_STATUS_LOADED\x10\x01\x12\x19\n\x15LOAD_STATUS_NOT_FOUND\x10\x02\x12\x16\n\x12LOAD_STATUS_FAILED\x10\x03\x32\xb0\n\n\x0bMemoryStore\x12\x46\n\tLoadState\x12\x1b.coreai.v1.LoadStateRequest\x1a\x1c.coreai.v1.LoadStateResponse\x12Q\n\x0f\x41pplyMemoryTool\x12!.coreai.v1.ApplyMemoryToolRequest\x1a\x1b.coreai.v1.MemoryToolResult\x12\x46\n\tSaveState\x12\x1b.coreai.v1.SaveStateRequest\x1a\x1c.coreai.v1.SaveStateResponse\x12L\n\x0b\x43learMemory\x12\x1d.coreai.v1.ClearMemoryRequest\x1a\x1e.coreai.v1.ClearMemoryResponse\x12O\n\x0cListVersions\x12\x1e.coreai.v1.ListVersionsRequest\x1a\x1f.coreai.v1.ListVersionsResponse\x12K\n\x0cRevertMemory\x12\x1e.coreai.v1.RevertMemoryRequest\x1a\x1b.coreai.v1.MemoryToolResult\x12O\n\x0c\x44iffVersions\x12\x1e.coreai.v1.DiffVersionsRequest\x1a\x1f.coreai.v1.DiffVersionsResponse\x12^\n\x11\x41ppendChatMessage\x12#.coreai.v1.AppendChatMessageRequest\x1a$.coreai.v1.AppendChatMessageResponse\x12U\n\x0eGetChatHistory\x12 .coreai.v1.GetChatHistoryRequest\x1a!.coreai.v1.GetChatHistoryResponse\x12[\n\x10\x43learChatHistory\x12\".coreai.v1.ClearChatHistoryRequest\x1a#.coreai.v1.ClearChatHistoryResponse\x12R\n\rGetTranscript\x12\x1f.coreai.v1.GetTranscriptRequest\x1a .coreai.v1.GetTranscriptResponse\x12L\n\x0bLoadSummary\x12\x1d.coreai.v1.LoadSummaryRequest\x1a\x1e.coreai.v1.LoadSummaryResponse\x12L\n\x0bSaveSummary\x12\x1d.coreai.v1.SaveSummaryRequest\x1a\x1e.coreai.v1.SaveSummaryResponse\x12O\n\x0c\x43learSummary\x12\x1e.coreai.v1.ClearSummaryRequest\x1a\x1f.coreai.v1.ClearSummaryResponse\x12U\n\x0e\x45xportSnapshot\x12 .coreai.v1.ExportSnapshotRequest\x1a!.coreai.v1.ExportSnapshotResponse\x12U\n\x0eImportSnapshot\x12 .coreai.v1.ImportSnapshotRequest\x1a!.coreai.v1.ImportSnapshotResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63oreai/v1/memory_store.proto\x12\tcoreai.v1\x1a\x16\x63oreai/v1/common.proto\":\n\x10LoadStateRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\"v\n\x11LoadStateResponse\x12%\n\x06status\x18\x01 \x01(\x0e\x32\x15.coreai.v1.LoadStatus\x12*\n\x05state\x18\x02 \x01(\x0b\x32\x1b.coreai.v1.AgentMemoryState\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\xb8\x02\n\x16\x41pplyMemoryToolRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x14\n\x07\x63ontent\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x15\n\x08old_text\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x15\n\x08new_text\x18\x05 \x01(\tH\x02\x88\x01\x01\x12\x13\n\x06\x61nchor\x18\x06 \x01(\tH\x03\x88\x01\x01\x12\x11\n\x04line\x18\x07 \x01(\x05H\x04\x88\x01\x01\x12\x18\n\x0breplace_all\x18\x08 \x01(\x08H\x05\x88\x01\x01\x12\x16\n\x0e\x61rguments_json\x18\t \x01(\tB\n\n\x08_contentB\x0b\n\t_old_textB\x0b\n\t_new_textB\t\n\x07_anchorB\x07\n\x05_lineB\x0e\n\x0c_replace_all\"\xa0\x01\n\x10MemoryToolResult\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\x05\x12\x15\n\rmemory_length\x18\x05 \x01(\x05\x12\x13\n\x06memory\x18\x06 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x0bresult_json\x18\x07 \x01(\tB\t\n\x07_memory\"f\n\x10SaveStateRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12*\n\x05state\x18\x02 \x01(\x0b\x32\x1b.coreai.v1.AgentMemoryState\"\x13\n\x11SaveStateResponse\"<\n\x12\x43learMemoryRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\"\x15\n\x13\x43learMemoryResponse\"=\n\x13ListVersionsRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\"B\n\x14ListVersionsResponse\x12*\n\x08versions\x18\x01 \x03(\x0b\x32\x18.coreai.v1.MemoryVersion\"N\n\x13RevertMemoryRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x0f\n\x07version\x18\x02 \x01(\x05\"g\n\x13\x44iffVersionsRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x14\n\x0c\x66rom_version\x18\x02 \x01(\x05\x12\x12\n\nto_version\x18\x03 \x01(\x05\",\n\x14\x44iffVersionsResponse\x12\x14\n\x0cunified_diff\x18\x01 \x01(\t\"r\n\x18\x41ppendChatMessageRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x0f\n\x07persist\x18\x04 \x01(\x08\"K\n\x19\x41ppendChatMessageResponse\x12.\n\tintegrity\x18\x1e \x01(\x0b\x32\x1b.coreai.v1.HistoryIntegrity\"U\n\x15GetChatHistoryRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x14\n\x0cmax_messages\x18\x02 \x01(\x05\"r\n\x16GetChatHistoryResponse\x12(\n\x08messages\x18\x01 \x03(\x0b\x32\x16.coreai.v1.ChatMessage\x12.\n\tintegrity\x18\x1e \x01(\x0b\x32\x1b.coreai.v1.HistoryIntegrity\"A\n\x17\x43learChatHistoryRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\"\x1a\n\x18\x43learChatHistoryResponse\"S\n\x14GetTranscriptRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x13\n\x0bmax_entries\x18\x02 \x01(\x05\"t\n\x15GetTranscriptResponse\x12+\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1a.coreai.v1.TranscriptEntry\x12.\n\tintegrity\x18\x1e \x01(\x0b\x32\x1b.coreai.v1.HistoryIntegrity\"E\n\x10HistoryIntegrity\x12\x18\n\x10unreadable_lines\x18\x01 \x01(\x05\x12\x17\n\x0fquarantine_file\x18\x02 \x01(\t\"<\n\x12LoadSummaryRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\"5\n\x13LoadSummaryResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x0f\n\x07summary\x18\x02 \x01(\t\"M\n\x12SaveSummaryRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x0f\n\x07summary\x18\x02 \x01(\t\"\x15\n\x13SaveSummaryResponse\"=\n\x13\x43learSummaryRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\"\x16\n\x14\x43learSummaryResponse\"\xb8\x01\n\x0cRoleSnapshot\x12\x0f\n\x07role_id\x18\x01 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x02 \x01(\t\x12/\n\x05state\x18\x03 \x01(\x0b\x32\x1b.coreai.v1.AgentMemoryStateH\x00\x88\x01\x01\x12+\n\x07history\x18\x04 \x03(\x0b\x32\x1a.coreai.v1.TranscriptEntry\x12\x14\n\x07summary\x18\x05 \x01(\tH\x01\x88\x01\x01\x42\x08\n\x06_stateB\n\n\x08_summary\"\x90\x01\n\rScopeSnapshot\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\x05\x12*\n\x05scope\x18\x02 \x01(\x0b\x32\x1b.coreai.v1.AgentMemoryScope\x12&\n\x05roles\x18\x03 \x03(\x0b\x32\x17.coreai.v1.RoleSnapshot\x12\x13\n\x0b\x65xported_at\x18\x04 \x01(\x03\"e\n\x15\x45xportSnapshotRequest\x12*\n\x05scope\x18\x01 \x01(\x0b\x32\x1b.coreai.v1.AgentMemoryScope\x12\x10\n\x08role_ids\x18\x02 \x03(\t\x12\x0e\n\x06\x61\x63tors\x18\x03 \x03(\t\"D\n\x16\x45xportSnapshotResponse\x12*\n\x08snapshot\x18\x01 \x01(\x0b\x32\x18.coreai.v1.ScopeSnapshot\"\x8c\x01\n\x15ImportSnapshotRequest\x12*\n\x08snapshot\x18\x01 \x01(\x0b\x32\x18.coreai.v1.ScopeSnapshot\x12\x36\n\x0ctarget_scope\x18\x02 \x01(\x0b\x32\x1b.coreai.v1.AgentMemoryScopeH\x00\x88\x01\x01\x42\x0f\n\r_target_scope\"0\n\x16ImportSnapshotResponse\x12\x16\n\x0eroles_imported\x18\x01 \x01(\x05*t\n\nLoadStatus\x12\x1b\n\x17LOAD_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12LOAD_STATUS_LOADED\x10\x01\x12\x19\n\x15LOAD_STATUS_NOT_FOUND\x10\x02\x12\x16\n\x12LOAD_STATUS_FAILED\x10\x03\x32\xb0\n\n\x0bMemoryStore\x12\x46\n\tLoadState\x12\x1b.coreai.v1.LoadStateRequest\x1a\x1c.coreai.v1.LoadStateResponse\x12Q\n\x0f\x41pplyMemoryTool\x12!.coreai.v1.ApplyMemoryToolRequest\x1a\x1b.coreai.v1.MemoryToolResult\x12\x46\n\tSaveState\x12\x1b.coreai.v1.SaveStateRequest\x1a\x1c.coreai.v1.SaveStateResponse\x12L\n\x0b\x43learMemory\x12\x1d.coreai.v1.ClearMemoryRequest\x1a\x1e.coreai.v1.ClearMemoryResponse\x12O\n\x0cListVersions\x12\x1e.coreai.v1.ListVersionsRequest\x1a\x1f.coreai.v1.ListVersionsResponse\x12K\n\x0cRevertMemory\x12\x1e.coreai.v1.RevertMemoryRequest\x1a\x1b.coreai.v1.MemoryToolResult\x12O\n\x0c\x44iffVersions\x12\x1e.coreai.v1.DiffVersionsRequest\x1a\x1f.coreai.v1.DiffVersionsResponse\x12^\n\x11\x41ppendChatMessage\x12#.coreai.v1.AppendChatMessageRequest\x1a$.coreai.v1.AppendChatMessageResponse\x12U\n\x0eGetChatHistory\x12 .coreai.v1.GetChatHistoryRequest\x1a!.coreai.v1.GetChatHistoryResponse\x12[\n\x10\x43learChatHistory\x12\".coreai.v1.ClearChatHistoryRequest\x1a#.coreai.v1.ClearChatHistoryResponse\x12R\n\rGetTranscript\x12\x1f.coreai.v1.GetTranscriptRequest\x1a .coreai.v1.GetTranscriptResponse\x12L\n\x0bLoadSummary\x12\x1d.coreai.v1.LoadSummaryRequest\x1a\x1e.coreai.v1.LoadSummaryResponse\x12L\n\x0bSaveSummary\x12\x1d.coreai.v1.SaveSummaryRequest\x1a\x1e.coreai.v1.SaveSummaryResponse\x12O\n\x0c\x43learSummary\x12\x1e.coreai.v1.ClearSummaryRequest\x1a\x1f.coreai.v1.ClearSummaryResponse\x12U\n\x0e\x45xportSnapshot\x12 .coreai.v1.ExportSnapshotRequest\x1a!.coreai.v1.ExportSnapshotResponse\x12U\n\x0eImportSnapshot\x12 .coreai.v1.ImportSnapshotRequest\x1a!.coreai.v1.ImportSnapshotResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'coreai.v1.memory_store_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LOADSTATUS']._serialized_start=2853
-  _globals['_LOADSTATUS']._serialized_end=2969
+  _globals['_LOADSTATUS']._serialized_start=3068
+  _globals['_LOADSTATUS']._serialized_end=3184
   _globals['_LOADSTATEREQUEST']._serialized_start=67
   _globals['_LOADSTATEREQUEST']._serialized_end=125
   _globals['_LOADSTATERESPONSE']._serialized_start=127
@@ -63,43 +63,45 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_APPENDCHATMESSAGEREQUEST']._serialized_start=1297
   _globals['_APPENDCHATMESSAGEREQUEST']._serialized_end=1411
   _globals['_APPENDCHATMESSAGERESPONSE']._serialized_start=1413
-  _globals['_APPENDCHATMESSAGERESPONSE']._serialized_end=1440
-  _globals['_GETCHATHISTORYREQUEST']._serialized_start=1442
-  _globals['_GETCHATHISTORYREQUEST']._serialized_end=1527
-  _globals['_GETCHATHISTORYRESPONSE']._serialized_start=1529
-  _globals['_GETCHATHISTORYRESPONSE']._serialized_end=1595
-  _globals['_CLEARCHATHISTORYREQUEST']._serialized_start=1597
-  _globals['_CLEARCHATHISTORYREQUEST']._serialized_end=1662
-  _globals['_CLEARCHATHISTORYRESPONSE']._serialized_start=1664
-  _globals['_CLEARCHATHISTORYRESPONSE']._serialized_end=1690
-  _globals['_GETTRANSCRIPTREQUEST']._serialized_start=1692
-  _globals['_GETTRANSCRIPTREQUEST']._serialized_end=1775
-  _globals['_GETTRANSCRIPTRESPONSE']._serialized_start=1777
-  _globals['_GETTRANSCRIPTRESPONSE']._serialized_end=1845
-  _globals['_LOADSUMMARYREQUEST']._serialized_start=1847
-  _globals['_LOADSUMMARYREQUEST']._serialized_end=1907
-  _globals['_LOADSUMMARYRESPONSE']._serialized_start=1909
-  _globals['_LOADSUMMARYRESPONSE']._serialized_end=1962
-  _globals['_SAVESUMMARYREQUEST']._serialized_start=1964
-  _globals['_SAVESUMMARYREQUEST']._serialized_end=2041
-  _globals['_SAVESUMMARYRESPONSE']._serialized_start=2043
-  _globals['_SAVESUMMARYRESPONSE']._serialized_end=2064
-  _globals['_CLEARSUMMARYREQUEST']._serialized_start=2066
-  _globals['_CLEARSUMMARYREQUEST']._serialized_end=2127
-  _globals['_CLEARSUMMARYRESPONSE']._serialized_start=2129
-  _globals['_CLEARSUMMARYRESPONSE']._serialized_end=2151
-  _globals['_ROLESNAPSHOT']._serialized_start=2154
-  _globals['_ROLESNAPSHOT']._serialized_end=2338
-  _globals['_SCOPESNAPSHOT']._serialized_start=2341
-  _globals['_SCOPESNAPSHOT']._serialized_end=2485
-  _globals['_EXPORTSNAPSHOTREQUEST']._serialized_start=2487
-  _globals['_EXPORTSNAPSHOTREQUEST']._serialized_end=2588
-  _globals['_EXPORTSNAPSHOTRESPONSE']._serialized_start=2590
-  _globals['_EXPORTSNAPSHOTRESPONSE']._serialized_end=2658
-  _globals['_IMPORTSNAPSHOTREQUEST']._serialized_start=2661
-  _globals['_IMPORTSNAPSHOTREQUEST']._serialized_end=2801
-  _globals['_IMPORTSNAPSHOTRESPONSE']._serialized_start=2803
-  _globals['_IMPORTSNAPSHOTRESPONSE']._serialized_end=2851
-  _globals['_MEMORYSTORE']._serialized_start=2972
-  _globals['_MEMORYSTORE']._serialized_end=4300
+  _globals['_APPENDCHATMESSAGERESPONSE']._serialized_end=1488
+  _globals['_GETCHATHISTORYREQUEST']._serialized_start=1490
+  _globals['_GETCHATHISTORYREQUEST']._serialized_end=1575
+  _globals['_GETCHATHISTORYRESPONSE']._serialized_start=1577
+  _globals['_GETCHATHISTORYRESPONSE']._serialized_end=1691
+  _globals['_CLEARCHATHISTORYREQUEST']._serialized_start=1693
+  _globals['_CLEARCHATHISTORYREQUEST']._serialized_end=1758
+  _globals['_CLEARCHATHISTORYRESPONSE']._serialized_start=1760
+  _globals['_CLEARCHATHISTORYRESPONSE']._serialized_end=1786
+  _globals['_GETTRANSCRIPTREQUEST']._serialized_start=1788
+  _globals['_GETTRANSCRIPTREQUEST']._serialized_end=1871
+  _globals['_GETTRANSCRIPTRESPONSE']._serialized_start=1873
+  _globals['_GETTRANSCRIPTRESPONSE']._serialized_end=1989
+  _globals['_HISTORYINTEGRITY']._serialized_start=1991
+  _globals['_HISTORYINTEGRITY']._serialized_end=2060
+  _globals['_LOADSUMMARYREQUEST']._serialized_start=2062
+  _globals['_LOADSUMMARYREQUEST']._serialized_end=2122
+  _globals['_LOADSUMMARYRESPONSE']._serialized_start=2124
+  _globals['_LOADSUMMARYRESPONSE']._serialized_end=2177
+  _globals['_SAVESUMMARYREQUEST']._serialized_start=2179
+  _globals['_SAVESUMMARYREQUEST']._serialized_end=2256
+  _globals['_SAVESUMMARYRESPONSE']._serialized_start=2258
+  _globals['_SAVESUMMARYRESPONSE']._serialized_end=2279
+  _globals['_CLEARSUMMARYREQUEST']._serialized_start=2281
+  _globals['_CLEARSUMMARYREQUEST']._serialized_end=2342
+  _globals['_CLEARSUMMARYRESPONSE']._serialized_start=2344
+  _globals['_CLEARSUMMARYRESPONSE']._serialized_end=2366
+  _globals['_ROLESNAPSHOT']._serialized_start=2369
+  _globals['_ROLESNAPSHOT']._serialized_end=2553
+  _globals['_SCOPESNAPSHOT']._serialized_start=2556
+  _globals['_SCOPESNAPSHOT']._serialized_end=2700
+  _globals['_EXPORTSNAPSHOTREQUEST']._serialized_start=2702
+  _globals['_EXPORTSNAPSHOTREQUEST']._serialized_end=2803
+  _globals['_EXPORTSNAPSHOTRESPONSE']._serialized_start=2805
+  _globals['_EXPORTSNAPSHOTRESPONSE']._serialized_end=2873
+  _globals['_IMPORTSNAPSHOTREQUEST']._serialized_start=2876
+  _globals['_IMPORTSNAPSHOTREQUEST']._serialized_end=3016
+  _globals['_IMPORTSNAPSHOTRESPONSE']._serialized_start=3018
+  _globals['_IMPORTSNAPSHOTRESPONSE']._serialized_end=3066
+  _globals['_MEMORYSTORE']._serialized_start=3187
+  _globals['_MEMORYSTORE']._serialized_end=4515
 # @@protoc_insertion_point(module_scope)

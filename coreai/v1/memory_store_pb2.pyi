@@ -146,8 +146,10 @@ class AppendChatMessageRequest(_message.Message):
     def __init__(self, target: _Optional[_Union[_common_pb2.AgentTarget, _Mapping]] = ..., role: _Optional[str] = ..., content: _Optional[str] = ..., persist: _Optional[bool] = ...) -> None: ...
 
 class AppendChatMessageResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("integrity",)
+    INTEGRITY_FIELD_NUMBER: _ClassVar[int]
+    integrity: HistoryIntegrity
+    def __init__(self, integrity: _Optional[_Union[HistoryIntegrity, _Mapping]] = ...) -> None: ...
 
 class GetChatHistoryRequest(_message.Message):
     __slots__ = ("target", "max_messages")
@@ -158,10 +160,12 @@ class GetChatHistoryRequest(_message.Message):
     def __init__(self, target: _Optional[_Union[_common_pb2.AgentTarget, _Mapping]] = ..., max_messages: _Optional[int] = ...) -> None: ...
 
 class GetChatHistoryResponse(_message.Message):
-    __slots__ = ("messages",)
+    __slots__ = ("messages", "integrity")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    INTEGRITY_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[_common_pb2.ChatMessage]
-    def __init__(self, messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ...) -> None: ...
+    integrity: HistoryIntegrity
+    def __init__(self, messages: _Optional[_Iterable[_Union[_common_pb2.ChatMessage, _Mapping]]] = ..., integrity: _Optional[_Union[HistoryIntegrity, _Mapping]] = ...) -> None: ...
 
 class ClearChatHistoryRequest(_message.Message):
     __slots__ = ("target",)
@@ -182,10 +186,20 @@ class GetTranscriptRequest(_message.Message):
     def __init__(self, target: _Optional[_Union[_common_pb2.AgentTarget, _Mapping]] = ..., max_entries: _Optional[int] = ...) -> None: ...
 
 class GetTranscriptResponse(_message.Message):
-    __slots__ = ("entries",)
+    __slots__ = ("entries", "integrity")
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    INTEGRITY_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[_common_pb2.TranscriptEntry]
-    def __init__(self, entries: _Optional[_Iterable[_Union[_common_pb2.TranscriptEntry, _Mapping]]] = ...) -> None: ...
+    integrity: HistoryIntegrity
+    def __init__(self, entries: _Optional[_Iterable[_Union[_common_pb2.TranscriptEntry, _Mapping]]] = ..., integrity: _Optional[_Union[HistoryIntegrity, _Mapping]] = ...) -> None: ...
+
+class HistoryIntegrity(_message.Message):
+    __slots__ = ("unreadable_lines", "quarantine_file")
+    UNREADABLE_LINES_FIELD_NUMBER: _ClassVar[int]
+    QUARANTINE_FILE_FIELD_NUMBER: _ClassVar[int]
+    unreadable_lines: int
+    quarantine_file: str
+    def __init__(self, unreadable_lines: _Optional[int] = ..., quarantine_file: _Optional[str] = ...) -> None: ...
 
 class LoadSummaryRequest(_message.Message):
     __slots__ = ("target",)

@@ -22,7 +22,7 @@ from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DE
 from coreai.v1.common_pb2 import RoleMemoryConfig
 from pyqwest import Client, SyncClient
 
-from .orchestrator_pb2 import ConfigureRoleRequest, GetRoleConfigRequest, HealthRequest, HealthResponse, ListRolesRequest, ListRolesResponse, RunTaskRequest, RunTaskResponse, SubmitToolResultRequest, SubmitToolResultResponse, TurnEvent, WaitMemoryWritesRequest, WaitMemoryWritesResponse
+from .orchestrator_pb2 import ConfigureRoleRequest, GetRoleConfigRequest, HealthRequest, HealthResponse, ListRolesRequest, ListRolesResponse, RunTaskRequest, RunTaskResponse, ShutdownRequest, ShutdownResponse, SubmitToolResultRequest, SubmitToolResultResponse, TurnEvent, WaitMemoryWritesRequest, WaitMemoryWritesResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -72,6 +72,15 @@ class Orchestrator(Protocol):
         Waits until a conversation's memory writes still pending have landed (or one turn's, by its
         trace id) and returns what they wrote. Roles with memory on under the writer design (small
         hosted models) write memory after the reply; RunTaskResponse.memory_write_pending says so.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def shutdown(self, request: ShutdownRequest, ctx: RequestContext[ShutdownRequest, ShutdownResponse], /) -> ShutdownResponse:
+        """
+        Stop the runtime gracefully, as SIGTERM does: in-flight calls get the grace period, saves finish,
+        the model child stops. The launcher's stop on every OS (Windows has no SIGTERM). Needs the token;
+        answers FAILED_PRECONDITION when the runtime listens beyond loopback (a game client's token
+        must not stop a shared server).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -176,6 +185,17 @@ class OrchestratorASGIApplication(ConnectASGIApplication[Orchestrator]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.wait_memory_writes,
+                ),
+                "/coreai.v1.Orchestrator/Shutdown": Endpoint.unary(
+                    method=MethodInfo(
+                        name="Shutdown",
+                        service_name="coreai.v1.Orchestrator",
+                        input=ShutdownRequest,
+                        output=ShutdownResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.shutdown,
                 ),
             },
             interceptors=interceptors,
@@ -387,6 +407,32 @@ class OrchestratorClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def shutdown(
+        self,
+        request: ShutdownRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ShutdownResponse:
+        """
+        Stop the runtime gracefully, as SIGTERM does: in-flight calls get the grace period, saves finish,
+        the model child stops. The launcher's stop on every OS (Windows has no SIGTERM). Needs the token;
+        answers FAILED_PRECONDITION when the runtime listens beyond loopback (a game client's token
+        must not stop a shared server).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Shutdown",
+                service_name="coreai.v1.Orchestrator",
+                input=ShutdownRequest,
+                output=ShutdownResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class OrchestratorSync(Protocol):
     def run_task(self, request: RunTaskRequest, ctx: RequestContext[RunTaskRequest, RunTaskResponse], /) -> RunTaskResponse:
@@ -422,6 +468,15 @@ class OrchestratorSync(Protocol):
         Waits until a conversation's memory writes still pending have landed (or one turn's, by its
         trace id) and returns what they wrote. Roles with memory on under the writer design (small
         hosted models) write memory after the reply; RunTaskResponse.memory_write_pending says so.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def shutdown(self, request: ShutdownRequest, ctx: RequestContext[ShutdownRequest, ShutdownResponse], /) -> ShutdownResponse:
+        """
+        Stop the runtime gracefully, as SIGTERM does: in-flight calls get the grace period, saves finish,
+        the model child stops. The launcher's stop on every OS (Windows has no SIGTERM). Needs the token;
+        answers FAILED_PRECONDITION when the runtime listens beyond loopback (a game client's token
+        must not stop a shared server).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -524,6 +579,17 @@ class OrchestratorWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.wait_memory_writes,
+                ),
+                "/coreai.v1.Orchestrator/Shutdown": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="Shutdown",
+                        service_name="coreai.v1.Orchestrator",
+                        input=ShutdownRequest,
+                        output=ShutdownResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.shutdown,
                 ),
             },
             interceptors=interceptors,
@@ -729,6 +795,32 @@ class OrchestratorClientSync(ConnectClientSync):
                 service_name="coreai.v1.Orchestrator",
                 input=WaitMemoryWritesRequest,
                 output=WaitMemoryWritesResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def shutdown(
+        self,
+        request: ShutdownRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ShutdownResponse:
+        """
+        Stop the runtime gracefully, as SIGTERM does: in-flight calls get the grace period, saves finish,
+        the model child stops. The launcher's stop on every OS (Windows has no SIGTERM). Needs the token;
+        answers FAILED_PRECONDITION when the runtime listens beyond loopback (a game client's token
+        must not stop a shared server).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="Shutdown",
+                service_name="coreai.v1.Orchestrator",
+                input=ShutdownRequest,
+                output=ShutdownResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

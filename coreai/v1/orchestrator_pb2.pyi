@@ -32,6 +32,14 @@ TURN_STATUS_TIMED_OUT: TurnStatus
 TURN_STATUS_CANCELLED: TurnStatus
 TURN_STATUS_TOOL_LOOP_ENDED: TurnStatus
 
+class ShutdownRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ShutdownResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class ToolNameList(_message.Message):
     __slots__ = ("names",)
     NAMES_FIELD_NUMBER: _ClassVar[int]

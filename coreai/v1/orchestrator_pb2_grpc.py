@@ -75,6 +75,11 @@ class OrchestratorStub:
                 request_serializer=coreai_dot_v1_dot_orchestrator__pb2.WaitMemoryWritesRequest.SerializeToString,
                 response_deserializer=coreai_dot_v1_dot_orchestrator__pb2.WaitMemoryWritesResponse.FromString,
                 _registered_method=True)
+        self.Shutdown = channel.unary_unary(
+                '/coreai.v1.Orchestrator/Shutdown',
+                request_serializer=coreai_dot_v1_dot_orchestrator__pb2.ShutdownRequest.SerializeToString,
+                response_deserializer=coreai_dot_v1_dot_orchestrator__pb2.ShutdownResponse.FromString,
+                _registered_method=True)
 
 
 class OrchestratorServicer:
@@ -134,6 +139,16 @@ class OrchestratorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Shutdown(self, request, context):
+        """Stop the runtime gracefully, as SIGTERM does: in-flight calls get the grace period, saves finish,
+        the model child stops. The launcher's stop on every OS (Windows has no SIGTERM). Needs the token;
+        answers FAILED_PRECONDITION when the runtime listens beyond loopback (a game client's token
+        must not stop a shared server).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OrchestratorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -176,6 +191,11 @@ def add_OrchestratorServicer_to_server(servicer, server):
                     servicer.WaitMemoryWrites,
                     request_deserializer=coreai_dot_v1_dot_orchestrator__pb2.WaitMemoryWritesRequest.FromString,
                     response_serializer=coreai_dot_v1_dot_orchestrator__pb2.WaitMemoryWritesResponse.SerializeToString,
+            ),
+            'Shutdown': grpc.unary_unary_rpc_method_handler(
+                    servicer.Shutdown,
+                    request_deserializer=coreai_dot_v1_dot_orchestrator__pb2.ShutdownRequest.FromString,
+                    response_serializer=coreai_dot_v1_dot_orchestrator__pb2.ShutdownResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -394,6 +414,33 @@ class Orchestrator:
             '/coreai.v1.Orchestrator/WaitMemoryWrites',
             coreai_dot_v1_dot_orchestrator__pb2.WaitMemoryWritesRequest.SerializeToString,
             coreai_dot_v1_dot_orchestrator__pb2.WaitMemoryWritesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Shutdown(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/coreai.v1.Orchestrator/Shutdown',
+            coreai_dot_v1_dot_orchestrator__pb2.ShutdownRequest.SerializeToString,
+            coreai_dot_v1_dot_orchestrator__pb2.ShutdownResponse.FromString,
             options,
             channel_credentials,
             insecure,

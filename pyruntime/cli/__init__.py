@@ -53,7 +53,8 @@ def _import_command(command: str) -> object:
         raise MissingExtraError(command, extra, missing) from exc
 
 
-def _register_unavailable(subparsers: argparse._SubParsersAction, command: str, error: MissingExtraError) -> None:
+def _register_unavailable(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], command: str,
+                          error: MissingExtraError) -> None:
     """A command whose extra is missing, in the full parser: listed with what to install (main refuses it)."""
     p = subparsers.add_parser(command, help=f"(not installed) {error}", add_help=False)
     p.add_argument("args", nargs="*")

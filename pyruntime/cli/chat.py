@@ -22,18 +22,19 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from google.protobuf import json_format
+
+from coreai.v1 import common_pb2
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.memory.versions import list_versions, revert_memory
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config
-from pyruntime.model.supervisor import ModelSupervisor
 from pyruntime.model.llama_server import DEFAULT_HOST
-from coreai.v1 import common_pb2
-from google.protobuf import json_format
-from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig, config_from_proto
+from pyruntime.model.supervisor import ModelSupervisor
+from pyruntime.policy import RoleMemoryConfig, config_from_proto
 from pyruntime.scopes import AgentMemoryScope, normalize_role_id
 from pyruntime.stores import (
     AgentMemoryPersistenceMode,
@@ -109,7 +110,7 @@ class ChatOptions:
     prewarm: bool | None = None  # None: on for a hosted model, off for --llm-url
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `chat` subcommand."""
     p = subparsers.add_parser("chat", help="chat with a role in the terminal (hosts the embedded model by default)")
     p.add_argument("--role", default=DEFAULT_ROLE, help=f"role to chat with (default {DEFAULT_ROLE})")
@@ -166,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_OK
-    except Exception as exc:  # noqa: BLE001 - the CLI promises one line, not a traceback
+    except Exception as exc:  # the CLI promises one line, not a traceback
         print(f"error: unexpected {type(exc).__name__}", file=sys.stderr)
         log.debug("details", exc_info=True)
         return EXIT_FAILED
@@ -438,7 +439,7 @@ class ChatSession:
         for outcome in await self.orchestrator.memory_passes.drain():
             printer.line(stored_line(outcome))
 
-    async def _stream(self, request: AiTaskRequest, printer: "_ReplyPrinter") -> None:
+    async def _stream(self, request: AiTaskRequest, printer: _ReplyPrinter) -> None:
         async for event in self.orchestrator.stream_task(request):
             printer.show(event)
 
@@ -474,7 +475,7 @@ class ChatSession:
         if not versions:
             self.say("No versions yet.")
         for v in versions:
-            when = datetime.fromtimestamp(v.timestamp, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            when = datetime.fromtimestamp(v.timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S")
             preview = " ".join(v.content_after.split())
             preview = preview if len(preview) <= 60 else preview[:59] + "…"
             self.say(f"v{v.version}  {when} UTC  {v.action:<11} {v.note}  | {preview}")

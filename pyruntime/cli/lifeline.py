@@ -16,13 +16,14 @@ launcher dies.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 DEFAULT_INTERVAL_S = 0.2  # well inside the 2 s contract, and ~5 wake-ups a second cost nothing
 
@@ -42,9 +43,13 @@ class ProcessWatch(Protocol):
 class PidfdWatch:
     """Linux >= 5.3: a pidfd becomes readable when its process exits; immune to pid reuse."""
 
+    _fd: int | None
+
     def __init__(self, pid: int) -> None:
         """Open a pidfd for `pid`; ProcessLookupError when no such process runs."""
-        self._fd: int | None = os.pidfd_open(pid)  # type: ignore[attr-defined]  # Linux-only in typeshed
+        if sys.platform != "linux":  # also how a type checker learns that os.pidfd_open is Linux-only
+            raise OSError(errno.ENOSYS, "pidfd_open needs Linux")
+        self._fd = os.pidfd_open(pid)
 
     def exited(self) -> bool:
         """True once the process has exited (zombie or reaped)."""
@@ -103,18 +108,25 @@ def _is_zombie(pid: int) -> bool:
 
 
 class WindowsWatch:
-    """Windows: a process handle with SYNCHRONIZE is signalled when the process exits; held, the pid cannot be reused."""
+    """Windows: a process handle with SYNCHRONIZE is signalled when the process exits.
+
+    While the handle is held, the pid cannot be reused.
+    """
 
     _SYNCHRONIZE = 0x00100000
     _PROCESS_QUERY_LIMITED_INFORMATION = 0x1000
     _WAIT_TIMEOUT = 0x102
+    _kernel32: Any
+    _handle: int | None
 
     def __init__(self, pid: int) -> None:
         """Open a handle to `pid`; ProcessLookupError when it cannot be opened."""
+        if sys.platform != "win32":  # also how a type checker learns that what follows is Windows-only
+            raise OSError("a process handle watch needs Windows")
         import ctypes
         from ctypes import wintypes
 
-        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
         kernel32.OpenProcess.restype = wintypes.HANDLE
         kernel32.OpenProcess.argtypes = (wintypes.DWORD, wintypes.BOOL, wintypes.DWORD)
         kernel32.WaitForSingleObject.restype = wintypes.DWORD

@@ -54,7 +54,7 @@ from pyruntime.stores import (
     open_stores,
     validate_scope_snapshot,
 )
-from pyruntime.stores.fileio import atomic_write
+from pyruntime.stores.fileio import atomic_write, read_bytes
 from pyruntime.stores.snapshot import entry_to_proto
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,8 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 VERSION_ACTIONS = ("versions", "revert", "diff")
+MAX_SNAPSHOT_FILE_BYTES = 512 * 1024 * 1024
+"""Largest snapshot file `import` reads (an export of every save of a scope; larger ones are refused unread)."""
 
 
 class UsageError(InvalidArgumentError):
@@ -114,7 +116,7 @@ def _edit_options(parser: argparse.ArgumentParser) -> None:
                              "files only: a runtime applies its own policy")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `memory`, `history`, `export` and `import` subcommands."""
     memory = subparsers.add_parser("memory", help="run a memory tool action or inspect versions of one save")
     actions = memory.add_subparsers(dest="memory_action", required=True, metavar="action")
@@ -202,7 +204,7 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
             # The OS message may carry a path (a key stem); log only what failed.
             log.error("I/O error (%s, errno %s)", type(exc).__name__, exc.errno)
             return EXIT_FAILED
-        except Exception as exc:  # noqa: BLE001 - the CLI promises one line, not a traceback
+        except Exception as exc:  # the CLI promises one line, not a traceback
             log.error("unexpected %s", type(exc).__name__)
             log.debug("details", exc_info=True)
             return EXIT_FAILED
@@ -341,7 +343,7 @@ class RuntimeSaves:
         self._client = client
 
     @classmethod
-    def connect(cls, url: str, token: str) -> "RuntimeSaves":
+    def connect(cls, url: str, token: str) -> RuntimeSaves:
         """A client of the runtime at url, after checking that it answers (Health needs no token)."""
         client = RuntimeClient(url, token=token)
         try:
@@ -567,7 +569,10 @@ def _run_history_show(args: argparse.Namespace) -> int:
 def _run_history_clear(args: argparse.Namespace) -> int:
     target = _target(args)
     with _open_backend(args) as saves:
-        rows = len(saves.get_transcript(target, 0))
+        try:
+            rows = len(saves.get_transcript(target, 0))
+        except MemoryUnreadableError:
+            rows = 0  # a history that cannot be read (a link, a FIFO): clearing is how it is fixed
         try:
             had_summary = saves.load_summary(target) is not None
         except MemoryUnreadableError:
@@ -600,10 +605,19 @@ def _run_export(args: argparse.Namespace) -> int:
 def _run_import(args: argparse.Namespace) -> int:
     if args.runtime is None:
         _check_data_dir(args.data_dir)
-    if not args.file.is_file():
+    # Links the user made are followed; a FIFO or device is never opened, a huge file never read whole.
+    try:
+        data = read_bytes(Path(os.path.realpath(args.file)), limit=MAX_SNAPSHOT_FILE_BYTES, what="snapshot file")
+    except MemoryUnreadableError as exc:
+        raise UsageError(str(exc)) from None
+    if data is None:
         raise UsageError("the snapshot file does not exist")
     # Parse and validate before opening the saves: a bad file writes nothing.
-    snapshot = ScopeSnapshot.from_json(args.file.read_text(encoding="utf-8"))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"the snapshot file is not valid UTF-8 (byte {exc.start})") from None
+    snapshot = ScopeSnapshot.from_json(text)
     into = (args.into_tenant, args.into_user, args.into_session, args.into_topic)
     target = _scope(*into) if any(v is not None for v in into) else None
     validate_scope_snapshot(snapshot, target)

@@ -21,7 +21,7 @@ from pyruntime.stores.postgres import is_database_url
 log = logging.getLogger(__name__)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `migrate` subcommand."""
     p = subparsers.add_parser(
         "migrate", help="move every save between a data folder and a PostgreSQL database (either way)",

@@ -16,6 +16,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from coreai.v1 import orchestrator_pb2
 from pyruntime.cli.chat import default_data_dir
@@ -23,13 +24,14 @@ from pyruntime.cli.memory import EXIT_OK, _guarded
 from pyruntime.cli.progress import ProgressBar
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.models import catalog
-from pyruntime.models.cache import ModelCache, PullRequest, models_dir as models_dir_of
+from pyruntime.models.cache import ModelCache, PullRequest
+from pyruntime.models.cache import models_dir as models_dir_of
 from pyruntime.models.download import DEFAULT_TIMEOUT_S, DownloadError, DownloadProgress
 
 log = logging.getLogger(__name__)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `models` subcommand and its actions."""
     p = subparsers.add_parser("models", help="list, pull, remove and locate GGUF models by name",
                               description="Models by name: a catalogue of known-good GGUFs for NPCs, pulled into a "
@@ -91,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _list(cache: ModelCache, *, as_json: bool) -> int:
     pulled = {m.name: m for m in cache.list()}
-    rows = []
+    rows: list[dict[str, Any]] = []  # JSON lines
     for entry in catalog.CATALOG:
         model = pulled.pop(entry.name, None)
         rows.append({"name": entry.name, "pulled": model is not None, "size_bytes": entry.size_bytes,
@@ -147,8 +149,9 @@ def resolve_model_flag(model: Path | None, *, models_dir: Path | None,
         if pulled is not None:
             return pulled.path, None
     if catalog.find(name) is None:
-        raise InvalidArgumentError(f"--model must be a .gguf file or the name of a pulled or catalogue model; {name} is "
-                                   "neither (coreai-runtime models list; pull a URL with: coreai-runtime models pull URL)")
+        raise InvalidArgumentError(f"--model must be a .gguf file or the name of a pulled or catalogue model; {name} "
+                                   "is neither (coreai-runtime models list; pull a URL with: "
+                                   "coreai-runtime models pull URL)")
     return caches[0].model_file(name), ModelPull(PullRequest.of(name), caches[0])
 
 
@@ -172,9 +175,9 @@ class PullStatus:
     @property
     def reason(self) -> str:
         """What Health says meanwhile."""
-        p = self._latest
-        done = f"{p.fraction * 100:.0f}% of {p.total / 1e6:,.0f} MB" if p.fraction is not None else \
-            f"{p.received / 1e6:,.0f} MB"
+        p, fraction = self._latest, self._latest.fraction
+        done = (f"{fraction * 100:.0f}% of {p.total / 1e6:,.0f} MB" if fraction is not None and p.total is not None
+                else f"{p.received / 1e6:,.0f} MB")
         return f"downloading model {self.name}: {done}"
 
     def message(self) -> orchestrator_pb2.ModelDownload:

@@ -5,7 +5,8 @@ with a retry hint) -> model server (a hosted llama.cpp child, a checked external
 `--no-model`) -> orchestrator, bound to the services. Then ONE JSON line goes to stdout for
 launchers, `{"grpc_port": N, "connect_port": N, "model_url": "..." | null, "token_file": "...",
 "model_key_file": "..."}` (the last only with a hosted model: its port's API key, 0600, next to the token);
-logs go to stderr. Stopped in reverse: in-flight calls get `--grace` seconds, store writes finish,
+logs go to stderr. `--log-file PATH` sends stdout and stderr (the ready line, logs, a crash's traceback) to
+PATH, appended: a launcher then needs no pipe (a Unity editor's pipe goes unread after a domain reload). Stopped in reverse: in-flight calls get `--grace` seconds, store writes finish,
 the model child is stopped (on every path, failures included). A hosted model is watched and
 restarted when it dies or hangs (model/supervisor.py). Exit 0 after a signal, 1 when something
 fails (the watchdog giving up on the model included), 2 on bad arguments.
@@ -26,7 +27,9 @@ import contextlib
 import errno
 import json
 import logging
+import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -54,8 +57,9 @@ from pyruntime.rpc.tls import check_listen, tls_files
 from pyruntime.service import RuntimeServices
 from pyruntime.service.model_memory import hosted_model_memory
 from pyruntime.service.readiness import EXTERNAL_MODEL, MODEL_LOADING, Readiness, hosted_model_readiness
-from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
+from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, confined, open_stores
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
+from pyruntime.stores.persistence import DATA_FOLDER
 from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.modes import ToolCallMode
 
@@ -186,6 +190,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--log-level", choices=LOG_LEVELS, help="log level (default info; debug with -v)")
     p.add_argument("--log-format", choices=LOG_FORMATS, default="text",
                    help="text, or json: one object per line with the turn's trace_id (default text)")
+    p.add_argument("--log-file", type=Path, metavar="FILE",
+                   help="append stdout and stderr (ready line, logs, tracebacks) to FILE instead of the inherited "
+                        "streams, so the launcher needs no pipe (the file is created owner-only)")
     p.add_argument("--parent-pid", type=int,
                    help="stop (and stop the model) when this process exits, however it dies: the game's pid")
     p.add_argument("--exit-on-stdin-eof", action="store_true",
@@ -228,12 +235,17 @@ def _prompt_cache_dir(flag: str | None, data_dir: Path | None) -> Path | None:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of `serve`: returns the exit code."""
+    flagged = getattr(args, "log_file", None)
+    if flagged is not None:  # given on the command line: redirected before anything can be printed
+        log_to_file(flagged)
     try:
         layers.resolve(args)
     except InvalidArgumentError as exc:  # a bad COREAI_* variable or config file, before logging is set up
         configure_logging("info", "text")
         log.error("%s", exc)
         return EXIT_USAGE
+    if args.log_file is not None and flagged is None:  # from $COREAI_LOG_FILE or the config file
+        log_to_file(args.log_file)
     configure_logging(args.log_level or ("debug" if getattr(args, "verbose", False) else "info"), args.log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise here
     try:
@@ -249,6 +261,24 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:  # strerror only: str(exc) would name files
         log.error("cannot start: %s (errno %s)", exc.strerror or type(exc).__name__, exc.errno)
         return EXIT_FAILED
+
+
+def log_to_file(path: Path) -> None:
+    """Point file descriptors 1 and 2 (and sys.stdout/stderr) at `path`, appended; created owner-only (0600).
+
+    Descriptors, not only the Python objects: output written below Python (a C library, a fatal error's
+    traceback from faulthandler) lands in the file too. Line-buffered, so the launcher's tail is current.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for target in (1, 2):
+            os.dup2(fd, target)
+    finally:
+        os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
 
 
 def validate(options: ServeOptions) -> None:
@@ -292,6 +322,7 @@ def validate(options: ServeOptions) -> None:
     if options.prompt_cache_dir is not None and options.prompt_cache_dir.exists() and \
             not options.prompt_cache_dir.is_dir():
         raise InvalidArgumentError("--prompt-cache-dir exists but is not a directory")
+    _check_prompt_cache_folder(options)
     if options.prompt_cache_dir is not None and options.prompt_cache_mb == 0:
         raise InvalidArgumentError("--prompt-cache-dir needs a prompt cache: --prompt-cache-mb 0 turns it off")
     if options.chat_history_cap < 1 or options.transcript_cap < 1:
@@ -320,7 +351,7 @@ async def serve(options: ServeOptions, *, on_ready: Callable[[dict[str, Any]], N
     stop = asyncio.Event()
     with _stop_triggers(options, stop):
         async with contextlib.AsyncExitStack() as stack:
-            starting = asyncio.create_task(_start(options, stack))
+            starting = asyncio.create_task(_start(options, stack, stop))
             stopping = asyncio.create_task(stop.wait())
             try:
                 await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -371,7 +402,8 @@ class _Loading:
         return MODEL_LOADING if readiness.model_ready else readiness
 
 
-async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack) -> tuple[dict[str, Any], _Model]:
+async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack,
+                 stop: asyncio.Event | None = None) -> tuple[dict[str, Any], _Model]:
     """Each stage in order; each registers its own stop on stack first, so any failure unwinds what started.
 
     The RPC ports open before the model loads (health answers 503 "loading", turns UNAVAILABLE meanwhile);
@@ -383,10 +415,22 @@ async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack) -> tup
     policy = AgentMemoryPolicy()
     loading = None if options.no_model else _Loading()
     services = RuntimeServices.create(stores, policy, readiness=loading)
+    if stop is not None and is_loopback_host(options.listen):
+        # The Shutdown RPC: the launcher's graceful stop where there is no SIGTERM (Windows). Beyond loopback a
+        # game client's token must not stop a shared server, so there it stays refused.
+        loop = asyncio.get_running_loop()
+        requested = stop
+
+        def request_stop() -> None:
+            loop.call_soon_threadsafe(requested.set)
+
+        services.orchestrator.stop_requested = request_stop
     model_stack = await stack.enter_async_context(contextlib.AsyncExitStack())
     token_file = _token_file(options, stack)
+    token_root = _token_root(options)
     config = RpcConfig(host=options.listen, grpc_port=options.grpc_port, connect_port=options.connect_port,
-                       token_file=token_file, grace_s=options.grace, tls=tls_files(options.tls_cert, options.tls_key))
+                       token_file=token_file, token_root=token_root, grace_s=options.grace,
+                       tls=tls_files(options.tls_cert, options.tls_key))
     servers = RpcServers(services, config)
     stack.push_async_callback(_stop_rpc, servers)
     await servers.start()
@@ -398,7 +442,7 @@ async def _start(options: ServeOptions, stack: contextlib.AsyncExitStack) -> tup
              "token_file": str(token_file)}
     if model.server is not None and model.server.api_key:
         # For external OpenAI clients on this machine; same folder and rights as the token (0600).
-        key_file = write_token_file(token_file.with_name(MODEL_KEY_FILE_NAME), model.server.api_key)
+        key_file = write_token_file(token_file.with_name(MODEL_KEY_FILE_NAME), model.server.api_key, root=token_root)
         ready["model_key_file"] = str(key_file)
     return ready, model
 
@@ -563,6 +607,31 @@ def _token_file(options: ServeOptions, stack: contextlib.AsyncExitStack) -> Path
     folder = Path(tempfile.mkdtemp(prefix="coreai-runtime-"))  # 0700
     stack.callback(shutil.rmtree, folder, True)
     return folder / "token"
+
+
+def _check_prompt_cache_folder(options: ServeOptions) -> None:
+    """A prompt cache inside the data folder (`<data-dir>/CoreAI/runtime/prompt-cache`) must not go through a link:
+    the model child writes and removes state files there."""
+    if options.prompt_cache_dir is None or options.data_dir is None:
+        return
+    root = Path(options.data_dir) / DATA_FOLDER
+    if root not in Path(options.prompt_cache_dir).parents:
+        return
+    try:
+        with confined.open_folder(Path(options.prompt_cache_dir), root):
+            pass
+    except FileNotFoundError:
+        pass  # created on first use
+    except confined.UnsafeSaveError as exc:
+        raise InvalidArgumentError(f"--prompt-cache-dir: {exc}") from None
+
+
+def _token_root(options: ServeOptions) -> Path | None:
+    """The data folder the token file is in (its default place, `<data-dir>/CoreAI/runtime/`): nothing below it is
+    followed through a link. A --token-file the user named is written where it says."""
+    if options.token_file is not None or options.data_dir is None:
+        return None
+    return Path(options.data_dir) / DATA_FOLDER
 
 
 async def _stop_rpc(servers: RpcServers) -> None:

@@ -86,7 +86,8 @@ class AsyncRuntimeClient:
         """Unified diff between two retained versions (0 = the empty document)."""
         request = ms.DiffVersionsRequest(target=m.target(role_id, scope, actor), from_version=from_version,
                                          to_version=to_version)
-        return (await self._store("DiffVersions", request)).unified_diff
+        response: ms.DiffVersionsResponse = await self._store("DiffVersions", request)
+        return response.unified_diff
 
     # -- chat history and transcript ---------------------------------------------------------
 
@@ -143,7 +144,8 @@ class AsyncRuntimeClient:
 
     async def import_snapshot(self, snapshot: ScopeSnapshot, target_scope: AgentMemoryScope | None = None) -> int:
         """Replace the data of the snapshot's identities (in target_scope if given); returns roles imported."""
-        response = await self._store("ImportSnapshot", m.import_request(snapshot, target_scope))
+        request = m.import_request(snapshot, target_scope)
+        response: ms.ImportSnapshotResponse = await self._store("ImportSnapshot", request)
         return response.roles_imported
 
     # -- orchestrator ----------------------------------------------------------------------------
@@ -152,7 +154,8 @@ class AsyncRuntimeClient:
                        actor: str | None = None, **options: Any) -> orch.RunTaskResponse:
         """One turn (blank role = Creator); options are RunTaskRequest fields (source_tag, timeout_ms, ...)."""
         request = m.task_request(hint, role_id, scope, actor, options)
-        return await self._transport.unary(ORCHESTRATOR, "RunTask", request)
+        response: orch.RunTaskResponse = await self._transport.unary(ORCHESTRATOR, "RunTask", request)
+        return response
 
     async def stream_task(self, hint: str, *, role_id: str = "", scope: AgentMemoryScope | None = None,
                           actor: str | None = None, **options: Any) -> AsyncIterator[orch.TurnEvent]:

@@ -12,7 +12,7 @@ from coreai.v1 import memory_store_pb2 as ms
 from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.client import _messages as m
 from pyruntime.client import _tools as t
-from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, SyncTransport, CaCert, sync_transport
+from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, CaCert, SyncTransport, sync_transport
 from pyruntime.memory import MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.policy import RoleMemoryConfig, config_from_proto, config_to_proto
@@ -84,7 +84,8 @@ class RuntimeClient:
         """Unified diff between two retained versions (0 = the empty document)."""
         request = ms.DiffVersionsRequest(target=m.target(role_id, scope, actor), from_version=from_version,
                                          to_version=to_version)
-        return (self._store("DiffVersions", request)).unified_diff
+        response: ms.DiffVersionsResponse = self._store("DiffVersions", request)
+        return response.unified_diff
 
     # -- chat history and transcript ---------------------------------------------------------
 
@@ -141,7 +142,8 @@ class RuntimeClient:
 
     def import_snapshot(self, snapshot: ScopeSnapshot, target_scope: AgentMemoryScope | None = None) -> int:
         """Replace the data of the snapshot's identities (in target_scope if given); returns roles imported."""
-        response = self._store("ImportSnapshot", m.import_request(snapshot, target_scope))
+        request = m.import_request(snapshot, target_scope)
+        response: ms.ImportSnapshotResponse = self._store("ImportSnapshot", request)
         return response.roles_imported
 
     # -- orchestrator ----------------------------------------------------------------------------
@@ -150,14 +152,14 @@ class RuntimeClient:
                  actor: str | None = None, **options: Any) -> orch.RunTaskResponse:
         """One turn (blank role = Creator); options are RunTaskRequest fields (source_tag, timeout_ms, ...)."""
         request = m.task_request(hint, role_id, scope, actor, options)
-        return self._transport.unary(ORCHESTRATOR, "RunTask", request)
+        response: orch.RunTaskResponse = self._transport.unary(ORCHESTRATOR, "RunTask", request)
+        return response
 
     def stream_task(self, hint: str, *, role_id: str = "", scope: AgentMemoryScope | None = None,
                     actor: str | None = None, **options: Any) -> Iterator[orch.TurnEvent]:
         """The same turn as events; closing the iterator early cancels the turn."""
         request = m.task_request(hint, role_id, scope, actor, options)
-        for event in self._transport.stream(ORCHESTRATOR, "StreamTask", request):
-            yield event
+        yield from self._transport.stream(ORCHESTRATOR, "StreamTask", request)
 
     def stream_task_with_tools(self, hint: str, tools: Sequence[t.ClientTool], *, role_id: str = "",
                                scope: AgentMemoryScope | None = None, actor: str | None = None,

@@ -106,7 +106,7 @@ def _handler_output(handlers: Mapping[str, ClientTool], call: orch.ClientToolCal
         if tool is None:
             raise LookupError(f"no handler for tool '{call.name}'")
         return tool.handler(call_arguments(call))
-    except Exception as exc:  # the game's code failed: the model is told
+    except Exception as exc:  # noqa: BLE001 - the game's code failed: the model is told
         return failure(call.name, exc)
 
 
@@ -159,7 +159,7 @@ class AsyncToolCalls:
                 output = await output
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # the game's code failed: the model is told
+            except Exception as exc:  # noqa: BLE001 - the game's code failed: the model is told
                 output = failure(call.name, exc)
         try:
             await self._submit(result_request(call, output))

@@ -272,7 +272,7 @@ def _bullets_within(messages: Sequence[HistoryMessage], shape: SummaryShape, all
 
     def bullets_at(cap: int) -> list[Bullet]:
         out = []
-        for message, full in zip(messages, whole):
+        for message, full in zip(messages, whole, strict=True):
             if full is None:
                 continue
             clipped = render_bullet(message, _bullet_cap(message, cap))

@@ -113,12 +113,12 @@ class HistoryMessage:
         return out
 
     @classmethod
-    def from_chat_message(cls, message: ChatMessage) -> "HistoryMessage":
+    def from_chat_message(cls, message: ChatMessage) -> HistoryMessage:
         """A stored chat-window message (no tool call id)."""
         return cls(role=message.role, content=message.content, order=message.order)
 
     @classmethod
-    def from_transcript_entry(cls, entry: TranscriptEntry) -> "HistoryMessage":
+    def from_transcript_entry(cls, entry: TranscriptEntry) -> HistoryMessage:
         """A transcript row: tool calls become assistant messages, tool results `tool` messages."""
         if entry.kind is TranscriptKind.TOOL_CALL:
             return cls("assistant", entry.content, entry.call_id or None, entry.name, entry.order)

@@ -32,7 +32,7 @@ class MemoryToolAction(enum.Enum):
         return self.value
 
     @classmethod
-    def parse(cls, name: "str | MemoryToolAction") -> "MemoryToolAction":
+    def parse(cls, name: str | MemoryToolAction) -> MemoryToolAction:
         """The action for a wire name (`str_replace`) or member name (`StrReplace`), trimmed, case-insensitive."""
         if isinstance(name, cls):
             return name
@@ -119,12 +119,12 @@ class MemoryToolResult:
             raise ValueError("a failure must never contain DONE")
 
     @classmethod
-    def succeeded(cls, detail: str, memory: str, version: int) -> "MemoryToolResult":
+    def succeeded(cls, detail: str, memory: str, version: int) -> MemoryToolResult:
         """A success: `DONE: {detail}` with the current document."""
         return cls(True, f"{SUCCESS_PREFIX} {detail}", None, version, len(memory), memory)
 
     @classmethod
-    def failed(cls, error: str, *, version: int = 0, memory_length: int = 0) -> "MemoryToolResult":
+    def failed(cls, error: str, *, version: int = 0, memory_length: int = 0) -> MemoryToolResult:
         """A failure; text echoed from the model that spells DONE is defused so it cannot read as success."""
         return cls(False, None, error.replace("DONE", "Done"), version, memory_length, None)
 

@@ -142,7 +142,7 @@ def str_replace(document: str, old_text: str | None, new_text: str | None, conte
 
 
 def insert(document: str, content: str | None, line: int | None = None, anchor: str | None = None) -> DocumentEdit:
-    """Insert content before 1-based line, else on a new line after the first line containing anchor, else at the end."""
+    """Insert content before the 1-based line, else on a new line after the first with anchor, else at the end."""
     text = _required(content, "content", "insert")
     if line is not None:
         if isinstance(line, bool) or not isinstance(line, int) or line <= 0:

@@ -39,6 +39,6 @@ class AgentMemoryState:
         """The newest version number, 0 if none."""
         return max((v.version for v in self.versions), default=0)
 
-    def evolve(self, **changes: object) -> "AgentMemoryState":
+    def evolve(self, **changes: object) -> AgentMemoryState:
         """A copy with the given fields changed."""
         return replace(self, **changes)  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ from typing import Any
 
 from pyruntime.errors import (
     CoreAIError,
+    DiskFullError,
     InvalidArgumentError,
     LimitExceededError,
     MemoryUnreadableError,
@@ -70,7 +71,7 @@ def _simplify_schema(node: Any) -> Any:
     return {k: _simplify_schema(v) for k, v in node.items() if k != "title" and not (k == "default" and v is None)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _definition(default_action: MemoryToolAction) -> dict[str, Any]:
     schema = _simplify_schema(MemoryToolArgs.model_json_schema())
     schema["properties"]["action"]["enum"] = list(MEMORY_ACTIONS)
@@ -183,6 +184,9 @@ class MemoryTool:
             logger.warning("memory tool: %s refused, the document is unreadable", args.action)
             return MemoryToolResult.failed(
                 f"memory could not be read, so it was not changed ({exc}). Do not rewrite it from scratch.")
+        except DiskFullError as exc:
+            logger.warning("memory tool: %s did not fit on the disk", args.action)
+            return self._failure(str(exc), seen.get("before"))
         except (CoreAIError, OSError) as exc:
             logger.warning("memory tool: %s did not become durable (%s)", args.action, type(exc).__name__)
             return self._failure(f"the change could not be saved ({_reason(exc)}); nothing was changed",

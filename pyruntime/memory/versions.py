@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from pyruntime.errors import CoreAIError, MemoryUnreadableError, NotFoundError
+from pyruntime.errors import CoreAIError, DiskFullError, MemoryUnreadableError, NotFoundError
 from pyruntime.memory.actions import MemoryToolAction, MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.stores.base import AgentMemoryStore, LoadStatus
@@ -93,6 +93,8 @@ def revert_memory(store: AgentMemoryStore, key: str, version: int, *,
                                        memory_length=len(state.memory))
     except MemoryUnreadableError as exc:
         return MemoryToolResult.failed(f"cannot revert: {exc}")
+    except DiskFullError as exc:
+        return MemoryToolResult.failed(str(exc), version=state.latest_version, memory_length=len(state.memory))
     except (CoreAIError, OSError) as exc:
         logger.warning("memory revert: the change did not become durable (%s)", type(exc).__name__)
         return MemoryToolResult.failed(

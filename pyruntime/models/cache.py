@@ -50,7 +50,7 @@ class PullRequest:
     source: str
 
     @classmethod
-    def of(cls, name_or_url: str, *, sha256: str | None = None, name: str | None = None) -> "PullRequest":
+    def of(cls, name_or_url: str, *, sha256: str | None = None, name: str | None = None) -> PullRequest:
         """A catalogue name, or an http(s) URL (named by `name` or its file name); `sha256` is required to match."""
         wanted_sha = catalog.check_sha256(sha256) if sha256 is not None else None
         if name_or_url.startswith(("http://", "https://")):

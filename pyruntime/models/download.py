@@ -222,7 +222,7 @@ def _hash_file(path: Path) -> str:
     return hasher.hexdigest()
 
 
-def _hash_into(hasher: "hashlib._Hash", path: Path) -> None:
+def _hash_into(hasher: hashlib._Hash, path: Path) -> None:
     with path.open("rb") as f:
         for block in _blocks(f):
             hasher.update(block)

@@ -63,7 +63,7 @@ class _PrewarmCollector(Collector):
         counts = self.source() if self.source is not None else (0, 0, 0)
         family = CounterMetricFamily("coreai_prewarms", "Next turns' prompt prefixes evaluated behind player turns, "
                                      "by outcome (skipped: warm already or superseded)", labels=["outcome"])
-        for outcome, value in zip(PREWARM_OUTCOMES, counts):
+        for outcome, value in zip(PREWARM_OUTCOMES, counts, strict=True):
             family.add_metric([outcome], value)
         yield family
 

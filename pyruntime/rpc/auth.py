@@ -9,6 +9,7 @@ non-loopback `Origin` (CSRF) are refused before anything else happens.
 from __future__ import annotations
 
 import enum
+import errno
 import hmac
 import ipaddress
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pyruntime.errors import InvalidArgumentError
+from pyruntime.stores import confined, fileio
 
 TOKEN_ENV = "COREAI_RUNTIME_TOKEN"
 TOKEN_RELATIVE_PATH = Path("CoreAI") / "runtime" / "token"
@@ -43,27 +45,33 @@ def check_token(token: str) -> str:
     return token
 
 
-def write_token_file(path: Path, token: str) -> Path:
-    """Write token to path, readable by this user only (0600), replacing any older file atomically."""
+MAX_TOKEN_FILE_BYTES = 4096
+
+
+def write_token_file(path: Path, token: str, *, root: Path | None = None) -> Path:
+    """Write token to path, readable by this user only (0600, folder 0700), replacing any older file atomically.
+
+    root: the data folder path is in (`<data-dir>/CoreAI`): no link below it is followed, so a planted
+    link can neither receive the token nor have its target's rights changed. The temp file is new
+    (O_EXCL | O_NOFOLLOW, 0600 from its creation), so a file planted under its name is never written.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        if hasattr(os, "fchmod"):  # Windows has none before Python 3.13; there the user folder's ACL guards it
-            os.fchmod(fd, 0o600)  # the umask cannot widen it, an older file cannot either
-        os.write(fd, token.encode("ascii"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temp, path)
+    with confined.open_folder(path.parent, root, create=True) as folder:
+        folder.chmod(0o700)
+    fileio.atomic_write(path, token.encode("ascii"), root=root, limit=MAX_TOKEN_FILE_BYTES)
     return path
 
 
 def read_token_file(path: Path) -> str:
-    """The token a running runtime wrote (for clients on the same machine)."""
-    return Path(path).read_text(encoding="ascii").strip()
+    """The token a running runtime wrote (for clients on the same machine); a FIFO or device is never opened."""
+    # The path is the caller's: links the user made are followed, but only to a small regular file.
+    try:
+        data = fileio.read_bytes(Path(os.path.realpath(path)), limit=MAX_TOKEN_FILE_BYTES, what="token file")
+    except confined.UnsafeSaveError as exc:
+        raise OSError(errno.EINVAL, str(exc)) from None  # an OSError, like any token file that cannot be read
+    if data is None:
+        raise FileNotFoundError(errno.ENOENT, "the token file does not exist")
+    return data.decode("ascii").strip()
 
 
 def resolve_token(explicit: str | None = None) -> tuple[str, bool]:

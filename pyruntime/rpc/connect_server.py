@@ -17,25 +17,25 @@ import contextlib
 import inspect
 import json
 import struct
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from connectrpc.code import Code
 from connectrpc.compat import google_protobuf_binary_codec
 from connectrpc.compat._codec import ProtoJSONCodec
-from google.protobuf import json_format
-from google.protobuf.message import Message
 from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
+from google.protobuf import json_format
+from google.protobuf.message import Message
 
 import pyruntime
 from coreai.v1.memory_store_connect import MemoryStoreASGIApplication
 from coreai.v1.orchestrator_connect import OrchestratorASGIApplication
-from pyruntime.observability import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from pyruntime.rpc.auth import HeaderCheck, bearer_matches, check_host_header, check_origin
-from pyruntime.rpc._shared import UNAUTHENTICATED_MESSAGE, python_method_name
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.jsonlimits import check_json_depth, check_json_shape
+from pyruntime.observability import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from pyruntime.rpc._shared import UNAUTHENTICATED_MESSAGE, python_method_name
+from pyruntime.rpc.auth import HeaderCheck, bearer_matches, check_host_header, check_origin
 from pyruntime.service import RuntimeServices, ServiceError
 from pyruntime.service.status import StatusCode, status_for
 
@@ -58,7 +58,7 @@ def connect_error(error: ServiceError) -> ConnectError:
     return ConnectError(Code[name], error.message)
 
 
-class ExplicitJsonCodec(ProtoJSONCodec):
+class ExplicitJsonCodec(ProtoJSONCodec[Any]):
     """Proto3 JSON, compact, with fields at their default written out (`"success": false`, `"version": 0`).
 
     Parsers must accept either form; writing defaults spares a Unity client the "missing means
@@ -110,7 +110,7 @@ class _ConnectService:
         return ConnectError(Code.UNAVAILABLE, SHUTDOWN_MESSAGE)
 
     def _unary(self, method: Callable[[Any], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-        async def call(request: Any, ctx: RequestContext) -> Any:
+        async def call(request: Any, ctx: RequestContext[Any, Any]) -> Any:
             try:
                 return await method(request)
             except asyncio.CancelledError:
@@ -120,8 +120,8 @@ class _ConnectService:
 
         return call
 
-    def _server_stream(self, method: Callable[[Any], AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
-        async def call(request: Any, ctx: RequestContext) -> AsyncIterator[Any]:
+    def _server_stream(self, method: Callable[[Any], AsyncGenerator[Any, None]]) -> Callable[..., AsyncIterator[Any]]:
+        async def call(request: Any, ctx: RequestContext[Any, Any]) -> AsyncIterator[Any]:
             try:
                 # aclosing: a client that goes away closes the service's stream now, which cancels the turn.
                 async with contextlib.aclosing(method(request)) as events:
@@ -141,7 +141,7 @@ class BearerTokenCheck:
     def __init__(self, token: str) -> None:
         self._token = token
 
-    async def on_start(self, ctx: RequestContext) -> None:
+    async def on_start(self, ctx: RequestContext[Any, Any]) -> None:
         """Raise UNAUTHENTICATED unless the call is public or carries the token."""
         method = ctx.method
         if (method.service_name, method.name) in PUBLIC_METHODS:
@@ -149,7 +149,7 @@ class BearerTokenCheck:
         if not bearer_matches(ctx.request_headers.get("authorization"), self._token):
             raise ConnectError(Code.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
 
-    async def on_end(self, token: None, ctx: RequestContext, error: Exception | None) -> None:
+    async def on_end(self, token: None, ctx: RequestContext[Any, Any], error: Exception | None) -> None:
         """Nothing to do after a call."""
 
 
@@ -206,11 +206,10 @@ class ConnectRuntimeApp:
         codecs = [google_protobuf_binary_codec(), ExplicitJsonCodec()]
         options: dict[str, Any] = {"interceptors": [BearerTokenCheck(token)], "read_max_bytes": max_request_bytes,
                                    "codecs": codecs}
-        # The adapters answer every generated method by name (see _ConnectService), hence the ignores.
+        # The adapters answer every generated method by name (see _ConnectService).
         stopping = self._is_stopping
-        memory = MemoryStoreASGIApplication(_ConnectService(services.memory_store, stopping), **options)  # type: ignore
-        orchestrator = OrchestratorASGIApplication(_ConnectService(services.orchestrator, stopping),  # type: ignore
-                                                   **options)
+        memory = MemoryStoreASGIApplication(_ConnectService(services.memory_store, stopping), **options)
+        orchestrator = OrchestratorASGIApplication(_ConnectService(services.orchestrator, stopping), **options)
         self._routes: dict[str, ASGIApp] = {memory.path + "/": memory, orchestrator.path + "/": orchestrator}
         self._services = services
         self._port = port

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
@@ -29,6 +29,9 @@ from pyruntime.rpc.limits import TransportLimits
 from pyruntime.service import RuntimeServices, ServiceError
 from pyruntime.service.status import StatusCode, status_for
 
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+
 DEFAULT_GRPC_PORT = 13334
 MEMORY_STORE_SERVICE = memory_store_pb2.DESCRIPTOR.services_by_name["MemoryStore"]
 ORCHESTRATOR_SERVICE = orchestrator_pb2.DESCRIPTOR.services_by_name["Orchestrator"]
@@ -38,7 +41,7 @@ PUBLIC_SERVICES = frozenset({health.SERVICE_NAME, reflection.SERVICE_NAME, "grpc
 """Services callable without a token: standard health checks and reflection (the contract is public)."""
 
 
-async def _abort(context: aio.ServicerContext, error: ServiceError) -> None:
+async def _abort(context: aio.ServicerContext[Any, Any], error: ServiceError) -> NoReturn:
     await context.abort(grpc.StatusCode[error.code.name], error.message)
 
 
@@ -64,7 +67,7 @@ def _serialize(message: Message) -> bytes:
 
 
 def _unary(method: Callable[[Any], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    async def call(request: Any, context: aio.ServicerContext) -> Any:
+    async def call(request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
         try:
             if isinstance(request, _Malformed):
                 raise request.error
@@ -75,8 +78,8 @@ def _unary(method: Callable[[Any], Awaitable[Any]]) -> Callable[..., Awaitable[A
     return call
 
 
-def _server_stream(method: Callable[[Any], AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
-    async def call(request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
+def _server_stream(method: Callable[[Any], AsyncGenerator[Any, None]]) -> Callable[..., AsyncIterator[Any]]:
+    async def call(request: Any, context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
         try:
             if isinstance(request, _Malformed):
                 raise request.error
@@ -92,7 +95,7 @@ def _server_stream(method: Callable[[Any], AsyncIterator[Any]]) -> Callable[...,
 
 def service_handler(service: ServiceDescriptor, implementation: object) -> grpc.GenericRpcHandler:
     """The handlers of every RPC of service, answered by implementation's methods (`LoadState` -> `load_state`)."""
-    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     for method in service.methods:
         function = getattr(implementation, python_method_name(method.name))
         parse = _lenient_parser(GetMessageClass(method.input_type))
@@ -105,13 +108,13 @@ def service_handler(service: ServiceDescriptor, implementation: object) -> grpc.
     return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 
-def _refusal(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+def _refusal(handler: grpc.RpcMethodHandler[Request, Response]) -> grpc.RpcMethodHandler[Request, Response]:
     """A handler of the same shape as handler that answers UNAUTHENTICATED."""
 
-    async def unary(request: Any, context: aio.ServicerContext) -> Any:
+    async def unary(request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
         await _abort(context, ServiceError(StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE))
 
-    async def stream(request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
+    async def stream(request: Any, context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
         await _abort(context, ServiceError(StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE))
         yield  # pragma: no cover - makes this an async generator
 
@@ -132,13 +135,16 @@ class BearerTokenInterceptor(aio.ServerInterceptor):
     def __init__(self, token: str) -> None:
         self._token = token
 
-    async def intercept_service(self, continuation: Callable[..., Awaitable[grpc.RpcMethodHandler]],
-                                handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+    async def intercept_service(
+            self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Request, Response]
+                                                                              | None]],
+            handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[Request, Response] | None:
         handler = await continuation(handler_call_details)
         if handler is None or is_public(handler_call_details.method):
             return handler
         metadata = dict(handler_call_details.invocation_metadata or ())
-        if bearer_matches(metadata.get("authorization"), self._token):
+        authorization = metadata.get("authorization")  # bytes only under a `-bin` key
+        if bearer_matches(authorization if isinstance(authorization, str) else None, self._token):
             return handler
         return _refusal(handler)
 
@@ -190,7 +196,7 @@ def grpc_address(host: str, port: int) -> str:
 def channelz_server_ids() -> set[int]:
     """Ids of every gRPC server in this process, as channelz numbers them."""
     try:
-        from grpc._cython import cygrpc
+        from grpc._cython import cygrpc  # type: ignore[attr-defined]  # private, so typeshed has no stub
 
         ids: set[int] = set()
         start = 0
@@ -208,7 +214,7 @@ def channelz_server_ids() -> set[int]:
 def channelz_open_connections(server_id: int) -> int:
     """Open connections of one server (-1 when channelz cannot tell)."""
     try:
-        from grpc._cython import cygrpc
+        from grpc._cython import cygrpc  # type: ignore[attr-defined]  # private, so typeshed has no stub
 
         count, start = 0, 0
         while True:

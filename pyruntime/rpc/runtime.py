@@ -23,6 +23,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 import grpc
 import uvicorn
@@ -68,6 +69,7 @@ class RpcConfig:
     connect_port: int = DEFAULT_CONNECT_PORT
     token: str | None = field(default=None, repr=False)  # None: $COREAI_RUNTIME_TOKEN, else a fresh one
     token_file: Path | None = None  # where the token is written (0600) for local clients
+    token_root: Path | None = None  # the data folder token_file is in (no link below it followed), if it is
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     grace_s: float = 5.0
     limits: TransportLimits = TransportLimits()
@@ -95,6 +97,13 @@ def _resolve(config: RpcConfig) -> str:
     except ValueError as exc:
         raise InvalidArgumentError(str(exc)) from None
     return token
+
+
+class _SslOptions(TypedDict, total=False):
+    """uvicorn.Config's TLS keywords (none: plain HTTP)."""
+
+    ssl_certfile: str
+    ssl_keyfile: str
 
 
 class _Uvicorn(uvicorn.Server):
@@ -210,7 +219,7 @@ class RpcServers:
             **self._ssl_options()))
         self._uvicorn.handshake_timeout_s = limits.request_timeout_s
         if self.config.token_file is not None:
-            write_token_file(self.config.token_file, self.token)
+            write_token_file(self.config.token_file, self.token, root=self.config.token_root)
         loop = asyncio.get_running_loop()
         self._accept_errors.install(loop)
         for name in _NOISY_LOGGERS:
@@ -232,10 +241,10 @@ class RpcServers:
                     self.max_connections, open_files if open_files is not None else "unknown",
                     limits.request_timeout_s, limits.idle_timeout_s)
 
-    def _ssl_options(self) -> dict[str, str]:
+    def _ssl_options(self) -> _SslOptions:
         """uvicorn's TLS settings for the Connect port (none without --tls-cert)."""
         tls = self.config.tls
-        return {} if tls is None else {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
+        return _SslOptions() if tls is None else _SslOptions(ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key))
 
     async def _publish_readiness(self, last: bool | None) -> bool:
         """Publish readiness to grpc.health.v1 when it changed since last; returns it."""
@@ -250,7 +259,7 @@ class RpcServers:
         while True:
             try:
                 last = await self._publish_readiness(last)
-            except Exception:  # noqa: BLE001 - a failing read must not end the watch
+            except Exception:  # a failing read must not end the watch
                 logger.warning("reading readiness failed", exc_info=True)
             await asyncio.sleep(READINESS_POLL_S)
 
@@ -334,7 +343,7 @@ class RpcServersHandle:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
 
-    def __enter__(self) -> "RpcServersHandle":
+    def __enter__(self) -> RpcServersHandle:
         return self
 
     def __exit__(self, *exc: object) -> None:

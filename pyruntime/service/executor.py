@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Concatenate, ParamSpec, TypeVar
 
-from pyruntime.service.status import ServiceError, status_for
+from pyruntime.service.status import status_for
 from pyruntime.stores.admission import Admission, SaveBusy, admitted
 
 P = ParamSpec("P")
@@ -64,7 +64,7 @@ def blocking(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], 
     """Turn a blocking method of a BlockingCalls subclass into an async one that runs on its threads."""
 
     @functools.wraps(fn)
-    async def call(self: S, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:  # self positional, as Concatenate says
         return await self.run(fn, self, *args, **kwargs)
 
     return call

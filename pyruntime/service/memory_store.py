@@ -14,6 +14,8 @@ Which failures become statuses, and which stay results:
   process holds past the lock timeout, is UNAVAILABLE. The status message is the tool's own error text.
 - LoadState reports an unreadable document as `LOAD_STATUS_FAILED` with its reason (the contract's
   TryLoad), not as an error; LoadSummary answers an unreadable summary with FAILED_PRECONDITION.
+- AppendChatMessage, GetChatHistory and GetTranscript carry `integrity` when the history file has (or
+  had) unreadable lines: how many, and where the file was kept aside before its readable rows were rewritten.
 - ExportSnapshot with no role named exports every save of the scope, found through the identity
   index; saves it cannot attribute fail it with FAILED_PRECONDITION naming their number.
 """
@@ -23,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from coreai.v1 import common_pb2, memory_store_pb2 as pb
+from coreai.v1 import common_pb2
+from coreai.v1 import memory_store_pb2 as pb
 from pyruntime.errors import (
     CoreAIError,
     InvalidArgumentError,
@@ -42,6 +45,9 @@ from pyruntime.memory import (
 )
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.service.executor import BlockingCalls, blocking
+from pyruntime.service.status import ServiceError, StatusCode
+from pyruntime.service.targets import Target, check_id, scope_from_proto, target_from_proto
 from pyruntime.stores import (
     LoadResult,
     LoadStatus,
@@ -55,9 +61,6 @@ from pyruntime.stores import (
 from pyruntime.stores.base import AgentMemoryStore, ChatMessage, Mutation
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
 from pyruntime.stores.snapshot import entry_to_proto, state_from_proto, state_to_proto
-from pyruntime.service.executor import BlockingCalls, blocking
-from pyruntime.service.status import ServiceError, StatusCode
-from pyruntime.service.targets import Target, check_id, scope_from_proto, target_from_proto
 
 _TYPED_ARGUMENTS = tuple(name for name in MEMORY_ARGUMENT_NAMES if name != "action")
 
@@ -138,6 +141,14 @@ def _tool_arguments(request: pb.ApplyMemoryToolRequest) -> str | dict[str, Any]:
     if not request.action.strip():
         raise InvalidArgumentError("action is required (or arguments_json with the model's raw call)")
     return {"action": request.action, **typed}
+
+
+def _integrity(view: ScopedAgentMemoryStore, role_id: str) -> pb.HistoryIntegrity | None:
+    """The `HistoryIntegrity` of a role's history file, None (field absent) when it is clean."""
+    status = view.history_status(role_id)
+    if not status.unreadable_lines and not status.quarantine_file:
+        return None
+    return pb.HistoryIntegrity(unreadable_lines=status.unreadable_lines, quarantine_file=status.quarantine_file)
 
 
 def _result_or_status(result: MemoryToolResult, recorder: _OutcomeRecorder) -> pb.MemoryToolResult:
@@ -228,7 +239,7 @@ class MemoryStoreService(BlockingCalls):
         """Set the memory to a retained version (recorded as a new `revert` version)."""
         target = target_from_proto(request.target)
         recorder = _OutcomeRecorder(self._stores.memory)
-        result = revert_memory(recorder, self._key(target), request.version)  # type: ignore[arg-type]
+        result = revert_memory(recorder, self._key(target), request.version)
         return _result_or_status(result, recorder)
 
     @blocking
@@ -245,15 +256,18 @@ class MemoryStoreService(BlockingCalls):
         """Append one chat message (persist=false: this process only)."""
         target = target_from_proto(request.target)
         role = check_id("role", request.role)
-        self._view(target).append_chat_message(target.role_id, role, request.content, request.persist)
-        return pb.AppendChatMessageResponse()
+        view = self._view(target)
+        view.append_chat_message(target.role_id, role, request.content, request.persist)
+        return pb.AppendChatMessageResponse(integrity=_integrity(view, target.role_id))
 
     @blocking
     def get_chat_history(self, request: pb.GetChatHistoryRequest) -> pb.GetChatHistoryResponse:
         """Oldest first, the newest max_messages (0 = all)."""
         target = target_from_proto(request.target)
-        messages = self._view(target).get_chat_history(target.role_id, request.max_messages)
-        return pb.GetChatHistoryResponse(messages=[chat_message_to_proto(m) for m in messages])
+        view = self._view(target)
+        messages = view.get_chat_history(target.role_id, request.max_messages)
+        return pb.GetChatHistoryResponse(messages=[chat_message_to_proto(m) for m in messages],
+                                         integrity=_integrity(view, target.role_id))
 
     @blocking
     def clear_chat_history(self, request: pb.ClearChatHistoryRequest) -> pb.ClearChatHistoryResponse:
@@ -266,8 +280,10 @@ class MemoryStoreService(BlockingCalls):
     def get_transcript(self, request: pb.GetTranscriptRequest) -> pb.GetTranscriptResponse:
         """Oldest first, the newest max_entries (0 = all)."""
         target = target_from_proto(request.target)
-        entries = self._view(target).get_transcript(target.role_id, request.max_entries)
-        return pb.GetTranscriptResponse(entries=[entry_to_proto(e) for e in entries])
+        view = self._view(target)
+        entries = view.get_transcript(target.role_id, request.max_entries)
+        return pb.GetTranscriptResponse(entries=[entry_to_proto(e) for e in entries],
+                                        integrity=_integrity(view, target.role_id))
 
     # -- rolling summary ------------------------------------------------------------------------
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 import pyruntime
-from coreai.v1 import common_pb2, orchestrator_pb2 as pb
+from coreai.v1 import common_pb2
+from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.observability import RuntimeMetrics, new_trace_id, trace_context
 from pyruntime.policy import AgentMemoryPolicy, config_from_proto, config_to_proto
@@ -25,6 +27,8 @@ from pyruntime.service.model_memory import ModelMemorySource, no_model_memory
 from pyruntime.service.readiness import ModelState, ReadinessSource, no_model
 from pyruntime.service.status import ServiceError, StatusCode, status_for
 from pyruntime.service.targets import check_id, target_from_proto
+
+log = logging.getLogger(__name__)
 
 
 class TurnRunner(Protocol):
@@ -67,6 +71,8 @@ class OrchestratorService:
         self._runner = runner
         self._model_alias = model_alias
         self.memory_design = ""  # set by whoever builds the turn engine ("tool" | "writer"); reported in Health
+        # Set by `serve` on loopback: stops it as SIGTERM does (the Shutdown RPC); None refuses Shutdown.
+        self.stop_requested: Callable[[], None] | None = None
         self.readiness: ReadinessSource = readiness or no_model
         self.model_memory: ModelMemorySource = model_memory or no_model_memory
         # While serve downloads its model by name: the download's progress for Health (None: no download).
@@ -241,6 +247,16 @@ class OrchestratorService:
     async def list_roles(self, request: pb.ListRolesRequest) -> pb.ListRolesResponse:
         """Every built-in and configured role, sorted by id."""
         return pb.ListRolesResponse(roles=[config_to_proto(c) for c in self._policy.roles()])
+
+    async def shutdown(self, request: pb.ShutdownRequest) -> pb.ShutdownResponse:
+        """Stop the runtime gracefully for the launcher that started it (authenticated like every call but Health)."""
+        if self.stop_requested is None:
+            raise ServiceError(StatusCode.FAILED_PRECONDITION,
+                               "this runtime cannot be stopped by a call (it listens beyond loopback, or runs "
+                               "embedded); stop its process instead")
+        log.info("stop requested by a Shutdown call")
+        self.stop_requested()
+        return pb.ShutdownResponse()
 
     async def health(self, request: pb.HealthRequest) -> pb.HealthResponse:
         """Ready to serve calls as configured, and whether the model answers; never calls the model."""

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 
-class ModelState(str, enum.Enum):
+class ModelState(enum.StrEnum):
     """Where the model stands."""
 
     NONE = "none"  # no model configured: stores only, turns answer UNAVAILABLE

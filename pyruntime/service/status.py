@@ -10,6 +10,7 @@ The codes are gRPC's (Connect uses the same set). Mapping, in one place:
 | ToolCallEndedError (a game-tool result after its call timed out or its turn ended) | FAILED_PRECONDITION |
 | AlreadyExistsError (a second result for one game-tool call) | ALREADY_EXISTS |
 | LimitExceededError (MaxMemoryChars, request size) | RESOURCE_EXHAUSTED |
+| DiskFullError (the disk or quota is full; its message is the same on every path) | UNAVAILABLE |
 | ModelError / PersistenceError / OSError (model down, disk failing) | UNAVAILABLE |
 | anything else (a bug) | INTERNAL, with a generic message; the type is logged, never a trace on the wire |
 """
@@ -23,6 +24,7 @@ import traceback
 from pyruntime.errors import (
     AlreadyExistsError,
     CoreAIError,
+    DiskFullError,
     InvalidArgumentError,
     LimitExceededError,
     MemoryUnreadableError,
@@ -98,6 +100,8 @@ def status_for(exc: BaseException) -> ServiceError:
     model_error = _model_error_type()
     if model_error is not None and isinstance(exc, model_error):
         return ServiceError(StatusCode.UNAVAILABLE, f"the model is unavailable: {exc}")
+    if isinstance(exc, DiskFullError):
+        return ServiceError(StatusCode.UNAVAILABLE, str(exc))  # the same words as the memory tool's
     if isinstance(exc, PersistenceError):
         return ServiceError(StatusCode.UNAVAILABLE, f"storage is unavailable: {exc}")
     if isinstance(exc, OSError):

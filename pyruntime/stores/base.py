@@ -83,6 +83,17 @@ class ChatMessage:
     order: int = 0
 
 
+@dataclass(frozen=True)
+class HistoryStatus:
+    """Whether a save's chat history file had unreadable lines (file stores; the others are always clean)."""
+
+    unreadable_lines: int = 0
+    """Lines of the history file that cannot be read now: left out of every answer, never dropped from disk."""
+    quarantine_file: str = ""
+    """Where this process kept a damaged history file aside before rewriting its readable rows (relative to
+    the data folder, e.g. `Quarantine/Teacher.20250101T120000Z.history.jsonl`); "" when it has not."""
+
+
 def chat_kind(role: str) -> TranscriptKind:
     """A chat message whose role is not `assistant` is a user row (contract §3.1)."""
     return TranscriptKind.ASSISTANT if role.strip().lower() == "assistant" else TranscriptKind.USER

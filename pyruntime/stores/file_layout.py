@@ -33,11 +33,14 @@ from typing import Any
 
 from pyruntime.errors import InvalidArgumentError, UnsafeKeyError
 from pyruntime.memory.state import DEFAULT_MAX_MEMORY_VERSIONS, AgentMemoryState, MemoryVersion
+from pyruntime.scopes import check_visible_id
 from pyruntime.stores.base import TranscriptEntry, TranscriptKind, chat_kind
 
 FNV_OFFSET_BASIS = 2166136261
 FNV_PRIME = 16777619
 INVALID_FILE_NAME_CHARS = frozenset('<>:"/\\|?*') | frozenset(chr(c) for c in range(32))
+
+_CONTROL_TO_SPACE = {c: " " for c in range(32)}
 
 AGENT_MEMORY_DIR = "AgentMemory"
 SUMMARIES_DIR = "ConversationSummaries"
@@ -108,6 +111,7 @@ def file_stem(key: str) -> str:
     """
     if not isinstance(key, str) or not key.strip():
         raise InvalidArgumentError("key is required and must not be blank")
+    check_visible_id("key", key.translate(_CONTROL_TO_SPACE))  # control characters are escaped below
     replaced = "".join("_" if ch in INVALID_FILE_NAME_CHARS else ch for ch in key)
     device = is_windows_device_name(replaced)
     if device:

@@ -16,6 +16,7 @@ import hashlib
 import heapq
 import logging
 import os
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -33,11 +34,12 @@ from pyruntime.errors import (
     StoreLockedError,
 )
 from pyruntime.memory.state import AgentMemoryState
-from pyruntime.stores import fileio
+from pyruntime.stores import confined, fileio
 from pyruntime.stores.admission import Admission, SaveBusy
 from pyruntime.stores.admission import current as current_admission
 from pyruntime.stores.base import (
     ChatMessage,
+    HistoryStatus,
     LoadResult,
     Mutation,
     SessionSummaries,
@@ -45,7 +47,9 @@ from pyruntime.stores.base import (
     TranscriptKind,
     chat_row,
 )
+from pyruntime.stores.confined import DEFAULT_LIMITS, SaveLimits
 from pyruntime.stores.identity_index import IdentityIndex
+from pyruntime.stores.save_files import QUARANTINE_DIR, SaveFiles, SaveKind
 from pyruntime.stores.file_layout import (
     AGENT_MEMORY_DIR,
     SUMMARIES_DIR,
@@ -124,6 +128,7 @@ class _History:
     size: int = 0
     tail: bytes = b""
     dirty: bool = False  # unreadable lines or a torn tail: rewrite clean on the next write
+    unreadable: int = 0  # unreadable lines in the file: it is kept aside before that rewrite
     max_order: int = 0
 
     def extend(self, rows: Sequence[TranscriptEntry]) -> None:
@@ -171,6 +176,7 @@ class _KeyState:
     history: _History | None = None
     overlay: list[TranscriptEntry] = field(default_factory=list)  # persist=False rows, this process only
     legacy_checked: bool = False
+    quarantined: str = ""  # where this process last kept an unreadable history aside (relative to root)
 
 
 class _KeyedFolder:
@@ -187,6 +193,7 @@ class _KeyedFolder:
         if lock_timeout <= 0 or max_cached < 1:
             raise InvalidArgumentError("lock_timeout must be positive and max_cached at least 1")
         self.folder = root / folder
+        self._root = root
         self._lock_folder = root / LOCKS_DIR / folder
         self._states: OrderedDict[str, _KeyState] = OrderedDict()
         self._moved: set[str] = set()  # device-named stems whose pre-escape files were looked for
@@ -224,16 +231,12 @@ class _KeyedFolder:
         old = pre_escape_stem(key)
         if old is None or old == stem or stem in self._moved:
             return
-        if any((self.folder / (old + s)).is_file() for s in suffixes):
+        if any(confined.is_regular(self.folder / (old + s), self._root) for s in suffixes):
             with self.locked(stem) as ks:
                 for suffix in suffixes:
-                    source, target = self.folder / (old + suffix), self.folder / (stem + suffix)
-                    if source.is_file() and not target.exists():
-                        try:
-                            fileio.replace_file(source, target)
-                        except OSError as exc:
-                            raise PersistenceError(f"could not move a save to its new name ({exc.strerror})") from exc
-                        fileio.fsync_dir(self.folder)
+                    if (confined.is_regular(self.folder / (old + suffix), self._root)
+                            and confined.entry(self.folder / (stem + suffix), self._root) is None):
+                        fileio.rename_within(self.folder, old + suffix, stem + suffix, root=self._root)
                         logger.info("Moved a save with a Windows device name to its escaped name")
                 ks.history = None  # read again from its new name
         with self._guard:
@@ -286,9 +289,12 @@ class _KeyedFolder:
         if ks.file_lock is None:
             fileio.check_path(ks.lock_path)
             try:
-                self._lock_folder.mkdir(parents=True, exist_ok=True)
+                with confined.open_folder(self._lock_folder, self._root, create=True) as folder:
+                    entry = folder.lstat(ks.lock_path.name)  # filelock opens it itself: no link, no FIFO
             except OSError as exc:
                 raise PersistenceError(f"could not create the lock folder ({exc.strerror})") from exc
+            if entry is not None and not stat.S_ISREG(entry.st_mode):
+                raise confined.refuse("save's lock file", entry)
             ks.file_lock = FileLock(ks.lock_path, thread_local=False)
         return ks.file_lock
 
@@ -383,10 +389,12 @@ class FileAgentMemoryStore:
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         max_cached_keys: int = DEFAULT_MAX_CACHED_KEYS,
         identities: IdentityIndex | None = None,
+        limits: SaveLimits = DEFAULT_LIMITS,
     ) -> None:
         if chat_cap < 1 or transcript_cap < 1:
             raise InvalidArgumentError("chat_cap and transcript_cap must be at least 1")
         self.root = Path(root)
+        self.files = SaveFiles(self.root, limits)
         self.chat_cap = chat_cap
         self.transcript_cap = transcript_cap
         self.rewrite_threshold = max(16, transcript_cap // 8)
@@ -428,7 +436,7 @@ class FileAgentMemoryStore:
         with self._keys.locked(stem, write=False) as ks:
             self._migrate_legacy(ks, stem)
             try:
-                data = fileio.read_bytes(self._memory_file(stem))
+                data = self.files.read(self._memory_file(stem), SaveKind.MEMORY)
             except MemoryUnreadableError as exc:
                 return LoadResult.failed(str(exc))
             if data is None:
@@ -444,18 +452,19 @@ class FileAgentMemoryStore:
         if not isinstance(state, AgentMemoryState):
             raise InvalidArgumentError("state must be an AgentMemoryState")
         data = encode_memory_document(state)
+        self.files.check_size(len(data), SaveKind.MEMORY)
         with self._keys.locked(stem) as ks:
             self._migrate_legacy(ks, stem)
-            previous = fileio.read_bytes(self._memory_file(stem))
             self.identities.record(key)
-            fileio.atomic_write(self._memory_file(stem), data, previous=previous)
+            # Heals an unreadable document; a link or FIFO in its place is replaced, never written through.
+            self.files.write(self._memory_file(stem), data, SaveKind.MEMORY, read_previous=True)
 
     def mutate(self, key: str, fn: Mutation) -> AgentMemoryState:
         """Atomic read-modify-write under the key's locks; durable before return."""
         stem = self._stem(key)
         with self._keys.locked(stem) as ks:
             self._migrate_legacy(ks, stem)
-            data = fileio.read_bytes(self._memory_file(stem))
+            data = self.files.read(self._memory_file(stem), SaveKind.MEMORY)
             if data is None:
                 current = AgentMemoryState()
             else:
@@ -469,8 +478,9 @@ class FileAgentMemoryStore:
             if not isinstance(changed, AgentMemoryState):
                 raise InvalidArgumentError("a mutation must return an AgentMemoryState or None")
             encoded = encode_memory_document(changed)
+            self.files.check_size(len(encoded), SaveKind.MEMORY)
             self.identities.record(key)
-            fileio.atomic_write(self._memory_file(stem), encoded, previous=data)
+            self.files.write(self._memory_file(stem), encoded, SaveKind.MEMORY, previous=data)
             return changed
 
     def clear(self, key: str) -> None:
@@ -479,14 +489,21 @@ class FileAgentMemoryStore:
         with self._keys.locked(stem) as ks:
             self._migrate_legacy(ks, stem)
             path = self._memory_file(stem)
-            data = fileio.read_bytes(path)
-            if data is None:
-                return
             try:
-                decode_memory_document(data)
-            except DocumentError:
-                logger.warning("Removing an unreadable memory document (%d bytes)", len(data))
-            fileio.remove(path)
+                data = self.files.read(path, SaveKind.MEMORY)
+            except confined.UnsafeSaveError as exc:
+                if not exc.removable:
+                    raise
+                data = b""
+                logger.warning("Removing a memory document that cannot be read (%s)", exc)
+            else:
+                if data is None:
+                    return
+                try:
+                    decode_memory_document(data)
+                except DocumentError:
+                    logger.warning("Removing an unreadable memory document (%d bytes)", len(data))
+            self.files.remove(path)
 
     # --- chat history and transcript ----------------------------------------------------------
 
@@ -548,9 +565,10 @@ class FileAgentMemoryStore:
         with self._keys.locked(stem) as ks:
             # Migrating first also empties a legacy conversation still held in <stem>.json.
             self._migrate_legacy(ks, stem)
-            fileio.remove(self._history_file(stem))
+            self.files.remove(self._history_file(stem))
             ks.overlay = []
             ks.history = _History()
+            ks.quarantined = ""
 
     # --- internals ----------------------------------------------------------------------------
 
@@ -602,11 +620,12 @@ class FileAgentMemoryStore:
                 return
             path = self._history_file(stem)
             stale = history.stale_after(stamped, self.chat_cap, self.transcript_cap)
-            if history.dirty or stale >= self.rewrite_threshold:
+            data = encode_history_rows(stamped)
+            full = history.size + len(data) > self.files.limits.history  # a rewrite drops stale rows first
+            if history.dirty or stale >= self.rewrite_threshold or full:
                 self._rewrite(ks, path, history.rows + stamped)
                 return
-            data = encode_history_rows(stamped)
-            st = fileio.append(path, data)
+            st = self.files.append(path, data, SaveKind.HISTORY)
             history.extend(stamped)
             history.size = st.st_size
             history.signature = _signature(st)
@@ -618,10 +637,13 @@ class FileAgentMemoryStore:
         mask = retained_mask([r.is_chat_message for r in rows], self.chat_cap, self.transcript_cap)
         kept = [r for r, keep in zip(rows, mask) if keep]
         data = encode_history_rows(kept)
-        fileio.atomic_write(path, data)
+        self.files.check_size(len(data), SaveKind.HISTORY)
+        if ks.history is not None and ks.history.unreadable:
+            self._keep_aside(ks, path)
+        self.files.write(path, data, SaveKind.HISTORY, read_previous=True)
         history = _History()
         history.extend(kept)
-        st = os.stat(path)
+        st = os.stat(path, follow_symlinks=False)
         history.size = st.st_size
         history.signature = _signature(st)
         history.tail = data[-_TAIL_BYTES:]
@@ -641,20 +663,29 @@ class FileAgentMemoryStore:
             if self.on_trim is not None:
                 self.on_trim(event)
 
+    def _keep_aside(self, ks: _KeyState, path: Path) -> None:
+        """Copy the history file, unreadable lines and all, to Quarantine/ before it is rewritten."""
+        data = self.files.read(path, SaveKind.HISTORY)
+        if data:
+            ks.quarantined = self.files.keep_aside(path, data, HISTORY_SUFFIX)
+            logger.warning("History file with %d unreadable line(s) kept aside in %s/ before its readable rows "
+                           "were rewritten", ks.history.unreadable if ks.history else 0, QUARANTINE_DIR)
+
+    def history_status(self, key: str) -> HistoryStatus:
+        """Unreadable lines in key's history file now, and where this process last kept a damaged one aside."""
+        stem = self._stem(key)
+        with self._keys.locked(stem, write=False) as ks:
+            self._migrate_legacy(ks, stem)
+            history = self._refresh(ks, stem)
+            return HistoryStatus(history.unreadable, ks.quarantined)
+
     def _refresh(self, ks: _KeyState, stem: str) -> _History:
         """Bring the cached rows up to date with the file (another process may have written it)."""
-        path = self._history_file(stem)
-        try:
-            f = open(path, "rb")
-        except FileNotFoundError:
-            ks.history = _History()
-            return ks.history
-        except (IsADirectoryError, PermissionError):
-            if not path.is_dir():
-                raise
-            raise MemoryUnreadableError("the chat history file is a folder, not a file") from None
-        with f:
-            st = os.fstat(f.fileno())
+        with self.files.opened(self._history_file(stem), SaveKind.HISTORY) as opened:
+            if opened is None:
+                ks.history = _History()
+                return ks.history
+            fd, st = opened
             cached = ks.history
             if cached is not None and cached.signature == _signature(st):
                 return cached
@@ -666,19 +697,17 @@ class FileAgentMemoryStore:
                 and st.st_size > cached.size
             ):
                 start = cached.size - len(cached.tail)
-                f.seek(start)
-                chunk = f.read()
+                os.lseek(fd, start, os.SEEK_SET)
+                chunk = self.files.read_from(fd, SaveKind.HISTORY, start)
                 if chunk.startswith(cached.tail):
                     self._absorb(cached, chunk[len(cached.tail) :], start + len(chunk), chunk)
-                    cached.signature = _signature(os.fstat(f.fileno()))
+                    cached.signature = _signature(os.fstat(fd))
                     return cached
-                f.seek(0)
-            else:
-                f.seek(0)
-            data = f.read()
+            os.lseek(fd, 0, os.SEEK_SET)
+            data = self.files.read_from(fd, SaveKind.HISTORY)
             history = _History()
             self._absorb(history, data, len(data), data)
-            history.signature = _signature(os.fstat(f.fileno()))
+            history.signature = _signature(os.fstat(fd))
             ks.history = history
             return history
 
@@ -689,9 +718,10 @@ class FileAgentMemoryStore:
         history.tail = window[-_TAIL_BYTES:]
         if parsed.skipped:
             self.stats.skipped_lines += parsed.skipped
+            history.unreadable += parsed.skipped
             logger.warning(
-                "History file: skipped %d unreadable line(s); it is rewritten clean on the next write",
-                parsed.skipped,
+                "History file: skipped %d unreadable line(s); on the next write the file is kept aside in %s/ "
+                "and its readable rows are rewritten", parsed.skipped, QUARANTINE_DIR,
             )
         if parsed.skipped or parsed.torn_tail:
             history.dirty = True
@@ -702,9 +732,9 @@ class FileAgentMemoryStore:
             return
         path = self._memory_file(stem)
         try:
-            data = fileio.read_bytes(path)
+            data = self.files.read(path, SaveKind.MEMORY)
         except MemoryUnreadableError:
-            return  # a folder in its place: the caller reports it; checked again on the next touch
+            return  # a folder, link or FIFO in its place: the caller reports it; checked again on the next touch
         if data is None:
             ks.legacy_checked = True
             return
@@ -729,7 +759,7 @@ class FileAgentMemoryStore:
         # A crash between the two writes below leaves the rows already at the head: add them once.
         if legacy and history.rows[: len(legacy)] != legacy:
             self._rewrite(ks, self._history_file(stem), legacy + history.rows)
-        fileio.atomic_write(path, encode_memory_document(document.state))
+        self.files.write(path, encode_memory_document(document.state), SaveKind.MEMORY, previous=data)
         ks.legacy_checked = True
         self.stats.legacy_migrations += 1
         logger.info("Migrated %d legacy conversation row(s) into a history file", len(legacy))
@@ -739,8 +769,10 @@ class FileConversationSummaryStore:
     """Rolling summaries as `root/ConversationSummaries/<stem>.json` = `{"Summary":"..."}`."""
 
     def __init__(self, root: Path, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-                 max_cached_keys: int = DEFAULT_MAX_CACHED_KEYS, identities: IdentityIndex | None = None) -> None:
+                 max_cached_keys: int = DEFAULT_MAX_CACHED_KEYS, identities: IdentityIndex | None = None,
+                 limits: SaveLimits = DEFAULT_LIMITS) -> None:
         self.root = Path(root)
+        self.files = SaveFiles(self.root, limits)
         self.identities = identities if identities is not None else IdentityIndex(self.root)
         self._keys = _KeyedFolder(self.root, SUMMARIES_DIR, lock_timeout=lock_timeout, max_cached=max_cached_keys)
         self._session = SessionSummaries()
@@ -769,7 +801,7 @@ class FileConversationSummaryStore:
         if not persisted_only and (session := self._session.get(key)) is not None:
             return session
         with self._keys.locked(stem, write=False):
-            data = fileio.read_bytes(self._keys.folder / (stem + MEMORY_SUFFIX))
+            data = self.files.read(self._keys.folder / (stem + MEMORY_SUFFIX), SaveKind.SUMMARY)
         if data is None:
             return None
         try:
@@ -790,9 +822,10 @@ class FileConversationSummaryStore:
             self._session.put(key, summary)
             return
         data = encode_summary(summary)
+        self.files.check_size(len(data), SaveKind.SUMMARY)
         self.identities.record(key)
         with self._keys.locked(stem):
-            fileio.atomic_write(self._keys.folder / (stem + MEMORY_SUFFIX), data)
+            self.files.write(self._keys.folder / (stem + MEMORY_SUFFIX), data, SaveKind.SUMMARY, read_previous=True)
             self._session.discard(key)  # the persisted summary is the newer one
 
     def clear_summary(self, key: str) -> None:
@@ -800,4 +833,4 @@ class FileConversationSummaryStore:
         stem = self._stem(key)
         with self._keys.locked(stem):
             self._session.discard(key)
-            fileio.remove(self._keys.folder / (stem + MEMORY_SUFFIX))
+            self.files.remove(self._keys.folder / (stem + MEMORY_SUFFIX))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pyruntime.errors import MemoryUnreadableError
 from pyruntime.scopes import AgentMemoryScope, storage_key
-from pyruntime.stores import fileio
+from pyruntime.stores import confined, fileio
 from pyruntime.stores.file_layout import (
     HISTORY_SUFFIX,
     MEMORY_SUFFIX,
@@ -30,6 +30,7 @@ from pyruntime.stores.file_layout import (
     file_stem,
     strict_json_loads,
 )
+from pyruntime.stores.save_files import SaveFiles, SaveKind
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class IdentityIndex:
     def __init__(self, root: Path | None) -> None:
         self._folder = None if root is None else Path(root) / IDENTITIES_DIR
         self._root = None if root is None else Path(root)
+        self._files = None if root is None else SaveFiles(Path(root))
         self._guard = threading.Lock()
         self._noted: OrderedDict[str, Identity] = OrderedDict()
         self._recorded: OrderedDict[str, None] = OrderedDict()  # keys known to be on disk (bounded cache)
@@ -103,8 +105,14 @@ class IdentityIndex:
                 self._memory[key] = identity
             return
         path = self._folder / (file_stem(key) + MEMORY_SUFFIX)
-        if not path.is_file():
-            fileio.atomic_write(path, identity.to_json(key), previous=None)
+        assert self._files is not None
+        previous: bytes | None | object
+        try:
+            previous = self._files.read(path, SaveKind.IDENTITY)
+        except MemoryUnreadableError:
+            previous = fileio.UNRESTORABLE  # a link, FIFO or oversized file in its place: replaced, not written through
+        if previous is None or previous is fileio.UNRESTORABLE:
+            self._files.write(path, identity.to_json(key), SaveKind.IDENTITY, previous=previous)
         with self._guard:
             self._recorded[key] = None
             while len(self._recorded) > MAX_NOTED:
@@ -124,10 +132,11 @@ class IdentityIndex:
             if key in self._verified:
                 self._verified.move_to_end(key)
                 return
+        assert self._files is not None
         try:
-            data = fileio.read_bytes(self._folder / (stem + MEMORY_SUFFIX))
+            data = self._files.read(self._folder / (stem + MEMORY_SUFFIX), SaveKind.IDENTITY)
         except MemoryUnreadableError:
-            data = None  # a folder in its place: not an identity, nothing to compare
+            data = None  # a folder, link or FIFO in its place: not an identity, nothing to compare
         if data is not None:
             try:
                 other, _ = Identity.from_json(data)
@@ -149,11 +158,13 @@ class IdentityIndex:
             with self._guard:
                 return dict(self._memory)
         found: dict[str, Identity] = {}
-        if not self._folder.is_dir():
-            return found
-        for path in self._folder.glob("*" + MEMORY_SUFFIX):
+        assert self._files is not None and self._root is not None
+        for name in _names(self._folder, self._root):
+            if not name.endswith(MEMORY_SUFFIX):
+                continue
+            path = self._folder / name
             try:
-                data = fileio.read_bytes(path)
+                data = self._files.read(path, SaveKind.IDENTITY)
                 if data is None:
                     continue
                 key, identity = Identity.from_json(data)
@@ -169,11 +180,7 @@ class IdentityIndex:
         if self._root is None:
             return stems
         for name in folders:
-            folder = self._root / name
-            if not folder.is_dir():
-                continue
-            for path in folder.iterdir():
-                file_name = path.name
+            for file_name in _names(self._root / name, self._root):
                 if file_name.startswith("."):
                     continue
                 for suffix in (HISTORY_SUFFIX, MEMORY_SUFFIX):
@@ -181,6 +188,15 @@ class IdentityIndex:
                         stems.add(file_name[: -len(suffix)])
                         break
         return stems
+
+
+def _names(folder: Path, root: Path) -> list[str]:
+    """The entries of a data folder, [] when it does not exist; a link in its place is refused (UnsafeSaveError)."""
+    try:
+        with confined.open_folder(folder, root) as opened:
+            return opened.names()
+    except FileNotFoundError:
+        return []
 
 
 def is_hashed_stem(stem: str) -> bool:

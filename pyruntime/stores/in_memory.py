@@ -7,11 +7,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory.state import AgentMemoryState
-from pyruntime.stores.identity_index import IdentityIndex
 from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, TranscriptEntry, TranscriptKind, chat_row
+from pyruntime.stores.identity_index import IdentityIndex
+
+T = TypeVar("T")
 
 DEFAULT_CHAT_CAP = 500
 DEFAULT_TRANSCRIPT_CAP = 2000
@@ -24,7 +27,7 @@ def require_key(key: str) -> str:
     return key
 
 
-def window(items: list, newest: int) -> list:
+def window(items: Sequence[T], newest: int) -> list[T]:
     """The newest `newest` items, oldest first (0 or less = all)."""
     return list(items[-newest:]) if newest > 0 else list(items)
 
@@ -52,7 +55,7 @@ class _KeyLocks:
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._locks: dict[str, list] = {}  # key -> [RLock, users]
+        self._locks: dict[str, list[Any]] = {}  # key -> [RLock, users]
 
     def __len__(self) -> int:
         return len(self._locks)
@@ -159,7 +162,10 @@ class InMemoryAgentMemoryStore:
             self._append_rows(self._entry(key), [row], persist)
 
     def get_chat_history(self, key: str, max_messages: int = 0, *, persisted_only: bool = False) -> list[ChatMessage]:
-        """Oldest first, the newest max_messages (0 = all) of the chat window (persisted_only: without persist=False rows)."""
+        """Oldest first, the newest max_messages (0 = all) of the chat window.
+
+        persisted_only: without the persist=False rows.
+        """
         require_key(key)
         _require_limit(max_messages, "max_messages")
         with self._locks.hold(key):
@@ -189,7 +195,10 @@ class InMemoryAgentMemoryStore:
             self._append_rows(self._entry(key), rows, persist)
 
     def get_transcript(self, key: str, max_entries: int = 0, *, persisted_only: bool = False) -> list[TranscriptEntry]:
-        """Oldest first, the newest max_entries (0 = all) of the transcript window (persisted_only: without persist=False rows)."""
+        """Oldest first, the newest max_entries (0 = all) of the transcript window.
+
+        persisted_only: without the persist=False rows.
+        """
         require_key(key)
         _require_limit(max_entries, "max_entries")
         with self._locks.hold(key):

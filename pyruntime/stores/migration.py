@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.scopes import EMPTY_SCOPE, AgentMemoryScope
 from pyruntime.stores.file_layout import AGENT_MEMORY_DIR, SUMMARIES_DIR, file_stem
-from pyruntime.stores.identity_index import IdentityIndex
+from pyruntime.stores.identity_index import Identity, IdentityIndex
 from pyruntime.stores.persistence import StoreBundle
 from pyruntime.stores.snapshot import (
     ScopeSnapshot,
@@ -61,7 +61,7 @@ def export_all(source: StoreBundle) -> list[ScopeSnapshot]:
             f"{len(scoped_unknown)} scoped save(s) cannot be attributed to a role and actor (written before the "
             "identity index existed); nothing was migrated. Export them by name first (that indexes them)")
     snapshots = [export_scope_snapshot(source, EMPTY_SCOPE, None, actors=None)]
-    by_scope: dict[tuple, tuple[AgentMemoryScope, list]] = {}
+    by_scope: dict[tuple[str, str, str, str], tuple[AgentMemoryScope, list[Identity]]] = {}
     for identity in known.values():
         if not identity.scope.is_empty:
             by_scope.setdefault(identity.scope.parts(), (identity.scope, []))[1].append(identity)

@@ -9,13 +9,13 @@ from pathlib import Path
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.scopes import EMPTY_SCOPE, AgentMemoryScope
 from pyruntime.stores.base import AgentMemoryStore, ConversationSummaryStore
+from pyruntime.stores.identity_index import IdentityIndex
 from pyruntime.stores.in_memory import (
     DEFAULT_CHAT_CAP,
     DEFAULT_TRANSCRIPT_CAP,
     InMemoryAgentMemoryStore,
     InMemoryConversationSummaryStore,
 )
-from pyruntime.stores.identity_index import IdentityIndex
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
 
 DATA_FOLDER = "CoreAI"
@@ -71,7 +71,8 @@ def open_stores(
             mode,
         )
     if database_url is not None:
-        from pyruntime.stores.postgres import DEFAULT_LOCK_TIMEOUT as PG_LOCK_TIMEOUT, open_postgres_stores
+        from pyruntime.stores.postgres import DEFAULT_LOCK_TIMEOUT as PG_LOCK_TIMEOUT
+        from pyruntime.stores.postgres import open_postgres_stores
 
         memory, summaries = open_postgres_stores(
             database_url, chat_cap=chat_cap, transcript_cap=transcript_cap,

@@ -26,7 +26,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
-from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError, PersistenceError, StoreLockedError
+from pyruntime.errors import (
+    DiskFullError,
+    InvalidArgumentError,
+    MemoryUnreadableError,
+    PersistenceError,
+    StoreLockedError,
+)
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.stores import postgres_schema
 from pyruntime.stores.admission import SaveBusy
@@ -125,6 +131,8 @@ class PostgresDatabase:
         except pg_errors.QueryCanceled:
             raise PersistenceError(
                 f"the database did not answer within {self.statement_timeout:g} s; nothing was done") from None
+        except pg_errors.DiskFull:
+            raise DiskFullError() from None
         except psycopg.Error as exc:
             # sqlstate only: the message may quote a value (a key) or the server's address.
             raise PersistenceError(f"the database failed ({type(exc).__name__}, sqlstate {exc.sqlstate or '-'}); "

@@ -10,6 +10,7 @@ from pyruntime.stores.base import (
     AgentMemoryStore,
     ChatMessage,
     ConversationSummaryStore,
+    HistoryStatus,
     LoadResult,
     Mutation,
     TranscriptEntry,
@@ -119,6 +120,11 @@ class ScopedAgentMemoryStore:
         if persisted_only:
             return self._store.get_transcript(self.key(role_id), max_entries, persisted_only=True)
         return self._store.get_transcript(self.key(role_id), max_entries)
+
+    def history_status(self, role_id: str) -> HistoryStatus:
+        """Unreadable lines of the role's history file and where a damaged one was kept (stores without files: clean)."""
+        status = getattr(self._store, "history_status", None)
+        return status(self.key(role_id)) if callable(status) else HistoryStatus()
 
     # -- rolling summary --------------------------------------------------
 

@@ -296,7 +296,8 @@ def export_scope_snapshot(
         seen_keys.add(key)
         loaded = view.try_load(role)
         if loaded.status is LoadStatus.FAILED:
-            raise MemoryUnreadableError("a memory document of the exported scope cannot be read; nothing exported")
+            raise MemoryUnreadableError(f"a memory document of the exported scope cannot be read ({loaded.reason}); "
+                                        "nothing exported")
         state = loaded.state if loaded.status is LoadStatus.LOADED else None
         history = _history(view, role)
         summary = view.load_summary(role, persisted_only=True)  # a session-only summary stays in memory

@@ -34,7 +34,10 @@ MAX_STAGED_FOLDS = 1024  # conversations with a fold waiting for their next turn
 
 @dataclass
 class StagedFold:
-    """A fold made between turns for a conversation's next turn; `ready` once its head was evaluated (or will not be)."""
+    """A fold made between turns for a conversation's next turn.
+
+    `ready` once its head was evaluated (or will not be).
+    """
 
     fold: Fold
     ready: bool = False

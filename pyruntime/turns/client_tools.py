@@ -185,7 +185,8 @@ def _repair_value(value: Any, schema: Any) -> Any:
 
 
 def _repair_object(data: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
-    properties = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+    declared = schema.get("properties")
+    properties: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {}
     required = set(schema.get("required") or ())
     by_canonical: dict[str, list[str]] = {}
     for prop in properties:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.jsonlimits import MAX_JSON_DEPTH, nesting_depth
 from pyruntime.history.messages import clip_marked
+from pyruntime.jsonlimits import MAX_JSON_DEPTH, nesting_depth
 from pyruntime.memory.tool import MEMORY_TOOL_NAME
 from pyruntime.model.types import ToolCall
 
@@ -51,7 +51,7 @@ class ToolCallMode(enum.Enum):
     STRUCTURED = "structured"
 
     @classmethod
-    def parse(cls, value: "str | ToolCallMode") -> "ToolCallMode":
+    def parse(cls, value: str | ToolCallMode) -> ToolCallMode:
         """The mode for `native`/`structured` (trimmed, case-insensitive)."""
         if isinstance(value, cls):
             return value
@@ -157,7 +157,7 @@ def parse_tool_calls(raw_calls: Any, *, call_id_prefix: str = "call") -> tuple[t
     """The calls of a decoded `tool_calls` value; (calls so far, error) when an item is malformed."""
     if not isinstance(raw_calls, list):
         return (), "tool_calls is not a list"
-    calls = []
+    calls: list[ToolCall] = []
     for index, raw in enumerate(raw_calls):
         if not isinstance(raw, dict):
             return tuple(calls), f"tool_calls[{index}] is not an object"
@@ -193,8 +193,8 @@ def parse_structured_reply(
         return StructuredReply("", (), "the reply is not a JSON object")
     reply = data.get("reply")
     reply = reply if isinstance(reply, str) else ""
-    calls, error = parse_tool_calls(data.get("tool_calls") or [], call_id_prefix=call_id_prefix)
-    return StructuredReply(reply, calls, error)
+    calls, problem = parse_tool_calls(data.get("tool_calls") or [], call_id_prefix=call_id_prefix)
+    return StructuredReply(reply, calls, problem)
 
 
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}

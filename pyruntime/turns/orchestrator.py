@@ -1058,26 +1058,26 @@ class AiOrchestrator:
         cap = self._output_cap(turn) if turn.tool_allowance else None
         visible = 0
         capped = False
-        async with self._model_slot(turn) as grant:
-            turn.model_calls += 1
-            async with self.client.stream_chat(messages, **kwargs) as stream:
-                async for delta in stream:
-                    accumulator.add(delta)
-                    if isinstance(delta, TextDelta):
-                        piece = extractor.feed(delta.text) if extractor is not None else delta.text
-                        await self._emit_text(turn, piece, emit)
-                        visible += bool(piece)
-                        if cap is not None and visible >= cap:
-                            capped = True
-                            break
-            if accumulator.has_tool_calls or (extractor is not None and extractor.has_tool_calls):
-                grant.expect_more()  # the next round follows the tools: keep this turn's prefix in the cache
+        cut = True  # until the stream ended by itself: a timeout, cancel or failure cuts it
+        try:
+            async with self._model_slot(turn) as grant:
+                turn.model_calls += 1
+                async with self.client.stream_chat(messages, **kwargs) as stream:
+                    async for delta in stream:
+                        accumulator.add(delta)
+                        if isinstance(delta, TextDelta):
+                            piece = extractor.feed(delta.text) if extractor is not None else delta.text
+                            await self._emit_text(turn, piece, emit)
+                            visible += bool(piece)
+                            if cap is not None and visible >= cap:
+                                capped = True
+                                break
+                if accumulator.has_tool_calls or (extractor is not None and extractor.has_tool_calls):
+                    grant.expect_more()  # the next round follows the tools: keep this turn's prefix in the cache
+            cut = capped
+        finally:
+            _count_usage(turn, accumulator, cut)
         completion = accumulator.result()
-        if completion.usage is not None:
-            turn.prompt_tokens += completion.usage.prompt_tokens
-            # A capped stream was closed before the final usage chunk: the pieces streamed are its tokens.
-            turn.completion_tokens += completion.usage.completion_tokens or (accumulator.pieces if capped else 0)
-            turn.cached_prompt_tokens += completion.usage.cached_tokens
         if capped:
             log.info("reply reached the output cap of %d tokens; generation stopped", cap)
         if extractor is None:
@@ -1091,6 +1091,17 @@ class AiOrchestrator:
         parsed = parse_structured_reply(completion.text, call_id_prefix=f"call_{len(turn.rounds) + 1}",
                                         tool_calls_json=extractor.tool_calls_json)
         return _RoundReply(extractor.text, parsed.tool_calls, completion.text, parsed.error)
+
+
+def _count_usage(turn: _Turn, accumulator: ChatCompletionAccumulator, cut: bool) -> None:
+    """Add one model call's usage to the turn; a cut stream (capped, timed out, cancelled, failed) never got its
+    final usage chunk, so the pieces it streamed (one per token from llama.cpp) are its completion tokens."""
+    usage = accumulator.usage
+    if usage is not None:
+        turn.prompt_tokens += usage.prompt_tokens
+        turn.cached_prompt_tokens += usage.cached_tokens
+    completion = usage.completion_tokens if usage is not None else 0
+    turn.completion_tokens += completion or (accumulator.pieces if cut else 0)
 
 
 def _with_snapshot(state: AgentMemoryState, blocks: MemoryBlocks) -> AgentMemoryState:

@@ -16,8 +16,8 @@ the benchmarks only (`bench/design_note_layout.py`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pyruntime.history.messages import HistoryMessage
@@ -271,7 +271,7 @@ def assemble_messages(
     notes = tail.memory_notes
     places = notes_after if notes_after is not None and len(notes_after) == len(notes) else [None] * len(notes)
     inserts: list[tuple[int, int, str]] = [
-        (place(at), 0, block(MEMORY_UPDATES_HEADING, note.text)) for note, at in zip(notes, places)]
+        (place(at), 0, block(MEMORY_UPDATES_HEADING, note.text)) for note, at in zip(notes, places, strict=True)]
     inserts.append((place(tail_after), 1, tail_text_of(tail)))
     inserts = sorted((i for i in inserts if i[2]), key=lambda i: (i[0], i[1]))
     for index in range(len(history) + 1):

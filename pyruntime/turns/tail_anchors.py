@@ -65,7 +65,8 @@ def load_anchors(path: Path, limit: int) -> OrderedDict[str, PromptAnchors]:
         if data is None:
             return anchors
         body = json.loads(data)
-        if not isinstance(body, dict) or body.get("format") not in (1, FORMAT) or not isinstance(body.get("anchors"), list):
+        if (not isinstance(body, dict) or body.get("format") not in (1, FORMAT)
+                or not isinstance(body.get("anchors"), list)):
             raise ValueError("not an anchors file")
         for row in body["anchors"][-limit:]:
             if not isinstance(row, list) or len(row) != (3 if body["format"] == 1 else 5):

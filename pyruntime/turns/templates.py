@@ -36,7 +36,7 @@ def template_accepts_later_system(template: str) -> bool:
         rendered = env.from_string(template).render(
             messages=messages, add_generation_prompt=True, bos_token="", eos_token=""
         )
-    except Exception:  # any template error means: this template cannot take it
+    except Exception:  # noqa: BLE001 - any template error means: this template cannot take it
         return False
     return _PROBE in rendered
 

@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from pyruntime.history.messages import clip_marked, one_line
 from pyruntime.errors import InvalidArgumentError
+from pyruntime.history.messages import clip_marked, one_line
 from pyruntime.memory import MEMORY_TOOL_NAME, MemoryTool, memory_tool_definition, parse_memory_tool_arguments
 from pyruntime.memory.actions import MemoryToolAction
 from pyruntime.model.types import ToolCall
@@ -41,7 +41,7 @@ class OfferedTool(Protocol):
         """The OpenAI function-tool dict."""
         ...
 
-    async def run(self, call: ToolCall, context: ToolContext) -> "CallOutcome":
+    async def run(self, call: ToolCall, context: ToolContext) -> CallOutcome:
         """Validate and execute one call."""
         ...
 

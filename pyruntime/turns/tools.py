@@ -104,7 +104,7 @@ class RegisteredTool:
                     value = await value
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # the game's code failed: the model gets told, the turn goes on
+        except Exception as exc:  # noqa: BLE001 - the game's code failed: the model gets told, the turn goes on
             detail = str(exc).strip()
             reason = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
             return ToolOutput(False, f"tool '{self.name}' failed: {reason}")

@@ -222,6 +222,15 @@ def test_the_prompt_cache_folder_flows_from_the_serve_flag_to_the_child(tiny_mod
     assert folder_of("--session-only", "--prompt-cache-dir", str(tmp_path / "c")) == tmp_path / "c"
     with pytest.raises(InvalidArgumentError, match="needs --data-dir"):
         folder_of("--session-only", "--prompt-cache-dir")
+    # Issue 22: the default folder under the data folder must not lead out of it through a link.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (data / "CoreAI").mkdir(parents=True)
+    (data / "CoreAI" / "runtime").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(InvalidArgumentError, match="'runtime' is a link"):
+        folder_of("--data-dir", str(data), "--prompt-cache-dir")
+    assert list(elsewhere.iterdir()) == []
+    (data / "CoreAI" / "runtime").unlink()
     with pytest.raises(InvalidArgumentError, match="--prompt-cache-mb 0 turns it off"):
         folder_of("--session-only", "--prompt-cache-dir", str(tmp_path), "--prompt-cache-mb", "0")
     (tmp_path / "file").write_text("x")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import stat
 from pathlib import Path
 
 import pytest
 
-from pyruntime.errors import InvalidArgumentError
+from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
 from pyruntime.rpc import RpcConfig, start_rpc_servers
 from pyruntime.rpc.auth import (
     TOKEN_ENV,
@@ -82,6 +84,47 @@ def test_host_and_origin_rules() -> None:
     assert origin_allowed(None) and origin_allowed("http://localhost:3000") and origin_allowed("https://127.0.0.1")
     for origin in ("null", "https://evil.test", "file://", "http://localhost.evil.test", "chrome-extension://x"):
         assert not origin_allowed(origin), origin
+
+
+def test_a_planted_link_never_receives_the_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 22: the token used to be written through `.token.<pid>.tmp` opened with O_TRUNC (a link planted
+    # under that name received it), and the runtime folder was chmod-ed through a link.
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir(mode=0o755)
+    (outside / "victim").write_text("keep me")
+    token_file = default_token_file(tmp_path)
+    token_file.parent.mkdir(parents=True)
+    token_file.symlink_to(outside / "victim")
+    (token_file.parent / f".token.{os.getpid()}.tmp").symlink_to(outside / "victim")
+    services = session_services()
+    handle = start_rpc_servers(services, RpcConfig(grpc_port=0, connect_port=0, token_file=token_file,
+                                                   token_root=tmp_path / "CoreAI"))
+    try:
+        assert not token_file.is_symlink() and read_token_file(token_file) == handle.token
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    finally:
+        handle.stop(0.5)
+        services.close()
+    assert (outside / "victim").read_text() == "keep me"
+    # A runtime folder that is a link is refused, and the folder it names keeps its rights.
+    shutil.rmtree(token_file.parent)
+    token_file.parent.symlink_to(outside, target_is_directory=True)
+    with pytest.raises(MemoryUnreadableError, match="is a link"):
+        write_token_file(token_file, "token-0123456789abcdef", root=tmp_path / "CoreAI")
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o755 and sorted(p.name for p in outside.iterdir()) == ["victim"]
+
+
+def test_a_token_file_that_is_a_fifo_or_too_large_is_refused_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "token"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="FIFO"):
+        read_token_file(fifo)  # never opened: it would block until a writer comes
+    huge = tmp_path / "huge"
+    with huge.open("wb") as f:
+        f.truncate(1 << 30)
+    with pytest.raises(OSError, match="over its limit"):
+        read_token_file(huge)
 
 
 def test_token_file_write_replaces_atomically(tmp_path: Path) -> None:

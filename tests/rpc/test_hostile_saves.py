@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -16,6 +17,7 @@ import pytest
 
 from coreai.v1 import common_pb2, memory_store_pb2 as ms, orchestrator_pb2 as orch
 from pyruntime.client import RuntimeCallError, RuntimeClient
+from pyruntime.errors import DISK_FULL_MESSAGE
 from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR
 from pyruntime.scopes import MAX_ROLE_ID_BYTES, AgentMemoryScope
 from pyruntime.service import RuntimeServices, StatusCode
@@ -23,6 +25,7 @@ from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.stores import fileio
 from pyruntime.stores.file_layout import file_stem
 from tests.rpc.conftest import Runtime, files_snapshot, start_runtime
+from tests.support.hostile_files import make_outside, outside_state, plant
 
 ALEX = common_pb2.AgentMemoryScope(user_id="alex")
 
@@ -64,7 +67,10 @@ def test_deeply_nested_tool_arguments_are_invalid_argument(runtime: Runtime, cli
     assert files_snapshot(runtime.data_dir) == before
 
 
-@pytest.mark.parametrize("role", ["..", ".", "a" * 237, "a" * 241, "x" * (MAX_ROLE_ID_BYTES + 1)])
+@pytest.mark.parametrize("role", ["..", ".", "a" * 237, "a" * 241, "x" * (MAX_ROLE_ID_BYTES + 1),
+                                  # Issue 22: look-alikes of other ids (zero-width, bidi override and isolate,
+                                  # a no-break space, a decomposed accent)
+                                  "Teacher\u200b", "\u202eGuard", "Guard\u2066x", "Old\u00a0Guard", "Cafe\u0301"])
 @pytest.mark.parametrize("rpc,request_of", [
     ("ApplyMemoryTool", lambda t: ms.ApplyMemoryToolRequest(target=t, action="append", content="x")),
     ("ApplyMemoryTool", lambda t: ms.ApplyMemoryToolRequest(target=t, action="read")),
@@ -178,6 +184,33 @@ def test_disk_full_or_read_only_is_unavailable_and_keeps_the_previous_version(ru
     assert call(client, "LoadState", ms.LoadStateRequest(target=target("Teacher"))).state.memory == "v1"
 
 
+def test_a_full_disk_says_the_same_on_every_path(runtime: Runtime, client: RuntimeClient, monkeypatch) -> None:
+    # Issue 22 item 8: the memory tool said "PersistenceError", a chat append "No space left on device".
+    write(client, "Teacher", "v1")
+    call(client, "SaveSummary", ms.SaveSummaryRequest(target=target("Teacher"), summary="s"))
+    snapshot = call(client, "ExportSnapshot", ms.ExportSnapshotRequest(role_ids=["Teacher"])).snapshot
+    before = files_snapshot(runtime.data_dir)
+    real = fileio._write_all
+
+    def disk_full(fd: int, data: bytes) -> None:
+        real(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fileio, "_write_all", disk_full)
+    calls = [
+        ("ApplyMemoryTool", ms.ApplyMemoryToolRequest(target=target("Teacher"), action="append", content="v2")),
+        ("RevertMemory", ms.RevertMemoryRequest(target=target("Teacher"), version=1)),
+        ("SaveState", ms.SaveStateRequest(target=target("Teacher"), state=common_pb2.AgentMemoryState(memory="v3"))),
+        ("AppendChatMessage", ms.AppendChatMessageRequest(target=target("Teacher"), role="user", content="x",
+                                                          persist=True)),
+        ("SaveSummary", ms.SaveSummaryRequest(target=target("Teacher"), summary="new")),
+        ("ImportSnapshot", ms.ImportSnapshotRequest(snapshot=snapshot, target_scope=ALEX)),
+    ]
+    for rpc, request in calls:
+        assert status_of(client, rpc, request) == (StatusCode.UNAVAILABLE, DISK_FULL_MESSAGE), rpc
+    assert files_snapshot(runtime.data_dir) == before
+
+
 # -- exports ---------------------------------------------------------------------------------------
 
 
@@ -251,3 +284,104 @@ def test_a_stuck_lock_holder_fails_only_its_own_save(quick_lock_runtime: Runtime
             holder.stdin.close()
             holder.wait(timeout=30)
         assert write(client, "Stuck", "after").success
+
+
+# -- issue 22: links, FIFOs, devices and oversized files in the data folder ------------------------
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder beside the data folder whose files no call may read or write."""
+    folder = make_outside(tmp_path)
+    (folder / "victim.history.jsonl").write_bytes(b'{"k":0,"r":"user","c":"outside secret","t":1,"m":true}\n')
+    return folder
+
+
+def hostile(path: Path, kind: str, outside: Path) -> None:
+    """A hostile entry where a save belongs; a history links to a history."""
+    plant(path, kind, outside, link_to="victim.history.jsonl" if path.name.endswith(".jsonl") else "victim.json")
+
+
+HOSTILE_KINDS = ["link", "dangling-link", "fifo", "device", "oversized"]
+SAVE_DEADLINE_S = 20  # a call blocked on a FIFO never answers; every refusal answers at once
+
+
+@pytest.mark.parametrize("kind", HOSTILE_KINDS)
+def test_a_hostile_save_gets_a_clear_status_and_nothing_outside_is_touched(runtime: Runtime, transport: str,
+                                                                          outside: Path, kind: str) -> None:
+    hostile(memory_file(runtime, "Teacher"), kind, outside)
+    hostile(runtime.memory_dir / "Teacher.history.jsonl", kind, outside)
+    hostile(runtime.data_dir / "CoreAI" / "ConversationSummaries" / "Teacher.json", kind, outside)
+    before = outside_state(outside)
+    with RuntimeClient(runtime.url(transport), token=runtime.token, timeout=SAVE_DEADLINE_S) as client:
+        loaded = call(client, "LoadState", ms.LoadStateRequest(target=target("Teacher")))
+        assert loaded.status == ms.LOAD_STATUS_FAILED and "outside secret" not in loaded.reason
+        assert {"link": "link", "dangling-link": "link", "fifo": "FIFO", "oversized": "over its limit"}.get(
+            kind, "") in loaded.reason
+        for rpc, request in [
+            ("ApplyMemoryTool", ms.ApplyMemoryToolRequest(target=target("Teacher"), action="append", content="x")),
+            ("ApplyMemoryTool", ms.ApplyMemoryToolRequest(target=target("Teacher"), action="read")),
+            ("GetChatHistory", ms.GetChatHistoryRequest(target=target("Teacher"))),
+            ("GetTranscript", ms.GetTranscriptRequest(target=target("Teacher"))),
+            ("AppendChatMessage", ms.AppendChatMessageRequest(target=target("Teacher"), role="user", content="row",
+                                                              persist=True)),
+            ("LoadSummary", ms.LoadSummaryRequest(target=target("Teacher"))),
+            ("ExportSnapshot", ms.ExportSnapshotRequest(role_ids=["Teacher"])),
+        ]:
+            code, message = status_of(client, rpc, request)
+            assert code is StatusCode.FAILED_PRECONDITION, (rpc, code, message)
+            assert "outside secret" not in message and str(outside) not in message
+        assert write(client, "Other", "fine").success  # every other save answers
+        # Clearing removes the entries themselves (never what they point at); then the save works again.
+        call(client, "ClearChatHistory", ms.ClearChatHistoryRequest(target=target("Teacher")))
+        call(client, "ClearMemory", ms.ClearMemoryRequest(target=target("Teacher")))
+        assert write(client, "Teacher", "fresh").success
+        call(client, "AppendChatMessage", ms.AppendChatMessageRequest(target=target("Teacher"), role="user",
+                                                                      content="again", persist=True))
+    assert outside_state(outside) == before
+    assert not (outside / "created-by-runtime").exists()
+
+
+def test_fifos_probed_once_each_leave_every_worker_to_the_other_saves(runtime: Runtime, transport: str) -> None:
+    # Issue 22 item 3: 16-18 FIFOs named like saves, each probed once, used to take every one of the 16 workers.
+    runtime.memory_dir.mkdir(parents=True)
+    for i in range(18):
+        os.mkfifo(runtime.memory_dir / f"Npc{i}.json")
+        os.mkfifo(runtime.memory_dir / f"Npc{i}.history.jsonl")
+    with RuntimeClient(runtime.url(transport), token=runtime.token, timeout=SAVE_DEADLINE_S) as client:
+        results: list[object] = []
+
+        def probe(i: int) -> None:
+            with RuntimeClient(runtime.url(transport), token=runtime.token, timeout=SAVE_DEADLINE_S) as own:
+                results.append(call(own, "LoadState", ms.LoadStateRequest(target=target(f"Npc{i}"))).status)
+                results.append(status_of(own, "GetChatHistory", ms.GetChatHistoryRequest(target=target(f"Npc{i}")))[0])
+
+        threads = [threading.Thread(target=probe, args=(i,)) for i in range(18)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=2 * SAVE_DEADLINE_S)
+        assert sorted(map(int, results)) == sorted([ms.LOAD_STATUS_FAILED] * 18 + [StatusCode.FAILED_PRECONDITION] * 18)
+        for i in range(10):
+            assert write(client, f"Other{i}", "fine").success
+            assert call(client, "LoadState", ms.LoadStateRequest(target=target(f"Other{i}"))).state.memory == "fine"
+
+
+def test_a_history_with_unreadable_lines_is_kept_aside_and_the_client_is_told(runtime: Runtime,
+                                                                             client: RuntimeClient) -> None:
+    path = runtime.memory_dir / "Teacher.history.jsonl"
+    path.parent.mkdir(parents=True)
+    original = (b'{"k":0,"r":"user","c":"I am Alex","t":1,"o":1,"m":true}\n' + b"\x00\xffnot a row\n"
+                + b'{"k":1,"r":"assistant","c":"Hi Alex","t":2,"o":2,"m":true}\n')
+    path.write_bytes(original)
+    history = call(client, "GetChatHistory", ms.GetChatHistoryRequest(target=target("Teacher")))
+    assert [m.content for m in history.messages] == ["I am Alex", "Hi Alex"]
+    assert history.HasField("integrity") and history.integrity.unreadable_lines == 1
+    appended = call(client, "AppendChatMessage", ms.AppendChatMessageRequest(target=target("Teacher"), role="user",
+                                                                             content="new", persist=True))
+    kept = appended.integrity.quarantine_file
+    assert kept.startswith("Quarantine/") and (runtime.data_dir / "CoreAI" / kept).read_bytes() == original
+    transcript = call(client, "GetTranscript", ms.GetTranscriptRequest(target=target("Teacher")))
+    assert [e.content for e in transcript.entries] == ["I am Alex", "Hi Alex", "new"]
+    assert transcript.integrity.quarantine_file == kept and transcript.integrity.unreadable_lines == 0
+    clean = call(client, "GetChatHistory", ms.GetChatHistoryRequest(target=target("Other")))
+    assert not clean.HasField("integrity")

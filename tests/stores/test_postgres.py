@@ -340,3 +340,15 @@ def test_a_database_restart_costs_no_call():
             database.close()
     finally:
         cluster.stop()
+
+
+def test_a_full_database_disk_says_what_a_full_disk_says_on_files(db):
+    # Issue 22 item 8: one disk-full message on every path, the database's (sqlstate 53100) included.
+    from pyruntime.errors import DISK_FULL_MESSAGE, DiskFullError
+    from pyruntime.service.status import StatusCode, status_for
+
+    with pytest.raises(DiskFullError) as info:
+        with db.connection():
+            raise psycopg.errors.DiskFull("could not extend file")
+    assert str(info.value) == DISK_FULL_MESSAGE
+    assert status_for(info.value).code is StatusCode.UNAVAILABLE and status_for(info.value).message == DISK_FULL_MESSAGE

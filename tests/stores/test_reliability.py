@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from pyruntime.errors import (
+    DISK_FULL_MESSAGE,
+    DiskFullError,
     InvalidArgumentError,
     MemoryUnreadableError,
     PersistenceError,
@@ -247,6 +249,16 @@ def test_the_longest_role_id_round_trips_in_every_file(root):
     assert len(view.get_chat_history(role)) == 40
 
 
+@pytest.mark.parametrize("key", ["Teacher\u200b", "\u202eGuard", "Old\u00a0Guard", "Cafe\u0301"])
+def test_a_bare_key_with_a_look_alike_character_names_no_file(root, key):
+    store = FileAgentMemoryStore(root)
+    with pytest.raises(InvalidArgumentError, match="key"):
+        store.append_chat_message(key, "user", "x")
+    with pytest.raises(InvalidArgumentError, match="key"):
+        store.mutate(key, lambda s: s.evolve(memory="x"))
+    assert not root.exists() or not any(root.rglob("*.json*"))
+
+
 def test_a_dots_only_key_stays_refused_by_the_store(root):
     with pytest.raises(UnsafeKeyError):
         FileAgentMemoryStore(root).append_chat_message("..", "user", "x")
@@ -276,12 +288,14 @@ def test_disk_full_or_read_only_keeps_the_previous_version_and_leaves_nothing_ha
     before = data_files(root)
     monkeypatch.setattr(fileio, "_write_all", _fail_half_way(code))
     result = MemoryTool(bundle.memory, key).execute({"action": "append", "content": "v2"})
-    assert not result.success and "could not be saved" in result.error
+    full = code in (errno.ENOSPC, errno.EDQUOT)
+    assert not result.success and (result.error == DISK_FULL_MESSAGE if full else "could not be saved" in result.error)
     for call in (lambda: view.append_chat_message("Teacher", "user", "lost"),
                  lambda: view.save_summary("Teacher", "new"),
                  lambda: view.save("Teacher", AgentMemoryState(memory="new"))):
-        with pytest.raises(PersistenceError):
+        with pytest.raises(PersistenceError) as info:
             call()
+        assert isinstance(info.value, DiskFullError) is full and (str(info.value) == DISK_FULL_MESSAGE) is full
     assert data_files(root) == before  # nothing half-written, no temp file left
     monkeypatch.undo()
     assert view.try_load("Teacher").state.memory == "v1"

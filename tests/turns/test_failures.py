@@ -223,3 +223,28 @@ def test_rolling_summary_is_committed_only_after_a_successful_turn(
     summary = good_client.bodies[-1]["messages"][1]  # the next turn sends it right after the system prompt
     assert summary["role"] == "system" and summary["content"].startswith("## Conversation Summary\n")
     assert "[fold:" not in summary["content"]  # the hidden marker (v2 since issue 12) never reaches the model
+
+
+def test_a_turn_that_times_out_after_streaming_text_reports_its_completion_tokens(memory_stores: StoreBundle) -> None:
+    # Issue 22 item 8: a timed-out turn that had streamed 13,026 characters reported completion_tokens 0.
+    from pyruntime.model.scripted import Script
+    from pyruntime.model.scripted_server import ScriptedModelServer
+
+    script = {"rules": [], "default": {"pieces": [f"word{i} " for i in range(200)], "delay_ms": 100}}
+
+    async def turn() -> tuple[list, object]:
+        server = ScriptedModelServer(Script.from_dict(script))
+        await server.start()
+        orchestrator, client = make_orchestrator(server.base_url, memory_stores, policy=_policy())
+        try:
+            events = [e async for e in orchestrator.stream_task(AiTaskRequest(HINT, "Talker", timeout=2.0))]
+        finally:
+            await client.aclose()
+            await server.stop()
+        return events, events[-1].result
+
+    events, result = run(turn())
+    deltas = [e for e in events if isinstance(e, TextDeltaEvent)]
+    assert result.status is TurnStatus.TIMED_OUT and deltas  # cut mid-stream, after some text
+    # The stream never reached its final usage chunk: the pieces streamed (one per token) are its tokens.
+    assert result.usage.completion_tokens == len(deltas)

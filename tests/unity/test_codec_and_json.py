@@ -103,7 +103,7 @@ def test_statuses_without_a_connect_body_map_like_connect(assemblies: Any) -> No
 
 def test_csharp_json_is_strict_proto3_json(assemblies: Any) -> None:
     from CoreAI.Runtime import ProtoJson
-    from CoreAI.V1 import RoleMemoryConfig, ToolResultMemory
+    from CoreAI.V1 import RoleMemoryConfigProto as RoleMemoryConfig, ToolResultMemoryProto as ToolResultMemory
 
     config = RoleMemoryConfig()
     config.RoleId = "Smith"
@@ -124,7 +124,7 @@ def test_csharp_json_is_strict_proto3_json(assemblies: Any) -> None:
 
 def test_int64_travels_as_a_string_both_ways(assemblies: Any) -> None:
     from CoreAI.Runtime import ProtoJson
-    from CoreAI.V1 import ChatMessage
+    from CoreAI.V1 import ChatMessageProto as ChatMessage
 
     big = 2**53 + 1  # not representable as a double: a number would lose it
     message = ChatMessage()

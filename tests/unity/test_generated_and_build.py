@@ -11,6 +11,7 @@ import pytest
 
 from tools.build_csharp import BuildError, compile_assembly
 from tools.gen_csharp import DEFAULT_OUT as GENERATED
+from tools.gen_csharp import csharp_name
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +33,7 @@ def test_generated_csharp_covers_every_message_and_method() -> None:
     text = "".join(p.read_text() for p in GENERATED.glob("*.g.cs"))
     for module in (common_pb2, memory_store_pb2, orchestrator_pb2):
         for message in module.DESCRIPTOR.message_types_by_name.values():
-            assert f"public sealed partial class {message.name}\n" in text
+            assert f"public sealed partial class {csharp_name(message.name)}\n" in text
             for field in message.fields:
                 assert f'[JsonProperty("{field.json_name}"' in text
         for enum in module.DESCRIPTOR.enum_types_by_name.values():

@@ -12,14 +12,60 @@ import pytest
 
 from tests.support.tiny_model import write_tiny_model
 from tests.unity_layer.dotnet import ROOT, load_assemblies
+from tools.build_csharp import DEFAULT_OUT, compile_assembly, sources
+
+SCENARIOS = "CoreAI.Tests.UnityLayer"
 
 PYTHON = ROOT / ".venv" / "bin" / "python"
 
 
 @pytest.fixture(scope="session")
 def assemblies() -> Path:
-    """Core (with the launcher), the Unity layer and the editor, compiled and loaded."""
-    return load_assemblies("core", "unity", "editor")
+    """Core (with the launcher), the Unity layer and the editor, compiled and loaded; this thread is Unity's main thread.
+
+    The stub engine enforces Unity's main-thread rule from here on: Application.persistentDataPath and the other
+    main-thread-only members throw a UnityException on any other thread, as in a real editor.
+    """
+    built = load_assemblies("core", "unity", "editor")
+    from System.Threading import SynchronizationContext
+    from UnityEngine import StubEngine
+
+    from tests.support.sync_store_calls import raise_for_a_shared_machine
+
+    StubEngine.BecomeMainThread()
+    SynchronizationContext.SetSynchronizationContext(None)  # Unity's context only inside these tests (main_thread_context)
+    raise_for_a_shared_machine()  # synchronous store calls get room (their 2 s default has its own test)
+    return built
+
+
+@pytest.fixture(autouse=True)
+def main_thread_context(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Inside a Unity-layer test this thread has Unity's SynchronizationContext, as Unity's main thread does; outside
+    (the core tests in the same process) it has none, so their blocking waits never wait for a frame."""
+    if "assemblies" not in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("assemblies")
+    from System.Threading import SynchronizationContext
+    from UnityEngine import StubEngine
+
+    SynchronizationContext.SetSynchronizationContext(StubEngine.MainThreadContext)
+    try:
+        yield
+    finally:
+        SynchronizationContext.SetSynchronizationContext(None)
+
+
+@pytest.fixture(scope="session")
+def scenarios(assemblies: Path) -> Path:
+    """The game code of these tests (tests/unity_layer/csharp) compiled against the package and the stubs, loaded."""
+    import clr
+
+    refs = sorted(DEFAULT_OUT.glob("Unity*.dll")) + [DEFAULT_OUT / f"{n}.dll" for n in
+                                                     ("CoreAI.Runtime.Core", "CoreAI.Runtime.Unity", "CoreAI.Editor")]
+    dll = compile_assembly(SCENARIOS, sources(Path(__file__).parent / "csharp"), DEFAULT_OUT, refs)
+    clr.AddReference(str(dll))
+    return assemblies
 
 
 @pytest.fixture(scope="session")

@@ -57,7 +57,7 @@ def test_a_taken_port_is_named(make_options, launchers) -> None:
 
     from CoreAI.Launcher import RuntimeLauncher, RuntimeLaunchFailure
 
-    options = make_options()
+    options = make_options(ChoosePortsWhenTaken=False)  # on: the project's own ports (test_launcher_realities.py)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", options.ConnectPort))
         busy.listen(1)

@@ -185,11 +185,12 @@ def test_process_less_targets_and_bundling_off_copy_nothing(project, tmp_path: P
     StubLog.Clear()
     for target in ("Android", "iOS", "WebGL"):
         assert RuntimeBuildStep.Bundle(settings, target, str(tmp_path / "Build" / "game"), str(root)) is None
-    warnings = [line for line in StubLog.Lines if "cannot start the CoreAI runtime" in line]
-    assert len(warnings) == 3 and "WebGL" in warnings[2] and "remote runtime URL" in warnings[2]
+    warnings = [line for line in StubLog.Lines if line.startswith("Warning: [CoreAI] CoreAI: ")]
+    assert len(warnings) == 3 and "remote runtime URL" in warnings[1]
+    assert "WebGL is not supported" in warnings[2]  # neither a runtime of its own nor a remote one
     settings.RemoteUrl = "https://game.example:13335"  # remote mode: nothing to warn about
     assert RuntimeBuildStep.Bundle(settings, "Android", str(tmp_path / "Build" / "game"), str(root)) is None
-    assert len([line for line in StubLog.Lines if "cannot start the CoreAI runtime" in line]) == 3
+    assert len([line for line in StubLog.Lines if line.startswith("Warning: [CoreAI] CoreAI: ")]) == 3
     settings.BundleRuntimeInBuilds = False
     assert RuntimeBuildStep.Bundle(settings, "StandaloneLinux64", str(tmp_path / "Build" / "Game.x86_64"),
                                    str(root)) is None

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.rpc.conftest import TOKEN, RuntimeProcess, spawn_runtime
-from tests.unity.conftest import wait
+from tests.unity_layer.frames import wait_on_main
 from tests.unity_layer.dotnet import ROOT
 from tools.build_csharp import build_core, build_stubs, build_unity, compile_assembly
 
@@ -63,7 +63,8 @@ def test_the_blacksmith_quotes_hands_over_and_remembers(sample: Any, scripted: R
     try:
         request = AiTaskRequest()
         request.RoleId, request.Hint = BlacksmithNpc.RoleId, "I'm Alex, I'd like to buy a sword"
-        result = wait(client.CreateOrchestrator().RunTaskWithResultAsync(request))
+        # The tools run on Unity's main thread (the default): this thread, which runs frames while it waits.
+        result = wait_on_main(client.CreateOrchestrator().RunTaskWithResultAsync(request))
         assert str(result.Status) == "Ok", result.Error
         assert result.Text.endswith("Thirty gold, and the sword is yours.")
         assert [(r.Name, r.Success) for r in result.ToolResults] == [

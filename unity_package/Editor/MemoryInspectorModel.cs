@@ -56,7 +56,7 @@ namespace CoreAI.EditorTools
         {
             SortedSet<string> roles = new SortedSet<string>(StringComparer.Ordinal);
             V1.ListRolesResponse response = await client.Orchestrator.ListRolesAsync(new V1.ListRolesRequest(), null, cancel).ConfigureAwait(false);
-            foreach (V1.RoleMemoryConfig role in response.Roles)
+            foreach (V1.RoleMemoryConfigProto role in response.Roles)
             {
                 if (!string.IsNullOrWhiteSpace(role.RoleId)) roles.Add(role.RoleId);
             }

@@ -14,7 +14,9 @@ namespace CoreAI.EditorTools
     /// <summary>
     /// CoreAI → Memory Inspector: lists roles and shows a role's memory document, its versions (diff,
     /// revert) and its chat history, through the runtime (reused when the game or an earlier window
-    /// started it, else started for the editor with the project's CoreAIRuntimeSettings).
+    /// started it, else started for the editor with the project's CoreAIRuntimeSettings). Everything it reads
+    /// of Unity (the settings asset, persistentDataPath, the project's identity) is read on the main thread before
+    /// the first await; the work after it runs on the thread pool and reports back through a main-thread queue.
     /// </summary>
     public sealed class MemoryInspectorWindow : EditorWindow
     {
@@ -43,23 +45,42 @@ namespace CoreAI.EditorTools
         private void OnInspectorUpdate()
         {
             if (mainThread.Drain(16, e => status = "Error: " + e.GetType().Name) > 0) Repaint();
+            if (launcher != null && WasStopped(launcher))
+            {
+                // Stopped under the window (Delete All Persistent Saves): show it instead of failing on the next click.
+                Disconnect();
+                status = "The runtime was stopped. Connect to start it again.";
+                Repaint();
+            }
         }
 
         private void OnDisable()
         {
             // Closing the window or reloading scripts: let go of the runtime, never stop the game's.
+            Disconnect();
+        }
+
+        private void Disconnect()
+        {
             if (launcher != null) launcher.Detach();
-            if (client != null) client.Dispose();
+            if (client != null) client.Dispose();  // ends the window's calls still in flight
             launcher = null;
             client = null;
             model = null;
+            view = null;
+        }
+
+        private static bool WasStopped(RuntimeLauncher watched)
+        {
+            RuntimeLauncherEvent[] events = watched.RecentEvents;
+            return events.Length > 0 && events[events.Length - 1].Kind == RuntimeLauncherEventKind.Stopped;
         }
 
         private void OnGUI()
         {
             EditorGUILayout.BeginHorizontal();
             GUI.enabled = !busy;
-            if (GUILayout.Button(model == null ? "Connect" : "Refresh", GUILayout.Width(90))) Run(model == null ? ConnectAsync() : RefreshRolesAsync());
+            if (GUILayout.Button(model == null ? "Connect" : "Refresh", GUILayout.Width(90))) Run(model == null ? (Func<Task>)ConnectAsync : RefreshRolesAsync);
             GUI.enabled = true;
             EditorGUILayout.LabelField(status);
             EditorGUILayout.EndHorizontal();
@@ -69,7 +90,8 @@ namespace CoreAI.EditorTools
             if (picked != selectedRole && picked >= 0 && picked < roles.Count)
             {
                 selectedRole = picked;
-                Run(LoadRoleAsync(roles[picked]));
+                string role = roles[picked];
+                Run(() => LoadRoleAsync(role));
             }
             if (view == null) return;
             tab = GUILayout.Toolbar(tab, Tabs);
@@ -105,10 +127,12 @@ namespace CoreAI.EditorTools
                 EditorGUILayout.LabelField("v" + v.Version + "  " + DateTimeOffset.FromUnixTimeSeconds(v.Timestamp).LocalDateTime + "  " + v.Action + "  " + v.Note);
                 GUI.enabled = !busy;
                 int previous = i > 0 ? view.Versions[i - 1].Version : 0;
-                if (GUILayout.Button("Diff", GUILayout.Width(50))) Run(DiffAsync(view.RoleId, previous, v.Version));
+                int version = v.Version;
+                string roleId = view.RoleId;
+                if (GUILayout.Button("Diff", GUILayout.Width(50))) Run(() => DiffAsync(roleId, previous, version));
                 if (GUILayout.Button("Revert", GUILayout.Width(60))
                     && EditorUtility.DisplayDialog("Revert memory", "Set the memory back to version " + v.Version + "? The revert is itself a new version.", "Revert", "Cancel"))
-                    Run(RevertAsync(view.RoleId, v.Version));
+                    Run(() => RevertAsync(roleId, version));
                 GUI.enabled = true;
                 EditorGUILayout.EndHorizontal();
             }
@@ -125,8 +149,17 @@ namespace CoreAI.EditorTools
             foreach (ChatMessage m in view.ChatHistory) EditorGUILayout.SelectableLabel(m.Role + ": " + m.Content);
         }
 
-        private void Run(Task work)
+        private void Run(Func<Task> start)
         {
+            Task work;
+            try
+            {
+                work = start();  // its synchronous part (Unity reads) runs here, on the main thread
+            }
+            catch (Exception e)
+            {
+                work = Task.FromException(e);
+            }
             busy = true;
             work.ContinueWith(t => mainThread.Post(() =>
             {
@@ -141,23 +174,25 @@ namespace CoreAI.EditorTools
             return e is RuntimeLaunchException || e is CoreAIRuntimeException ? e.Message : e.GetType().Name + ": " + e.Message;
         }
 
-        private async Task ConnectAsync()
+        private Task ConnectAsync()
         {
-            CoreAIRuntimeSettings settings = FindSettings();
+            // The main thread, before any await: Unity's API throws anywhere else.
+            CoreAIRuntimeSettings settings = ProjectSettingsAsset.Find();
             if (settings == null) throw new InvalidOperationException("create a CoreAIRuntimeSettings asset first (Assets/Create/CoreAI/Runtime Settings)");
-            if (settings.UsesRemoteRuntime)
-            {
-                await ConnectRemoteAsync(settings).ConfigureAwait(false);
-                return;
-            }
+            string persistentDataPath = Application.persistentDataPath;
+            if (settings.UsesRemoteRuntime) return ConnectRemoteAsync(settings.ToRemoteOptions(), persistentDataPath);
             string projectRoot = Directory.GetParent(Application.dataPath) == null ? "" : Directory.GetParent(Application.dataPath).FullName;
             // The editor instance: the same runtime Play Mode uses (see CoreAIRuntimeBootstrap.StartRuntime).
-            RuntimeLauncher started = new RuntimeLauncher(
-                settings.ToLaunchOptions(Application.persistentDataPath, projectRoot, ProjectIdentity.Current()).UseEditorInstance());
+            RuntimeLaunchOptions options = settings.ToLaunchOptions(persistentDataPath, projectRoot, ProjectIdentity.Current()).UseEditorInstance();
+            return StartAndConnectAsync(new RuntimeLauncher(options), persistentDataPath);
+        }
+
+        private async Task StartAndConnectAsync(RuntimeLauncher started, string persistentDataPath)
+        {
             mainThread.Post(() => status = "Starting the runtime…");
             RuntimeEndpoint endpoint = await started.StartAsync().ConfigureAwait(false);
             CoreAIRuntimeClient connected = started.CreateClient();  // follows the token across runtime restarts
-            MemoryInspectorModel opened = new MemoryInspectorModel(connected, Application.persistentDataPath);
+            MemoryInspectorModel opened = new MemoryInspectorModel(connected, persistentDataPath);
             List<string> listed = await opened.ListRolesAsync().ConfigureAwait(false);
             mainThread.Post(() =>
             {
@@ -170,13 +205,13 @@ namespace CoreAI.EditorTools
         }
 
         /// <summary>Remote mode: inspect the runtime Play Mode connects to (the settings' Remote Url), never start one.</summary>
-        private async Task ConnectRemoteAsync(CoreAIRuntimeSettings settings)
+        private async Task ConnectRemoteAsync(RemoteRuntimeOptions options, string persistentDataPath)
         {
-            RemoteRuntime remote = new RemoteRuntime(settings.ToRemoteOptions());
+            RemoteRuntime remote = new RemoteRuntime(options);
             mainThread.Post(() => status = "Connecting to the remote runtime…");
             await Task.Run(() => remote.Connect()).ConfigureAwait(false);
             CoreAIRuntimeClient connected = remote.CreateClient();
-            MemoryInspectorModel opened = new MemoryInspectorModel(connected, Application.persistentDataPath);
+            MemoryInspectorModel opened = new MemoryInspectorModel(connected, persistentDataPath);
             List<string> listed = await opened.ListRolesAsync().ConfigureAwait(false);
             mainThread.Post(() =>
             {
@@ -215,16 +250,6 @@ namespace CoreAI.EditorTools
             MemoryToolResult result = await model.RevertAsync(roleId, version).ConfigureAwait(false);
             mainThread.Post(() => status = result.Success ? result.Message : "Revert failed: " + result.Error);
             await LoadRoleAsync(roleId).ConfigureAwait(false);
-        }
-
-        private static CoreAIRuntimeSettings FindSettings()
-        {
-            foreach (string guid in AssetDatabase.FindAssets("t:CoreAIRuntimeSettings"))
-            {
-                CoreAIRuntimeSettings found = AssetDatabase.LoadAssetAtPath<CoreAIRuntimeSettings>(AssetDatabase.GUIDToAssetPath(guid));
-                if (found != null) return found;
-            }
-            return null;
         }
     }
 }

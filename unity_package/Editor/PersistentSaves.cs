@@ -53,7 +53,9 @@ namespace CoreAI.EditorTools
             string root = RootOf(Path.GetFullPath(persistentDataPath));
             bool isLink = File.Exists(root) || (Directory.Exists(root) && (File.GetAttributes(root) & FileAttributes.ReparsePoint) != 0);
             if (!Directory.Exists(root) && !isLink) return result;
-            result.StoppedRuntime = RuntimeLauncher.StopRecorded(persistentDataPath, TimeSpan.FromSeconds(10));
+            // This editor's own launchers first (the Memory Inspector's would restart the runtime into the folder being
+            // deleted), then a runtime another process recorded here.
+            result.StoppedRuntime = RuntimeLauncher.StopAll(persistentDataPath, TimeSpan.FromSeconds(10));
             if (isLink)
             {
                 // A link (or a file) named CoreAI: remove the link itself, never what it points to.

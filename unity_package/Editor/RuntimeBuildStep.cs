@@ -1,5 +1,4 @@
 using System;
-using System.Collections.Generic;
 using System.IO;
 using CoreAI.Launcher;
 using CoreAI.UnityIntegration;
@@ -31,8 +30,11 @@ namespace CoreAI.EditorTools
             if (settings == null) return; // the project does not use the CoreAI runtime
             string projectRoot = Directory.GetParent(Application.dataPath) == null ? "" : Directory.GetParent(Application.dataPath).FullName;
             BundleResult result = Bundle(settings, report.summary.platform.ToString(), report.summary.outputPath, projectRoot);
-            if (result != null)
-                CoreAILog.Info("bundled the " + result.Platform + " runtime into the player build (" + result.FileCount + " files)");
+            if (result == null) return;
+            CoreAILog.Info("bundled the " + result.Platform + " runtime into the player build (" + result.FileCount + " files)");
+            if (result.Platform == "macos")
+                CoreAILog.Warning("the runtime was added to the .app after Unity signed it: sign the whole .app again (and notarize it) "
+                    + "before shipping, or Gatekeeper refuses it; see the CoreAI Unity guide, Shipping");
         }
 
         /// <summary>
@@ -61,18 +63,10 @@ namespace CoreAI.EditorTools
             }
         }
 
-        /// <summary>The project's CoreAIRuntimeSettings asset (the first by path when there are several), or null.</summary>
+        /// <summary>The project's CoreAIRuntimeSettings asset (<see cref="ProjectSettingsAsset.Find()"/>: the first by path), or null.</summary>
         public static CoreAIRuntimeSettings FindSettings()
         {
-            List<string> paths = new List<string>();
-            foreach (string guid in AssetDatabase.FindAssets("t:CoreAIRuntimeSettings")) paths.Add(AssetDatabase.GUIDToAssetPath(guid));
-            paths.Sort(StringComparer.Ordinal);
-            foreach (string path in paths)
-            {
-                CoreAIRuntimeSettings settings = AssetDatabase.LoadAssetAtPath<CoreAIRuntimeSettings>(path);
-                if (settings != null) return settings;
-            }
-            return null;
+            return ProjectSettingsAsset.Find();
         }
     }
 }

@@ -108,11 +108,20 @@ namespace CoreAI.UnityIntegration
                 starting = Task.FromException<RuntimeEndpoint>(missing);
                 return starting;
             }
-            if (settings.UsesRemoteRuntime) return StartRemote();
             string platform = Application.platform.ToString();
+            if (!RuntimePlatforms.CanReachARuntime(platform)) return Unsupported(platform);
+            if (settings.UsesRemoteRuntime) return StartRemote();
             if (!RuntimePlatforms.CanStartProcesses(platform)) return Unsupported(platform);
             string projectRoot = Directory.GetParent(Application.dataPath) == null ? "" : Directory.GetParent(Application.dataPath).FullName;
-            RuntimeLaunchOptions options = settings.ToLaunchOptions(Application.persistentDataPath, projectRoot, ProjectIdentity.Current());
+            RuntimeLaunchOptions options;
+            try
+            {
+                options = settings.ToLaunchOptions(Application.persistentDataPath, projectRoot, ProjectIdentity.Current());
+            }
+            catch (RuntimeLaunchException e)
+            {
+                return Failed(e);
+            }
             // A player runs the runtime (and model) its build carries, copied there by the editor's RuntimeBuildStep.
             if (!Application.isEditor) BundledRuntime.UseBundled(options, Application.streamingAssetsPath);
             // The editor's runtime outlives Play Mode: its own state folder and ports keep a built player of the game free.
@@ -168,9 +177,11 @@ namespace CoreAI.UnityIntegration
         {
             RuntimeEndpoint endpoint = Endpoint;
             if (endpoint == null) throw new InvalidOperationException("the CoreAI runtime is not ready yet; wait for RuntimeReady");
-            if (remote != null) return remote.CreateClient(policy);
+            // The play session: Unity's main thread for main-thread tools, and a lifetime that ends with Play Mode.
+            GameHost host = CoreAIPlaySession.Host();
+            if (remote != null) return remote.CreateClient(policy, host);
             // The token is read per call: after a restart (new token) the same client carries on by itself.
-            return launcher.CreateClient(policy);
+            return launcher.CreateClient(policy, host);
         }
 
         /// <summary>Stops the runtime now (it is also stopped when the application quits).</summary>
@@ -187,18 +198,29 @@ namespace CoreAI.UnityIntegration
         {
             if (Instance != null && Instance != this)
             {
-                CoreAILog.Warning("a second CoreAIRuntimeBootstrap was destroyed; one per game is enough");
-                Destroy(gameObject);
+                // Only this component: what else is on its GameObject belongs to the game.
+                CoreAILog.Warning("a second CoreAIRuntimeBootstrap was removed (its GameObject stays); one per game is enough");
+                Destroy(this);
                 return;
             }
             Instance = this;
-            if (keepAcrossScenes && gameObject != null) DontDestroyOnLoad(gameObject);
+            CoreAIPlaySession.Begin();  // captures Unity's main thread for the clients this hands out
+            if (keepAcrossScenes)
+            {
+                // DontDestroyOnLoad works on root objects only: keep the root this bootstrap sits under.
+                GameObject root = transform.root.gameObject;
+                if (root != gameObject)
+                    CoreAILog.Info("Keep Across Scenes keeps the bootstrap's root GameObject (and everything under it) across scene loads");
+                DontDestroyOnLoad(root);
+            }
         }
 
         private void OnEnable()
         {
-            // Also runs after an editor domain reload in Play Mode: the launcher then reuses the runtime.
+            // Also runs after an editor domain reload in Play Mode (Awake does not): the launcher then reuses the
+            // runtime, and the play session (dropped with the static state) begins again on this main thread.
             if (Instance == null) Instance = this;
+            if (Application.isPlaying && Instance == this) CoreAIPlaySession.Begin();
             if (startOnEnable && Application.isPlaying && Instance == this) StartRuntime();
         }
 
@@ -222,7 +244,9 @@ namespace CoreAI.UnityIntegration
         private void OnApplicationQuit()
         {
             quitting = true;
-            if (Application.isEditor && !stopWithPlayMode)
+            // Session Only keeps memory and chats in the runtime for one play session: a kept runtime would carry them into the next Play.
+            bool sessionOnly = settings != null && settings.PersistenceMode == AgentMemoryPersistenceMode.SessionOnly;
+            if (Application.isEditor && !stopWithPlayMode && !sessionOnly)
             {
                 // Leaving Play Mode is not quitting the editor: keep the runtime (and its loaded model) for the next
                 // Play and for the Memory Inspector; the next launcher reuses it when the settings digest matches,
@@ -252,6 +276,14 @@ namespace CoreAI.UnityIntegration
                 mainThread.Post(() => { if (RuntimeFailed != null) RuntimeFailed(error); });
             }
             return unsupported;
+        }
+
+        private Task<RuntimeEndpoint> Failed(RuntimeLaunchException error)
+        {
+            CoreAILog.Error(error.Message);
+            starting = Task.FromException<RuntimeEndpoint>(error);
+            mainThread.Post(() => { if (RuntimeFailed != null) RuntimeFailed(error); });
+            return starting;
         }
 
         private Task<RuntimeEndpoint> StartRemote()
@@ -334,6 +366,9 @@ namespace CoreAI.UnityIntegration
                     break;
                 case RuntimeLauncherEventKind.GaveUp:
                     CoreAILog.Error("the runtime keeps failing; stopped restarting it: " + e.Message);
+                    break;
+                case RuntimeLauncherEventKind.PortsChosen:
+                    CoreAILog.Warning(e.Message);
                     break;
                 case RuntimeLauncherEventKind.Restarted:
                     CoreAILog.Info("runtime restarted (pid " + e.ProcessId + ")");

@@ -55,6 +55,14 @@ namespace CoreAI.UnityIntegration
         [Tooltip("Use this OpenAI-compatible server (LM Studio, Ollama, llama-server …) instead of hosting a model. Empty: host one.")]
         [SerializeField] private string llmUrl = "";
 
+        [Tooltip("The name of an environment variable of the editor or game process that holds the LLM URL server's API key (e.g. OPENAI_API_KEY). The key itself is never stored in this asset. Empty: none.")]
+        [SerializeField] private string llmApiKeyEnvironmentVariable = "";
+
+        [Tooltip("Or a file whose contents are that API key (relative paths: the project folder in the Editor, the player's data folder in a build). Keep it out of version control. Empty: none.")]
+        [SerializeField] private string llmApiKeyFile = "";
+
+        [System.NonSerialized] private string llmApiKey; // set from code only: never serialized into the asset
+
         [Tooltip("Context size of the hosted model in tokens; 0 keeps the runtime's default (8192, never above the model's).")]
         [Min(0)]
         [SerializeField] private int contextTokens;
@@ -63,6 +71,9 @@ namespace CoreAI.UnityIntegration
         [SerializeField] private int connectPort = RuntimeLaunchOptions.DefaultConnectPort;
         [SerializeField] private int grpcPort = RuntimeLaunchOptions.DefaultGrpcPort;
         [SerializeField] private int modelPort = RuntimeLaunchOptions.DefaultModelPort;
+
+        [Tooltip("When a port above is taken by another program (another game's runtime, say), start on ports chosen for this project instead (the same ones each time) and log them. Off: fail with the port's name.")]
+        [SerializeField] private bool choosePortsWhenTaken = true;
 
         [Header("Persistence")]
         [Tooltip("Persistent: files under persistentDataPath/CoreAI. SessionOnly: everything in memory, no files.")]
@@ -90,7 +101,7 @@ namespace CoreAI.UnityIntegration
         [SerializeField] private string linuxRuntimeFolder = "CoreAIRuntime/Linux";
 
         [Header("Remote runtime")]
-        [Tooltip("Connect to a runtime on a server instead of starting one: its Connect URL, https://HOST:PORT (serve --listen ADDRESS --tls-cert … --tls-key …). Required on Android, iOS, WebGL and consoles, which cannot start processes. Empty: start the runtime here.")]
+        [Tooltip("Connect to a runtime on a server instead of starting one: its Connect URL, https://HOST:PORT (serve --listen ADDRESS --tls-cert … --tls-key …). Required on Android, iOS and consoles, which cannot start processes (WebGL is not supported). Empty: start the runtime here.")]
         [SerializeField] private string remoteUrl = "";
 
         [Tooltip("The remote runtime's token (COREAI_RUNTIME_TOKEN on the server). Anything in a build can be read by its players: prefer setting RemoteToken from code at run time (e.g. from your login service).")]
@@ -139,6 +150,21 @@ namespace CoreAI.UnityIntegration
 
         /// <summary>External OpenAI-compatible server; empty hosts a model.</summary>
         public string LlmUrl { get { return llmUrl; } set { llmUrl = value; } }
+
+        /// <summary>The environment variable (of the editor or game process) that holds the LLM URL server's API key; empty: none.</summary>
+        public string LlmApiKeyEnvironmentVariable { get { return llmApiKeyEnvironmentVariable; } set { llmApiKeyEnvironmentVariable = value; } }
+
+        /// <summary>A file whose contents are the LLM URL server's API key; empty: none.</summary>
+        public string LlmApiKeyFile { get { return llmApiKeyFile; } set { llmApiKeyFile = value; } }
+
+        /// <summary>
+        /// The LLM URL server's API key set from code (e.g. from your login service); wins over the variable and the file.
+        /// Never serialized into the asset, never logged.
+        /// </summary>
+        public string LlmApiKey { set { llmApiKey = value; } }
+
+        /// <summary>Start on this project's own ports when the configured ones are taken.</summary>
+        public bool ChoosePortsWhenTaken { get { return choosePortsWhenTaken; } set { choosePortsWhenTaken = value; } }
 
         /// <summary>Context size of the hosted model; 0 = runtime default.</summary>
         public int ContextTokens { get { return contextTokens; } set { contextTokens = value; } }
@@ -244,6 +270,8 @@ namespace CoreAI.UnityIntegration
             options.DataDir = persistentDataPath;
             options.ModelPath = string.IsNullOrWhiteSpace(modelPath) ? null : Resolve(modelPath, projectRoot, false);
             options.LlmUrl = string.IsNullOrWhiteSpace(llmUrl) ? null : llmUrl.Trim();
+            if (options.LlmUrl != null) options.LlmApiKey = ResolveLlmApiKey(projectRoot);
+            options.ChoosePortsWhenTaken = choosePortsWhenTaken;
             options.ContextTokens = contextTokens;
             options.ConnectPort = connectPort;
             options.GrpcPort = grpcPort;
@@ -255,6 +283,39 @@ namespace CoreAI.UnityIntegration
             options.RestartBackoffMax = TimeSpan.FromSeconds(Math.Max(1f, maxRestartBackoffSeconds));
             if (options.RestartBackoffInitial > options.RestartBackoffMax) options.RestartBackoffInitial = options.RestartBackoffMax;
             return options;
+        }
+
+        /// <summary>
+        /// The LLM URL server's API key: set from code, else the named environment variable, else the key file; null when
+        /// none is configured. Throws RuntimeLaunchException (naming the setting, never the key) when a configured source is empty.
+        /// </summary>
+        public string ResolveLlmApiKey(string projectRoot)
+        {
+            if (!string.IsNullOrEmpty(llmApiKey)) return llmApiKey.Trim();
+            if (!string.IsNullOrWhiteSpace(llmApiKeyEnvironmentVariable))
+            {
+                string fromEnvironment = Environment.GetEnvironmentVariable(llmApiKeyEnvironmentVariable.Trim());
+                if (!string.IsNullOrWhiteSpace(fromEnvironment)) return fromEnvironment.Trim();
+                if (string.IsNullOrWhiteSpace(llmApiKeyFile))
+                    throw new RuntimeLaunchException(RuntimeLaunchFailure.SettingsInvalid, "CoreAI: the environment variable "
+                        + llmApiKeyEnvironmentVariable.Trim() + " (CoreAIRuntimeSettings > LLM API Key Environment Variable) is not set "
+                        + "in this process; an editor started from Unity Hub does not see variables of your shell");
+            }
+            if (string.IsNullOrWhiteSpace(llmApiKeyFile)) return null;
+            string file = Resolve(llmApiKeyFile, projectRoot, false);
+            string key = null;
+            try
+            {
+                key = System.IO.File.ReadAllText(file).Trim();
+            }
+            catch (Exception e) when (e is System.IO.IOException || e is UnauthorizedAccessException)
+            {
+                // The exception's message names the path (and with it the user's name): not passed on.
+            }
+            if (string.IsNullOrEmpty(key))
+                throw new RuntimeLaunchException(RuntimeLaunchFailure.SettingsInvalid,
+                    "CoreAI: the LLM API key file (CoreAIRuntimeSettings > LLM API Key File) is missing, unreadable or empty");
+            return key;
         }
 
         /// <summary>The `serve` flags for persistence and caps (only what differs from the runtime's defaults).</summary>

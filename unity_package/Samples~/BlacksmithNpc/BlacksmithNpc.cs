@@ -18,6 +18,8 @@ namespace CoreAI.Samples.BlacksmithNpc
     }
 
     /// <summary>The arguments of Brom's game tools.</summary>
+    /// <remarks>[Preserve]: Newtonsoft fills it by reflection, which IL2CPP's stripping (Medium/High) cannot see.</remarks>
+    [UnityEngine.Scripting.Preserve]
     public sealed class WareArgs
     {
         [ToolParameter("The item, one of the wares Brom sells.")]
@@ -156,6 +158,10 @@ namespace CoreAI.Samples.BlacksmithNpc
             try
             {
                 reply = await SayAsync(line);
+            }
+            catch (OperationCanceledException)
+            {
+                // Play Mode ended (or the NPC was disabled) while Brom was thinking: nothing to show any more.
             }
             catch (CoreAIRuntimeException e)
             {

@@ -140,10 +140,13 @@ namespace CoreAI.Ai
         /// <summary>A game tool the model may call; the handler gets the arguments as TArgs and returns what the model reads.</summary>
         /// <remarks>
         /// The arguments' JSON Schema comes from TArgs' public fields and properties (see <see cref="ToolSchema"/>).
-        /// runOnMainThread (default): the handler runs on the SynchronizationContext of the call that started the turn
-        /// (Unity's main thread), so it may touch the scene. An exception is a failed result the model sees.
+        /// runOnMainThread (default): the handler runs on Unity's main thread (the client's GameHost, else the context of
+        /// the call that started the turn), so it may touch the scene; with neither it is refused, never run elsewhere.
+        /// An exception is a failed result the model sees. TArgs needs a public parameterless constructor (it is built
+        /// with it, so IL2CPP keeps it); mark it [UnityEngine.Scripting.Preserve] so its fields survive stripping too.
         /// </remarks>
         public AgentBuilder WithTool<TArgs>(string name, string description, Func<TArgs, Task<string>> handler, bool runOnMainThread = true)
+            where TArgs : new()
         {
             if (handler == null) throw new ArgumentNullException("handler");
             return WithTool<TArgs>(name, description, (args, token) => Wrap(handler(args)), runOnMainThread);
@@ -151,6 +154,7 @@ namespace CoreAI.Ai
 
         /// <summary>A game tool whose handler observes the turn's cancellation and reports success or failure itself.</summary>
         public AgentBuilder WithTool<TArgs>(string name, string description, Func<TArgs, CancellationToken, Task<ToolResult>> handler, bool runOnMainThread = true)
+            where TArgs : new()
         {
             _tools.Add(GameTool.Create(name, description, handler, runOnMainThread));
             return this;

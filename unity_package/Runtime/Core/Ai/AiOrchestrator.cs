@@ -26,7 +26,7 @@ namespace CoreAI.Ai
             _scopes = scopeProvider ?? new FixedAgentMemoryScopeProvider(AgentMemoryScope.Empty);
         }
 
-        /// <summary>How long a turn may take when the request sets no Timeout.</summary>
+        /// <summary>How long a turn may take when the request sets no Timeout (sent to the runtime as the turn's timeout).</summary>
         public TimeSpan DefaultTurnTimeout { get; set; } = TimeSpan.FromMinutes(5);
 
         /// <summary>How long the runtime waits for a memory write when a wait sets no timeout (at most 120 s).</summary>
@@ -35,9 +35,11 @@ namespace CoreAI.Ai
         /// <summary>A turn's memory write changed the memory (small models write it after the reply).</summary>
         /// <remarks>
         /// Raised once per changing write of a turn this orchestrator ran, after the turn returned, on the
-        /// SynchronizationContext current when the turn was started (in Unity: the main thread, so a quest log or a
-        /// "Bram will remember that" line may touch the UI); without a context, on a thread-pool thread. A turn whose
-        /// write is still pending is watched only while there is a subscriber. A handler's exception never affects a turn.
+        /// SynchronizationContext current when the turn was started, else the game's main thread (the client's
+        /// GameHost; in Unity, either way the main thread, so a quest log or a "Bram will remember that" line may touch
+        /// the UI); with neither, on a thread-pool thread. Never after the client's lifetime ended (Dispose, the game
+        /// stopping). A turn whose write is still pending is watched only while there is a subscriber. A handler's
+        /// exception never affects a turn.
         /// </remarks>
         public event Action<AiMemoryWrite> MemoryChanged;
 
@@ -75,7 +77,7 @@ namespace CoreAI.Ai
                 _runtime.Orchestrator.RunTaskAsync(proto, CallOptionsFor(request), cancellationToken)).ConfigureAwait(false);
             AiTaskResult result = ProtoMapping.FromProto(response);
             result.Target = proto.Target;
-            Announce(result, caller);
+            Announce(result, EventContext(caller));
             return result;
         }
 
@@ -95,17 +97,24 @@ namespace CoreAI.Ai
         public async Task<AiTaskResult> StreamTaskAsync(AiTaskRequest request, AiTaskStreamHandlers handlers, CancellationToken cancellationToken = default(CancellationToken))
         {
             handlers = handlers ?? new AiTaskStreamHandlers();
+            GameHost host = _runtime.GameHost;
             SynchronizationContext caller = SynchronizationContext.Current;
-            SynchronizationContext context = handlers.RunOnCallerContext ? SynchronizationContext.Current : null;
-            // Game tools run on the caller's context (the main thread) whatever RunOnCallerContext says about callbacks.
-            SynchronizationContext toolContext = SynchronizationContext.Current;
+            SynchronizationContext hostMain = host == null ? null : host.MainThread;
+            // Callbacks: the caller's context, else (a turn started after ConfigureAwait(false)) the game's main thread.
+            SynchronizationContext context = handlers.RunOnCallerContext ? caller ?? hostMain : null;
+            // Main-thread game tools: the game's main thread (captured by the Unity layer), else the caller's context;
+            // with neither they are refused, never run on the thread pool.
+            SynchronizationContext toolContext = hostMain ?? caller;
             IReadOnlyList<GameTool> tools = request == null ? new GameTool[0] : ToolsFor(request);
             var toolCalls = new List<Task>();
-            V1.RunTaskRequest proto = await PrepareAsync(request, cancellationToken).ConfigureAwait(false);
             V1.RunTaskResponse final = null;
             V1.MemoryWrite memoryWrite = null;
-            using (var dispatch = new CallbackDispatcher(context, cancellationToken))
+            V1.AgentTarget target;
+            // The client's lifetime (Dispose, the game stopping) ends the turn, its callbacks and its tool calls.
+            using (var dispatch = new CallbackDispatcher(context, cancellationToken, _runtime.Lifetime))
             {
+                V1.RunTaskRequest proto = await PrepareAsync(request, dispatch.Token).ConfigureAwait(false);
+                target = proto.Target;
                 Action<V1.TurnEvent> onEvent = e =>
                 {
                     if (e.Final != null)
@@ -114,7 +123,7 @@ namespace CoreAI.Ai
                     }
                     else if (e.ClientToolCall != null)
                     {
-                        lock (toolCalls) toolCalls.Add(ServeToolCallAsync(tools, e.ClientToolCall, toolContext, dispatch.Token));
+                        lock (toolCalls) toolCalls.Add(ServeToolCallAsync(tools, e.ClientToolCall, toolContext, host, dispatch.Token));
                     }
                     else if (e.MemoryWrite != null)
                     {
@@ -153,13 +162,13 @@ namespace CoreAI.Ai
                 throw new InternalException("the turn stream ended without its final result");
             }
             AiTaskResult result = ProtoMapping.FromProto(final);
-            result.Target = proto.Target;
+            result.Target = target;
             if (memoryWrite != null)
             {
                 result.MemoryWrite = ProtoMapping.FromProto(memoryWrite);
                 result.MemoryWritePending = false;
             }
-            Announce(result, caller);
+            Announce(result, EventContext(caller));
             return result;
         }
 
@@ -250,23 +259,34 @@ namespace CoreAI.Ai
             }
         }
 
+        /// <summary>Where MemoryChanged runs: the turn's caller context, else the game's main thread.</summary>
+        private SynchronizationContext EventContext(SynchronizationContext caller)
+        {
+            GameHost host = _runtime.GameHost;
+            return caller ?? (host == null ? null : host.MainThread);
+        }
+
         private void Raise(AiMemoryWrite write, SynchronizationContext context)
         {
             Action<AiMemoryWrite> handlers = MemoryChanged;
-            if (!write.Changed || handlers == null)
+            CancellationToken lifetime = _runtime.Lifetime;
+            if (!write.Changed || handlers == null || lifetime.IsCancellationRequested)
             {
                 return;
             }
             if (context != null)
             {
-                context.Post(_ => handlers(write), null);
+                context.Post(_ =>
+                {
+                    if (!lifetime.IsCancellationRequested) handlers(write);  // the game may have stopped meanwhile
+                }, null);
                 return;
             }
             ThreadPool.QueueUserWorkItem(_ =>
             {
                 try
                 {
-                    handlers(write);
+                    if (!lifetime.IsCancellationRequested) handlers(write);
                 }
                 catch (Exception)
                 {
@@ -320,7 +340,7 @@ namespace CoreAI.Ai
         /// <remarks>Never faults for the turn's own end: a cancelled turn, or a runtime that no longer waits for this result
         /// (timed out, ended: NOT_FOUND, FAILED_PRECONDITION, ALREADY_EXISTS) or is gone, is reported by the stream.</remarks>
         private async Task ServeToolCallAsync(IReadOnlyList<GameTool> tools, V1.ClientToolCall call, SynchronizationContext context,
-            CancellationToken cancellationToken)
+            GameHost host, CancellationToken cancellationToken)
         {
             try
             {
@@ -334,12 +354,17 @@ namespace CoreAI.Ai
                 {
                     result = ToolResult.Fail("tool '" + call.Name + "' has no handler in this game");
                 }
-                else if (tool.RunOnMainThread && context != null)
+                else if (tool.RunOnMainThread && context == null)
                 {
-                    result = await OnContext(context, () => tool.InvokeAsync(call.ArgumentsJson, cancellationToken)).ConfigureAwait(false);
+                    result = ToolResult.Fail(NoMainThread(tool.Name));
+                }
+                else if (tool.RunOnMainThread)
+                {
+                    result = await OnContext(context, () => InvokeOnMainThread(tool, call, host, cancellationToken)).ConfigureAwait(false);
                 }
                 else
                 {
+                    cancellationToken.ThrowIfCancellationRequested();
                     result = await Task.Run(() => tool.InvokeAsync(call.ArgumentsJson, cancellationToken)).ConfigureAwait(false);
                 }
                 var submit = new V1.SubmitToolResultRequest
@@ -356,6 +381,25 @@ namespace CoreAI.Ai
             {
                 // The turn no longer waits for this result, or the runtime is gone: the stream reports the outcome.
             }
+        }
+
+        /// <summary>Why a main-thread tool was not run: the turn has no main thread to run it on.</summary>
+        internal static string NoMainThread(string tool)
+        {
+            return "tool '" + tool + "' was not run: it runs on the main thread (runOnMainThread: true) and this turn has none; "
+                + "create the client with CoreAIRuntimeBootstrap.CreateClient (it captures Unity's main thread), start the turn on "
+                + "the main thread, or declare the tool with runOnMainThread: false";
+        }
+
+        /// <summary>On the main thread, right before the handler: a stopped turn or game runs nothing of the game's.</summary>
+        private static Task<ToolResult> InvokeOnMainThread(GameTool tool, V1.ClientToolCall call, GameHost host, CancellationToken cancellationToken)
+        {
+            cancellationToken.ThrowIfCancellationRequested();
+            if (host != null && host.CanRunGameCode != null && !host.CanRunGameCode())
+            {
+                return Task.FromResult(ToolResult.Fail("tool '" + tool.Name + "' was not run: the game is not playing (Play Mode ended)"));
+            }
+            return tool.InvokeAsync(call.ArgumentsJson, cancellationToken);
         }
 
         private static Task<ToolResult> OnContext(SynchronizationContext context, Func<Task<ToolResult>> work)
@@ -393,6 +437,8 @@ namespace CoreAI.Ai
             await _runtime.EnsureRoleSyncedAsync(role, cancellationToken).ConfigureAwait(false);
             AgentMemoryScope scope = request.Scope ?? _scopes.GetScope(role) ?? AgentMemoryScope.Empty;
             V1.RunTaskRequest proto = ProtoMapping.ToProto(request, scope);
+            // No Timeout: the orchestrator's DefaultTurnTimeout, as documented (the runtime's own default is shorter).
+            if (!request.Timeout.HasValue) proto.TimeoutMs = ProtoMapping.Milliseconds(DefaultTurnTimeout);
             foreach (GameTool tool in _runtime.Policy.Tools.For(role))
             {
                 proto.ClientTools.Add(tool.ToProto());

@@ -7,11 +7,14 @@ namespace CoreAI.Ai
 {
     /// <summary>
     /// Runs a stream's callbacks on a SynchronizationContext (Unity's main thread) in order, or inline when there
-    /// is none; the first callback that throws cancels the stream and its exception is what the caller sees.
+    /// is none; the first callback that throws cancels the stream and its exception is what the caller sees. Once the
+    /// caller or the client's lifetime is cancelled, callbacks still queued on the context are dropped, not run.
     /// </summary>
     internal sealed class CallbackDispatcher : IDisposable
     {
         private readonly SynchronizationContext _context;
+        private readonly CancellationToken _caller;
+        private readonly CancellationToken _lifetime;
         private readonly CancellationTokenSource _cts;
         private readonly TaskCompletionSource<bool> _drained = new TaskCompletionSource<bool>();
         private readonly object _lock = new object();
@@ -21,12 +24,20 @@ namespace CoreAI.Ai
 
         /// <summary>Callbacks go to context (null: run inline on the reading thread).</summary>
         public CallbackDispatcher(SynchronizationContext context, CancellationToken caller)
+            : this(context, caller, CancellationToken.None)
         {
-            _context = context;
-            _cts = CancellationTokenSource.CreateLinkedTokenSource(caller);
         }
 
-        /// <summary>The caller's token, also cancelled when a callback failed.</summary>
+        /// <summary>Callbacks go to context (null: inline); `lifetime` (the client's) ends the stream as `caller` does.</summary>
+        public CallbackDispatcher(SynchronizationContext context, CancellationToken caller, CancellationToken lifetime)
+        {
+            _context = context;
+            _caller = caller;
+            _lifetime = lifetime;
+            _cts = CancellationTokenSource.CreateLinkedTokenSource(caller, lifetime);
+        }
+
+        /// <summary>The caller's token and the lifetime, also cancelled when a callback failed.</summary>
         public CancellationToken Token => _cts.Token;
 
         /// <summary>True once a callback threw.</summary>
@@ -79,7 +90,10 @@ namespace CoreAI.Ai
         {
             try
             {
-                if (!Failed) action();  // after a failure the rest of the stream is dropped, not half-shown
+                // After a failure the rest of the stream is dropped, not half-shown; after cancellation (the caller, the
+                // client disposed, Play Mode ended) nothing of the turn runs any more. The root tokens are checked: they
+                // outlive this dispatcher, whose own source may be disposed by the time a late callback runs.
+                if (!Failed && !_caller.IsCancellationRequested && !_lifetime.IsCancellationRequested) action();
             }
             catch (Exception e)
             {

@@ -85,15 +85,18 @@ namespace CoreAI.Ai
         public bool RunOnMainThread { get; }
 
         /// <summary>A typed tool: arguments parsed into TArgs, handler's result (or exception) as the tool's result.</summary>
+        /// <remarks>TArgs is constructed with its parameterless constructor and then filled in: the constructor is referenced
+        /// here, so IL2CPP's linker keeps it (reflection alone would not); [Preserve] on TArgs keeps its fields.</remarks>
         public static GameTool Create<TArgs>(string name, string description,
             Func<TArgs, CancellationToken, Task<ToolResult>> handler, bool runOnMainThread = true)
+            where TArgs : new()
         {
             if (string.IsNullOrWhiteSpace(name)) throw new ArgumentException("a tool needs a name", "name");
             if (string.IsNullOrWhiteSpace(description)) throw new ArgumentException("a tool needs a description", "description");
             if (handler == null) throw new ArgumentNullException("handler");
             string schema = ToolSchema.For(typeof(TArgs));
             Func<string, CancellationToken, Task<ToolResult>> invoke = (json, token) =>
-                handler(ToolSchema.Parse<TArgs>(json), token);
+                handler(ToolSchema.Populate(new TArgs(), json), token);
             return new GameTool(name.Trim(), description.Trim(), schema, runOnMainThread, invoke);
         }
 
@@ -164,6 +167,15 @@ namespace CoreAI.Ai
         public static T Parse<T>(string json)
         {
             return JsonConvert.DeserializeObject<T>(string.IsNullOrEmpty(json) ? "{}" : json, ParseSettings);
+        }
+
+        /// <summary>Arguments JSON (already valid against the schema) filled into `args` (built by the caller); returns it.</summary>
+        public static T Populate<T>(T args, string json)
+        {
+            object boxed = args;  // a struct is filled in its box
+            if (boxed == null) throw new ArgumentNullException("args");
+            JsonConvert.PopulateObject(string.IsNullOrEmpty(json) ? "{}" : json, boxed, ParseSettings);
+            return (T)boxed;
         }
 
         private static IEnumerable<MemberInfo> Members(Type type)

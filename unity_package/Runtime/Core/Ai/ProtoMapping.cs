@@ -8,14 +8,14 @@ namespace CoreAI.Ai
     public static class ProtoMapping
     {
         /// <summary>The proto scope (null: empty).</summary>
-        public static V1.AgentMemoryScope ToProto(AgentMemoryScope scope)
+        public static V1.AgentMemoryScopeProto ToProto(AgentMemoryScope scope)
         {
             scope = scope ?? AgentMemoryScope.Empty;
-            return new V1.AgentMemoryScope { TenantId = scope.TenantId, UserId = scope.UserId, SessionId = scope.SessionId, TopicId = scope.TopicId };
+            return new V1.AgentMemoryScopeProto { TenantId = scope.TenantId, UserId = scope.UserId, SessionId = scope.SessionId, TopicId = scope.TopicId };
         }
 
         /// <summary>The familiar scope of a proto scope (null: empty).</summary>
-        public static AgentMemoryScope FromProto(V1.AgentMemoryScope scope)
+        public static AgentMemoryScope FromProto(V1.AgentMemoryScopeProto scope)
         {
             return scope == null ? AgentMemoryScope.Empty : new AgentMemoryScope(scope.TenantId, scope.UserId, scope.SessionId, scope.TopicId);
         }
@@ -27,64 +27,64 @@ namespace CoreAI.Ai
         }
 
         /// <summary>The proto action of a default action.</summary>
-        public static V1.MemoryToolAction ToProto(MemoryToolAction action)
+        public static V1.MemoryToolActionProto ToProto(MemoryToolAction action)
         {
             switch (action)
             {
-                case MemoryToolAction.Write: return V1.MemoryToolAction.Write;
-                case MemoryToolAction.Append: return V1.MemoryToolAction.Append;
-                case MemoryToolAction.Clear: return V1.MemoryToolAction.Clear;
-                case MemoryToolAction.StrReplace: return V1.MemoryToolAction.StrReplace;
-                case MemoryToolAction.Insert: return V1.MemoryToolAction.Insert;
-                case MemoryToolAction.Delete: return V1.MemoryToolAction.Delete;
-                case MemoryToolAction.Rename: return V1.MemoryToolAction.Rename;
+                case MemoryToolAction.Write: return V1.MemoryToolActionProto.Write;
+                case MemoryToolAction.Append: return V1.MemoryToolActionProto.Append;
+                case MemoryToolAction.Clear: return V1.MemoryToolActionProto.Clear;
+                case MemoryToolAction.StrReplace: return V1.MemoryToolActionProto.StrReplace;
+                case MemoryToolAction.Insert: return V1.MemoryToolActionProto.Insert;
+                case MemoryToolAction.Delete: return V1.MemoryToolActionProto.Delete;
+                case MemoryToolAction.Rename: return V1.MemoryToolActionProto.Rename;
                 default: throw new ArgumentOutOfRangeException("action", action, "unknown MemoryToolAction");
             }
         }
 
         /// <summary>The familiar action of a proto action (UNSPECIFIED: Append).</summary>
-        public static MemoryToolAction FromProto(V1.MemoryToolAction action)
+        public static MemoryToolAction FromProto(V1.MemoryToolActionProto action)
         {
             switch (action)
             {
-                case V1.MemoryToolAction.Write: return MemoryToolAction.Write;
-                case V1.MemoryToolAction.Clear: return MemoryToolAction.Clear;
-                case V1.MemoryToolAction.StrReplace: return MemoryToolAction.StrReplace;
-                case V1.MemoryToolAction.Insert: return MemoryToolAction.Insert;
-                case V1.MemoryToolAction.Delete: return MemoryToolAction.Delete;
-                case V1.MemoryToolAction.Rename: return MemoryToolAction.Rename;
+                case V1.MemoryToolActionProto.Write: return MemoryToolAction.Write;
+                case V1.MemoryToolActionProto.Clear: return MemoryToolAction.Clear;
+                case V1.MemoryToolActionProto.StrReplace: return MemoryToolAction.StrReplace;
+                case V1.MemoryToolActionProto.Insert: return MemoryToolAction.Insert;
+                case V1.MemoryToolActionProto.Delete: return MemoryToolAction.Delete;
+                case V1.MemoryToolActionProto.Rename: return MemoryToolAction.Rename;
                 default: return MemoryToolAction.Append;
             }
         }
 
         /// <summary>The proto twin of a tool-result mode.</summary>
-        public static V1.ToolResultMemory ToProto(ToolResultMemory mode)
+        public static V1.ToolResultMemoryProto ToProto(ToolResultMemory mode)
         {
             switch (mode)
             {
-                case ToolResultMemory.None: return V1.ToolResultMemory.None;
-                case ToolResultMemory.ErrorsOnly: return V1.ToolResultMemory.ErrorsOnly;
-                case ToolResultMemory.Full: return V1.ToolResultMemory.Full;
-                default: return V1.ToolResultMemory.CompactSummary;
+                case ToolResultMemory.None: return V1.ToolResultMemoryProto.None;
+                case ToolResultMemory.ErrorsOnly: return V1.ToolResultMemoryProto.ErrorsOnly;
+                case ToolResultMemory.Full: return V1.ToolResultMemoryProto.Full;
+                default: return V1.ToolResultMemoryProto.CompactSummary;
             }
         }
 
         /// <summary>The familiar twin of a proto tool-result mode (UNSPECIFIED: CompactSummary).</summary>
-        public static ToolResultMemory FromProto(V1.ToolResultMemory mode)
+        public static ToolResultMemory FromProto(V1.ToolResultMemoryProto mode)
         {
             switch (mode)
             {
-                case V1.ToolResultMemory.None: return ToolResultMemory.None;
-                case V1.ToolResultMemory.ErrorsOnly: return ToolResultMemory.ErrorsOnly;
-                case V1.ToolResultMemory.Full: return ToolResultMemory.Full;
+                case V1.ToolResultMemoryProto.None: return ToolResultMemory.None;
+                case V1.ToolResultMemoryProto.ErrorsOnly: return ToolResultMemory.ErrorsOnly;
+                case V1.ToolResultMemoryProto.Full: return ToolResultMemory.Full;
                 default: return ToolResultMemory.CompactSummary;
             }
         }
 
         /// <summary>The whole config as a ConfigureRole patch (every field set, so the runtime holds exactly it).</summary>
-        public static V1.RoleMemoryConfig ToProto(RoleMemoryConfig c)
+        public static V1.RoleMemoryConfigProto ToProto(RoleMemoryConfig c)
         {
-            return new V1.RoleMemoryConfig
+            return new V1.RoleMemoryConfigProto
             {
                 RoleId = c.RoleId,
                 UseMemoryTool = c.UseMemoryTool,
@@ -106,7 +106,7 @@ namespace CoreAI.Ai
         }
 
         /// <summary>The familiar config of the runtime's answer (unset fields get the defaults).</summary>
-        public static RoleMemoryConfig FromProto(V1.RoleMemoryConfig p)
+        public static RoleMemoryConfig FromProto(V1.RoleMemoryConfigProto p)
         {
             var c = new RoleMemoryConfig(p.RoleId);
             if (p.UseMemoryTool.HasValue) c.UseMemoryTool = p.UseMemoryTool.Value;
@@ -128,7 +128,7 @@ namespace CoreAI.Ai
         }
 
         /// <summary>The familiar state of a proto state.</summary>
-        public static AgentMemoryState FromProto(V1.AgentMemoryState p)
+        public static AgentMemoryState FromProto(V1.AgentMemoryStateProto p)
         {
             var state = new AgentMemoryState
             {
@@ -146,9 +146,9 @@ namespace CoreAI.Ai
         }
 
         /// <summary>The proto state of a familiar state.</summary>
-        public static V1.AgentMemoryState ToProto(AgentMemoryState s)
+        public static V1.AgentMemoryStateProto ToProto(AgentMemoryState s)
         {
-            var p = new V1.AgentMemoryState
+            var p = new V1.AgentMemoryStateProto
             {
                 Memory = s.Memory ?? "",
                 LastSystemPrompt = s.LastSystemPrompt ?? "",
@@ -173,13 +173,13 @@ namespace CoreAI.Ai
         }
 
         /// <summary>The familiar chat message of a proto one.</summary>
-        public static ChatMessage FromProto(V1.ChatMessage m)
+        public static ChatMessage FromProto(V1.ChatMessageProto m)
         {
             return new ChatMessage { Role = m.Role ?? "", Content = m.Content ?? "", Timestamp = m.Timestamp, Order = m.Order };
         }
 
         /// <summary>The familiar tool result of a proto one.</summary>
-        public static MemoryToolResult FromProto(V1.MemoryToolResult r)
+        public static MemoryToolResult FromProto(V1.MemoryToolResultProto r)
         {
             return new MemoryToolResult
             {
@@ -227,8 +227,8 @@ namespace CoreAI.Ai
                 MaxOutputTokens = r.MaxOutputTokens,
                 WorldState = r.WorldState ?? "",
                 Temperature = r.Temperature,
-                TimeoutMs = r.Timeout.HasValue ? (int)Math.Min(int.MaxValue, Math.Ceiling(r.Timeout.Value.TotalMilliseconds)) : 0,
-                ClientToolTimeoutMs = r.ClientToolTimeout.HasValue ? (int)Math.Min(int.MaxValue, Math.Ceiling(r.ClientToolTimeout.Value.TotalMilliseconds)) : 0,
+                TimeoutMs = r.Timeout.HasValue ? Milliseconds(r.Timeout.Value) : 0,
+                ClientToolTimeoutMs = r.ClientToolTimeout.HasValue ? Milliseconds(r.ClientToolTimeout.Value) : 0,
                 WaitMemoryWrite = r.WaitForMemoryWrite,
             };
             if (r.AllowedToolNames != null)
@@ -236,6 +236,13 @@ namespace CoreAI.Ai
                 p.AllowedToolNames = new V1.ToolNameList { Names = new List<string>(r.AllowedToolNames) };
             }
             return p;
+        }
+
+        /// <summary>A timeout in the proto's milliseconds: rounded up, Timeout.InfiniteTimeSpan (and anything longer) as int.MaxValue.</summary>
+        public static int Milliseconds(TimeSpan timeout)
+        {
+            if (timeout == System.Threading.Timeout.InfiniteTimeSpan) return int.MaxValue;
+            return (int)Math.Max(-1, Math.Min(int.MaxValue, Math.Ceiling(timeout.TotalMilliseconds)));  // negative: refused by the runtime
         }
 
         /// <summary>The runtime's forced_tool_mode: a tool name, "required", "none", or "" (the model decides).</summary>

@@ -14,14 +14,19 @@ namespace CoreAI.Ai
     /// </summary>
     /// <remarks>
     /// The synchronous methods block on the RPC (a few hundred microseconds to a few milliseconds on
-    /// localhost); each has an Async twin for code that must not block. Which data a call touches is
-    /// decided by the scope provider and actor given here (contract §4).
+    /// localhost), at most <see cref="SynchronousCallTimeout"/> (2 s by default, then DeadlineExceededException):
+    /// called from Update, a hung runtime costs one hitch, not a frozen game. Each has an Async twin for code that
+    /// must not block. Which data a call touches is decided by the scope provider and actor given here (contract §4).
     /// </remarks>
     public sealed class RuntimeAgentMemoryStore : IAgentMemoryStore, IAgentMemoryVersionStore
     {
+        /// <summary>The SynchronousCallTimeout of stores created from now on: 2 s (a hitch at worst, never the client's 30 s).</summary>
+        public static TimeSpan DefaultSynchronousCallTimeout { get; set; } = TimeSpan.FromSeconds(2);
+
         private readonly CoreAIRuntimeClient _runtime;
         private readonly IAgentMemoryScopeProvider _scopes;
         private readonly string _actor;
+        private CallOptions _callOptions;  // null: the client's default timeout (the async twins)
 
         /// <summary>A store over a runtime; scopeProvider null is the empty scope; actor null is no named actor.</summary>
         public RuntimeAgentMemoryStore(CoreAIRuntimeClient runtime, IAgentMemoryScopeProvider scopeProvider = null, string actor = null)
@@ -29,6 +34,15 @@ namespace CoreAI.Ai
             _runtime = runtime ?? throw new ArgumentNullException("runtime");
             _scopes = scopeProvider ?? new FixedAgentMemoryScopeProvider(AgentMemoryScope.Empty);
             _actor = actor;
+        }
+
+        /// <summary>How long a synchronous method (TryLoad, Save, GetChatHistory …) may block before it throws DeadlineExceededException.</summary>
+        public TimeSpan SynchronousCallTimeout { get; set; } = DefaultSynchronousCallTimeout;
+
+        /// <summary>This store for one synchronous call: its RPCs bounded by SynchronousCallTimeout.</summary>
+        private RuntimeAgentMemoryStore Blocking()
+        {
+            return new RuntimeAgentMemoryStore(_runtime, _scopes, _actor) { _callOptions = CallOptions.WithTimeout(SynchronousCallTimeout) };
         }
 
         /// <summary>The same runtime seen through a fixed scope (and optional named actor).</summary>
@@ -42,56 +56,56 @@ namespace CoreAI.Ai
         /// <inheritdoc />
         public bool TryLoad(string roleId, out AgentMemoryState state)
         {
-            state = Wait(TryLoadAsync(roleId));
+            state = Wait(Blocking().TryLoadAsync(roleId));
             return state != null;
         }
 
         /// <inheritdoc />
         public void Save(string roleId, AgentMemoryState state)
         {
-            Wait(SaveAsync(roleId, state));
+            Wait(Blocking().SaveAsync(roleId, state));
         }
 
         /// <inheritdoc />
         public void Clear(string roleId)
         {
-            Wait(ClearAsync(roleId));
+            Wait(Blocking().ClearAsync(roleId));
         }
 
         /// <inheritdoc />
         public void AppendChatMessage(string roleId, string role, string content, bool persistToDisk = true)
         {
-            Wait(AppendChatMessageAsync(roleId, role, content, persistToDisk));
+            Wait(Blocking().AppendChatMessageAsync(roleId, role, content, persistToDisk));
         }
 
         /// <inheritdoc />
         public ChatMessage[] GetChatHistory(string roleId, int maxMessages = 0)
         {
-            return Wait(GetChatHistoryAsync(roleId, maxMessages));
+            return Wait(Blocking().GetChatHistoryAsync(roleId, maxMessages));
         }
 
         /// <inheritdoc />
         public void ClearChatHistory(string roleId)
         {
-            Wait(ClearChatHistoryAsync(roleId));
+            Wait(Blocking().ClearChatHistoryAsync(roleId));
         }
 
         /// <inheritdoc />
         public IReadOnlyList<AgentMemoryVersion> ListVersions(string roleId)
         {
-            return Wait(ListVersionsAsync(roleId));
+            return Wait(Blocking().ListVersionsAsync(roleId));
         }
 
         /// <inheritdoc />
         public MemoryToolResult RevertVersion(string roleId, int version)
         {
-            return Wait(RevertAsync(roleId, version));
+            return Wait(Blocking().RevertAsync(roleId, version));
         }
 
         /// <summary>Run one memory tool call exactly as the model would; a refused edit is a result with Success false.</summary>
         public MemoryToolResult ExecuteMemoryTool(string roleId, MemoryToolCall call)
         {
-            return Wait(ExecuteMemoryToolAsync(roleId, call));
+            return Wait(Blocking().ExecuteMemoryToolAsync(roleId, call));
         }
 
         // -- async twins ----------------------------------------------------------------------------
@@ -101,11 +115,11 @@ namespace CoreAI.Ai
         public async Task<AgentMemoryState> TryLoadAsync(string roleId, CancellationToken cancellationToken = default(CancellationToken))
         {
             V1.LoadStateResponse response = await _runtime.GuardAsync(
-                _runtime.MemoryStore.LoadStateAsync(new V1.LoadStateRequest { Target = Target(roleId) }, null, cancellationToken)).ConfigureAwait(false);
+                _runtime.MemoryStore.LoadStateAsync(new V1.LoadStateRequest { Target = Target(roleId) }, _callOptions, cancellationToken)).ConfigureAwait(false);
             switch (response.Status)
             {
                 case V1.LoadStatus.Loaded:
-                    return ProtoMapping.FromProto(response.State ?? new V1.AgentMemoryState());
+                    return ProtoMapping.FromProto(response.State ?? new V1.AgentMemoryStateProto());
                 case V1.LoadStatus.Failed:
                     throw new FailedPreconditionException("the memory document exists but cannot be read: " + response.Reason);
                 default:
@@ -121,20 +135,20 @@ namespace CoreAI.Ai
                 throw new ArgumentNullException("state");
             }
             var request = new V1.SaveStateRequest { Target = Target(roleId), State = ProtoMapping.ToProto(state) };
-            return _runtime.GuardAsync(_runtime.MemoryStore.SaveStateAsync(request, null, cancellationToken));
+            return _runtime.GuardAsync(_runtime.MemoryStore.SaveStateAsync(request, _callOptions, cancellationToken));
         }
 
         /// <summary>Store-level Clear: the document, its versions and snapshot; chat stays.</summary>
         public Task ClearAsync(string roleId, CancellationToken cancellationToken = default(CancellationToken))
         {
-            return _runtime.GuardAsync(_runtime.MemoryStore.ClearMemoryAsync(new V1.ClearMemoryRequest { Target = Target(roleId) }, null, cancellationToken));
+            return _runtime.GuardAsync(_runtime.MemoryStore.ClearMemoryAsync(new V1.ClearMemoryRequest { Target = Target(roleId) }, _callOptions, cancellationToken));
         }
 
         /// <summary>Append a chat message (persistToDisk false: the runtime process only).</summary>
         public Task AppendChatMessageAsync(string roleId, string role, string content, bool persistToDisk = true, CancellationToken cancellationToken = default(CancellationToken))
         {
             var request = new V1.AppendChatMessageRequest { Target = Target(roleId), Role = role ?? "", Content = content ?? "", Persist = persistToDisk };
-            return _runtime.GuardAsync(_runtime.MemoryStore.AppendChatMessageAsync(request, null, cancellationToken));
+            return _runtime.GuardAsync(_runtime.MemoryStore.AppendChatMessageAsync(request, _callOptions, cancellationToken));
         }
 
         /// <summary>Oldest first, the newest maxMessages (0 = all).</summary>
@@ -146,21 +160,21 @@ namespace CoreAI.Ai
             }
             var request = new V1.GetChatHistoryRequest { Target = Target(roleId), MaxMessages = maxMessages };
             V1.GetChatHistoryResponse response = await _runtime.GuardAsync(
-                _runtime.MemoryStore.GetChatHistoryAsync(request, null, cancellationToken)).ConfigureAwait(false);
+                _runtime.MemoryStore.GetChatHistoryAsync(request, _callOptions, cancellationToken)).ConfigureAwait(false);
             return response.Messages.ConvertAll(ProtoMapping.FromProto).ToArray();
         }
 
         /// <summary>Delete chat history, transcript and rolling summary; memory stays.</summary>
         public Task ClearChatHistoryAsync(string roleId, CancellationToken cancellationToken = default(CancellationToken))
         {
-            return _runtime.GuardAsync(_runtime.MemoryStore.ClearChatHistoryAsync(new V1.ClearChatHistoryRequest { Target = Target(roleId) }, null, cancellationToken));
+            return _runtime.GuardAsync(_runtime.MemoryStore.ClearChatHistoryAsync(new V1.ClearChatHistoryRequest { Target = Target(roleId) }, _callOptions, cancellationToken));
         }
 
         /// <summary>Retained versions, oldest first.</summary>
         public async Task<IReadOnlyList<AgentMemoryVersion>> ListVersionsAsync(string roleId, CancellationToken cancellationToken = default(CancellationToken))
         {
             V1.ListVersionsResponse response = await _runtime.GuardAsync(
-                _runtime.MemoryStore.ListVersionsAsync(new V1.ListVersionsRequest { Target = Target(roleId) }, null, cancellationToken)).ConfigureAwait(false);
+                _runtime.MemoryStore.ListVersionsAsync(new V1.ListVersionsRequest { Target = Target(roleId) }, _callOptions, cancellationToken)).ConfigureAwait(false);
             return response.Versions.ConvertAll(ProtoMapping.FromProto);
         }
 
@@ -169,8 +183,8 @@ namespace CoreAI.Ai
         public async Task<MemoryToolResult> RevertAsync(string roleId, int version, CancellationToken cancellationToken = default(CancellationToken))
         {
             var request = new V1.RevertMemoryRequest { Target = Target(roleId), Version = version };
-            V1.MemoryToolResult result = await _runtime.GuardAsync(
-                _runtime.MemoryStore.RevertMemoryAsync(request, null, cancellationToken)).ConfigureAwait(false);
+            V1.MemoryToolResultProto result = await _runtime.GuardAsync(
+                _runtime.MemoryStore.RevertMemoryAsync(request, _callOptions, cancellationToken)).ConfigureAwait(false);
             return ProtoMapping.FromProto(result);
         }
 
@@ -179,7 +193,7 @@ namespace CoreAI.Ai
         {
             var request = new V1.DiffVersionsRequest { Target = Target(roleId), FromVersion = fromVersion, ToVersion = toVersion };
             V1.DiffVersionsResponse response = await _runtime.GuardAsync(
-                _runtime.MemoryStore.DiffVersionsAsync(request, null, cancellationToken)).ConfigureAwait(false);
+                _runtime.MemoryStore.DiffVersionsAsync(request, _callOptions, cancellationToken)).ConfigureAwait(false);
             return response.UnifiedDiff ?? "";
         }
 
@@ -190,9 +204,9 @@ namespace CoreAI.Ai
         public async Task<MemoryToolResult> ExecuteMemoryToolAsync(string roleId, MemoryToolCall call, CancellationToken cancellationToken = default(CancellationToken))
         {
             V1.ApplyMemoryToolRequest request = ProtoMapping.ToProto(Target(roleId), call);
-            await _runtime.EnsureRoleSyncedAsync(roleId, cancellationToken).ConfigureAwait(false);
-            V1.MemoryToolResult result = await _runtime.GuardAsync(
-                _runtime.MemoryStore.ApplyMemoryToolAsync(request, null, cancellationToken)).ConfigureAwait(false);
+            await _runtime.EnsureRoleSyncedAsync(roleId, _callOptions, cancellationToken).ConfigureAwait(false);
+            V1.MemoryToolResultProto result = await _runtime.GuardAsync(
+                _runtime.MemoryStore.ApplyMemoryToolAsync(request, _callOptions, cancellationToken)).ConfigureAwait(false);
             return ProtoMapping.FromProto(result);
         }
 
@@ -200,9 +214,9 @@ namespace CoreAI.Ai
         public async Task<MemoryToolResult> ExecuteMemoryToolJsonAsync(string roleId, string argumentsJson, CancellationToken cancellationToken = default(CancellationToken))
         {
             var request = new V1.ApplyMemoryToolRequest { Target = Target(roleId), ArgumentsJson = argumentsJson ?? "" };
-            await _runtime.EnsureRoleSyncedAsync(roleId, cancellationToken).ConfigureAwait(false);
-            V1.MemoryToolResult result = await _runtime.GuardAsync(
-                _runtime.MemoryStore.ApplyMemoryToolAsync(request, null, cancellationToken)).ConfigureAwait(false);
+            await _runtime.EnsureRoleSyncedAsync(roleId, _callOptions, cancellationToken).ConfigureAwait(false);
+            V1.MemoryToolResultProto result = await _runtime.GuardAsync(
+                _runtime.MemoryStore.ApplyMemoryToolAsync(request, _callOptions, cancellationToken)).ConfigureAwait(false);
             return ProtoMapping.FromProto(result);
         }
 
@@ -214,7 +228,7 @@ namespace CoreAI.Ai
             if (roleIds != null) request.RoleIds.AddRange(roleIds);
             if (actors != null) request.Actors.AddRange(actors);
             V1.ExportSnapshotResponse response = await _runtime.GuardAsync(
-                _runtime.MemoryStore.ExportSnapshotAsync(request, null, cancellationToken)).ConfigureAwait(false);
+                _runtime.MemoryStore.ExportSnapshotAsync(request, _callOptions, cancellationToken)).ConfigureAwait(false);
             return new AgentMemorySnapshot(response.Snapshot ?? new V1.ScopeSnapshot());
         }
 
@@ -231,7 +245,7 @@ namespace CoreAI.Ai
                 request.TargetScope = ProtoMapping.ToProto(targetScope);
             }
             V1.ImportSnapshotResponse response = await _runtime.GuardAsync(
-                _runtime.MemoryStore.ImportSnapshotAsync(request, null, cancellationToken)).ConfigureAwait(false);
+                _runtime.MemoryStore.ImportSnapshotAsync(request, _callOptions, cancellationToken)).ConfigureAwait(false);
             return response.RolesImported;
         }
 

@@ -24,7 +24,7 @@ namespace CoreAI.V1
 
     /// <summary>proto enum coreai.v1.MemoryToolAction; JSON carries the value names.</summary>
     [Preserve]
-    public enum MemoryToolAction
+    public enum MemoryToolActionProto
     {
         [EnumMember(Value = "MEMORY_TOOL_ACTION_UNSPECIFIED")] Unspecified = 0,
         [EnumMember(Value = "MEMORY_TOOL_ACTION_WRITE")] Write = 1,
@@ -38,7 +38,7 @@ namespace CoreAI.V1
 
     /// <summary>proto enum coreai.v1.ToolResultMemory; JSON carries the value names.</summary>
     [Preserve]
-    public enum ToolResultMemory
+    public enum ToolResultMemoryProto
     {
         [EnumMember(Value = "TOOL_RESULT_MEMORY_UNSPECIFIED")] Unspecified = 0,
         [EnumMember(Value = "TOOL_RESULT_MEMORY_NONE")] None = 1,
@@ -49,7 +49,7 @@ namespace CoreAI.V1
 
     /// <summary>proto message coreai.v1.AgentMemoryScope.</summary>
     [Preserve]
-    public sealed partial class AgentMemoryScope
+    public sealed partial class AgentMemoryScopeProto
     {
         [Preserve]
         [JsonProperty("tenantId", NullValueHandling = NullValueHandling.Ignore)]
@@ -78,7 +78,7 @@ namespace CoreAI.V1
 
         [Preserve]
         [JsonProperty("scope", NullValueHandling = NullValueHandling.Ignore)]
-        public AgentMemoryScope Scope { get; set; }
+        public AgentMemoryScopeProto Scope { get; set; }
 
         [Preserve]
         [JsonProperty("actor", NullValueHandling = NullValueHandling.Ignore)]
@@ -113,7 +113,7 @@ namespace CoreAI.V1
 
     /// <summary>proto message coreai.v1.AgentMemoryState.</summary>
     [Preserve]
-    public sealed partial class AgentMemoryState
+    public sealed partial class AgentMemoryStateProto
     {
         [Preserve]
         [JsonProperty("memory", NullValueHandling = NullValueHandling.Ignore)]
@@ -142,7 +142,7 @@ namespace CoreAI.V1
 
     /// <summary>proto message coreai.v1.ChatMessage.</summary>
     [Preserve]
-    public sealed partial class ChatMessage
+    public sealed partial class ChatMessageProto
     {
         [Preserve]
         [JsonProperty("role", NullValueHandling = NullValueHandling.Ignore)]
@@ -201,7 +201,7 @@ namespace CoreAI.V1
 
     /// <summary>proto message coreai.v1.RoleMemoryConfig.</summary>
     [Preserve]
-    public sealed partial class RoleMemoryConfig
+    public sealed partial class RoleMemoryConfigProto
     {
         [Preserve]
         [JsonProperty("roleId", NullValueHandling = NullValueHandling.Ignore)]
@@ -214,7 +214,7 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("defaultAction", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoEnumConverter))]
-        public MemoryToolAction DefaultAction { get; set; }
+        public MemoryToolActionProto DefaultAction { get; set; }
 
         [Preserve]
         [JsonProperty("withChatHistory", NullValueHandling = NullValueHandling.Ignore)]
@@ -243,7 +243,7 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("toolResultMemory", NullValueHandling = NullValueHandling.Ignore)]
         [JsonConverter(typeof(ProtoEnumConverter))]
-        public ToolResultMemory ToolResultMemory { get; set; }
+        public ToolResultMemoryProto ToolResultMemory { get; set; }
 
         [Preserve]
         [JsonProperty("temperature", NullValueHandling = NullValueHandling.Ignore)]

@@ -42,7 +42,7 @@ namespace CoreAI.V1
 
         [Preserve]
         [JsonProperty("state", NullValueHandling = NullValueHandling.Ignore)]
-        public AgentMemoryState State { get; set; }
+        public AgentMemoryStateProto State { get; set; }
 
         [Preserve]
         [JsonProperty("reason", NullValueHandling = NullValueHandling.Ignore)]
@@ -92,7 +92,7 @@ namespace CoreAI.V1
 
     /// <summary>proto message coreai.v1.MemoryToolResult.</summary>
     [Preserve]
-    public sealed partial class MemoryToolResult
+    public sealed partial class MemoryToolResultProto
     {
         [Preserve]
         [JsonProperty("success", NullValueHandling = NullValueHandling.Ignore)]
@@ -133,7 +133,7 @@ namespace CoreAI.V1
 
         [Preserve]
         [JsonProperty("state", NullValueHandling = NullValueHandling.Ignore)]
-        public AgentMemoryState State { get; set; }
+        public AgentMemoryStateProto State { get; set; }
     }
 
     /// <summary>proto message coreai.v1.SaveStateResponse.</summary>
@@ -239,6 +239,9 @@ namespace CoreAI.V1
     [Preserve]
     public sealed partial class AppendChatMessageResponse
     {
+        [Preserve]
+        [JsonProperty("integrity", NullValueHandling = NullValueHandling.Ignore)]
+        public HistoryIntegrity Integrity { get; set; }
     }
 
     /// <summary>proto message coreai.v1.GetChatHistoryRequest.</summary>
@@ -260,7 +263,11 @@ namespace CoreAI.V1
     {
         [Preserve]
         [JsonProperty("messages", NullValueHandling = NullValueHandling.Ignore)]
-        public List<ChatMessage> Messages { get; set; } = new List<ChatMessage>();
+        public List<ChatMessageProto> Messages { get; set; } = new List<ChatMessageProto>();
+
+        [Preserve]
+        [JsonProperty("integrity", NullValueHandling = NullValueHandling.Ignore)]
+        public HistoryIntegrity Integrity { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ClearChatHistoryRequest.</summary>
@@ -298,6 +305,23 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("entries", NullValueHandling = NullValueHandling.Ignore)]
         public List<TranscriptEntry> Entries { get; set; } = new List<TranscriptEntry>();
+
+        [Preserve]
+        [JsonProperty("integrity", NullValueHandling = NullValueHandling.Ignore)]
+        public HistoryIntegrity Integrity { get; set; }
+    }
+
+    /// <summary>proto message coreai.v1.HistoryIntegrity.</summary>
+    [Preserve]
+    public sealed partial class HistoryIntegrity
+    {
+        [Preserve]
+        [JsonProperty("unreadableLines", NullValueHandling = NullValueHandling.Ignore)]
+        public int UnreadableLines { get; set; }
+
+        [Preserve]
+        [JsonProperty("quarantineFile", NullValueHandling = NullValueHandling.Ignore)]
+        public string QuarantineFile { get; set; } = "";
     }
 
     /// <summary>proto message coreai.v1.LoadSummaryRequest.</summary>
@@ -370,7 +394,7 @@ namespace CoreAI.V1
 
         [Preserve]
         [JsonProperty("state", NullValueHandling = NullValueHandling.Ignore)]
-        public AgentMemoryState State { get; set; }
+        public AgentMemoryStateProto State { get; set; }
 
         [Preserve]
         [JsonProperty("history", NullValueHandling = NullValueHandling.Ignore)]
@@ -391,7 +415,7 @@ namespace CoreAI.V1
 
         [Preserve]
         [JsonProperty("scope", NullValueHandling = NullValueHandling.Ignore)]
-        public AgentMemoryScope Scope { get; set; }
+        public AgentMemoryScopeProto Scope { get; set; }
 
         [Preserve]
         [JsonProperty("roles", NullValueHandling = NullValueHandling.Ignore)]
@@ -409,7 +433,7 @@ namespace CoreAI.V1
     {
         [Preserve]
         [JsonProperty("scope", NullValueHandling = NullValueHandling.Ignore)]
-        public AgentMemoryScope Scope { get; set; }
+        public AgentMemoryScopeProto Scope { get; set; }
 
         [Preserve]
         [JsonProperty("roleIds", NullValueHandling = NullValueHandling.Ignore)]
@@ -439,7 +463,7 @@ namespace CoreAI.V1
 
         [Preserve]
         [JsonProperty("targetScope", NullValueHandling = NullValueHandling.Ignore)]
-        public AgentMemoryScope TargetScope { get; set; }
+        public AgentMemoryScopeProto TargetScope { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ImportSnapshotResponse.</summary>
@@ -470,9 +494,9 @@ namespace CoreAI.V1
         }
 
         /// <summary>ApplyMemoryTool: unary call.</summary>
-        public Task<MemoryToolResult> ApplyMemoryToolAsync(ApplyMemoryToolRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
+        public Task<MemoryToolResultProto> ApplyMemoryToolAsync(ApplyMemoryToolRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
         {
-            return _transport.UnaryAsync<ApplyMemoryToolRequest, MemoryToolResult>(ServiceName, "ApplyMemoryTool", request, options, cancellationToken);
+            return _transport.UnaryAsync<ApplyMemoryToolRequest, MemoryToolResultProto>(ServiceName, "ApplyMemoryTool", request, options, cancellationToken);
         }
 
         /// <summary>SaveState: unary call.</summary>
@@ -494,9 +518,9 @@ namespace CoreAI.V1
         }
 
         /// <summary>RevertMemory: unary call.</summary>
-        public Task<MemoryToolResult> RevertMemoryAsync(RevertMemoryRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
+        public Task<MemoryToolResultProto> RevertMemoryAsync(RevertMemoryRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
         {
-            return _transport.UnaryAsync<RevertMemoryRequest, MemoryToolResult>(ServiceName, "RevertMemory", request, options, cancellationToken);
+            return _transport.UnaryAsync<RevertMemoryRequest, MemoryToolResultProto>(ServiceName, "RevertMemory", request, options, cancellationToken);
         }
 
         /// <summary>DiffVersions: unary call.</summary>

@@ -33,6 +33,18 @@ namespace CoreAI.V1
         [EnumMember(Value = "TURN_STATUS_TOOL_LOOP_ENDED")] ToolLoopEnded = 5,
     }
 
+    /// <summary>proto message coreai.v1.ShutdownRequest.</summary>
+    [Preserve]
+    public sealed partial class ShutdownRequest
+    {
+    }
+
+    /// <summary>proto message coreai.v1.ShutdownResponse.</summary>
+    [Preserve]
+    public sealed partial class ShutdownResponse
+    {
+    }
+
     /// <summary>proto message coreai.v1.ToolNameList.</summary>
     [Preserve]
     public sealed partial class ToolNameList
@@ -500,7 +512,7 @@ namespace CoreAI.V1
     {
         [Preserve]
         [JsonProperty("config", NullValueHandling = NullValueHandling.Ignore)]
-        public RoleMemoryConfig Config { get; set; }
+        public RoleMemoryConfigProto Config { get; set; }
     }
 
     /// <summary>proto message coreai.v1.GetRoleConfigRequest.</summary>
@@ -524,7 +536,7 @@ namespace CoreAI.V1
     {
         [Preserve]
         [JsonProperty("roles", NullValueHandling = NullValueHandling.Ignore)]
-        public List<RoleMemoryConfig> Roles { get; set; } = new List<RoleMemoryConfig>();
+        public List<RoleMemoryConfigProto> Roles { get; set; } = new List<RoleMemoryConfigProto>();
     }
 
     /// <summary>proto message coreai.v1.HealthRequest.</summary>
@@ -621,15 +633,15 @@ namespace CoreAI.V1
         }
 
         /// <summary>ConfigureRole: unary call.</summary>
-        public Task<RoleMemoryConfig> ConfigureRoleAsync(ConfigureRoleRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
+        public Task<RoleMemoryConfigProto> ConfigureRoleAsync(ConfigureRoleRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
         {
-            return _transport.UnaryAsync<ConfigureRoleRequest, RoleMemoryConfig>(ServiceName, "ConfigureRole", request, options, cancellationToken);
+            return _transport.UnaryAsync<ConfigureRoleRequest, RoleMemoryConfigProto>(ServiceName, "ConfigureRole", request, options, cancellationToken);
         }
 
         /// <summary>GetRoleConfig: unary call.</summary>
-        public Task<RoleMemoryConfig> GetRoleConfigAsync(GetRoleConfigRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
+        public Task<RoleMemoryConfigProto> GetRoleConfigAsync(GetRoleConfigRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
         {
-            return _transport.UnaryAsync<GetRoleConfigRequest, RoleMemoryConfig>(ServiceName, "GetRoleConfig", request, options, cancellationToken);
+            return _transport.UnaryAsync<GetRoleConfigRequest, RoleMemoryConfigProto>(ServiceName, "GetRoleConfig", request, options, cancellationToken);
         }
 
         /// <summary>ListRoles: unary call.</summary>
@@ -654,6 +666,12 @@ namespace CoreAI.V1
         public Task<WaitMemoryWritesResponse> WaitMemoryWritesAsync(WaitMemoryWritesRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
         {
             return _transport.UnaryAsync<WaitMemoryWritesRequest, WaitMemoryWritesResponse>(ServiceName, "WaitMemoryWrites", request, options, cancellationToken);
+        }
+
+        /// <summary>Shutdown: unary call.</summary>
+        public Task<ShutdownResponse> ShutdownAsync(ShutdownRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return _transport.UnaryAsync<ShutdownRequest, ShutdownResponse>(ServiceName, "Shutdown", request, options, cancellationToken);
         }
     }
 }

@@ -187,13 +187,39 @@ namespace CoreAI.Launcher
             int count = 0;
             foreach (string file in Directory.GetFiles(source))
             {
-                // File.Copy keeps the Unix mode bits (Mono and .NET both): the executable stays executable.
-                File.Copy(file, Path.Combine(target, Path.GetFileName(file)), true);
+                string copy = Path.Combine(target, Path.GetFileName(file));
+                if (CopyLink(file, copy))
+                {
+                    count++;
+                    continue;
+                }
+                // File.Copy keeps the Unix mode bits (Mono and .NET both); the launcher restores a lost executable bit anyway.
+                File.Copy(file, copy, true);
                 count++;
             }
             foreach (string folder in Directory.GetDirectories(source))
-                count += CopyFolder(folder, Path.Combine(target, Path.GetFileName(folder)));
+            {
+                string copy = Path.Combine(target, Path.GetFileName(folder));
+                if (CopyLink(folder, copy)) count++;
+                else count += CopyFolder(folder, copy);
+            }
             return count;
+        }
+
+        /// <summary>
+        /// A symbolic link is copied as the same link (relative stays relative), never as what it points at: a macOS
+        /// framework whose Versions/Current and top-level links became copies no longer passes codesign, and a
+        /// followed link duplicates libraries. False when `source` is no link (or links cannot be made here: Windows).
+        /// </summary>
+        private static bool CopyLink(string source, string copy)
+        {
+            if (Platform.IsWindows || (File.GetAttributes(source) & FileAttributes.ReparsePoint) == 0) return false;
+            string target = Posix.ReadLink(source);
+            if (target == null) return false;
+            if (File.Exists(copy)) File.Delete(copy);
+            if (Posix.Symlink(target, copy) != 0)
+                throw new IOException("cannot copy the symbolic link " + Path.GetFileName(source) + " (errno " + Posix.LastError + ")");
+            return true;
         }
     }
 }

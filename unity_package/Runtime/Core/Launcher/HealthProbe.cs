@@ -30,6 +30,7 @@ namespace CoreAI.Launcher
         private const string HealthPath = "/healthz";
         private const string LivenessPath = "/livez";
         private const string AuthenticatedProbePath = "/coreai.v1.Orchestrator/ListRoles";
+        private const string ShutdownPath = "/coreai.v1.Orchestrator/Shutdown";
 
         /// <summary>The health answer, or null when nothing healthy answers.</summary>
         public static RuntimeHealth Check(string baseUrl, TimeSpan timeout, CancellationToken cancel)
@@ -93,6 +94,21 @@ namespace CoreAI.Launcher
             return status >= 200 && status <= 299;
         }
 
+        /// <summary>Asks the runtime at `baseUrl` to stop gracefully (the Shutdown call with `token`); true when it accepted.</summary>
+        public static bool RequestShutdown(string baseUrl, string token, TimeSpan timeout)
+        {
+            try
+            {
+                string body;
+                int status = Send(baseUrl + ShutdownPath, "POST", "{}", "Bearer " + token, timeout, CancellationToken.None, null, out body);
+                return status >= 200 && status <= 299;
+            }
+            catch (Exception e) when (IsTransient(e, CancellationToken.None))
+            {
+                return false;
+            }
+        }
+
         /// <summary>The HTTP status of an authenticated call with `token` (401: refused), or 0 when nothing answers.</summary>
         public static int TokenStatus(string baseUrl, string token, TimeSpan timeout, CancellationToken cancel, X509Certificate2 trust)
         {
@@ -113,7 +129,7 @@ namespace CoreAI.Launcher
         {
             var request = (HttpWebRequest)WebRequest.Create(url);
             request.Method = method;
-            request.Proxy = null;  // loopback calls never go through a proxy
+            CoreAI.Runtime.HttpRequests.Tune(request);  // loopback without a proxy; a remote runtime through the system's
             request.AllowAutoRedirect = false;
             CoreAI.Runtime.TlsTrust.Apply(request, trust);
             int ms = (int)Math.Max(1, Math.Min(int.MaxValue, timeout.TotalMilliseconds));

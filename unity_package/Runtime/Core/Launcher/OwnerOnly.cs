@@ -2,7 +2,6 @@ using System;
 using System.ComponentModel;
 using System.Diagnostics;
 using System.IO;
-using System.Runtime.InteropServices;
 
 namespace CoreAI.Launcher
 {
@@ -19,41 +18,10 @@ namespace CoreAI.Launcher
                 RestrictWindows(path);
                 return;
             }
-            int result = ChmodAnyLibc(path, OwnerReadWrite);
-            if (result != 0)
+            if (Posix.Chmod(path, OwnerReadWrite) != 0)
             {
-                throw new IOException("cannot make " + Path.GetFileName(path) + " private (chmod 600 failed, errno " + Marshal.GetLastWin32Error() + ")");
+                throw new IOException("cannot make " + Path.GetFileName(path) + " private (chmod 600 failed, errno " + Posix.LastError + ")");
             }
-        }
-
-        // System.IO has no chmod before .NET 7, and neither API level has Mono.Posix: the C library's own.
-        [DllImport("libc", EntryPoint = "chmod", SetLastError = true)]
-        private static extern int Chmod(string path, int mode);
-
-        [DllImport("libc.so.6", EntryPoint = "chmod", SetLastError = true)]
-        private static extern int ChmodGlibc(string path, int mode);
-
-        [DllImport("/usr/lib/libSystem.dylib", EntryPoint = "chmod", SetLastError = true)]
-        private static extern int ChmodMac(string path, int mode);
-
-        // "libc" resolves under Mono (its dllmap); IL2CPP players need the real file name, which differs per OS.
-        private static int ChmodAnyLibc(string path, int mode)
-        {
-            try
-            {
-                return Chmod(path, mode);
-            }
-            catch (Exception e) when (e is DllNotFoundException || e is EntryPointNotFoundException)
-            {
-            }
-            try
-            {
-                return ChmodGlibc(path, mode);
-            }
-            catch (Exception e) when (e is DllNotFoundException || e is EntryPointNotFoundException)
-            {
-            }
-            return ChmodMac(path, mode);
         }
 
         private static void RestrictWindows(string path)

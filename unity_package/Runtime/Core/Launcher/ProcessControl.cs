@@ -4,7 +4,6 @@ using System.Diagnostics;
 using System.IO;
 using System.Net;
 using System.Net.Sockets;
-using System.Runtime.InteropServices;
 using System.Threading;
 
 namespace CoreAI.Launcher
@@ -14,22 +13,20 @@ namespace CoreAI.Launcher
     {
         private const int SigTerm = 15;
 
-        [DllImport("libc", EntryPoint = "kill", SetLastError = true)]
-        private static extern int SysKill(int pid, int sig);
-
         /// <summary>
-        /// Starts `exe args` with its output appended to `logPath`. On Unix a shell `exec`s the runtime
-        /// with its output redirected to the file, so the runtime never writes into a pipe that a
-        /// reloaded script domain stopped reading, and the pid is the runtime's own.
+        /// How the runtime is started: `exe args`, nothing redirected through a pipe (the runtime writes its output to
+        /// `--log-file` itself, so a pipe that a reloaded script domain stops reading can never silence or block it).
+        /// On Unix (`windows` false) a shell `exec`s the runtime with its output appended to the log as well, so even
+        /// what fails before the runtime opens its log (a missing library, a bad interpreter) lands there, and the pid
+        /// is still the runtime's own.
         /// </summary>
-        public static Process Spawn(string exe, IList<string> args, IDictionary<string, string> env, string workDir, string logPath)
+        public static ProcessStartInfo StartInfo(string exe, IList<string> args, IDictionary<string, string> env, string workDir,
+            string logPath, bool windows)
         {
             ProcessStartInfo info;
-            if (Platform.IsWindows)
+            if (windows)
             {
                 info = new ProcessStartInfo(exe, CommandLine.Join(args));
-                info.RedirectStandardOutput = true;
-                info.RedirectStandardError = true;
             }
             else
             {
@@ -45,30 +42,19 @@ namespace CoreAI.Launcher
             info.UseShellExecute = false;
             info.CreateNoWindow = true;
             info.RedirectStandardInput = false;
+            info.RedirectStandardOutput = false;
+            info.RedirectStandardError = false;
             info.WorkingDirectory = workDir;
             foreach (KeyValuePair<string, string> pair in env) info.EnvironmentVariables[pair.Key] = pair.Value;
-            Process process = Process.Start(info);
-            ProcessLifeline.TieToThisProcess(process); // Windows: dies with the game even if the game is killed
-            if (Platform.IsWindows) PumpToFile(process, logPath);
-            return process;
+            return info;
         }
 
-        private static void PumpToFile(Process process, string logPath)
+        /// <summary>Starts the runtime (see <see cref="StartInfo"/>) and ties it to this process.</summary>
+        public static Process Spawn(string exe, IList<string> args, IDictionary<string, string> env, string workDir, string logPath)
         {
-            StreamWriter writer = new StreamWriter(new FileStream(logPath, FileMode.Append, FileAccess.Write, FileShare.ReadWrite | FileShare.Delete));
-            writer.AutoFlush = true;
-            DataReceivedEventHandler write = (sender, e) =>
-            {
-                if (e.Data == null) return;
-                lock (writer)
-                {
-                    try { writer.WriteLine(e.Data); } catch (IOException) { } catch (ObjectDisposedException) { }
-                }
-            };
-            process.OutputDataReceived += write;
-            process.ErrorDataReceived += write;
-            process.BeginOutputReadLine();
-            process.BeginErrorReadLine();
+            Process process = Process.Start(StartInfo(exe, args, env, workDir, logPath, Platform.IsWindows));
+            ProcessLifeline.TieToThisProcess(process); // Windows: dies with the game even if the game is killed
+            return process;
         }
 
         /// <summary>True while a process with this id runs (a zombie counts as gone).</summary>
@@ -113,12 +99,21 @@ namespace CoreAI.Launcher
             }
         }
 
-        /// <summary>Asks the process to stop (SIGTERM; on Windows there is only kill), then kills it after `timeout`.</summary>
-        public static void Stop(int pid, Process owned, TimeSpan timeout)
+        /// <summary>
+        /// Stops the runtime gracefully, then kills it after `timeout`: first the authenticated Shutdown call (every OS;
+        /// the only graceful way on Windows, which has no SIGTERM), else SIGTERM on Unix; a runtime that does not exit
+        /// in time is killed. `baseUrl` and `token` null: no call (a process that is not a runtime of ours).
+        /// </summary>
+        public static void Stop(int pid, Process owned, TimeSpan timeout, string baseUrl, string token)
         {
             if (!IsAlive(pid)) return;
-            if (!Platform.IsWindows) Terminate(pid);
-            else Kill(pid, owned);
+            bool asked = !string.IsNullOrEmpty(baseUrl) && !string.IsNullOrEmpty(token)
+                && HealthProbe.RequestShutdown(baseUrl, token, ShutdownCallTimeout(timeout));
+            if (!asked)
+            {
+                if (Platform.IsWindows) Kill(pid, owned);
+                else Terminate(pid);
+            }
             DateTime deadline = DateTime.UtcNow + timeout;
             while (DateTime.UtcNow < deadline)
             {
@@ -130,19 +125,15 @@ namespace CoreAI.Launcher
             while (IsAlive(pid) && DateTime.UtcNow < killDeadline) Thread.Sleep(50);
         }
 
+        private static TimeSpan ShutdownCallTimeout(TimeSpan stopTimeout)
+        {
+            TimeSpan two = TimeSpan.FromSeconds(2);
+            return stopTimeout < two ? stopTimeout : two;
+        }
+
         private static void Terminate(int pid)
         {
-            try
-            {
-                SysKill(pid, SigTerm);
-                return;
-            }
-            catch (DllNotFoundException)
-            {
-            }
-            catch (EntryPointNotFoundException)
-            {
-            }
+            if (Posix.Kill(pid, SigTerm) == 0) return;
             try
             {
                 using (Process kill = Process.Start(new ProcessStartInfo("kill", "-TERM " + pid) { UseShellExecute = false, CreateNoWindow = true }))

@@ -50,6 +50,7 @@ namespace CoreAI.Launcher
             }
         }
 
+#if !UNITY_5_3_OR_NEWER || UNITY_EDITOR_WIN || UNITY_STANDALONE_WIN
         private static bool TieOnWindows(IntPtr processHandle)
         {
             IntPtr job = CreateJobObject(IntPtr.Zero, null);
@@ -124,5 +125,12 @@ namespace CoreAI.Launcher
 
         [DllImport("kernel32.dll", SetLastError = true)]
         private static extern bool CloseHandle(IntPtr handle);
+#else
+        // Not a Windows editor or player: no kernel32 P/Invoke for IL2CPP to bind (WebGL, consoles, mobile).
+        private static bool TieOnWindows(IntPtr processHandle)
+        {
+            return false;
+        }
+#endif
     }
 }

@@ -101,7 +101,13 @@ namespace CoreAI.Launcher
         /// <summary>A client of the remote runtime (the caller disposes it); policy null uses AgentMemoryPolicy.Default.</summary>
         public CoreAIRuntimeClient CreateClient(CoreAI.Ai.AgentMemoryPolicy policy = null)
         {
-            var clientOptions = new ConnectClientOptions { BaseUrl = BaseUrl, Token = options.Token, TrustedCertificate = trusted };
+            return CreateClient(policy, null);
+        }
+
+        /// <summary>CreateClient for a game: `host` (the Unity layer's) gives it the main thread and the play session's lifetime.</summary>
+        public CoreAIRuntimeClient CreateClient(CoreAI.Ai.AgentMemoryPolicy policy, GameHost host)
+        {
+            var clientOptions = new ConnectClientOptions { BaseUrl = BaseUrl, Token = options.Token, TrustedCertificate = trusted, GameHost = host };
             return new CoreAIRuntimeClient(clientOptions, policy);
         }
     }

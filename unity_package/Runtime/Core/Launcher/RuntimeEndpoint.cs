@@ -5,9 +5,16 @@ namespace CoreAI.Launcher
     {
         /// <summary>Creates an endpoint.</summary>
         public RuntimeEndpoint(string host, int connectPort, int modelPort, string token, int processId)
+            : this(host, connectPort, 0, modelPort, token, processId)
+        {
+        }
+
+        /// <summary>Creates an endpoint with its gRPC port.</summary>
+        public RuntimeEndpoint(string host, int connectPort, int grpcPort, int modelPort, string token, int processId)
         {
             Host = host;
             ConnectPort = connectPort;
+            GrpcPort = grpcPort;
             ModelPort = modelPort;
             Token = token;
             ProcessId = processId;
@@ -36,6 +43,9 @@ namespace CoreAI.Launcher
 
         /// <summary>Port of the Connect API.</summary>
         public int ConnectPort { get; private set; }
+
+        /// <summary>Port of the gRPC API (0 when unknown: a remote runtime).</summary>
+        public int GrpcPort { get; private set; }
 
         /// <summary>Port of the hosted model's server.</summary>
         public int ModelPort { get; private set; }

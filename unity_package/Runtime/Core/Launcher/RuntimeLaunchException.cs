@@ -31,6 +31,15 @@ namespace CoreAI.Launcher
 
         /// <summary>The remote runtime refused the configured token.</summary>
         TokenRefused,
+
+        /// <summary>The launcher let go while the runtime was starting (Detach): it keeps starting, the next launcher reuses it.</summary>
+        Detached,
+
+        /// <summary>The runtime could not be recorded in launcher.json; it was stopped, so it holds no ports.</summary>
+        StateFileFailed,
+
+        /// <summary>A setting cannot be used as it is (the message names it), e.g. an API key source that holds no key.</summary>
+        SettingsInvalid,
     }
 
     /// <summary>A runtime could not be started; the message says why and what to do.</summary>

@@ -94,13 +94,31 @@ namespace CoreAI.Launcher
         public TimeSpan StopTimeout { get; set; } = TimeSpan.FromSeconds(10);
 
         /// <summary>
-        /// The process the runtime lives and dies with (`serve --parent-pid`): this process, the game or the
-        /// editor. The runtime stops itself and its model within about a second after it dies, however it died.
+        /// The process the runtime lives and dies with (`serve --parent-pid`): this process (the game or the editor)
+        /// unless set. The runtime stops itself and its model within about a second after it dies, however it died.
+        /// Not part of the settings digest: a second editor of the same project reuses the runtime instead of
+        /// replacing it.
         /// </summary>
         public int ParentProcessId
         {
-            get { return ProcessLifeline.CurrentProcessId; }
+            get { return parentProcessId > 0 ? parentProcessId : ProcessLifeline.CurrentProcessId; }
+            set { parentProcessId = value; }
         }
+
+        private int parentProcessId;
+
+        /// <summary>
+        /// When a configured port is taken by another program (another game, a second editor's runtime of another
+        /// project): start on ports chosen for this project instead (stable per project id and instance, 20000-31999),
+        /// reported by a PortsChosen event. False: fail with PortInUse.
+        /// </summary>
+        public bool ChoosePortsWhenTaken { get; set; } = true;
+
+        /// <summary>
+        /// The API key of the external server at LlmUrl, for this launch only: passed to the runtime in its environment
+        /// (`COREAI_LLM_API_KEY`), never on the command line, in the state file, the settings digest or a log line.
+        /// </summary>
+        public string LlmApiKey { get; set; }
 
         /// <summary>Options for a Python environment: `python -m pyruntime.cli serve`.</summary>
         public static RuntimeLaunchOptions ForPython(string pythonPath, string dataDir)
@@ -179,6 +197,32 @@ namespace CoreAI.Launcher
             return new[] { ConnectPort, GrpcPort, ModelPort };
         }
 
+        /// <summary>`&lt;DataDir&gt;/CoreAI/runtime[/&lt;Instance&gt;]`: the launcher's state file and the runtime's log.</summary>
+        public string RuntimeFolder
+        {
+            get
+            {
+                string folder = RuntimeLauncher.RuntimeFolderOf(DataDir);
+                return string.IsNullOrEmpty(Instance) ? folder : Path.Combine(folder, Instance);
+            }
+        }
+
+        /// <summary>The runtime's log (`serve --log-file`): its output, whatever the OS; the previous run's is `runtime.log.1`.</summary>
+        public string LogFilePath
+        {
+            get { return Path.Combine(RuntimeFolder, "runtime.log"); }
+        }
+
+        /// <summary>A copy of these options listening on other ports.</summary>
+        public RuntimeLaunchOptions WithPorts(int connectPort, int grpcPort, int modelPort)
+        {
+            RuntimeLaunchOptions copy = (RuntimeLaunchOptions)MemberwiseClone();
+            copy.ConnectPort = connectPort;
+            copy.GrpcPort = grpcPort;
+            copy.ModelPort = modelPort;
+            return copy;
+        }
+
         /// <summary>A `serve --config` JSON file (the one a build step writes next to the bundled runtime); null: none. Flags given here win over it.</summary>
         public string ConfigPath { get; set; }
 
@@ -217,17 +261,37 @@ namespace CoreAI.Launcher
                 args.Add("--config");
                 args.Add(ConfigPath);
             }
-            args.Add("--parent-pid"); // always: a runtime must never outlive its game
+            args.Add("--log-file"); // the runtime writes its own log: no pipe for a reloaded script domain to stop reading
+            args.Add(LogFilePath);
+            args.Add(ParentProcessFlag); // always: a runtime must never outlive its game
             args.Add(ParentProcessId.ToString(System.Globalization.CultureInfo.InvariantCulture));
             if (ExtraServeArguments != null) args.AddRange(ExtraServeArguments);
             return args;
         }
 
-        /// <summary>A digest of what is started (never the token): a recorded runtime is reused only when it matches.</summary>
+        private const string ParentProcessFlag = "--parent-pid";
+
+        // Flags whose values say where and for whom a runtime runs, not what it runs: left out of the digest.
+        private static readonly string[] Placement = { ParentProcessFlag, "--port", "--connect-port", "--grpc-port" };
+
+        /// <summary>
+        /// A digest of what is started (never the token, nor the parent process or the ports): a recorded runtime is
+        /// reused only when it matches, so a second editor process of the project (Multiplayer Play Mode, a clone)
+        /// shares the runtime, and one started on ports chosen because the configured ones were taken is found again.
+        /// </summary>
         public string Fingerprint()
         {
             StringBuilder text = new StringBuilder(RuntimePath);
-            foreach (string arg in BuildArguments()) text.Append('\n').Append(arg);
+            IList<string> args = BuildArguments();
+            for (int i = 0; i < args.Count; i++)
+            {
+                if (Array.IndexOf(Placement, args[i]) >= 0)
+                {
+                    i++;  // and its value
+                    continue;
+                }
+                text.Append('\n').Append(args[i]);
+            }
             return Digest.Sha256Hex(text.ToString());
         }
     }

@@ -21,13 +21,20 @@ namespace CoreAI.Launcher
         private const int LogTailLines = 30;
         private static readonly TimeSpan PollInterval = TimeSpan.FromMilliseconds(100);
 
+        /// <summary>The environment variable that carries the external server's API key (LlmApiKey) to the runtime.</summary>
+        public const string LlmApiKeyEnvironmentVariable = "COREAI_LLM_API_KEY";
+
+        private static readonly List<RuntimeLauncher> Live = new List<RuntimeLauncher>();  // of this process, for StopAll
+
         private readonly RuntimeLaunchOptions options;
-        private readonly object gate = new object();
+        private readonly object gate = new object();       // short: the fields below
+        private readonly object startGate = new object();  // long: one start or restart of this launcher at a time
         private Process process; // the process this launcher spawned; null when it reused one
         private RuntimeEndpoint endpoint;
         private DateTime startedAtUtc;
         private Thread watchdog;
         private CancellationTokenSource lifetime = new CancellationTokenSource();
+        private volatile bool lettingGo; // Detach: a start in progress leaves its runtime running for the next launcher
         private int restartCount;
         private readonly List<RuntimeLauncherEvent> history = new List<RuntimeLauncherEvent>();
         private const int HistoryLimit = 64;
@@ -46,11 +53,7 @@ namespace CoreAI.Launcher
         /// <summary>`&lt;DataDir&gt;/CoreAI/runtime`: the launcher's state file and the runtime's log.</summary>
         public string RuntimeFolder
         {
-            get
-            {
-                string folder = RuntimeFolderOf(options.DataDir);
-                return string.IsNullOrEmpty(options.Instance) ? folder : Path.Combine(folder, options.Instance);
-            }
+            get { return options.RuntimeFolder; }
         }
 
         /// <summary>The state file that lets the next launcher find this runtime.</summary>
@@ -59,10 +62,10 @@ namespace CoreAI.Launcher
             get { return Path.Combine(RuntimeFolder, "launcher.json"); }
         }
 
-        /// <summary>The runtime's log (stdout and stderr); the previous run's is `runtime.log.1`.</summary>
+        /// <summary>The runtime's log (stdout and stderr, written by the runtime itself); the previous run's is `runtime.log.1`.</summary>
         public string LogFilePath
         {
-            get { return Path.Combine(RuntimeFolder, "runtime.log"); }
+            get { return options.LogFilePath; }
         }
 
         /// <summary>Where the runtime answers; null while none is running.</summary>
@@ -120,36 +123,47 @@ namespace CoreAI.Launcher
 
         /// <summary>
         /// Starts the runtime and blocks until it answers health (model loaded), or reuses a live one (its model may
-        /// still be reloading: turns then answer UNAVAILABLE with a retry hint). Throws RuntimeLaunchException.
+        /// still be reloading: turns then answer UNAVAILABLE with a retry hint). Throws RuntimeLaunchException; Detached
+        /// when <see cref="Detach"/> let go meanwhile (the runtime keeps starting and the next launcher reuses it).
         /// </summary>
         public RuntimeEndpoint Start(CancellationToken cancel = default(CancellationToken))
         {
-            lock (gate)
+            lock (startGate)
             {
-                if (endpoint != null && IsProcessAlive(endpoint.ProcessId)) return endpoint;
-                if (lifetime.IsCancellationRequested) lifetime = new CancellationTokenSource();
-                using (CancellationTokenSource linked = CancellationTokenSource.CreateLinkedTokenSource(cancel, lifetime.Token))
+                CancellationToken stop;
+                lock (gate)
+                {
+                    if (endpoint != null && IsProcessAlive(endpoint.ProcessId)) return endpoint;
+                    if (lifetime.IsCancellationRequested)
+                    {
+                        lifetime = new CancellationTokenSource();
+                        lettingGo = false;
+                    }
+                    stop = lifetime.Token;
+                }
+                lock (Live)
+                {
+                    if (!Live.Contains(this)) Live.Add(this);
+                }
+                RuntimeEndpoint started;
+                bool reused;
+                using (CancellationTokenSource linked = CancellationTokenSource.CreateLinkedTokenSource(cancel, stop))
                 {
                     Directory.CreateDirectory(RuntimeFolder);
                     using (AcquireStartLock(linked.Token))
                     {
-                        RuntimeEndpoint reused = TryReuse(linked.Token);
-                        if (reused != null)
-                        {
-                            endpoint = reused;
-                            Reused = true;
-                            Raise(RuntimeLauncherEventKind.Reused, reused.ProcessId, 0, TimeSpan.Zero, "");
-                        }
-                        else
-                        {
-                            endpoint = Launch(linked.Token);
-                            Reused = false;
-                            Raise(RuntimeLauncherEventKind.Started, endpoint.ProcessId, 0, TimeSpan.Zero, "");
-                        }
+                        started = TryReuse(linked.Token);
+                        reused = started != null;
+                        if (!reused) started = Launch(linked.Token);
                     }
                 }
+                if (!Adopt(started, reused, stop))
+                {
+                    throw lettingGo ? Detached() : Stopped();
+                }
+                Raise(reused ? RuntimeLauncherEventKind.Reused : RuntimeLauncherEventKind.Started, started.ProcessId, 0, TimeSpan.Zero, "");
                 StartWatchdog();
-                return endpoint;
+                return started;
             }
         }
 
@@ -160,6 +174,12 @@ namespace CoreAI.Launcher
         /// </summary>
         /// <exception cref="InvalidOperationException">No runtime yet (call Start first).</exception>
         public CoreAI.Runtime.CoreAIRuntimeClient CreateClient(CoreAI.Ai.AgentMemoryPolicy policy = null)
+        {
+            return CreateClient(policy, null);
+        }
+
+        /// <summary>CreateClient for a game: `host` (the Unity layer's) gives it the main thread and the play session's lifetime.</summary>
+        public CoreAI.Runtime.CoreAIRuntimeClient CreateClient(CoreAI.Ai.AgentMemoryPolicy policy, CoreAI.Runtime.GameHost host)
         {
             RuntimeEndpoint current = endpoint;
             if (current == null) throw new InvalidOperationException("the CoreAI runtime is not running; start it first");
@@ -173,6 +193,7 @@ namespace CoreAI.Launcher
                     if (now != null) last = now.Token;
                     return last;  // between a death and the restart: the last token (the call fails as unreachable)
                 },
+                GameHost = host,
             };
             return new CoreAI.Runtime.CoreAIRuntimeClient(options, policy);
         }
@@ -191,38 +212,78 @@ namespace CoreAI.Launcher
             return current == null ? null : HealthProbe.Check(current.ConnectBaseUrl, options.HealthRequestTimeout, CancellationToken.None);
         }
 
-        /// <summary>Stops the runtime (gracefully, then killed after StopTimeout) and forgets it. Call on quit.</summary>
+        /// <summary>
+        /// Stops the runtime (the Shutdown call, SIGTERM where there is one, killed after StopTimeout) and forgets it; a
+        /// start in progress ends and what it spawned is stopped too. Call on quit.
+        /// </summary>
         public void Stop()
         {
             EndWatchdog();
+            lock (Live) Live.Remove(this);
             int pid;
-            lock (gate)
+            lock (startGate)  // a start in progress ends at once (its token is cancelled) and stops what it spawned
             {
-                RuntimeEndpoint current = endpoint;
+                RuntimeEndpoint current;
+                Process owned;
+                lock (gate)
+                {
+                    current = endpoint;
+                    owned = process;
+                    endpoint = null;
+                    process = null;
+                }
                 pid = current == null ? 0 : current.ProcessId;
                 if (pid != 0)
                 {
-                    ProcessControl.Stop(pid, process, options.StopTimeout);
+                    ProcessControl.Stop(pid, owned, options.StopTimeout, current.ConnectBaseUrl, current.Token);
                     RuntimeStateFile.Delete(StateFilePath, pid);
                 }
-                endpoint = null;
-                DisposeProcess();
+                if (owned != null) owned.Dispose();
             }
             if (pid != 0) Raise(RuntimeLauncherEventKind.Stopped, pid, 0, TimeSpan.Zero, "");
         }
 
         /// <summary>
-        /// Lets go of the runtime without stopping it (before an editor domain reload): the next
-        /// launcher of this project and data dir reuses it.
+        /// Lets go of the runtime without stopping it (before an editor domain reload, on Stop in the editor): the next
+        /// launcher of this project and data dir reuses it. Returns at once, also while the runtime is still starting:
+        /// that start ends with Detached and leaves the runtime starting, recorded for the next launcher.
         /// </summary>
         public void Detach()
         {
-            EndWatchdog();
+            lock (Live) Live.Remove(this);
             lock (gate)
             {
+                lettingGo = true;
+                lifetime.Cancel();
                 endpoint = null;
                 DisposeProcess();
+                watchdog = null;
             }
+            // No join: the watchdog sees the cancelled token within a probe (at most HealthRequestTimeout) and ends alone.
+        }
+
+        /// <summary>
+        /// Stops every runtime this process's launchers run with `dataDir` (their watchdogs first, so none restarts one),
+        /// then any other recorded there (StopRecorded). For deleting the saves: nothing may write them meanwhile.
+        /// </summary>
+        public static bool StopAll(string dataDir, TimeSpan timeout)
+        {
+            List<RuntimeLauncher> ours = new List<RuntimeLauncher>();
+            string full = Path.GetFullPath(dataDir);
+            lock (Live)
+            {
+                foreach (RuntimeLauncher launcher in Live)
+                {
+                    if (string.Equals(Path.GetFullPath(launcher.options.DataDir), full, StringComparison.Ordinal)) ours.Add(launcher);
+                }
+            }
+            bool stopped = false;
+            foreach (RuntimeLauncher launcher in ours)
+            {
+                stopped |= launcher.ProcessId != 0;
+                launcher.Stop();
+            }
+            return StopRecorded(dataDir, timeout) || stopped;
         }
 
         /// <summary>Same as Stop.</summary>
@@ -248,9 +309,10 @@ namespace CoreAI.Launcher
         {
             RuntimeState state = RuntimeStateFile.Read(statePath);
             if (state == null) return false;
+            string url = BaseUrl(state.Host, state.ConnectPort);
             bool ours = ProcessControl.IsAlive(state.ProcessId)
-                && HealthProbe.AcceptsToken(BaseUrl(state.Host, state.ConnectPort), state.Token, TimeSpan.FromSeconds(2), CancellationToken.None);
-            if (ours) ProcessControl.Stop(state.ProcessId, null, timeout);
+                && HealthProbe.AcceptsToken(url, state.Token, TimeSpan.FromSeconds(2), CancellationToken.None);
+            if (ours) ProcessControl.Stop(state.ProcessId, null, timeout, url, state.Token);
             RuntimeStateFile.Delete(statePath, 0);
             return ours;
         }
@@ -289,6 +351,13 @@ namespace CoreAI.Launcher
                 return null;
             }
             string url = BaseUrl(state.Host, state.ConnectPort);
+            // A runtime still starting (its launcher let go, e.g. at a domain reload during the first model load): wait
+            // for it rather than start a second one that would only find the ports taken.
+            if (state.Starting && !WaitForStarting(state, url, cancel))
+            {
+                RuntimeStateFile.Delete(StateFilePath, state.ProcessId);
+                return null;
+            }
             // Liveness, not readiness: a runtime caught while its model (re)loads answers /healthz 503 but is
             // still ours to reuse; starting a second one would only find the ports taken.
             bool answers = HealthProbe.IsLive(url, options.HealthRequestTimeout, cancel)
@@ -308,12 +377,52 @@ namespace CoreAI.Launcher
             if (!sameSettings)
             {
                 // Our own runtime, started with other settings: replace it.
-                ProcessControl.Stop(state.ProcessId, null, options.StopTimeout);
+                ProcessControl.Stop(state.ProcessId, null, options.StopTimeout, url, state.Token);
                 RuntimeStateFile.Delete(StateFilePath, state.ProcessId);
                 return null;
             }
             startedAtUtc = state.StartedAtUtc;
-            return new RuntimeEndpoint(state.Host, state.ConnectPort, state.ModelPort, state.Token, state.ProcessId);
+            return new RuntimeEndpoint(state.Host, state.ConnectPort, state.GrpcPort, state.ModelPort, state.Token, state.ProcessId);
+        }
+
+        /// <summary>
+        /// Makes `started` this launcher's runtime, unless Stop or Detach came meanwhile (false): then a runtime this start
+        /// spawned is stopped for Stop, and left running (recorded) for Detach.
+        /// </summary>
+        private bool Adopt(RuntimeEndpoint started, bool reused, CancellationToken stop)
+        {
+            Process owned;
+            lock (gate)
+            {
+                if (!stop.IsCancellationRequested)
+                {
+                    endpoint = started;
+                    Reused = reused;
+                    return true;
+                }
+                owned = process != null && process.Id == started.ProcessId ? process : null;
+                if (owned != null) process = null;
+            }
+            if (!lettingGo && !reused)
+            {
+                ProcessControl.Stop(started.ProcessId, owned, options.StopTimeout, started.ConnectBaseUrl, started.Token);
+                RuntimeStateFile.Delete(StateFilePath, started.ProcessId);
+            }
+            if (owned != null) owned.Dispose();
+            return false;
+        }
+
+        /// <summary>Until the recorded, still starting runtime answers health (true), exits or StartTimeout passes (false).</summary>
+        private bool WaitForStarting(RuntimeState state, string url, CancellationToken cancel)
+        {
+            DateTime deadline = DateTime.UtcNow + options.StartTimeout;
+            while (ProcessControl.IsAlive(state.ProcessId))
+            {
+                if (HealthProbe.Check(url, options.HealthRequestTimeout, cancel) != null) return true;
+                if (DateTime.UtcNow > deadline) return false;
+                if (cancel.WaitHandle.WaitOne(PollInterval)) throw lettingGo ? Detached() : Stopped();
+            }
+            return false;
         }
 
         private RuntimeEndpoint Launch(CancellationToken cancel)
@@ -321,12 +430,11 @@ namespace CoreAI.Launcher
             string exe = ExecutableResolver.Resolve(options.RuntimePath);
             if (exe == null)
                 throw new RuntimeLaunchException(RuntimeLaunchFailure.RuntimeNotFound, ExecutableResolver.NotFoundMessage(options.RuntimePath));
-            foreach (int port in options.Ports())
-            {
-                if (!ProcessControl.PortIsFree(options.Host, port))
-                    throw new RuntimeLaunchException(RuntimeLaunchFailure.PortInUse,
-                        "port " + port + " on " + options.Host + " is in use by another program; stop it or choose other ports in the CoreAI settings");
-            }
+            // A bundled runtime loses its executable bit through a Windows cross-build, a zip, Perforce or a store upload.
+            if (!Platform.IsWindows && !Posix.EnsureExecutable(exe))
+                throw new RuntimeLaunchException(RuntimeLaunchFailure.SpawnFailed,
+                    "the CoreAI runtime '" + exe + "' is not executable and could not be made so (chmod 755 failed, errno " + Posix.LastError + ")");
+            RuntimeLaunchOptions launch = ChoosePorts();
             string token = string.IsNullOrEmpty(options.Token) ? Digest.NewToken() : options.Token;
             RotateLog();
             Dictionary<string, string> env = new Dictionary<string, string>();
@@ -336,45 +444,114 @@ namespace CoreAI.Launcher
                 foreach (KeyValuePair<string, string> pair in options.Environment) env[pair.Key] = pair.Value;
             }
             env[TokenEnvironmentVariable] = token;
+            if (!string.IsNullOrEmpty(options.LlmApiKey)) env[LlmApiKeyEnvironmentVariable] = options.LlmApiKey;
             string workDir = string.IsNullOrEmpty(options.WorkingDirectory) ? options.DataDir : options.WorkingDirectory;
             Directory.CreateDirectory(options.DataDir);
             Process spawned;
             try
             {
-                spawned = ProcessControl.Spawn(exe, options.BuildArguments(), env, workDir, LogFilePath);
+                spawned = ProcessControl.Spawn(exe, launch.BuildArguments(), env, workDir, LogFilePath);
             }
             catch (Exception e) when (e is System.ComponentModel.Win32Exception || e is IOException || e is InvalidOperationException)
             {
                 throw new RuntimeLaunchException(RuntimeLaunchFailure.SpawnFailed,
                     "cannot start the CoreAI runtime '" + exe + "': " + e.Message, null, e);
             }
-            RuntimeEndpoint started = new RuntimeEndpoint(options.Host, options.ConnectPort, options.ModelPort, token, spawned.Id);
+            RuntimeEndpoint started = new RuntimeEndpoint(launch.Host, launch.ConnectPort, launch.GrpcPort, launch.ModelPort, token, spawned.Id);
+            DateTime spawnedAt = DateTime.UtcNow;
             try
             {
+                // Recorded at once: a launcher that lets go while the model loads leaves a runtime the next one finds.
+                Record(launch, started, spawnedAt, true);
                 WaitReady(spawned, exe, started, cancel);
+                Record(launch, started, spawnedAt, false);
             }
-            catch
+            catch (Exception e)
             {
-                ProcessControl.Stop(spawned.Id, spawned, options.StopTimeout);
+                if (lettingGo && cancel.IsCancellationRequested)
+                {
+                    spawned.Dispose();  // not stopped: it is recorded and keeps starting for the next launcher
+                    throw Detached();
+                }
+                ProcessControl.Stop(spawned.Id, spawned, options.StopTimeout, started.ConnectBaseUrl, token);
+                RuntimeStateFile.Delete(StateFilePath, spawned.Id);
                 spawned.Dispose();
+                if (e is RuntimeLaunchException) throw;
+                if (e is IOException || e is UnauthorizedAccessException)
+                    throw new RuntimeLaunchException(RuntimeLaunchFailure.StateFileFailed,
+                        "cannot record the CoreAI runtime in " + Path.GetFileName(StateFilePath) + " (" + e.GetType().Name
+                        + "); it was stopped so that it does not keep its ports", null, e);
                 throw;
             }
-            DisposeProcess();
-            process = spawned;
-            startedAtUtc = DateTime.UtcNow;
+            lock (gate)
+            {
+                DisposeProcess();
+                process = spawned;
+                startedAtUtc = spawnedAt;
+            }
+            return started;
+        }
+
+        private void Record(RuntimeLaunchOptions launch, RuntimeEndpoint started, DateTime startedAt, bool starting)
+        {
             RuntimeStateFile.Write(StateFilePath, new RuntimeState
             {
                 ProcessId = started.ProcessId,
-                Host = options.Host,
-                ConnectPort = options.ConnectPort,
-                GrpcPort = options.GrpcPort,
-                ModelPort = options.ModelPort,
-                Token = token,
+                Host = launch.Host,
+                ConnectPort = launch.ConnectPort,
+                GrpcPort = launch.GrpcPort,
+                ModelPort = launch.ModelPort,
+                Token = started.Token,
                 ProjectId = options.ProjectId ?? "",
                 Fingerprint = options.Fingerprint(),
-                StartedAtUtc = startedAtUtc,
+                StartedAtUtc = startedAt,
+                Starting = starting,
             });
-            return started;
+        }
+
+        /// <summary>The options to launch with: the configured ports, or this project's own when those are taken.</summary>
+        private RuntimeLaunchOptions ChoosePorts()
+        {
+            int taken = FirstTakenPort(options);
+            if (taken == 0) return options;
+            if (!options.ChoosePortsWhenTaken)
+                throw new RuntimeLaunchException(RuntimeLaunchFailure.PortInUse,
+                    "port " + taken + " on " + options.Host + " is in use by another program; stop it or choose other ports in the CoreAI settings");
+            foreach (int[] candidate in PortCandidates(options.ProjectId + "\n" + options.Instance))
+            {
+                RuntimeLaunchOptions moved = options.WithPorts(candidate[0], candidate[1], candidate[2]);
+                if (FirstTakenPort(moved) != 0) continue;
+                Raise(RuntimeLauncherEventKind.PortsChosen, 0, 0, TimeSpan.Zero,
+                    "port " + taken + " was taken; the runtime uses Connect " + moved.ConnectPort + ", gRPC " + moved.GrpcPort
+                    + (string.IsNullOrEmpty(options.LlmUrl) ? ", model " + moved.ModelPort : "") + " (this project's own ports)");
+                return moved;
+            }
+            throw new RuntimeLaunchException(RuntimeLaunchFailure.PortInUse,
+                "port " + taken + " on " + options.Host + " is in use, and so are this project's other ports; stop what uses them or choose ports in the CoreAI settings");
+        }
+
+        private static int FirstTakenPort(RuntimeLaunchOptions candidate)
+        {
+            foreach (int port in candidate.Ports())
+            {
+                if (!ProcessControl.PortIsFree(candidate.Host, port)) return port;
+            }
+            return 0;
+        }
+
+        /// <summary>Port triples (Connect, gRPC, model) for a project, the same sequence every time: 20000-31999, below
+        /// the OS's ephemeral ranges (Linux from 32768, Windows and macOS from 49152).</summary>
+        public static IEnumerable<int[]> PortCandidates(string projectKey)
+        {
+            string hex = Digest.Sha256Hex(projectKey ?? "");
+            uint seed = Convert.ToUInt32(hex.Substring(0, 8), 16);
+            const int slots = 4000;
+            for (int attempt = 0; attempt < 32; attempt++)
+            {
+                int slot = (int)((seed + (uint)attempt * 2654435761u) % slots);
+                int first = 20000 + slot * 3;
+                yield return new[] { first, first + 1, first + 2 };
+            }
         }
 
         private void WaitReady(Process spawned, string exe, RuntimeEndpoint started, CancellationToken cancel)
@@ -402,6 +579,12 @@ namespace CoreAI.Launcher
         private static RuntimeLaunchException Stopped()
         {
             return new RuntimeLaunchException(RuntimeLaunchFailure.Stopped, "the launcher was stopped while starting the runtime");
+        }
+
+        private static RuntimeLaunchException Detached()
+        {
+            return new RuntimeLaunchException(RuntimeLaunchFailure.Detached,
+                "the launcher let go while the runtime was starting; it keeps starting and the next launcher reuses it");
         }
 
         private void RotateLog()
@@ -443,18 +626,25 @@ namespace CoreAI.Launcher
 
         private void StartWatchdog()
         {
-            if (watchdog != null && watchdog.IsAlive) return;
-            CancellationToken token = lifetime.Token;
-            watchdog = new Thread(() => Watch(token)) { IsBackground = true, Name = "CoreAI runtime watchdog" };
-            watchdog.Start();
+            lock (gate)
+            {
+                if (watchdog != null && watchdog.IsAlive) return;
+                CancellationToken token = lifetime.Token;
+                watchdog = new Thread(() => Watch(token)) { IsBackground = true, Name = "CoreAI runtime watchdog" };
+                watchdog.Start();
+            }
         }
 
         private void EndWatchdog()
         {
-            lifetime.Cancel();
-            Thread current = watchdog;
+            Thread current;
+            lock (gate)
+            {
+                lifetime.Cancel();
+                current = watchdog;
+                watchdog = null;
+            }
             if (current != null && current != Thread.CurrentThread) current.Join(TimeSpan.FromSeconds(30));
-            watchdog = null;
         }
 
         private void Watch(CancellationToken cancel)
@@ -494,18 +684,19 @@ namespace CoreAI.Launcher
                 try
                 {
                     RuntimeEndpoint restarted;
-                    lock (gate)
+                    lock (startGate)
                     {
                         if (cancel.IsCancellationRequested) return false;
+                        bool reused;
                         // Another launcher watching the same runtime (Play Mode and the Memory Inspector share one)
                         // may have restarted it already: take that one instead of fighting over the ports.
                         using (AcquireStartLock(cancel))
                         {
-                            RuntimeEndpoint reused = TryReuse(cancel);
-                            restarted = reused ?? Launch(cancel);
-                            Reused = reused != null;
+                            restarted = TryReuse(cancel);
+                            reused = restarted != null;
+                            if (!reused) restarted = Launch(cancel);
                         }
-                        endpoint = restarted;
+                        if (!Adopt(restarted, reused, cancel)) return false;
                     }
                     Interlocked.Increment(ref restartCount);
                     Raise(RuntimeLauncherEventKind.Restarted, restarted.ProcessId, series, delay, "");
@@ -513,7 +704,8 @@ namespace CoreAI.Launcher
                 }
                 catch (RuntimeLaunchException e)
                 {
-                    if (e.Failure == RuntimeLaunchFailure.Stopped || cancel.IsCancellationRequested) return false;
+                    if (e.Failure == RuntimeLaunchFailure.Stopped || e.Failure == RuntimeLaunchFailure.Detached
+                        || cancel.IsCancellationRequested) return false;
                     failedInRow++;
                     Raise(RuntimeLauncherEventKind.RestartFailed, 0, series, delay, e.Message);
                     if (options.MaxRestartAttempts > 0 && failedInRow >= options.MaxRestartAttempts)

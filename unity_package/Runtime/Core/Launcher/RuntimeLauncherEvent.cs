@@ -28,6 +28,9 @@ namespace CoreAI.Launcher
 
         /// <summary>The runtime was stopped on request.</summary>
         Stopped,
+
+        /// <summary>The configured ports were taken: the runtime starts on the ports the message names (this project's own).</summary>
+        PortsChosen,
     }
 
     /// <summary>One event of a launcher (raised on the launcher's watchdog thread, not the main thread).</summary>

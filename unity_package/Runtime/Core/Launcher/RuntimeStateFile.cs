@@ -21,6 +21,8 @@ namespace CoreAI.Launcher
         [Preserve, JsonProperty("projectId")] public string ProjectId;
         [Preserve, JsonProperty("fingerprint")] public string Fingerprint;
         [Preserve, JsonProperty("startedAtUtc")] public DateTime StartedAtUtc;
+        // True from the spawn until the runtime first answered health: a launcher that finds it waits for it.
+        [Preserve, JsonProperty("starting")] public bool Starting;
     }
 
     /// <summary>Reads and writes the launcher's state file (atomically; an unreadable file counts as none).</summary>

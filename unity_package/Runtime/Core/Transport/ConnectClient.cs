@@ -35,6 +35,9 @@ namespace CoreAI.Runtime
         /// the only one trusted (see <see cref="TlsTrust"/>). Null: the platform's roots decide.
         /// </summary>
         public System.Security.Cryptography.X509Certificates.X509Certificate2 TrustedCertificate { get; set; }
+
+        /// <summary>The game hosting the client (main thread, lifetime, whether game code may run); null: none (plain .NET).</summary>
+        public GameHost GameHost { get; set; }
     }
 
     /// <summary>Per-call settings.</summary>
@@ -58,7 +61,8 @@ namespace CoreAI.Runtime
     /// HttpWebRequest lives in System.dll, which both of Unity's API compatibility levels reference; HttpClient
     /// (System.Net.Http) is missing from the ".NET Framework" level. Thread-safe; create one per runtime and reuse
     /// it. A cancelled CancellationToken ends a call with OperationCanceledException; a timeout with
-    /// DeadlineExceededException; an unreachable runtime with UnavailableException.
+    /// DeadlineExceededException; an unreachable runtime with UnavailableException. Dispose (and the end of the
+    /// GameHost's Lifetime) cancels every call in flight: nothing of it outlives the game that made it.
     /// </remarks>
     public sealed class ConnectClient : IDisposable
     {
@@ -71,6 +75,8 @@ namespace CoreAI.Runtime
         private readonly string _token;
         private readonly Func<string> _tokenSource;
         private readonly System.Security.Cryptography.X509Certificates.X509Certificate2 _trusted;
+        private readonly CancellationTokenSource _lifetime = new CancellationTokenSource();
+        private readonly CancellationTokenRegistration _hostLifetime;
         private int _disposed;
 
         /// <summary>A client of the runtime described by options.</summary>
@@ -94,11 +100,18 @@ namespace CoreAI.Runtime
                 if (baseUri.Scheme != "https") throw new ArgumentException("TrustedCertificate needs an https:// BaseUrl", "options");
                 _trusted = options.TrustedCertificate;
             }
-            TuneServicePoint(baseUri);
+            if (options.GameHost != null && options.GameHost.Lifetime.CanBeCanceled)
+            {
+                // Already cancelled (a client made after the game stopped): every call ends at once.
+                _hostLifetime = options.GameHost.Lifetime.Register(CancelLifetime);
+            }
         }
 
         /// <summary>The base URL calls go to.</summary>
         public string BaseUrl => _baseUrl;
+
+        /// <summary>Cancelled by Dispose and by the end of the GameHost's Lifetime; every call ends with it.</summary>
+        public CancellationToken Lifetime => _lifetime.Token;
 
         /// <summary>One unary call: POST {base}/{service}/{method} with the request as JSON.</summary>
         public async Task<TResponse> UnaryAsync<TRequest, TResponse>(
@@ -107,7 +120,7 @@ namespace CoreAI.Runtime
         {
             TimeSpan timeout = ResolveTimeout(options);
             byte[] body = Utf8.GetBytes(ProtoJson.Serialize(request));
-            using (CancellationTokenSource deadline = NewDeadline(cancellationToken, timeout))
+            using (CancellationTokenSource deadline = NewDeadline(cancellationToken, _lifetime.Token, timeout))
             {
                 string token = CurrentToken();
                 HttpWebRequest message = NewRequest(service, method, body.Length, UnaryContentType, timeout, token);
@@ -157,7 +170,7 @@ namespace CoreAI.Runtime
             }
             TimeSpan timeout = ResolveTimeout(options);
             byte[] body = ConnectEnvelope.Encode(0, ProtoJson.Serialize(request));
-            using (CancellationTokenSource deadline = NewDeadline(cancellationToken, timeout))
+            using (CancellationTokenSource deadline = NewDeadline(cancellationToken, _lifetime.Token, timeout))
             {
                 string token = CurrentToken();
                 HttpWebRequest message = NewRequest(service, method, body.Length, StreamContentType, timeout, token);
@@ -250,11 +263,25 @@ namespace CoreAI.Runtime
             }
         }
 
-        /// <summary>Closes the connections.</summary>
+        /// <summary>Cancels every call in flight (they end with OperationCanceledException); later calls throw ObjectDisposedException.</summary>
         public void Dispose()
         {
-            // Connections are pooled per endpoint by the ServicePoint; there is nothing per client to close.
-            Interlocked.Exchange(ref _disposed, 1);
+            // Connections are pooled per endpoint by the ServicePoint; what is per client is its calls.
+            if (Interlocked.Exchange(ref _disposed, 1) != 0) return;
+            _hostLifetime.Dispose();
+            CancelLifetime();
+        }
+
+        private void CancelLifetime()
+        {
+            try
+            {
+                _lifetime.Cancel();
+            }
+            catch (AggregateException)
+            {
+                // A registered abort threw; the calls end anyway.
+            }
         }
 
         private TimeSpan ResolveTimeout(CallOptions options)
@@ -267,9 +294,9 @@ namespace CoreAI.Runtime
             return timeout;
         }
 
-        private static CancellationTokenSource NewDeadline(CancellationToken cancellationToken, TimeSpan timeout)
+        private static CancellationTokenSource NewDeadline(CancellationToken cancellationToken, CancellationToken lifetime, TimeSpan timeout)
         {
-            CancellationTokenSource deadline = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
+            CancellationTokenSource deadline = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, lifetime);
             if (timeout != System.Threading.Timeout.InfiniteTimeSpan)
             {
                 deadline.CancelAfter(timeout);
@@ -305,7 +332,7 @@ namespace CoreAI.Runtime
             }
             var message = (HttpWebRequest)WebRequest.Create(_baseUrl + "/" + service + "/" + method);
             message.Method = "POST";
-            message.Proxy = null;  // loopback: never through a proxy
+            HttpRequests.Tune(message);  // per request: an idle ServicePoint is replaced by an untuned one
             message.AllowAutoRedirect = false;
             message.KeepAlive = true;
             TlsTrust.Apply(message, _trusted);
@@ -366,6 +393,11 @@ namespace CoreAI.Runtime
             {
                 return new OperationCanceledException(method + " was cancelled", ex, caller);
             }
+            if (_lifetime.IsCancellationRequested)
+            {
+                return new OperationCanceledException(
+                    method + " was cancelled: its client was disposed or its game stopped (Play Mode ended, the application quit)", ex, _lifetime.Token);
+            }
             if (deadline.IsCancellationRequested)
             {
                 return new DeadlineExceededException(
@@ -391,23 +423,6 @@ namespace CoreAI.Runtime
                 ex = ex.InnerException;
             }
             return ex;
-        }
-
-        private static void TuneServicePoint(Uri baseUri)
-        {
-            try
-            {
-                ServicePoint point = ServicePointManager.FindServicePoint(baseUri);
-                // Small JSON calls to localhost: Nagle and 100-continue only add latency, and two
-                // connections (the default) would make a running stream block every other call.
-                point.UseNagleAlgorithm = false;
-                point.Expect100Continue = false;
-                point.ConnectionLimit = Math.Max(point.ConnectionLimit, 16);
-            }
-            catch (NotSupportedException)
-            {
-                // Platforms without ServicePointManager keep their defaults.
-            }
         }
     }
 }

@@ -20,6 +20,7 @@ namespace CoreAI.Runtime
         public CoreAIRuntimeClient(ConnectClientOptions options, AgentMemoryPolicy policy = null)
         {
             _transport = new ConnectClient(options);
+            GameHost = options.GameHost;
             Policy = policy ?? AgentMemoryPolicy.Default;
             MemoryStore = new MemoryStoreClient(_transport);
             Orchestrator = new OrchestratorClient(_transport);
@@ -43,6 +44,12 @@ namespace CoreAI.Runtime
         /// <summary>The runtime's base URL.</summary>
         public string BaseUrl => _transport.BaseUrl;
 
+        /// <summary>The game hosting this client (main thread, lifetime, whether game code may run); null outside a game.</summary>
+        public GameHost GameHost { get; }
+
+        /// <summary>Cancelled when the client is disposed or its game stops: turns, their callbacks and game tools end with it.</summary>
+        public CancellationToken Lifetime => _transport.Lifetime;
+
         /// <summary>An orchestrator over this runtime.</summary>
         public AiOrchestrator CreateOrchestrator(IAgentMemoryScopeProvider scopeProvider = null)
         {
@@ -64,7 +71,7 @@ namespace CoreAI.Runtime
         /// <summary>The runtime's current config of a role.</summary>
         public async Task<Ai.RoleMemoryConfig> GetRoleConfigAsync(string roleId, CancellationToken cancellationToken = default(CancellationToken))
         {
-            V1.RoleMemoryConfig config = await GuardAsync(
+            V1.RoleMemoryConfigProto config = await GuardAsync(
                 Orchestrator.GetRoleConfigAsync(new GetRoleConfigRequest { RoleId = roleId ?? "" }, null, cancellationToken)).ConfigureAwait(false);
             return ProtoMapping.FromProto(config);
         }
@@ -72,14 +79,20 @@ namespace CoreAI.Runtime
         /// <summary>Push every role the game configured since the last push (ConfigureRole RPC).</summary>
         public Task SyncPolicyAsync(CancellationToken cancellationToken = default(CancellationToken))
         {
-            return PushAsync(null, cancellationToken);
+            return PushAsync(null, null, cancellationToken);
         }
 
         /// <summary>Push one role's config if it changed since the last push (a no-op for untouched built-in roles).</summary>
         public Task EnsureRoleSyncedAsync(string roleId, CancellationToken cancellationToken = default(CancellationToken))
         {
+            return EnsureRoleSyncedAsync(roleId, null, cancellationToken);
+        }
+
+        /// <summary>EnsureRoleSyncedAsync with the push's call options (a synchronous store call bounds it too).</summary>
+        internal Task EnsureRoleSyncedAsync(string roleId, CallOptions options, CancellationToken cancellationToken)
+        {
             string role = (roleId ?? "").Trim();
-            return role.Length == 0 ? Task.CompletedTask : PushAsync(role, cancellationToken);
+            return role.Length == 0 ? Task.CompletedTask : PushAsync(role, options, cancellationToken);
         }
 
         /// <summary>Forget what was pushed (call after the runtime restarted; an unreachable runtime does this too).</summary>
@@ -119,13 +132,13 @@ namespace CoreAI.Runtime
             }
         }
 
-        /// <summary>Closes the connections.</summary>
+        /// <summary>Cancels every call in flight (turns end with OperationCanceledException, their callbacks and game tools stop).</summary>
         public void Dispose()
         {
             _transport.Dispose();
         }
 
-        private async Task PushAsync(string onlyRole, CancellationToken cancellationToken)
+        private async Task PushAsync(string onlyRole, CallOptions options, CancellationToken cancellationToken)
         {
             List<KeyValuePair<Ai.RoleMemoryConfig, long>> changed;
             lock (_pushed)
@@ -135,7 +148,7 @@ namespace CoreAI.Runtime
             foreach (KeyValuePair<Ai.RoleMemoryConfig, long> entry in changed)
             {
                 var request = new ConfigureRoleRequest { Config = ProtoMapping.ToProto(entry.Key) };
-                await GuardAsync(Orchestrator.ConfigureRoleAsync(request, null, cancellationToken)).ConfigureAwait(false);
+                await GuardAsync(Orchestrator.ConfigureRoleAsync(request, options, cancellationToken)).ConfigureAwait(false);
                 lock (_pushed)
                 {
                     long last;

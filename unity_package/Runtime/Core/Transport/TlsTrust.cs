@@ -43,7 +43,7 @@ namespace CoreAI.Runtime
         public static RemoteCertificateValidationCallback Pinned(X509Certificate2 trusted)
         {
             if (trusted == null) throw new ArgumentNullException(nameof(trusted));
-            return (sender, certificate, chain, errors) => Accepts(trusted, certificate, errors);
+            return (sender, certificate, chain, errors) => Accepts(trusted, certificate, chain, errors);
         }
 
         /// <summary>
@@ -63,6 +63,16 @@ namespace CoreAI.Runtime
         /// </summary>
         public static bool Accepts(X509Certificate2 trusted, X509Certificate certificate, SslPolicyErrors errors)
         {
+            return Accepts(trusted, certificate, null, errors);
+        }
+
+        /// <summary>
+        /// Accepts, with the intermediate certificates the server sent (`sent`: the chain the TLS stack handed to the
+        /// validation callback) available to the chain: a private CA usually signs the server through an intermediate.
+        /// Only `trusted` is ever an authority; what the server sent only links the leaf to it.
+        /// </summary>
+        public static bool Accepts(X509Certificate2 trusted, X509Certificate certificate, X509Chain sent, SslPolicyErrors errors)
+        {
             if (certificate == null) return false;
             if ((errors & (SslPolicyErrors.RemoteCertificateNotAvailable | SslPolicyErrors.RemoteCertificateNameMismatch)) != 0)
                 return false;
@@ -74,6 +84,11 @@ namespace CoreAI.Runtime
                 chain.ChainPolicy.RevocationMode = X509RevocationMode.NoCheck; // a private CA publishes no CRL
                 chain.ChainPolicy.VerificationFlags = X509VerificationFlags.AllowUnknownCertificateAuthority;
                 chain.ChainPolicy.ExtraStore.Add(trusted);
+                if (sent != null)
+                {
+                    foreach (X509Certificate2 extra in sent.ChainPolicy.ExtraStore) chain.ChainPolicy.ExtraStore.Add(extra);
+                    foreach (X509ChainElement element in sent.ChainElements) chain.ChainPolicy.ExtraStore.Add(element.Certificate);
+                }
                 if (!chain.Build(leaf) || chain.ChainElements.Count < 2) return false;
                 return SameCertificate(chain.ChainElements[chain.ChainElements.Count - 1].Certificate, trusted);
             }

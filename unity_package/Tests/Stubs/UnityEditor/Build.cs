@@ -38,6 +38,13 @@ namespace UnityEditor.Build
         int callbackOrder { get; }
     }
 
+    /// <summary>Called before a player build.</summary>
+    public interface IPreprocessBuildWithReport : IOrderedCallback
+    {
+        /// <summary>The build is about to start.</summary>
+        void OnPreprocessBuild(UnityEditor.Build.Reporting.BuildReport report);
+    }
+
     /// <summary>Called after a player build.</summary>
     public interface IPostprocessBuildWithReport : IOrderedCallback
     {

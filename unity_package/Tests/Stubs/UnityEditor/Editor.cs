@@ -37,12 +37,96 @@ namespace UnityEditor
         }
     }
 
-    /// <summary>Editor application state (stub: isPlaying is settable).</summary>
+    /// <summary>Editor application state (stub: isPlaying is settable; StubPlayMode drives the transitions).</summary>
     public sealed class EditorApplication
     {
         /// <summary>Whether the Editor is in Play Mode.</summary>
-        public static bool isPlaying { get; set; }
+        public static bool isPlaying
+        {
+            get
+            {
+                StubEngine.ThrowIfNotMainThread("get_isPlaying");
+                return StubEditorState.IsPlaying;
+            }
+            set
+            {
+                StubEngine.ThrowIfNotMainThread("set_isPlaying");
+                StubEditorState.IsPlaying = value;
+            }
+        }
 
+        /// <summary>Raised on every Play Mode transition (on the main thread).</summary>
+        public static event Action<PlayModeStateChange> playModeStateChanged;
+
+        internal static void RaisePlayModeStateChanged(PlayModeStateChange change)
+        {
+            Action<PlayModeStateChange> handler = playModeStateChanged;
+            if (handler != null) handler(change);
+        }
+    }
+
+    /// <summary>The Play Mode transitions EditorApplication.playModeStateChanged reports.</summary>
+    public enum PlayModeStateChange
+    {
+        /// <summary>Edit Mode began (after Play Mode ended).</summary>
+        EnteredEditMode,
+        /// <summary>Edit Mode is ending (Play was pressed).</summary>
+        ExitingEditMode,
+        /// <summary>Play Mode began.</summary>
+        EnteredPlayMode,
+        /// <summary>Play Mode is ending (Stop was pressed).</summary>
+        ExitingPlayMode,
+    }
+
+    /// <summary>Runs a class's static constructor when the editor loads scripts (and after every domain reload).</summary>
+    [AttributeUsage(AttributeTargets.Class)]
+    public class InitializeOnLoadAttribute : Attribute
+    {
+    }
+
+    /// <summary>Runs a static method when the editor loads scripts (and after every domain reload).</summary>
+    [AttributeUsage(AttributeTargets.Method)]
+    public class InitializeOnLoadMethodAttribute : Attribute
+    {
+    }
+
+    /// <summary>Events around a domain reload (script compilation, entering Play Mode).</summary>
+    public static class AssemblyReloadEvents
+    {
+        /// <summary>A reload callback.</summary>
+        public delegate void AssemblyReloadCallback();
+
+        /// <summary>Raised before the scripts are unloaded.</summary>
+        public static event AssemblyReloadCallback beforeAssemblyReload;
+
+        /// <summary>Raised after the scripts were loaded again.</summary>
+        public static event AssemblyReloadCallback afterAssemblyReload;
+
+        internal static void RaiseBefore()
+        {
+            AssemblyReloadCallback handler = beforeAssemblyReload;
+            if (handler != null) handler();
+        }
+
+        internal static void RaiseAfter()
+        {
+            AssemblyReloadCallback handler = afterAssemblyReload;
+            if (handler != null) handler();
+        }
+    }
+
+    /// <summary>Stub only: the editor's engine state (kept by a fake domain reload). Not part of Unity's API.</summary>
+    [StubEngineState]
+    public static class StubEditorState
+    {
+        /// <summary>Value of EditorApplication.isPlaying.</summary>
+        public static bool IsPlaying;
+
+        /// <summary>Open editor windows, oldest first.</summary>
+        public static readonly List<EditorWindow> Windows = new List<EditorWindow>();
+
+        /// <summary>Value of PlayerSettings.Android.forceInternetPermission.</summary>
+        public static bool AndroidForceInternetPermission;
     }
 
     /// <summary>Editor utility functions (stub: dialogs answer StubDialogs.Answer).</summary>
@@ -51,12 +135,14 @@ namespace UnityEditor
         /// <summary>Marks `target` changed, so the Editor saves it (stub: counted in StubDialogs.DirtyCount).</summary>
         public static void SetDirty(UnityEngine.Object target)
         {
+            StubEngine.ThrowIfNotMainThread("SetDirty");
             StubDialogs.DirtyCount++;
         }
 
         /// <summary>Shows a modal dialog; true when `ok` is pressed.</summary>
         public static bool DisplayDialog(string title, string message, string ok, string cancel = "")
         {
+            StubEngine.ThrowIfNotMainThread("DisplayDialog");
             StubDialogs.LastTitle = title;
             StubDialogs.LastMessage = message;
             return StubDialogs.Answer;
@@ -64,6 +150,7 @@ namespace UnityEditor
     }
 
     /// <summary>Stub only: how dialogs answer, and what they showed. Not part of Unity's API.</summary>
+    [StubEngineState]
     public static class StubDialogs
     {
         /// <summary>The answer of DisplayDialog.</summary>
@@ -85,17 +172,35 @@ namespace UnityEditor
         /// <summary>The title shown on the window's tab.</summary>
         public GUIContent titleContent { get; set; }
 
-        /// <summary>The first window of type T, created if none exists.</summary>
+        /// <summary>The first window of type T, created (and sent OnEnable) if none exists.</summary>
         public static T GetWindow<T>(string title) where T : EditorWindow
         {
+            StubEngine.ThrowIfNotMainThread("GetWindow");
+            foreach (EditorWindow open in StubEditorState.Windows)
+            {
+                T existing = open as T;
+                if (existing != null) return existing;
+            }
             T window = CreateInstance<T>();
             window.titleContent = new GUIContent(title);
+            StubEditorState.Windows.Add(window);
+            StubEngine.Send(window, "OnEnable");
             return window;
         }
 
         /// <summary>Shows the window.</summary>
         public void Show()
         {
+        }
+
+        /// <summary>Closes the window (OnDisable, then OnDestroy).</summary>
+        public void Close()
+        {
+            StubEngine.ThrowIfNotMainThread("Close");
+            if (!StubEditorState.Windows.Remove(this)) return;
+            StubEngine.Send(this, "OnDisable");
+            StubEngine.Send(this, "OnDestroy");
+            DestroyImmediate(this);
         }
 
         /// <summary>Redraws the window.</summary>
@@ -192,9 +297,10 @@ namespace UnityEditor
     /// <summary>Access to assets (stub: assets are registered with StubAssets).</summary>
     public sealed class AssetDatabase
     {
-        /// <summary>GUIDs of the assets matching `filter` (stub: `t:TypeName` only).</summary>
+        /// <summary>GUIDs of the assets matching `filter` (stub: `t:TypeName` only; in registration order, as unordered as Unity's).</summary>
         public static string[] FindAssets(string filter)
         {
+            StubEngine.ThrowIfNotMainThread("FindAssets");
             List<string> found = new List<string>();
             string type = filter != null && filter.StartsWith("t:", StringComparison.Ordinal) ? filter.Substring(2) : null;
             foreach (KeyValuePair<string, UnityEngine.Object> pair in StubAssets.ByPath)
@@ -207,21 +313,47 @@ namespace UnityEditor
         /// <summary>The project-relative path of the asset with `guid` (stub: the guid is the path).</summary>
         public static string GUIDToAssetPath(string guid)
         {
+            StubEngine.ThrowIfNotMainThread("GUIDToAssetPath");
             return guid;
         }
 
         /// <summary>The asset at `assetPath`, or null.</summary>
         public static T LoadAssetAtPath<T>(string assetPath) where T : UnityEngine.Object
         {
+            StubEngine.ThrowIfNotMainThread("LoadAssetAtPath");
             UnityEngine.Object asset;
             return StubAssets.ByPath.TryGetValue(assetPath ?? "", out asset) ? asset as T : null;
         }
     }
 
-    /// <summary>Stub only: the assets AssetDatabase knows, by path. Not part of Unity's API.</summary>
+    /// <summary>Stub only: the assets AssetDatabase knows, by path (in registration order). Not part of Unity's API.</summary>
+    [StubEngineState]
     public static class StubAssets
     {
         /// <summary>Assets by project-relative path.</summary>
         public static readonly Dictionary<string, UnityEngine.Object> ByPath = new Dictionary<string, UnityEngine.Object>();
+    }
+
+    /// <summary>Player settings (stub: the members the package reads and sets).</summary>
+    public sealed class PlayerSettings : UnityEngine.Object
+    {
+        /// <summary>Android player settings.</summary>
+        public static class Android
+        {
+            /// <summary>Internet Access = Require: the INTERNET permission is always in the manifest.</summary>
+            public static bool forceInternetPermission
+            {
+                get
+                {
+                    StubEngine.ThrowIfNotMainThread("get_forceInternetPermission");
+                    return StubEditorState.AndroidForceInternetPermission;
+                }
+                set
+                {
+                    StubEngine.ThrowIfNotMainThread("set_forceInternetPermission");
+                    StubEditorState.AndroidForceInternetPermission = value;
+                }
+            }
+        }
     }
 }

@@ -1,28 +1,78 @@
+using System;
+
 namespace UnityEngine
 {
-    /// <summary>Access to application run-time data (stub: values are settable through StubState).</summary>
+    /// <summary>
+    /// Access to application run-time data (stub: values are settable through StubState). As in Unity, the path and
+    /// name properties and isPlaying may only be read on the main thread (a UnityException elsewhere); platform and
+    /// isEditor are thread-safe.
+    /// </summary>
     public class Application
     {
         /// <summary>A directory path where data that is kept between runs can be stored.</summary>
-        public static string persistentDataPath { get { return StubState.PersistentDataPath; } }
+        public static string persistentDataPath
+        {
+            get
+            {
+                StubEngine.ThrowIfNotMainThread("get_persistentDataPath");
+                return StubState.PersistentDataPath;
+            }
+        }
 
         /// <summary>The path to the game data folder (Assets in the Editor).</summary>
-        public static string dataPath { get { return StubState.DataPath; } }
+        public static string dataPath
+        {
+            get
+            {
+                StubEngine.ThrowIfNotMainThread("get_dataPath");
+                return StubState.DataPath;
+            }
+        }
 
         /// <summary>True in a player, or in the Editor in Play Mode.</summary>
-        public static bool isPlaying { get { return StubState.IsPlaying; } }
+        public static bool isPlaying
+        {
+            get
+            {
+                StubEngine.ThrowIfNotMainThread("get_isPlaying");
+                return StubState.IsPlaying;
+            }
+        }
 
         /// <summary>True inside the Unity Editor, false in a player.</summary>
         public static bool isEditor { get { return StubState.IsEditor; } }
 
         /// <summary>The player's StreamingAssets folder (Assets/StreamingAssets in the Editor).</summary>
-        public static string streamingAssetsPath { get { return StubState.StreamingAssetsPath; } }
+        public static string streamingAssetsPath
+        {
+            get
+            {
+                StubEngine.ThrowIfNotMainThread("get_streamingAssetsPath");
+                return StubState.StreamingAssetsPath;
+            }
+        }
 
         /// <summary>The product name from the Player settings.</summary>
-        public static string productName { get { return StubState.ProductName; } }
+        public static string productName
+        {
+            get
+            {
+                StubEngine.ThrowIfNotMainThread("get_productName");
+                return StubState.ProductName;
+            }
+        }
 
         /// <summary>The platform the application is running on.</summary>
         public static RuntimePlatform platform { get { return StubState.Platform; } }
+
+        /// <summary>Raised when the player quits, and in the Editor when Play Mode ends.</summary>
+        public static event Action quitting;
+
+        internal static void RaiseQuitting()
+        {
+            Action handler = quitting;
+            if (handler != null) handler();
+        }
     }
 
     /// <summary>The platform the application is running on (the members the package handles; Unity has more, same values).</summary>
@@ -64,7 +114,8 @@ namespace UnityEngine
         OSXServer = 45,
     }
 
-    /// <summary>Stub only: the values the stubbed API returns. Not part of Unity's API.</summary>
+    /// <summary>Stub only: the values the stubbed API returns (engine state: a fake domain reload keeps it). Not part of Unity's API.</summary>
+    [StubEngineState]
     public static class StubState
     {
         /// <summary>Value of Application.persistentDataPath.</summary>
@@ -87,5 +138,20 @@ namespace UnityEngine
 
         /// <summary>Value of Application.platform.</summary>
         public static RuntimePlatform Platform = RuntimePlatform.LinuxEditor;
+    }
+
+    /// <summary>Thrown by Unity's API when it is used where it may not be (off the main thread, for one).</summary>
+    public class UnityException : SystemException
+    {
+        /// <summary>An exception with a message.</summary>
+        public UnityException(string message) : base(message)
+        {
+        }
+    }
+
+    /// <summary>Stub only: marks a type whose static state is the engine's, kept by a fake domain reload. Not part of Unity's API.</summary>
+    [AttributeUsage(AttributeTargets.Class, Inherited = false)]
+    public sealed class StubEngineStateAttribute : Attribute
+    {
     }
 }

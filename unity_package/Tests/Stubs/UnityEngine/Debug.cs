@@ -23,9 +23,16 @@ namespace UnityEngine
         {
             StubLog.Add("Error", message);
         }
+
+        /// <summary>Logs an exception.</summary>
+        public static void LogException(Exception exception)
+        {
+            StubLog.Add("Exception", exception == null ? "Null" : exception.GetType().Name + ": " + exception.Message);
+        }
     }
 
-    /// <summary>Stub only: what was logged through Debug. Not part of Unity's API.</summary>
+    /// <summary>Stub only: what was logged through Debug (engine state). Not part of Unity's API.</summary>
+    [StubEngineState]
     public static class StubLog
     {
         private static readonly List<string> lines = new List<string>();

@@ -85,10 +85,11 @@ namespace UnityEngine
         {
         }
 
-        /// <summary>A button; true when clicked.</summary>
+        /// <summary>A button; true when clicked (stub: once after StubGUI.Click(text)).</summary>
         public static bool Button(string text, params GUILayoutOption[] options)
         {
-            return false;
+            StubEngine.ThrowIfNotMainThread("Button");
+            return StubGUI.TakeClick(text);
         }
 
         /// <summary>A single-line text field; returns the edited text.</summary>
@@ -131,6 +132,24 @@ namespace UnityEngine
         public static GUILayoutOption ExpandHeight(bool expand)
         {
             return new GUILayoutOption();
+        }
+    }
+
+    /// <summary>Stub only: clicks for GUILayout.Button (engine state). Not part of Unity's API.</summary>
+    [StubEngineState]
+    public static class StubGUI
+    {
+        private static readonly System.Collections.Generic.List<string> Pending = new System.Collections.Generic.List<string>();
+
+        /// <summary>The next GUILayout.Button labelled `text` returns true (once).</summary>
+        public static void Click(string text)
+        {
+            lock (Pending) Pending.Add(text);
+        }
+
+        internal static bool TakeClick(string text)
+        {
+            lock (Pending) return Pending.Remove(text);
         }
     }
 }
