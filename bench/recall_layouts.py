@@ -33,7 +33,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from memory_eval import (  # noqa: E402
-    DATA, MAX_TOKENS, ROLE, TURN_TIMEOUT_S, has_key, load_conversations, role_config, scope_of, talks_of_memory,
+    DATA,
+    MAX_TOKENS,
+    ROLE,
+    TURN_TIMEOUT_S,
+    has_key,
+    load_conversations,
+    role_config,
+    scope_of,
+    talks_of_memory,
 )
 
 from pyruntime.cli.chat import free_port  # noqa: E402

@@ -189,7 +189,8 @@ class AsyncRuntimeClient:
         timeout_ms 0 = the runtime's 30 s (at most 120000); keep it below this client's own timeout.
         """
         request = m.wait_writes_request(role_id, scope, actor, trace_id, timeout_ms)
-        return await self._transport.unary(ORCHESTRATOR, "WaitMemoryWrites", request)
+        response: orch.WaitMemoryWritesResponse = await self._transport.unary(ORCHESTRATOR, "WaitMemoryWrites", request)
+        return response
 
     async def submit_tool_result(self, turn_id: str, call_id: str, success: bool, content: str) -> None:
         """Answer a game-tool call by hand; NOT_FOUND, FAILED_PRECONDITION (the call ended) and ALREADY_EXISTS raise."""

@@ -213,7 +213,7 @@ def _read_request(body: Mapping[str, Any]) -> _Request:
     compaction = len(messages) == 2 and hint.startswith(COMPACTION_PAYLOAD_PREFIX)
     format_ = body.get("response_format")
     structured = isinstance(format_, Mapping) and format_.get("type") in ("json_object", "json_schema")
-    schema = format_.get("schema") if structured else None
+    schema = format_.get("schema") if structured and isinstance(format_, Mapping) else None
     properties = schema.get("properties") if isinstance(schema, Mapping) else None
     if isinstance(properties, Mapping) and properties and "reply" not in properties:
         structured = False  # another schema (the memory writer's decision): the rule's reply is that JSON

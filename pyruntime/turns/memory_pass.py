@@ -26,7 +26,6 @@ from pyruntime.memory import MemoryTool
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.errors import ModelError
 from pyruntime.model.queue import ModelRequestQueue, Priority
-from pyruntime.turns.write_gate import ConversationGate
 from pyruntime.turns.memory_writer import (
     WRITER_MAX_TOKENS,
     MemoryEdit,
@@ -37,6 +36,7 @@ from pyruntime.turns.memory_writer import (
     writer_messages,
     writer_schema,
 )
+from pyruntime.turns.write_gate import ConversationGate
 
 log = logging.getLogger("pyruntime.turns")
 
@@ -174,7 +174,7 @@ class MemoryPasses:
         running = self._by_conversation.get(conversation)
         return running[-1] if running else None
 
-    def start(self, pass_coro: "asyncio.Future[MemoryPassOutcome] | object", role_id: str, *,
+    def start(self, pass_coro: asyncio.Future[MemoryPassOutcome] | object, role_id: str, *,
               conversation: str = "", trace_id: str = "") -> asyncio.Task[MemoryPassOutcome]:
         """Run a pass in the background; its outcome is kept for `collect`/`drain`/`wait`; returns its task."""
         task: asyncio.Task[MemoryPassOutcome] = asyncio.ensure_future(self._outcome(pass_coro, role_id, trace_id))
@@ -204,17 +204,17 @@ class MemoryPasses:
         future.set_result(outcome)
         self._done.append(outcome)
         if outcome.trace_id:
-            self._by_turn[(conversation, outcome.trace_id)] = future  # type: ignore[assignment]
+            self._by_turn[(conversation, outcome.trace_id)] = future
             while len(self._by_turn) > KEPT_LANDED:
                 self._by_turn.popitem(last=False)
         return future
 
     @staticmethod
-    async def _outcome(pass_coro: "asyncio.Future[MemoryPassOutcome] | object", role_id: str,
+    async def _outcome(pass_coro: asyncio.Future[MemoryPassOutcome] | object, role_id: str,
                        trace_id: str) -> MemoryPassOutcome:
         """The pass's outcome with its trace id; a failure or a cancel is an outcome too (never raises)."""
         try:
-            outcome = await pass_coro  # type: ignore[misc]
+            outcome: MemoryPassOutcome = await pass_coro  # type: ignore[misc]
         except asyncio.CancelledError:
             outcome = MemoryPassOutcome(role_id, reason="cancelled")
         except Exception as exc:  # noqa: BLE001 - a pass failure is reported, never raised into a turn

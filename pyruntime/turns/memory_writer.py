@@ -49,7 +49,7 @@ class MemoryDesign(enum.Enum):
     WRITER = "writer"
 
     @classmethod
-    def parse(cls, value: "str | MemoryDesign") -> "MemoryDesign":
+    def parse(cls, value: str | MemoryDesign) -> MemoryDesign:
         """The design for `tool`/`writer` (trimmed, case-insensitive)."""
         if isinstance(value, cls):
             return value
@@ -207,7 +207,8 @@ FILLER_VERBS = frozenset("will ll shall would need want wanted get got make let 
 WISH_VERBS = frozenset("hope hoping wish wishing guess think thinking wonder wondering suppose bet believe".split())
 
 
-_CONTRACTION_PARTS = frozenset("t ll m re ve d don won didn doesn isn wasn aren haven hasn couldn wouldn shouldn".split())
+_CONTRACTION_PARTS = frozenset(
+    "t ll m re ve d don won didn doesn isn wasn aren haven hasn couldn wouldn shouldn".split())
 _PRONOUNS = frozenset("he him his she her hers they them us one".split())
 
 
@@ -371,7 +372,8 @@ class MemoryEdit:
 _NAMES_ITSELF = re.compile(r"\b(?:(?:my|our)\s+(?:\w+\s+)?name|call\s+me|called\s+me|name'?s|i\s+am\s+called|"
                            r"i'?m\s+called|i\s+am\s+named|i'?m\s+named)\b", re.IGNORECASE)
 # "my horse is called Clover", "my sister's name is Poppy": the name of a thing or a person the player has.
-_NAMES_A_THING = re.compile(r"\bmy\s+(\w+)(?:'s\s+name)?\s+(?:is\s+|was\s+)?(?:called|named|name\s+is)?\s*", re.IGNORECASE)
+_NAMES_A_THING = re.compile(r"\bmy\s+(\w+)(?:'s\s+name)?\s+(?:is\s+|was\s+)?(?:called|named|name\s+is)?\s*",
+                            re.IGNORECASE)
 # Verbs that precede a value without naming what it is ("I need passage to X": the topic is "passage").
 TOPIC_VERBS = frozenset("need want like love buy bought order ordered have had get got go going travel traveling "
                         "travelling live lived am is are was were be called named".split())
@@ -431,7 +433,8 @@ def to_clause_end(value: str, player_text: str) -> str:
     if found is None:
         return value
     rest = []
-    for word in re.match(r"[^,.;:!?]*", player_text[found.end():]).group(0).split():
+    clause = re.match(r"[^,.;:!?]*", player_text[found.end():])  # always matches (possibly empty)
+    for word in (clause.group(0) if clause else "").split():
         if word.lower() in _CLAUSE_STOPS:
             break
         rest.append(word.strip("'\""))

@@ -876,7 +876,7 @@ class AiOrchestrator:
         return without_earlier_sessions(prepared, await self._session_start(turn))
 
     async def _session_start(self, turn: _Turn) -> int:
-        """The store order of the conversation's last message before this runtime first served it (turns/sessions.py)."""
+        """The store order of the conversation's last message before this runtime first served it (turns/sessions)."""
         conversation = conversation_digest(turn.store.key(turn.role_id))
         start = self.session_starts.get(conversation)
         if start is None:
