@@ -7,6 +7,10 @@ Assemblies, written to `unity_package/.build/` (git-ignored) next to a copy of N
                               is not `UnityEngine` becomes its own `<Name>.dll`, e.g. `UnityEditor`)
 - `CoreAI.Runtime.Unity.dll`  from `Runtime/Unity/**/*.cs` against Core and the stubs
 - `CoreAI.Editor.dll`         from `Editor/**/*.cs` against all of the above (when present)
+- the package's NUnit test assemblies (target `tests`), each named by its asmdef as Unity names it, so the package's
+  InternalsVisibleTo means the same assembly here and in Unity: `CoreAI.Tests.Runtime` from `Tests/Runtime/**/*.cs`
+  (Core, the stubs), `CoreAI.Tests.Editor` from `Tests/Editor/**/*.cs` (all of the above), both against Debian's
+  NUnit 2.6.4 framework (Unity's is NUnit 3: the tests keep to what both have; docs/unity.md#testing-your-game)
 
 An assembly is rebuilt only when its sources, references or flags changed. Any compile error fails
 the build with mcs's full output.
@@ -16,13 +20,14 @@ level is mirrored by compiling with -nostdlib against Mono's 4.7.1 reference ass
 at that level (no System.Net.Http); ".NET Standard 2.1" by checking that every framework type the compiled
 assembly uses is one the netstandard facade forwards (2.0's list, a subset of 2.1's: stricter, never laxer).
 
-Usage: python tools/build_csharp.py [core|unity|editor|all] [--out DIR]   (default: all)
+Usage: python tools/build_csharp.py [core|unity|editor|tests|all] [--out DIR]   (default: all)
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -34,6 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "unity_package"
 DEFAULT_OUT = PACKAGE / ".build"
 NEWTONSOFT = Path("/usr/lib/cli/Newtonsoft.Json-5.0/Newtonsoft.Json.dll")
+# NUnit 2.6.4's framework, which mono-devel brings (libmono-cil-dev needs libnunit-cil-dev); no NUnit 3 is installable.
+NUNIT = Path("/usr/lib/cli/nunit.framework-2.6.3/nunit.framework.dll")
 LANG_VERSION = "7.2"
 # No System.Net.Http: Unity's ".NET Framework" level lacks it (see compile_for_api_level).
 FRAMEWORK_REFS = ("System", "System.Core", "System.Runtime.Serialization", "System.Xml")
@@ -45,6 +52,8 @@ NETSTANDARD_FACADE = NET_FRAMEWORK_API / "Facades" / "netstandard.dll"
 CORE = "CoreAI.Runtime.Core"
 UNITY = "CoreAI.Runtime.Unity"
 EDITOR = "CoreAI.Editor"
+# The package's test folders with an asmdef; the assembly name is the asmdef's (assembly_of_tests).
+TEST_FOLDERS = ("Runtime", "Editor")
 
 
 class BuildError(RuntimeError):
@@ -187,9 +196,28 @@ def build_editor(out_dir: Path = DEFAULT_OUT) -> Path | None:
     return compile_assembly(EDITOR, files, out_dir, refs)
 
 
+def assembly_of_tests(folder: str) -> str:
+    """The assembly name of the package's test folder `Tests/<folder>`, as its asmdef gives it to Unity."""
+    [asmdef] = sorted((PACKAGE / "Tests" / folder).glob("*.asmdef"))
+    return str(json.loads(asmdef.read_text(encoding="utf-8"))["name"])
+
+
+def build_tests(out_dir: Path = DEFAULT_OUT) -> list[Path]:
+    """The package's NUnit test assemblies (Tests/Runtime, Tests/Editor), named by their asmdefs."""
+    nunit = _copy_beside(NUNIT, out_dir, "install libnunit-cil-dev (Debian's mono-devel depends on it)")
+    core, stubs = build_core(out_dir), _engine_stubs(out_dir)
+    built = [compile_assembly(assembly_of_tests("Runtime"), sources(PACKAGE / "Tests" / "Runtime"), out_dir,
+                              [core, stubs[0], nunit])]
+    editor_refs = [core, *stubs, nunit]
+    editor_refs += [p for p in (build_unity(out_dir), build_editor(out_dir)) if p is not None]
+    editor_files = sources(PACKAGE / "Tests" / "Editor")
+    built.append(compile_assembly(assembly_of_tests("Editor"), editor_files, out_dir, editor_refs))
+    return built
+
+
 def build(targets: Sequence[str] = ("all",), out_dir: Path = DEFAULT_OUT) -> list[Path]:
-    """Build the named targets (core, unity, editor, all); returns the assemblies built."""
-    wanted = {"core", "unity", "editor"} if "all" in targets else set(targets)
+    """Build the named targets (core, unity, editor, tests, all); returns the assemblies built."""
+    wanted = {"core", "unity", "editor", "tests"} if "all" in targets else set(targets)
     built: list[Path] = []
     if "core" in wanted:
         built.append(build_core(out_dir))
@@ -197,6 +225,8 @@ def build(targets: Sequence[str] = ("all",), out_dir: Path = DEFAULT_OUT) -> lis
         built += [p for p in (build_unity(out_dir),) if p is not None]
     if "editor" in wanted:
         built += [p for p in (build_editor(out_dir),) if p is not None]
+    if "tests" in wanted:
+        built += build_tests(out_dir)
     return built
 
 
@@ -208,12 +238,17 @@ def _engine_stubs(out_dir: Path) -> list[Path]:
 
 
 def _newtonsoft(out_dir: Path) -> Path:
+    return _copy_beside(NEWTONSOFT, out_dir, "install libnewtonsoft-json-cil-dev")
+
+
+def _copy_beside(dll: Path, out_dir: Path, fix: str) -> Path:
     # A copy beside the assemblies lets Mono (and pythonnet) resolve it without a GAC entry.
-    if not NEWTONSOFT.exists():
-        raise BuildError(f"{NEWTONSOFT} is missing: install libnewtonsoft-json-cil-dev")
-    copy = out_dir / NEWTONSOFT.name
-    if not copy.exists() or copy.stat().st_size != NEWTONSOFT.stat().st_size:
-        shutil.copyfile(NEWTONSOFT, copy)
+    if not dll.exists():
+        raise BuildError(f"{dll} is missing: {fix}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    copy = out_dir / dll.name
+    if not copy.exists() or copy.stat().st_size != dll.stat().st_size:
+        shutil.copyfile(dll, copy)
     return copy
 
 
@@ -228,12 +263,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: prints the built assemblies, or mcs's errors and exits 1."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # No argparse `choices` here: with nargs="*" Python 3.11 checks the empty default against them and fails.
-    parser.add_argument("targets", nargs="*", help="core, unity, editor or all (default: all)")
+    parser.add_argument("targets", nargs="*", help="core, unity, editor, tests or all (default: all)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
-    unknown = [t for t in args.targets if t not in ("core", "unity", "editor", "all")]
+    unknown = [t for t in args.targets if t not in ("core", "unity", "editor", "tests", "all")]
     if unknown:
-        parser.error(f"unknown target(s) {unknown}: choose from core, unity, editor, all")
+        parser.error(f"unknown target(s) {unknown}: choose from core, unity, editor, tests, all")
     try:
         for path in build(args.targets or ["all"], args.out):
             print(path)

@@ -27,6 +27,10 @@ from coreai.v1 import common_pb2, memory_store_pb2, orchestrator_pb2  # noqa: E4
 
 DEFAULT_OUT = ROOT / "unity_package" / "Runtime" / "Core" / "Generated"
 NAMESPACE = "CoreAI.V1"
+# The messages and enums are the contract the familiar API's results carry (AiTaskResult.CutReport, HealthResponse):
+# public. The service clients are the package's plumbing under CoreAIRuntimeClient: internal (the test assemblies
+# reach them through InternalsVisibleTo, docs/unity.md#public-api).
+CLIENT_VISIBILITY = "internal"
 FILES: tuple[FileDescriptor, ...] = (common_pb2.DESCRIPTOR, memory_store_pb2.DESCRIPTOR, orchestrator_pb2.DESCRIPTOR)
 
 _SCALARS = {
@@ -153,7 +157,7 @@ def _enum(enum: EnumDescriptor) -> list[str]:
 def _service(service: ServiceDescriptor) -> list[str]:
     lines = [
         f"/// <summary>Connect client of {service.full_name}.</summary>",
-        f"public sealed partial class {service.name}Client",
+        f"{CLIENT_VISIBILITY} sealed partial class {service.name}Client",
         "{",
         f'    public const string ServiceName = "{service.full_name}";',
         "    private readonly ConnectClient _transport;",

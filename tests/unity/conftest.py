@@ -24,11 +24,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.support.fixtures import tiny_llama_server, tiny_model_path  # noqa: E402,F401
-from tools.build_csharp import DEFAULT_OUT, build_core, compile_assembly, sources  # noqa: E402
+from tools.build_csharp import DEFAULT_OUT, build_core, build_tests, assembly_of_tests  # noqa: E402
 
 TOKEN = "unity-core-test-token-0123456789"
-TEST_ASSEMBLY = "CoreAI.Tests.UnityCore"
-CSHARP_TESTS = Path(__file__).parent / "csharp"
+# The package's test assemblies (unity_package/Tests/Runtime, Tests/Editor): the scenarios these tests call and the
+# NUnit tests test_package_nunit.py runs; named by their asmdefs, as the Core's InternalsVisibleTo names them.
+RUNTIME_TESTS, EDITOR_TESTS = assembly_of_tests("Runtime"), assembly_of_tests("Editor")
 WAIT_S = 120.0
 
 
@@ -46,13 +47,13 @@ def start_mono() -> None:
 
 @pytest.fixture(scope="session")
 def assemblies() -> Path:
-    """CoreAI.Runtime.Core.dll and the test assembly (design note examples), compiled and loaded."""
+    """CoreAI.Runtime.Core.dll and the package's test assemblies (the design note's scenarios, NUnit tests), loaded."""
     core = build_core()
-    tests = compile_assembly(TEST_ASSEMBLY, sources(CSHARP_TESTS), DEFAULT_OUT, [core])
+    tests = build_tests()
     start_mono()
     import clr
 
-    for dll in (DEFAULT_OUT / "Newtonsoft.Json.dll", core, tests):
+    for dll in (DEFAULT_OUT / "Newtonsoft.Json.dll", DEFAULT_OUT / "nunit.framework.dll", core, *tests):
         clr.AddReference(str(dll))
     from tests.support.sync_store_calls import raise_for_a_shared_machine
 

@@ -14,6 +14,7 @@ import pytest
 from google.protobuf import json_format
 
 from coreai.v1 import common_pb2, orchestrator_pb2
+from tests.support.internals import internal
 from tests.unity.conftest import wait
 
 CODES = {
@@ -39,7 +40,7 @@ def _stream(data: bytes) -> Any:
 
 
 def _read_all(data: bytes) -> list[Any]:
-    from CoreAI.Runtime import ConnectEnvelope
+    ConnectEnvelope = internal("CoreAI.Runtime.ConnectEnvelope")
     from System.Threading import CancellationToken
 
     stream, out = _stream(data), []
@@ -51,7 +52,7 @@ def _read_all(data: bytes) -> list[Any]:
 
 
 def test_envelope_encoding_is_flags_then_big_endian_length(assemblies: Any) -> None:
-    from CoreAI.Runtime import ConnectEnvelope
+    ConnectEnvelope = internal("CoreAI.Runtime.ConnectEnvelope")
 
     payload = '{"hint":"héllo"}'
     encoded = bytes(ConnectEnvelope.Encode(2, payload))
@@ -78,7 +79,7 @@ def test_truncated_or_impossible_envelopes_are_internal_errors(assemblies: Any, 
 @pytest.mark.parametrize("code,exception", sorted(CODES.items()))
 def test_every_connect_code_maps_to_its_exception(assemblies: Any, code: str, exception: str) -> None:
     import CoreAI.Runtime as rt
-    from CoreAI.Runtime import ConnectErrors
+    ConnectErrors = internal("CoreAI.Runtime.ConnectErrors")
 
     error = ConnectErrors.FromUnaryResponse(400, json.dumps({"code": code, "message": "why it failed"}))
     assert type(error).__name__ == exception
@@ -89,7 +90,9 @@ def test_every_connect_code_maps_to_its_exception(assemblies: Any, code: str, ex
 
 
 def test_statuses_without_a_connect_body_map_like_connect(assemblies: Any) -> None:
-    from CoreAI.Runtime import ConnectCode, ConnectErrors
+    from CoreAI.Runtime import ConnectCode
+
+    ConnectErrors = internal("CoreAI.Runtime.ConnectErrors")
 
     assert ConnectErrors.FromUnaryResponse(503, "<html>busy</html>").Code == ConnectCode.Unavailable
     assert ConnectErrors.FromUnaryResponse(401, "").Code == ConnectCode.Unauthenticated
@@ -102,8 +105,10 @@ def test_statuses_without_a_connect_body_map_like_connect(assemblies: Any) -> No
 
 
 def test_csharp_json_is_strict_proto3_json(assemblies: Any) -> None:
-    from CoreAI.Runtime import ProtoJson
-    from CoreAI.V1 import RoleMemoryConfigProto as RoleMemoryConfig, ToolResultMemoryProto as ToolResultMemory
+    from CoreAI.V1 import RoleMemoryConfigProto as RoleMemoryConfig
+    from CoreAI.V1 import ToolResultMemoryProto as ToolResultMemory
+
+    ProtoJson = internal("CoreAI.Runtime.ProtoJson")
 
     config = RoleMemoryConfig()
     config.RoleId = "Smith"
@@ -123,8 +128,9 @@ def test_csharp_json_is_strict_proto3_json(assemblies: Any) -> None:
 
 
 def test_int64_travels_as_a_string_both_ways(assemblies: Any) -> None:
-    from CoreAI.Runtime import ProtoJson
     from CoreAI.V1 import ChatMessageProto as ChatMessage
+
+    ProtoJson = internal("CoreAI.Runtime.ProtoJson")
 
     big = 2**53 + 1  # not representable as a double: a number would lose it
     message = ChatMessage()
@@ -138,8 +144,9 @@ def test_int64_travels_as_a_string_both_ways(assemblies: Any) -> None:
 
 
 def test_python_proto3_json_reads_into_csharp_types(assemblies: Any) -> None:
-    from CoreAI.Runtime import ProtoJson
     from CoreAI.V1 import TurnEvent, TurnStatus
+
+    ProtoJson = internal("CoreAI.Runtime.ProtoJson")
 
     final = orchestrator_pb2.RunTaskResponse(
         status=orchestrator_pb2.TURN_STATUS_TOOL_LOOP_ENDED, text="hi", trace_id="t-1",
@@ -156,8 +163,9 @@ def test_python_proto3_json_reads_into_csharp_types(assemblies: Any) -> None:
 
 
 def test_unknown_enum_names_and_fields_from_a_newer_runtime_are_tolerated(assemblies: Any) -> None:
-    from CoreAI.Runtime import ProtoJson
     from CoreAI.V1 import LoadStateResponse, LoadStatus
+
+    ProtoJson = internal("CoreAI.Runtime.ProtoJson")
 
     newer = '{"status":"LOAD_STATUS_FROM_THE_FUTURE","newField":1,"reason":"r"}'
     back = ProtoJson.Deserialize[LoadStateResponse](newer)
@@ -166,8 +174,9 @@ def test_unknown_enum_names_and_fields_from_a_newer_runtime_are_tolerated(assemb
 
 
 def test_familiar_policy_maps_to_a_full_configure_role_patch(assemblies: Any) -> None:
-    from CoreAI.Ai import AgentBuilder, AgentMemoryPolicy, MemoryToolAction, ProtoMapping
-    from CoreAI.Runtime import ProtoJson
+    from CoreAI.Ai import AgentBuilder, AgentMemoryPolicy, MemoryToolAction
+
+    ProtoJson, ProtoMapping = internal("CoreAI.Runtime.ProtoJson"), internal("CoreAI.Ai.ProtoMapping")
 
     policy = AgentMemoryPolicy()
     config = AgentBuilder("BlacksmithNPC", policy).WithMemory(MemoryToolAction.StrReplace) \

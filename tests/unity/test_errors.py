@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.internals import internal, member
 from tests.unity.conftest import TOKEN, wait
 
 
@@ -159,11 +160,13 @@ def test_stopped_runtime_is_unavailable_and_resets_the_policy_sync(runtime_facto
 
 
 def test_client_timeout_is_deadline_exceeded_and_cancellation_is_operation_canceled(runtime: Any) -> None:
-    from CoreAI.Ai import AgentMemoryScope, AiTaskRequest, ProtoMapping
-    from CoreAI.Runtime import CallOptions, ConnectClientOptions, CoreAIRuntimeClient, DeadlineExceededException
+    from CoreAI.Ai import AgentMemoryScope, AiTaskRequest
+    from CoreAI.Runtime import ConnectClientOptions, CoreAIRuntimeClient, DeadlineExceededException
+    from CoreAI.V1 import HealthRequest
     from System import OperationCanceledException, TimeSpan
     from System.Threading import CancellationToken, CancellationTokenSource
-    from CoreAI.V1 import HealthRequest
+
+    CallOptions, ProtoMapping = internal("CoreAI.Runtime.CallOptions"), internal("CoreAI.Ai.ProtoMapping")
 
     options = ConnectClientOptions()
     options.BaseUrl, options.Token = runtime.url, TOKEN
@@ -174,7 +177,7 @@ def test_client_timeout_is_deadline_exceeded_and_cancellation_is_operation_cance
         proto = ProtoMapping.ToProto(request, AgentMemoryScope.Empty)
         with pytest.raises(DeadlineExceededException):
             one_ms = CallOptions.WithTimeout(TimeSpan.FromMilliseconds(1))
-            wait(client.Orchestrator.RunTaskAsync(proto, one_ms, CancellationToken(False)))
+            wait(member(client, "Orchestrator").RunTaskAsync(proto, one_ms, CancellationToken(False)))
         # A turn's own Timeout is the runtime's to enforce: the turn ends and says so.
         request.Timeout = TimeSpan.FromMilliseconds(1)
         result = wait(client.CreateOrchestrator().RunTaskWithResultAsync(request))
@@ -183,6 +186,6 @@ def test_client_timeout_is_deadline_exceeded_and_cancellation_is_operation_cance
         cts.Cancel()
         with pytest.raises(OperationCanceledException):
             five_s = CallOptions.WithTimeout(TimeSpan.FromSeconds(5))
-            wait(client.Orchestrator.HealthAsync(HealthRequest(), five_s, cts.Token))
+            wait(member(client, "Orchestrator").HealthAsync(HealthRequest(), five_s, cts.Token))
     finally:
         client.Dispose()

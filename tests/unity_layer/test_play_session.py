@@ -206,3 +206,27 @@ def test_dispose_cancels_a_turn_in_flight_and_its_tool_handler(scenarios: Path, 
     wait_for(lambda: turn.IsCompleted, 30, "the turn to end with Dispose")
     assert outcome(turn) == "cancelled"
     assert tool.Cancelled.Wait(TimeSpan.FromSeconds(30)), "the handler's token was not cancelled"
+
+
+@pytest.mark.parametrize("reload_domain", [False, True])
+def test_every_play_starts_with_a_fresh_default_policy(edit_mode, reload_domain: bool) -> None:
+    # Enter Play Mode Options with the domain reload off keep statics across plays: the Unity layer resets the default
+    # policy at SubsystemRegistration, so a role one play configured is not in the next (as with the reload on).
+    from CoreAI.Ai import AgentBuilder, AgentMemoryPolicy
+    from System import Object
+    from UnityEditor import StubPlayMode
+
+    StubPlayMode.Enter(reload_domain)
+    AgentBuilder("Forgemaster").WithoutMemory().WithChatHistory(2048, True).Build()  # into the Default policy
+    AgentMemoryPolicy.Default.ConfigureRole("Merchant", useMemoryTool=False)
+    first = AgentMemoryPolicy.Default
+    assert not first.GetConfig("Forgemaster").UseMemoryTool and not first.GetConfig("Merchant").UseMemoryTool
+    StubPlayMode.Exit()
+
+    StubPlayMode.Enter(reload_domain)
+    fresh = AgentMemoryPolicy.Default
+    assert not Object.ReferenceEquals(fresh, first)
+    assert fresh.GetConfig("Forgemaster").UseMemoryTool and not fresh.GetConfig("Forgemaster").PersistChatHistory
+    assert fresh.GetConfig("Merchant").UseMemoryTool  # the built-in role's own default again
+    assert fresh.Revision == AgentMemoryPolicy().Revision  # nothing configured yet in this play
+    StubPlayMode.Exit()

@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 
 from tests.rpc.conftest import TOKEN, RuntimeProcess, spawn_runtime
-from tests.unity_layer.frames import wait_on_main
 from tests.unity_layer.dotnet import ROOT
+from tests.unity_layer.frames import pump_until, wait_on_main
 from tools.build_csharp import build_core, build_stubs, build_unity, compile_assembly
 
 SCRIPT = {
     "rules": [
+        {"when": {"system": "Brom", "hint": "(?i)story"}, "reply": "Long ago...", "first_delay_ms": 60000},
         {"when": {"system": "Brom", "hint": "(?i)buy"}, "reply": "A fine blade.",
          "tool_calls": [
              {"name": "quote_price", "arguments": {"item": "Sword"}},
@@ -75,3 +76,52 @@ def test_the_blacksmith_quotes_hands_over_and_remembers(sample: Any, scripted: R
         assert ok and state.Memory == "Alex bought a sword for 30 gold"
     finally:
         client.Dispose()
+
+
+@pytest.fixture
+def playing(sample: Any, scripted: RuntimeProcess, tmp_path: Path) -> Iterator[Any]:
+    """Play Mode: a bootstrap in remote mode against the scripted runtime, the blacksmith beside it, connected."""
+    from CoreAI.Samples.BlacksmithNpc import BlacksmithNpc
+    from CoreAI.UnityIntegration import CoreAIRuntimeBootstrap, CoreAIRuntimeSettings
+    from UnityEditor import StubDomain, StubEditorState, StubPlayMode
+    from UnityEngine import GameObject, ScriptableObject, StubEngine, StubState
+
+    StubState.IsEditor, StubState.IsPlaying, StubEditorState.IsPlaying = True, False, False
+    StubState.PersistentDataPath = str(tmp_path / "persistent")
+    StubEngine.DestroyEverything()
+    StubDomain.Reload()
+    settings = ScriptableObject.CreateInstance[CoreAIRuntimeSettings]()
+    settings.RemoteUrl, settings.RemoteToken = f"http://127.0.0.1:{scripted.connect_port}", TOKEN
+    host = GameObject("CoreAI")
+    bootstrap = host.AddComponent[CoreAIRuntimeBootstrap]()
+    bootstrap.Settings = settings
+    npc = host.AddComponent[BlacksmithNpc]()
+    StubPlayMode.Enter(False)
+    try:
+        pump_until(lambda: bootstrap.IsReady and npc.Reply == "(Brom looks up from the anvil)", 60, "the blacksmith")
+        yield npc
+    finally:
+        if StubState.IsPlaying:
+            StubPlayMode.Exit()
+        StubEngine.RunFrame()  # what the stopped game still posted to the main thread
+        StubDomain.Reload()  # the NPC's Awake registered its main-thread tools into the default policy: drop them
+        StubState.IsEditor = False
+
+
+@pytest.mark.parametrize("how", ["disabled", "destroyed"])
+def test_a_turn_ends_when_the_blacksmith_is_disabled_or_destroyed(playing: Any, how: str) -> None:
+    from UnityEngine import Object, StubEngine
+
+    npc = playing
+    turn = npc.Ask("Tell me a story")  # the scripted model takes 60 s to start answering this one
+    for _ in range(5):  # a few frames: the request is on its way
+        StubEngine.RunFrame()
+    assert not turn.IsCompleted and npc.CurrentTurn is not None
+    if how == "disabled":
+        npc.enabled = False
+    else:
+        Object.DestroyImmediate(npc)
+    # Cancelled with the NPC: it ends now, not when the model answers, and leaves the NPC's reply alone.
+    pump_until(lambda: turn.IsCompleted, 30, "the cancelled turn to end")
+    assert turn.Status.ToString() == "RanToCompletion"  # the sample's handler took the cancellation
+    assert npc.Reply == "(Brom looks up from the anvil)"

@@ -6,29 +6,9 @@ using System.Threading;
 using System.Threading.Tasks;
 using CoreAI.Ai;
 using CoreAI.Runtime;
-using V1 = CoreAI.V1;
 
 namespace CoreAI.EditorTools
 {
-    /// <summary>One role as the inspector shows it: memory document, retained versions, chat history.</summary>
-    public sealed class RoleMemoryView
-    {
-        /// <summary>The role id.</summary>
-        public string RoleId { get; internal set; }
-
-        /// <summary>True when the role has a memory document.</summary>
-        public bool HasMemory { get; internal set; }
-
-        /// <summary>The memory document ("" when none).</summary>
-        public string Memory { get; internal set; }
-
-        /// <summary>Retained versions, oldest first.</summary>
-        public IReadOnlyList<AgentMemoryVersion> Versions { get; internal set; }
-
-        /// <summary>Chat history, oldest first.</summary>
-        public ChatMessage[] ChatHistory { get; internal set; }
-    }
-
     /// <summary>
     /// The data behind the memory inspector window, read and changed through the core's API (the
     /// runtime's memory store); no editor UI, so it can be tested on its own.
@@ -55,11 +35,7 @@ namespace CoreAI.EditorTools
         public async Task<List<string>> ListRolesAsync(CancellationToken cancel = default(CancellationToken))
         {
             SortedSet<string> roles = new SortedSet<string>(StringComparer.Ordinal);
-            V1.ListRolesResponse response = await client.Orchestrator.ListRolesAsync(new V1.ListRolesRequest(), null, cancel).ConfigureAwait(false);
-            foreach (V1.RoleMemoryConfigProto role in response.Roles)
-            {
-                if (!string.IsNullOrWhiteSpace(role.RoleId)) roles.Add(role.RoleId);
-            }
+            foreach (RoleMemoryConfig role in await client.ListRolesAsync(cancel).ConfigureAwait(false)) roles.Add(role.RoleId);
             foreach (string saved in SavedRoleIds(persistentDataPath)) roles.Add(saved);
             return new List<string>(roles);
         }

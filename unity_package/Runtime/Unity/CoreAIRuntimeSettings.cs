@@ -6,19 +6,6 @@ using UnityEngine;
 
 namespace CoreAI.UnityIntegration
 {
-    /// <summary>Which program starts the runtime.</summary>
-    public enum RuntimeProgram
-    {
-        /// <summary>`coreai-runtime` of a Python environment (Runtime Path: that file, or the bare name on PATH).</summary>
-        CoreAIRuntimeCommand,
-
-        /// <summary>A Python environment's interpreter, run as `python -m pyruntime.cli` (Runtime Path: the python).</summary>
-        PythonEnvironment,
-
-        /// <summary>A runtime executable shipped with the game (Runtime Path: that file).</summary>
-        BundledExecutable,
-    }
-
     /// <summary>How the game starts and reaches the CoreAI runtime: program, model, ports, persistence, caps.</summary>
     [CreateAssetMenu(menuName = "CoreAI/Runtime Settings", fileName = "CoreAIRuntimeSettings")]
     public sealed class CoreAIRuntimeSettings : ScriptableObject

@@ -1,5 +1,5 @@
 using System;
-using System.Collections.Generic;
+using System.Threading;
 using System.Threading.Tasks;
 using CoreAI.Ai;
 using CoreAI.Launcher;
@@ -9,56 +9,15 @@ using UnityEngine;
 
 namespace CoreAI.Samples.BlacksmithNpc
 {
-    /// <summary>What Brom sells.</summary>
-    public enum Ware
-    {
-        Sword,
-        Axe,
-        Horseshoe,
-    }
-
-    /// <summary>The arguments of Brom's game tools.</summary>
-    /// <remarks>[Preserve]: Newtonsoft fills it by reflection, which IL2CPP's stripping (Medium/High) cannot see.</remarks>
-    [UnityEngine.Scripting.Preserve]
-    public sealed class WareArgs
-    {
-        [ToolParameter("The item, one of the wares Brom sells.")]
-        public Ware Item;
-    }
-
-    /// <summary>The game's side of the shop: its own price table and the player's bag (plain C#, no scene needed).</summary>
-    public sealed class BlacksmithShop
-    {
-        /// <summary>Prices in gold: the game's table, never the model's guess.</summary>
-        public static readonly IReadOnlyDictionary<Ware, int> Prices = new Dictionary<Ware, int>
-        {
-            { Ware.Sword, 30 },
-            { Ware.Axe, 22 },
-            { Ware.Horseshoe, 3 },
-        };
-
-        /// <summary>What the player was handed, in order.</summary>
-        public List<Ware> Bag { get; } = new List<Ware>();
-
-        /// <summary>The quote_price tool: the price from the table.</summary>
-        public string QuotePrice(Ware item)
-        {
-            return "{\"item\": \"" + item + "\", \"gold\": " + Prices[item] + "}";
-        }
-
-        /// <summary>The give_item tool: the item goes into the player's bag.</summary>
-        public string GiveItem(Ware item)
-        {
-            Bag.Add(item);
-            return "{\"handed_over\": \"" + item + "\"}";
-        }
-    }
-
     /// <summary>
     /// A blacksmith NPC who remembers the player across sessions: the memory tool keeps compact facts
     /// (name, orders, debts) and the chat history is persisted, so after a restart Brom still knows you.
     /// Put it next to a CoreAIRuntimeBootstrap; type in the box and press Say.
     /// </summary>
+    /// <remarks>
+    /// Every turn carries a token tied to this component's lifetime: disabling or destroying the NPC (Stop, a scene
+    /// change) cancels the turn it is waiting for, so no reply lands on an NPC that is gone.
+    /// </remarks>
     [AddComponentMenu("CoreAI/Samples/Blacksmith NPC")]
     public sealed class BlacksmithNpc : MonoBehaviour
     {
@@ -80,9 +39,16 @@ namespace CoreAI.Samples.BlacksmithNpc
         private string input = "Hello! I'm Alex. Can you forge me a sword?";
         private string reply = "(the forge is warming up …)";
         private bool waiting;
+        private CancellationTokenSource lifetime;  // enabled → disabled: every turn of this NPC ends with it
 
         /// <summary>The game's shop state the tools act on.</summary>
         public BlacksmithShop Shop { get; } = new BlacksmithShop();
+
+        /// <summary>What Brom said last (or what keeps him from answering).</summary>
+        public string Reply => reply;
+
+        /// <summary>The turn the NPC is waiting for (null before the first); it ends when the NPC is disabled.</summary>
+        public Task CurrentTurn { get; private set; }
 
         /// <summary>The blacksmith's agent configuration, registered in `policy`, with game tools acting on shop.</summary>
         /// <remarks>The tools' handlers run on the main thread (the default), so they could as well touch the scene.</remarks>
@@ -99,12 +65,21 @@ namespace CoreAI.Samples.BlacksmithNpc
                 .Build();
         }
 
-        /// <summary>The blacksmith's reply to one line of the player.</summary>
-        public async Task<string> SayAsync(string line)
+        /// <summary>The blacksmith's reply to one line of the player; cancelling the token ends the turn.</summary>
+        public async Task<string> SayAsync(string line, CancellationToken cancellationToken)
         {
             if (orchestrator == null) return "(the runtime is not ready yet)";
-            AiTaskResult result = await orchestrator.RunTaskWithResultAsync(new AiTaskRequest { RoleId = RoleId, Hint = line });
+            AiTaskResult result = await orchestrator.RunTaskWithResultAsync(
+                new AiTaskRequest { RoleId = RoleId, Hint = line }, cancellationToken);
             return result.Succeeded ? result.Text : "(Brom scratches his head: " + result.Status + ")";
+        }
+
+        /// <summary>What the Say button does: a turn for `line` that lives as long as this NPC is enabled.</summary>
+        public Task Ask(string line)
+        {
+            if (lifetime == null) return Task.CompletedTask;  // disabled: nobody to answer
+            CurrentTurn = AskAsync(line, lifetime.Token);
+            return CurrentTurn;
         }
 
         private void Awake()
@@ -114,6 +89,7 @@ namespace CoreAI.Samples.BlacksmithNpc
 
         private void OnEnable()
         {
+            lifetime = new CancellationTokenSource();
             if (bootstrap == null) bootstrap = CoreAIRuntimeBootstrap.Instance;
             if (bootstrap == null)
             {
@@ -126,10 +102,24 @@ namespace CoreAI.Samples.BlacksmithNpc
 
         private void OnDisable()
         {
+            EndTurns();
             if (bootstrap != null) bootstrap.RuntimeReady -= OnRuntimeReady;
             if (client != null) client.Dispose();
             client = null;
             orchestrator = null;
+        }
+
+        private void OnDestroy()
+        {
+            EndTurns();  // Unity disables before it destroys; this keeps it so if that ever changes
+        }
+
+        private void EndTurns()
+        {
+            if (lifetime == null) return;
+            lifetime.Cancel();
+            lifetime.Dispose();
+            lifetime = null;
         }
 
         private void OnRuntimeReady(RuntimeEndpoint endpoint)
@@ -146,18 +136,19 @@ namespace CoreAI.Samples.BlacksmithNpc
             GUILayout.Label("Brom the blacksmith: " + reply);
             input = GUILayout.TextField(input ?? "");
             GUI.enabled = orchestrator != null && !waiting;
-            if (GUILayout.Button("Say")) _ = AskAsync(input);
+            if (GUILayout.Button("Say")) Ask(input);
             GUI.enabled = true;
             GUILayout.EndArea();
         }
 
         // Returns a Task, not void: an exception escaping a void async method would tear the app down.
-        private async Task AskAsync(string line)
+        private async Task AskAsync(string line, CancellationToken cancellationToken)
         {
             waiting = true;
             try
             {
-                reply = await SayAsync(line);
+                string answer = await SayAsync(line, cancellationToken);
+                if (!cancellationToken.IsCancellationRequested) reply = answer;
             }
             catch (OperationCanceledException)
             {

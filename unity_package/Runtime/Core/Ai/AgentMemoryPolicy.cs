@@ -25,7 +25,7 @@ namespace CoreAI.Ai
             "Creator", "Builder", "Analyzer", "Programmer", "CoreMechanicAI", "AINpc", "PlainChat", "SmartChat", "Merchant",
         };
 
-        private static readonly AgentMemoryPolicy DefaultPolicy = new AgentMemoryPolicy();
+        private static AgentMemoryPolicy defaultPolicy = new AgentMemoryPolicy();
 
         private readonly object _lock = new object();
         private readonly Dictionary<string, RoleMemoryConfig> _roles = new Dictionary<string, RoleMemoryConfig>(StringComparer.Ordinal);
@@ -42,7 +42,17 @@ namespace CoreAI.Ai
         }
 
         /// <summary>The process-wide policy: what <c>new AgentBuilder(role).Build()</c> registers into and a runtime client uses unless given another.</summary>
-        public static AgentMemoryPolicy Default => DefaultPolicy;
+        public static AgentMemoryPolicy Default => System.Threading.Volatile.Read(ref defaultPolicy);
+
+        /// <summary>
+        /// A fresh <see cref="Default"/> (the built-in roles only), as a domain reload gives: called at the start of every
+        /// play (Unity's SubsystemRegistration, CoreAI.UnityIntegration.CoreAIStaticState), so roles a game configured in
+        /// one play are not there in the next when "Enter Play Mode Options" turn the domain reload off.
+        /// </summary>
+        internal static void ResetDefault()
+        {
+            System.Threading.Volatile.Write(ref defaultPolicy, new AgentMemoryPolicy());
+        }
 
         /// <summary>The game tools of each role (docs/game-tools.md), sent with each of its turns.</summary>
         public GameToolRegistry Tools { get; } = new GameToolRegistry();

@@ -63,29 +63,4 @@ namespace CoreAI.Ai
             return IsEmpty ? "AgentMemoryScope(empty)" : "AgentMemoryScope(scoped)";
         }
     }
-
-    /// <summary>Supplies the scope of the current request (a host serving several players).</summary>
-    public interface IAgentMemoryScopeProvider
-    {
-        /// <summary>The scope for a role; <see cref="AgentMemoryScope.Empty"/> keeps role-only keys.</summary>
-        AgentMemoryScope GetScope(string roleId);
-    }
-
-    /// <summary>Always the same scope.</summary>
-    public sealed class FixedAgentMemoryScopeProvider : IAgentMemoryScopeProvider
-    {
-        private readonly AgentMemoryScope _scope;
-
-        /// <summary>A provider of scope (null: the empty scope).</summary>
-        public FixedAgentMemoryScopeProvider(AgentMemoryScope scope)
-        {
-            _scope = scope ?? AgentMemoryScope.Empty;
-        }
-
-        /// <summary>The fixed scope.</summary>
-        public AgentMemoryScope GetScope(string roleId)
-        {
-            return _scope;
-        }
-    }
 }

@@ -5,7 +5,7 @@ using V1 = CoreAI.V1;
 namespace CoreAI.Ai
 {
     /// <summary>Conversions between the familiar API's types and the generated proto DTOs (pure, no I/O).</summary>
-    public static class ProtoMapping
+    internal static class ProtoMapping
     {
         /// <summary>The proto scope (null: empty).</summary>
         public static V1.AgentMemoryScopeProto ToProto(AgentMemoryScope scope)

@@ -9,34 +9,6 @@ using System.Threading.Tasks;
 
 namespace CoreAI.Downloads
 {
-    /// <summary>What to download, where to, and what the finished file must be.</summary>
-    public sealed class DownloadRequest
-    {
-        /// <summary>The http(s) URL.</summary>
-        public string Url { get; set; }
-
-        /// <summary>The final file; written only once the download is complete and checked.</summary>
-        public string Destination { get; set; }
-
-        /// <summary>Where the partial file collects (default: next to Destination).</summary>
-        public string PartialFolder { get; set; }
-
-        /// <summary>The expected sha256 (hex); null: not checked (the digest is still returned).</summary>
-        public string Sha256 { get; set; }
-
-        /// <summary>The expected size in bytes; -1: not known beforehand.</summary>
-        public long Size { get; set; } = -1;
-
-        /// <summary>Checks the finished file before it is moved in place (throws DownloadException NotUsable); may be null.</summary>
-        public Action<string> Validate { get; set; }
-
-        /// <summary>How long to wait for the server to answer or to send more bytes.</summary>
-        public TimeSpan Timeout { get; set; } = TimeSpan.FromSeconds(30);
-
-        /// <summary>The name progress reports carry (default: the destination's file name).</summary>
-        public string Label { get; set; }
-    }
-
     /// <summary>
     /// One resumable, verified download into a file, the same rules as the runtime's `coreai-runtime models pull`:
     /// the bytes go to `&lt;name&gt;.partial` first; an interrupted download keeps it and the next call asks for the

@@ -476,7 +476,7 @@ namespace CoreAI.V1
     }
 
     /// <summary>Connect client of coreai.v1.MemoryStore.</summary>
-    public sealed partial class MemoryStoreClient
+    internal sealed partial class MemoryStoreClient
     {
         public const string ServiceName = "coreai.v1.MemoryStore";
         private readonly ConnectClient _transport;

@@ -609,7 +609,7 @@ namespace CoreAI.V1
     }
 
     /// <summary>Connect client of coreai.v1.Orchestrator.</summary>
-    public sealed partial class OrchestratorClient
+    internal sealed partial class OrchestratorClient
     {
         public const string ServiceName = "coreai.v1.Orchestrator";
         private readonly ConnectClient _transport;

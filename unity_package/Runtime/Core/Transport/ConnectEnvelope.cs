@@ -7,7 +7,7 @@ using System.Threading.Tasks;
 namespace CoreAI.Runtime
 {
     /// <summary>One Connect streaming envelope: a flags byte, a big-endian uint32 length, the payload.</summary>
-    public sealed class ConnectEnvelope
+    internal sealed class ConnectEnvelope
     {
         /// <summary>Flag of a compressed payload (this client never asks for compression).</summary>
         public const byte CompressedFlag = 0x01;

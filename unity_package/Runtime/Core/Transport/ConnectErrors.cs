@@ -5,7 +5,7 @@ using Newtonsoft.Json.Linq;
 namespace CoreAI.Runtime
 {
     /// <summary>Maps Connect error codes, HTTP statuses and error bodies to <see cref="CoreAIRuntimeException"/>s.</summary>
-    public static class ConnectErrors
+    internal static class ConnectErrors
     {
         private static readonly Dictionary<string, ConnectCode> Codes = new Dictionary<string, ConnectCode>(StringComparer.Ordinal)
         {

@@ -35,11 +35,11 @@ namespace CoreAI.Runtime
         /// <summary>The role policy pushed to the runtime.</summary>
         public AgentMemoryPolicy Policy { get; }
 
-        /// <summary>The generated MemoryStore client (raw proto DTOs).</summary>
-        public MemoryStoreClient MemoryStore { get; }
+        /// <summary>The generated MemoryStore client (raw proto DTOs); the package's plumbing, not its API.</summary>
+        internal MemoryStoreClient MemoryStore { get; }
 
-        /// <summary>The generated Orchestrator client (raw proto DTOs).</summary>
-        public OrchestratorClient Orchestrator { get; }
+        /// <summary>The generated Orchestrator client (raw proto DTOs); the package's plumbing, not its API.</summary>
+        internal OrchestratorClient Orchestrator { get; }
 
         /// <summary>The runtime's base URL.</summary>
         public string BaseUrl => _transport.BaseUrl;
@@ -76,6 +76,19 @@ namespace CoreAI.Runtime
             return ProtoMapping.FromProto(config);
         }
 
+        /// <summary>Every role the runtime's policy knows (built-in and configured), as the runtime holds them.</summary>
+        public async Task<IReadOnlyList<Ai.RoleMemoryConfig>> ListRolesAsync(CancellationToken cancellationToken = default(CancellationToken))
+        {
+            ListRolesResponse response = await GuardAsync(
+                Orchestrator.ListRolesAsync(new ListRolesRequest(), null, cancellationToken)).ConfigureAwait(false);
+            var roles = new List<Ai.RoleMemoryConfig>(response.Roles.Count);
+            foreach (V1.RoleMemoryConfigProto role in response.Roles)
+            {
+                if (!string.IsNullOrWhiteSpace(role.RoleId)) roles.Add(ProtoMapping.FromProto(role));  // a blank id has no config
+            }
+            return roles;
+        }
+
         /// <summary>Push every role the game configured since the last push (ConfigureRole RPC).</summary>
         public Task SyncPolicyAsync(CancellationToken cancellationToken = default(CancellationToken))
         {
@@ -105,7 +118,7 @@ namespace CoreAI.Runtime
         }
 
         /// <summary>Awaits a call; an unreachable runtime resets the policy sync, since a restarted one forgot the roles.</summary>
-        public async Task<T> GuardAsync<T>(Task<T> call)
+        internal async Task<T> GuardAsync<T>(Task<T> call)
         {
             try
             {
@@ -119,7 +132,7 @@ namespace CoreAI.Runtime
         }
 
         /// <summary>See <see cref="GuardAsync{T}(Task{T})"/>.</summary>
-        public async Task GuardAsync(Task call)
+        internal async Task GuardAsync(Task call)
         {
             try
             {

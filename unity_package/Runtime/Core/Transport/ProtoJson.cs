@@ -8,7 +8,7 @@ using Newtonsoft.Json;
 namespace CoreAI.Runtime
 {
     /// <summary>proto3 JSON settings shared by every call: the runtime's JSON is the contract's.</summary>
-    public static class ProtoJson
+    internal static class ProtoJson
     {
         /// <summary>Settings for requests and responses (unknown fields are ignored, like proto3 JSON parsers).</summary>
         public static readonly JsonSerializerSettings Settings = new JsonSerializerSettings
@@ -40,7 +40,7 @@ namespace CoreAI.Runtime
 
     /// <summary>int64/uint64 as proto3 JSON: written as a decimal string, read from a string or a number.</summary>
     [Preserve]  // created by reflection from [JsonConverter(typeof(...))]
-    public sealed class ProtoInt64Converter : JsonConverter
+    internal sealed class ProtoInt64Converter : JsonConverter
     {
         /// <summary>Handles long, ulong and their nullable forms.</summary>
         public override bool CanConvert(Type objectType)
@@ -91,7 +91,7 @@ namespace CoreAI.Runtime
     /// <summary>proto enums as proto3 JSON: written as the value name, read from a name or a number.</summary>
     /// <remarks>An unknown name reads as 0 (UNSPECIFIED) so a newer runtime does not break an older game.</remarks>
     [Preserve]  // created by reflection from [JsonConverter(typeof(...))]
-    public sealed class ProtoEnumConverter : JsonConverter
+    internal sealed class ProtoEnumConverter : JsonConverter
     {
         private static readonly Dictionary<Type, Dictionary<string, object>> ByName = new Dictionary<Type, Dictionary<string, object>>();
         private static readonly Dictionary<Type, Dictionary<object, string>> ByValue = new Dictionary<Type, Dictionary<object, string>>();

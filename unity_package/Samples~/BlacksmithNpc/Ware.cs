@@ -1,0 +1,10 @@
+namespace CoreAI.Samples.BlacksmithNpc
+{
+    /// <summary>What Brom sells.</summary>
+    public enum Ware
+    {
+        Sword,
+        Axe,
+        Horseshoe,
+    }
+}
