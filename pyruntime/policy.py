@@ -71,6 +71,9 @@ def _validate_field(name: str, value: Any) -> Any:
         return normalize_role_id(value)
     if name in ("use_memory_tool", "with_chat_history", "persist_chat_history", "use_llm_context_compaction"):
         _check_bool(name, value)
+    elif name == "send_earlier_sessions":
+        if value is not None:
+            _check_bool(name, value)
     elif name == "default_action":
         if not isinstance(value, MemoryToolAction):
             raise InvalidArgumentError("default_action must be a MemoryToolAction")
@@ -119,6 +122,9 @@ class RoleMemoryConfig:
     compaction_trigger_ratio: float | None = None  # None / invalid = 0.8
     max_memory_chars: int | None = None  # None = 16000, 0 = unlimited
     system_prompt: str = ""
+    # The saved history of earlier sessions in the prompt: None = the model profile decides (left out for a
+    # small model with memory on), True = sent (the whole saved history), False = left out.
+    send_earlier_sessions: bool | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Validating on every assignment (the generated __init__ assigns too) keeps bad values out.
@@ -419,6 +425,7 @@ def _trm_from_proto(value: int) -> ToolResultMemory:
 
 
 _PROTO_FIELDS = (
+    "send_earlier_sessions",
     "use_memory_tool",
     "with_chat_history",
     "persist_chat_history",

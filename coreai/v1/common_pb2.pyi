@@ -133,7 +133,7 @@ class TranscriptEntry(_message.Message):
     def __init__(self, kind: _Optional[_Union[TranscriptKind, str]] = ..., name: _Optional[str] = ..., content: _Optional[str] = ..., call_id: _Optional[str] = ..., timestamp: _Optional[int] = ..., order: _Optional[int] = ..., is_chat_message: _Optional[bool] = ...) -> None: ...
 
 class RoleMemoryConfig(_message.Message):
-    __slots__ = ("role_id", "use_memory_tool", "default_action", "with_chat_history", "persist_chat_history", "max_chat_history_messages", "context_tokens", "max_output_tokens", "max_tool_call_roundtrips", "tool_result_memory", "temperature", "use_llm_context_compaction", "compaction_trigger_ratio", "max_memory_chars", "system_prompt")
+    __slots__ = ("role_id", "use_memory_tool", "default_action", "with_chat_history", "persist_chat_history", "max_chat_history_messages", "context_tokens", "max_output_tokens", "max_tool_call_roundtrips", "tool_result_memory", "temperature", "use_llm_context_compaction", "compaction_trigger_ratio", "max_memory_chars", "system_prompt", "send_earlier_sessions")
     ROLE_ID_FIELD_NUMBER: _ClassVar[int]
     USE_MEMORY_TOOL_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_ACTION_FIELD_NUMBER: _ClassVar[int]
@@ -149,6 +149,7 @@ class RoleMemoryConfig(_message.Message):
     COMPACTION_TRIGGER_RATIO_FIELD_NUMBER: _ClassVar[int]
     MAX_MEMORY_CHARS_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    SEND_EARLIER_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     role_id: str
     use_memory_tool: bool
     default_action: MemoryToolAction
@@ -164,4 +165,5 @@ class RoleMemoryConfig(_message.Message):
     compaction_trigger_ratio: float
     max_memory_chars: int
     system_prompt: str
-    def __init__(self, role_id: _Optional[str] = ..., use_memory_tool: _Optional[bool] = ..., default_action: _Optional[_Union[MemoryToolAction, str]] = ..., with_chat_history: _Optional[bool] = ..., persist_chat_history: _Optional[bool] = ..., max_chat_history_messages: _Optional[int] = ..., context_tokens: _Optional[int] = ..., max_output_tokens: _Optional[int] = ..., max_tool_call_roundtrips: _Optional[int] = ..., tool_result_memory: _Optional[_Union[ToolResultMemory, str]] = ..., temperature: _Optional[float] = ..., use_llm_context_compaction: _Optional[bool] = ..., compaction_trigger_ratio: _Optional[float] = ..., max_memory_chars: _Optional[int] = ..., system_prompt: _Optional[str] = ...) -> None: ...
+    send_earlier_sessions: bool
+    def __init__(self, role_id: _Optional[str] = ..., use_memory_tool: _Optional[bool] = ..., default_action: _Optional[_Union[MemoryToolAction, str]] = ..., with_chat_history: _Optional[bool] = ..., persist_chat_history: _Optional[bool] = ..., max_chat_history_messages: _Optional[int] = ..., context_tokens: _Optional[int] = ..., max_output_tokens: _Optional[int] = ..., max_tool_call_roundtrips: _Optional[int] = ..., tool_result_memory: _Optional[_Union[ToolResultMemory, str]] = ..., temperature: _Optional[float] = ..., use_llm_context_compaction: _Optional[bool] = ..., compaction_trigger_ratio: _Optional[float] = ..., max_memory_chars: _Optional[int] = ..., system_prompt: _Optional[str] = ..., send_earlier_sessions: _Optional[bool] = ...) -> None: ...

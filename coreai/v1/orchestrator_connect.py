@@ -22,7 +22,7 @@ from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DE
 from coreai.v1.common_pb2 import RoleMemoryConfig
 from pyqwest import Client, SyncClient
 
-from .orchestrator_pb2 import ConfigureRoleRequest, GetRoleConfigRequest, HealthRequest, HealthResponse, ListRolesRequest, ListRolesResponse, RunTaskRequest, RunTaskResponse, ShutdownRequest, ShutdownResponse, SubmitToolResultRequest, SubmitToolResultResponse, TurnEvent
+from .orchestrator_pb2 import ConfigureRoleRequest, GetRoleConfigRequest, HealthRequest, HealthResponse, ListRolesRequest, ListRolesResponse, RunTaskRequest, RunTaskResponse, ShutdownRequest, ShutdownResponse, SubmitToolResultRequest, SubmitToolResultResponse, TurnEvent, WaitMemoryWritesRequest, WaitMemoryWritesResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -64,6 +64,14 @@ class Orchestrator(Protocol):
         """
         The result of a game tool (ClientToolCall) a StreamTask turn is waiting for. Unary, so
         HTTP/1.1 Connect clients can answer while they read the stream.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def wait_memory_writes(self, request: WaitMemoryWritesRequest, ctx: RequestContext[WaitMemoryWritesRequest, WaitMemoryWritesResponse], /) -> WaitMemoryWritesResponse:
+        """
+        Waits until a conversation's memory writes still pending have landed (or one turn's, by its
+        trace id) and returns what they wrote. Roles with memory on under the writer design (small
+        hosted models) write memory after the reply; RunTaskResponse.memory_write_pending says so.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -166,6 +174,17 @@ class OrchestratorASGIApplication(ConnectASGIApplication[Orchestrator]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.submit_tool_result,
+                ),
+                "/coreai.v1.Orchestrator/WaitMemoryWrites": Endpoint.unary(
+                    method=MethodInfo(
+                        name="WaitMemoryWrites",
+                        service_name="coreai.v1.Orchestrator",
+                        input=WaitMemoryWritesRequest,
+                        output=WaitMemoryWritesResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.wait_memory_writes,
                 ),
                 "/coreai.v1.Orchestrator/Shutdown": Endpoint.unary(
                     method=MethodInfo(
@@ -363,6 +382,31 @@ class OrchestratorClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def wait_memory_writes(
+        self,
+        request: WaitMemoryWritesRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> WaitMemoryWritesResponse:
+        """
+        Waits until a conversation's memory writes still pending have landed (or one turn's, by its
+        trace id) and returns what they wrote. Roles with memory on under the writer design (small
+        hosted models) write memory after the reply; RunTaskResponse.memory_write_pending says so.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="WaitMemoryWrites",
+                service_name="coreai.v1.Orchestrator",
+                input=WaitMemoryWritesRequest,
+                output=WaitMemoryWritesResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
     async def shutdown(
         self,
         request: ShutdownRequest,
@@ -416,6 +460,14 @@ class OrchestratorSync(Protocol):
         """
         The result of a game tool (ClientToolCall) a StreamTask turn is waiting for. Unary, so
         HTTP/1.1 Connect clients can answer while they read the stream.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def wait_memory_writes(self, request: WaitMemoryWritesRequest, ctx: RequestContext[WaitMemoryWritesRequest, WaitMemoryWritesResponse], /) -> WaitMemoryWritesResponse:
+        """
+        Waits until a conversation's memory writes still pending have landed (or one turn's, by its
+        trace id) and returns what they wrote. Roles with memory on under the writer design (small
+        hosted models) write memory after the reply; RunTaskResponse.memory_write_pending says so.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -516,6 +568,17 @@ class OrchestratorWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.submit_tool_result,
+                ),
+                "/coreai.v1.Orchestrator/WaitMemoryWrites": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="WaitMemoryWrites",
+                        service_name="coreai.v1.Orchestrator",
+                        input=WaitMemoryWritesRequest,
+                        output=WaitMemoryWritesResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.wait_memory_writes,
                 ),
                 "/coreai.v1.Orchestrator/Shutdown": EndpointSync.unary(
                     method=MethodInfo(
@@ -707,6 +770,31 @@ class OrchestratorClientSync(ConnectClientSync):
                 service_name="coreai.v1.Orchestrator",
                 input=SubmitToolResultRequest,
                 output=SubmitToolResultResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def wait_memory_writes(
+        self,
+        request: WaitMemoryWritesRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> WaitMemoryWritesResponse:
+        """
+        Waits until a conversation's memory writes still pending have landed (or one turn's, by its
+        trace id) and returns what they wrote. Roles with memory on under the writer design (small
+        hosted models) write memory after the reply; RunTaskResponse.memory_write_pending says so.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="WaitMemoryWrites",
+                service_name="coreai.v1.Orchestrator",
+                input=WaitMemoryWritesRequest,
+                output=WaitMemoryWritesResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

@@ -25,17 +25,17 @@ _sym_db = _symbol_database.Default()
 from coreai.v1 import common_pb2 as coreai_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63oreai/v1/orchestrator.proto\x12\tcoreai.v1\x1a\x16\x63oreai/v1/common.proto\"\x11\n\x0fShutdownRequest\"\x12\n\x10ShutdownResponse\"\x1d\n\x0cToolNameList\x12\r\n\x05names\x18\x01 \x03(\t\"\xc0\x03\n\x0eRunTaskRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x0c\n\x04hint\x18\x02 \x01(\t\x12\x12\n\nsource_tag\x18\x03 \x01(\t\x12\x10\n\x08trace_id\x18\x04 \x01(\t\x12#\n\x1brequest_system_instructions\x18\x05 \x01(\t\x12\x33\n\x12\x61llowed_tool_names\x18\x06 \x01(\x0b\x32\x17.coreai.v1.ToolNameList\x12\x18\n\x10\x66orced_tool_mode\x18\x07 \x01(\t\x12\x1e\n\x11max_output_tokens\x18\x08 \x01(\x05H\x00\x88\x01\x01\x12\x13\n\x0bworld_state\x18\t \x01(\t\x12\x18\n\x0btemperature\x18\n \x01(\x01H\x01\x88\x01\x01\x12\x12\n\ntimeout_ms\x18\x0b \x01(\x05\x12\x35\n\x0c\x63lient_tools\x18\x0c \x03(\x0b\x32\x1f.coreai.v1.ClientToolDefinition\x12\x1e\n\x16\x63lient_tool_timeout_ms\x18\r \x01(\x05\x42\x14\n\x12_max_output_tokensB\x0e\n\x0c_temperature\"Y\n\x14\x43lientToolDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x1e\n\x16parameters_json_schema\x18\x03 \x01(\t\"l\n\x0e\x43lientToolCall\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x04 \x01(\t\x12\x12\n\ntimeout_ms\x18\x05 \x01(\x05\"]\n\x17SubmitToolResultRequest\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x0f\n\x07success\x18\x03 \x01(\x08\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\"\x1a\n\x18SubmitToolResultResponse\"N\n\rClippedBullet\x12\x12\n\nmessage_id\x18\x01 \x01(\t\x12\x12\n\nchars_kept\x18\x02 \x01(\x05\x12\x15\n\rchars_dropped\x18\x03 \x01(\x05\"\xf4\x03\n\tCutReport\x12\x17\n\x0fstored_messages\x18\x01 \x01(\x05\x12\x15\n\rsent_verbatim\x18\x02 \x01(\x05\x12\x12\n\npruned_ids\x18\x03 \x03(\t\x12\x12\n\nfolded_ids\x18\x04 \x03(\t\x12\x14\n\x0c\x64\x65\x66\x65rred_ids\x18\x05 \x03(\t\x12\x14\n\x0cleft_out_ids\x18\x06 \x03(\t\x12\x31\n\x0f\x63lipped_bullets\x18\x07 \x03(\x0b\x32\x18.coreai.v1.ClippedBullet\x12\x15\n\rtokens_before\x18\x08 \x01(\x05\x12\x14\n\x0ctokens_after\x18\t \x01(\x05\x12-\n\ncompaction\x18\n \x01(\x0e\x32\x19.coreai.v1.CompactionKind\x12\x1c\n\x14\x63ompaction_fell_back\x18\x0b \x01(\x08\x12\x1b\n\x13summary_tokens_sent\x18\x0c \x01(\x05\x12\x1d\n\x15summary_chars_dropped\x18\r \x01(\x05\x12\x18\n\x10overflow_retries\x18\x0e \x01(\x05\x12\r\n\x05lossy\x18\x0f \x01(\x08\x12\x16\n\x0e\x61lready_folded\x18\x10 \x01(\x05\x12\x1b\n\x13\x63ompaction_deferred\x18\x32 \x01(\x08\x12\x1c\n\x14\x66olded_between_turns\x18\x33 \x01(\x08\"F\n\rToolCallEvent\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\"R\n\x0fToolResultEvent\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07success\x18\x03 \x01(\x08\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\"\x19\n\tTextDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x91\x01\n\tTurnUsage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x13\n\x0bmodel_calls\x18\x03 \x01(\x05\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x04 \x01(\x05\x12\x1f\n\x17\x65valuated_prompt_tokens\x18\x05 \x01(\x05\"\x96\x02\n\x0fRunTaskResponse\x12%\n\x06status\x18\x01 \x01(\x0e\x32\x15.coreai.v1.TurnStatus\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12,\n\ntool_calls\x18\x04 \x03(\x0b\x32\x18.coreai.v1.ToolCallEvent\x12\x30\n\x0ctool_results\x18\x05 \x03(\x0b\x32\x1a.coreai.v1.ToolResultEvent\x12(\n\ncut_report\x18\x06 \x01(\x0b\x32\x14.coreai.v1.CutReport\x12#\n\x05usage\x18\x07 \x01(\x0b\x32\x14.coreai.v1.TurnUsage\x12\x10\n\x08trace_id\x18\x08 \x01(\t\"\xb2\x02\n\tTurnEvent\x12*\n\ntext_delta\x18\x01 \x01(\x0b\x32\x14.coreai.v1.TextDeltaH\x00\x12-\n\ttool_call\x18\x02 \x01(\x0b\x32\x18.coreai.v1.ToolCallEventH\x00\x12\x31\n\x0btool_result\x18\x03 \x01(\x0b\x32\x1a.coreai.v1.ToolResultEventH\x00\x12*\n\ncut_report\x18\x04 \x01(\x0b\x32\x14.coreai.v1.CutReportH\x00\x12+\n\x05\x66inal\x18\x05 \x01(\x0b\x32\x1a.coreai.v1.RunTaskResponseH\x00\x12\x35\n\x10\x63lient_tool_call\x18\x06 \x01(\x0b\x32\x19.coreai.v1.ClientToolCallH\x00\x42\x07\n\x05\x65vent\"C\n\x14\x43onfigureRoleRequest\x12+\n\x06\x63onfig\x18\x01 \x01(\x0b\x32\x1b.coreai.v1.RoleMemoryConfig\"\'\n\x14GetRoleConfigRequest\x12\x0f\n\x07role_id\x18\x01 \x01(\t\"\x12\n\x10ListRolesRequest\"?\n\x11ListRolesResponse\x12*\n\x05roles\x18\x01 \x03(\x0b\x32\x1b.coreai.v1.RoleMemoryConfig\"\x0f\n\rHealthRequest\"\xcc\x03\n\x0eHealthResponse\x12\r\n\x05ready\x18\x01 \x01(\x08\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x13\n\x0bmodel_ready\x18\x04 \x01(\x08\x12\x15\n\rmemory_design\x18\x05 \x01(\t\x12\x17\n\x0fmodel_rss_bytes\x18\x06 \x01(\x03\x12\x1f\n\x17prompt_cache_used_bytes\x18\x07 \x01(\x03\x12 \n\x18prompt_cache_limit_bytes\x18\x08 \x01(\x03\x12\x13\n\x0bmodel_state\x18\t \x01(\t\x12\x1a\n\x12model_state_reason\x18\n \x01(\t\x12\x16\n\x0emodel_restarts\x18\x0b \x01(\x05\x12\x13\n\x0bmodel_slots\x18\x0c \x01(\x05\x12\x18\n\x10model_slots_busy\x18\r \x01(\x05\x12\x1c\n\x14prompt_cache_entries\x18\x0e \x01(\x05\x12\x18\n\x10model_gpu_layers\x18\x0f \x01(\x05\x12!\n\x19model_gpu_fallback_reason\x18\x10 \x01(\t\x12\x30\n\x0emodel_download\x18\x14 \x01(\x0b\x32\x18.coreai.v1.ModelDownload\"K\n\rModelDownload\x12\r\n\x05model\x18\x01 \x01(\t\x12\x16\n\x0ereceived_bytes\x18\x02 \x01(\x03\x12\x13\n\x0btotal_bytes\x18\x03 \x01(\x03*f\n\x0e\x43ompactionKind\x12\x18\n\x14\x43OMPACTION_KIND_NONE\x10\x00\x12!\n\x1d\x43OMPACTION_KIND_DETERMINISTIC\x10\x01\x12\x17\n\x13\x43OMPACTION_KIND_LLM\x10\x02*\xac\x01\n\nTurnStatus\x12\x1b\n\x17TURN_STATUS_UNSPECIFIED\x10\x00\x12\x12\n\x0eTURN_STATUS_OK\x10\x01\x12\x16\n\x12TURN_STATUS_FAILED\x10\x02\x12\x19\n\x15TURN_STATUS_TIMED_OUT\x10\x03\x12\x19\n\x15TURN_STATUS_CANCELLED\x10\x04\x12\x1f\n\x1bTURN_STATUS_TOOL_LOOP_ENDED\x10\x05\x32\xd8\x04\n\x0cOrchestrator\x12@\n\x07RunTask\x12\x19.coreai.v1.RunTaskRequest\x1a\x1a.coreai.v1.RunTaskResponse\x12?\n\nStreamTask\x12\x19.coreai.v1.RunTaskRequest\x1a\x14.coreai.v1.TurnEvent0\x01\x12M\n\rConfigureRole\x12\x1f.coreai.v1.ConfigureRoleRequest\x1a\x1b.coreai.v1.RoleMemoryConfig\x12M\n\rGetRoleConfig\x12\x1f.coreai.v1.GetRoleConfigRequest\x1a\x1b.coreai.v1.RoleMemoryConfig\x12\x46\n\tListRoles\x12\x1b.coreai.v1.ListRolesRequest\x1a\x1c.coreai.v1.ListRolesResponse\x12=\n\x06Health\x12\x18.coreai.v1.HealthRequest\x1a\x19.coreai.v1.HealthResponse\x12[\n\x10SubmitToolResult\x12\".coreai.v1.SubmitToolResultRequest\x1a#.coreai.v1.SubmitToolResultResponse\x12\x43\n\x08Shutdown\x12\x1a.coreai.v1.ShutdownRequest\x1a\x1b.coreai.v1.ShutdownResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x63oreai/v1/orchestrator.proto\x12\tcoreai.v1\x1a\x16\x63oreai/v1/common.proto\"\x11\n\x0fShutdownRequest\"\x12\n\x10ShutdownResponse\"\x1d\n\x0cToolNameList\x12\r\n\x05names\x18\x01 \x03(\t\"\xdb\x03\n\x0eRunTaskRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x0c\n\x04hint\x18\x02 \x01(\t\x12\x12\n\nsource_tag\x18\x03 \x01(\t\x12\x10\n\x08trace_id\x18\x04 \x01(\t\x12#\n\x1brequest_system_instructions\x18\x05 \x01(\t\x12\x33\n\x12\x61llowed_tool_names\x18\x06 \x01(\x0b\x32\x17.coreai.v1.ToolNameList\x12\x18\n\x10\x66orced_tool_mode\x18\x07 \x01(\t\x12\x1e\n\x11max_output_tokens\x18\x08 \x01(\x05H\x00\x88\x01\x01\x12\x13\n\x0bworld_state\x18\t \x01(\t\x12\x18\n\x0btemperature\x18\n \x01(\x01H\x01\x88\x01\x01\x12\x12\n\ntimeout_ms\x18\x0b \x01(\x05\x12\x35\n\x0c\x63lient_tools\x18\x0c \x03(\x0b\x32\x1f.coreai.v1.ClientToolDefinition\x12\x1e\n\x16\x63lient_tool_timeout_ms\x18\r \x01(\x05\x12\x19\n\x11wait_memory_write\x18( \x01(\x08\x42\x14\n\x12_max_output_tokensB\x0e\n\x0c_temperature\"Y\n\x14\x43lientToolDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x1e\n\x16parameters_json_schema\x18\x03 \x01(\t\"l\n\x0e\x43lientToolCall\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x04 \x01(\t\x12\x12\n\ntimeout_ms\x18\x05 \x01(\x05\"]\n\x17SubmitToolResultRequest\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x0f\n\x07success\x18\x03 \x01(\x08\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\"\x1a\n\x18SubmitToolResultResponse\"N\n\rClippedBullet\x12\x12\n\nmessage_id\x18\x01 \x01(\t\x12\x12\n\nchars_kept\x18\x02 \x01(\x05\x12\x15\n\rchars_dropped\x18\x03 \x01(\x05\"\x91\x04\n\tCutReport\x12\x17\n\x0fstored_messages\x18\x01 \x01(\x05\x12\x15\n\rsent_verbatim\x18\x02 \x01(\x05\x12\x12\n\npruned_ids\x18\x03 \x03(\t\x12\x12\n\nfolded_ids\x18\x04 \x03(\t\x12\x14\n\x0c\x64\x65\x66\x65rred_ids\x18\x05 \x03(\t\x12\x14\n\x0cleft_out_ids\x18\x06 \x03(\t\x12\x31\n\x0f\x63lipped_bullets\x18\x07 \x03(\x0b\x32\x18.coreai.v1.ClippedBullet\x12\x15\n\rtokens_before\x18\x08 \x01(\x05\x12\x14\n\x0ctokens_after\x18\t \x01(\x05\x12-\n\ncompaction\x18\n \x01(\x0e\x32\x19.coreai.v1.CompactionKind\x12\x1c\n\x14\x63ompaction_fell_back\x18\x0b \x01(\x08\x12\x1b\n\x13summary_tokens_sent\x18\x0c \x01(\x05\x12\x1d\n\x15summary_chars_dropped\x18\r \x01(\x05\x12\x18\n\x10overflow_retries\x18\x0e \x01(\x05\x12\r\n\x05lossy\x18\x0f \x01(\x08\x12\x16\n\x0e\x61lready_folded\x18\x10 \x01(\x05\x12\x1b\n\x13\x63ompaction_deferred\x18\x32 \x01(\x08\x12\x1c\n\x14\x66olded_between_turns\x18\x33 \x01(\x08\x12\x1b\n\x13\x65\x61rlier_session_ids\x18( \x03(\t\"F\n\rToolCallEvent\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\"R\n\x0fToolResultEvent\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07success\x18\x03 \x01(\x08\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\"\x19\n\tTextDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x91\x01\n\tTurnUsage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x13\n\x0bmodel_calls\x18\x03 \x01(\x05\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x04 \x01(\x05\x12\x1f\n\x17\x65valuated_prompt_tokens\x18\x05 \x01(\x05\"\xe2\x02\n\x0fRunTaskResponse\x12%\n\x06status\x18\x01 \x01(\x0e\x32\x15.coreai.v1.TurnStatus\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12,\n\ntool_calls\x18\x04 \x03(\x0b\x32\x18.coreai.v1.ToolCallEvent\x12\x30\n\x0ctool_results\x18\x05 \x03(\x0b\x32\x1a.coreai.v1.ToolResultEvent\x12(\n\ncut_report\x18\x06 \x01(\x0b\x32\x14.coreai.v1.CutReport\x12#\n\x05usage\x18\x07 \x01(\x0b\x32\x14.coreai.v1.TurnUsage\x12\x10\n\x08trace_id\x18\x08 \x01(\t\x12\x1c\n\x14memory_write_pending\x18( \x01(\x08\x12,\n\x0cmemory_write\x18) \x01(\x0b\x32\x16.coreai.v1.MemoryWrite\"\x8d\x01\n\x0bMemoryWrite\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\x12)\n\x05lines\x18\x03 \x03(\x0b\x32\x1a.coreai.v1.MemoryWriteLine\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\x05\x12\x0f\n\x07summary\x18\x06 \x01(\t\"3\n\x0fMemoryWriteLine\x12\x0e\n\x06stored\x18\x01 \x01(\t\x12\x10\n\x08replaced\x18\x02 \x01(\t\"g\n\x17WaitMemoryWritesRequest\x12&\n\x06target\x18\x01 \x01(\x0b\x32\x16.coreai.v1.AgentTarget\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x05\"S\n\x18WaitMemoryWritesResponse\x12&\n\x06writes\x18\x01 \x03(\x0b\x32\x16.coreai.v1.MemoryWrite\x12\x0f\n\x07pending\x18\x02 \x01(\x08\"\xe2\x02\n\tTurnEvent\x12*\n\ntext_delta\x18\x01 \x01(\x0b\x32\x14.coreai.v1.TextDeltaH\x00\x12-\n\ttool_call\x18\x02 \x01(\x0b\x32\x18.coreai.v1.ToolCallEventH\x00\x12\x31\n\x0btool_result\x18\x03 \x01(\x0b\x32\x1a.coreai.v1.ToolResultEventH\x00\x12*\n\ncut_report\x18\x04 \x01(\x0b\x32\x14.coreai.v1.CutReportH\x00\x12+\n\x05\x66inal\x18\x05 \x01(\x0b\x32\x1a.coreai.v1.RunTaskResponseH\x00\x12\x35\n\x10\x63lient_tool_call\x18\x06 \x01(\x0b\x32\x19.coreai.v1.ClientToolCallH\x00\x12.\n\x0cmemory_write\x18( \x01(\x0b\x32\x16.coreai.v1.MemoryWriteH\x00\x42\x07\n\x05\x65vent\"C\n\x14\x43onfigureRoleRequest\x12+\n\x06\x63onfig\x18\x01 \x01(\x0b\x32\x1b.coreai.v1.RoleMemoryConfig\"\'\n\x14GetRoleConfigRequest\x12\x0f\n\x07role_id\x18\x01 \x01(\t\"\x12\n\x10ListRolesRequest\"?\n\x11ListRolesResponse\x12*\n\x05roles\x18\x01 \x03(\x0b\x32\x1b.coreai.v1.RoleMemoryConfig\"\x0f\n\rHealthRequest\"\xcc\x03\n\x0eHealthResponse\x12\r\n\x05ready\x18\x01 \x01(\x08\x12\r\n\x05model\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x13\n\x0bmodel_ready\x18\x04 \x01(\x08\x12\x15\n\rmemory_design\x18\x05 \x01(\t\x12\x17\n\x0fmodel_rss_bytes\x18\x06 \x01(\x03\x12\x1f\n\x17prompt_cache_used_bytes\x18\x07 \x01(\x03\x12 \n\x18prompt_cache_limit_bytes\x18\x08 \x01(\x03\x12\x13\n\x0bmodel_state\x18\t \x01(\t\x12\x1a\n\x12model_state_reason\x18\n \x01(\t\x12\x16\n\x0emodel_restarts\x18\x0b \x01(\x05\x12\x13\n\x0bmodel_slots\x18\x0c \x01(\x05\x12\x18\n\x10model_slots_busy\x18\r \x01(\x05\x12\x1c\n\x14prompt_cache_entries\x18\x0e \x01(\x05\x12\x18\n\x10model_gpu_layers\x18\x0f \x01(\x05\x12!\n\x19model_gpu_fallback_reason\x18\x10 \x01(\t\x12\x30\n\x0emodel_download\x18\x14 \x01(\x0b\x32\x18.coreai.v1.ModelDownload\"K\n\rModelDownload\x12\r\n\x05model\x18\x01 \x01(\t\x12\x16\n\x0ereceived_bytes\x18\x02 \x01(\x03\x12\x13\n\x0btotal_bytes\x18\x03 \x01(\x03*f\n\x0e\x43ompactionKind\x12\x18\n\x14\x43OMPACTION_KIND_NONE\x10\x00\x12!\n\x1d\x43OMPACTION_KIND_DETERMINISTIC\x10\x01\x12\x17\n\x13\x43OMPACTION_KIND_LLM\x10\x02*\xac\x01\n\nTurnStatus\x12\x1b\n\x17TURN_STATUS_UNSPECIFIED\x10\x00\x12\x12\n\x0eTURN_STATUS_OK\x10\x01\x12\x16\n\x12TURN_STATUS_FAILED\x10\x02\x12\x19\n\x15TURN_STATUS_TIMED_OUT\x10\x03\x12\x19\n\x15TURN_STATUS_CANCELLED\x10\x04\x12\x1f\n\x1bTURN_STATUS_TOOL_LOOP_ENDED\x10\x05\x32\xb5\x05\n\x0cOrchestrator\x12@\n\x07RunTask\x12\x19.coreai.v1.RunTaskRequest\x1a\x1a.coreai.v1.RunTaskResponse\x12?\n\nStreamTask\x12\x19.coreai.v1.RunTaskRequest\x1a\x14.coreai.v1.TurnEvent0\x01\x12M\n\rConfigureRole\x12\x1f.coreai.v1.ConfigureRoleRequest\x1a\x1b.coreai.v1.RoleMemoryConfig\x12M\n\rGetRoleConfig\x12\x1f.coreai.v1.GetRoleConfigRequest\x1a\x1b.coreai.v1.RoleMemoryConfig\x12\x46\n\tListRoles\x12\x1b.coreai.v1.ListRolesRequest\x1a\x1c.coreai.v1.ListRolesResponse\x12=\n\x06Health\x12\x18.coreai.v1.HealthRequest\x1a\x19.coreai.v1.HealthResponse\x12[\n\x10SubmitToolResult\x12\".coreai.v1.SubmitToolResultRequest\x1a#.coreai.v1.SubmitToolResultResponse\x12[\n\x10WaitMemoryWrites\x12\".coreai.v1.WaitMemoryWritesRequest\x1a#.coreai.v1.WaitMemoryWritesResponse\x12\x43\n\x08Shutdown\x12\x1a.coreai.v1.ShutdownRequest\x1a\x1b.coreai.v1.ShutdownResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'coreai.v1.orchestrator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_COMPACTIONKIND']._serialized_start=3168
-  _globals['_COMPACTIONKIND']._serialized_end=3270
-  _globals['_TURNSTATUS']._serialized_start=3273
-  _globals['_TURNSTATUS']._serialized_end=3445
+  _globals['_COMPACTIONKIND']._serialized_start=3735
+  _globals['_COMPACTIONKIND']._serialized_end=3837
+  _globals['_TURNSTATUS']._serialized_start=3840
+  _globals['_TURNSTATUS']._serialized_end=4012
   _globals['_SHUTDOWNREQUEST']._serialized_start=67
   _globals['_SHUTDOWNREQUEST']._serialized_end=84
   _globals['_SHUTDOWNRESPONSE']._serialized_start=86
@@ -43,45 +43,53 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOOLNAMELIST']._serialized_start=106
   _globals['_TOOLNAMELIST']._serialized_end=135
   _globals['_RUNTASKREQUEST']._serialized_start=138
-  _globals['_RUNTASKREQUEST']._serialized_end=586
-  _globals['_CLIENTTOOLDEFINITION']._serialized_start=588
-  _globals['_CLIENTTOOLDEFINITION']._serialized_end=677
-  _globals['_CLIENTTOOLCALL']._serialized_start=679
-  _globals['_CLIENTTOOLCALL']._serialized_end=787
-  _globals['_SUBMITTOOLRESULTREQUEST']._serialized_start=789
-  _globals['_SUBMITTOOLRESULTREQUEST']._serialized_end=882
-  _globals['_SUBMITTOOLRESULTRESPONSE']._serialized_start=884
-  _globals['_SUBMITTOOLRESULTRESPONSE']._serialized_end=910
-  _globals['_CLIPPEDBULLET']._serialized_start=912
-  _globals['_CLIPPEDBULLET']._serialized_end=990
-  _globals['_CUTREPORT']._serialized_start=993
-  _globals['_CUTREPORT']._serialized_end=1493
-  _globals['_TOOLCALLEVENT']._serialized_start=1495
-  _globals['_TOOLCALLEVENT']._serialized_end=1565
-  _globals['_TOOLRESULTEVENT']._serialized_start=1567
-  _globals['_TOOLRESULTEVENT']._serialized_end=1649
-  _globals['_TEXTDELTA']._serialized_start=1651
-  _globals['_TEXTDELTA']._serialized_end=1676
-  _globals['_TURNUSAGE']._serialized_start=1679
-  _globals['_TURNUSAGE']._serialized_end=1824
-  _globals['_RUNTASKRESPONSE']._serialized_start=1827
-  _globals['_RUNTASKRESPONSE']._serialized_end=2105
-  _globals['_TURNEVENT']._serialized_start=2108
-  _globals['_TURNEVENT']._serialized_end=2414
-  _globals['_CONFIGUREROLEREQUEST']._serialized_start=2416
-  _globals['_CONFIGUREROLEREQUEST']._serialized_end=2483
-  _globals['_GETROLECONFIGREQUEST']._serialized_start=2485
-  _globals['_GETROLECONFIGREQUEST']._serialized_end=2524
-  _globals['_LISTROLESREQUEST']._serialized_start=2526
-  _globals['_LISTROLESREQUEST']._serialized_end=2544
-  _globals['_LISTROLESRESPONSE']._serialized_start=2546
-  _globals['_LISTROLESRESPONSE']._serialized_end=2609
-  _globals['_HEALTHREQUEST']._serialized_start=2611
-  _globals['_HEALTHREQUEST']._serialized_end=2626
-  _globals['_HEALTHRESPONSE']._serialized_start=2629
-  _globals['_HEALTHRESPONSE']._serialized_end=3089
-  _globals['_MODELDOWNLOAD']._serialized_start=3091
-  _globals['_MODELDOWNLOAD']._serialized_end=3166
-  _globals['_ORCHESTRATOR']._serialized_start=3448
-  _globals['_ORCHESTRATOR']._serialized_end=4048
+  _globals['_RUNTASKREQUEST']._serialized_end=613
+  _globals['_CLIENTTOOLDEFINITION']._serialized_start=615
+  _globals['_CLIENTTOOLDEFINITION']._serialized_end=704
+  _globals['_CLIENTTOOLCALL']._serialized_start=706
+  _globals['_CLIENTTOOLCALL']._serialized_end=814
+  _globals['_SUBMITTOOLRESULTREQUEST']._serialized_start=816
+  _globals['_SUBMITTOOLRESULTREQUEST']._serialized_end=909
+  _globals['_SUBMITTOOLRESULTRESPONSE']._serialized_start=911
+  _globals['_SUBMITTOOLRESULTRESPONSE']._serialized_end=937
+  _globals['_CLIPPEDBULLET']._serialized_start=939
+  _globals['_CLIPPEDBULLET']._serialized_end=1017
+  _globals['_CUTREPORT']._serialized_start=1020
+  _globals['_CUTREPORT']._serialized_end=1549
+  _globals['_TOOLCALLEVENT']._serialized_start=1551
+  _globals['_TOOLCALLEVENT']._serialized_end=1621
+  _globals['_TOOLRESULTEVENT']._serialized_start=1623
+  _globals['_TOOLRESULTEVENT']._serialized_end=1705
+  _globals['_TEXTDELTA']._serialized_start=1707
+  _globals['_TEXTDELTA']._serialized_end=1732
+  _globals['_TURNUSAGE']._serialized_start=1735
+  _globals['_TURNUSAGE']._serialized_end=1880
+  _globals['_RUNTASKRESPONSE']._serialized_start=1883
+  _globals['_RUNTASKRESPONSE']._serialized_end=2237
+  _globals['_MEMORYWRITE']._serialized_start=2240
+  _globals['_MEMORYWRITE']._serialized_end=2381
+  _globals['_MEMORYWRITELINE']._serialized_start=2383
+  _globals['_MEMORYWRITELINE']._serialized_end=2434
+  _globals['_WAITMEMORYWRITESREQUEST']._serialized_start=2436
+  _globals['_WAITMEMORYWRITESREQUEST']._serialized_end=2539
+  _globals['_WAITMEMORYWRITESRESPONSE']._serialized_start=2541
+  _globals['_WAITMEMORYWRITESRESPONSE']._serialized_end=2624
+  _globals['_TURNEVENT']._serialized_start=2627
+  _globals['_TURNEVENT']._serialized_end=2981
+  _globals['_CONFIGUREROLEREQUEST']._serialized_start=2983
+  _globals['_CONFIGUREROLEREQUEST']._serialized_end=3050
+  _globals['_GETROLECONFIGREQUEST']._serialized_start=3052
+  _globals['_GETROLECONFIGREQUEST']._serialized_end=3091
+  _globals['_LISTROLESREQUEST']._serialized_start=3093
+  _globals['_LISTROLESREQUEST']._serialized_end=3111
+  _globals['_LISTROLESRESPONSE']._serialized_start=3113
+  _globals['_LISTROLESRESPONSE']._serialized_end=3176
+  _globals['_HEALTHREQUEST']._serialized_start=3178
+  _globals['_HEALTHREQUEST']._serialized_end=3193
+  _globals['_HEALTHRESPONSE']._serialized_start=3196
+  _globals['_HEALTHRESPONSE']._serialized_end=3656
+  _globals['_MODELDOWNLOAD']._serialized_start=3658
+  _globals['_MODELDOWNLOAD']._serialized_end=3733
+  _globals['_ORCHESTRATOR']._serialized_start=4015
+  _globals['_ORCHESTRATOR']._serialized_end=4708
 # @@protoc_insertion_point(module_scope)

@@ -47,7 +47,7 @@ class ToolNameList(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RunTaskRequest(_message.Message):
-    __slots__ = ("target", "hint", "source_tag", "trace_id", "request_system_instructions", "allowed_tool_names", "forced_tool_mode", "max_output_tokens", "world_state", "temperature", "timeout_ms", "client_tools", "client_tool_timeout_ms")
+    __slots__ = ("target", "hint", "source_tag", "trace_id", "request_system_instructions", "allowed_tool_names", "forced_tool_mode", "max_output_tokens", "world_state", "temperature", "timeout_ms", "client_tools", "client_tool_timeout_ms", "wait_memory_write")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     HINT_FIELD_NUMBER: _ClassVar[int]
     SOURCE_TAG_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,7 @@ class RunTaskRequest(_message.Message):
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_TOOLS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_TOOL_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MEMORY_WRITE_FIELD_NUMBER: _ClassVar[int]
     target: _common_pb2.AgentTarget
     hint: str
     source_tag: str
@@ -74,7 +75,8 @@ class RunTaskRequest(_message.Message):
     timeout_ms: int
     client_tools: _containers.RepeatedCompositeFieldContainer[ClientToolDefinition]
     client_tool_timeout_ms: int
-    def __init__(self, target: _Optional[_Union[_common_pb2.AgentTarget, _Mapping]] = ..., hint: _Optional[str] = ..., source_tag: _Optional[str] = ..., trace_id: _Optional[str] = ..., request_system_instructions: _Optional[str] = ..., allowed_tool_names: _Optional[_Union[ToolNameList, _Mapping]] = ..., forced_tool_mode: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., world_state: _Optional[str] = ..., temperature: _Optional[float] = ..., timeout_ms: _Optional[int] = ..., client_tools: _Optional[_Iterable[_Union[ClientToolDefinition, _Mapping]]] = ..., client_tool_timeout_ms: _Optional[int] = ...) -> None: ...
+    wait_memory_write: bool
+    def __init__(self, target: _Optional[_Union[_common_pb2.AgentTarget, _Mapping]] = ..., hint: _Optional[str] = ..., source_tag: _Optional[str] = ..., trace_id: _Optional[str] = ..., request_system_instructions: _Optional[str] = ..., allowed_tool_names: _Optional[_Union[ToolNameList, _Mapping]] = ..., forced_tool_mode: _Optional[str] = ..., max_output_tokens: _Optional[int] = ..., world_state: _Optional[str] = ..., temperature: _Optional[float] = ..., timeout_ms: _Optional[int] = ..., client_tools: _Optional[_Iterable[_Union[ClientToolDefinition, _Mapping]]] = ..., client_tool_timeout_ms: _Optional[int] = ..., wait_memory_write: _Optional[bool] = ...) -> None: ...
 
 class ClientToolDefinition(_message.Message):
     __slots__ = ("name", "description", "parameters_json_schema")
@@ -127,7 +129,7 @@ class ClippedBullet(_message.Message):
     def __init__(self, message_id: _Optional[str] = ..., chars_kept: _Optional[int] = ..., chars_dropped: _Optional[int] = ...) -> None: ...
 
 class CutReport(_message.Message):
-    __slots__ = ("stored_messages", "sent_verbatim", "pruned_ids", "folded_ids", "deferred_ids", "left_out_ids", "clipped_bullets", "tokens_before", "tokens_after", "compaction", "compaction_fell_back", "summary_tokens_sent", "summary_chars_dropped", "overflow_retries", "lossy", "already_folded", "compaction_deferred", "folded_between_turns")
+    __slots__ = ("stored_messages", "sent_verbatim", "pruned_ids", "folded_ids", "deferred_ids", "left_out_ids", "clipped_bullets", "tokens_before", "tokens_after", "compaction", "compaction_fell_back", "summary_tokens_sent", "summary_chars_dropped", "overflow_retries", "lossy", "already_folded", "compaction_deferred", "folded_between_turns", "earlier_session_ids")
     STORED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     SENT_VERBATIM_FIELD_NUMBER: _ClassVar[int]
     PRUNED_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +148,7 @@ class CutReport(_message.Message):
     ALREADY_FOLDED_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_DEFERRED_FIELD_NUMBER: _ClassVar[int]
     FOLDED_BETWEEN_TURNS_FIELD_NUMBER: _ClassVar[int]
+    EARLIER_SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
     stored_messages: int
     sent_verbatim: int
     pruned_ids: _containers.RepeatedScalarFieldContainer[str]
@@ -164,7 +167,8 @@ class CutReport(_message.Message):
     already_folded: int
     compaction_deferred: bool
     folded_between_turns: bool
-    def __init__(self, stored_messages: _Optional[int] = ..., sent_verbatim: _Optional[int] = ..., pruned_ids: _Optional[_Iterable[str]] = ..., folded_ids: _Optional[_Iterable[str]] = ..., deferred_ids: _Optional[_Iterable[str]] = ..., left_out_ids: _Optional[_Iterable[str]] = ..., clipped_bullets: _Optional[_Iterable[_Union[ClippedBullet, _Mapping]]] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ..., compaction: _Optional[_Union[CompactionKind, str]] = ..., compaction_fell_back: _Optional[bool] = ..., summary_tokens_sent: _Optional[int] = ..., summary_chars_dropped: _Optional[int] = ..., overflow_retries: _Optional[int] = ..., lossy: _Optional[bool] = ..., already_folded: _Optional[int] = ..., compaction_deferred: _Optional[bool] = ..., folded_between_turns: _Optional[bool] = ...) -> None: ...
+    earlier_session_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, stored_messages: _Optional[int] = ..., sent_verbatim: _Optional[int] = ..., pruned_ids: _Optional[_Iterable[str]] = ..., folded_ids: _Optional[_Iterable[str]] = ..., deferred_ids: _Optional[_Iterable[str]] = ..., left_out_ids: _Optional[_Iterable[str]] = ..., clipped_bullets: _Optional[_Iterable[_Union[ClippedBullet, _Mapping]]] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ..., compaction: _Optional[_Union[CompactionKind, str]] = ..., compaction_fell_back: _Optional[bool] = ..., summary_tokens_sent: _Optional[int] = ..., summary_chars_dropped: _Optional[int] = ..., overflow_retries: _Optional[int] = ..., lossy: _Optional[bool] = ..., already_folded: _Optional[int] = ..., compaction_deferred: _Optional[bool] = ..., folded_between_turns: _Optional[bool] = ..., earlier_session_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ToolCallEvent(_message.Message):
     __slots__ = ("call_id", "name", "arguments_json")
@@ -209,7 +213,7 @@ class TurnUsage(_message.Message):
     def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., model_calls: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., evaluated_prompt_tokens: _Optional[int] = ...) -> None: ...
 
 class RunTaskResponse(_message.Message):
-    __slots__ = ("status", "text", "error", "tool_calls", "tool_results", "cut_report", "usage", "trace_id")
+    __slots__ = ("status", "text", "error", "tool_calls", "tool_results", "cut_report", "usage", "trace_id", "memory_write_pending", "memory_write")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -218,6 +222,8 @@ class RunTaskResponse(_message.Message):
     CUT_REPORT_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_WRITE_PENDING_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_WRITE_FIELD_NUMBER: _ClassVar[int]
     status: TurnStatus
     text: str
     error: str
@@ -226,23 +232,69 @@ class RunTaskResponse(_message.Message):
     cut_report: CutReport
     usage: TurnUsage
     trace_id: str
-    def __init__(self, status: _Optional[_Union[TurnStatus, str]] = ..., text: _Optional[str] = ..., error: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCallEvent, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResultEvent, _Mapping]]] = ..., cut_report: _Optional[_Union[CutReport, _Mapping]] = ..., usage: _Optional[_Union[TurnUsage, _Mapping]] = ..., trace_id: _Optional[str] = ...) -> None: ...
+    memory_write_pending: bool
+    memory_write: MemoryWrite
+    def __init__(self, status: _Optional[_Union[TurnStatus, str]] = ..., text: _Optional[str] = ..., error: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCallEvent, _Mapping]]] = ..., tool_results: _Optional[_Iterable[_Union[ToolResultEvent, _Mapping]]] = ..., cut_report: _Optional[_Union[CutReport, _Mapping]] = ..., usage: _Optional[_Union[TurnUsage, _Mapping]] = ..., trace_id: _Optional[str] = ..., memory_write_pending: _Optional[bool] = ..., memory_write: _Optional[_Union[MemoryWrite, _Mapping]] = ...) -> None: ...
+
+class MemoryWrite(_message.Message):
+    __slots__ = ("trace_id", "changed", "lines", "reason", "version", "summary")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    changed: bool
+    lines: _containers.RepeatedCompositeFieldContainer[MemoryWriteLine]
+    reason: str
+    version: int
+    summary: str
+    def __init__(self, trace_id: _Optional[str] = ..., changed: _Optional[bool] = ..., lines: _Optional[_Iterable[_Union[MemoryWriteLine, _Mapping]]] = ..., reason: _Optional[str] = ..., version: _Optional[int] = ..., summary: _Optional[str] = ...) -> None: ...
+
+class MemoryWriteLine(_message.Message):
+    __slots__ = ("stored", "replaced")
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_FIELD_NUMBER: _ClassVar[int]
+    stored: str
+    replaced: str
+    def __init__(self, stored: _Optional[str] = ..., replaced: _Optional[str] = ...) -> None: ...
+
+class WaitMemoryWritesRequest(_message.Message):
+    __slots__ = ("target", "trace_id", "timeout_ms")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    target: _common_pb2.AgentTarget
+    trace_id: str
+    timeout_ms: int
+    def __init__(self, target: _Optional[_Union[_common_pb2.AgentTarget, _Mapping]] = ..., trace_id: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class WaitMemoryWritesResponse(_message.Message):
+    __slots__ = ("writes", "pending")
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    writes: _containers.RepeatedCompositeFieldContainer[MemoryWrite]
+    pending: bool
+    def __init__(self, writes: _Optional[_Iterable[_Union[MemoryWrite, _Mapping]]] = ..., pending: _Optional[bool] = ...) -> None: ...
 
 class TurnEvent(_message.Message):
-    __slots__ = ("text_delta", "tool_call", "tool_result", "cut_report", "final", "client_tool_call")
+    __slots__ = ("text_delta", "tool_call", "tool_result", "cut_report", "final", "client_tool_call", "memory_write")
     TEXT_DELTA_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
     TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
     CUT_REPORT_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
     CLIENT_TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_WRITE_FIELD_NUMBER: _ClassVar[int]
     text_delta: TextDelta
     tool_call: ToolCallEvent
     tool_result: ToolResultEvent
     cut_report: CutReport
     final: RunTaskResponse
     client_tool_call: ClientToolCall
-    def __init__(self, text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCallEvent, _Mapping]] = ..., tool_result: _Optional[_Union[ToolResultEvent, _Mapping]] = ..., cut_report: _Optional[_Union[CutReport, _Mapping]] = ..., final: _Optional[_Union[RunTaskResponse, _Mapping]] = ..., client_tool_call: _Optional[_Union[ClientToolCall, _Mapping]] = ...) -> None: ...
+    memory_write: MemoryWrite
+    def __init__(self, text_delta: _Optional[_Union[TextDelta, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCallEvent, _Mapping]] = ..., tool_result: _Optional[_Union[ToolResultEvent, _Mapping]] = ..., cut_report: _Optional[_Union[CutReport, _Mapping]] = ..., final: _Optional[_Union[RunTaskResponse, _Mapping]] = ..., client_tool_call: _Optional[_Union[ClientToolCall, _Mapping]] = ..., memory_write: _Optional[_Union[MemoryWrite, _Mapping]] = ...) -> None: ...
 
 class ConfigureRoleRequest(_message.Message):
     __slots__ = ("config",)

@@ -70,6 +70,11 @@ class OrchestratorStub:
                 request_serializer=coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultRequest.SerializeToString,
                 response_deserializer=coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultResponse.FromString,
                 _registered_method=True)
+        self.WaitMemoryWrites = channel.unary_unary(
+                '/coreai.v1.Orchestrator/WaitMemoryWrites',
+                request_serializer=coreai_dot_v1_dot_orchestrator__pb2.WaitMemoryWritesRequest.SerializeToString,
+                response_deserializer=coreai_dot_v1_dot_orchestrator__pb2.WaitMemoryWritesResponse.FromString,
+                _registered_method=True)
         self.Shutdown = channel.unary_unary(
                 '/coreai.v1.Orchestrator/Shutdown',
                 request_serializer=coreai_dot_v1_dot_orchestrator__pb2.ShutdownRequest.SerializeToString,
@@ -125,6 +130,15 @@ class OrchestratorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WaitMemoryWrites(self, request, context):
+        """Waits until a conversation's memory writes still pending have landed (or one turn's, by its
+        trace id) and returns what they wrote. Roles with memory on under the writer design (small
+        hosted models) write memory after the reply; RunTaskResponse.memory_write_pending says so.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Shutdown(self, request, context):
         """Stop the runtime gracefully, as SIGTERM does: in-flight calls get the grace period, saves finish,
         the model child stops. The launcher's stop on every OS (Windows has no SIGTERM). Needs the token;
@@ -172,6 +186,11 @@ def add_OrchestratorServicer_to_server(servicer, server):
                     servicer.SubmitToolResult,
                     request_deserializer=coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultRequest.FromString,
                     response_serializer=coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultResponse.SerializeToString,
+            ),
+            'WaitMemoryWrites': grpc.unary_unary_rpc_method_handler(
+                    servicer.WaitMemoryWrites,
+                    request_deserializer=coreai_dot_v1_dot_orchestrator__pb2.WaitMemoryWritesRequest.FromString,
+                    response_serializer=coreai_dot_v1_dot_orchestrator__pb2.WaitMemoryWritesResponse.SerializeToString,
             ),
             'Shutdown': grpc.unary_unary_rpc_method_handler(
                     servicer.Shutdown,
@@ -368,6 +387,33 @@ class Orchestrator:
             '/coreai.v1.Orchestrator/SubmitToolResult',
             coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultRequest.SerializeToString,
             coreai_dot_v1_dot_orchestrator__pb2.SubmitToolResultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WaitMemoryWrites(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/coreai.v1.Orchestrator/WaitMemoryWrites',
+            coreai_dot_v1_dot_orchestrator__pb2.WaitMemoryWritesRequest.SerializeToString,
+            coreai_dot_v1_dot_orchestrator__pb2.WaitMemoryWritesResponse.FromString,
             options,
             channel_credentials,
             insecure,

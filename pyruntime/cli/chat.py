@@ -108,6 +108,7 @@ class ChatOptions:
     ctx: int | None
     threads: int | None = None  # hosted model's CPU threads; None: half the cores
     n_gpu_layers: int = 0  # hosted model's layers on the GPU; 0: CPU only, -1: all
+    prewarm: bool | None = None  # None: on for a hosted model, off for --llm-url
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -134,6 +135,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--memory-design", choices=[d.value for d in MemoryDesign], default=None,
                    help="how memory is written: 'tool' (the memory tool in the reply) or 'writer' (a separate "
                         "decision after the reply); default: writer for a small hosted model, else tool")
+    p.add_argument("--prewarm", choices=["on", "off"], default=None,
+                   help="evaluate the next prompt in the background after each turn (default: on for a hosted "
+                        "model, off for --llm-url)")
     p.add_argument("--role-config", type=Path, default=None,
                    help="a coreai.v1.RoleMemoryConfig as proto3 JSON (what a game sends with ConfigureRole), "
                         "registered for --role before the chat starts: the chat then runs the role as serve would")
@@ -216,6 +220,7 @@ def _options(args: argparse.Namespace) -> ChatOptions:
         ctx=args.ctx,
         threads=args.threads,
         n_gpu_layers=args.n_gpu_layers,
+        prewarm={"on": True, "off": False}.get(getattr(args, "prewarm", None) or ""),
     )
 
 
@@ -263,7 +268,7 @@ async def chat(options: ChatOptions, stdin: TextIO, out: TextIO) -> int:
             print(f"Using the model server at {options.llm_url}", file=out, flush=True)
         orchestrator = chat_orchestrator(stores, options.tool_mode, server=server, base_url=options.llm_url,
                                          api_key=options.api_key, timeout=options.timeout,
-                                         memory_design=options.memory_design)
+                                         memory_design=options.memory_design, prewarm=options.prewarm)
         if options.role_config is not None:
             orchestrator.policy.set(options.role_config)
         if supervisor is not None:
@@ -290,10 +295,12 @@ def chat_orchestrator(
     api_key: str | None = None,
     timeout: float = DEFAULT_TURN_TIMEOUT_S,
     memory_design: MemoryDesign | None = None,
+    prewarm: bool | None = None,
 ) -> AiOrchestrator:
     """The chat's orchestrator for a hosted `server` or an external `base_url` (the factory's model profile)."""
     return build_orchestrator(server=server, base_url=base_url, api_key=api_key, stores=stores,
-                              tool_mode=tool_mode, default_timeout=timeout, memory_design=memory_design)
+                              tool_mode=tool_mode, default_timeout=timeout, memory_design=memory_design,
+                              prewarm=prewarm)
 
 
 async def _start_with_progress(server: LlamaServerProcess, out: TextIO) -> None:

@@ -107,6 +107,7 @@ class ServeOptions:
     transcript_cap: int = DEFAULT_TRANSCRIPT_CAP
     tool_mode: ToolCallMode | None = None
     memory_design: MemoryDesign | None = None  # None: the factory's model profile decides
+    prewarm: bool | None = None  # None: on for a hosted model, off for --llm-url (the factory's default)
     parent_pid: int | None = None
     exit_on_stdin_eof: bool = False
     threads: int | None = None  # None: default_threads() (half the cores, at least 1)
@@ -199,6 +200,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "decision after the reply); default: writer for a small hosted model, else tool")
     p.add_argument("--tool-mode", choices=[m.value for m in ToolCallMode],
                    help="how tool calls travel (default: structured for a hosted model, native for --llm-url)")
+    p.add_argument("--prewarm", choices=["on", "off"],
+                   help="after each turn (and its memory write), evaluate the conversation's next prompt in the "
+                        "background so the next reply starts warm (default: on for a hosted model, off for "
+                        "--llm-url: turn it on for a llama.cpp server that keeps its prompt)")
     p.add_argument("--log-level", choices=LOG_LEVELS, help="log level (default info; debug with -v)")
     p.add_argument("--log-format", choices=LOG_FORMATS, default="text",
                    help="text, or json: one object per line with the turn's trace_id (default text)")
@@ -229,6 +234,7 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
         chat_history_cap=args.chat_history_cap, transcript_cap=args.transcript_cap,
         tool_mode=ToolCallMode.parse(args.tool_mode) if args.tool_mode else None,
         memory_design=MemoryDesign.parse(args.memory_design) if getattr(args, "memory_design", None) else None,
+        prewarm={"on": True, "off": False}.get(getattr(args, "prewarm", None) or ""),
         parent_pid=args.parent_pid, exit_on_stdin_eof=args.exit_on_stdin_eof, threads=args.threads,
         n_gpu_layers=getattr(args, "n_gpu_layers", 0), prompt_cache_mb=args.prompt_cache_mb,
         prompt_cache_dir=_prompt_cache_dir(getattr(args, "prompt_cache_dir", None), args.data_dir),
@@ -637,11 +643,11 @@ async def _attach_turns(options: ServeOptions, services: RuntimeServices, stores
     policy = services.orchestrator.policy
     if model.server is not None:
         orchestrator = build_orchestrator(server=model.server, stores=stores, policy=policy, tool_mode=mode,
-                                          memory_design=options.memory_design)
+                                          memory_design=options.memory_design, prewarm=options.prewarm)
     else:
         external = options.llm_url is not None
         orchestrator = build_orchestrator(base_url=model.url, stores=stores, policy=policy, tool_mode=mode,
-                                          memory_design=options.memory_design,
+                                          memory_design=options.memory_design, prewarm=options.prewarm,
                                           api_key=llm_api_key(options) if external else model.port_key,
                                           headers=llm_headers(options) if external else None)
     stack.push_async_callback(orchestrator.client.aclose)

@@ -164,6 +164,14 @@ def task_request(hint: str, role_id: str, scope: AgentMemoryScope | None, actor:
     return request
 
 
+def wait_writes_request(role_id: str, scope: AgentMemoryScope | None, actor: str | None, trace_id: str,
+                        timeout_ms: int) -> orch.WaitMemoryWritesRequest:
+    """A WaitMemoryWritesRequest."""
+    if not isinstance(trace_id, str) or isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int):
+        raise InvalidArgumentError("trace_id must be a string and timeout_ms an integer")
+    return orch.WaitMemoryWritesRequest(target=target(role_id, scope, actor), trace_id=trace_id, timeout_ms=timeout_ms)
+
+
 def health(response: orch.HealthResponse) -> RuntimeHealth:
     """The Health answer."""
     return RuntimeHealth(response.ready, response.model, response.version, response.model_ready,

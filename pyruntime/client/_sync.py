@@ -178,6 +178,17 @@ class RuntimeClient:
     def _submit_tool_result(self, request: orch.SubmitToolResultRequest) -> None:
         self._transport.unary(ORCHESTRATOR, "SubmitToolResult", request)
 
+    def wait_memory_writes(self, role_id: str = "", *, scope: AgentMemoryScope | None = None,
+                     actor: str | None = None, trace_id: str = "",
+                     timeout_ms: int = 0) -> orch.WaitMemoryWritesResponse:
+        """Wait for a conversation's pending memory writes (or one turn's: its response's trace_id) and get them.
+
+        timeout_ms 0 = the runtime's 30 s (at most 120000); keep it below this client's own timeout.
+        """
+        request = m.wait_writes_request(role_id, scope, actor, trace_id, timeout_ms)
+        response: orch.WaitMemoryWritesResponse = self._transport.unary(ORCHESTRATOR, "WaitMemoryWrites", request)
+        return response
+
     def submit_tool_result(self, turn_id: str, call_id: str, success: bool, content: str) -> None:
         """Answer a game-tool call by hand; NOT_FOUND, FAILED_PRECONDITION (the call ended) and ALREADY_EXISTS raise."""
         request = orch.SubmitToolResultRequest(turn_id=turn_id, call_id=call_id, success=success, content=content)

@@ -107,6 +107,8 @@ class CutReport:
     # head, the fold being prepared in the background; or the fold this turn sent was prepared after the last.
     compaction_deferred: bool = False
     folded_between_turns: bool = False
+    # Stored messages of earlier sessions the turn left out (RoleMemoryConfig.send_earlier_sessions; issue 25).
+    earlier_session_ids: list[str] = field(default_factory=list)
 
     def to_proto(self) -> orchestrator_pb2.CutReport:
         """The `coreai.v1.CutReport` message."""
@@ -134,6 +136,7 @@ class CutReport:
             already_folded=self.already_folded,
             compaction_deferred=self.compaction_deferred,
             folded_between_turns=self.folded_between_turns,
+            earlier_session_ids=self.earlier_session_ids,
         )
 
 

@@ -19,7 +19,8 @@ call). `reply` may be a list: answered in turn, the last one repeating. `tool_ca
 first round; once the request carries their results, `after_tools` (default: `reply`) answers
 without calls. `times` > 0 retires a rule after that many answers. `error` answers with that HTTP
 status instead (400 with a message naming the context is a context overflow to the runtime).
-Structured-mode requests (`response_format`) get the JSON object that mode expects.
+Structured-mode requests (`response_format`) get the JSON object that mode expects; a request
+constrained to another schema (the memory writer's decision) gets the rule's `reply` as written.
 """
 
 from __future__ import annotations
@@ -212,6 +213,10 @@ def _read_request(body: Mapping[str, Any]) -> _Request:
     compaction = len(messages) == 2 and hint.startswith(COMPACTION_PAYLOAD_PREFIX)
     format_ = body.get("response_format")
     structured = isinstance(format_, Mapping) and format_.get("type") in ("json_object", "json_schema")
+    schema = format_.get("schema") if structured and isinstance(format_, Mapping) else None
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if isinstance(properties, Mapping) and properties and "reply" not in properties:
+        structured = False  # another schema (the memory writer's decision): the rule's reply is that JSON
     return _Request(system, hint, after, compaction, structured)
 
 

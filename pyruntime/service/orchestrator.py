@@ -46,8 +46,16 @@ class TurnRunner(Protocol):
         """Hand a client's game-tool result to the turn waiting for it."""
         ...
 
+    async def wait_memory_writes(self, request: pb.WaitMemoryWritesRequest, timeout: float
+                                 ) -> pb.WaitMemoryWritesResponse:
+        """A conversation's pending memory writes (or one turn's), once they landed or `timeout` s passed."""
+        ...
+
 
 NO_MODEL = "no model is configured in this runtime; start it with a model to run turns"
+DEFAULT_MEMORY_WAIT_MS = 30_000
+MAX_MEMORY_WAIT_MS = 120_000
+MAX_TRACE_ID_CHARS = 256
 CLIENT_TOOLS_NEED_STREAM = ("client_tools need the streaming call StreamTask: RunTask cannot hand a game tool's "
                             "call to the client and wait for its result")
 
@@ -193,6 +201,26 @@ class OrchestratorService:
                 raise ServiceError(StatusCode.NOT_FOUND, "no tool call with this turn_id and call_id")
             self._runner.submit_tool_result(request)
             return pb.SubmitToolResultResponse()
+        except Exception as exc:  # noqa: BLE001
+            raise status_for(exc) from None
+
+    async def wait_memory_writes(self, request: pb.WaitMemoryWritesRequest) -> pb.WaitMemoryWritesResponse:
+        """Wait for a conversation's pending memory writes, or one turn's (trace_id); what they wrote.
+
+        INVALID_ARGUMENT: a bad target, a timeout_ms outside 0..120000, a trace id over 256 chars.
+        A runtime without a model (or a conversation with nothing pending) answers at once, empty.
+        """
+        try:
+            target_from_proto(request.target, default_role=DEFAULT_TURN_ROLE)  # a bad target fails here
+            if not 0 <= request.timeout_ms <= MAX_MEMORY_WAIT_MS:
+                raise InvalidArgumentError(f"timeout_ms must be between 0 and {MAX_MEMORY_WAIT_MS} "
+                                           f"(0 = {DEFAULT_MEMORY_WAIT_MS // 1000} s)")
+            if len(request.trace_id) > MAX_TRACE_ID_CHARS:
+                raise InvalidArgumentError(f"trace_id must be at most {MAX_TRACE_ID_CHARS} characters")
+            if self._runner is None:
+                return pb.WaitMemoryWritesResponse()
+            timeout_ms = request.timeout_ms or DEFAULT_MEMORY_WAIT_MS
+            return await self._runner.wait_memory_writes(request, timeout_ms / 1000.0)
         except Exception as exc:  # noqa: BLE001
             raise status_for(exc) from None
 

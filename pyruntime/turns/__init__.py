@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from pyruntime.turns.events import (
         CutReportEvent,
         FinalEvent,
+        MemoryWriteEvent,
         TaskResult,
         TextDeltaEvent,
         ToolCallEvent,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "CutReportEvent": "pyruntime.turns.events",
     "FinalEvent": "pyruntime.turns.events",
+    "MemoryWriteEvent": "pyruntime.turns.events",
     "TaskResult": "pyruntime.turns.events",
     "TextDeltaEvent": "pyruntime.turns.events",
     "ToolCallEvent": "pyruntime.turns.events",
@@ -50,6 +52,7 @@ __all__ = [
     "AiTaskRequest",
     "CutReportEvent",
     "FinalEvent",
+    "MemoryWriteEvent",
     "RegisteredTool",
     "TaskResult",
     "TextDeltaEvent",

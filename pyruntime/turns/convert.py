@@ -16,12 +16,14 @@ from pyruntime.turns.events import (
     ClientToolCallEvent,
     CutReportEvent,
     FinalEvent,
+    MemoryWriteEvent,
     TaskResult,
     TextDeltaEvent,
     ToolCallEvent,
     ToolResultEvent,
     TurnEvent,
 )
+from pyruntime.turns.memory_pass import MemoryPassOutcome
 from pyruntime.turns.orchestrator import AiOrchestrator
 from pyruntime.turns.request import AiTaskRequest
 
@@ -46,6 +48,7 @@ def request_from_proto(message: pb.RunTaskRequest) -> AiTaskRequest:
         client_tools=tuple(client_tool_spec(t.name, t.description, t.parameters_json_schema)
                            for t in message.client_tools),
         client_tool_timeout=message.client_tool_timeout_ms / 1000.0 if message.client_tool_timeout_ms > 0 else None,
+        wait_memory_write=message.wait_memory_write,
     )
 
 
@@ -55,6 +58,16 @@ def _tool_call(event: ToolCallEvent) -> pb.ToolCallEvent:
 
 def _tool_result(event: ToolResultEvent) -> pb.ToolResultEvent:
     return pb.ToolResultEvent(call_id=event.call_id, name=event.name, success=event.success, content=event.content)
+
+
+def write_to_proto(write: MemoryPassOutcome) -> pb.MemoryWrite:
+    """The `MemoryWrite` of a memory pass's outcome."""
+    return pb.MemoryWrite(
+        trace_id=write.trace_id, changed=write.changed,
+        lines=[pb.MemoryWriteLine(stored=o.stored, replaced=o.replaced or "") for o in write.written],
+        reason="" if write.changed else write.reason, version=write.version if write.changed else 0,
+        summary=write.summary(),
+    )
 
 
 def result_to_proto(result: TaskResult) -> pb.RunTaskResponse:
@@ -73,7 +86,10 @@ def result_to_proto(result: TaskResult) -> pb.RunTaskResponse:
             evaluated_prompt_tokens=result.usage.evaluated_prompt_tokens,
         ),
         trace_id=result.trace_id,
+        memory_write_pending=result.memory_write_pending,
     )
+    if result.memory_write is not None:
+        response.memory_write.CopyFrom(write_to_proto(result.memory_write))
     if result.cut_report is not None:
         response.cut_report.CopyFrom(result.cut_report.to_proto())
     return response
@@ -95,6 +111,8 @@ def event_to_proto(event: TurnEvent) -> pb.TurnEvent:
         return pb.TurnEvent(cut_report=event.report.to_proto())
     if isinstance(event, FinalEvent):
         return pb.TurnEvent(final=result_to_proto(event.result))
+    if isinstance(event, MemoryWriteEvent):
+        return pb.TurnEvent(memory_write=write_to_proto(event.write))
     raise TypeError(f"not a turn event: {type(event).__name__}")
 
 
@@ -112,6 +130,14 @@ class ProtoTurnRunner:
     def submit_tool_result(self, request: pb.SubmitToolResultRequest) -> None:
         """Hand a client's game-tool result to the turn waiting for it."""
         self.orchestrator.submit_tool_result(request.turn_id, request.call_id, request.success, request.content)
+
+    async def wait_memory_writes(self, request: pb.WaitMemoryWritesRequest, timeout: float
+                                 ) -> pb.WaitMemoryWritesResponse:
+        """A conversation's pending memory writes (or one turn's), once they landed or the timeout passed."""
+        target = target_from_proto(request.target, default_role=DEFAULT_TURN_ROLE)
+        writes, pending = await self.orchestrator.wait_memory_writes(
+            target.role_id, target.scope, target.actor, trace_id=request.trace_id, timeout=timeout)
+        return pb.WaitMemoryWritesResponse(writes=[write_to_proto(w) for w in writes], pending=pending)
 
     async def stream_task(self, request: pb.RunTaskRequest) -> AsyncIterator[pb.TurnEvent]:
         """The turn as events; closing this iterator cancels the turn."""

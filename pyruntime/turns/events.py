@@ -8,6 +8,7 @@ from typing import TypeAlias
 
 from coreai.v1 import orchestrator_pb2
 from pyruntime.history.cut_report import CutReport
+from pyruntime.turns.memory_pass import MemoryPassOutcome
 
 
 class TurnStatus(enum.IntEnum):
@@ -100,6 +101,10 @@ class TaskResult:
     cut_report: CutReport | None = None
     usage: TurnUsage = TurnUsage()
     trace_id: str = ""
+    # Writer design: the turn's memory write had not landed when the turn returned (it lands after
+    # any turn of the conversation that started meanwhile; `AiOrchestrator.wait_memory_writes`).
+    memory_write_pending: bool = False
+    memory_write: MemoryPassOutcome | None = None  # the write, when the turn waited for it
 
     @property
     def ok(self) -> bool:
@@ -109,10 +114,17 @@ class TaskResult:
 
 @dataclass(frozen=True)
 class FinalEvent:
-    """The last event of every turn."""
+    """The last event of every turn (but a `MemoryWriteEvent` the request waits for)."""
 
     result: TaskResult
 
 
+@dataclass(frozen=True)
+class MemoryWriteEvent:
+    """The turn's memory write landed (writer design; after the `FinalEvent`, when the request waits for it)."""
+
+    write: MemoryPassOutcome
+
+
 TurnEvent: TypeAlias = (TextDeltaEvent | ToolCallEvent | ToolResultEvent | CutReportEvent | FinalEvent
-                         | ClientToolCallEvent)
+                         | ClientToolCallEvent | MemoryWriteEvent)

@@ -37,6 +37,13 @@ class ModelProfile:
     max_calls_per_round: int
     memory_design: MemoryDesign = MemoryDesign.TOOL
 
+    @property
+    def memory_last(self) -> bool:
+        """The memory-last prompt layout (turns/memory_last.py): for the writer design's models, too small to find
+        a memory block across a saved history (SmolLM2-135M recalled 12/65 of the memory eval's questions with it
+        in the head, 32/65 with it last; docs/design/memory-writer.md)."""
+        return self.memory_design is MemoryDesign.WRITER
+
 
 def model_profile(*, hosted: bool, tool_mode: ToolCallMode | str | None = None, model_bytes: int | None = None,
                   memory_design: MemoryDesign | str | None = None) -> ModelProfile:
@@ -156,7 +163,7 @@ def build_orchestrator(
         prewarm=server is not None if prewarm is None else prewarm,
         prompt_cache_status=server.status if server is not None else None,
         background_compaction=background_compaction,
-        **options,
+        **{"memory_last": profile.memory_last, **options},
     )
 
 

@@ -7,10 +7,15 @@ Some models cannot use the `memory` tool inside their reply: SmolLM2-135M stored
 The runtime, not the model, turns it into a memory edit:
 
 - the fact becomes one short labelled line, `Player's <topic>: <value>` (recall-friendly);
-- a fact whose topic is already stored replaces that line (a correction), otherwise it is appended;
+- the topic must fit the value: a `name` is the player's own name, said as one ("my name is", "call
+  me", "I'm <Name>"), or the value goes under the thing it names ("my horse is called Clover": `horse`)
+  or is refused (`fitted_topic`);
+- a topic is stored once: a fact whose topic is already stored replaces that line, a correction
+  replaces the line it corrects, anything else is appended;
 - the value must come from the player's own words (`grounded_value`): a copied few-shot example or
   an invented detail is refused, so examples can be concrete without becoming facts;
-- a line that only asks questions is not sent to the model at all (`only_questions`).
+- a line that only asks questions, or is small talk ("I'll look around a bit", "I need some rest"),
+  is not sent to the model at all (`only_questions`, `small_talk`).
 
 `MemoryDesign.TOOL` keeps the contract's `memory` tool in the reply (capable models). Which design a
 model gets is decided in one place: `pyruntime.turns.factory.model_profile`.
@@ -33,6 +38,8 @@ WRITER_MAX_TOKENS = 48  # the JSON object is ~20 tokens; the cap bounds a runawa
 LINE_PREFIX = "Player's "
 KIND_FACT = "fact"
 KIND_NOTHING = "nothing"
+NAME_TOPIC = "name"
+NOTE_TOPIC = "note"  # a fact with no topic of its own; notes are never replaced by topic (they differ)
 
 
 class MemoryDesign(enum.Enum):
@@ -42,7 +49,7 @@ class MemoryDesign(enum.Enum):
     WRITER = "writer"
 
     @classmethod
-    def parse(cls, value: "str | MemoryDesign") -> "MemoryDesign":
+    def parse(cls, value: str | MemoryDesign) -> MemoryDesign:
         """The design for `tool`/`writer` (trimmed, case-insensitive)."""
         if isinstance(value, cls):
             return value
@@ -184,13 +191,48 @@ def is_correction(text: str) -> bool:
     return bool(set(_words(text)) & CORRECTION_CUES)
 
 
+# Words of small talk in a game: resting, waiting, leaving and coming back, looking around, greetings,
+# thanks, feelings, time words. A first-person line made only of these (and filler) states no fact.
+SMALL_TALK_WORDS = frozenset(
+    "rest resting sleep sleeping nap tired exhausted wait waiting sit sitting stay staying look looking around "
+    "bit little careful worry worried fine okay ok alright good great nice glad happy pleased sure right "
+    "back later soon now here there today tonight tomorrow next week while moment minute again first "
+    "thanks thank bye goodbye farewell hello hi hey greetings see tell told said say come coming go going "
+    "leave leaving off forward enjoy enjoying it's that's".split()
+)
+# Verbs with no content of their own ("I will", "I need", "I'll have ...") and wishes or opinions
+# ("I hope", "I think"): the first kind is dropped when looking for content, the second makes the
+# sentence small talk whatever follows ("I hope the sea is calm").
+FILLER_VERBS = frozenset("will ll shall would need want wanted get got make let really also too maybe perhaps".split())
+WISH_VERBS = frozenset("hope hoping wish wishing guess think thinking wonder wondering suppose bet believe".split())
+
+
+_CONTRACTION_PARTS = frozenset(
+    "t ll m re ve d don won didn doesn isn wasn aren haven hasn couldn wouldn shouldn".split())
+_PRONOUNS = frozenset("he him his she her hers they them us one".split())
+
+
+def small_talk(text: str) -> bool:
+    """True when a first-person line states nothing to keep: only small-talk words, or a wish or an opinion.
+
+    Measured on SmolLM2-135M: asked about "I'll look around a bit" it stored `Player's name: I'll look
+    around a bit` next to the player's real name (issue 25). A line with any other word is not small talk
+    (a correction carries its new value, so it never is).
+    """
+    words = _words(text)
+    if words[:1] in (["i"], ["we"]) and any(w in WISH_VERBS for w in words[1:3]):
+        return True
+    ignored = STOPWORDS | FIRST_PERSON | FILLER_VERBS | _CONTRACTION_PARTS | _PRONOUNS
+    return all(w in SMALL_TALK_WORDS for w in words if w not in ignored)
+
+
 def worth_asking(text: str) -> bool:
-    """True when the line may hold a fact to keep: first person or a correction, not only questions.
+    """True when the line may hold a fact to keep: first person or a correction, not only questions or small talk.
 
     Measured on SmolLM2-135M: asked about every line, it called 15 of 35 greetings and small-talk lines
     a fact; the lines it is not asked about cost no model call either.
     """
-    return (about_the_player(text) or is_correction(text)) and not only_questions(text)
+    return (about_the_player(text) or is_correction(text)) and not only_questions(text) and not small_talk(text)
 
 
 MAX_STATEMENTS = 3  # decisions for one line at most: each is a model call behind player turns
@@ -295,7 +337,7 @@ def normalize_topic(topic: str) -> str:
 
 def memory_line(topic: str, value: str) -> str:
     """The stored line of a fact: `Player's <topic>: <value>`."""
-    return f"{LINE_PREFIX}{normalize_topic(topic) or 'note'}: {value.strip().rstrip('.')}"
+    return f"{LINE_PREFIX}{normalize_topic(topic) or NOTE_TOPIC}: {value.strip().rstrip('.')}"
 
 
 def line_topic(line: str) -> str | None:
@@ -326,31 +368,119 @@ class MemoryEdit:
         return {"action": "append", "content": self.line}
 
 
+# "my name is", "my real name's", "call me", "I'm called", "they call me", "name's": the player names themself.
+_NAMES_ITSELF = re.compile(r"\b(?:(?:my|our)\s+(?:\w+\s+)?name|call\s+me|called\s+me|name'?s|i\s+am\s+called|"
+                           r"i'?m\s+called|i\s+am\s+named|i'?m\s+named)\b", re.IGNORECASE)
+# "my horse is called Clover", "my sister's name is Poppy": the name of a thing or a person the player has.
+_NAMES_A_THING = re.compile(r"\bmy\s+(\w+)(?:'s\s+name)?\s+(?:is\s+|was\s+)?(?:called|named|name\s+is)?\s*",
+                            re.IGNORECASE)
+# Verbs that precede a value without naming what it is ("I need passage to X": the topic is "passage").
+TOPIC_VERBS = frozenset("need want like love buy bought order ordered have had get got go going travel traveling "
+                        "travelling live lived am is are was were be called named".split())
+
+
+def fitted_topic(topic: str, value: str, player_text: str) -> str:
+    """The topic a grounded value is stored under ("" when it fits none).
+
+    A small model calls most facts `name` (SmolLM2-135M: `Player's name: Saltmere` for "I need passage
+    to Saltmere." beside the player's real name). A `name` is kept only when the line names the player
+    ("my name is", "call me", "I'm Tobin") and the value is a name (capitalized); otherwise the value goes
+    under the thing it names ("my horse is called Clover": `horse`) or the word just before it
+    ("passage to Saltmere": `passage`), else a name goes under `note` and anything else nowhere.
+    """
+    normalized = normalize_topic(topic)
+    if normalized != NAME_TOPIC:
+        return normalized
+    first = value.split()[0] if value.split() else ""
+    is_a_name = first[:1].isupper()
+    thing = _NAMES_A_THING.search(player_text)
+    if thing and thing.group(1).lower() not in ("name", "real", "full", "first", "last") and thing.end() <= (
+            player_text.find(first) if first in player_text else len(player_text)):
+        return normalize_topic(thing.group(1))
+    if is_a_name and (_NAMES_ITSELF.search(player_text) or re.search(
+            r"\b(?:i'?m|i\s+am|this\s+is)\s+" + re.escape(first) + r"\b", player_text, re.IGNORECASE)):
+        return NAME_TOPIC
+    return _word_before(value, player_text) or (NOTE_TOPIC if is_a_name else "")
+
+
+def _word_before(value: str, player_text: str) -> str:
+    """The content word right before the value in the line (not a verb), normalized; "" when none."""
+    at = player_text.lower().find(value.lower())
+    if at <= 0:
+        return ""
+    before = [w for w in _words(player_text[:at]) if w not in STOPWORDS and w not in FIRST_PERSON]
+    if not before or before[-1] in TOPIC_VERBS or before[-1] in CORRECTION_CUES:
+        return ""
+    return normalize_topic(before[-1])
+
+
+MAX_VALUE_WORDS = 10
+_CLAUSE_STOPS = frozenset("not instead rather but than".split())  # "30 logs instead of 20": the old value stays out
+
+
+def to_clause_end(value: str, player_text: str) -> str:
+    """The value run on to the end of its clause in the line, up to 10 words ("fought at the battle" -> "fought at
+    the battle of Redford"); unchanged when it is not found, already ends its clause, or would grow too long.
+
+    SmolLM2-135M often cuts its value before the phrase's object (the eval's quests, birthdays, orders:
+    "the arena fight" for "I won the arena fight against the ogre."); the rest is the player's own words.
+    """
+    words = value.split()
+    if not words:
+        return value
+    pattern = r"\b" + r"\W+".join(re.escape(w) for w in words) + r"\b"
+    found = re.search(pattern, player_text, re.IGNORECASE)
+    if found is None:
+        return value
+    rest = []
+    clause = re.match(r"[^,.;:!?]*", player_text[found.end():])  # always matches (possibly empty)
+    for word in (clause.group(0) if clause else "").split():
+        if word.lower() in _CLAUSE_STOPS:
+            break
+        rest.append(word.strip("'\""))
+    return " ".join(words + rest) if len(words) + len(rest) <= MAX_VALUE_WORDS else value
+
+
+_SUBJECT = frozenset("i i'm im i'll i've i'd am was will really".split())
+
+
+def _without_subject(value: str) -> str:
+    """The value without a leading first-person subject ("I'm allergic to honey" -> "allergic to honey")."""
+    tokens = value.split()
+    while len(tokens) > 1 and tokens[0].lower().strip(",") in _SUBJECT:
+        tokens.pop(0)
+    return " ".join(tokens)
+
+
 def plan_edit(memory: str, decision: WriterDecision, player_text: str) -> MemoryEdit:
-    """The edit a decision makes to `memory`: a grounded fact replaces its topic's line or is appended."""
+    """The edit a decision makes to `memory`: a grounded fact replaces its topic's line or is appended.
+
+    A topic is stored once: the same topic replaces its line (a correction or a newer value); a
+    correction under another topic replaces the line it corrects.
+    """
     if not decision.keep:
         return MemoryEdit(reason="nothing to keep")
     if not decision.value.strip():
         return MemoryEdit(reason="the fact has no value")
-    value = grounded_value(decision.value, player_text)
+    value = _without_subject(to_clause_end(grounded_value(decision.value, player_text), player_text))
     if not value:
         return MemoryEdit(reason="the value is not in the player's message")
-    line = memory_line(decision.topic, value)
+    topic = fitted_topic(decision.topic, value, player_text)
+    if not topic:
+        return MemoryEdit(reason=f"the value does not fit the topic '{normalize_topic(decision.topic)}'")
+    line = memory_line(topic, value)
     lines = memory.splitlines()
     if line in (entry.strip() for entry in lines):
         return MemoryEdit(reason="already stored")
-    if not is_correction(player_text):
-        # Only a correction replaces: a small model gives unrelated facts one topic ("name" for a horse
-        # and a town), and a replaced fact is lost while a duplicate is merely redundant.
-        return MemoryEdit(line=line)
-    topic = normalize_topic(decision.topic)
     for entry in lines:
-        if topic and line_topic(entry) == topic:
+        if topic != NOTE_TOPIC and line_topic(entry) == topic:
             return MemoryEdit(line=line, old_line=entry.strip())
+    if not is_correction(player_text):
+        return MemoryEdit(line=line)
     # The model's topic for a correction often differs from the first one ("order" / "order type"):
-    # then the correction replaces the stored line sharing the most words with the player's line.
-    old = _closest_line(lines, player_text)
-    return MemoryEdit(line=line, old_line=old)
+    # then the correction replaces the stored line sharing the most words with the player's line. Its
+    # new topic is kept: the first one often carries the old value ("Player's cider: a mug of cider").
+    return MemoryEdit(line=line, old_line=_closest_line(lines, player_text))
 
 
 def _closest_line(lines: Sequence[str], player_text: str) -> str | None:

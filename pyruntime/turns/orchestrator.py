@@ -44,6 +44,7 @@ from pyruntime.model.errors import ContextOverflowError, ModelError
 from pyruntime.model.queue import ModelRequestQueue, Priority, SlotGrant
 from pyruntime.model.types import ChatCompletionAccumulator, TextDelta, ToolCall
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
+from pyruntime.scopes import DEFAULT_TURN_ROLE, EMPTY_SCOPE, AgentMemoryScope
 from pyruntime.stores.base import LoadStatus
 from pyruntime.stores.persistence import StoreBundle
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
@@ -63,6 +64,7 @@ from pyruntime.turns.context import (
 from pyruntime.turns.events import (
     CutReportEvent,
     FinalEvent,
+    MemoryWriteEvent,
     TaskResult,
     TextDeltaEvent,
     ToolCallEvent,
@@ -78,8 +80,10 @@ from pyruntime.turns.client_tools import (
     check_client_tools,
 )
 from pyruntime.turns.memory_blocks import MemoryBlocks, NoteFold, plan_memory_blocks
-from pyruntime.turns.memory_pass import MemoryPassOutcome, MemoryPasses, run_memory_pass
-from pyruntime.turns.memory_writer import MemoryDesign
+from pyruntime.turns.memory_last import assemble_memory_last
+from pyruntime.turns.sessions import SessionStarts, leaves_out_earlier_sessions, without_earlier_sessions
+from pyruntime.turns.memory_pass import NO_STATEMENT, MemoryPassOutcome, MemoryPasses, run_memory_pass
+from pyruntime.turns.memory_writer import MemoryDesign, statements
 from pyruntime.turns.modes import (
     MAX_CALLS_PER_ROUND,
     ReplyExtractor,
@@ -121,10 +125,12 @@ from pyruntime.turns.tool_loop import (
     reply_settles_round,
 )
 from pyruntime.turns.tools import ToolContext, ToolRegistry
+from pyruntime.turns.write_gate import ConversationGate
 
 log = logging.getLogger("pyruntime.turns")
 
 DEFAULT_TURN_TIMEOUT_S = 120.0
+DEFAULT_MEMORY_WAIT_S = 30.0  # wait_memory_writes without a timeout
 # Room for the JSON wrapper and tool calls on top of a role's visible output cap, when tools are
 # offered: the cap bounds the reply the player sees, never the calls (a 32-48 token cap sent as
 # max_tokens cut the JSON of 69 of 72 structured turns; issue 9).
@@ -205,6 +211,8 @@ class _Turn:
     predicted: bool = False  # the next turn as prepared between turns (nothing stored; its fold is kept)
     memory_seen: int = 0  # (a prediction) the memory version it planned the blocks with
     head_memory_version: int = 0  # the memory version the head of the fold it sends was evaluated with (0: now)
+    memory_write_pending: bool = False
+    memory_write: MemoryPassOutcome | None = None
 
     @property
     def role_id(self) -> str:
@@ -226,6 +234,8 @@ class _Turn:
             cut_report=self.cut_report,
             usage=TurnUsage(self.prompt_tokens, self.completion_tokens, self.model_calls, self.cached_prompt_tokens),
             trace_id=self.request.trace_id,
+            memory_write_pending=self.memory_write_pending,
+            memory_write=self.memory_write,
         )
 
 
@@ -267,6 +277,7 @@ class AiOrchestrator:
         prompt_cache_status: Callable[[], Mapping[str, object]] | None = None,
         background_compaction: bool = False,
         assemble: Callable[..., list[dict[str, Any]]] = assemble_messages,
+        memory_last: bool = False,
         compaction_target_ratio: float = COMPACTION_TARGET_RATIO,
     ) -> None:
         """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
@@ -282,6 +293,8 @@ class AiOrchestrator:
         while its prompt cache has room (`prewarm.worth_prewarming`). `assemble` (`prompt.assemble_messages`'s
         signature) and `compaction_target_ratio` (1.0: no hysteresis) let a benchmark run the design note's
         layout against this one (bench/design_note_layout.py); the defaults are the runtime's.
+        `memory_last`: the memory-last layout (turns/memory_last.py): the whole memory, consolidated every turn,
+        right before the player's line; `build_orchestrator` gives it to the writer design's (small) models.
         `background_compaction`: fold between turns (turns/between_turns.py): after a reply, the next turn's
         fold is made in the background (and its head prewarmed, with `prewarm`); a turn never waits for it.
         """
@@ -312,6 +325,8 @@ class AiOrchestrator:
         # How memory is written for roles with memory on: the memory tool in the reply, or a writer pass after it.
         self.memory_design = MemoryDesign.parse(memory_design)
         self.memory_passes = MemoryPasses()
+        # A memory write lands only between the turns of its conversation (turns/write_gate.py).
+        self.write_gate = ConversationGate()
         self.client_tool_timeout = client_tool_timeout
         self.client_calls = ClientCallRegistry()  # game-tool calls waiting for the client's result
         self.prewarm = prewarm
@@ -320,7 +335,10 @@ class AiOrchestrator:
         self.staged_folds = StagedFolds()
         self.compaction_stats = CompactionStats()
         self.prompt_cache_status = prompt_cache_status
-        self._assemble_messages = assemble
+        # Memory-last (small models): the whole memory right before the player's line (turns/memory_last.py).
+        self.memory_last = memory_last
+        self.session_starts = SessionStarts()  # where each conversation's session began (turns/sessions.py)
+        self._assemble_messages = assemble_memory_last if memory_last else assemble
         self.compaction_target_ratio = compaction_target_ratio
         self._recent_conversations: deque[str] = deque(maxlen=RECENT_TURNS)
         # Where each conversation's tail and memory notes were last sent (issue 13): they stay there.
@@ -350,7 +368,7 @@ class AiOrchestrator:
         """
         turn = self._start(request)  # bad input raises here, before anything runs
         events: asyncio.Queue[TurnEvent] = asyncio.Queue(maxsize=self._stream_buffer)
-        task = asyncio.create_task(self._run(turn, events.put))
+        task = asyncio.create_task(self._run(turn, events.put, streamed=True))
         try:
             while True:
                 if task.done() and events.empty():
@@ -365,7 +383,10 @@ class AiOrchestrator:
                 if getter.done() and not getter.cancelled():
                     event = getter.result()
                     yield event
-                    if isinstance(event, FinalEvent):
+                    # The last event: the final one, or the memory write after it when the request waits for it
+                    # (a turn without a pass, memory off, ends at its final event: the task is done then).
+                    if isinstance(event, MemoryWriteEvent) or (
+                            isinstance(event, FinalEvent) and not request.wait_memory_write):
                         return
         finally:
             if not task.done():
@@ -397,29 +418,40 @@ class AiOrchestrator:
     async def _execute(self, request: AiTaskRequest, emit: Emit) -> TaskResult:
         return await self._run(self._start(request), emit)
 
-    async def _run(self, turn: _Turn, emit: Emit) -> TaskResult:
+    async def _run(self, turn: _Turn, emit: Emit, *, streamed: bool = False) -> TaskResult:
         timeout = turn.request.timeout or self.default_timeout
-        try:
-            async with asyncio.timeout(timeout) as turn.deadline:
-                await self._turn(turn, emit)
-        except TimeoutError:
-            turn.status, turn.error = TurnStatus.TIMED_OUT, f"the turn did not finish within {timeout:g} s"
-        except ModelError as exc:
-            turn.status, turn.error = TurnStatus.FAILED, str(exc)
-        except asyncio.CancelledError:
-            turn.status, turn.error = TurnStatus.CANCELLED, "the turn was cancelled"
-            raise
-        except Exception as exc:  # a bug or a store failure: the turn fails, the hint is still recorded
-            # The type only: a traceback's messages may quote player text.
-            log.error("turn failed with %s", type(exc).__name__)
-            turn.status, turn.error = TurnStatus.FAILED, f"internal error ({type(exc).__name__})"
-        finally:
-            await self._finish(turn)
+        # Held until the turn is recorded: a memory write of this conversation lands before or after it.
+        async with self.write_gate.turn(turn.store.key(turn.role_id)):
+            try:
+                async with asyncio.timeout(timeout) as turn.deadline:
+                    await self._turn(turn, emit)
+            except TimeoutError:
+                turn.status, turn.error = TurnStatus.TIMED_OUT, f"the turn did not finish within {timeout:g} s"
+            except ModelError as exc:
+                turn.status, turn.error = TurnStatus.FAILED, str(exc)
+            except asyncio.CancelledError:
+                turn.status, turn.error = TurnStatus.CANCELLED, "the turn was cancelled"
+                raise
+            except Exception as exc:  # a bug or a store failure: the turn fails, the hint is still recorded
+                # The type only: a traceback's messages may quote player text.
+                log.error("turn failed with %s", type(exc).__name__)
+                turn.status, turn.error = TurnStatus.FAILED, f"internal error ({type(exc).__name__})"
+            finally:
+                await self._finish(turn)
+        memory_pass = None
         if turn.status.completed:
             memory_pass = self._start_memory_pass(turn)
             self._start_between_turns(turn, memory_pass)
+        waits = memory_pass is not None and turn.request.wait_memory_write
+        if waits and not streamed:
+            assert memory_pass is not None
+            turn.memory_write = await asyncio.shield(memory_pass)  # a cancelled caller leaves the pass running
+        turn.memory_write_pending = memory_pass is not None and not memory_pass.done()
         result = turn.result()
         await emit(FinalEvent(result))
+        if waits and streamed:
+            assert memory_pass is not None
+            await emit(MemoryWriteEvent(await asyncio.shield(memory_pass)))
         return result
 
     async def _finish(self, turn: _Turn) -> None:
@@ -434,16 +466,34 @@ class AiOrchestrator:
             sum(len(t) for t in turn.text), time.perf_counter() - turn.started,
         )
 
-    def _start_memory_pass(self, turn: _Turn) -> asyncio.Task[MemoryPassOutcome] | None:
-        """Writer design: the memory decision on this line, queued behind player turns (turns/memory_pass.py)."""
+    def _start_memory_pass(self, turn: _Turn) -> asyncio.Future[MemoryPassOutcome] | None:
+        """Writer design: the memory decision on this line, queued behind player turns (turns/memory_pass.py).
+
+        A line with no statement about the player is decided here, without the model (a finished future).
+        """
         if self.memory_design is not MemoryDesign.WRITER or not turn.config.use_memory_tool:
             return None
-        tool = MemoryTool(turn.store.store, turn.store.key(turn.role_id),
-                          max_memory_chars=turn.config.effective_max_memory_chars)
-        return self.memory_passes.start(
-            run_memory_pass(self.client, self.queue, tool, turn.role_id, turn.request.hint), turn.role_id)
+        key = turn.store.key(turn.role_id)
+        trace_id = turn.request.trace_id
+        if not statements(turn.request.hint):
+            return self.memory_passes.record(MemoryPassOutcome(turn.role_id, reason=NO_STATEMENT, trace_id=trace_id),
+                                             conversation=key)
+        tool = MemoryTool(turn.store.store, key, max_memory_chars=turn.config.effective_max_memory_chars)
+        work = run_memory_pass(self.client, self.queue, tool, turn.role_id, turn.request.hint, gate=self.write_gate,
+                               conversation=key, after=self.memory_passes.last_of(key))
+        return self.memory_passes.start(work, turn.role_id, conversation=key, trace_id=trace_id)
 
-    def _start_between_turns(self, turn: _Turn, memory_pass: asyncio.Task[MemoryPassOutcome] | None) -> None:
+    async def wait_memory_writes(self, role_id: str, scope: AgentMemoryScope | None = None, actor: str | None = None,
+                                 *, trace_id: str = "", timeout: float = DEFAULT_MEMORY_WAIT_S,
+                                 ) -> tuple[list[MemoryPassOutcome], bool]:
+        """Wait for a conversation's pending memory writes (or one turn's, by trace id): (landed, still pending).
+
+        Writer design only; with the memory tool in the reply a turn's writes land inside the turn.
+        """
+        key = self.stores.scoped(scope or EMPTY_SCOPE, actor).key((role_id or "").strip() or DEFAULT_TURN_ROLE)
+        return await self.memory_passes.wait(key, trace_id, timeout)
+
+    def _start_between_turns(self, turn: _Turn, memory_pass: asyncio.Future[MemoryPassOutcome] | None) -> None:
         """Prepare the next turn behind player turns, after this turn's writer pass: make its fold (between turns),
         then evaluate its prefix (the prewarm); turns/between_turns.py, turns/prewarm.py."""
         if not (self.prewarm or self.background_compaction) or turn.parts is None or turn.sent is None:
@@ -629,12 +679,13 @@ class AiOrchestrator:
             return TailBlocks(request.request_system_instructions, blocks.snapshot_block, blocks.updates_block,
                               parts.availability, request.world_state, blocks.folded, blocks.notes)
 
-        tail = await tail_of(NoteFold.INTO_SNAPSHOT if consolidate else NoteFold.KEEP)
+        whole = consolidate or self.memory_last  # memory-last sends the whole memory: the snapshot is all of it
+        tail = await tail_of(NoteFold.INTO_SNAPSHOT if whole else NoteFold.KEEP)
         fit = self._fit(turn, parts.system_prompt, tail, parts.tools_sent)
         if config.with_chat_history:
             turn.prepared = await self._history(turn, fit)
             turn.cut_report = turn.prepared.cut_report
-            if turn.prepared.cut_report.compaction is not CompactionKind.NONE and not consolidate:
+            if turn.prepared.cut_report.compaction is not CompactionKind.NONE and not whole:
                 # A compaction rewrites everything after the summary anyway: the memory notes fold into one
                 # block there (where the notes' messages went), the snapshot before the summary stays. A fold
                 # made between turns folds the memory its head was evaluated with; a later edit is a note.
@@ -803,7 +854,7 @@ class AiOrchestrator:
         if self.background_compaction:
             staged = self.staged_folds.get(conversation_digest(turn.store.key(turn.role_id)))
         between = self.background_compaction and not turn.predicted
-        return await prepare_scoped_turn_history(
+        prepared = await prepare_scoped_turn_history(
             turn.store,
             turn.role_id,
             config=config,
@@ -821,6 +872,18 @@ class AiOrchestrator:
             summarize=not turn.borrowed_history,
             compaction_target_ratio=self.compaction_target_ratio,
         )
+        if turn.borrowed_history or not leaves_out_earlier_sessions(config, memory_last=self.memory_last):
+            return prepared
+        return without_earlier_sessions(prepared, await self._session_start(turn))
+
+    async def _session_start(self, turn: _Turn) -> int:
+        """The store order of the conversation's last message before this runtime first served it (turns/sessions)."""
+        conversation = conversation_digest(turn.store.key(turn.role_id))
+        start = self.session_starts.get(conversation)
+        if start is None:
+            newest = await asyncio.to_thread(turn.store.get_chat_history, turn.role_id, 1)
+            start = self.session_starts.begin(conversation, newest[-1].order if newest else 0)
+        return start
 
     def _fixed_count(self, role_id: str, part: str, text: str) -> int:
         """Tokens of a role's system prompt or tool schemas, counted once while the text stays the same."""

@@ -26,7 +26,10 @@ class AiTaskRequest:
     or a tool name (the model must call that tool); a forcing mode holds until a tool call succeeds.
     `timeout` is in seconds (None = the orchestrator's default). `client_tools`: game tools the
     caller executes (`stream_task` only); `client_tool_timeout`: seconds one call of them waits for
-    its result (None = the orchestrator's default).
+    its result (None = the orchestrator's default). `wait_memory_write` (writer design): `run_task`
+    returns once this turn's memory write landed, with it in the result; `stream_task` sends its
+    `MemoryWriteEvent` after the `FinalEvent`. Otherwise the turn returns at once and its result's
+    `memory_write_pending` says whether a write is still to come.
     """
 
     hint: str = ""
@@ -45,6 +48,7 @@ class AiTaskRequest:
     extra: dict[str, object] = field(default_factory=dict)  # sent as-is in the model request (e.g. seed)
     client_tools: tuple[ClientToolSpec, ...] = ()
     client_tool_timeout: float | None = None
+    wait_memory_write: bool = False
 
     def __post_init__(self) -> None:
         for name in ("hint", "source_tag", "trace_id", "request_system_instructions", "world_state",
@@ -79,6 +83,8 @@ class AiTaskRequest:
             or math.isnan(self.timeout) or self.timeout <= 0
         ):
             raise InvalidArgumentError("timeout must be a positive number of seconds or None")
+        if not isinstance(self.wait_memory_write, bool):
+            raise InvalidArgumentError("wait_memory_write must be a bool")
         if not isinstance(self.extra, dict):
             raise InvalidArgumentError("extra must be a dict")
         object.__setattr__(self, "client_tools", tuple(self.client_tools or ()))

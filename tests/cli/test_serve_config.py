@@ -66,6 +66,14 @@ def test_switches_from_the_environment() -> None:
         _options([], {"COREAI_SESSION_ONLY": "maybe"})
 
 
+def test_prewarm_is_the_model_profile_s_unless_set() -> None:
+    assert _options([]).prewarm is None  # the factory decides: on for a hosted model, off for --llm-url
+    assert _options(["--llm-url", "http://127.0.0.1:1/v1", "--prewarm", "on"]).prewarm is True
+    assert _options([], {"COREAI_PREWARM": "off"}).prewarm is False
+    with pytest.raises(SystemExit):
+        _options(["--prewarm", "maybe"])
+
+
 def test_one_layer_sets_the_model_source(tmp_path: Path) -> None:
     config = _config(tmp_path, llm_url="http://127.0.0.1:1234/v1")
     options = _options(["--no-model", "--config", str(config)], {"COREAI_MODEL": "x.gguf"})

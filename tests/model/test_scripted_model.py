@@ -74,6 +74,15 @@ def test_a_structured_request_gets_the_json_object_that_mode_expects() -> None:
     }
 
 
+def test_a_request_constrained_to_another_schema_gets_the_reply_as_written() -> None:
+    # The memory writer's decision: the script gives the JSON object itself, not a structured reply around it.
+    decision = '{"kind": "fact", "topic": "name", "value": "Tobin"}'
+    script = Script.from_dict({"rules": [{"when": {"hint": "Tobin"}, "reply": decision}]})
+    schema = {"type": "object", "properties": {"kind": {"enum": ["fact", "nothing"]}}}
+    answer = script.answer({**user("My name is Tobin."), "response_format": {"type": "json_object", "schema": schema}})
+    assert answer.text == decision and not answer.structured
+
+
 @pytest.mark.parametrize(("script", "names"), [
     ([], "script"),
     ({"rules": [{"reply": 3}]}, "rules[0].reply"),

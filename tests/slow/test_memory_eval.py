@@ -72,11 +72,20 @@ def test_smoke_run_of_every_configuration(tmp_path: Path) -> None:
     expected_junk = sum(1 for c in conversations for line in c.lines
                         if not only_questions(line.text) and not any(has_key(line.text, k) for k in c.all_keys()))
     assert naive["junk_writes"] == expected_junk
+    # The naive game writes its notes before it answers; (c) captures once its writes land (WaitMemoryWrites).
+    assert naive["captured_at_return"] == naive["captured_when_written"] == facts
+    assert results["c"]["captured_at_return"] <= results["c"]["captured_when_written"] <= facts
+    assert results["a"]["captured_at_return"] is None
+    # Recall ran twice for (a), (b), (c): with the saved history and without it (memory or notes only).
+    for name in ("a", "b", "c"):
+        assert 0 <= results[name]["recalled_without_history"] <= recall, name
+        assert set(results[name]["recall_replies_without_history"]) == {c.id for c in conversations}, name
     # (c) and (d): the memory documents are the writer's labelled lines, read back from disk.
     for name in ("c", "d"):
         for memory in results[name]["memories"].values():
             assert all(line.startswith("Player's ") for line in memory.splitlines()), (name, memory)
-        assert results[name]["model_calls"] <= 2 * lines  # one reply and at most one pass per line
+        # One reply, at most one pass and one prewarm per line (the hosted profile's --prewarm on).
+        assert results[name]["model_calls"] <= 3 * lines
     # Recall ran in new processes: none of the processes that held the conversations.
     for name in ("a", "c", "d"):
         assert results[name]["recall_pids"] and not set(results[name]["recall_pids"]) & set(

@@ -86,6 +86,20 @@ def test_smollm2_correction_replaces_the_old_fact(smollm2_server: LlamaServerPro
     assert "Aldous" in memory and "Alaric" not in memory, outcomes
 
 
+def test_smollm2_keeps_one_name_among_small_talk_and_other_names(smollm2_server: LlamaServerProcess,
+                                                                 tmp_path: Path) -> None:
+    # Issue 25: `Player's name: I'll look around a bit` and `Player's name: Saltmere` beside the real name.
+    # Lines that are not in the eval's data file.
+    outcomes = converse(smollm2_server, tmp_path, "My name is Berengar.", "I'll look around a bit.",
+                        "I need some rest.", "My mule is called Turnip.", "I need a ride to Westmarch.")
+    memory = memory_on_disk(tmp_path)
+    print(f"memory: {memory!r} ({outcomes})")
+    names = [line for line in memory.splitlines() if line.startswith("Player's name:")]
+    assert names == ["Player's name: Berengar"], memory
+    assert "look around" not in memory and "rest" not in memory
+    assert len({line.split(":", 1)[0] for line in memory.splitlines()}) == len(memory.splitlines())  # topics once
+
+
 def test_chat_with_the_embedded_model_shows_what_it_stored(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, "-m", "pyruntime.cli", "chat", "--data-dir", str(tmp_path), "--max-tokens", str(MAX_TOKENS)],

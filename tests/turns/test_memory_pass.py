@@ -143,7 +143,7 @@ def test_a_model_failure_is_an_outcome_not_an_error(memory_stores: StoreBundle) 
 def test_apply_decision_writes_versions_replaces_on_correction_and_refuses_safely(file_stores: StoreBundle) -> None:
     tool = MemoryTool(file_stores.memory, file_stores.scoped().key(ROLE))
     first = apply_decision(tool, ROLE, WriterDecision(True, "name", "Oswin"), "My name is Oswin.")
-    assert first == MemoryPassOutcome(ROLE, stored="Player's name: Oswin", model_calls=1)
+    assert first == MemoryPassOutcome(ROLE, stored="Player's name: Oswin", model_calls=1, version=1)
     assert first.summary() == "stored: Player's name: Oswin"
     fixed = apply_decision(tool, ROLE, WriterDecision(True, "name", "Osric"), "Sorry, my name is Osric.")
     assert fixed.summary() == "replaced: Player's name: Oswin -> Player's name: Osric"

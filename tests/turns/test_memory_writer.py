@@ -14,6 +14,7 @@ from pyruntime.turns.memory_writer import (
     MemoryEdit,
     WriterDecision,
     example_copies,
+    fitted_topic,
     grounded,
     grounded_value,
     is_correction,
@@ -22,7 +23,9 @@ from pyruntime.turns.memory_writer import (
     only_questions,
     parse_decision,
     plan_edit,
+    small_talk,
     statements,
+    to_clause_end,
     value_spans,
     worth_asking,
     writer_messages,
@@ -130,11 +133,58 @@ def test_plan_edit_appends_refuses_and_deduplicates() -> None:
     assert plan_edit("Player's name: Tobin", fact("name", "Tobin"), "My name is Tobin.").reason == "already stored"
 
 
-def test_same_topic_without_a_correction_cue_appends() -> None:
-    # SmolLM2 labels a horse and a town "name": without a correction cue nothing is replaced (nothing lost).
+def test_a_name_is_kept_only_when_the_line_names_the_player() -> None:
+    # SmolLM2 labels a town and a horse "name" (issue 25: a second, wrong name line beside the real one).
     memory = "Player's name: Quentin"
-    edit = plan_edit(memory, fact("name", "Saltmere"), "I need passage to Saltmere.")
-    assert edit == MemoryEdit(line="Player's name: Saltmere")
+    assert plan_edit(memory, fact("name", "Saltmere"), "I need passage to Saltmere.") == MemoryEdit(
+        line="Player's passage: Saltmere")
+    assert plan_edit(memory, fact("name", "Clover"), "My horse is called Clover.") == MemoryEdit(
+        line="Player's horse: Clover")
+    assert plan_edit(memory, fact("name", "red one"), "I'll buy the red one.").reason == (
+        "the value does not fit the topic 'name'")
+    for said, name in (("My name is Tobin.", "Tobin"), ("I'm Eliza, a traveling bard.", "Eliza"),
+                       ("Call me Wren.", "Wren"), ("I am called Brigid.", "Brigid"), ("My name is Lord Aldric.", "Lord")):
+        assert fitted_topic("name", name, said) == "name", said
+    assert fitted_topic("sister", "Poppy", "My sister is called Poppy.") == "sister"  # other topics stay
+
+
+def test_a_topic_is_stored_once() -> None:
+    # A duplicate topic is a replacement (a newer value) or nothing (the same value), never a second line.
+    memory = "Player's name: Tobin\nPlayer's order: a steel longsword"
+    assert plan_edit(memory, fact("order", "a steel dagger"), "I want a steel dagger.") == MemoryEdit(
+        line="Player's order: a steel dagger", old_line="Player's order: a steel longsword")
+    assert plan_edit(memory, fact("name", "Tobin"), "I'm Tobin.").reason == "already stored"
+
+
+@pytest.mark.parametrize(("value", "said", "kept"), [
+    ("fought at the battle", "I fought at the battle of Redford.", "fought at the battle of Redford"),
+    ("arena fight", "I won the arena fight against the ogre.", "arena fight against the ogre"),
+    ("Eliza", "I'm Eliza, a traveling bard.", "Eliza"),  # the clause ends at the comma
+    ("30 logs", "Let's say 30 logs instead of 20.", "30 logs"),  # a correction's old value stays out
+    ("25 gold", "Sorry, I was wrong: I owe you 25 gold, not 40.", "25 gold"),
+    ("I", "I want to order a steel longsword in the style of my father the great smith.", "I"),  # too long: as is
+    ("Zed", "My name is Tobin.", "Zed"),  # not in the line: as is (grounding refuses it)
+])
+def test_a_value_runs_on_to_the_end_of_its_clause(value: str, said: str, kept: str) -> None:
+    assert to_clause_end(value, said) == kept
+
+
+def test_a_leading_first_person_subject_is_not_part_of_the_value() -> None:
+    assert plan_edit("", fact("allergy", "I'm allergic to honey"), "I'm allergic to honey.") == MemoryEdit(
+        line="Player's allergy: allergic to honey")
+
+
+@pytest.mark.parametrize("text", ["I'll look around a bit.", "I need some rest now.", "I'll be careful, don't worry.",
+                                  "I hope the sea is calm.", "I'm fine, thanks.", "I'll be right back.", "No, wait."])
+def test_small_talk_is_not_asked(text: str) -> None:
+    assert small_talk(text) and not worth_asking(text) and statements(text) == []
+
+
+@pytest.mark.parametrize("text", ["I need a potion of night vision.", "I'll have my usual, a mug of cider.",
+                                  "I don't like carrots.", "Wait, change my order to a steel dagger.",
+                                  "I live in the mill by the river.", "I'm Tobin."])
+def test_facts_are_not_small_talk(text: str) -> None:
+    assert not small_talk(text) and worth_asking(text)
 
 
 def test_a_correction_replaces_its_topic_or_the_closest_line() -> None:

@@ -61,8 +61,6 @@ def test_no_async_void_and_every_type_in_a_namespace() -> None:
         assert re.search(r"^namespace \S+", text, re.M), f"{path.name} declares types outside a namespace"
 
 
-# Split after the recall branch's additions land (it is changing these files now); the lead splits them if it has not.
-AWAITING_SPLIT = {"Runtime/Core/Ai/AiTask.cs", "Runtime/Core/Ai/AiTaskStream.cs", "Runtime/Core/Ai/AgentMemoryPolicy.cs"}
 _PUBLIC_TYPE = re.compile(
     r"^    public\s+(?:(?:static|sealed|abstract|partial|readonly)\s+)*(?:class|struct|interface|enum|delegate)\s+(\w+)", re.M)
 
@@ -74,7 +72,7 @@ def test_one_public_type_per_file_named_after_it() -> None:
     for folder in ("Runtime", "Editor", "Samples~", "Tests/Editor", "Tests/Runtime"):
         for path in sorted((PACKAGE / folder).rglob("*.cs")):
             rel = path.relative_to(PACKAGE).as_posix()
-            if path.name.endswith(".g.cs") or rel in AWAITING_SPLIT or "/Scenarios/" in rel:
+            if path.name.endswith(".g.cs") or "/Scenarios/" in rel:
                 continue
             public = _PUBLIC_TYPE.findall(path.read_text(encoding="utf-8"))
             assert public in ([], [path.stem]), f"{rel} declares {public}"

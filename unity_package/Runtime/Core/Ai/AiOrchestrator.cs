@@ -29,6 +29,20 @@ namespace CoreAI.Ai
         /// <summary>How long a turn may take when the request sets no Timeout (sent to the runtime as the turn's timeout).</summary>
         public TimeSpan DefaultTurnTimeout { get; set; } = TimeSpan.FromMinutes(5);
 
+        /// <summary>How long the runtime waits for a memory write when a wait sets no timeout (at most 120 s).</summary>
+        public TimeSpan DefaultMemoryWriteTimeout { get; set; } = TimeSpan.FromSeconds(30);
+
+        /// <summary>A turn's memory write changed the memory (small models write it after the reply).</summary>
+        /// <remarks>
+        /// Raised once per changing write of a turn this orchestrator ran, after the turn returned, on the
+        /// SynchronizationContext current when the turn was started, else the game's main thread (the client's
+        /// GameHost; in Unity, either way the main thread, so a quest log or a "Bram will remember that" line may touch
+        /// the UI); with neither, on a thread-pool thread. Never after the client's lifetime ended (Dispose, the game
+        /// stopping). A turn whose write is still pending is watched only while there is a subscriber. A handler's
+        /// exception never affects a turn.
+        /// </remarks>
+        public event Action<AiMemoryWrite> MemoryChanged;
+
         /// <summary>The design note's form: run one turn and return the visible reply.</summary>
         /// <remarks>A turn that ended its tool loop returns the loop's closing message; see <see cref="RunTaskWithResultAsync"/> for the whole outcome.</remarks>
         /// <exception cref="AiTaskFailedException">The turn failed or timed out on the runtime (its result is attached).</exception>
@@ -57,10 +71,14 @@ namespace CoreAI.Ai
             {
                 return await StreamTaskAsync(request, new AiTaskStreamHandlers(), cancellationToken).ConfigureAwait(false);
             }
+            SynchronizationContext caller = SynchronizationContext.Current;
             V1.RunTaskRequest proto = await PrepareAsync(request, cancellationToken).ConfigureAwait(false);
             V1.RunTaskResponse response = await _runtime.GuardAsync(
                 _runtime.Orchestrator.RunTaskAsync(proto, CallOptionsFor(request), cancellationToken)).ConfigureAwait(false);
-            return ProtoMapping.FromProto(response);
+            AiTaskResult result = ProtoMapping.FromProto(response);
+            result.Target = proto.Target;
+            Announce(result, EventContext(caller));
+            return result;
         }
 
         /// <summary>Run one turn, calling onTextDelta with each piece of text as it arrives; returns the final outcome.</summary>
@@ -90,10 +108,13 @@ namespace CoreAI.Ai
             IReadOnlyList<GameTool> tools = request == null ? new GameTool[0] : ToolsFor(request);
             var toolCalls = new List<Task>();
             V1.RunTaskResponse final = null;
+            V1.MemoryWrite memoryWrite = null;
+            V1.AgentTarget target;
             // The client's lifetime (Dispose, the game stopping) ends the turn, its callbacks and its tool calls.
             using (var dispatch = new CallbackDispatcher(context, cancellationToken, _runtime.Lifetime))
             {
                 V1.RunTaskRequest proto = await PrepareAsync(request, dispatch.Token).ConfigureAwait(false);
+                target = proto.Target;
                 Action<V1.TurnEvent> onEvent = e =>
                 {
                     if (e.Final != null)
@@ -103,6 +124,11 @@ namespace CoreAI.Ai
                     else if (e.ClientToolCall != null)
                     {
                         lock (toolCalls) toolCalls.Add(ServeToolCallAsync(tools, e.ClientToolCall, toolContext, host, dispatch.Token));
+                    }
+                    else if (e.MemoryWrite != null)
+                    {
+                        memoryWrite = e.MemoryWrite;  // after final: the stream stayed open for it (WaitForMemoryWrite)
+                        dispatch.Run(() => Deliver(handlers, e));
                     }
                     else
                     {
@@ -135,7 +161,138 @@ namespace CoreAI.Ai
             {
                 throw new InternalException("the turn stream ended without its final result");
             }
-            return ProtoMapping.FromProto(final);
+            AiTaskResult result = ProtoMapping.FromProto(final);
+            result.Target = target;
+            if (memoryWrite != null)
+            {
+                result.MemoryWrite = ProtoMapping.FromProto(memoryWrite);
+                result.MemoryWritePending = false;
+            }
+            Announce(result, EventContext(caller));
+            return result;
+        }
+
+        /// <summary>Wait for the memory write of a turn that returned with <see cref="AiTaskResult.MemoryWritePending"/>.</summary>
+        /// <returns>The write once it landed (it may have changed nothing: see <see cref="AiMemoryWrite.Changed"/>); the
+        /// result's own write when the turn waited for it; null when the turn has no write to wait for.</returns>
+        /// <exception cref="TimeoutException">The write had not landed within timeout (null: <see cref="DefaultMemoryWriteTimeout"/>).</exception>
+        public async Task<AiMemoryWrite> WaitForMemoryWriteAsync(AiTaskResult result, TimeSpan? timeout = null,
+            CancellationToken cancellationToken = default(CancellationToken))
+        {
+            if (result == null)
+            {
+                throw new ArgumentNullException("result");
+            }
+            if (result.MemoryWrite != null)
+            {
+                return result.MemoryWrite;
+            }
+            if (!result.MemoryWritePending || result.Target == null || string.IsNullOrEmpty(result.TraceId))
+            {
+                return null;
+            }
+            IReadOnlyList<AiMemoryWrite> writes = await WaitAsync(result.Target, result.TraceId, timeout, cancellationToken).ConfigureAwait(false);
+            return writes.Count > 0 ? writes[0] : null;
+        }
+
+        /// <summary>Wait until every memory write of a conversation pending now has landed; returns them, oldest first.</summary>
+        /// <remarks>scope null: the orchestrator's scope provider, as for a turn; actor null or "local": none.</remarks>
+        /// <exception cref="TimeoutException">Some write had not landed within timeout (null: <see cref="DefaultMemoryWriteTimeout"/>).</exception>
+        public Task<IReadOnlyList<AiMemoryWrite>> WaitForMemoryWritesAsync(string roleId, AgentMemoryScope scope = null,
+            string actor = null, TimeSpan? timeout = null, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            string role = string.IsNullOrWhiteSpace(roleId) ? "Creator" : roleId.Trim();
+            AgentMemoryScope resolved = scope ?? _scopes.GetScope(role) ?? AgentMemoryScope.Empty;
+            return WaitAsync(ProtoMapping.Target(role, resolved, actor), "", timeout, cancellationToken);
+        }
+
+        private async Task<IReadOnlyList<AiMemoryWrite>> WaitAsync(V1.AgentTarget target, string traceId, TimeSpan? timeout,
+            CancellationToken cancellationToken)
+        {
+            TimeSpan wait = timeout ?? DefaultMemoryWriteTimeout;
+            if (wait < TimeSpan.Zero || wait > TimeSpan.FromSeconds(120))
+            {
+                throw new ArgumentOutOfRangeException("timeout", "a memory write wait takes 0 to 120 seconds");
+            }
+            var request = new V1.WaitMemoryWritesRequest
+            {
+                Target = target, TraceId = traceId ?? "", TimeoutMs = Math.Max(1, (int)Math.Ceiling(wait.TotalMilliseconds)),
+            };
+            V1.WaitMemoryWritesResponse response = await _runtime.GuardAsync(_runtime.Orchestrator.WaitMemoryWritesAsync(
+                request, CallOptions.WithTimeout(wait + TimeSpan.FromSeconds(10)), cancellationToken)).ConfigureAwait(false);
+            if (response.Pending)
+            {
+                throw new TimeoutException("the memory write did not land within " + wait.TotalSeconds + " s");
+            }
+            var writes = new List<AiMemoryWrite>();
+            foreach (V1.MemoryWrite write in response.Writes)
+            {
+                writes.Add(ProtoMapping.FromProto(write));
+            }
+            return writes;
+        }
+
+        /// <summary>Raise MemoryChanged for the turn's write: now when the turn carried it, else once it landed (only
+        /// while someone listens).</summary>
+        private void Announce(AiTaskResult result, SynchronizationContext context)
+        {
+            if (result.MemoryWrite != null)
+            {
+                Raise(result.MemoryWrite, context);
+            }
+            else if (result.MemoryWritePending && MemoryChanged != null)
+            {
+                Task watching = WatchMemoryWriteAsync(result, context);  // never faults: see its catch
+            }
+        }
+
+        private async Task WatchMemoryWriteAsync(AiTaskResult result, SynchronizationContext context)
+        {
+            try
+            {
+                AiMemoryWrite write = await WaitForMemoryWriteAsync(result, TimeSpan.FromSeconds(120)).ConfigureAwait(false);
+                if (write != null) Raise(write, context);
+            }
+            catch (Exception)
+            {
+                // The runtime went away or the write took longer than 120 s: no event (WaitForMemoryWriteAsync reports why).
+            }
+        }
+
+        /// <summary>Where MemoryChanged runs: the turn's caller context, else the game's main thread.</summary>
+        private SynchronizationContext EventContext(SynchronizationContext caller)
+        {
+            GameHost host = _runtime.GameHost;
+            return caller ?? (host == null ? null : host.MainThread);
+        }
+
+        private void Raise(AiMemoryWrite write, SynchronizationContext context)
+        {
+            Action<AiMemoryWrite> handlers = MemoryChanged;
+            CancellationToken lifetime = _runtime.Lifetime;
+            if (!write.Changed || handlers == null || lifetime.IsCancellationRequested)
+            {
+                return;
+            }
+            if (context != null)
+            {
+                context.Post(_ =>
+                {
+                    if (!lifetime.IsCancellationRequested) handlers(write);  // the game may have stopped meanwhile
+                }, null);
+                return;
+            }
+            ThreadPool.QueueUserWorkItem(_ =>
+            {
+                try
+                {
+                    if (!lifetime.IsCancellationRequested) handlers(write);
+                }
+                catch (Exception)
+                {
+                    // A handler's exception never affects a turn; with no context there is no one to report it to.
+                }
+            });
         }
 
         /// <summary>The turn as an async stream of items, consumable with <c>await foreach</c> (C# 8+) or its members directly.</summary>
@@ -166,6 +323,10 @@ namespace CoreAI.Ai
             else if (e.CutReport != null)
             {
                 if (handlers.OnCutReport != null) handlers.OnCutReport(e.CutReport);
+            }
+            else if (e.MemoryWrite != null)
+            {
+                if (handlers.OnMemoryWrite != null) handlers.OnMemoryWrite(ProtoMapping.FromProto(e.MemoryWrite));
             }
         }
 

@@ -101,6 +101,7 @@ namespace CoreAI.Ai
                 CompactionTriggerRatio = c.CompactionTriggerRatio,
                 MaxMemoryChars = c.MaxMemoryChars,
                 SystemPrompt = c.SystemPrompt,
+                SendEarlierSessions = c.SendEarlierSessions,
             };
         }
 
@@ -122,6 +123,7 @@ namespace CoreAI.Ai
             c.CompactionTriggerRatio = p.CompactionTriggerRatio;
             c.MaxMemoryChars = p.MaxMemoryChars;
             c.SystemPrompt = p.SystemPrompt ?? "";
+            c.SendEarlierSessions = p.SendEarlierSessions;
             return c;
         }
 
@@ -227,6 +229,7 @@ namespace CoreAI.Ai
                 Temperature = r.Temperature,
                 TimeoutMs = r.Timeout.HasValue ? Milliseconds(r.Timeout.Value) : 0,
                 ClientToolTimeoutMs = r.ClientToolTimeout.HasValue ? Milliseconds(r.ClientToolTimeout.Value) : 0,
+                WaitMemoryWrite = r.WaitForMemoryWrite,
             };
             if (r.AllowedToolNames != null)
             {
@@ -269,6 +272,8 @@ namespace CoreAI.Ai
                 TraceId = p.TraceId ?? "",
                 CutReport = p.CutReport,
                 Usage = p.Usage,
+                MemoryWritePending = p.MemoryWritePending,
+                MemoryWrite = p.MemoryWrite == null ? null : FromProto(p.MemoryWrite),
             };
             foreach (V1.ToolCallEvent call in p.ToolCalls)
             {
@@ -279,6 +284,21 @@ namespace CoreAI.Ai
                 result.ToolResults.Add(FromProto(r));
             }
             return result;
+        }
+
+        /// <summary>The familiar memory write of a proto message.</summary>
+        public static AiMemoryWrite FromProto(V1.MemoryWrite p)
+        {
+            var write = new AiMemoryWrite
+            {
+                TraceId = p.TraceId ?? "", Changed = p.Changed, Reason = p.Reason ?? "", Version = p.Version,
+                Summary = p.Summary ?? "",
+            };
+            foreach (V1.MemoryWriteLine line in p.Lines)
+            {
+                write.Lines.Add(new AiMemoryWriteLine { Stored = line.Stored ?? "", Replaced = line.Replaced ?? "" });
+            }
+            return write;
         }
 
         /// <summary>The familiar tool call of a proto event.</summary>

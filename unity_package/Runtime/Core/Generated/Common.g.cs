@@ -264,5 +264,9 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("systemPrompt", NullValueHandling = NullValueHandling.Ignore)]
         public string SystemPrompt { get; set; }
+
+        [Preserve]
+        [JsonProperty("sendEarlierSessions", NullValueHandling = NullValueHandling.Ignore)]
+        public bool? SendEarlierSessions { get; set; }
     }
 }

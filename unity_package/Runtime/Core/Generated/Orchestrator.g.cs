@@ -109,6 +109,10 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("clientToolTimeoutMs", NullValueHandling = NullValueHandling.Ignore)]
         public int ClientToolTimeoutMs { get; set; }
+
+        [Preserve]
+        [JsonProperty("waitMemoryWrite", NullValueHandling = NullValueHandling.Ignore)]
+        public bool WaitMemoryWrite { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ClientToolDefinition.</summary>
@@ -273,6 +277,10 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("foldedBetweenTurns", NullValueHandling = NullValueHandling.Ignore)]
         public bool FoldedBetweenTurns { get; set; }
+
+        [Preserve]
+        [JsonProperty("earlierSessionIds", NullValueHandling = NullValueHandling.Ignore)]
+        public List<string> EarlierSessionIds { get; set; } = new List<string>();
     }
 
     /// <summary>proto message coreai.v1.ToolCallEvent.</summary>
@@ -383,6 +391,86 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("traceId", NullValueHandling = NullValueHandling.Ignore)]
         public string TraceId { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("memoryWritePending", NullValueHandling = NullValueHandling.Ignore)]
+        public bool MemoryWritePending { get; set; }
+
+        [Preserve]
+        [JsonProperty("memoryWrite", NullValueHandling = NullValueHandling.Ignore)]
+        public MemoryWrite MemoryWrite { get; set; }
+    }
+
+    /// <summary>proto message coreai.v1.MemoryWrite.</summary>
+    [Preserve]
+    public sealed partial class MemoryWrite
+    {
+        [Preserve]
+        [JsonProperty("traceId", NullValueHandling = NullValueHandling.Ignore)]
+        public string TraceId { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("changed", NullValueHandling = NullValueHandling.Ignore)]
+        public bool Changed { get; set; }
+
+        [Preserve]
+        [JsonProperty("lines", NullValueHandling = NullValueHandling.Ignore)]
+        public List<MemoryWriteLine> Lines { get; set; } = new List<MemoryWriteLine>();
+
+        [Preserve]
+        [JsonProperty("reason", NullValueHandling = NullValueHandling.Ignore)]
+        public string Reason { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("version", NullValueHandling = NullValueHandling.Ignore)]
+        public int Version { get; set; }
+
+        [Preserve]
+        [JsonProperty("summary", NullValueHandling = NullValueHandling.Ignore)]
+        public string Summary { get; set; } = "";
+    }
+
+    /// <summary>proto message coreai.v1.MemoryWriteLine.</summary>
+    [Preserve]
+    public sealed partial class MemoryWriteLine
+    {
+        [Preserve]
+        [JsonProperty("stored", NullValueHandling = NullValueHandling.Ignore)]
+        public string Stored { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("replaced", NullValueHandling = NullValueHandling.Ignore)]
+        public string Replaced { get; set; } = "";
+    }
+
+    /// <summary>proto message coreai.v1.WaitMemoryWritesRequest.</summary>
+    [Preserve]
+    public sealed partial class WaitMemoryWritesRequest
+    {
+        [Preserve]
+        [JsonProperty("target", NullValueHandling = NullValueHandling.Ignore)]
+        public AgentTarget Target { get; set; }
+
+        [Preserve]
+        [JsonProperty("traceId", NullValueHandling = NullValueHandling.Ignore)]
+        public string TraceId { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("timeoutMs", NullValueHandling = NullValueHandling.Ignore)]
+        public int TimeoutMs { get; set; }
+    }
+
+    /// <summary>proto message coreai.v1.WaitMemoryWritesResponse.</summary>
+    [Preserve]
+    public sealed partial class WaitMemoryWritesResponse
+    {
+        [Preserve]
+        [JsonProperty("writes", NullValueHandling = NullValueHandling.Ignore)]
+        public List<MemoryWrite> Writes { get; set; } = new List<MemoryWrite>();
+
+        [Preserve]
+        [JsonProperty("pending", NullValueHandling = NullValueHandling.Ignore)]
+        public bool Pending { get; set; }
     }
 
     /// <summary>proto message coreai.v1.TurnEvent.</summary>
@@ -412,6 +500,10 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("clientToolCall", NullValueHandling = NullValueHandling.Ignore)]
         public ClientToolCall ClientToolCall { get; set; }
+
+        [Preserve]
+        [JsonProperty("memoryWrite", NullValueHandling = NullValueHandling.Ignore)]
+        public MemoryWrite MemoryWrite { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ConfigureRoleRequest.</summary>
@@ -600,6 +692,12 @@ namespace CoreAI.V1
         public Task<SubmitToolResultResponse> SubmitToolResultAsync(SubmitToolResultRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
         {
             return _transport.UnaryAsync<SubmitToolResultRequest, SubmitToolResultResponse>(ServiceName, "SubmitToolResult", request, options, cancellationToken);
+        }
+
+        /// <summary>WaitMemoryWrites: unary call.</summary>
+        public Task<WaitMemoryWritesResponse> WaitMemoryWritesAsync(WaitMemoryWritesRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return _transport.UnaryAsync<WaitMemoryWritesRequest, WaitMemoryWritesResponse>(ServiceName, "WaitMemoryWrites", request, options, cancellationToken);
         }
 
         /// <summary>Shutdown: unary call.</summary>
