@@ -73,8 +73,10 @@ class ModelClient(Protocol):
         ...
 
 
-if TYPE_CHECKING:  # mypy holds the runtime's client to the seam (no import at run time: the client needs httpx)
+if TYPE_CHECKING:  # mypy holds the runtime's client and the test doubles to the seam (the client needs httpx)
     from pyruntime.model.client import OpenAICompatClient
+    from pyruntime.testing.models import FunctionModel, ScriptedModel
 
-    def _implementations(client: OpenAICompatClient) -> list[ModelClient]:
-        return [client]
+    def _implementations(client: OpenAICompatClient, scripted: ScriptedModel,
+                         function: FunctionModel) -> list[ModelClient]:
+        return [client, scripted, function]
