@@ -8,9 +8,11 @@ Counted, never timed.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -380,3 +382,14 @@ def test_overflow_gives_up_after_three_retries(memory_stores: StoreBundle) -> No
     assert result.usage.model_calls == 4 and len(model.requests) == 4
     assert result.cut_report is not None and result.cut_report.overflow_retries == 3
     assert chat(memory_stores, "Talker") == [("user", "hello")]
+
+
+def test_the_example_in_the_testing_docs_runs() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text(encoding="utf-8")
+    section = docs.split("## Testing your NPC logic without a model", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = compile(example, "docs/testing.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    namespace: dict[str, Any] = {}
+    coroutine = eval(code, namespace)  # its top-level await makes it a coroutine
+    run(coroutine)
+    assert namespace["result"].text == "Noted."
