@@ -19,7 +19,8 @@ call). `reply` may be a list: answered in turn, the last one repeating. `tool_ca
 first round; once the request carries their results, `after_tools` (default: `reply`) answers
 without calls. `times` > 0 retires a rule after that many answers. `error` answers with that HTTP
 status instead (400 with a message naming the context is a context overflow to the runtime).
-Structured-mode requests (`response_format`) get the JSON object that mode expects.
+Structured-mode requests (`response_format`) get the JSON object that mode expects; a JSON format with a
+schema of other fields (the memory writer's decision) gets the reply text as written.
 """
 
 from __future__ import annotations
@@ -187,7 +188,7 @@ class RequestFacts:
     hint: str  # the player's message: the last user message that is not tool results or a context update
     after_tools: bool  # the request carries the results of the previous round's tool calls
     compaction: bool  # the rolling-summary call
-    structured: bool  # structured tool mode: the reply must be the JSON object of that mode
+    structured: bool  # structured tool mode (a JSON format whose schema, if any, has `tool_calls`): that JSON object
 
 
 def _content(message: Mapping[str, Any]) -> str:
@@ -215,6 +216,11 @@ def request_facts(body: Mapping[str, Any]) -> RequestFacts:
     compaction = len(messages) == 2 and hint.startswith(COMPACTION_PAYLOAD_PREFIX)
     format_ = body.get("response_format")
     structured = isinstance(format_, Mapping) and format_.get("type") in ("json_object", "json_schema")
+    if structured and isinstance(format_, Mapping):
+        # A schema of other fields (the memory writer's decision) is not the tool mode's: its reply goes as written.
+        schema = format_.get("schema") or (format_.get("json_schema") or {}).get("schema")
+        fields = schema.get("properties") if isinstance(schema, Mapping) else None
+        structured = not isinstance(fields, Mapping) or "tool_calls" in fields
     return RequestFacts(system, hint, after, compaction, structured)
 
 

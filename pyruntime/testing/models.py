@@ -5,9 +5,10 @@ HTTP client and a turn runs exactly as against llama.cpp - the queue, the tool l
 output cap, recording - with replies you chose, no process and no socket. They speak the scripted
 model's vocabulary (`pyruntime/model/scripted.py`, what `serve --scripted-model FILE` serves over
 HTTP): a reply is a text, a `ScriptedCall`, a `ScriptedError` or a whole `Answer` (text pieces, tool
-calls, delays). In structured tool mode (the request has a `response_format`) a reply is sent as the
-JSON object that mode expects, as the scripted server does; an `Answer(..., structured=True)` is sent
-as it is (to test a malformed reply). Every request is kept in `requests`, as the body the HTTP
+calls, delays). In structured tool mode (a `response_format` whose schema has `tool_calls`) a reply is
+sent as the JSON object that mode expects, as the scripted server does; an `Answer(..., structured=True)`
+is sent as it is (to test a malformed reply), and so is any reply to another JSON format (the memory
+writer's decision: reply with its JSON text). Every request is kept in `requests`, as the body the HTTP
 client would have sent.
 """
 

@@ -79,6 +79,17 @@ def test_a_structured_request_gets_the_json_object_and_a_raw_answer_goes_as_it_i
     assert model.requests[0].facts.structured and model.requests[0].body["response_format"] == STRUCTURED
 
 
+def test_a_json_format_of_other_fields_gets_the_reply_as_written() -> None:
+    decision = '{"kind": "fact", "topic": "name", "value": "Tobin"}'
+    writer = {"type": "json_object", "schema": {"type": "object", "properties": {"kind": {"enum": ["fact"]}}}}
+    tool_mode = {"type": "json_object", "schema": {"type": "object", "properties": {"tool_calls": {}, "reply": {}}}}
+    model = ScriptedModel([decision, "Hello."])
+    assert asyncio.run(model.chat(MESSAGES, response_format=writer)).text == decision
+    assert json.loads(asyncio.run(model.chat(MESSAGES, response_format=tool_mode)).text) == {
+        "tool_calls": [], "reply": "Hello."}
+    assert [r.facts.structured for r in model.requests] == [False, True]
+
+
 def test_chat_returns_the_whole_reply_with_parsed_tool_calls() -> None:
     model = ScriptedModel([scripted_answer("Rolling.", [ScriptedCall("roll", {"sides": 6}),
                                                        ScriptedCall("roll", {"sides": 20})])])

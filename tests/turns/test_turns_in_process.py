@@ -46,6 +46,8 @@ from pyruntime.turns import (
     TurnStatus,
 )
 from pyruntime.turns.events import TurnEvent
+from pyruntime.turns.memory_pass import MemoryPassOutcome
+from pyruntime.turns.memory_writer import writer_schema
 from tests.turns.conftest import run
 
 HINT = "roll for me"
@@ -227,6 +229,29 @@ def test_a_call_that_repeats_the_previous_one_exactly_is_not_run_again(memory_st
     assert [r.success for r in result.tool_results] == [True, False]
     assert result.tool_results[1].content.startswith("this call repeats your previous call exactly (tool 'roll'")
     assert model.requests[2].messages[-1]["content"] == result.tool_results[1].content  # the model is told why
+
+
+def test_the_writer_design_stores_exactly_the_fact_the_pass_decided(memory_stores: StoreBundle) -> None:
+    def model_of(request: ChatRequest) -> str:
+        if "response_format" in request.body:  # the writer pass: its decision as the JSON it is constrained to
+            return json.dumps({"kind": "fact", "topic": "name", "value": "Tobin"})
+        return "Well met, Tobin."
+
+    model = FunctionModel(model_of)
+    orchestrator = orchestrator_on(model, memory_stores, AgentMemoryPolicy(), memory_design="writer")
+
+    async def go() -> tuple[TaskResult, list[MemoryPassOutcome]]:
+        result = await orchestrator.run_task(AiTaskRequest("My name is Tobin.", "SmartChat"))
+        return result, await orchestrator.memory_passes.drain()
+
+    result, outcomes = run(go())
+    assert result.status is TurnStatus.OK and result.text == "Well met, Tobin."
+    reply, decision = (r.body for r in model.requests)
+    assert "tools" not in reply and "response_format" not in reply  # the reply itself carries no tool
+    assert decision["response_format"] == {"type": "json_object", "schema": writer_schema("My name is Tobin.")}
+    assert outcomes == [MemoryPassOutcome("SmartChat", stored="Player's name: Tobin", model_calls=1)]
+    loaded = memory_stores.scoped().try_load("SmartChat").state
+    assert loaded is not None and loaded.memory == "Player's name: Tobin"
 
 
 # -- streaming, the output cap, usage ------------------------------------------------------------------------
