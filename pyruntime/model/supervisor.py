@@ -260,6 +260,8 @@ class ModelSupervisor:
 
     def _restart(self, problem: str) -> None:
         """Kill the engine and start it again at once (the first time) or after the back-off."""
+        if self._stop.is_set():
+            return  # a stop has begun: the owner stops the engine (a probe that ended after it changes nothing)
         self.last_restart_reason = problem
         log.warning("model server: %s; restarting it", problem)
         self._set(ModelState.RESTARTING, problem)

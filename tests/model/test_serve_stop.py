@@ -89,6 +89,7 @@ def test_sigterm_stops_serve_promptly_with_a_frozen_engine_and_turns_in_flight(t
         assert not caller.is_alive()  # every call in flight got an answer (cut by the stop)
     assert any(isinstance(r, Exception) for r in results)  # the calls the frozen engine held were cut
     assert "Traceback" not in serve.err, serve.err[-3000:]
+    assert "restarting it" not in serve.err  # a stopping runtime loads no new engine (the frozen one is stopped)
     # What was acknowledged before the signal is on disk.
     stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path / "data")
     loaded = stores.memory.try_load(storage_key("Blacksmith", SCOPE))
