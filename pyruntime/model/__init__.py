@@ -14,6 +14,7 @@ from pyruntime.model.errors import (
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config
 from pyruntime.model.llama_server import LlamaServerConfig
 from pyruntime.model.queue import ModelRequestQueue, Priority
+from pyruntime.model.seam import Gate, ModelClient, ModelStream
 from pyruntime.model.supervisor import ModelState, ModelSupervisor, WatchdogSettings
 from pyruntime.model.types import (
     ChatCompletion,
@@ -34,12 +35,15 @@ __all__ = [
     "ChatStream",
     "ContextOverflowError",
     "FinishDelta",
+    "Gate",
     "IncompleteStreamError",
     "LlamaServerConfig",
     "LlamaServerProcess",
+    "ModelClient",
     "ModelError",
     "ModelRequestQueue",
     "ModelStalledError",
+    "ModelStream",
     "ModelState",
     "ModelSupervisor",
     "ModelUnavailableError",

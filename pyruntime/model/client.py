@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -25,6 +25,7 @@ from pyruntime.model.compat import (
     parse_completion,
 )
 from pyruntime.model.errors import IncompleteStreamError, ModelError, ModelStalledError, ModelUnavailableError
+from pyruntime.model.seam import Gate
 from pyruntime.model.slots import SlotAffinity, SlotUse
 from pyruntime.model.sse import SSEDecoder
 from pyruntime.model.types import ChatCompletion, FinishDelta, StreamDelta, TextDelta, ToolCallDelta
@@ -38,10 +39,6 @@ DEFAULT_DEADLINE_S = 300.0  # every call, streamed or not, ends by then (closing
 # first text the prompt is still being evaluated, which takes longer on a slow CPU with a long prompt.
 DEFAULT_FIRST_TEXT_S = 120.0
 DEFAULT_TEXT_GAP_S = 30.0
-
-Gate = Callable[[], None]
-"""Raises `ModelUnavailableError` when the model cannot take requests now (e.g. a watchdog restart)."""
-
 
 class ChatStream:
     """The deltas of one streamed reply; leaving `async with` (or `aclose()`) closes the HTTP stream."""

@@ -19,8 +19,8 @@ call). `reply` may be a list: answered in turn, the last one repeating. `tool_ca
 first round; once the request carries their results, `after_tools` (default: `reply`) answers
 without calls. `times` > 0 retires a rule after that many answers. `error` answers with that HTTP
 status instead (400 with a message naming the context is a context overflow to the runtime).
-Structured-mode requests (`response_format`) get the JSON object that mode expects; a request
-constrained to another schema (the memory writer's decision) gets the rule's `reply` as written.
+Structured-mode requests (`response_format`) get the JSON object that mode expects; a JSON format with a
+schema of other fields (the memory writer's decision) gets the reply text as written.
 """
 
 from __future__ import annotations
@@ -181,12 +181,14 @@ def _split(text: str) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class _Request:
-    system: str
-    hint: str
-    after_tools: bool
-    compaction: bool
-    structured: bool
+class RequestFacts:
+    """What a rule's `when` looks at in one request (and what decides the shape of its answer)."""
+
+    system: str  # the system prompt (it names the role)
+    hint: str  # the player's message: the last user message that is not tool results or a context update
+    after_tools: bool  # the request carries the results of the previous round's tool calls
+    compaction: bool  # the rolling-summary call
+    structured: bool  # structured tool mode (a JSON format whose schema, if any, has `tool_calls`): that JSON object
 
 
 def _content(message: Mapping[str, Any]) -> str:
@@ -196,7 +198,8 @@ def _content(message: Mapping[str, Any]) -> str:
     return content if isinstance(content, str) else ""
 
 
-def _read_request(body: Mapping[str, Any]) -> _Request:
+def request_facts(body: Mapping[str, Any]) -> RequestFacts:
+    """The facts of a chat-completion request body (InvalidArgumentError for a body without messages)."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
         raise InvalidArgumentError("messages must be a non-empty list of objects")
@@ -213,11 +216,12 @@ def _read_request(body: Mapping[str, Any]) -> _Request:
     compaction = len(messages) == 2 and hint.startswith(COMPACTION_PAYLOAD_PREFIX)
     format_ = body.get("response_format")
     structured = isinstance(format_, Mapping) and format_.get("type") in ("json_object", "json_schema")
-    schema = format_.get("schema") if structured and isinstance(format_, Mapping) else None
-    properties = schema.get("properties") if isinstance(schema, Mapping) else None
-    if isinstance(properties, Mapping) and properties and "reply" not in properties:
-        structured = False  # another schema (the memory writer's decision): the rule's reply is that JSON
-    return _Request(system, hint, after, compaction, structured)
+    if structured and isinstance(format_, Mapping):
+        # A schema of other fields (the memory writer's decision) is not the tool mode's: its reply goes as written.
+        schema = format_.get("schema") or (format_.get("json_schema") or {}).get("schema")
+        fields = schema.get("properties") if isinstance(schema, Mapping) else None
+        structured = not isinstance(fields, Mapping) or "tool_calls" in fields
+    return RequestFacts(system, hint, after, compaction, structured)
 
 
 class Script:
@@ -254,7 +258,7 @@ class Script:
             raise _fail("script", f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
         return cls.from_dict(data)
 
-    def _pick(self, request: _Request) -> Rule:
+    def _pick(self, request: RequestFacts) -> Rule:
         for rule in self.rules:
             if rule.times and rule.used >= rule.times:
                 continue
@@ -269,7 +273,7 @@ class Script:
 
     def answer(self, body: Mapping[str, Any]) -> Answer:
         """The answer to one request body (raises InvalidArgumentError for a body without messages)."""
-        request = _read_request(body)
+        request = request_facts(body)
         with self._lock:
             rule = self._pick(request)
             index = min(rule.used, len(rule.replies) - 1)
@@ -278,11 +282,26 @@ class Script:
             return Answer((), error=rule.error)
         calls = () if request.after_tools else rule.tool_calls
         text = rule.replies[index] if not request.after_tools or rule.after_tools is None else rule.after_tools
-        if request.structured:
-            text = json.dumps({"tool_calls": [{"name": c.name, "arguments": c.arguments} for c in calls],
-                               "reply": text}, ensure_ascii=False)
-            pieces = tuple(text[i : i + 16] for i in range(0, len(text), 16))
-            calls = ()
-        else:
-            pieces = rule.pieces if rule.pieces is not None and not request.after_tools else _split(text)
-        return Answer(pieces, calls, rule.delay_ms, rule.first_delay_ms, structured=request.structured)
+        pieces = rule.pieces if not request.after_tools else None
+        return scripted_answer(text, calls, structured=request.structured, pieces=pieces, delay_ms=rule.delay_ms,
+                               first_delay_ms=rule.first_delay_ms)
+
+
+def scripted_answer(text: str, calls: Sequence[ScriptedCall] = (), *, structured: bool = False,
+                    pieces: Sequence[str] | None = None, delay_ms: int = 0, first_delay_ms: int = 0) -> Answer:
+    """The answer that sends `text` and `calls`: in structured mode as the JSON object that mode expects.
+
+    `pieces` (plain mode only): how the text streams; default one piece per word.
+    """
+    if structured:
+        text = json.dumps({"tool_calls": [{"name": c.name, "arguments": c.arguments} for c in calls],
+                           "reply": text}, ensure_ascii=False)
+        return Answer(tuple(text[i : i + 16] for i in range(0, len(text), 16)), (), delay_ms, first_delay_ms,
+                      structured=True)
+    return Answer(tuple(pieces) if pieces is not None else _split(text), tuple(calls), delay_ms, first_delay_ms)
+
+
+def scripted_usage(messages: Sequence[Mapping[str, Any]], answer: Answer) -> tuple[int, int]:
+    """(prompt, completion) token counts the scripted model reports: about four characters a token, at least 1."""
+    prompt = sum(len(str(m.get("content") or "")) for m in messages) // 4 + 1
+    return prompt, len(answer.text) // 4 + 1

@@ -17,7 +17,7 @@ from typing import Any
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.public_port import GuardedPort, ModelPortAuth, read_body
-from pyruntime.model.scripted import Answer, Script
+from pyruntime.model.scripted import Answer, Script, scripted_usage
 
 log = logging.getLogger("pyruntime.model")
 
@@ -41,8 +41,7 @@ def _calls(answer: Answer) -> list[dict[str, Any]]:
 
 
 def _usage(body: dict[str, Any], answer: Answer) -> dict[str, int]:
-    prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages", [])) // 4 + 1
-    completion = len(answer.text) // 4 + 1
+    prompt, completion = scripted_usage(body.get("messages", []), answer)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 

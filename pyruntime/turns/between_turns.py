@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from pyruntime.history import CompactionRequestOptions, CutReport, Fold, PreparedHistory
 from pyruntime.history.llm_fold import CompactionAbandoned
-from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.queue import ModelRequestQueue, Preempted, Priority
+from pyruntime.model.seam import ModelClient
 from pyruntime.model.types import ChatCompletionAccumulator
 
 MAX_STAGED_FOLDS = 1024  # conversations with a fold waiting for their next turn (a summary's size each)
@@ -134,7 +134,7 @@ class _Readying:
         self._ready()
 
 
-async def preemptible_compaction(client: OpenAICompatClient, queue: ModelRequestQueue, messages: list[dict[str, str]],
+async def preemptible_compaction(client: ModelClient, queue: ModelRequestQueue, messages: list[dict[str, str]],
                                  options: CompactionRequestOptions) -> str:
     """The summarizer call between turns, behind player turns and pre-empted by them: streamed, so a player's
     call closes it (which stops the generation); the fold is then given up whole (`CompactionAbandoned`)."""

@@ -24,9 +24,9 @@ from dataclasses import dataclass, replace
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory import MemoryTool
-from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.errors import ModelError
 from pyruntime.model.queue import ModelRequestQueue, Priority
+from pyruntime.model.seam import ModelClient
 from pyruntime.turns.memory_writer import (
     WRITER_MAX_TOKENS,
     MemoryEdit,
@@ -90,7 +90,7 @@ class MemoryPassOutcome:
 
 
 async def run_memory_pass(
-    client: OpenAICompatClient, queue: ModelRequestQueue, tool: MemoryTool, role_id: str, player_text: str,
+    client: ModelClient, queue: ModelRequestQueue, tool: MemoryTool, role_id: str, player_text: str,
     *, seed: int | None = None, gate: ConversationGate | None = None, conversation: str = "",
     after: Awaitable[object] | None = None,
 ) -> MemoryPassOutcome:

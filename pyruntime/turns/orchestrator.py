@@ -39,9 +39,9 @@ from pyruntime.history.llm_fold import CompactionAbandoned
 from pyruntime.history.tokens import GENERATION_PROMPT_TOKENS, MESSAGE_OVERHEAD_TOKENS, count_chat_tokens
 from pyruntime.memory import MEMORY_TOOL_NAME, MemoryTool
 from pyruntime.memory.state import AgentMemoryState
-from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.errors import ContextOverflowError, ModelError
 from pyruntime.model.queue import ModelRequestQueue, Priority, SlotGrant
+from pyruntime.model.seam import ModelClient
 from pyruntime.model.types import ChatCompletionAccumulator, TextDelta, ToolCall
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
 from pyruntime.scopes import DEFAULT_TURN_ROLE, EMPTY_SCOPE, AgentMemoryScope
@@ -256,7 +256,7 @@ class AiOrchestrator:
         self,
         policy: AgentMemoryPolicy,
         stores: StoreBundle,
-        client: OpenAICompatClient,
+        client: ModelClient,
         queue: ModelRequestQueue | None = None,
         *,
         tools: ToolRegistry | None = None,

@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.queue import ModelRequestQueue, Preempted, Priority
+from pyruntime.model.seam import ModelClient
 from pyruntime.model.types import UsageDelta
 
 log = logging.getLogger("pyruntime.turns")
@@ -78,7 +78,7 @@ def worth_prewarming(cache_room: bool | None, recent: Sequence[str], conversatio
     return cache_room
 
 
-async def send_prewarm(client: OpenAICompatClient, queue: ModelRequestQueue, messages: list[dict[str, Any]],
+async def send_prewarm(client: ModelClient, queue: ModelRequestQueue, messages: list[dict[str, Any]],
                        still_due: Callable[[], bool], on_sent: Callable[[], None] | None = None, *,
                        conversation: str | None = None) -> int | None:
     """Evaluate `messages` behind player turns: the prompt tokens llama.cpp evaluated (0 when the server

@@ -1,4 +1,5 @@
-"""Game tools (client-side tools) in the turn loop: the scripted model forces exact calls; the tiny model, both modes.
+"""Game tools (client-side tools) in the turn loop: the scripted model (in-process) forces exact calls; the tiny
+model, both modes.
 
 Every test drives `AiOrchestrator.stream_task` and answers `ClientToolCallEvent`s the way the
 SubmitToolResult RPC does (`orchestrator.submit_tool_result`). Counted, never timed.
@@ -16,10 +17,10 @@ from pydantic import BaseModel
 
 from pyruntime.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, ToolCallEndedError
 from pyruntime.model.scripted import Script
-from pyruntime.model.scripted_server import ScriptedModelServer
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import StoreBundle, TranscriptKind
-from pyruntime.turns import AiTaskRequest, ToolCallEvent, ToolRegistry, ToolResultEvent, TurnStatus
+from pyruntime.testing import ScriptedModel
+from pyruntime.turns import AiOrchestrator, AiTaskRequest, ToolCallEvent, ToolRegistry, ToolResultEvent, TurnStatus
 from pyruntime.turns.client_tools import ClientToolSpec, client_tool_spec, repair_and_validate
 from pyruntime.turns.events import ClientToolCallEvent, FinalEvent, TurnEvent
 from pyruntime.model.types import ToolCall
@@ -72,19 +73,18 @@ async def drive(orchestrator, request: AiTaskRequest, answer: Answer | None) -> 
 
 def scripted_turn(stores: StoreBundle, the_script: Script, request: AiTaskRequest, answer: Answer | None, *,
                   mode: str = "native", memory: bool = False, **options: Any):
-    """(events, request bodies sent, orchestrator) of one turn against the scripted model."""
-    async def go():
-        server = ScriptedModelServer(the_script)
-        await server.start()
-        orchestrator, client = make_orchestrator(server.base_url, stores, policy=policy(memory), tool_mode=mode,
-                                                 **options)
-        try:
-            return await drive(orchestrator, request, answer), client.bodies, orchestrator
-        finally:
-            await client.aclose()
-            await server.stop()
+    """(events, request bodies sent, orchestrator) of one turn against the scripted model (in-process)."""
+    orchestrator, model = scripted_orchestrator(stores, the_script, mode=mode, memory=memory, **options)
+    events = run(drive(orchestrator, request, answer))
+    return events, [r.body for r in model.requests], orchestrator
 
-    return run(go())
+
+def scripted_orchestrator(stores: StoreBundle, the_script: Script, *, mode: str = "native", memory: bool = False,
+                          **options: Any) -> tuple[AiOrchestrator, ScriptedModel]:
+    """An orchestrator over the scripted model, in-process (model context: 2048, as the tiny model's)."""
+    model = ScriptedModel(the_script)
+    options.setdefault("model_context_tokens", 2048)
+    return AiOrchestrator(policy(memory), stores, model, tool_mode=mode, **options), model
 
 
 def of(events: list[TurnEvent], kind: type) -> list:
@@ -182,19 +182,14 @@ def test_result_for_an_unknown_call_and_a_second_result_are_refused(memory_store
 
 def test_closing_the_stream_mid_call_cancels_the_turn_and_records_no_half_round(memory_stores: StoreBundle) -> None:
     async def go():
-        server = ScriptedModelServer(script([{"name": "give_item", "arguments": {"item": "sword"}}]))
-        await server.start()
-        orchestrator, client = make_orchestrator(server.base_url, memory_stores, policy=policy())
-        try:
-            stream = orchestrator.stream_task(AiTaskRequest("sword?", ROLE, client_tools=(give_tool(),)))
-            async for event in stream:
-                if isinstance(event, ClientToolCallEvent):
-                    break  # the client went away while the turn waits for it
-            await stream.aclose()
-            return event, orchestrator
-        finally:
-            await client.aclose()
-            await server.stop()
+        orchestrator, _ = scripted_orchestrator(memory_stores, script([{"name": "give_item",
+                                                                        "arguments": {"item": "sword"}}]))
+        stream = orchestrator.stream_task(AiTaskRequest("sword?", ROLE, client_tools=(give_tool(),)))
+        async for event in stream:
+            if isinstance(event, ClientToolCallEvent):
+                break  # the client went away while the turn waits for it
+        await stream.aclose()
+        return event, orchestrator
 
     event, orchestrator = run(go())
     assert orchestrator.client_calls.waiting == 0
@@ -206,24 +201,20 @@ def test_closing_the_stream_mid_call_cancels_the_turn_and_records_no_half_round(
 
 def test_cancelling_the_consumer_mid_call_cancels_the_turn(memory_stores: StoreBundle) -> None:
     async def go():
-        server = ScriptedModelServer(script([{"name": "give_item", "arguments": {"item": "sword"}}]))
-        await server.start()
-        orchestrator, client = make_orchestrator(server.base_url, memory_stores, policy=policy())
+        orchestrator, _ = scripted_orchestrator(memory_stores, script([{"name": "give_item",
+                                                                        "arguments": {"item": "sword"}}]))
         called = asyncio.Event()
 
         async def consume() -> None:
             async for event in orchestrator.stream_task(AiTaskRequest("sword?", ROLE, client_tools=(give_tool(),))):
                 if isinstance(event, ClientToolCallEvent):
                     called.set()
-        try:
-            task = asyncio.create_task(consume())
-            await called.wait()
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            return task.cancelled(), orchestrator.client_calls.waiting
-        finally:
-            await client.aclose()
-            await server.stop()
+
+        task = asyncio.create_task(consume())
+        await called.wait()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return task.cancelled(), orchestrator.client_calls.waiting
 
     assert run(go()) == (True, 0)
 

@@ -1,4 +1,8 @@
-"""Tool calls in both modes against the real tiny model: execution, events, feedback, loop limits, recording."""
+"""Tool calls in both modes against the real tiny model: execution, events, feedback, loop limits, recording.
+
+The random-weight model decides what it calls, so some outcomes here are either-or; their exact twins run on the
+in-process doubles in test_turns_in_process.py.
+"""
 
 from __future__ import annotations
 

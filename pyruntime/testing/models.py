@@ -1,0 +1,264 @@
+"""In-process model doubles: `ScriptedModel` and `FunctionModel`, for testing turn logic without a model.
+
+Both are `ModelClient`s (`pyruntime/model/seam.py`): hand one to `AiOrchestrator` in place of the
+HTTP client and a turn runs exactly as against llama.cpp - the queue, the tool loop, streaming, the
+output cap, recording - with replies you chose, no process and no socket. They speak the scripted
+model's vocabulary (`pyruntime/model/scripted.py`, what `serve --scripted-model FILE` serves over
+HTTP): a reply is a text, a `ScriptedCall`, a `ScriptedError` or a whole `Answer` (text pieces, tool
+calls, delays). In structured tool mode (a `response_format` whose schema has `tool_calls`) a reply is
+sent as the JSON object that mode expects, as the scripted server does; an `Answer(..., structured=True)`
+is sent as it is (to test a malformed reply), and so is any reply to another JSON format (the memory
+writer's decision: reply with its JSON text). Every request is kept in `requests`, as the body the HTTP
+client would have sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import inspect
+import json
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from pyruntime.model.compat import Message, build_chat_request, error_from_body
+from pyruntime.model.errors import ModelError, ModelUnavailableError
+from pyruntime.model.scripted import (
+    Answer,
+    RequestFacts,
+    Script,
+    ScriptedCall,
+    ScriptedError,
+    request_facts,
+    scripted_answer,
+    scripted_usage,
+)
+from pyruntime.model.seam import Gate, ModelStream
+from pyruntime.model.types import (
+    ChatCompletion,
+    FinishDelta,
+    StreamDelta,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+    UsageDelta,
+)
+
+Reply: TypeAlias = str | ScriptedCall | ScriptedError | Answer
+"""One model reply: a text, one tool call (with no text), an HTTP failure, or a whole `Answer`."""
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One request the turn engine sent, as the HTTP client would have sent it (`body`)."""
+
+    body: dict[str, Any]  # the `POST /chat/completions` JSON (messages normalized, `stream`, tools, ...)
+    conversation: str | None  # the conversation the request belongs to (the hosted engine's slot key)
+    number: int  # 1 for the model's first request, 2 for the next, ...
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The chat messages, system prompt first."""
+        messages: list[dict[str, Any]] = self.body["messages"]
+        return messages
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The native tool definitions offered (empty in structured mode, which offers them in the schema)."""
+        tools: list[dict[str, Any]] = self.body.get("tools", [])
+        return tools
+
+    @property
+    def facts(self) -> RequestFacts:
+        """What the scripted model's rules look at: the player's message, after tool results, structured, ..."""
+        return request_facts(self.body)
+
+
+ReplyFunction: TypeAlias = Callable[[ChatRequest], Reply | Awaitable[Reply]]
+
+
+class InProcessModel:
+    """A `ModelClient` that answers in-process; subclasses say what to answer (`_answer`)."""
+
+    model_name = "in-process"
+
+    def __init__(self, *, gate: Gate | None = None) -> None:
+        """Start with no requests; `gate`: as the HTTP client's (asked before every request)."""
+        self.gate = gate
+        self.requests: list[ChatRequest] = []
+        self.closed = False
+
+    async def _answer(self, request: ChatRequest) -> Answer:
+        raise NotImplementedError
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        extra: Mapping[str, Any] | None = None,
+        conversation: str | None = None,
+    ) -> ChatCompletion:
+        """One whole reply."""
+        self.check_available()
+        request = self._record(messages, False, tools, tool_choice, response_format, temperature, max_tokens,
+                               extra, conversation)
+        answer = await self._sent(request)
+        if answer.first_delay_ms:
+            await asyncio.sleep(answer.first_delay_ms / 1000)
+        _raise_error(answer)
+        return ChatCompletion(
+            text=answer.text,
+            tool_calls=tuple(ToolCall.from_raw(*_call_parts(i, c)) for i, c in enumerate(answer.tool_calls)),
+            finish_reason=_finish_reason(answer),
+            usage=_usage(request, answer),
+            model=self.model_name,
+        )
+
+    def stream_chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        extra: Mapping[str, Any] | None = None,
+        conversation: str | None = None,
+    ) -> ModelStream:
+        """A streamed reply: the text piece by piece, then the tool calls, the usage and the finish."""
+        self.check_available()
+        request = self._record(messages, True, tools, tool_choice, response_format, temperature, max_tokens,
+                               extra, conversation)
+        return contextlib.aclosing(self._deltas(request))
+
+    async def _deltas(self, request: ChatRequest) -> AsyncGenerator[StreamDelta, None]:
+        answer = await self._sent(request)
+        if answer.first_delay_ms:
+            await asyncio.sleep(answer.first_delay_ms / 1000)
+        _raise_error(answer)
+        for index, piece in enumerate(answer.pieces):
+            if index and answer.delay_ms:
+                await asyncio.sleep(answer.delay_ms / 1000)
+            if piece:
+                yield TextDelta(piece)
+        for index, call in enumerate(answer.tool_calls):
+            call_id, name, arguments = _call_parts(index, call)
+            yield ToolCallDelta(index, call_id, name, arguments)
+        yield UsageDelta(_usage(request, answer))
+        yield FinishDelta(_finish_reason(answer))
+
+    def check_available(self) -> None:
+        """Raise `ModelUnavailableError` when closed or when the gate says the model cannot take requests."""
+        if self.closed:
+            raise ModelUnavailableError("the model client is closed")
+        if self.gate is not None:
+            self.gate()
+
+    async def aclose(self) -> None:
+        """Refuse further requests (as a closed HTTP client would)."""
+        self.closed = True
+
+    def _record(self, messages: Sequence[Message], stream: bool, tools: Sequence[Mapping[str, Any]] | None,
+                tool_choice: str | Mapping[str, Any] | None, response_format: Mapping[str, Any] | None,
+                temperature: float | None, max_tokens: int | None, extra: Mapping[str, Any] | None,
+                conversation: str | None) -> ChatRequest:
+        body = build_chat_request(None, messages, stream=stream, tools=tools, tool_choice=tool_choice,
+                                  response_format=response_format, temperature=temperature, max_tokens=max_tokens,
+                                  extra=extra)
+        # A snapshot: the caller may reuse its lists.
+        request = ChatRequest(copy.deepcopy(body), conversation, len(self.requests) + 1)
+        self.requests.append(request)
+        return request
+
+    async def _sent(self, request: ChatRequest) -> Answer:
+        """The answer in the shape the request asks for (structured mode: the JSON object)."""
+        answer = await self._answer(request)
+        if answer.error is None and not answer.structured and request.facts.structured:
+            return scripted_answer(answer.text, answer.tool_calls, structured=True, delay_ms=answer.delay_ms,
+                                   first_delay_ms=answer.first_delay_ms)
+        return answer
+
+
+class ScriptedModel(InProcessModel):
+    """Answers from a list of replies, one per request in order (the last one repeats), or from a `Script`.
+
+    A `Script` is what `serve --scripted-model FILE` serves (rules matched on the role and the player's
+    message): the same file drives play-mode tests over HTTP and Python tests in-process.
+    """
+
+    model_name = "scripted"
+
+    def __init__(self, replies: Sequence[Reply] | Script, *, gate: Gate | None = None) -> None:
+        """Keep the replies (at least one) or the script."""
+        super().__init__(gate=gate)
+        if not isinstance(replies, Script):
+            if isinstance(replies, str) or not replies:
+                raise ValueError("ScriptedModel needs a non-empty list of replies (or a Script)")
+            for reply in replies:
+                _as_answer(reply)  # a bad entry fails here, not in the middle of a turn
+        self._replies = replies
+
+    async def _answer(self, request: ChatRequest) -> Answer:
+        if isinstance(self._replies, Script):
+            return self._replies.answer(request.body)
+        return _as_answer(self._replies[min(request.number, len(self._replies)) - 1])
+
+
+class FunctionModel(InProcessModel):
+    """Answers with what `function(request)` returns (a `Reply`, or an awaitable of one)."""
+
+    model_name = "function"
+
+    def __init__(self, function: ReplyFunction, *, gate: Gate | None = None) -> None:
+        """Keep the function."""
+        super().__init__(gate=gate)
+        self.function = function
+
+    async def _answer(self, request: ChatRequest) -> Answer:
+        reply = self.function(request)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        return _as_answer(reply)
+
+
+def _as_answer(reply: Reply) -> Answer:
+    if isinstance(reply, Answer):
+        return reply
+    if isinstance(reply, str):
+        return scripted_answer(reply)
+    if isinstance(reply, ScriptedCall):
+        return scripted_answer("", (reply,))
+    if isinstance(reply, ScriptedError):
+        return Answer((), error=reply)
+    raise TypeError(f"a model reply is a str, ScriptedCall, ScriptedError or Answer, not {type(reply).__name__}")
+
+
+def _raise_error(answer: Answer) -> None:
+    """An error answer fails the call as the same HTTP failure would through the real client."""
+    if answer.error is not None:
+        error: ModelError = error_from_body(answer.error.status, {
+            "error": {"message": answer.error.message, "code": answer.error.status}})
+        raise error
+
+
+def _call_parts(index: int, call: ScriptedCall) -> tuple[str, str, str]:
+    """(id, name, arguments JSON) of a reply's tool call, with the scripted server's ids."""
+    return f"call_{index + 1}", call.name, json.dumps(call.arguments, ensure_ascii=False)
+
+
+def _finish_reason(answer: Answer) -> str:
+    return "tool_calls" if answer.tool_calls else "stop"
+
+
+def _usage(request: ChatRequest, answer: Answer) -> Usage:
+    prompt, completion = scripted_usage(request.messages, answer)
+    return Usage(prompt, completion)
