@@ -38,6 +38,9 @@ CONNECT_TIMEOUT_S = 5.0
 # "disconnected without a response" if the close was seen, else a reset on the read or a broken pipe on the
 # write (on the Unix socket, under load). Nothing was generated then; one retry on a new connection is safe.
 RETRIED_ONCE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+# llama-server (cpp-httplib) closes a connection idle for 5 s (CPPHTTPLIB_KEEPALIVE_TIMEOUT_SECOND); httpx keeps
+# one for 5 s too, so a reuse at that boundary races the close. Ours expire first.
+ENGINE_KEEPALIVE = httpx.Limits(keepalive_expiry=2.0)
 DEFAULT_DEADLINE_S = 300.0  # every call, streamed or not, ends by then (closing the stream stops the generation)
 # A stream that sends no text for this long is stopped and reported (ModelStalledError). Before the
 # first text the prompt is still being evaluated, which takes longer on a slow CPU with a long prompt.
@@ -126,7 +129,7 @@ class OpenAICompatClient:
         self.forced_tools_as_schema = forced_tools_as_schema
         self._owns_http = http_client is None
         self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S),
-                                                      transport=transport)
+                                                      transport=transport, limits=ENGINE_KEEPALIVE)
 
     async def models(self) -> list[str]:
         """Ids of the models the server offers (`GET /models`)."""

@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 
 from pyruntime.errors import InvalidArgumentError
+from pyruntime.model.client import ENGINE_KEEPALIVE
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
 from pyruntime.model.errors import ModelUnavailableError
 from pyruntime.model.gguf_info import read_gguf_info
@@ -165,7 +166,7 @@ class LlamaServerProcess:
         """An async transport to the engine (None: plain TCP to `engine_url`)."""
         launch = self._launch
         if launch is not None and launch.listen.endswith(".sock"):
-            return httpx.AsyncHTTPTransport(uds=launch.listen)
+            return httpx.AsyncHTTPTransport(uds=launch.listen, limits=ENGINE_KEEPALIVE)
         return None
 
     def client_options(self) -> dict[str, Any]:
@@ -326,7 +327,7 @@ class LlamaServerProcess:
     def _open_public_port(self) -> None:
         def connect() -> httpx.AsyncClient:
             return httpx.AsyncClient(base_url=self.engine_url, transport=self.engine_transport(),
-                                     timeout=httpx.Timeout(None, connect=5.0))
+                                     timeout=httpx.Timeout(None, connect=5.0), limits=ENGINE_KEEPALIVE)
 
         proxy = EngineProxy(connect, lambda: dict(self.engine_headers))
         app = ModelPortAuth(proxy, port=lambda: self.config.port, api_key=self.config.api_key)

@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 import uvicorn
 
+from pyruntime.model.client import RETRIED_ONCE
 from pyruntime.rpc.auth import bearer_matches, host_header_allowed, origin_allowed
 from pyruntime.rpc.http_guard import ConnectionGuard
 from pyruntime.rpc.limits import (
@@ -167,15 +168,20 @@ class EngineProxy:
             if forwarding.done() and not forwarding.cancelled() and forwarding.exception() is not None:
                 log.debug("forwarding to the engine failed (%s)", type(forwarding.exception()).__name__)
 
+    def _request(self, scope: dict[str, Any], target: str, body: bytes, headers: dict[str, str]) -> httpx.Request:
+        return self.http.build_request(scope["method"], target, content=body, headers=headers)
+
     async def _forward(self, scope: dict[str, Any], body: bytes, send: Send) -> None:
         headers = self.upstream_headers()
         if body:
             headers["content-type"] = "application/json"
         target = scope["path"] + (("?" + scope["query_string"].decode("latin-1")) if scope.get("query_string") else "")
-        request = self.http.build_request(scope["method"], target, content=body, headers=headers)
         started = False
         try:
-            response = await self.http.send(request, stream=True)
+            try:
+                response = await self.http.send(self._request(scope, target, body, headers), stream=True)
+            except RETRIED_ONCE:  # a kept-alive upstream connection closed before answering: nothing was generated
+                response = await self.http.send(self._request(scope, target, body, headers), stream=True)
         except httpx.HTTPError:
             await send_json(send, 503, error_body("the model server is not answering", "unavailable_error", 503))
             return

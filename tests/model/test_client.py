@@ -344,3 +344,41 @@ def test_a_kept_alive_connection_reset_before_any_answer_is_retried_once_on_a_ne
         listener.close()
     assert first.text == second.text == "hello"
     assert answered == [1, 2]  # the second answer came on a new connection
+
+
+def test_the_model_port_retries_once_an_upstream_connection_reset_before_any_answer():
+    # The same reset between the public model port and the engine answered 503 "not answering" to the client.
+    from pyruntime.model.public_port import EngineProxy
+
+    port, answered, listener = _reset_after_one_answer_server()
+    proxy = EngineProxy(lambda: httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}"), dict)
+
+    async def call() -> tuple[int, bytes]:
+        sent: list[dict] = []
+        body = json.dumps({"messages": HI}).encode()
+        received = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive():
+            if received:
+                return received.pop()
+            await asyncio.sleep(3600)  # the client stays connected
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "query_string": b"", "headers": []}
+        await proxy(scope, receive, send)
+        return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+    async def go():
+        try:
+            return await call(), await call()
+        finally:
+            await proxy.aclose()
+
+    try:
+        first, second = run(go())
+    finally:
+        listener.close()
+    assert first[0] == second[0] == 200 and b"hello" in second[1]
+    assert answered == [1, 2]
