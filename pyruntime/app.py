@@ -30,14 +30,15 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from coreai.v1 import orchestrator_pb2
-from pyruntime.cli.llm_key import LLM_API_KEY_ENV, read_llm_api_key
 from pyruntime.errors import InvalidArgumentError
+from pyruntime.llm_key import LLM_API_KEY_ENV, read_llm_api_key
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.hosting import LlamaServerProcess, generate_model_key, hosted_model_config, port_is_free
 from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT
 from pyruntime.model.scripted import Script
 from pyruntime.model.scripted_server import MODEL_ID, ScriptedModelServer
 from pyruntime.model.supervisor import ModelSupervisor
+from pyruntime.models.pull import ModelPull, PullStatus
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.rpc import RpcConfig, RpcServers
 from pyruntime.rpc.auth import default_token_file, is_loopback_host, write_token_file
@@ -54,7 +55,6 @@ from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.modes import ToolCallMode
 
 if TYPE_CHECKING:
-    from pyruntime.cli.models import ModelPull, PullStatus
     from pyruntime.turns.orchestrator import AiOrchestrator
 
 log = logging.getLogger(__name__)
@@ -304,8 +304,6 @@ class Runtime:
 
     async def _pull_model(self, pull: ModelPull) -> None:
         """Download the named model before it loads; Health says "downloading" with its progress meanwhile."""
-        from pyruntime.cli.models import PullStatus
-
         status = PullStatus(pull.request.name, pull.request.size_bytes)
         self._loading_host = status
         self._download = status

@@ -31,8 +31,8 @@ from google.protobuf import json_format
 
 from coreai.v1 import common_pb2
 from pyruntime.app import start_hosted_model
-from pyruntime.cli.llm_key import read_llm_api_key
 from pyruntime.errors import CoreAIError, InvalidArgumentError
+from pyruntime.llm_key import read_llm_api_key
 from pyruntime.memory.versions import list_versions, revert_memory
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config
 from pyruntime.model.llama_server import DEFAULT_HOST

@@ -39,10 +39,10 @@ from typing import Any
 from pyruntime.app import DEFAULT_GRACE_S, Runtime, RuntimeSettings, llm_api_key, llm_headers
 from pyruntime.cli import layers
 from pyruntime.cli.lifeline import lifelines
-from pyruntime.cli.llm_key import LLM_API_KEY_ENV
 from pyruntime.cli.models import resolve_model_flag
 from pyruntime.cli.signals import stop_on_signals
 from pyruntime.errors import CoreAIError, InvalidArgumentError
+from pyruntime.llm_key import LLM_API_KEY_ENV
 from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS, MAX_SLOTS, default_threads
 from pyruntime.model.scripted import Script
 from pyruntime.observability import LOG_FORMATS, LOG_LEVELS, configure_logging

@@ -17,10 +17,10 @@ import httpx
 
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.app import RuntimeSettings
-from pyruntime.cli.models import ModelPull
 from pyruntime.cli.serve import EXIT_OK, serve
 from pyruntime.client import RuntimeClient
 from pyruntime.models.cache import ModelCache, PullRequest
+from pyruntime.models.pull import ModelPull
 from pyruntime.rpc.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope
 from tests.model.test_serve_cli import RPC_ANY_PORT, Serve
