@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 300.0  # a long non-streamed reply on a slow CPU
 CONNECT_TIMEOUT_S = 5.0
+# A kept-alive connection the engine closed between two requests fails the next one before any answer: with
+# "disconnected without a response" if the close was seen, else a reset on the read or a broken pipe on the
+# write (on the Unix socket, under load). Nothing was generated then; one retry on a new connection is safe.
+RETRIED_ONCE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 DEFAULT_DEADLINE_S = 300.0  # every call, streamed or not, ends by then (closing the stream stops the generation)
 # A stream that sends no text for this long is stopped and reported (ModelStalledError). Before the
 # first text the prompt is still being evaluated, which takes longer on a slow CPU with a long prompt.
@@ -181,13 +185,14 @@ class OpenAICompatClient:
         """POST a completion; a kept-alive connection the server closed before answering is retried once.
 
         llama-server sometimes closes a reused keep-alive connection without a response (toolchain notes);
-        nothing was generated then, so sending it again on a new connection is safe.
+        nothing was generated then, so sending it again on a new connection is safe. Which error that shows
+        as depends on when the close lands (see `RETRIED_ONCE`).
         """
         url = f"{self.base_url}/chat/completions"
         with self._transport_errors():
             try:
                 return await self._http.post(url, json=body, headers=self._headers)
-            except httpx.RemoteProtocolError:
+            except RETRIED_ONCE:
                 return await self._http.post(url, json=body, headers=self._headers)
 
     @contextlib.asynccontextmanager
@@ -334,7 +339,7 @@ class OpenAICompatClient:
         try:
             response = await self._http.send(self._http.build_request("POST", url, json=body, headers=self._headers),
                                              stream=True)
-        except httpx.RemoteProtocolError:
+        except RETRIED_ONCE:
             response = await self._http.send(self._http.build_request("POST", url, json=body, headers=self._headers),
                                              stream=True)
         try:
