@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -29,11 +30,13 @@ from typing import TextIO
 from google.protobuf import json_format
 
 from coreai.v1 import common_pb2
-from pyruntime.cli.llm_key import read_llm_api_key
+from pyruntime.app import start_hosted_model
 from pyruntime.errors import CoreAIError, InvalidArgumentError
+from pyruntime.llm_key import read_llm_api_key
 from pyruntime.memory.versions import list_versions, revert_memory
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config
 from pyruntime.model.llama_server import DEFAULT_HOST
+from pyruntime.model.seam import Gate
 from pyruntime.model.supervisor import ModelSupervisor
 from pyruntime.policy import RoleMemoryConfig, config_from_proto
 from pyruntime.scopes import AgentMemoryScope, normalize_role_id
@@ -250,40 +253,34 @@ def free_port(host: str = DEFAULT_HOST) -> int:
 
 
 async def chat(options: ChatOptions, stdin: TextIO, out: TextIO) -> int:
-    """Run the chat until /quit or end of input; hosts (and stops) the model unless `llm_url` is set."""
+    """Run the chat until /quit or end of input; hosts (and stops) the model unless `llm_url` is set.
+
+    The model, its watchdog and the orchestrator start as the runtime's do (`pyruntime/app.py`): the watchdog is
+    the client's gate, and everything stops in reverse on every path.
+    """
     options.data_dir.mkdir(parents=True, exist_ok=True)
     print(f"Saves: {options.data_dir / 'CoreAI'}", file=out, flush=True)
     stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, options.data_dir)
-    server: LlamaServerProcess | None = None
-    supervisor: ModelSupervisor | None = None
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        server: LlamaServerProcess | None = None
+        supervisor: ModelSupervisor | None = None
         if options.llm_url is None:
             config = hosted_model_config(options.model, port=free_port(), n_ctx=options.ctx, n_threads=options.threads,
                                          n_gpu_layers=options.n_gpu_layers)
             server = LlamaServerProcess(config)
-            await _start_with_progress(server, out)
-            supervisor = ModelSupervisor(server)  # restarts a child that dies or hangs
-            supervisor.watch()
+            supervisor = await _start_with_progress(server, stack, out)
         else:
             print(f"Using the model server at {options.llm_url}", file=out, flush=True)
         orchestrator = chat_orchestrator(stores, options.tool_mode, server=server, base_url=options.llm_url,
                                          api_key=options.api_key, timeout=options.timeout,
-                                         memory_design=options.memory_design, prewarm=options.prewarm)
+                                         memory_design=options.memory_design, prewarm=options.prewarm,
+                                         gate=supervisor.check_available if supervisor is not None else None)
+        stack.push_async_callback(orchestrator.client.aclose)
+        stack.push_async_callback(orchestrator.prewarms.cancel)  # first: no next turn will come
         if options.role_config is not None:
             orchestrator.policy.set(options.role_config)
-        if supervisor is not None:
-            orchestrator.client.gate = supervisor.check_available
         session = ChatSession(orchestrator, options, out, server)
-        try:
-            return await session.run(_LineReader(stdin), interactive=_is_tty(stdin))
-        finally:
-            await orchestrator.prewarms.cancel()  # no next turn will come
-            await orchestrator.client.aclose()
-    finally:
-        if supervisor is not None:
-            await asyncio.to_thread(supervisor.stop_watching)
-        if server is not None:
-            await asyncio.to_thread(server.stop)
+        return await session.run(_LineReader(stdin), interactive=_is_tty(stdin))
 
 
 def chat_orchestrator(
@@ -296,26 +293,30 @@ def chat_orchestrator(
     timeout: float = DEFAULT_TURN_TIMEOUT_S,
     memory_design: MemoryDesign | None = None,
     prewarm: bool | None = None,
+    gate: Gate | None = None,
 ) -> AiOrchestrator:
-    """The chat's orchestrator for a hosted `server` or an external `base_url` (the factory's model profile)."""
+    """The chat's orchestrator for a hosted `server` or an external `base_url` (the factory's model profile);
+    `gate`: the hosted model's watchdog (turns fail fast while it restarts)."""
     return build_orchestrator(server=server, base_url=base_url, api_key=api_key, stores=stores,
                               tool_mode=tool_mode, default_timeout=timeout, memory_design=memory_design,
-                              prewarm=prewarm)
+                              prewarm=prewarm, gate=gate)
 
 
-async def _start_with_progress(server: LlamaServerProcess, out: TextIO) -> None:
-    """Start the model server in a thread, printing a line every few seconds while it loads."""
+async def _start_with_progress(server: LlamaServerProcess, stack: contextlib.AsyncExitStack,
+                               out: TextIO) -> ModelSupervisor:
+    """Start the model server and its watchdog (their stops on `stack`), printing a line every few seconds."""
     size_mb = server.config.model_path.stat().st_size / 1e6
     print(f"Loading model {server.config.alias} ({size_mb:.0f} MB) ...", file=out, flush=True)
     began = time.perf_counter()
-    starting = asyncio.ensure_future(asyncio.to_thread(server.start))
+    starting = asyncio.ensure_future(start_hosted_model(server, stack))
     while True:
         done, _ = await asyncio.wait({starting}, timeout=LOAD_TICK_S)
         if done:
             break
         print(f"  still loading ... {time.perf_counter() - began:.0f} s", file=out, flush=True)
-    starting.result()  # raises ModelUnavailableError with the reason
+    supervisor = starting.result()  # raises ModelUnavailableError with the reason
     print(f"Model ready in {time.perf_counter() - began:.1f} s.", file=out, flush=True)
+    return supervisor
 
 
 class _LineReader:

@@ -14,11 +14,9 @@ import argparse
 import json
 import logging
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coreai.v1 import orchestrator_pb2
 from pyruntime.cli.chat import default_data_dir
 from pyruntime.cli.guard import EXIT_OK, guarded
 from pyruntime.cli.progress import ProgressBar
@@ -26,7 +24,8 @@ from pyruntime.errors import InvalidArgumentError
 from pyruntime.models import catalog
 from pyruntime.models.cache import ModelCache, PullRequest
 from pyruntime.models.cache import models_dir as models_dir_of
-from pyruntime.models.download import DEFAULT_TIMEOUT_S, DownloadError, DownloadProgress
+from pyruntime.models.download import DEFAULT_TIMEOUT_S
+from pyruntime.models.pull import ModelPull
 
 log = logging.getLogger(__name__)
 
@@ -119,14 +118,6 @@ def _list(cache: ModelCache, *, as_json: bool) -> int:
     return EXIT_OK
 
 
-@dataclass(frozen=True)
-class ModelPull:
-    """A named model `serve` must download before it can load it: what, and into which cache."""
-
-    request: PullRequest
-    cache: ModelCache
-
-
 def resolve_model_flag(model: Path | None, *, models_dir: Path | None,
                        data_dir: Path | None) -> tuple[Path | None, ModelPull | None]:
     """`--model` of serve: a .gguf path as it is; a name -> its pulled file, or where a catalogue model will go.
@@ -153,34 +144,3 @@ def resolve_model_flag(model: Path | None, *, models_dir: Path | None,
                                    "is neither (coreai-runtime models list; pull a URL with: "
                                    "coreai-runtime models pull URL)")
     return caches[0].model_file(name), ModelPull(PullRequest.of(name), caches[0])
-
-
-class PullStatus:
-    """The progress of serve's model download, read by Health (and by the readiness's `state`/`reason`)."""
-
-    state = "loading"
-
-    def __init__(self, name: str, total: int | None = None) -> None:
-        self.name = name
-        self.cancelled = False
-        self._latest = DownloadProgress(0, total)
-
-    def update(self, progress: DownloadProgress) -> None:
-        """The download's progress callback; stops the download once serve is stopping."""
-        if self.cancelled:
-            raise DownloadError("the download was stopped (serve is stopping); it resumes at the next start",
-                                resumable=True)
-        self._latest = progress
-
-    @property
-    def reason(self) -> str:
-        """What Health says meanwhile."""
-        p, fraction = self._latest, self._latest.fraction
-        done = (f"{fraction * 100:.0f}% of {p.total / 1e6:,.0f} MB" if fraction is not None and p.total is not None
-                else f"{p.received / 1e6:,.0f} MB")
-        return f"downloading model {self.name}: {done}"
-
-    def message(self) -> orchestrator_pb2.ModelDownload:
-        """The Health field."""
-        return orchestrator_pb2.ModelDownload(model=self.name, received_bytes=self._latest.received,
-                                              total_bytes=self._latest.total or 0)

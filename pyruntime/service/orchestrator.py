@@ -24,7 +24,7 @@ from pyruntime.policy import AgentMemoryPolicy, config_from_proto, config_to_pro
 from pyruntime.scopes import DEFAULT_TURN_ROLE, storage_key
 from pyruntime.service.admission import TurnAdmission
 from pyruntime.service.model_memory import ModelMemory, ModelMemorySource, no_model_memory
-from pyruntime.service.readiness import ModelState, ReadinessSource, no_model
+from pyruntime.service.readiness import ModelState, Readiness, ReadinessSource, no_model
 from pyruntime.service.status import ServiceError, StatusCode, status_for
 from pyruntime.service.targets import check_id, target_from_proto
 
@@ -66,17 +66,23 @@ class OrchestratorService:
     def __init__(self, policy: AgentMemoryPolicy, runner: TurnRunner | None = None, *,
                  model_alias: str = "", readiness: ReadinessSource | None = None,
                  admission: TurnAdmission | None = None, metrics: RuntimeMetrics | None = None,
-                 model_memory: ModelMemorySource | None = None) -> None:
+                 model_memory: ModelMemorySource | None = None, memory_design: str = "",
+                 stop_requested: Callable[[], None] | None = None,
+                 model_download: Callable[[], pb.ModelDownload | None] | None = None) -> None:
+        """The service over a role policy; `runner` None: turns answer UNAVAILABLE until `attach_runner`.
+
+        `readiness` and `model_memory` are read by Health (never blocking); `memory_design` ("tool" | "writer") is
+        the turn engine's, reported in Health; `stop_requested` is what the Shutdown RPC calls (None refuses it:
+        serve wires it on loopback only); `model_download` gives the progress of a model being downloaded by name.
+        """
         self._policy = policy
         self._runner = runner
         self._model_alias = model_alias
-        self.memory_design = ""  # set by whoever builds the turn engine ("tool" | "writer"); reported in Health
-        # Set by `serve` on loopback: stops it as SIGTERM does (the Shutdown RPC); None refuses Shutdown.
-        self.stop_requested: Callable[[], None] | None = None
-        self.readiness: ReadinessSource = readiness or no_model
-        self.model_memory: ModelMemorySource = model_memory or no_model_memory
-        # While serve downloads its model by name: the download's progress for Health (None: no download).
-        self.model_download: Callable[[], pb.ModelDownload | None] = lambda: None
+        self._memory_design = memory_design
+        self._stop_requested = stop_requested
+        self._readiness: ReadinessSource = readiness or no_model
+        self._model_memory: ModelMemorySource = model_memory or no_model_memory
+        self._model_download: Callable[[], pb.ModelDownload | None] = model_download or (lambda: None)
         self.admission = admission or TurnAdmission()
         self.metrics = metrics or RuntimeMetrics()
         self.metrics.watch_turns_in_flight(lambda: self.admission.in_flight)
@@ -84,16 +90,26 @@ class OrchestratorService:
         self.metrics.watch_model_memory(self._memory_snapshot)
 
     def _model_snapshot(self) -> tuple[str, int]:
-        readiness = self.readiness()
+        readiness = self._readiness()
         return readiness.state.value, readiness.restarts
 
     def _memory_snapshot(self) -> ModelMemory:
-        return self.model_memory()
+        return self._model_memory()
 
-    def attach_runner(self, runner: TurnRunner, model_alias: str) -> None:
+    def attach_runner(self, runner: TurnRunner, model_alias: str, *, memory_design: str = "") -> None:
         """Bind the turn engine once the model has loaded (serve answers health and stores before that)."""
         self._model_alias = model_alias
+        self._memory_design = memory_design
         self._runner = runner
+
+    def readiness(self) -> Readiness:
+        """The model's readiness as Health reports it (read from the source given at construction)."""
+        return self._readiness()
+
+    @property
+    def memory_design(self) -> str:
+        """How the turn engine writes memory ("tool" | "writer"; "" without one), as Health reports it."""
+        return self._memory_design
 
     @property
     def model_alias(self) -> str:
@@ -114,7 +130,7 @@ class OrchestratorService:
         if request.HasField("max_output_tokens") and request.max_output_tokens < 1:
             raise ServiceError(StatusCode.INVALID_ARGUMENT, "max_output_tokens must be >= 1 when set")
         if self._runner is None:
-            readiness = self.readiness()
+            readiness = self._readiness()
             if readiness.state is ModelState.NONE:
                 raise ServiceError(StatusCode.UNAVAILABLE, NO_MODEL)
             raise ServiceError(StatusCode.UNAVAILABLE, f"the model is {readiness.state.value} ({readiness.reason}); "
@@ -249,18 +265,18 @@ class OrchestratorService:
 
     async def shutdown(self, request: pb.ShutdownRequest) -> pb.ShutdownResponse:
         """Stop the runtime gracefully for the launcher that started it (authenticated like every call but Health)."""
-        if self.stop_requested is None:
+        if self._stop_requested is None:
             raise ServiceError(StatusCode.FAILED_PRECONDITION,
                                "this runtime cannot be stopped by a call (it listens beyond loopback, or runs "
                                "embedded); stop its process instead")
         log.info("stop requested by a Shutdown call")
-        self.stop_requested()
+        self._stop_requested()
         return pb.ShutdownResponse()
 
     async def health(self, request: pb.HealthRequest) -> pb.HealthResponse:
         """Ready to serve calls as configured, and whether the model answers; never calls the model."""
-        readiness = self.readiness()
-        memory = self.model_memory()
+        readiness = self._readiness()
+        memory = self._model_memory()
         return pb.HealthResponse(ready=readiness.ready, model=self._model_alias, version=pyruntime.__version__,
                                  model_ready=readiness.model_ready, memory_design=self.memory_design,
                                  model_rss_bytes=memory.rss_bytes,
@@ -271,4 +287,4 @@ class OrchestratorService:
                                  model_slots_busy=memory.slots_busy, prompt_cache_entries=memory.prompt_cache_entries,
                                  model_gpu_layers=memory.gpu_layers,
                                  model_gpu_fallback_reason=memory.gpu_fallback_reason,
-                                 model_download=self.model_download())
+                                 model_download=self._model_download())

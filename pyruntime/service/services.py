@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from coreai.v1.orchestrator_pb2 import ModelDownload
 from pyruntime.observability import RuntimeMetrics
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.service.admission import TurnAdmission
@@ -26,12 +28,14 @@ class RuntimeServices:
                runner: TurnRunner | None = None, model_alias: str = "",
                readiness: ReadinessSource | None = None, admission: TurnAdmission | None = None,
                metrics: RuntimeMetrics | None = None,
-               model_memory: ModelMemorySource | None = None) -> RuntimeServices:
+               model_memory: ModelMemorySource | None = None, stop_requested: Callable[[], None] | None = None,
+               model_download: Callable[[], ModelDownload | None] | None = None) -> RuntimeServices:
         """The services over stores; without a runner the turn RPCs answer UNAVAILABLE."""
         policy = policy if policy is not None else AgentMemoryPolicy()
         return cls(MemoryStoreService(stores, policy),
                    OrchestratorService(policy, runner, model_alias=model_alias, readiness=readiness,
-                                       admission=admission, metrics=metrics, model_memory=model_memory))
+                                       admission=admission, metrics=metrics, model_memory=model_memory,
+                                       stop_requested=stop_requested, model_download=model_download))
 
     @property
     def metrics(self) -> RuntimeMetrics:

@@ -15,6 +15,7 @@ from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.llama_server import SMALL_MODEL_MAX_BYTES
 from pyruntime.model.queue import ModelRequestQueue
+from pyruntime.model.seam import Gate
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores.persistence import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.turns.memory_writer import MemoryDesign
@@ -91,6 +92,7 @@ def build_orchestrator(
     llm_compaction_options: LlmCompactionOptions | None = None,
     prewarm: bool | None = None,
     background_compaction: bool = True,
+    gate: Gate | None = None,
     **options: Any,
 ) -> AiOrchestrator:
     """An orchestrator for a hosted llama.cpp `server`, or any OpenAI-compatible `base_url`.
@@ -110,6 +112,7 @@ def build_orchestrator(
     and each prewarm is one more request to it.
     `background_compaction`: a conversation's next fold is made after the reply, off the player's path, and sent
     by a later turn once ready (turns/between_turns.py); False folds in the turn that reaches the trigger.
+    `gate`: asked before every model request (the hosted engine's watchdog: turns fail fast while it restarts).
     `options`: further `AiOrchestrator` keyword arguments.
     """
     direct = server is not None and base_url is None
@@ -139,11 +142,11 @@ def build_orchestrator(
         stores = open_stores(mode, data_dir)
     if direct:
         assert server is not None
-        client = OpenAICompatClient(**server.client_options())
+        client = OpenAICompatClient(**server.client_options(), gate=gate)
         queue = ModelRequestQueue(capacity=server.config.slots)
     else:
         assert base_url is not None
-        client = OpenAICompatClient(base_url, api_key=api_key, model=model, headers=headers)
+        client = OpenAICompatClient(base_url, api_key=api_key, model=model, headers=headers, gate=gate)
         queue = ModelRequestQueue()
     return AiOrchestrator(
         policy or AgentMemoryPolicy(),

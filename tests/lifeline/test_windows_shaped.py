@@ -14,12 +14,12 @@ from typing import Any
 import httpx
 import pytest
 
-from pyruntime.cli.serve import EXIT_OK, ServeOptions, serve
+from pyruntime.app import RuntimeSettings
+from pyruntime.cli.serve import EXIT_OK, serve
 from pyruntime.cli.signals import stop_on_signals, stop_signals
 from tests.model.test_serve_cli import model_children, own_copy
 from tests.support.fixtures import free_port
 from tests.unity_layer.processes import is_alive, wait_for
-
 
 # POSIX-only calls that Python 3.11 on Windows does not have at all.
 POSIX_ONLY_OS_CALLS = ("fchmod", "pidfd_open", "sched_getaffinity", "getuid", "geteuid", "setsid", "killpg", "fork")
@@ -58,7 +58,7 @@ def test_serve_starts_answers_and_stops_on_a_signal_without_loop_signal_handlers
 
         threading.Thread(target=probe_then_signal, daemon=True).start()
 
-    options = ServeOptions(model=model, port=free_port(), data_dir=tmp_path / "data", grpc_port=0, connect_port=0)
+    options = RuntimeSettings(model=model, port=free_port(), data_dir=tmp_path / "data", grpc_port=0, connect_port=0)
     assert asyncio.run(serve(options, on_ready=on_ready)) == EXIT_OK
     assert sorted(windows_like_loop) == sorted(stop_signals())  # the loop was asked first, and refused
     assert seen["health"]["ready"] is True

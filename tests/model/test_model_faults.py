@@ -108,10 +108,8 @@ def supervised(tiny_endless_model_path: Path) -> Iterator[ModelSupervisor]:
 def plain_orchestrator(server: LlamaServerProcess, supervisor: ModelSupervisor | None = None,
                        **settings: object) -> AiOrchestrator:
     """Session-only stores, the server's key passed by the factory, the watchdog as the client's gate."""
-    orchestrator = build_orchestrator(server=server, **settings)  # type: ignore[arg-type]
-    if supervisor is not None:
-        orchestrator.client.gate = supervisor.check_available
-    return orchestrator
+    gate = supervisor.check_available if supervisor is not None else None
+    return build_orchestrator(server=server, gate=gate, **settings)  # type: ignore[arg-type]
 
 
 def plain_turn(hint: str = "hello", **fields: object) -> AiTaskRequest:

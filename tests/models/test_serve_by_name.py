@@ -16,10 +16,11 @@ from typing import Any
 import httpx
 
 from coreai.v1 import orchestrator_pb2 as pb
-from pyruntime.cli.models import ModelPull
-from pyruntime.cli.serve import EXIT_OK, ServeOptions, serve
+from pyruntime.app import RuntimeSettings
+from pyruntime.cli.serve import EXIT_OK, serve
 from pyruntime.client import RuntimeClient
 from pyruntime.models.cache import ModelCache, PullRequest
+from pyruntime.models.pull import ModelPull
 from pyruntime.rpc.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope
 from tests.model.test_serve_cli import RPC_ANY_PORT, Serve
@@ -64,7 +65,7 @@ def test_serve_downloads_a_named_model_first_and_health_reports_the_download(
     server.files["/slow.gguf"] = Served(gguf_bytes, chunk=16 * 1024, delay_s=0.05)  # ~1.6 s: Health can see it
     request = PullRequest("tiny-npc", server.url("/slow.gguf"), gguf_sha256, len(gguf_bytes), "catalogue")
     connect_port = free_port()
-    options = ServeOptions(model=models_dir / "tiny-npc.gguf", model_pull=ModelPull(request, ModelCache(models_dir)),
+    options = RuntimeSettings(model=models_dir / "tiny-npc.gguf", model_pull=ModelPull(request, ModelCache(models_dir)),
                            port=free_port(), data_dir=tmp_path / "data", grpc_port=0, connect_port=connect_port)
     token_file = tmp_path / "data" / "CoreAI" / "runtime" / "token"
     seen: dict[str, Any] = {"during": []}

@@ -12,6 +12,7 @@ import pytest
 
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.queue import ModelRequestQueue
+from pyruntime.model.seam import Gate
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.turns import AiOrchestrator, ToolRegistry
@@ -56,10 +57,12 @@ def make_orchestrator(
     *,
     policy: AgentMemoryPolicy | None = None,
     tools: ToolRegistry | None = None,
+    gate: Gate | None = None,
     **options: Any,
 ) -> tuple[AiOrchestrator, RecordingClient]:
-    """An orchestrator over the real server with a recording client (model context: the tiny model's 2048)."""
-    client = RecordingClient(base_url)
+    """An orchestrator over the real server with a recording client (model context: the tiny model's 2048);
+    `gate`: the client's, as the runtime passes its watchdog's."""
+    client = RecordingClient(base_url, gate=gate)
     options.setdefault("model_context_tokens", 2048)
     orchestrator = AiOrchestrator(
         policy or AgentMemoryPolicy(),

@@ -133,14 +133,13 @@ def test_turns_send_and_store_the_same_bytes_with_the_prewarm_on_and_off(session
 
 def test_a_failing_prewarm_changes_no_turn(tiny_server_url: str, caplog: pytest.LogCaptureFixture) -> None:
     stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
-    orchestrator, client = make_orchestrator(tiny_server_url, stores, policy=_policy(), prewarm=True)
     down = False
 
     def gate() -> None:  # what the watchdog answers while the model server restarts
         if down:
             raise ModelUnavailableError("the model server is restarting")
 
-    orchestrator.client.gate = gate
+    orchestrator, client = make_orchestrator(tiny_server_url, stores, policy=_policy(), prewarm=True, gate=gate)
 
     async def go() -> list[TaskResult]:
         nonlocal down

@@ -249,9 +249,10 @@ def test_the_writer_design_stores_exactly_the_fact_the_pass_decided(memory_store
     reply, decision = (r.body for r in model.requests)
     assert "tools" not in reply and "response_format" not in reply  # the reply itself carries no tool
     assert decision["response_format"] == {"type": "json_object", "schema": writer_schema("My name is Tobin.")}
-    assert outcomes == [MemoryPassOutcome("SmartChat", stored="Player's name: Tobin", model_calls=1)]
+    # version: the memory version the write made (the first one: 1), as WaitMemoryWrites reports it
+    assert outcomes == [MemoryPassOutcome("SmartChat", stored="Player's name: Tobin", model_calls=1, version=1)]
     loaded = memory_stores.scoped().try_load("SmartChat").state
-    assert loaded is not None and loaded.memory == "Player's name: Tobin"
+    assert loaded is not None and loaded.memory == "Player's name: Tobin" and loaded.latest_version == 1
 
 
 # -- streaming, the output cap, usage ------------------------------------------------------------------------
