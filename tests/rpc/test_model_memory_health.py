@@ -65,6 +65,16 @@ def hosted(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         supervisor.close()
 
 
+def _idle_health(client) -> pb.HealthResponse:
+    """Health once the slot is free: the previous test's last turn may still have its prewarm on the model."""
+    deadline = time.monotonic() + 60
+    while True:
+        health = client.health()
+        if health.model_slots_busy == 0 or time.monotonic() > deadline:
+            return health
+        time.sleep(0.05)
+
+
 def _cache_used_after(hosted: Hosted, transport: str, above: int) -> pb.HealthResponse:
     """Health once the watchdog's probe has seen the cache hold more than `above` bytes (bounded wait)."""
     deadline = time.monotonic() + 60
@@ -79,7 +89,7 @@ def _cache_used_after(hosted: Hosted, transport: str, above: int) -> pb.HealthRe
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_health_reports_the_model_servers_memory_and_the_cache_growing(hosted: Hosted, transport: str) -> None:
     with hosted.runtime.client(transport) as client:
-        before = client.health()
+        before = _idle_health(client)
         assert before.model_ready and before.prompt_cache_limit_bytes == CACHE_MB << 20
         if LINUX:
             assert before.model_rss_bytes > 10 << 20  # a loaded llama.cpp with Python: tens of MB at least
@@ -99,6 +109,8 @@ def test_health_reports_the_model_servers_memory_and_the_cache_growing(hosted: H
 
 
 def test_metrics_carry_the_same_gauges(hosted: Hosted) -> None:
+    with hosted.runtime.client("grpc") as client:
+        _idle_health(client)
     text = httpx.get(f"{hosted.runtime.handle.connect_url}/metrics", timeout=10).text
     samples = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
     assert samples["coreai_prompt_cache_limit_bytes"] == CACHE_MB << 20
