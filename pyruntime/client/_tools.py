@@ -78,21 +78,9 @@ def failure(name: str, exc: BaseException) -> ToolOutput:
     return ToolOutput(False, f"tool '{name}' failed: {reason}")
 
 
-def _foreign_output(value: Any) -> ToolOutput | None:
-    """A `pyruntime.turns.tools.ToolOutput` as the ToolOutput it means, without importing the server side.
-
-    TEMPORARY: turns/tools.py still defines its own copy (the turns rewrite owns that file); once it
-    re-exports `pyruntime.tool_output.ToolOutput` the two are one class and this goes.
-    """
-    kind = type(value)
-    if kind.__name__ == "ToolOutput" and kind.__module__ == "pyruntime.turns.tools":
-        return ToolOutput(bool(value.success), str(value.content))
-    return None
-
-
 def result_request(call: orch.ClientToolCall, output: Any) -> orch.SubmitToolResultRequest:
     """The SubmitToolResult of a handler's return value."""
-    result = _foreign_output(output) or as_tool_output(output)
+    result = as_tool_output(output)
     return orch.SubmitToolResultRequest(turn_id=call.turn_id, call_id=call.call_id, success=result.success,
                                         content=result.content)
 

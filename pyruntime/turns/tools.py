@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import re
 import threading
 from collections.abc import Callable
@@ -28,8 +27,10 @@ from pydantic import BaseModel
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory.tool import MEMORY_TOOL_NAME
-from pyruntime.memory.tool import _simplify_schema as simplify_schema  # one schema style for every tool
 from pyruntime.scopes import EMPTY_SCOPE, AgentMemoryScope, normalize_role_id
+from pyruntime.tool_output import ToolOutput as ToolOutput  # re-exported: turns and the client share one class
+from pyruntime.tool_output import as_tool_output as as_tool_output
+from pyruntime.tool_output import tool_parameters
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI-compatible servers accept
 
@@ -44,28 +45,7 @@ class ToolContext:
     trace_id: str = ""
 
 
-@dataclass(frozen=True)
-class ToolOutput:
-    """What a tool gives back to the model; `success=False` marks a failure the model should see."""
-
-    success: bool
-    content: str
-
-
 ToolHandler = Callable[..., Any]
-
-
-def as_tool_output(value: Any) -> ToolOutput:
-    """What a handler's return value gives the model (None = "DONE"; a str as is; anything else as JSON)."""
-    if isinstance(value, ToolOutput):
-        return value
-    if value is None:
-        return ToolOutput(True, "DONE")
-    if isinstance(value, str):
-        return ToolOutput(True, value)
-    if isinstance(value, BaseModel):
-        return ToolOutput(True, value.model_dump_json())
-    return ToolOutput(True, json.dumps(value, ensure_ascii=False, default=str))
 
 
 @dataclass(frozen=True)
@@ -80,13 +60,7 @@ class RegisteredTool:
 
     def definition(self) -> dict[str, Any]:
         """The OpenAI function-tool dict (byte-stable: it enters the cacheable prefix)."""
-        schema = simplify_schema(self.args_model.model_json_schema())
-        parameters: dict[str, Any] = {"type": "object", "properties": schema.get("properties", {})}
-        if schema.get("required"):
-            parameters["required"] = schema["required"]
-        if "$defs" in schema:
-            parameters["$defs"] = schema["$defs"]
-        parameters["additionalProperties"] = False
+        parameters = tool_parameters(self.args_model)
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": parameters},
