@@ -39,7 +39,7 @@ from pyruntime.rpc import RpcConfig, start_rpc_servers  # noqa: E402
 from pyruntime.service import RuntimeServices  # noqa: E402
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
 from pyruntime.turns import ToolRegistry, build_orchestrator  # noqa: E402
-from pyruntime.turns.convert import ProtoTurnRunner  # noqa: E402
+from pyruntime.service.turn_runner import ProtoTurnRunner  # noqa: E402
 
 WARMUP = 5
 ROLE = "Bench"

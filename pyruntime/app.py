@@ -25,16 +25,15 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from coreai.v1 import orchestrator_pb2
-from pyruntime.errors import InvalidArgumentError
-from pyruntime.llm_key import LLM_API_KEY_ENV, read_llm_api_key
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.hosting import LlamaServerProcess, generate_model_key, hosted_model_config, port_is_free
-from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT
+from pyruntime.model.llama_server import LlamaServerConfig
 from pyruntime.model.scripted import Script
 from pyruntime.model.scripted_server import MODEL_ID, ScriptedModelServer
 from pyruntime.model.supervisor import ModelSupervisor
@@ -42,101 +41,25 @@ from pyruntime.models.pull import ModelPull, PullStatus
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.rpc import RpcConfig, RpcServers
 from pyruntime.rpc.auth import default_token_file, is_loopback_host, write_token_file
-from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
-from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
 from pyruntime.rpc.tls import tls_files
 from pyruntime.service import RuntimeServices
 from pyruntime.service.model_memory import ModelMemory, hosted_model_memory, no_model_memory
 from pyruntime.service.readiness import EXTERNAL_MODEL, MODEL_LOADING, NO_MODEL, Readiness, hosted_model_readiness
+from pyruntime.settings import DEFAULT_GRACE_S, RuntimeSettings, llm_api_key, llm_headers
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
-from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
-from pyruntime.stores.persistence import DATA_FOLDER
-from pyruntime.turns.memory_writer import MemoryDesign
-from pyruntime.turns.modes import ToolCallMode
 
 if TYPE_CHECKING:
+    from pyruntime.model.seam import ModelClient
+    from pyruntime.service.admission import TurnAdmission
     from pyruntime.turns.orchestrator import AiOrchestrator
+
+__all__ = ["DEFAULT_GRACE_S", "Runtime", "RuntimeModel", "RuntimeSettings", "llm_api_key", "llm_headers"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_GRACE_S = 5.0
 _WATCH_S = 0.5
 MODEL_KEY_FILE_NAME = "model_key"  # next to the token file: the model port's API key, for external clients
 TAIL_ANCHORS_FILE_NAME = "tail-anchors.json"  # in the prompt cache folder: where each conversation's tail went
-
-
-@dataclass(frozen=True)
-class RuntimeSettings:
-    """What one runtime is to be: its model, stores, RPC ports and turn settings (`serve`'s flags, typed)."""
-
-    model: Path | None = None
-    llm_url: str | None = None
-    no_model: bool = False
-    scripted_model: Path | None = None  # a script file: serve the scripted model (pyruntime/model/scripted.py)
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    ctx: int | None = None
-    data_dir: Path | None = None
-    store: str | None = None  # a postgresql:// URL: saves in that database instead of files (headless servers)
-    session_only: bool = False
-    listen: str = DEFAULT_HOST
-    grpc_port: int = DEFAULT_GRPC_PORT
-    connect_port: int = DEFAULT_CONNECT_PORT
-    token_file: Path | None = None
-    tls_cert: Path | None = None  # with tls_key: both RPC ports speak TLS (required beyond loopback)
-    tls_key: Path | None = None
-    grace: float = DEFAULT_GRACE_S
-    chat_history_cap: int = DEFAULT_CHAT_CAP
-    transcript_cap: int = DEFAULT_TRANSCRIPT_CAP
-    tool_mode: ToolCallMode | None = None
-    memory_design: MemoryDesign | None = None  # None: the factory's model profile decides
-    prewarm: bool | None = None  # None: on for a hosted model, off for --llm-url (the factory's default)
-    parent_pid: int | None = None
-    exit_on_stdin_eof: bool = False
-    threads: int | None = None  # None: default_threads() (half the cores, at least 1)
-    n_gpu_layers: int = 0  # layers of the hosted model on the GPU; 0: CPU only, -1: all
-    prompt_cache_mb: int | None = None  # host RAM for cold conversations' states; 0: off, None: by model size
-    prompt_cache_dir: Path | None = None  # the slots' states saved there at a stop, restored at start; None: off
-    slots: int | None = None  # parallel slots of the hosted engine; None: DEFAULT_SLOTS
-    llm_api_key_file: Path | None = None  # the --llm-url server's key, in a file
-    llm_headers: tuple[str, ...] = ()  # extra "Name: value" headers for the --llm-url server
-    models_dir: Path | None = None  # where `--model NAME` is looked up (None: <data-dir>/CoreAI/models, per-user cache)
-    model_pull: ModelPull | None = None  # `--model NAME` of a catalogue model not pulled yet: downloaded first
-
-    @property
-    def hosts_model(self) -> bool:
-        """True when serve runs llama.cpp itself (neither --llm-url nor --no-model)."""
-        return self.llm_url is None and not self.no_model and self.scripted_model is None
-
-    @property
-    def token_root(self) -> Path | None:
-        """The data folder the token file is in (its default place, `<data-dir>/CoreAI/runtime/`): nothing below it
-        is followed through a link. A --token-file the user named is written where it says."""
-        if self.token_file is not None or self.data_dir is None:
-            return None
-        return Path(self.data_dir) / DATA_FOLDER
-
-
-def llm_headers(settings: RuntimeSettings) -> dict[str, str]:
-    """The --llm-header values as headers; InvalidArgumentError for one that is not `Name: value`."""
-    headers: dict[str, str] = {}
-    for raw in settings.llm_headers:
-        name, sep, value = raw.partition(":")
-        name, value = name.strip(), value.strip()
-        if not sep or not name or any(c in name for c in " \t()<>@,;:\\\"/[]?={}") or not name.isascii():
-            raise InvalidArgumentError('--llm-header must be "Name: value"')
-        if any(c in raw for c in "\r\n\0") or not value.isprintable():
-            raise InvalidArgumentError("--llm-header must be one printable line")
-        if name.lower() == "authorization":
-            raise InvalidArgumentError("--llm-header cannot carry the key: use --llm-api-key-file or "
-                                       f"${LLM_API_KEY_ENV}")
-        headers[name] = value
-    return headers
-
-
-def llm_api_key(settings: RuntimeSettings) -> str | None:
-    """The --llm-url server's key: --llm-api-key-file, else $COREAI_LLM_API_KEY, else None (never logged)."""
-    return read_llm_api_key(settings.llm_api_key_file)
 
 
 class StopClock:
@@ -166,6 +89,7 @@ class RuntimeModel:
     server: LlamaServerProcess | None = None
     supervisor: ModelSupervisor | None = None  # watches and restarts the hosted child
     port_key: str | None = None  # the key of the model port the runtime opened (hosted or scripted)
+    client: ModelClient | None = None  # an in-process model (pyruntime.testing): turns call it, no HTTP
 
     @property
     def host(self) -> LlamaServerProcess | ModelSupervisor | None:
@@ -217,10 +141,18 @@ class Runtime:
 
     `stop_requested` is what the Shutdown RPC calls (the launcher's graceful stop where there is no SIGTERM); it is
     wired only on a loopback listen address: beyond loopback a game client's token must not stop a shared server.
+    What a caller already holds is handed in, never patched in later: `stores` (opened by the caller, closed by the
+    runtime), `model` (a model already running, e.g. a test's shared llama.cpp child or an in-process double, bound
+    in place of the settings' model; stopping it stays the caller's), `admission` (the turn limits).
     """
 
-    def __init__(self, settings: RuntimeSettings, *, stop_requested: Callable[[], None] | None = None) -> None:
+    def __init__(self, settings: RuntimeSettings, *, stop_requested: Callable[[], None] | None = None,
+                 stores: StoreBundle | None = None, model: RuntimeModel | None = None,
+                 admission: TurnAdmission | None = None) -> None:
         self.settings = settings
+        self._given_stores = stores
+        self._given_model = model
+        self._admission = admission
         self.clock = StopClock(settings.grace)
         self._stack = contextlib.AsyncExitStack()
         self._stop_requested = stop_requested if is_loopback_host(settings.listen) else None
@@ -243,7 +175,7 @@ class Runtime:
 
     def readiness(self) -> Readiness:
         """Health's model state: loading (with the download's or the child's progress) until turns are bound."""
-        if self.settings.no_model:
+        if self.settings.no_model and self._given_model is None:
             return NO_MODEL
         if self.orchestrator is None or self.model is None:
             loading = hosted_model_readiness(self._loading_host) if self._loading_host is not None else MODEL_LOADING
@@ -262,18 +194,33 @@ class Runtime:
 
     # -- lifecycle --------------------------------------------------------------------------
 
+    @cached_property
+    def model_config(self) -> LlamaServerConfig:
+        """The hosted model's configuration (the embedded model unless `model` says): what `start()` hosts."""
+        s = self.settings
+        return hosted_model_config(s.model, host=s.host, port=s.port, n_ctx=s.ctx, n_threads=s.threads,
+                                   n_gpu_layers=s.n_gpu_layers, slots=s.slots, prompt_cache_mb=s.prompt_cache_mb,
+                                   prompt_cache_dir=s.prompt_cache_dir)
+
     async def start(self) -> dict[str, Any]:
         """Each stage in order (see the module); returns the ready line's fields. Call `stop()` after, always."""
         settings = self.settings
         stack = self._stack
-        _check_rpc_ports_free(settings)
-        stores = self.stores = _open_stores(settings)
+        if settings.rpc:
+            _check_rpc_ports_free(settings)
+        stores = self.stores = self._given_stores or _open_stores(settings)
         stack.callback(stores.close)  # a database pool: closed after the RPC servers stopped
+        policy = AgentMemoryPolicy()
+        for role in settings.roles:
+            policy.set(role)
         services = self.services = RuntimeServices.create(
-            stores, AgentMemoryPolicy(), readiness=self.readiness, model_memory=self.model_memory,
+            stores, policy, readiness=self.readiness, model_memory=self.model_memory, admission=self._admission,
             model_download=self.model_download, stop_requested=self._stop_requested)
         # The model's stops go on a stack entered before the RPC servers', so they still run after those stopped.
         model_stack = await stack.enter_async_context(contextlib.AsyncExitStack())
+        stack.push_async_callback(asyncio.to_thread, services.close)  # store calls still running, after the RPCs
+        if not settings.rpc:
+            return await self._start_turns(model_stack, {})
         token_file = _token_file(settings, stack)
         token_root = settings.token_root
         config = RpcConfig(host=settings.listen, grpc_port=settings.grpc_port, connect_port=settings.connect_port,
@@ -282,17 +229,25 @@ class Runtime:
         servers = self.servers = RpcServers(services, config)
         stack.push_async_callback(_stop_rpc, servers)
         await servers.start()
-        if settings.model_pull is not None:
-            await self._pull_model(settings.model_pull)
-        model = self.model = await self._start_model(model_stack)
-        self.orchestrator = await self._bind_turns(services, stores, model, model_stack)
-        ready = {"grpc_port": servers.grpc_port, "connect_port": servers.connect_port, "model_url": model.url,
-                 "token_file": str(token_file)}
+        ready = await self._start_turns(model_stack, {"grpc_port": servers.grpc_port,
+                                                      "connect_port": servers.connect_port})
+        ready["token_file"] = str(token_file)
+        model = self.model
+        assert model is not None
         if model.port_key:
             # For external OpenAI clients on this machine; same folder and rights as the token (0600).
             key_file = write_token_file(token_file.with_name(MODEL_KEY_FILE_NAME), model.port_key, root=token_root)
             ready["model_key_file"] = str(key_file)
         return ready
+
+    async def _start_turns(self, stack: contextlib.AsyncExitStack, ready: dict[str, Any]) -> dict[str, Any]:
+        """The model (a download first when it is not pulled yet), then the turn engine bound to the services."""
+        assert self.services is not None and self.stores is not None
+        if self.settings.model_pull is not None and self._given_model is None:
+            await self._pull_model(self.settings.model_pull)
+        model = self.model = self._given_model or await self._start_model(stack)
+        self.orchestrator = await self._bind_turns(self.services, self.stores, model, stack)
+        return {**ready, "model_url": model.url}
 
     async def stop(self) -> None:
         """Stop in reverse; queued memory passes get what is left of the grace period counted from now."""
@@ -335,11 +290,7 @@ class Runtime:
             await scripted.start()
             stack.push_async_callback(scripted.stop)
             return RuntimeModel(scripted.base_url, MODEL_ID, port_key=key)
-        config = hosted_model_config(settings.model, host=settings.host, port=settings.port, n_ctx=settings.ctx,
-                                     n_threads=settings.threads, n_gpu_layers=settings.n_gpu_layers,
-                                     slots=settings.slots, prompt_cache_mb=settings.prompt_cache_mb,
-                                     prompt_cache_dir=settings.prompt_cache_dir)
-        server = LlamaServerProcess(config)
+        server = LlamaServerProcess(self.model_config)
 
         def loading(host: object) -> None:
             self._loading_host = host
@@ -351,10 +302,10 @@ class Runtime:
     async def _bind_turns(self, services: RuntimeServices, stores: StoreBundle, model: RuntimeModel,
                           stack: contextlib.AsyncExitStack) -> AiOrchestrator | None:
         """With a model, an orchestrator against it (its watchdog as the client's gate), bound to the services."""
-        if model.url is None:
+        if model.url is None and model.client is None:
             return None
         from pyruntime.turns import build_orchestrator  # the turn engine only when there is a model
-        from pyruntime.turns.convert import ProtoTurnRunner
+        from pyruntime.service.turn_runner import ProtoTurnRunner
 
         settings = self.settings
         # Tool mode and calls per round: the factory's model profile, the same as the chat's.
@@ -362,7 +313,11 @@ class Runtime:
         common: dict[str, Any] = {"stores": stores, "policy": services.orchestrator.policy,
                                   "tool_mode": settings.tool_mode, "memory_design": settings.memory_design,
                                   "prewarm": settings.prewarm, "gate": gate}
-        if model.server is not None:
+        if settings.turn_timeout is not None:
+            common["default_timeout"] = settings.turn_timeout
+        if model.client is not None:
+            orchestrator = build_orchestrator(client=model.client, **common)
+        elif model.server is not None:
             orchestrator = build_orchestrator(server=model.server, **common)
         else:
             external = settings.llm_url is not None
@@ -443,10 +398,7 @@ def _token_file(settings: RuntimeSettings, stack: contextlib.AsyncExitStack) -> 
 
 
 async def _stop_rpc(servers: RpcServers) -> None:
-    """Stop accepting, give in-flight calls the grace period, then wait for store writes still running."""
+    """Stop accepting and give in-flight calls the grace period (store writes still running are waited for next)."""
     log.info("stopping")
-    try:
-        await servers.stop()
-    finally:
-        await asyncio.to_thread(servers.services.close)
+    await servers.stop()
     log.info("RPC servers stopped")

@@ -20,6 +20,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pyruntime"
 RULES: dict[str, tuple[str, ...]] = {
     "pyruntime.client": ("pyruntime.turns", "pyruntime.service"),
     "pyruntime.stores": ("pyruntime.turns", "pyruntime.service", "pyruntime.rpc", "pyruntime.cli"),
+    # The turn engine knows nothing of the wire: the service converts (service/turn_runner.py) and the RPC serves.
+    "pyruntime.turns": ("pyruntime.service", "pyruntime.rpc", "pyruntime.cli", "pyruntime.app", "pyruntime.settings"),
+    "pyruntime.service": ("pyruntime.rpc", "pyruntime.cli", "pyruntime.app", "pyruntime.settings"),
+    "pyruntime.settings": ("pyruntime.app", "pyruntime.cli"),  # plain values: read by the wiring, never above it
     "pyruntime.app": ("pyruntime.cli",),  # the runtime's wiring; the CLI is its user
 }
 

@@ -15,7 +15,7 @@ from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.llama_server import SMALL_MODEL_MAX_BYTES
 from pyruntime.model.queue import ModelRequestQueue
-from pyruntime.model.seam import Gate
+from pyruntime.model.seam import Gate, ModelClient
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores.persistence import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.turns.memory_writer import MemoryDesign
@@ -72,6 +72,7 @@ def build_orchestrator(
     *,
     server: LlamaServerProcess | None = None,
     base_url: str | None = None,
+    client: ModelClient | None = None,
     api_key: str | None = None,
     headers: dict[str, str] | None = None,
     model: str | None = None,
@@ -95,7 +96,8 @@ def build_orchestrator(
     gate: Gate | None = None,
     **options: Any,
 ) -> AiOrchestrator:
-    """An orchestrator for a hosted llama.cpp `server`, or any OpenAI-compatible `base_url`.
+    """An orchestrator for a hosted llama.cpp `server`, any OpenAI-compatible `base_url`, or a `client` of the model
+    seam (an in-process double from `pyruntime.testing`: the profile of a server we do not run, unless told).
 
     With a `server`, the client talks to the engine directly (not through the public model port) in
     llama-server's dialect, each conversation in its own parallel slot, and the queue runs as many model
@@ -123,8 +125,10 @@ def build_orchestrator(
             api_key = api_key or server.api_key  # the public port demands its key
         if model_context_tokens is None and server.config.n_ctx:
             model_context_tokens = server.config.n_ctx
-    elif not base_url:
-        raise ValueError("build_orchestrator needs a server or a base_url")
+    elif not base_url and client is None:
+        raise ValueError("build_orchestrator needs a server, a base_url or a client")
+    if client is not None and (server is not None or base_url is not None):
+        raise ValueError("build_orchestrator takes a client instead of a server or a base_url, not with them")
     model_bytes = _file_size(model_path) if server is not None and model_path is not None else None
     profile = model_profile(hosted=server is not None, tool_mode=tool_mode, model_bytes=model_bytes,
                             memory_design=memory_design)
@@ -140,7 +144,11 @@ def build_orchestrator(
         persistent = data_dir is not None
         mode = AgentMemoryPersistenceMode.PERSISTENT if persistent else AgentMemoryPersistenceMode.SESSION_ONLY
         stores = open_stores(mode, data_dir)
-    if direct:
+    if client is not None:
+        if gate is not None:
+            raise ValueError("a given client keeps its own gate (pass it to the client)")
+        queue = ModelRequestQueue()
+    elif direct:
         assert server is not None
         client = OpenAICompatClient(**server.client_options(), gate=gate)
         queue = ModelRequestQueue(capacity=server.config.slots)

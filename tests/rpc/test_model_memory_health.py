@@ -25,7 +25,7 @@ from pyruntime.service.model_memory import hosted_model_memory, process_rss_byte
 from pyruntime.service.readiness import hosted_model_readiness
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import build_orchestrator
-from pyruntime.turns.convert import ProtoTurnRunner
+from pyruntime.service.turn_runner import ProtoTurnRunner
 from tests.rpc.conftest import TRANSPORTS, Runtime, start_runtime
 from tests.support.fixtures import free_port, tiny_model_path  # noqa: F401  (pytest fixtures)
 from tests.support.tiny_model import TINY_MODEL_ALIAS

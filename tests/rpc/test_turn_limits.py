@@ -28,7 +28,7 @@ from pyruntime.service import RuntimeServices, StatusCode, TurnAdmission
 from pyruntime.service.readiness import hosted_model_readiness
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiOrchestrator, build_orchestrator
-from pyruntime.turns.convert import ProtoTurnRunner
+from pyruntime.service.turn_runner import ProtoTurnRunner
 from tests.rpc.conftest import TRANSPORTS, Runtime, start_runtime
 from tests.support.fixtures import tiny_llama_server, tiny_model_path  # noqa: F401  (pytest fixtures)
 

@@ -26,7 +26,7 @@ from pyruntime.service import RuntimeServices
 from pyruntime.service.readiness import hosted_model_readiness
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import build_orchestrator
-from pyruntime.turns.convert import ProtoTurnRunner
+from pyruntime.service.turn_runner import ProtoTurnRunner
 from tests.rpc.conftest import TOKEN, TRANSPORTS, Runtime, spawn_runtime, start_runtime
 from tests.support.fixtures import (  # noqa: F401  (pytest fixtures)
     start_llama_server,

@@ -9,7 +9,7 @@ from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.turns import AiTaskRequest, TurnStatus, build_orchestrator
-from pyruntime.turns.convert import ProtoTurnRunner, request_from_proto
+from pyruntime.service.turn_runner import ProtoTurnRunner, request_from_proto
 from tests.turns.conftest import run
 
 

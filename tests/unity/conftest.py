@@ -114,7 +114,7 @@ def start_runtime(data_dir: Path, llama: Any) -> Runtime:
     from pyruntime.rpc import RpcConfig, start_rpc_servers
     from pyruntime.service import RuntimeServices
     from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
-    from pyruntime.turns.convert import ProtoTurnRunner
+    from pyruntime.service.turn_runner import ProtoTurnRunner
     from pyruntime.turns.factory import build_orchestrator
 
     policy = AgentMemoryPolicy()

@@ -58,7 +58,7 @@ def writer_runtime(assemblies: Path, scripted_url: str, tmp_path: Path) -> Itera
     from pyruntime.rpc import RpcConfig, start_rpc_servers
     from pyruntime.service import RuntimeServices
     from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
-    from pyruntime.turns.convert import ProtoTurnRunner
+    from pyruntime.service.turn_runner import ProtoTurnRunner
     from pyruntime.turns.factory import build_orchestrator
 
     policy = AgentMemoryPolicy()

@@ -1,12 +1,15 @@
-"""Pure conversions between `coreai.v1` orchestrator messages and the turn types, plus a proto-facing runner.
+"""`ProtoTurnRunner`: the turn engine as the Orchestrator service's `TurnRunner`, with the pure conversions between
+`coreai.v1` orchestrator messages and the turn types.
 
-`ProtoTurnRunner` is the `TurnRunner` the Orchestrator service expects: it converts requests in
-and events/results out, and leaves every decision to `AiOrchestrator`.
+It lives on the service side: the service checks what crosses the wire (`targets.py`) and the turn engine knows
+nothing of proto messages, so the arrow runs service -> turns. It converts requests in and events and results
+out, and leaves every decision to `AiOrchestrator`. Loaded only with a turn engine (`pyruntime.service` does not
+import it), so a runtime without a model never loads the turns.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.scopes import DEFAULT_TURN_ROLE
@@ -73,7 +76,7 @@ def write_to_proto(write: MemoryPassOutcome) -> pb.MemoryWrite:
 def result_to_proto(result: TaskResult) -> pb.RunTaskResponse:
     """The `RunTaskResponse` of a finished turn."""
     response = pb.RunTaskResponse(
-        status=int(result.status),
+        status=pb.TurnStatus.Name(int(result.status)),  # the enum's name: what the proto stubs type it as
         text=result.text,
         error=result.error,
         tool_calls=[_tool_call(c) for c in result.tool_calls],
@@ -146,4 +149,5 @@ class ProtoTurnRunner:
             async for event in events:
                 yield event_to_proto(event)
         finally:
-            await events.aclose()
+            if isinstance(events, AsyncGenerator):  # the engine's is one: closing it cancels the turn
+                await events.aclose()
