@@ -281,6 +281,8 @@ class Runtime:
             log.info("no model: turns answer UNAVAILABLE")
             return RuntimeModel(None, "")
         if settings.llm_url is not None:
+            if not settings.check_llm_url:
+                return RuntimeModel(settings.llm_url, "")
             return RuntimeModel(settings.llm_url, await _check_external(settings.llm_url, llm_api_key(settings),
                                                                         llm_headers(settings)))
         if settings.scripted_model is not None:

@@ -63,6 +63,7 @@ class RuntimeSettings:
     model_pull: ModelPull | None = None  # `--model NAME` of a catalogue model not pulled yet: downloaded first
     api_key: str | None = None  # the --llm-url server's key itself (chat's --api-key; serve reads it from a file)
     rpc: bool = True  # serve the gRPC and Connect ports; False: turns in this process only (the terminal chat)
+    check_llm_url: bool = True  # ask the --llm-url server for its models at start; False: the first turn tells
     turn_timeout: float | None = None  # seconds a turn may take unless its request says; None: the engine's default
     roles: tuple[RoleMemoryConfig, ...] = ()  # registered in the role policy before anything is served (--role-config)
 

@@ -1,11 +1,10 @@
 """`coreai-runtime chat`: a terminal chat with one role, the quickest way to see the runtime work.
 
-It hosts the embedded model (or `--model`, or talks to `--llm-url`), keeps memory and history in
-file stores under the data dir per the role's policy, streams the reply as it decodes and shows
-tool calls compactly (`[memory append ✓]`) and, with the memory writer pass (small models), what it
-stored after each turn in one line (`[stored: Player's name: Alex]`). Lines starting with `/` are commands (`/help`). It
-reads stdin line by line, so a script can drive it; end of input quits cleanly. Errors are one
-line on stderr, never a traceback.
+It hosts the embedded model (or `--model`, or talks to `--llm-url`) and keeps memory and history in file stores
+under the data dir per the role's policy. The runtime is `serve`'s (`pyruntime/app.py`'s `Runtime`, from one
+`RuntimeSettings`: stores, model with its watchdog, turn engine), without the RPC ports; the loop and its printing
+are `cli/chat_view.py`. It reads stdin line by line, so a script can drive it; end of input quits cleanly. Errors
+are one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -13,78 +12,38 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import os
-import signal
 import socket
 import sys
-import threading
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
 from google.protobuf import json_format
 
 from coreai.v1 import common_pb2
-from pyruntime.app import start_hosted_model
+from pyruntime.app import Runtime
+from pyruntime.cli.chat_view import EXIT_FAILED, EXIT_OK, ChatSession, LineReader, is_tty
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.llm_key import read_llm_api_key
-from pyruntime.memory.versions import list_versions, revert_memory
-from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config
 from pyruntime.model.llama_server import DEFAULT_HOST
-from pyruntime.model.seam import Gate
-from pyruntime.model.supervisor import ModelSupervisor
 from pyruntime.policy import RoleMemoryConfig, config_from_proto
 from pyruntime.scopes import AgentMemoryScope, normalize_role_id
-from pyruntime.stores import (
-    AgentMemoryPersistenceMode,
-    LoadStatus,
-    ScopedAgentMemoryStore,
-    StoreBundle,
-    open_stores,
-)
-from pyruntime.turns import (
-    AiOrchestrator,
-    AiTaskRequest,
-    FinalEvent,
-    TextDeltaEvent,
-    ToolCallEvent,
-    ToolCallMode,
-    ToolResultEvent,
-    TurnEvent,
-    build_orchestrator,
-)
+from pyruntime.settings import RuntimeSettings
+from pyruntime.turns import ToolCallMode
 from pyruntime.turns.factory import model_profile
-from pyruntime.turns.memory_pass import MemoryPassOutcome
 from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.orchestrator import DEFAULT_TURN_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 
-EXIT_OK = 0
-EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 DEFAULT_ROLE = "SmartChat"
 DEFAULT_MAX_TOKENS = 256  # small models ramble; a chat line needs no more
 LOAD_TICK_S = 2.0
-TOOL_DETAIL_CHARS = 80
-STORED_LINE_CHARS = 160
-
-HELP = """Commands:
-  /memory      show the role's memory document
-  /versions    list the memory's retained versions
-  /revert N    set the memory back to version N (recorded as a new version)
-  /history     show the chat history (and the conversation summary)
-  /clear       clear the chat history and the conversation summary (the memory stays)
-  /help        this list
-  /quit        leave (end of input and Ctrl+D leave too)
-Anything else is sent to the role."""
-
 
 def default_data_dir() -> Path:
     """The per-user folder for the chat's saves: `$XDG_DATA_HOME/coreai-runtime` or `~/.local/share/coreai-runtime`."""
@@ -252,359 +211,52 @@ def free_port(host: str = DEFAULT_HOST) -> int:
         return int(sock.getsockname()[1])
 
 
+def chat_settings(options: ChatOptions) -> RuntimeSettings:
+    """The chat's runtime: file stores under the data dir, its own model on a free port, no RPC ports, and an
+    `--llm-url` server that may come up later (its first turn says when it is down)."""
+    return RuntimeSettings(
+        model=options.model, llm_url=options.llm_url, api_key=options.api_key, check_llm_url=False,
+        port=free_port(), ctx=options.ctx, threads=options.threads, n_gpu_layers=options.n_gpu_layers,
+        data_dir=options.data_dir, rpc=False, tool_mode=options.tool_mode, memory_design=options.memory_design,
+        prewarm=options.prewarm, turn_timeout=options.timeout,
+        roles=(options.role_config,) if options.role_config is not None else ())
+
+
 async def chat(options: ChatOptions, stdin: TextIO, out: TextIO) -> int:
     """Run the chat until /quit or end of input; hosts (and stops) the model unless `llm_url` is set.
 
-    The model, its watchdog and the orchestrator start as the runtime's do (`pyruntime/app.py`): the watchdog is
-    the client's gate, and everything stops in reverse on every path.
+    The runtime is built and stopped as serve's is (`pyruntime/app.py`): everything stops in reverse on every path.
     """
     options.data_dir.mkdir(parents=True, exist_ok=True)
     print(f"Saves: {options.data_dir / 'CoreAI'}", file=out, flush=True)
-    stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, options.data_dir)
-    async with contextlib.AsyncExitStack() as stack:
-        server: LlamaServerProcess | None = None
-        supervisor: ModelSupervisor | None = None
-        if options.llm_url is None:
-            config = hosted_model_config(options.model, port=free_port(), n_ctx=options.ctx, n_threads=options.threads,
-                                         n_gpu_layers=options.n_gpu_layers)
-            server = LlamaServerProcess(config)
-            supervisor = await _start_with_progress(server, stack, out)
-        else:
-            print(f"Using the model server at {options.llm_url}", file=out, flush=True)
-        orchestrator = chat_orchestrator(stores, options.tool_mode, server=server, base_url=options.llm_url,
-                                         api_key=options.api_key, timeout=options.timeout,
-                                         memory_design=options.memory_design, prewarm=options.prewarm,
-                                         gate=supervisor.check_available if supervisor is not None else None)
-        stack.push_async_callback(orchestrator.client.aclose)
-        stack.push_async_callback(orchestrator.prewarms.cancel)  # first: no next turn will come
-        if options.role_config is not None:
-            orchestrator.policy.set(options.role_config)
-        session = ChatSession(orchestrator, options, out, server)
-        return await session.run(_LineReader(stdin), interactive=_is_tty(stdin))
+    async with Runtime(chat_settings(options)) as runtime:
+        await _start_with_progress(runtime, out)
+        assert runtime.orchestrator is not None and runtime.model is not None  # the chat always has a model
+        session = ChatSession(runtime.orchestrator, out, role=options.role, scope=options.scope,
+                              actor=options.actor, max_tokens=options.max_tokens, server=runtime.model.server)
+        return await session.run(LineReader(stdin), interactive=is_tty(stdin))
 
 
-def chat_orchestrator(
-    stores: StoreBundle,
-    tool_mode: ToolCallMode,
-    *,
-    server: LlamaServerProcess | None = None,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    timeout: float = DEFAULT_TURN_TIMEOUT_S,
-    memory_design: MemoryDesign | None = None,
-    prewarm: bool | None = None,
-    gate: Gate | None = None,
-) -> AiOrchestrator:
-    """The chat's orchestrator for a hosted `server` or an external `base_url` (the factory's model profile);
-    `gate`: the hosted model's watchdog (turns fail fast while it restarts)."""
-    return build_orchestrator(server=server, base_url=base_url, api_key=api_key, stores=stores,
-                              tool_mode=tool_mode, default_timeout=timeout, memory_design=memory_design,
-                              prewarm=prewarm, gate=gate)
-
-
-async def _start_with_progress(server: LlamaServerProcess, stack: contextlib.AsyncExitStack,
-                               out: TextIO) -> ModelSupervisor:
-    """Start the model server and its watchdog (their stops on `stack`), printing a line every few seconds."""
-    size_mb = server.config.model_path.stat().st_size / 1e6
-    print(f"Loading model {server.config.alias} ({size_mb:.0f} MB) ...", file=out, flush=True)
+async def _start_with_progress(runtime: Runtime, out: TextIO) -> None:
+    """Start the runtime; while a hosted model loads, print a line every few seconds."""
+    hosted = runtime.settings.hosts_model
+    if hosted:
+        config = runtime.model_config
+        size_mb = config.model_path.stat().st_size / 1e6
+        print(f"Loading model {config.alias} ({size_mb:.0f} MB) ...", file=out, flush=True)
+    else:
+        print(f"Using the model server at {runtime.settings.llm_url}", file=out, flush=True)
     began = time.perf_counter()
-    starting = asyncio.ensure_future(start_hosted_model(server, stack))
-    while True:
-        done, _ = await asyncio.wait({starting}, timeout=LOAD_TICK_S)
-        if done:
-            break
-        print(f"  still loading ... {time.perf_counter() - began:.0f} s", file=out, flush=True)
-    supervisor = starting.result()  # raises ModelUnavailableError with the reason
-    print(f"Model ready in {time.perf_counter() - began:.1f} s.", file=out, flush=True)
-    return supervisor
-
-
-class _LineReader:
-    """stdin lines delivered to the event loop by a daemon thread (a blocked read never holds up the exit)."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self._queue: asyncio.Queue[str] = asyncio.Queue()
-        self._started = False
-
-    async def readline(self) -> str:
-        """The next line with its newline, "" at end of input."""
-        if not self._started:
-            self._started = True
-            loop = asyncio.get_running_loop()
-            threading.Thread(target=self._pump, args=(loop,), name="chat-stdin", daemon=True).start()
-        return await self._queue.get()
-
-    def _pump(self, loop: asyncio.AbstractEventLoop) -> None:
-        while True:
-            try:
-                line = self._stream.readline()
-            except (OSError, ValueError):
-                line = ""
-            try:
-                loop.call_soon_threadsafe(self._queue.put_nowait, line)
-            except RuntimeError:  # the loop is closed: the chat has ended
-                return
-            if not line:
-                return
-
-
-class ChatSession:
-    """The chat loop of one role and scope: turns, commands and their output."""
-
-    def __init__(self, orchestrator: AiOrchestrator, options: ChatOptions, out: TextIO,
-                 server: LlamaServerProcess | None = None) -> None:
-        """A session over an orchestrator whose stores are the chat's file stores."""
-        self.orchestrator = orchestrator
-        self.options = options
-        self.out = out
-        self.server = server
-        self.role = options.role
-        self.view: ScopedAgentMemoryStore = orchestrator.stores.scoped(options.scope, options.actor)
-        self.config: RoleMemoryConfig = orchestrator.policy.get(self.role)
-        self._commands: dict[str, Callable[[str], Awaitable[bool]]] = {
-            "/memory": self._memory,
-            "/versions": self._versions,
-            "/revert": self._revert,
-            "/history": self._history,
-            "/clear": self._clear,
-            "/help": self._help,
-            "/quit": self._quit,
-            "/exit": self._quit,
-        }
-
-    def say(self, text: str = "", end: str = "\n") -> None:
-        """Write to the chat's output and flush (a driving script sees it at once)."""
-        self.out.write(text + end)
-        self.out.flush()
-
-    async def run(self, reader: _LineReader, *, interactive: bool = False) -> int:
-        """Greet, then handle lines until /quit or end of input; `interactive` shows a `you>` prompt."""
-        self._greet()
-        while True:
-            if interactive:
-                self.say("you> ", end="")
-            line = await reader.readline()
-            if not line:
-                self.say("Bye.")
-                return EXIT_OK
-            text = line.strip()
-            if not text:
-                continue
-            if text.startswith("/"):
-                if not await self._command(text):
-                    return EXIT_OK
-                continue
-            await self._turn(text)
-            if self.server is not None and not self.server.is_alive():
-                print("error: the model server exited unexpectedly", file=sys.stderr)
-                return EXIT_FAILED
-
-    def _greet(self) -> None:
-        config = self.config
-        if not config.use_memory_tool:
-            memory = "memory tool off"
-        elif self.orchestrator.memory_design is MemoryDesign.WRITER:
-            memory = "memory on (writer pass after each reply)"
-        else:
-            memory = f"memory tool on ({config.default_action.wire_name})"
-        if not config.with_chat_history:
-            history = "no chat history"
-        else:
-            history = "chat history saved" if config.persist_chat_history else "chat history kept for this session only"
-        self.say(f"Chatting with {self.role} ({memory}, {history}, tool calls: {self.options.tool_mode.value}).")
-        self.say("Type /help for commands, /quit to leave.")
-
-    # -- a turn ----------------------------------------------------------------------------
-
-    async def _turn(self, hint: str) -> None:
-        request = AiTaskRequest(
-            hint=hint, role_id=self.role, source_tag="Chat", scope=self.options.scope, actor=self.options.actor,
-            max_output_tokens=self.options.max_tokens,
-        )
-        printer = _ReplyPrinter(self, f"{self.role}> ")
-        turn = asyncio.ensure_future(self._stream(request, printer))
-        loop = asyncio.get_running_loop()
-        try:
-            # Ctrl+C cancels the running turn (it is still recorded), not the chat.
-            loop.add_signal_handler(signal.SIGINT, turn.cancel)
-            restore = True
-        except (NotImplementedError, RuntimeError, ValueError):
-            restore = False
-        try:
-            await turn
-        except asyncio.CancelledError:
-            if not turn.cancelled():
-                raise
-            printer.line("[turn cancelled]")
-        finally:
-            if restore:
-                loop.remove_signal_handler(signal.SIGINT)
-        printer.finish()
-        # The reply is on screen; the memory pass runs now (behind any player turn) and says what it kept.
-        for outcome in await self.orchestrator.memory_passes.drain():
-            printer.line(stored_line(outcome))
-
-    async def _stream(self, request: AiTaskRequest, printer: _ReplyPrinter) -> None:
-        async for event in self.orchestrator.stream_task(request):
-            printer.show(event)
-
-    # -- commands --------------------------------------------------------------------------
-
-    async def _command(self, text: str) -> bool:
-        """Run one command; False when the chat should end."""
-        name, _, rest = text.partition(" ")
-        handler = self._commands.get(name.lower())
-        if handler is None:
-            self.say(f"Unknown command {name}; /help lists the commands.")
-            return True
-        try:
-            return await handler(rest.strip())
-        except CoreAIError as exc:
-            self.say(f"error: {exc}")
-            return True
-
-    async def _memory(self, _: str) -> bool:
-        loaded = await asyncio.to_thread(self.view.try_load, self.role)
-        if loaded.status is LoadStatus.FAILED:
-            self.say(f"The memory document cannot be read: {loaded.reason}")
-        elif loaded.state is None or not loaded.state.memory:
-            self.say(f"The memory of {self.role} is empty.")
-        else:
-            state = loaded.state
-            self.say(f"Memory of {self.role} (version {state.latest_version}, {len(state.memory)} chars):")
-            self.say(state.memory)
-        return True
-
-    async def _versions(self, _: str) -> bool:
-        versions = await asyncio.to_thread(list_versions, self.view.store, self.view.key(self.role))
-        if not versions:
-            self.say("No versions yet.")
-        for v in versions:
-            when = datetime.fromtimestamp(v.timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S")
-            preview = " ".join(v.content_after.split())
-            preview = preview if len(preview) <= 60 else preview[:59] + "…"
-            self.say(f"v{v.version}  {when} UTC  {v.action:<11} {v.note}  | {preview}")
-        return True
-
-    async def _revert(self, arg: str) -> bool:
-        try:
-            version = int(arg.lstrip("vV"))
-        except ValueError:
-            self.say("Usage: /revert N (a version number from /versions)")
-            return True
-        result = await asyncio.to_thread(revert_memory, self.view.store, self.view.key(self.role), version)
-        if result.success:
-            self.say(f"Reverted the memory to version {version} (now version {result.version}).")
-        else:
-            self.say(f"Not reverted: {result.error}")
-        return True
-
-    async def _history(self, _: str) -> bool:
-        summary = await asyncio.to_thread(self.view.load_summary, self.role)
-        messages = await asyncio.to_thread(self.view.get_chat_history, self.role)
-        if summary:
-            self.say("Conversation summary:")
-            self.say(summary)
-        if not messages:
-            self.say(f"The chat history of {self.role} is empty.")
-        for message in messages:
-            self.say(f"{message.role}: {message.content}")
-        return True
-
-    async def _clear(self, _: str) -> bool:
-        count = len(await asyncio.to_thread(self.view.get_chat_history, self.role))
-        await asyncio.to_thread(self.view.clear_chat_history, self.role)  # also the rolling summary
-        self.say(f"Cleared the chat history ({count} message(s)) and the conversation summary of {self.role}. "
-                 "The memory is kept (/memory shows it).")
-        return True
-
-    async def _help(self, _: str) -> bool:
-        self.say(HELP)
-        return True
-
-    async def _quit(self, _: str) -> bool:
-        self.say("Bye.")
-        return False
-
-
-class _ReplyPrinter:
-    """Streams one turn's events: text as it arrives, tool calls as `[memory append ✓]` on their own line."""
-
-    def __init__(self, session: ChatSession, prefix: str) -> None:
-        self._session = session
-        self._prefix = prefix
-        self._at_line_start = True
-        self._calls: dict[str, ToolCallEvent] = {}
-
-    def _write(self, text: str) -> None:
-        if not text:
-            return
-        if self._at_line_start:
-            self._session.say(self._prefix, end="")
-        self._session.say(text, end="")
-        self._at_line_start = text.endswith("\n")
-
-    def line(self, text: str) -> None:
-        """A status line of its own."""
-        if not self._at_line_start:
-            self._session.say()
-        self._session.say(text)
-        self._at_line_start = True
-
-    def show(self, event: TurnEvent) -> None:
-        """Render one event."""
-        if isinstance(event, TextDeltaEvent):
-            self._write(event.text.lstrip("\n") if self._at_line_start else event.text)
-        elif isinstance(event, ToolCallEvent):
-            self._calls[event.call_id] = event
-        elif isinstance(event, ToolResultEvent):
-            self.line(tool_marker(self._calls.get(event.call_id), event))
-        elif isinstance(event, FinalEvent) and not event.result.status.completed:
-            self.line(f"[turn {event.result.status.name.lower().replace('_', ' ')}: {event.result.error}]")
-
-    def finish(self) -> None:
-        """End the turn's output on a fresh line."""
-        if not self._at_line_start:
-            self._session.say()
-            self._at_line_start = True
-
-
-def stored_line(outcome: MemoryPassOutcome) -> str:
-    """`[stored: …]`, `[replaced: … -> …]` or `[nothing stored (why)]`: the memory pass of a turn in one line."""
-    text = outcome.summary()
-    if len(text) > STORED_LINE_CHARS:
-        text = text[: STORED_LINE_CHARS - 1] + "…"
-    return f"[{text}]"
-
-
-def tool_marker(call: ToolCallEvent | None, result: ToolResultEvent) -> str:
-    """`[memory append ✓]`, or `[memory append ✗ <why>]` for a failed call."""
-    label = result.name
-    if call is not None:
-        try:
-            arguments = json.loads(call.arguments_json, strict=False)
-        except ValueError:
-            arguments = None
-        if isinstance(arguments, dict) and isinstance(arguments.get("action"), str):
-            label += f" {arguments['action'].strip().lower()}"
-    if result.success:
-        return f"[{label} ✓]"
-    why = result.content
+    starting = asyncio.ensure_future(runtime.start())
     try:
-        data = json.loads(result.content)
-        if isinstance(data, dict) and data.get("Error"):
-            why = str(data["Error"])
-    except ValueError:
-        pass
-    why = " ".join(why.split())
-    if len(why) > TOOL_DETAIL_CHARS:
-        why = why[: TOOL_DETAIL_CHARS - 1] + "…"
-    return f"[{label} ✗ {why}]"
-
-
-def _is_tty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
+        while not (await asyncio.wait({starting}, timeout=LOAD_TICK_S))[0]:
+            if hosted:
+                print(f"  still loading ... {time.perf_counter() - began:.0f} s", file=out, flush=True)
+    except BaseException:
+        starting.cancel()  # the start unwinds what it started; the runtime's stop does the rest
+        with contextlib.suppress(BaseException):
+            await starting
+        raise
+    starting.result()  # raises ModelUnavailableError with the reason
+    if hosted:
+        print(f"Model ready in {time.perf_counter() - began:.1f} s.", file=out, flush=True)

@@ -96,8 +96,11 @@ def build_orchestrator(
     gate: Gate | None = None,
     **options: Any,
 ) -> AiOrchestrator:
-    """An orchestrator for a hosted llama.cpp `server`, any OpenAI-compatible `base_url`, or a `client` of the model
-    seam (an in-process double from `pyruntime.testing`: the profile of a server we do not run, unless told).
+    """An orchestrator for a hosted llama.cpp `server`, or any OpenAI-compatible `base_url`, or a `client`.
+
+    `client`: the model the turns call, built by the caller (it keeps its own gate): an in-process double from
+    `pyruntime.testing` on its own (the profile of a server we do not run, unless told), or a client of the
+    `server` / `base_url` given with it (whose profile it then gets).
 
     With a `server`, the client talks to the engine directly (not through the public model port) in
     llama-server's dialect, each conversation in its own parallel slot, and the queue runs as many model
@@ -127,8 +130,8 @@ def build_orchestrator(
             model_context_tokens = server.config.n_ctx
     elif not base_url and client is None:
         raise ValueError("build_orchestrator needs a server, a base_url or a client")
-    if client is not None and (server is not None or base_url is not None):
-        raise ValueError("build_orchestrator takes a client instead of a server or a base_url, not with them")
+    if client is not None and gate is not None:
+        raise ValueError("a given client keeps its own gate (pass it to the client)")
     model_bytes = _file_size(model_path) if server is not None and model_path is not None else None
     profile = model_profile(hosted=server is not None, tool_mode=tool_mode, model_bytes=model_bytes,
                             memory_design=memory_design)
@@ -144,17 +147,14 @@ def build_orchestrator(
         persistent = data_dir is not None
         mode = AgentMemoryPersistenceMode.PERSISTENT if persistent else AgentMemoryPersistenceMode.SESSION_ONLY
         stores = open_stores(mode, data_dir)
-    if client is not None:
-        if gate is not None:
-            raise ValueError("a given client keeps its own gate (pass it to the client)")
-        queue = ModelRequestQueue()
-    elif direct:
+    if direct:
         assert server is not None
-        client = OpenAICompatClient(**server.client_options(), gate=gate)
+        client = client or OpenAICompatClient(**server.client_options(), gate=gate)
         queue = ModelRequestQueue(capacity=server.config.slots)
     else:
-        assert base_url is not None
-        client = OpenAICompatClient(base_url, api_key=api_key, model=model, headers=headers, gate=gate)
+        if client is None:
+            assert base_url is not None
+            client = OpenAICompatClient(base_url, api_key=api_key, model=model, headers=headers, gate=gate)
         queue = ModelRequestQueue()
     return AiOrchestrator(
         policy or AgentMemoryPolicy(),

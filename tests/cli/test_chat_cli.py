@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pyruntime.cli.chat import tool_marker
+from pyruntime.cli.chat_view import tool_marker
 from pyruntime.memory import MemoryTool
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.turns import ToolCallEvent, ToolResultEvent

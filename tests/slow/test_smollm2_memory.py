@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pyruntime.cli.chat import chat_orchestrator
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
-from pyruntime.turns import AiTaskRequest, TaskResult, ToolCallMode
+from pyruntime.turns import AiTaskRequest, TaskResult, ToolCallMode, build_orchestrator
 from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.prompt import MEMORY_HEADING
 from tests.support.fixtures import start_llama_server
@@ -53,11 +52,8 @@ def turn(server: LlamaServerProcess, data_dir: Path, hint: str, seed: int,
     async def go() -> TaskResult:
         # The memory tool in the reply, chosen explicitly: for SmolLM2 the model profile picks the writer pass
         # (tests/slow/test_smollm2_writer.py); the tool stays the contract's interface and is tested here.
-        orchestrator = chat_orchestrator(file_stores(data_dir), ToolCallMode.STRUCTURED, server=server,
-                                         memory_design=MemoryDesign.TOOL)
-        if client is not None:
-            await orchestrator.client.aclose()
-            orchestrator.client = client
+        orchestrator = build_orchestrator(server=server, stores=file_stores(data_dir), client=client,
+                                          tool_mode=ToolCallMode.STRUCTURED, memory_design=MemoryDesign.TOOL)
         try:
             return await orchestrator.run_task(AiTaskRequest(
                 hint=hint, role_id=ROLE, source_tag="Chat", max_output_tokens=MAX_TOKENS, timeout=TURN_TIMEOUT_S,

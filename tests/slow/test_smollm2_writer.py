@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pyruntime.cli.chat import chat_orchestrator
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
-from pyruntime.turns import AiTaskRequest, ToolCallMode
+from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator
 from pyruntime.turns.memory_pass import MemoryPassOutcome
 from pyruntime.turns.memory_writer import MemoryDesign
 
@@ -38,7 +37,7 @@ def converse(server: LlamaServerProcess, data_dir: Path, *lines: str) -> list[Me
 
     async def go() -> list[MemoryPassOutcome]:
         stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir)
-        orchestrator = chat_orchestrator(stores, ToolCallMode.STRUCTURED, server=server)
+        orchestrator = build_orchestrator(server=server, stores=stores, tool_mode=ToolCallMode.STRUCTURED)
         assert orchestrator.memory_design is MemoryDesign.WRITER  # SmolLM2 is a small hosted model
         outcomes = []
         try:

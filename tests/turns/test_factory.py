@@ -47,13 +47,11 @@ def test_a_hosted_server_gets_structured_mode_with_one_call_in_the_grammar(tiny_
                                                                           ) -> None:
     # The tiny test model is a small model: by default it gets the writer pass, not the tool in its reply.
     assert build_orchestrator(server=tiny_llama_server).memory_design is MemoryDesign.WRITER
-    orchestrator = build_orchestrator(server=tiny_llama_server, memory_design="tool")
-    assert (orchestrator.tool_mode, orchestrator.max_calls_per_round) == (ToolCallMode.STRUCTURED, 1)
     client = RecordingClient(tiny_llama_server.base_url)
+    orchestrator = build_orchestrator(server=tiny_llama_server, memory_design="tool", client=client)
+    assert (orchestrator.tool_mode, orchestrator.max_calls_per_round) == (ToolCallMode.STRUCTURED, 1)
 
     async def go() -> None:
-        await orchestrator.client.aclose()
-        orchestrator.client = client
         try:
             await orchestrator.run_task(AiTaskRequest(hint="hi", role_id="SmartChat", max_output_tokens=16))
         finally:

@@ -174,10 +174,9 @@ def test_the_writer_design_sends_the_whole_memory_last_and_leaves_earlier_sessio
         ], "default": {"reply": "Good day."}}))
         await server.start()
         stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path)
+        client = RecordingClient(server.base_url)  # the real client, keeping the bodies
         orchestrator = build_orchestrator(base_url=server.base_url, stores=stores, policy=role(),
-                                          tool_mode="structured", memory_design="writer")
-        await orchestrator.client.aclose()
-        orchestrator.client = client = RecordingClient(server.base_url)  # the real client, keeping the bodies
+                                          tool_mode="structured", memory_design="writer", client=client)
         reports = []
         try:
             for line in lines:
