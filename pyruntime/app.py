@@ -1,5 +1,6 @@
 """`Runtime`: one runtime built from one `RuntimeSettings` - stores, services and RPC servers, the model with its
-watchdog, the turn engine - with an async start/stop lifecycle (`serve` runs it; `chat` shares its model start).
+watchdog, the turn engine - with an async start/stop lifecycle. `serve` runs it; `chat` runs it without the RPC
+ports (`settings.rpc`); the tests run it in-process (tests/support/runtime.py), with what they hold handed in.
 
 Every part gets what it depends on when it is built; nothing is patched in afterwards. The services are built
 first, with the runtime's own readiness, model-memory and download sources: they read the runtime's state, so
@@ -8,10 +9,11 @@ once the turns are bound (`OrchestratorService.attach_runner`, one call with the
 memory design).
 
 Started in order: stores -> services and RPC servers -> model (a download first for `--model NAME`; a hosted
-llama.cpp child with its watchdog, a checked external URL, the scripted model, or none) -> turn engine, bound to
-the services. Stopped in reverse by `stop()` (each stage registered its own stop before it started, so a failed
-or cancelled start unwinds what had started): prewarms cancelled, the RPC servers get the grace period, queued
-memory passes what is left of it, the client closes, the watchdog stops, the model child stops, the stores close.
+llama.cpp child with its watchdog, a checked external URL, the scripted model, or none: pyruntime/runtime_model.py)
+-> turn engine, bound to the services. Stopped in reverse by `stop()` (each stage registered its own stop before
+it started, so a failed or cancelled start unwinds what had started): prewarms cancelled, the RPC servers get the
+grace period, store calls still running finish, queued memory passes get what is left of the grace period, the
+client closes, the watchdog stops, the model child stops, the stores close.
 """
 
 from __future__ import annotations
@@ -24,24 +26,20 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from coreai.v1 import orchestrator_pb2
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.hosting import LlamaServerProcess, generate_model_key, hosted_model_config, port_is_free
+from pyruntime.model.hosting import port_is_free
 from pyruntime.model.llama_server import LlamaServerConfig
-from pyruntime.model.scripted import Script
-from pyruntime.model.scripted_server import MODEL_ID, ScriptedModelServer
-from pyruntime.model.supervisor import ModelSupervisor
 from pyruntime.models.pull import ModelPull, PullStatus
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.rpc import RpcConfig, RpcServers
 from pyruntime.rpc.auth import default_token_file, is_loopback_host, write_token_file
 from pyruntime.rpc.tls import tls_files
+from pyruntime.runtime_model import RuntimeModel, hosted_config, start_model
 from pyruntime.service import RuntimeServices
 from pyruntime.service.model_memory import ModelMemory, hosted_model_memory, no_model_memory
 from pyruntime.service.readiness import EXTERNAL_MODEL, MODEL_LOADING, NO_MODEL, Readiness, hosted_model_readiness
@@ -49,7 +47,7 @@ from pyruntime.settings import DEFAULT_GRACE_S, RuntimeSettings, llm_api_key, ll
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 
 if TYPE_CHECKING:
-    from pyruntime.model.seam import ModelClient
+    from pyruntime.service import TurnRunner
     from pyruntime.service.admission import TurnAdmission
     from pyruntime.turns.orchestrator import AiOrchestrator
 
@@ -57,7 +55,6 @@ __all__ = ["DEFAULT_GRACE_S", "Runtime", "RuntimeModel", "RuntimeSettings", "llm
 
 log = logging.getLogger(__name__)
 
-_WATCH_S = 0.5
 MODEL_KEY_FILE_NAME = "model_key"  # next to the token file: the model port's API key, for external clients
 TAIL_ANCHORS_FILE_NAME = "tail-anchors.json"  # in the prompt cache folder: where each conversation's tail went
 
@@ -69,8 +66,10 @@ class StopClock:
         self.grace = grace
         self.began: float | None = None
 
-    def start(self) -> None:
-        """The stop begins now."""
+    def start(self, grace: float | None = None) -> None:
+        """The stop begins now (with `grace` in place of the settings' when given)."""
+        if grace is not None:
+            self.grace = grace
         self.began = time.monotonic()
 
     def left(self) -> float:
@@ -80,62 +79,6 @@ class StopClock:
         return max(0.0, self.began + self.grace - time.monotonic())
 
 
-@dataclass(frozen=True)
-class RuntimeModel:
-    """Where turns go: the base URL, the alias shown in Health, the hosted child and its watchdog (if hosted)."""
-
-    url: str | None
-    alias: str
-    server: LlamaServerProcess | None = None
-    supervisor: ModelSupervisor | None = None  # watches and restarts the hosted child
-    port_key: str | None = None  # the key of the model port the runtime opened (hosted or scripted)
-    client: ModelClient | None = None  # an in-process model (pyruntime.testing): turns call it, no HTTP
-
-    @property
-    def host(self) -> LlamaServerProcess | ModelSupervisor | None:
-        """What Health and the memory figures read: the watchdog, else the child (never the model server)."""
-        return self.supervisor or self.server
-
-
-async def start_hosted_model(server: LlamaServerProcess, stack: contextlib.AsyncExitStack,
-                             loading: Callable[[object], None] | None = None) -> ModelSupervisor:
-    """Start the llama.cpp child and its watchdog; their stops go on `stack` (the watchdog's runs first).
-
-    `loading` is told what to read the load's progress from: the child, then its supervisor.
-    """
-    stack.push_async_callback(_stop_model, server)
-    if loading is not None:
-        loading(server)
-    await _host(server)
-    supervisor = ModelSupervisor(server)  # restarts a child that dies or hangs
-    if loading is not None:
-        loading(supervisor)
-    supervisor.watch()
-    stack.push_async_callback(asyncio.to_thread, supervisor.stop_watching)  # before the child is stopped
-    return supervisor
-
-
-async def _host(server: LlamaServerProcess) -> None:
-    """Start the llama.cpp child; if cancelled meanwhile, keep stopping it until its start gives up."""
-    loading = asyncio.ensure_future(asyncio.to_thread(server.start))
-    loading.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved: no "never retrieved" noise
-    try:
-        await asyncio.shield(loading)
-    except asyncio.CancelledError:
-        # The loading thread cannot be cancelled; a child it spawns after one stop() would outlive us.
-        while not loading.done():
-            await asyncio.to_thread(server.stop)
-            await asyncio.wait({loading}, timeout=_WATCH_S)
-        raise
-
-
-async def _stop_model(server: LlamaServerProcess) -> None:
-    if server.pid is None:
-        return
-    await asyncio.to_thread(server.stop)
-    log.info("model server stopped")
-
-
 class Runtime:
     """One runtime from its settings: `async with Runtime(settings) as runtime: ready = await runtime.start()`.
 
@@ -143,16 +86,19 @@ class Runtime:
     wired only on a loopback listen address: beyond loopback a game client's token must not stop a shared server.
     What a caller already holds is handed in, never patched in later: `stores` (opened by the caller, closed by the
     runtime), `model` (a model already running, e.g. a test's shared llama.cpp child or an in-process double, bound
-    in place of the settings' model; stopping it stays the caller's), `admission` (the turn limits).
+    in place of the settings' model; stopping it stays the caller's), `admission` (the turn limits), `turn_runner`
+    (how the services run turns on the engine: `ProtoTurnRunner`, or a test's observing subclass of it).
     """
 
     def __init__(self, settings: RuntimeSettings, *, stop_requested: Callable[[], None] | None = None,
                  stores: StoreBundle | None = None, model: RuntimeModel | None = None,
-                 admission: TurnAdmission | None = None) -> None:
+                 admission: TurnAdmission | None = None,
+                 turn_runner: Callable[[AiOrchestrator], TurnRunner] | None = None) -> None:
         self.settings = settings
         self._given_stores = stores
         self._given_model = model
         self._admission = admission
+        self._turn_runner = turn_runner
         self.clock = StopClock(settings.grace)
         self._stack = contextlib.AsyncExitStack()
         self._stop_requested = stop_requested if is_loopback_host(settings.listen) else None
@@ -197,10 +143,7 @@ class Runtime:
     @cached_property
     def model_config(self) -> LlamaServerConfig:
         """The hosted model's configuration (the embedded model unless `model` says): what `start()` hosts."""
-        s = self.settings
-        return hosted_model_config(s.model, host=s.host, port=s.port, n_ctx=s.ctx, n_threads=s.threads,
-                                   n_gpu_layers=s.n_gpu_layers, slots=s.slots, prompt_cache_mb=s.prompt_cache_mb,
-                                   prompt_cache_dir=s.prompt_cache_dir)
+        return hosted_config(self.settings)
 
     async def start(self) -> dict[str, Any]:
         """Each stage in order (see the module); returns the ready line's fields. Call `stop()` after, always."""
@@ -224,10 +167,11 @@ class Runtime:
         token_file = _token_file(settings, stack)
         token_root = settings.token_root
         config = RpcConfig(host=settings.listen, grpc_port=settings.grpc_port, connect_port=settings.connect_port,
-                           token_file=token_file, token_root=token_root, grace_s=settings.grace,
+                           token=settings.token, token_file=token_file, token_root=token_root,
+                           grace_s=settings.grace, limits=settings.limits,
                            tls=tls_files(settings.tls_cert, settings.tls_key))
         servers = self.servers = RpcServers(services, config)
-        stack.push_async_callback(_stop_rpc, servers)
+        stack.push_async_callback(_stop_rpc, servers, self.clock)
         await servers.start()
         ready = await self._start_turns(model_stack, {"grpc_port": servers.grpc_port,
                                                       "connect_port": servers.connect_port})
@@ -249,9 +193,10 @@ class Runtime:
         self.orchestrator = await self._bind_turns(self.services, self.stores, model, stack)
         return {**ready, "model_url": model.url}
 
-    async def stop(self) -> None:
-        """Stop in reverse; queued memory passes get what is left of the grace period counted from now."""
-        self.clock.start()
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop in reverse; queued memory passes get what is left of the grace period (`grace`, else the settings')
+        counted from now."""
+        self.clock.start(grace)
         if self.model is not None and self.model.supervisor is not None:
             # Stopping: the watchdog restarts nothing any more (a hung engine is stopped, not reloaded).
             self.model.supervisor.stop_restarting()
@@ -276,38 +221,18 @@ class Runtime:
         log.info("model %s downloaded and checked (%d bytes)", model.name, model.size_bytes)
 
     async def _start_model(self, stack: contextlib.AsyncExitStack) -> RuntimeModel:
-        settings = self.settings
-        if settings.no_model:
-            log.info("no model: turns answer UNAVAILABLE")
-            return RuntimeModel(None, "")
-        if settings.llm_url is not None:
-            if not settings.check_llm_url:
-                return RuntimeModel(settings.llm_url, "")
-            return RuntimeModel(settings.llm_url, await _check_external(settings.llm_url, llm_api_key(settings),
-                                                                        llm_headers(settings)))
-        if settings.scripted_model is not None:
-            key = generate_model_key()  # the same key rule as the hosted model port
-            scripted = ScriptedModelServer(Script.load(settings.scripted_model), settings.host, settings.port,
-                                           api_key=key)
-            await scripted.start()
-            stack.push_async_callback(scripted.stop)
-            return RuntimeModel(scripted.base_url, MODEL_ID, port_key=key)
-        server = LlamaServerProcess(self.model_config)
-
         def loading(host: object) -> None:
             self._loading_host = host
 
-        supervisor = await start_hosted_model(server, stack, loading)
-        log.info("serving model %s at %s (%d slots)", server.config.alias, server.base_url, server.config.slots)
-        return RuntimeModel(server.base_url, server.config.alias, server, supervisor, port_key=server.api_key)
+        return await start_model(self.settings, lambda: self.model_config, stack, loading)
 
     async def _bind_turns(self, services: RuntimeServices, stores: StoreBundle, model: RuntimeModel,
                           stack: contextlib.AsyncExitStack) -> AiOrchestrator | None:
         """With a model, an orchestrator against it (its watchdog as the client's gate), bound to the services."""
         if model.url is None and model.client is None:
             return None
-        from pyruntime.turns import build_orchestrator  # the turn engine only when there is a model
         from pyruntime.service.turn_runner import ProtoTurnRunner
+        from pyruntime.turns import build_orchestrator  # the turn engine only when there is a model
 
         settings = self.settings
         # Tool mode and calls per round: the factory's model profile, the same as the chat's.
@@ -344,7 +269,7 @@ class Runtime:
         services.metrics.watch_model_queue(lambda: orchestrator.queue.waiting)
         services.metrics.watch_prewarms(orchestrator.prewarms.stats.counts)
         # Health reads the runtime's state from here on: ready only once the runner is bound (self.orchestrator).
-        services.orchestrator.attach_runner(ProtoTurnRunner(orchestrator), model.alias,
+        services.orchestrator.attach_runner((self._turn_runner or ProtoTurnRunner)(orchestrator), model.alias,
                                             memory_design=orchestrator.memory_design.value)
         return orchestrator
 
@@ -368,18 +293,6 @@ def _open_stores(settings: RuntimeSettings) -> StoreBundle:
     return stores
 
 
-async def _check_external(url: str, api_key: str | None, headers: dict[str, str]) -> str:
-    """The alias of the external server's first model (never a path); raises when it does not answer."""
-    async with OpenAICompatClient(url, timeout=10.0, api_key=api_key, headers=headers) as client:
-        models = await client.models()
-    log.info("external model server answers with %d model(s)", len(models))
-    if not models:
-        return ""
-    # llama-cpp-python lists a model by its file path unless it has an alias; a path never goes out.
-    name = PurePosixPath(models[0].replace("\\", "/")).name
-    return name[:-5] if name.lower().endswith(".gguf") else name
-
-
 def _save_tail_anchors(orchestrator: AiOrchestrator, path: Path) -> None:
     """At shutdown (after the last turn): a failure costs warm first turns after the restart, nothing else."""
     try:
@@ -399,8 +312,8 @@ def _token_file(settings: RuntimeSettings, stack: contextlib.AsyncExitStack) -> 
     return folder / "token"
 
 
-async def _stop_rpc(servers: RpcServers) -> None:
+async def _stop_rpc(servers: RpcServers, clock: StopClock) -> None:
     """Stop accepting and give in-flight calls the grace period (store writes still running are waited for next)."""
     log.info("stopping")
-    await servers.stop()
+    await servers.stop(clock.grace)
     log.info("RPC servers stopped")

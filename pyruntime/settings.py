@@ -6,7 +6,7 @@ Plain values only: reading settings starts nothing and loads neither the turn en
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyruntime.errors import InvalidArgumentError
@@ -16,6 +16,7 @@ from pyruntime.models.pull import ModelPull
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
 from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
+from pyruntime.rpc.limits import TransportLimits
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
 from pyruntime.stores.persistence import DATA_FOLDER
 from pyruntime.turns.memory_writer import MemoryDesign
@@ -44,6 +45,8 @@ class RuntimeSettings:
     token_file: Path | None = None
     tls_cert: Path | None = None  # with tls_key: both RPC ports speak TLS (required beyond loopback)
     tls_key: Path | None = None
+    token: str | None = field(default=None, repr=False)  # None: $COREAI_RUNTIME_TOKEN, else generated (never a flag)
+    limits: TransportLimits = TransportLimits()  # the RPC ports' connection, size and time limits
     grace: float = DEFAULT_GRACE_S
     chat_history_cap: int = DEFAULT_CHAT_CAP
     transcript_cap: int = DEFAULT_TRANSCRIPT_CAP
