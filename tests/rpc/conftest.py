@@ -7,16 +7,22 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pyruntime.app import Runtime as AppRuntime
+from pyruntime.app import RuntimeModel, RuntimeSettings
 from pyruntime.client import RuntimeClient
-from pyruntime.rpc import RpcConfig, RpcServersHandle, start_rpc_servers
 from pyruntime.service import RuntimeServices
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.service.admission import TurnAdmission
+from pyruntime.service.orchestrator import TurnRunner
+from pyruntime.stores import StoreBundle
+from pyruntime.turns import AiOrchestrator
+from tests.support.runtime import RuntimeThread
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "test-token-0123456789abcdef"
@@ -25,11 +31,20 @@ TRANSPORTS = ("grpc", "connect")
 
 @dataclass
 class Runtime:
-    """A runtime serving file stores under data_dir, in this process."""
+    """A runtime serving file stores under data_dir, in this process: serve's own (`pyruntime.app.Runtime`)."""
 
-    handle: RpcServersHandle
-    services: RuntimeServices
+    handle: RuntimeThread
     data_dir: Path
+
+    @property
+    def services(self) -> RuntimeServices:
+        """The services both transports serve."""
+        return self.handle.services
+
+    @property
+    def orchestrator(self) -> AiOrchestrator:
+        """The turn engine (a runtime started with a model)."""
+        return self.handle.orchestrator
 
     @property
     def token(self) -> str:
@@ -48,12 +63,17 @@ class Runtime:
         return self.data_dir / "CoreAI" / "AgentMemory"
 
 
-def start_runtime(data_dir: Path, services: RuntimeServices | None = None, **config: object) -> Runtime:
-    """Start both transports on free loopback ports over file stores in data_dir."""
-    services = services or RuntimeServices.create(open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir))
-    settings = {"grpc_port": 0, "connect_port": 0, "token": TOKEN, "grace_s": 2.0, **config}
-    handle = start_rpc_servers(services, RpcConfig(**settings))  # type: ignore[arg-type]
-    return Runtime(handle, services, data_dir)
+def start_runtime(data_dir: Path, *, stores: StoreBundle | None = None, model: RuntimeModel | None = None,
+                  admission: TurnAdmission | None = None,
+                  turn_runner: Callable[[AiOrchestrator], TurnRunner] | None = None, **settings: Any) -> Runtime:
+    """Start the runtime `serve` runs, built by `pyruntime.app.Runtime` from settings: both transports on free
+    loopback ports, file stores under data_dir (or `stores`), the token TOKEN; no model unless `model` (one the
+    test started: stopping it stays the test's). `settings`: further `RuntimeSettings` fields."""
+    fields: dict[str, Any] = {"data_dir": data_dir, "grpc_port": 0, "connect_port": 0, "token": TOKEN,
+                              "grace": 2.0, "no_model": model is None, **settings}
+    runtime = AppRuntime(RuntimeSettings(**fields), stores=stores, model=model, admission=admission,
+                         turn_runner=turn_runner)
+    return Runtime(RuntimeThread(runtime), data_dir)
 
 
 @pytest.fixture
@@ -62,7 +82,6 @@ def runtime(tmp_path: Path) -> Iterator[Runtime]:
     rt = start_runtime(tmp_path / "data")
     yield rt
     rt.handle.stop(1.0)
-    rt.services.close()
 
 
 @pytest.fixture(params=TRANSPORTS)

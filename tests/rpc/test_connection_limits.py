@@ -33,7 +33,6 @@ def strict(tmp_path: Path) -> Iterator[Runtime]:
                                                                  idle_timeout_s=SHORT_S))
     yield rt
     rt.handle.stop(1.0)
-    rt.services.close()
 
 
 def connect(port: int, first_bytes: bytes = b"") -> socket.socket:

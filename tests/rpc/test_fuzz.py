@@ -40,7 +40,6 @@ def fuzz_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
     rt = start_runtime(tmp_path_factory.mktemp("fuzz") / "data")
     yield rt
     rt.handle.stop(1.0)
-    rt.services.close()
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -23,10 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.llama_server import LlamaServerConfig
 from pyruntime.model.supervisor import ModelSupervisor, WatchdogSettings
-from pyruntime.policy import AgentMemoryPolicy
-from pyruntime.service import RuntimeServices
-from pyruntime.service.readiness import hosted_model_readiness
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.app import RuntimeModel
 from tests.rpc.conftest import Runtime, start_runtime
 from tests.support.fixtures import free_port, tiny_model_path  # noqa: F401  (pytest fixtures)
 from tests.support.tiny_model import TINY_MODEL_ALIAS
@@ -64,15 +61,13 @@ def supervised(tiny_model_path: Path, tmp_path: Path) -> Iterator[Supervised]:
     server = LlamaServerProcess(LlamaServerConfig(model_path=tiny_model_path, alias=TINY_MODEL_ALIAS,
                                                   port=free_port(), n_threads=1))
     supervisor = ModelSupervisor(server, WatchdogSettings(interval_s=0.2, probe_timeout_s=0.5, failed_probes=2))
-    stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
-    services = RuntimeServices.create(stores, AgentMemoryPolicy(), model_alias=TINY_MODEL_ALIAS,
-                                      readiness=lambda: hosted_model_readiness(supervisor))
-    runtime = start_runtime(tmp_path, services)
+    # The watchdog is started by the test (the runtime's Health reads it from the start, as serve's does).
+    model = RuntimeModel(server.base_url, TINY_MODEL_ALIAS, server, supervisor)
+    runtime = start_runtime(tmp_path, model=model, session_only=True)
     try:
         yield Supervised(runtime, supervisor, server)
     finally:
         runtime.handle.stop(1.0)
-        services.close()
         supervisor.close()
 
 
@@ -147,7 +142,6 @@ def test_standard_health_and_reflection_answer_without_a_token(tmp_path: Path) -
             assert method.name.endswith(".proto")
     finally:
         runtime.handle.stop(1.0)
-        runtime.services.close()
 
 
 def test_health_watch_streams_the_change_to_not_serving_at_shutdown(tmp_path: Path) -> None:
@@ -168,6 +162,5 @@ def test_health_watch_streams_the_change_to_not_serving_at_shutdown(tmp_path: Pa
     watcher.start()
     assert first.wait(30)
     runtime.handle.stop(2.0)
-    runtime.services.close()
     watcher.join(30)
     assert statuses[0] == SERVING and NOT_SERVING in statuses

@@ -20,7 +20,7 @@ from pyruntime.client import RuntimeCallError, RuntimeClient
 from pyruntime.errors import DISK_FULL_MESSAGE
 from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR
 from pyruntime.scopes import MAX_ROLE_ID_BYTES, AgentMemoryScope
-from pyruntime.service import RuntimeServices, StatusCode
+from pyruntime.service import StatusCode
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.stores import fileio
 from pyruntime.stores.file_layout import file_stem
@@ -246,10 +246,9 @@ sys.stdin.readline()
 def quick_lock_runtime(tmp_path: Path) -> Iterator[Runtime]:
     """A runtime whose stores give up on a held lock after 0.5 s."""
     stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path / "data", lock_timeout=0.5)
-    rt = start_runtime(tmp_path / "data", RuntimeServices.create(stores))
+    rt = start_runtime(tmp_path / "data", stores=stores)
     yield rt
     rt.handle.stop(1.0)
-    rt.services.close()
 
 
 def test_a_stuck_lock_holder_fails_only_its_own_save(quick_lock_runtime: Runtime, transport: str) -> None:

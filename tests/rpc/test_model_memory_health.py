@@ -18,14 +18,11 @@ from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.llama_server import LlamaServerConfig
 from pyruntime.model.supervisor import ModelSupervisor, WatchdogSettings
-from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
+from pyruntime.app import RuntimeModel
+from pyruntime.policy import RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope
-from pyruntime.service import RuntimeServices
-from pyruntime.service.model_memory import hosted_model_memory, process_rss_bytes
-from pyruntime.service.readiness import hosted_model_readiness
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
-from pyruntime.turns import build_orchestrator
-from pyruntime.service.turn_runner import ProtoTurnRunner
+from pyruntime.service.model_memory import process_rss_bytes
+from pyruntime.turns import ToolCallMode
 from tests.rpc.conftest import TRANSPORTS, Runtime, start_runtime
 from tests.support.fixtures import free_port, tiny_model_path  # noqa: F401  (pytest fixtures)
 from tests.support.tiny_model import TINY_MODEL_ALIAS
@@ -49,19 +46,14 @@ def hosted(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> I
                                                   port=free_port(), n_threads=1, prompt_cache_mb=CACHE_MB, slots=1))
     supervisor = ModelSupervisor(server, WatchdogSettings(interval_s=0.1))
     supervisor.start()
-    stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
-    policy = AgentMemoryPolicy()
-    orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, tool_mode="native")
-    services = RuntimeServices.create(stores, policy, runner=ProtoTurnRunner(orchestrator),
-                                      model_alias=TINY_MODEL_ALIAS,
-                                      readiness=lambda: hosted_model_readiness(supervisor),
-                                      model_memory=lambda: hosted_model_memory(supervisor))
-    runtime = start_runtime(tmp_path_factory.mktemp("memory") / "data", services)
+    # Health's memory figures come from the watchdog, as in serve: the runtime reads them from the model it is given.
+    model = RuntimeModel(server.base_url, TINY_MODEL_ALIAS, server, supervisor)
+    runtime = start_runtime(tmp_path_factory.mktemp("memory") / "data", model=model, session_only=True,
+                            tool_mode=ToolCallMode.NATIVE)
     try:
         yield Hosted(runtime, supervisor)
     finally:
         runtime.handle.stop(1.0)
-        services.close()
         supervisor.close()
 
 
@@ -131,7 +123,6 @@ def test_a_runtime_without_a_hosted_model_reports_zeros(tmp_path: Path) -> None:
             health = client.health()
     finally:
         runtime.handle.stop(1.0)
-        runtime.services.close()
     assert (health.model_rss_bytes, health.prompt_cache_used_bytes, health.prompt_cache_limit_bytes) == (0, 0, 0)
 
 

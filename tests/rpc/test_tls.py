@@ -30,10 +30,9 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> TestCertificates:
 
 @pytest.fixture
 def tls_runtime(tmp_path: Path, certificates: TestCertificates):
-    runtime = start_runtime(tmp_path / "data", tls=TlsFiles(certificates.server_cert, certificates.server_key))
+    runtime = start_runtime(tmp_path / "data", tls_cert=certificates.server_cert, tls_key=certificates.server_key)
     yield runtime
     runtime.handle.stop(0.5)
-    runtime.services.close()
 
 
 def _urls(runtime: Runtime) -> dict[str, str]:
@@ -87,7 +86,7 @@ def test_a_tls_connection_that_never_says_hello_is_closed_on_both_ports(tmp_path
     from pyruntime.rpc.limits import TransportLimits
     from tests.rpc.test_connection_limits import SHORT_S, closed_by_server, connect
 
-    runtime = start_runtime(tmp_path / "data", tls=TlsFiles(certificates.server_cert, certificates.server_key),
+    runtime = start_runtime(tmp_path / "data", tls_cert=certificates.server_cert, tls_key=certificates.server_key,
                             limits=TransportLimits(request_timeout_s=SHORT_S, idle_timeout_s=SHORT_S))
     try:
         for port in (runtime.handle.connect_port, runtime.handle.grpc_port):
@@ -97,7 +96,6 @@ def test_a_tls_connection_that_never_says_hello_is_closed_on_both_ports(tmp_path
             assert client.health().ready  # a real client still gets through
     finally:
         runtime.handle.stop(0.5)
-        runtime.services.close()
 
 
 def test_listening_beyond_loopback_needs_token_and_tls(certificates: TestCertificates, monkeypatch) -> None:

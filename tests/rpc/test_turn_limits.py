@@ -21,14 +21,11 @@ import pytest
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import RuntimeCallError
 from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.app import RuntimeModel
 from pyruntime.rpc.limits import TransportLimits
 from pyruntime.scopes import AgentMemoryScope
-from pyruntime.service import RuntimeServices, StatusCode, TurnAdmission
-from pyruntime.service.readiness import hosted_model_readiness
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
-from pyruntime.turns import AiOrchestrator, build_orchestrator
-from pyruntime.service.turn_runner import ProtoTurnRunner
+from pyruntime.service import StatusCode, TurnAdmission
+from pyruntime.turns import AiOrchestrator, ToolCallMode
 from tests.rpc.conftest import TRANSPORTS, Runtime, start_runtime
 from tests.support.fixtures import tiny_llama_server, tiny_model_path  # noqa: F401  (pytest fixtures)
 
@@ -85,18 +82,12 @@ class LimitedRuntime:
 @pytest.fixture(scope="module")
 def limited(tiny_llama_server: LlamaServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LimitedRuntime]:
     data_dir = tmp_path_factory.mktemp("limited") / "data"
-    stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir)
-    policy = AgentMemoryPolicy()
-    orchestrator = build_orchestrator(server=tiny_llama_server, stores=stores, policy=policy, tool_mode="native")
     admission = TurnAdmission(max_turns=3, max_per_key=1)
-    services = RuntimeServices.create(stores, policy, runner=ProtoTurnRunner(orchestrator),
-                                      model_alias=tiny_llama_server.config.alias, admission=admission,
-                                      readiness=lambda: hosted_model_readiness(tiny_llama_server))
-    runtime = start_runtime(data_dir, services, limits=TransportLimits(request_timeout_s=SHORT_S,
-                                                                       idle_timeout_s=SHORT_S))
-    yield LimitedRuntime(runtime, orchestrator, admission)
+    model = RuntimeModel(tiny_llama_server.base_url, tiny_llama_server.config.alias, tiny_llama_server)
+    runtime = start_runtime(data_dir, model=model, admission=admission, tool_mode=ToolCallMode.NATIVE,
+                            limits=TransportLimits(request_timeout_s=SHORT_S, idle_timeout_s=SHORT_S))
+    yield LimitedRuntime(runtime, runtime.orchestrator, admission)
     runtime.handle.stop(1.0)
-    services.close()
 
 
 def in_thread(call: Callable[[], Any]) -> Future[Any]:

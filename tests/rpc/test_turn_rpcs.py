@@ -20,13 +20,12 @@ import pytest
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.client import RuntimeClient
-from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
+from pyruntime.app import RuntimeModel
+from pyruntime.policy import RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope
-from pyruntime.service import RuntimeServices
-from pyruntime.service.readiness import hosted_model_readiness
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
-from pyruntime.turns import build_orchestrator
 from pyruntime.service.turn_runner import ProtoTurnRunner
+from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.turns import AiOrchestrator, ToolCallMode
 from tests.rpc.conftest import TOKEN, TRANSPORTS, Runtime, spawn_runtime, start_runtime
 from tests.support.fixtures import (  # noqa: F401  (pytest fixtures)
     start_llama_server,
@@ -68,14 +67,15 @@ class TurnRuntime:
 
 
 def turn_runtime(server: LlamaServerProcess, data_dir: Path) -> TurnRuntime:
-    stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir)
-    policy = AgentMemoryPolicy()
-    orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, tool_mode="native")
-    runner = ObservedRunner(orchestrator)
+    runners: list[ObservedRunner] = []
 
-    services = RuntimeServices.create(stores, policy, runner=runner, model_alias=server.config.alias,
-                                      readiness=lambda: hosted_model_readiness(server))
-    return TurnRuntime(start_runtime(data_dir, services), runner)
+    def observed(orchestrator: AiOrchestrator) -> ObservedRunner:
+        runners.append(ObservedRunner(orchestrator))
+        return runners[-1]
+
+    model = RuntimeModel(server.base_url, server.config.alias, server)
+    runtime = start_runtime(data_dir, model=model, turn_runner=observed, tool_mode=ToolCallMode.NATIVE)
+    return TurnRuntime(runtime, runners[0])
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,6 @@ def turns(tiny_llama_server: LlamaServerProcess, tmp_path_factory: pytest.TempPa
     rt = turn_runtime(tiny_llama_server, tmp_path_factory.mktemp("turns") / "data")
     yield rt
     rt.runtime.handle.stop(1.0)
-    rt.runtime.services.close()
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +91,6 @@ def endless_turns(tiny_endless_model_path: Path, tmp_path_factory: pytest.TempPa
     rt = turn_runtime(server, tmp_path_factory.mktemp("endless") / "data")
     yield rt
     rt.runtime.handle.stop(1.0)
-    rt.runtime.services.close()
     server.stop()
 
 

@@ -8,7 +8,6 @@ while the in-process runtime needs it.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 import warnings
@@ -76,12 +75,21 @@ def wait(task: Any, timeout_s: float = WAIT_S) -> Any:
 
 @dataclass
 class Runtime:
-    """A runtime serving file stores under data_dir (RPC in this process, model in a llama.cpp process)."""
+    """A runtime serving file stores under data_dir (serve's `pyruntime.app.Runtime`, RPC in this process; the model
+    in a llama.cpp process or the scripted model)."""
 
-    handle: Any
-    services: Any
-    orchestrator: Any
+    handle: Any  # tests.support.runtime.RuntimeThread
     data_dir: Path
+
+    @property
+    def services(self) -> Any:
+        """The services both transports serve."""
+        return self.handle.services
+
+    @property
+    def orchestrator(self) -> Any:
+        """The turn engine."""
+        return self.handle.orchestrator
 
     @property
     def url(self) -> str:
@@ -100,30 +108,21 @@ class Runtime:
         return CoreAIRuntimeClient(self.url, token, policy)
 
     def stop(self) -> None:
-        """Graceful stop; in-flight store writes finish first."""
-        loop = getattr(self.handle, "_loop", None)
-        if loop is not None and loop.is_running():
-            asyncio.run_coroutine_threadsafe(self.orchestrator.client.aclose(), loop).result(5)
+        """Graceful stop, in reverse: in-flight calls, store writes, the model client, the stores."""
         self.handle.stop(1.0)
-        self.services.close()
 
 
-def start_runtime(data_dir: Path, llama: Any) -> Runtime:
-    """Both transports on free loopback ports, file stores under data_dir, turns on the llama server."""
-    from pyruntime.policy import AgentMemoryPolicy
-    from pyruntime.rpc import RpcConfig, start_rpc_servers
-    from pyruntime.service import RuntimeServices
-    from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
-    from pyruntime.service.turn_runner import ProtoTurnRunner
-    from pyruntime.turns.factory import build_orchestrator
+def start_runtime(data_dir: Path, llama: Any = None, **settings: Any) -> Runtime:
+    """The runtime `serve` runs (`pyruntime.app.Runtime`, in this process): both transports on free loopback ports,
+    file stores under data_dir, turns on the `llama` server the tests share (its stop stays the tests'), else on
+    the model `settings` name (e.g. `llm_url`: the scripted model's URL)."""
+    from pyruntime.app import Runtime as AppRuntime
+    from pyruntime.app import RuntimeModel, RuntimeSettings
+    from tests.support.runtime import RuntimeThread
 
-    policy = AgentMemoryPolicy()
-    stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir)
-    orchestrator = build_orchestrator(server=llama, stores=stores, policy=policy, exact_token_counts=True)
-    services = RuntimeServices.create(stores, policy, runner=ProtoTurnRunner(orchestrator),
-                                      model_alias=llama.config.alias)
-    handle = start_rpc_servers(services, RpcConfig(grpc_port=0, connect_port=0, token=TOKEN, grace_s=1.0))
-    return Runtime(handle, services, orchestrator, data_dir)
+    model = RuntimeModel(llama.base_url, llama.config.alias, llama) if llama is not None else None
+    fields = {"data_dir": data_dir, "grpc_port": 0, "connect_port": 0, "token": TOKEN, "grace": 1.0, **settings}
+    return Runtime(RuntimeThread(AppRuntime(RuntimeSettings(**fields), model=model)), data_dir)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 from pyruntime.model.scripted import Script
 from pyruntime.model.scripted_server import ScriptedModelServer
 from pyruntime.turns.memory_writer import WRITER_SYSTEM
-from tests.unity.conftest import TOKEN, Runtime, wait
+from tests.unity.conftest import Runtime, start_runtime, wait
 
 ROLE = "Bram"
 
@@ -54,21 +54,11 @@ def scripted_url() -> Iterator[str]:
 @pytest.fixture
 def writer_runtime(assemblies: Path, scripted_url: str, tmp_path: Path) -> Iterator[Runtime]:
     """A runtime whose roles write memory after the reply (the writer design)."""
-    from pyruntime.policy import AgentMemoryPolicy
-    from pyruntime.rpc import RpcConfig, start_rpc_servers
-    from pyruntime.service import RuntimeServices
-    from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
-    from pyruntime.service.turn_runner import ProtoTurnRunner
-    from pyruntime.turns.factory import build_orchestrator
+    from pyruntime.turns import ToolCallMode
+    from pyruntime.turns.memory_writer import MemoryDesign
 
-    policy = AgentMemoryPolicy()
-    data_dir = tmp_path / "data"
-    stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir)
-    orchestrator = build_orchestrator(base_url=scripted_url, stores=stores, policy=policy, tool_mode="structured",
-                                      memory_design="writer")
-    services = RuntimeServices.create(stores, policy, runner=ProtoTurnRunner(orchestrator), model_alias="scripted")
-    handle = start_rpc_servers(services, RpcConfig(grpc_port=0, connect_port=0, token=TOKEN, grace_s=1.0))
-    runtime = Runtime(handle, services, orchestrator, data_dir)
+    runtime = start_runtime(tmp_path / "data", llm_url=scripted_url, tool_mode=ToolCallMode.STRUCTURED,
+                            memory_design=MemoryDesign.WRITER)
     yield runtime
     runtime.stop()
 
