@@ -18,6 +18,7 @@ from typing import Any
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.public_port import GuardedPort, ModelPortAuth, read_body
 from pyruntime.model.scripted import Answer, Script, scripted_usage
+from pyruntime.rpc.limits import TransportLimits
 
 log = logging.getLogger("pyruntime.model")
 
@@ -127,13 +128,15 @@ class ScriptedApp:
 class ScriptedModelServer:
     """The scripted model served on `host:port` (0 = any free port), guarded like the model port."""
 
-    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0, *, api_key: str | None = None) -> None:
-        """Prepare the endpoint; `api_key` None: requests need no key (tests of the script alone)."""
+    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0, *, api_key: str | None = None,
+                 limits: TransportLimits = TransportLimits()) -> None:
+        """Prepare the endpoint; `api_key` None: requests need no key (tests of the script alone); `limits`: the
+        port's connection cap and timeouts."""
         self.app = ScriptedApp(script)
         self.host = host
         self.api_key = api_key
         self._port = GuardedPort(ModelPortAuth(self.app, port=lambda: self._port.port, api_key=api_key), host, port,
-                                 name="scripted model port")
+                                 limits=limits, name="scripted model port")
         self._started = False
 
     @property

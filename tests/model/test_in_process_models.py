@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -120,13 +121,16 @@ def test_an_error_reply_fails_the_call_as_that_http_status_would() -> None:
 
 
 def test_the_gate_and_close_refuse_requests_before_anything_is_sent() -> None:
-    def restarting() -> None:
-        raise ModelUnavailableError("the model is restarting", retry_after_s=2.0)
+    restarted = threading.Event()  # the watchdog's state, as the runtime's gate reads it
 
-    model = ScriptedModel(["hi"], gate=restarting)
+    def gate() -> None:
+        if not restarted.is_set():
+            raise ModelUnavailableError("the model is restarting", retry_after_s=2.0)
+
+    model = ScriptedModel(["hi"], gate=gate)
     with pytest.raises(ModelUnavailableError, match="restarting"):
         model.stream_chat(MESSAGES)
-    model.gate = None
+    restarted.set()
     assert asyncio.run(model.chat(MESSAGES)).text == "hi"
     asyncio.run(model.aclose())
     with pytest.raises(ModelUnavailableError, match="closed"):

@@ -20,6 +20,7 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
+from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.errors import ModelStalledError, ModelUnavailableError
 from pyruntime.model.hosting import LlamaServerProcess, generate_model_key
 from pyruntime.model.supervisor import ModelState, ModelSupervisor, WatchdogSettings
@@ -105,11 +106,15 @@ def supervised(tiny_endless_model_path: Path) -> Iterator[ModelSupervisor]:
     supervisor.close()
 
 
-def plain_orchestrator(server: LlamaServerProcess, supervisor: ModelSupervisor | None = None,
-                       **settings: object) -> AiOrchestrator:
-    """Session-only stores, the server's key passed by the factory, the watchdog as the client's gate."""
+def plain_orchestrator(server: LlamaServerProcess, supervisor: ModelSupervisor | None = None, *,
+                       client_options: dict[str, object] | None = None, **settings: object) -> AiOrchestrator:
+    """Session-only stores, the server's key passed by the factory, the watchdog as the client's gate;
+    `client_options`: the client's own settings (its stall and deadline limits), given at construction."""
     gate = supervisor.check_available if supervisor is not None else None
-    return build_orchestrator(server=server, gate=gate, **settings)  # type: ignore[arg-type]
+    if client_options is None:
+        return build_orchestrator(server=server, gate=gate, **settings)  # type: ignore[arg-type]
+    client = OpenAICompatClient(**{**server.client_options(), "gate": gate, **client_options})
+    return build_orchestrator(server=server, client=client, **settings)  # type: ignore[arg-type]
 
 
 def plain_turn(hint: str = "hello", **fields: object) -> AiTaskRequest:
@@ -136,8 +141,8 @@ async def first_text_then(orchestrator: AiOrchestrator, request: AiTaskRequest,
 
 def test_a_cancelled_turn_stops_the_generation_in_the_model_server(stuck_server: LlamaServerProcess) -> None:
     async def scenario() -> None:
-        orchestrator = plain_orchestrator(stuck_server)
-        orchestrator.client.first_text_s = None  # only the cancel may stop it here
+        # Only the cancel may stop it here.
+        orchestrator = plain_orchestrator(stuck_server, client_options={"first_text_s": None})
         task = asyncio.create_task(orchestrator.run_task(plain_turn(max_output_tokens=LONG_REPLY)))
         await wait_until_async(lambda: busy_slots(stuck_server) == 1 and decoded(stuck_server) > 20,
                                "the generation started")
@@ -161,8 +166,7 @@ def test_a_cancelled_turn_stops_the_generation_in_the_model_server(stuck_server:
 
 def test_a_generation_without_visible_text_is_stopped_and_reported(stuck_server: LlamaServerProcess) -> None:
     async def scenario() -> tuple[object, object]:
-        orchestrator = plain_orchestrator(stuck_server)
-        orchestrator.client.first_text_s = 1.0
+        orchestrator = plain_orchestrator(stuck_server, client_options={"first_text_s": 1.0})
         result = await orchestrator.run_task(plain_turn(max_output_tokens=LONG_REPLY, timeout=WAIT_S))
         await orchestrator.client.aclose()
         return result.status, result.error
@@ -176,19 +180,19 @@ def test_a_generation_without_visible_text_is_stopped_and_reported(stuck_server:
 
 def test_the_client_reports_a_stall_and_a_deadline_as_errors(stuck_server: LlamaServerProcess) -> None:
     async def scenario() -> tuple[BaseException, BaseException]:
-        orchestrator = plain_orchestrator(stuck_server)
-        client = orchestrator.client
+        # The client's limits are its own, given at construction: one client with a stall limit, one with a deadline.
+        stalling = OpenAICompatClient(**stuck_server.client_options(), first_text_s=0.5)
         messages = [{"role": "user", "content": "hi"}]
-        client.first_text_s = 0.5
         with pytest.raises(ModelStalledError) as stalled:
-            async with client.stream_chat(messages, max_tokens=LONG_REPLY) as stream:
+            async with stalling.stream_chat(messages, max_tokens=LONG_REPLY) as stream:
                 async for _ in stream:
                     pass
-        wait_stopped(stuck_server, "the stalled generation stopped")
-        client.first_text_s, client.deadline_s = None, 0.5
+        wait_stopped(stuck_server, "the stalled generation stopped")  # the stall stopped it: the client is still open
+        late_client = OpenAICompatClient(**stuck_server.client_options(), first_text_s=None, deadline_s=0.5)
         with pytest.raises(ModelUnavailableError) as late:
-            await client.chat(messages, max_tokens=LONG_REPLY)  # non-streamed: the deadline still holds
-        await client.aclose()
+            await late_client.chat(messages, max_tokens=LONG_REPLY)  # non-streamed: the deadline still holds
+        await stalling.aclose()
+        await late_client.aclose()
         return stalled.value, late.value
 
     stalled, late = asyncio.run(scenario())
@@ -200,8 +204,7 @@ def test_the_client_reports_a_stall_and_a_deadline_as_errors(stuck_server: Llama
 
 def test_max_tokens_holds_while_the_server_holds_back_incomplete_utf8(stuck_server: LlamaServerProcess) -> None:
     async def scenario() -> tuple[str | None, str, int, int]:
-        orchestrator = plain_orchestrator(stuck_server)
-        orchestrator.client.first_text_s = None
+        orchestrator = plain_orchestrator(stuck_server, client_options={"first_text_s": None})
         messages = [{"role": "user", "content": "hi"}]
         finish = None
         generated = 0
@@ -355,8 +358,7 @@ def test_the_turn_timeout_counts_queue_waiting_only_when_asked(tiny_llama_server
     timeout = 3.0
 
     async def scenario() -> tuple[TurnStatus, int]:
-        orchestrator = plain_orchestrator(tiny_llama_server)
-        orchestrator.timeout_includes_queue = includes_queue  # AiOrchestrator(timeout_includes_queue=...)
+        orchestrator = plain_orchestrator(tiny_llama_server, timeout_includes_queue=includes_queue)
         holding = asyncio.Event()
         release = asyncio.Event()
 

@@ -160,8 +160,8 @@ def test_the_scripted_port_closes_half_sent_requests_and_evicts_at_its_cap() -> 
     from tests.rpc.test_connection_limits import closed_by_server, connect
 
     async def go() -> None:
-        server = ScriptedModelServer(Script.from_dict(SCRIPT))
-        server._port.limits = TransportLimits(max_connections=4, request_timeout_s=0.5, idle_timeout_s=0.5)
+        server = ScriptedModelServer(Script.from_dict(SCRIPT), limits=TransportLimits(
+            max_connections=4, request_timeout_s=0.5, idle_timeout_s=0.5))
         await server.start()
         port = server.port
         try:

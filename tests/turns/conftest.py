@@ -58,11 +58,12 @@ def make_orchestrator(
     policy: AgentMemoryPolicy | None = None,
     tools: ToolRegistry | None = None,
     gate: Gate | None = None,
+    model: str | None = None,
     **options: Any,
 ) -> tuple[AiOrchestrator, RecordingClient]:
     """An orchestrator over the real server with a recording client (model context: the tiny model's 2048);
-    `gate`: the client's, as the runtime passes its watchdog's."""
-    client = RecordingClient(base_url, gate=gate)
+    `gate`: the client's, as the runtime passes its watchdog's; `model`: the model name the client sends."""
+    client = RecordingClient(base_url, gate=gate, model=model)
     options.setdefault("model_context_tokens", 2048)
     orchestrator = AiOrchestrator(
         policy or AgentMemoryPolicy(),

@@ -6,10 +6,9 @@ Against the scripted model server (real HTTP), each turn makes a memory-tool rou
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
+from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.scripted import Script
 from pyruntime.model.scripted_server import ScriptedModelServer
 from pyruntime.scopes import AgentMemoryScope
@@ -24,22 +23,27 @@ SCRIPT = {
 }
 
 
+class TaskNamingClient(OpenAICompatClient):
+    """The real client; it also notes which task asked for each streamed reply (each turn runs in a task named
+    after its player)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[str] = []
+
+    def stream_chat(self, messages: Any, **kwargs: Any) -> Any:
+        task = asyncio.current_task()
+        self.calls.append(task.get_name() if task is not None else "")
+        return super().stream_chat(messages, **kwargs)
+
+
 def test_four_concurrent_tool_turns_reach_the_model_one_turn_after_the_other() -> None:
     async def go() -> tuple[list[str], list[str]]:
         server = ScriptedModelServer(Script.from_dict(SCRIPT))
         await server.start()
-        orchestrator = build_orchestrator(base_url=server.base_url,
+        client = TaskNamingClient(server.base_url)
+        orchestrator = build_orchestrator(base_url=server.base_url, client=client,
                                           stores=open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None))
-        calls: list[str] = []
-        real_stream = orchestrator.client.stream_chat
-
-        @contextlib.asynccontextmanager
-        async def spy(messages: list[dict[str, Any]], **kwargs: Any) -> AsyncIterator[Any]:
-            calls.append(asyncio.current_task().get_name())  # each turn runs in a task named after its player
-            async with real_stream(messages, **kwargs) as stream:
-                yield stream
-
-        orchestrator.client.stream_chat = spy  # type: ignore[method-assign]
 
         async def turn(player: str) -> str:
             request = AiTaskRequest(hint="I want a sword", role_id="BlacksmithNPC",
@@ -52,7 +56,7 @@ def test_four_concurrent_tool_turns_reach_the_model_one_turn_after_the_other() -
         finally:
             await orchestrator.client.aclose()
             await server.stop()
-        return calls, texts
+        return client.calls, texts
 
     calls, texts = asyncio.run(asyncio.wait_for(go(), 60))
     assert all(text.endswith("Noted.") for text in texts)

@@ -67,8 +67,9 @@ def test_server_killed_mid_turn_fails_and_records_the_hint_once(
 
 
 def test_unreachable_server_fails_and_records_the_hint_once(memory_stores: StoreBundle) -> None:
-    orchestrator, client = make_orchestrator(f"http://127.0.0.1:{free_port()}/v1", memory_stores, policy=_policy())
-    orchestrator.client.model = "any"  # skip the model listing: the chat request itself must fail
+    # A model name skips the model listing: the chat request itself must fail.
+    orchestrator, client = make_orchestrator(f"http://127.0.0.1:{free_port()}/v1", memory_stores, policy=_policy(),
+                                             model="any")
     result = run(orchestrator.run_task(AiTaskRequest(HINT, "Talker")))
     run(client.aclose())
     assert result.status is TurnStatus.FAILED and "cannot connect" in result.error
@@ -215,8 +216,9 @@ def test_rolling_summary_is_committed_only_after_a_successful_turn(
     for stores in (memory_stores, failed_stores):
         _long_history(stores, "Folder", 6, 24)
     good, good_client = make_orchestrator(tiny_server_url, memory_stores, policy=policy)
-    bad, bad_client = make_orchestrator(f"http://127.0.0.1:{free_port()}/v1", failed_stores, policy=policy)
-    bad.client.model = "any"
+    # A model name: no model listing first, the chat request itself must fail.
+    bad, bad_client = make_orchestrator(f"http://127.0.0.1:{free_port()}/v1", failed_stores, policy=policy,
+                                        model="any")
     ok = run(good.run_task(AiTaskRequest("next", "Folder")))
     failed = run(bad.run_task(AiTaskRequest("next", "Folder")))
     run(good.run_task(AiTaskRequest("and then", "Folder")))
