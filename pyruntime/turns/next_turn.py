@@ -1,4 +1,4 @@
-"""The work between turns (issues 13 and 24): after a reply, the next turn is prepared off the player's path.
+"""The work between turns (docs/design/compaction.md): after a reply, the next turn is prepared off the player's path.
 
 Behind player turns in the model queue, and after this turn's writer pass (turns/memory_pass.py), the next
 turn's request for the same conversation is predicted with the turn's own preparation

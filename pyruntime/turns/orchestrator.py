@@ -8,13 +8,16 @@ still records the user's hint exactly once.
 
 This module is the coordinator; each job has its own room (docs/architecture.md has the map):
 the turn's state (turns/turn_state.py), planning and fitting its request (turns/request_plan.py), the
-model rounds of the tool loop (turns/tool_rounds.py; the loop's rules: turns/tool_loop.py), and the work
-between turns after a reply (turns/next_turn.py).
+model rounds of the tool loop (turns/tool_rounds.py; the loop's rules: turns/tool_loop.py), streaming its
+events (turns/streaming.py), and the work between turns after a reply (turns/next_turn.py).
+Its length past ~400 lines is the constructor's: every setting a game or a benchmark passes is documented there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import time
 from collections import deque
@@ -52,6 +55,7 @@ from pyruntime.turns.recording import TurnRecord, record_turn
 from pyruntime.turns.request import FORCED_TOOL_NONE, AiTaskRequest, forced_tool, tool_availability
 from pyruntime.turns.request_plan import RequestPlanner
 from pyruntime.turns.sessions import SessionStarts
+from pyruntime.turns.streaming import stream_events
 from pyruntime.turns.tail_anchors import TailAnchors, conversation_digest
 from pyruntime.turns.tool_loop import LoopGuard, MemoryToolAdapter, ToolExecutor, offered_tools
 from pyruntime.turns.tool_rounds import ROUND_SEPARATOR, ToolRounds
@@ -232,32 +236,11 @@ class AiOrchestrator:
         Closing the iterator early (or cancelling its consumer) cancels the turn; it is still recorded.
         """
         turn = self._start(request)  # bad input raises here, before anything runs
-        events: asyncio.Queue[TurnEvent] = asyncio.Queue(maxsize=self._stream_buffer)
-        task = asyncio.create_task(self._run(turn, events.put, streamed=True))
-        try:
-            while True:
-                if task.done() and events.empty():
-                    task.result()  # raises what the turn raised; a finished turn always emitted its FinalEvent
-                    return
-                getter = asyncio.ensure_future(events.get())
-                try:
-                    await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    if not getter.done():
-                        getter.cancel()
-                if getter.done() and not getter.cancelled():
-                    event = getter.result()
-                    yield event
-                    # The last event: the final one, or the memory write after it when the request waits for it
-                    # (a turn without a pass, memory off, ends at its final event: the task is done then).
-                    if isinstance(event, MemoryWriteEvent) or (
-                            isinstance(event, FinalEvent) and not request.wait_memory_write):
-                        return
-        finally:
-            if not task.done():
-                task.cancel()
-            # Wait for the turn to record itself; it never outlives its stream.
-            await asyncio.gather(task, return_exceptions=True)
+        events = stream_events(functools.partial(self._run, turn, streamed=True), self._stream_buffer,
+                               wait_memory_write=request.wait_memory_write)
+        async with contextlib.aclosing(events):  # closing this stream closes that one: it cancels the turn
+            async for event in events:
+                yield event
 
     # -- one turn --------------------------------------------------------------------------
 
@@ -358,7 +341,6 @@ class AiOrchestrator:
         key = self.stores.scoped(scope or EMPTY_SCOPE, actor).key((role_id or "").strip() or DEFAULT_TURN_ROLE)
         return await self.memory_passes.wait(key, trace_id, timeout)
 
-
     def _record(self, turn: TurnState) -> None:
         completed = turn.status.completed
         try:
@@ -428,7 +410,6 @@ class AiOrchestrator:
                 consolidate = True
                 log.info("context overflow: retry %d of %d with a smaller history budget",
                          turn.overflow_retries, MAX_OVERFLOW_RETRIES)
-
 
     def load_tail_anchors(self, path: Path) -> None:
         """Take the places saved by `save_tail_anchors` (a runtime restarted with the disk prompt cache)."""

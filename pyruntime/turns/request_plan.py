@@ -1,4 +1,4 @@
-"""Planning and fitting the request of one attempt of a turn (contract §5 and §7): what it sends, and that it fits.
+"""Planning and fitting the request of one attempt of a turn (contract §5, §7; docs/contract.md).
 
 An attempt's request is the system prompt, the history (prepared by the history pipeline: windowed, pruned,
 folded), the tail blocks (request instructions, memory snapshot and notes, tool availability, world state) and

@@ -1,4 +1,4 @@
-"""The tool loop's model rounds (contract §7): one streamed model call after another, the tools run between them.
+"""The tool loop's model rounds (contract §7, docs/contract.md): one streamed model call after another.
 
 `ToolRounds.run` sends the turn's request, streams the visible text of each round as it decodes (in
 structured mode, the `reply` field of the JSON), runs the round's tool calls (turns/tool_loop.py holds

@@ -1,4 +1,4 @@
-"""The state of one running turn (contract §7): what it was asked, what it has sent, streamed and counted so far.
+"""The state of one running turn (contract §7, docs/contract.md): what it was asked, sent, streamed, counted.
 
 `TurnState` is the one mutable thing a turn carries through its rooms: the orchestrator (turns/orchestrator.py)
 starts and records it, the request planner (turns/request_plan.py) fills in its history and cut report, the
