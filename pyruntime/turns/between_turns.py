@@ -2,7 +2,7 @@
 
 Folding inside a turn made the player wait twice: for the summarizer's call (an LLM fold), and for the
 model to evaluate the new head (summary and everything after it, 400-1,300 tokens, seconds on a CPU). Now,
-after a reply, the work between turns (`AiOrchestrator._start_between_turns`, run by `prewarm.Prewarms`
+after a reply, the work between turns (`NextTurn.prepare` in turns/next_turn.py, run by `prewarm.Prewarms`
 behind player turns in the model queue) prepares the next turn's history as that turn would: when it
 reaches the trigger, that preparation makes the fold (the LLM call is background work a player's call
 pre-empts); the fold is kept here (`StagedFolds`), not stored; then the next turn's prefix with the new

@@ -17,7 +17,7 @@ fold by a budget that depends on the next player line, which is not known yet. A
 costs one background request and changes nothing a turn sends, stores or reports.
 
 This module is the pure part and the bookkeeping; the prediction itself is the orchestrator's own
-preparation (`AiOrchestrator._predict_prefix`), so the two cannot drift apart.
+preparation (`RequestPlanner.predict_prefix`, turns/request_plan.py), so the two cannot drift apart.
 """
 
 from __future__ import annotations

@@ -1,14 +1,22 @@
-"""`AiTaskRequest`: what a game asks for in one turn of a role (contract §7)."""
+"""`AiTaskRequest`: what a game asks for in one turn of a role (contract §7), and what its tool choice means.
+
+`forced_tool` reads a request's `forced_tool_mode` against the tools it offers; `tool_availability` says which
+tools the request offers, for the tail block of that name.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.scopes import DEFAULT_TURN_ROLE, EMPTY_SCOPE, AgentMemoryScope
 from pyruntime.turns.client_tools import ClientToolSpec
+
+if TYPE_CHECKING:
+    from pyruntime.turns.tool_loop import OfferedTool
 
 CHAT_SOURCE_TAG = "Chat"
 
@@ -112,3 +120,32 @@ def _names(names: Iterable[str]) -> tuple[str, ...]:
         if name.strip():
             out.append(name.strip())
     return tuple(out)
+
+
+def forced_tool(mode: str, offered: Sequence[OfferedTool]) -> str | None:
+    """None (the model decides), `required`, or the exact name of the tool to call."""
+    wanted = mode.strip()
+    if wanted.lower() in ("", "auto", FORCED_TOOL_NONE):
+        return None
+    if wanted.lower() == FORCED_TOOL_REQUIRED:
+        if not offered:
+            raise InvalidArgumentError("forced_tool_mode 'required' needs at least one offered tool")
+        return FORCED_TOOL_REQUIRED
+    for tool in offered:
+        if tool.name.lower() == wanted.lower():
+            return tool.name
+    raise InvalidArgumentError(
+        "forced_tool_mode must be '', 'none', 'required' or the name of a tool offered in this request"
+    )
+
+
+def tool_availability(offered: Sequence[OfferedTool], forced: str | None) -> str:
+    """The `## Tool Availability (current request)` block body."""
+    if not offered:
+        return "No tools are available in this request: answer without calling any tool."
+    text = "Only these tools are available in this request: " + ", ".join(t.name for t in offered) + "."
+    if forced == FORCED_TOOL_REQUIRED:
+        text += " Call one of them before you answer."
+    elif forced:
+        text += f" Call the tool '{forced}' before you answer."
+    return text

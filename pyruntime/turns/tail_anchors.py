@@ -7,6 +7,9 @@ anchors are saved as digests and numbers only (of the conversation's storage key
 text, store orders, memory version numbers; never ids or game text) in one JSON file. A note's text
 is rebuilt from the memory versions, so its version number is all that is kept (so is the version of
 the block a compaction folded the notes into).
+
+`TailAnchors` keeps them in memory while the runtime serves: one entry per conversation, bounded, the least
+recently used conversation dropped first.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ log = logging.getLogger(__name__)
 # Rows [key, tail digest, tail order, [[note order, note version], ...], head's folded version]; format 1
 # had the first three only.
 FORMAT = 2
+MAX_TAIL_ANCHORS = 4096  # conversations whose tail placement is remembered (a few hundred bytes each)
 
 
 def conversation_digest(storage_key: str) -> str:
@@ -81,3 +85,30 @@ def load_anchors(path: Path, limit: int) -> OrderedDict[str, PromptAnchors]:
                     type(exc).__name__)
         anchors.clear()
     return anchors
+
+
+class TailAnchors:
+    """Where each conversation's tail and memory notes were last sent (issue 13): they stay there."""
+
+    def __init__(self, limit: int = MAX_TAIL_ANCHORS) -> None:
+        self.limit = limit
+        self._anchors: OrderedDict[str, PromptAnchors] = OrderedDict()
+
+    def get(self, conversation: str) -> PromptAnchors | None:
+        """The anchors a conversation's last request kept (`conversation_digest` of its key), if any."""
+        return self._anchors.get(conversation)
+
+    def keep(self, conversation: str, anchors: PromptAnchors) -> None:
+        """Remember where this request's tail and notes went (bounded: the least recently used go first)."""
+        self._anchors[conversation] = anchors
+        self._anchors.move_to_end(conversation)
+        while len(self._anchors) > self.limit:
+            self._anchors.popitem(last=False)
+
+    def load(self, path: Path) -> None:
+        """Take the places saved by `save` (a runtime restarted with the disk prompt cache)."""
+        self._anchors = load_anchors(path, self.limit)
+
+    def save(self, path: Path) -> None:
+        """Save where each conversation's tail and notes were last sent (digests only), for `load`."""
+        save_anchors(path, self._anchors)

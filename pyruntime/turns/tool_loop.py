@@ -4,7 +4,7 @@
 log line), rejects an unknown tool or an exact repeat of the previous call with an explanatory
 result, validates arguments against the tool's pydantic model before running it, and turns every
 problem into a failure result for the model. `LoopGuard` ends the loop after 3 consecutive failing
-rounds or at the roundtrip limit. Model I/O lives in the orchestrator.
+rounds or at the roundtrip limit. Model I/O lives in turns/tool_rounds.py.
 """
 
 from __future__ import annotations

@@ -1,0 +1,125 @@
+"""The work between turns (docs/design/compaction.md): after a reply, the next turn is prepared off the player's path.
+
+Behind player turns in the model queue, and after this turn's writer pass (turns/memory_pass.py), the next
+turn's request for the same conversation is predicted with the turn's own preparation
+(`RequestPlanner.predict_prefix`); with compaction between turns, the fold that preparation makes is staged
+for the next turn (turns/between_turns.py); with the prewarm, the predicted prefix is evaluated when it differs
+from what llama.cpp holds (turns/prewarm.py). The next turn never waits for any of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping
+
+from pyruntime.history.llm_fold import CompactionAbandoned
+from pyruntime.model.queue import ModelRequestQueue
+from pyruntime.model.seam import ModelClient
+from pyruntime.turns.between_turns import CompactionStats, StagedFolds
+from pyruntime.turns.memory_pass import MemoryPassOutcome
+from pyruntime.turns.prewarm import Prewarms, needs_prewarm, prompt_cache_has_room, send_prewarm, worth_prewarming
+from pyruntime.turns.request_plan import RequestPlanner
+from pyruntime.turns.tail_anchors import conversation_digest
+from pyruntime.turns.turn_state import TurnState
+
+log = logging.getLogger("pyruntime.turns")
+
+
+class NextTurn:
+    """Starts the work between turns after each completed turn; see the module docstring."""
+
+    def __init__(
+        self,
+        client: ModelClient,
+        queue: ModelRequestQueue,
+        planner: RequestPlanner,
+        *,
+        prewarm: bool,
+        background_compaction: bool,
+        llm_compaction_enabled: bool,
+        prewarms: Prewarms,
+        staged_folds: StagedFolds,
+        compaction_stats: CompactionStats,
+        prompt_cache_status: Callable[[], Mapping[str, object]] | None,
+        recent_conversations: deque[str],
+    ) -> None:
+        """Take the orchestrator's settings and the state it shares (prewarms, staged folds, recent conversations)."""
+        self.client = client  # the prewarm's requests; `AiOrchestrator.client` keeps it current
+        self.queue = queue
+        self.planner = planner
+        self.prewarm = prewarm
+        self.background_compaction = background_compaction
+        self.llm_compaction_enabled = llm_compaction_enabled
+        self.prewarms = prewarms
+        self.staged_folds = staged_folds
+        self.compaction_stats = compaction_stats
+        self.prompt_cache_status = prompt_cache_status
+        self.recent_conversations = recent_conversations  # the conversations of the last turns, newest last
+
+    def prepare(self, turn: TurnState, memory_pass: asyncio.Future[MemoryPassOutcome] | None) -> None:
+        """Prepare the next turn behind player turns, after this turn's writer pass: make its fold (between turns),
+        then evaluate its prefix (the prewarm); turns/between_turns.py, turns/prewarm.py."""
+        if not (self.prewarm or self.background_compaction) or turn.parts is None or turn.sent is None:
+            return
+        if not turn.config.with_chat_history or turn.borrowed_history:
+            return  # no history (or a borrowed one that is not kept): the next prefix is this one's
+        llm_fold = self.llm_compaction_enabled and turn.config.use_llm_context_compaction
+        if llm_fold and not self.background_compaction:
+            # Predicting the head would take the compaction's own model call, and its summary is not
+            # deterministic: the prewarm could not know what the next turn will send.
+            return
+        # Native tools: the server renders the schemas into the prompt its own way (no prewarm can match it).
+        warm = self.prewarm and not turn.parts.tools_sent
+        conversation = conversation_digest(turn.store.key(turn.role_id))
+
+        async def work(still_due: Callable[[], bool]) -> int | None:
+            displaced = False
+            if memory_pass is not None:
+                # The pass may change the memory (the next head or tail), and its request replaces
+                # this turn's prompt in llama.cpp's KV cache. The prewarm's request waits behind it
+                # anyway (background requests are served in order), this waits for its edit too.
+                await asyncio.wait({memory_pass})
+                displaced = (not memory_pass.cancelled() and memory_pass.exception() is None
+                             and memory_pass.result().model_calls > 0)
+            if not still_due():
+                return None  # the next turn has started: the work after it prepares the one after
+            try:
+                predicted = await self.planner.predict_prefix(turn)
+            except CompactionAbandoned:
+                self.compaction_stats.lost += 1  # a player's call took the model: made again after the next turn
+                return None
+            prefix, prepared, memory_seen = predicted if predicted is not None else (None, None, 0)
+            fold = self.staged_folds.stage(conversation, prepared, self.compaction_stats, memory_seen) \
+                if self.background_compaction else None
+            with self.staged_folds.readying(conversation, fold) as ready:
+                if not warm or prefix is None or turn.sent is None:
+                    return None
+                if not still_due():
+                    ready.cancel()  # not warmed: the turn that superseded it sends the previous head
+                    return None
+                if not needs_prewarm(prefix, turn.sent, displaced=displaced):
+                    return None
+                # Asked only now: most turns are warm already, and the status is a request to the model server.
+                if not worth_prewarming(await self._prompt_cache_room(), tuple(self.recent_conversations),
+                                        conversation):
+                    return None  # no prewarm will come: the next turn evaluates the head
+                evaluated = await send_prewarm(self.client, self.queue, prefix, still_due, on_sent=ready.sent,
+                                               conversation=conversation)
+                if evaluated is None:
+                    ready.cancel()  # superseded while it waited for the model
+                return evaluated
+
+        self.prewarms.start(conversation, work)
+
+    async def _prompt_cache_room(self) -> bool | None:
+        """`prewarm.prompt_cache_has_room` of the hosted server now; False when it cannot tell (no prewarm then)."""
+        if self.prompt_cache_status is None:
+            return None
+        try:
+            return prompt_cache_has_room(await asyncio.to_thread(self.prompt_cache_status))
+        except Exception as exc:  # noqa: BLE001 - a status the server cannot give only skips a prewarm
+            log.info("prewarm skipped: no prompt cache status (%s)", type(exc).__name__)
+            return False
+
