@@ -129,7 +129,8 @@ HINTS = [
 
 # -- --breakdown: where a turn's time to first token goes ---------------------------------------------------------
 
-STAGES = ("_prepare", "_fit_history", "_model_slot", "erase_slot", "write_gate", "_request_body")
+# The orchestrator's steps before a turn's request (turns/request_plan.py, turns/tool_rounds.py), then the client's.
+STAGES = ("prepare", "request_as_sent", "_model_slot", "write_gate", "erase_slot", "_request_body")
 
 
 @dataclass
@@ -186,11 +187,10 @@ class TurnTimer:
         self._wrap(client, "erase_slot")
         self._wrap(client, "_request_body")
         if orchestrator is not None:
-            for name in ("_prepare", "_fit_history"):
-                self._wrap(orchestrator, name)
-            self._wrap_cm(orchestrator, "_model_slot")
-            gate = orchestrator.write_gate
-            self._wrap_cm(gate, "turn", "write_gate")
+            for name in ("prepare", "request_as_sent"):
+                self._wrap(orchestrator.planner, name)
+            self._wrap_cm(orchestrator.rounds, "_model_slot")
+            self._wrap_cm(orchestrator.write_gate, "turn", "write_gate")
 
     def _wrap(self, owner: Any, name: str) -> None:
         original = getattr(owner, name)
