@@ -121,7 +121,8 @@ def find_fold_point(messages: Sequence[HistoryMessage], summary: str | None) -> 
     anchor means every remaining message is newer, so 0 is right then too.
 
     Anchors without an order (v1 markers, legacy rows), or messages without one: content matching,
-    which is ambiguous when 8+ messages repeat; the EARLIEST full match wins then, so a message is at worst folded twice, never lost.
+    which is ambiguous when 8+ messages repeat; the EARLIEST full match wins then, so a message is at worst folded
+    twice, never lost.
     A marker of fewer than 8 anchors can only sit that far from the start (the list only loses rows).
     """
     body, anchors = split_marker(summary)
@@ -265,8 +266,11 @@ def _bullet_cap(message: HistoryMessage, cap: int) -> int:
     return cap if message.is_assistant else min(MAX_BULLET_CHARS, 2 * cap)
 
 
-def _bullets_within(messages: Sequence[HistoryMessage], shape: SummaryShape, allowance: int) -> tuple[int, list[Bullet]]:
-    """(cap, bullets): the largest cap whose bullets cost at most `allowance` tokens (`shape.min_bullet_chars` at least)."""
+def _bullets_within(
+    messages: Sequence[HistoryMessage], shape: SummaryShape, allowance: int
+) -> tuple[int, list[Bullet]]:
+    """(cap, bullets): the largest cap whose bullets cost at most `allowance` tokens (`shape.min_bullet_chars` at
+    least)."""
 
     whole = [render_bullet(m) for m in messages]
 
