@@ -9,6 +9,9 @@ note's way), or between turns (issue 24): after a reply, the runtime prepares th
 in the background, which computes the fold; the next turn sends that `Fold` (`staged`) as computed,
 and until it is ready, sends the previous summary while the history still fits its budget
 (`CompactionTiming.BETWEEN_TURNS`). Either way the fold reaches the store only with the turn that sent it.
+
+Over 400 lines as one job: `prepare_history` is one decision over one list of dispositions, which a
+split would hand between modules as a dozen shared locals; the fold, the budget and the cut report are apart.
 """
 
 from __future__ import annotations
