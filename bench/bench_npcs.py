@@ -37,6 +37,15 @@ setup one line gives the runtime against the naive game past the window (each co
 its stored history outgrew `--window`): TTFT p50 / p90 / max, tokens evaluated (median, and the runtime's
 largest turn over its median) and prompt tokens sent, as ratios in the same run.
 
+The runtime runs the memory design `serve` picks for the served model (`--memory-design auto`, the default:
+for SmolLM2-135M the writer pass after the reply and the memory-last layout, model_profile); `--memory-design
+tool` puts the memory tool in the reply (its ~290-token contract in the system prompt), as bigger models get.
+`--breakdown` times each warm turn from its start to its HTTP request leaving the client (and the
+orchestrator's steps before it), to the first SSE line, to the first visible text, for the runtime and the
+naive game. `--then-npcs 4` has the same runtime and server play four other NPCs in rotation right after the
+session (`--then-turns`, default 10 each), against the session's TTFT p50 (issue 24: <= 1.3x). `--rss-every
+50` records the model server's RSS every 50 turns of the runtime pass (issue 24: after 500 <= 1.2x after 50).
+
 Run: `nice -n 10 .venv/bin/python bench/bench_npcs.py [--turns 30] [--npcs 1 4] [--players 1]`
 Issue 24: `nice -n 10 .venv/bin/python bench/bench_npcs.py --npcs 1 --turns 40 200 --edit-every 2 8 --window 10
 --think-s 1 2 --passes runtime naive`
@@ -118,6 +127,128 @@ HINTS = [
 ]
 
 
+# -- --breakdown: where a turn's time to first token goes ---------------------------------------------------------
+
+# The orchestrator's steps before a turn's request (turns/request_plan.py, turns/tool_rounds.py), then the client's.
+STAGES = ("prepare", "request_as_sent", "_model_slot", "write_gate", "erase_slot", "_request_body")
+
+
+@dataclass
+class Breakdown:
+    """Per warm turn, seconds: from the turn's start to its HTTP request leaving the client, to the first SSE line,
+    to the first SSE line with text, to the first visible text the caller got; and the pre-request stages."""
+
+    pre: list[float] = field(default_factory=list)
+    server: list[float] = field(default_factory=list)
+    to_text: list[float] = field(default_factory=list)
+    post: list[float] = field(default_factory=list)
+    stages: dict[str, list[float]] = field(default_factory=dict)
+
+    def line(self, name: str) -> str:
+        """One line of medians in ms."""
+        def ms(values: list[float]) -> str:
+            return f"{1000 * statistics.median(values):.1f}" if values else "-"
+        stages = ", ".join(f"{k} {ms(v)}" for k, v in self.stages.items() if v)
+        return (f"  {name}: TTFT breakdown, median ms: turn start -> request sent {ms(self.pre)} ({stages}); "
+                f"-> first SSE line {ms(self.server)}; -> first SSE line with text {ms(self.to_text)}; "
+                f"-> first visible text {ms(self.post)}")
+
+
+class TurnTimer:
+    """Wraps a client (and an orchestrator's pre-request steps) to time one turn at a time; bench only."""
+
+    def __init__(self, client: OpenAICompatClient, orchestrator: Any = None) -> None:
+        self.marks: dict[str, float] = {}
+        self.stage_s: dict[str, float] = {}
+        self.active = False
+        opened = client._open_stream
+
+        @contextlib.asynccontextmanager
+        async def open_stream(body: Any) -> Any:
+            first_request = self.active and "sent" not in self.marks
+            if first_request:
+                self.marks["sent"] = time.perf_counter()
+            async with opened(body) as response:
+                if first_request:
+                    lines = response.aiter_lines
+
+                    async def timed_lines() -> Any:
+                        async for line in lines():
+                            now = time.perf_counter()
+                            self.marks.setdefault("line", now)
+                            if '"content":"' in line and '"content":""' not in line:
+                                self.marks.setdefault("text", now)
+                            yield line
+
+                    response.aiter_lines = timed_lines
+                yield response
+
+        client._open_stream = open_stream  # type: ignore[method-assign]
+        self._wrap(client, "erase_slot")
+        self._wrap(client, "_request_body")
+        if orchestrator is not None:
+            for name in ("prepare", "request_as_sent"):
+                self._wrap(orchestrator.planner, name)
+            self._wrap_cm(orchestrator.rounds, "_model_slot")
+            self._wrap_cm(orchestrator.write_gate, "turn", "write_gate")
+
+    def _wrap(self, owner: Any, name: str) -> None:
+        original = getattr(owner, name)
+
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            if not self._counts(args):
+                return await original(*args, **kwargs)
+            began = time.perf_counter()
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                self._add(name, time.perf_counter() - began)
+
+        setattr(owner, name, timed)
+
+    def _wrap_cm(self, owner: Any, name: str, label: str | None = None) -> None:
+        original = getattr(owner, name)
+
+        @contextlib.asynccontextmanager
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            counts = self._counts(args)
+            began = time.perf_counter()
+            async with original(*args, **kwargs) as value:
+                if counts:
+                    self._add(label or name, time.perf_counter() - began)
+                yield value
+
+        setattr(owner, name, timed)
+
+    def _counts(self, args: tuple[Any, ...]) -> bool:
+        """Only the turn's own work, before its request (a prediction between turns is not the turn's)."""
+        if not self.active or "sent" in self.marks:
+            return False
+        return not (args and getattr(args[0], "predicted", False))
+
+    def _add(self, name: str, seconds: float) -> None:
+        self.stage_s[name] = self.stage_s.get(name, 0.0) + seconds
+
+    def start(self) -> float:
+        """A turn starts now."""
+        self.marks, self.stage_s, self.active = {}, {}, True
+        return time.perf_counter()
+
+    def stop(self, began: float, first_visible: float | None, into: Breakdown, record: bool) -> None:
+        """The turn's first visible text came `first_visible` s after `began`: add its breakdown to `into`."""
+        self.active = False
+        sent, line, text = self.marks.get("sent"), self.marks.get("line"), self.marks.get("text")
+        if not record or sent is None or line is None or first_visible is None:
+            return
+        into.pre.append(sent - began)
+        into.server.append(line - sent)
+        if text is not None:
+            into.to_text.append(text - sent)
+            into.post.append(began + first_visible - text)
+        for name in STAGES:
+            into.stages.setdefault(name, []).append(self.stage_s.get(name, 0.0))
+
+
 @dataclass
 class Pass:
     """One approach over one setup: per-turn measurements (conversation's first turns excluded)."""
@@ -131,6 +262,9 @@ class Pass:
     rss_trace: list[tuple[int, float]] = field(default_factory=list)  # (turns so far, server RSS MB), --rss-every
     prewarm_tokens: int = 0  # prompt tokens the runtime's prewarms evaluated between turns (not in `evaluated`)
     past: list[bool] = field(default_factory=list)  # per recorded turn: past the window (issue 24's targets)
+    setup: Setup | None = None  # the setup this pass played when not its row's (`--then-npcs`)
+    memory_design: str = ""  # the runtime's: "tool" (the memory tool in the reply) or "writer" (a pass after it)
+    breakdown: Breakdown | None = None  # --breakdown: where the time to first token went
 
     def add(self, warm: bool, evaluated: int, prompt: int, ttft: float, turn_s: float, past: bool = False) -> None:
         """Record one turn (only warm turns count)."""
@@ -208,10 +342,11 @@ def server_rss_mb(server: LlamaServerProcess) -> float:
 
 
 async def timed_turn(orchestrator: Any, request: AiTaskRequest, name: str,
-                     completed_is_enough: bool = False) -> tuple[TurnUsage, float, float]:
+                     completed_is_enough: bool = False, timer: TurnTimer | None = None,
+                     breakdown: Breakdown | None = None, record: bool = False) -> tuple[TurnUsage, float, float]:
     """One streamed turn: its usage, the time to its first visible text, its whole time (s); exits if it failed
-    (`completed_is_enough`: a tool loop ended with a reply counts too)."""
-    began = time.perf_counter()
+    (`completed_is_enough`: a tool loop ended with a reply counts too). `timer`: its breakdown into `breakdown`."""
+    began = timer.start() if timer is not None else time.perf_counter()
     first: float | None = None
     final = None
     async for event in orchestrator.stream_task(request):
@@ -220,11 +355,15 @@ async def timed_turn(orchestrator: Any, request: AiTaskRequest, name: str,
         if isinstance(event, FinalEvent):
             final = event.result
     elapsed = time.perf_counter() - began
+    if timer is not None and breakdown is not None:
+        timer.stop(began, first, breakdown, record)
     if final is None or not (final.status.completed if completed_is_enough else final.ok):
         raise SystemExit(f"{name}: a turn failed: {final.error if final else 'no result'}")
     return final.usage, first if first is not None else elapsed, elapsed
 
 
+MEMORY_DESIGN: str | None = None  # --memory-design: None = what `serve` picks for the model (model_profile)
+BREAKDOWN = False  # --breakdown: time each turn's steps to its first token (runtime and naive passes)
 RSS_EVERY = 0  # --rss-every: record the server's RSS every this many turns of a runtime pass (0: at its end only)
 # --think-s: pause after each turn of every pass (a player reading), not timed
 THINK_S: tuple[float, float] = (0.0, 0.0)
@@ -238,39 +377,56 @@ def think_times(turns: int) -> list[float]:
 
 
 async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, prewarm: bool = True,
-                       **orchestrator_options: Any) -> Pass:
-    """The session through the runtime, in a fresh data dir (`orchestrator_options`: e.g. the design note's layout)."""
+                       then: Setup | None = None, **orchestrator_options: Any) -> list[Pass]:
+    """The session through the runtime, in a fresh data dir (`orchestrator_options`: e.g. the design note's layout);
+    `then`: right after it, the same runtime and server play that setup's NPCs (others) in rotation, a second Pass."""
     result = Pass(name)
+    passes = [result]
+    phases = [(setup, 0, result)]
+    if then is not None:
+        passes.append(Pass(f"{name}, right after: {then.npcs} other NPC(s) in rotation", setup=then))
+        phases.append((then, setup.npcs, passes[-1]))
     with tempfile.TemporaryDirectory() as data_dir:
         stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, Path(data_dir))
         policy = AgentMemoryPolicy()
-        for npc in range(setup.npcs):
-            policy.configure_role(f"Npc{npc}", system_prompt=npc_prompt(npc),
-                                  max_chat_history_messages=setup.window, with_chat_history=True,
-                                  persist_chat_history=True, use_memory_tool=True, temperature=0.0)
-        orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, memory_design="tool",
+        for phase, first_npc, _ in phases:
+            for npc in range(first_npc, first_npc + phase.npcs):
+                policy.configure_role(f"Npc{npc}", system_prompt=npc_prompt(npc),
+                                      max_chat_history_messages=phase.window, with_chat_history=True,
+                                      persist_chat_history=True, use_memory_tool=True, temperature=0.0)
+        orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, memory_design=MEMORY_DESIGN,
                                           prewarm=prewarm, **orchestrator_options)
-        for npc in range(setup.npcs):
-            for player in range(setup.players):
-                tool = MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}"))
-                for fact in _initial_facts(setup, player):
-                    tool.execute({"action": "append", "content": fact})
-        pauses = think_times(setup.turns)
-        for done, (npc, player, turn) in enumerate(setup.schedule()):
-            if RSS_EVERY and done and done % RSS_EVERY == 0:
-                result.rss_trace.append((done, server_rss_mb(server)))
-                print(f"  {name}: server RSS after {done} turns: {result.rss_trace[-1][1]:.0f} MB", flush=True)
-            if setup.edit_on(turn):
-                MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}")).execute(
-                    {"action": "append", "content": _fact(setup, player, turn)})
-            request = AiTaskRequest(_hint(npc, player, turn), f"Npc{npc}", scope=_scope(player),
-                                    forced_tool_mode="none", max_output_tokens=MAX_TOKENS, temperature=0.0,
-                                    extra={"seed": 0})
-            usage, ttft, elapsed = await timed_turn(orchestrator, request, name)
-            result.add(turn > 0, usage.evaluated_prompt_tokens, usage.prompt_tokens, ttft, elapsed,
-                       setup.past_window(turn))
-            if pauses[done]:
-                await asyncio.sleep(pauses[done])
+        timer = TurnTimer(orchestrator.client, orchestrator) if BREAKDOWN else None
+        done = 0
+        for phase, first_npc, into in phases:
+            into.breakdown = Breakdown() if BREAKDOWN else None
+            into.memory_design = orchestrator.memory_design.value
+            for npc in range(first_npc, first_npc + phase.npcs):
+                for player in range(phase.players):
+                    tool = MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}"))
+                    for fact in _initial_facts(phase, player):
+                        tool.execute({"action": "append", "content": fact})
+            pauses = think_times(phase.turns)
+            for index, (npc, player, turn) in enumerate(phase.schedule()):
+                npc += first_npc
+                if RSS_EVERY and done and done % RSS_EVERY == 0:
+                    result.rss_trace.append((done, server_rss_mb(server)))
+                    print(f"  {name}: server RSS after {done} turns: {result.rss_trace[-1][1]:.0f} MB", flush=True)
+                if phase.edit_on(turn):
+                    MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}")).execute(
+                        {"action": "append", "content": _fact(phase, player, turn)})
+                request = AiTaskRequest(_hint(npc, player, turn), f"Npc{npc}", scope=_scope(player),
+                                        forced_tool_mode="none", max_output_tokens=MAX_TOKENS, temperature=0.0,
+                                        extra={"seed": 0})
+                usage, ttft, elapsed = await timed_turn(orchestrator, request, name, timer=timer,
+                                                        breakdown=into.breakdown, record=turn > 0)
+                into.add(turn > 0, usage.evaluated_prompt_tokens, usage.prompt_tokens, ttft, elapsed,
+                         phase.past_window(turn))
+                done += 1
+                if pauses[index]:
+                    await asyncio.sleep(pauses[index])
+            into.rss_mb = server_rss_mb(server)
+        await orchestrator.memory_passes.drain()
         await orchestrator.prewarms.cancel()
         await orchestrator.client.aclose()
         if prewarm:
@@ -281,16 +437,17 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
         c = orchestrator.compaction_stats
         print(f"  {name}: folds made between turns {c.folded}, sent {c.sent}; turns that sent the previous head "
               f"{c.deferred}; folds made in a turn {c.in_turn}; lost {c.lost}", flush=True)
-    result.rss_mb = server_rss_mb(server)
     result.rss_trace.append((setup.turns, result.rss_mb))
-    print(f"  pass done: {name}", flush=True)
-    return result
+    print(f"  pass done: {name} (memory design {result.memory_design})", flush=True)
+    return passes
 
 
 async def naive_pass(server: LlamaServerProcess, setup: Setup) -> Pass:
     """The session as a game without the runtime sends it: memory in the system prompt, the whole history."""
     result = Pass("naive (memory in system prompt, whole history)")
     client = OpenAICompatClient(server.base_url, model=server.config.alias)
+    timer = TurnTimer(client) if BREAKDOWN else None
+    result.breakdown = Breakdown() if BREAKDOWN else None
     memories = {(n, p): _initial_facts(setup, p) for n in range(setup.npcs) for p in range(setup.players)}
     histories: dict[tuple[int, int], list[dict[str, str]]] = {pair: [] for pair in memories}
     pauses = think_times(setup.turns)
@@ -307,7 +464,7 @@ async def naive_pass(server: LlamaServerProcess, setup: Setup) -> Pass:
             if count_chat_tokens(counter, messages) + MAX_TOKENS <= n_ctx or not histories[pair]:
                 break
             histories[pair] = histories[pair][2:]
-        began = time.perf_counter()
+        began = timer.start() if timer is not None else time.perf_counter()
         first: float | None = None
         text: list[str] = []
         evaluated = prompt = 0
@@ -319,6 +476,8 @@ async def naive_pass(server: LlamaServerProcess, setup: Setup) -> Pass:
                 elif isinstance(delta, UsageDelta):
                     prompt, evaluated = delta.usage.prompt_tokens, delta.usage.prompt_tokens - delta.usage.cached_tokens
         elapsed = time.perf_counter() - began
+        if timer is not None and result.breakdown is not None:
+            timer.stop(began, first, result.breakdown, turn > 0)
         histories[pair] += [{"role": "user", "content": hint}, {"role": "assistant", "content": "".join(text)}]
         ttft = first if first is not None else elapsed
         result.add(turn > 0, evaluated, prompt, ttft, elapsed, setup.past_window(turn))
@@ -348,23 +507,24 @@ def runs_cached(npcs: int, passes: Iterable[str]) -> bool:
 
 
 async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | None, setup: Setup,
-                    only: tuple[str, ...] = PASSES) -> list[Pass]:
-    """The passes of one setup (those in `only`), one after the other."""
+                    only: tuple[str, ...] = PASSES, then: Setup | None = None) -> list[Pass]:
+    """The passes of one setup (those in `only`), one after the other; `then`: the runtime pass goes on with that
+    setup's NPCs in rotation on the same runtime (`--then-npcs`)."""
     began = time.perf_counter()
-    passes = [await runtime_pass(server, setup, "runtime")] if "runtime" in only else []
+    passes = await runtime_pass(server, setup, "runtime", then=then) if "runtime" in only else []
     if "no-prewarm" in only:
-        passes.append(await runtime_pass(server, setup, "runtime, no prewarm", prewarm=False))
+        passes += await runtime_pass(server, setup, "runtime, no prewarm", prewarm=False)
     if "design-note" in only:
-        passes.append(await runtime_pass(server, setup, "runtime, design-note order, no hysteresis",
-                                         assemble=assemble_design_note, compaction_target_ratio=NO_HYSTERESIS))
+        passes += await runtime_pass(server, setup, "runtime, design-note order, no hysteresis",
+                                     assemble=assemble_design_note, compaction_target_ratio=NO_HYSTERESIS)
     if "naive" in only:
         passes.append(await naive_pass(server, setup))
     with_cache = cached is not None and runs_cached(setup.npcs, only)
     if with_cache and "cached" in only:
-        passes.append(await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB"))
+        passes += await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB")
     if with_cache and "cached-no-prewarm" in only:
-        passes.append(await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB, "
-                                         "no prewarm", prewarm=False))
+        passes += await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB, "
+                                     "no prewarm", prewarm=False)
     print(f"  passes done in {time.perf_counter() - began:.0f} s", flush=True)
     return passes
 
@@ -376,6 +536,7 @@ HEADER = ("| NPCs x players | turns, edit every | approach | tokens evaluated pe
 
 def row(setup: Setup, p: Pass) -> str:
     """One table row."""
+    setup = p.setup or setup
     return (f"| {setup.npcs} x {setup.players} | {setup.turns}, {setup.edit_every} | {p.name} | "
             f"{statistics.median(p.evaluated):g} / {_p(p.evaluated, 90):.0f} / {max(p.evaluated)} | "
             f"{statistics.median(p.prompt):g} | {statistics.median(p.ttft):.2f} / {_p(p.ttft, 90):.2f} / "
@@ -408,14 +569,28 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=8, help="the roles' MaxChatHistoryMessages")
     parser.add_argument("--prompt-cache-mb", type=int, default=256, help="the cached server's RAM cache (0: no pass)")
     parser.add_argument("--passes", nargs="+", choices=PASSES, default=list(PASSES), help="which approaches to run")
+    parser.add_argument("--memory-design", choices=("auto", "tool", "writer"), default="auto",
+                        help="the runtime's memory design: auto = what serve picks for the served model "
+                             "(SmolLM2-135M: the writer pass after the reply, the memory last), tool = the memory "
+                             "tool in the reply (its contract in the system prompt), writer")
+    parser.add_argument("--then-npcs", type=int, default=0,
+                        help="right after the runtime pass's session, the same runtime and server play this many "
+                             "other NPCs in rotation (issue 24: four NPCs right after a long game session)")
+    parser.add_argument("--then-turns", type=int, default=0,
+                        help="turns of the --then-npcs rotation (default: 10 per NPC)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="time each turn from its start to the request leaving the client, to the first SSE "
+                             "line, to the first visible text (runtime and naive passes)")
     parser.add_argument("--rss-every", type=int, default=0,
                         help="also record the server's RSS every N turns of a runtime pass (long-run memory)")
     parser.add_argument("--think-s", type=float, nargs="+", default=[0.0],
                         help="pause after each turn (a player reading the reply; the work between turns runs then): "
                              "S seconds, or A B for a seeded uniform pause in [A, B]; default 0")
     args = parser.parse_args()
-    global RSS_EVERY, THINK_S
+    global RSS_EVERY, THINK_S, MEMORY_DESIGN, BREAKDOWN
     RSS_EVERY, THINK_S = args.rss_every, (args.think_s[0], args.think_s[-1])
+    MEMORY_DESIGN = None if args.memory_design == "auto" else args.memory_design
+    BREAKDOWN = args.breakdown
     config = LlamaServerConfig(model_path=embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS, port=free_port())
     rows: list[tuple[Setup, list[Pass]]] = []
     with contextlib.ExitStack() as stack:
@@ -435,7 +610,9 @@ def main() -> None:
                 for edit_every in args.edit_every:
                     setup = Setup(npcs, args.players, turns, args.facts, edit_every, args.window)
                     began = time.perf_counter()
-                    passes = asyncio.run(run_setup(server, cached, setup, tuple(args.passes)))
+                    then = Setup(args.then_npcs, args.players, args.then_turns or 10 * args.then_npcs, args.facts,
+                                 edit_every, args.window) if args.then_npcs > 0 else None
+                    passes = asyncio.run(run_setup(server, cached, setup, tuple(args.passes), then))
                     rows.append((setup, passes))
                     for p in passes:  # as soon as a setup is done: a bounded run still reports what it measured
                         print(row(setup, p), flush=True)
@@ -447,6 +624,16 @@ def main() -> None:
         if runtime is not None and naive is not None:
             print(f"{setup.npcs} NPC(s), {setup.turns} turns, an edit every {setup.edit_every}: runtime/naive past the "
                   f"window: {past_window_ratios(runtime, naive)}")
+        rotation = next((p for p in passes if p.setup is not None), None)
+        if runtime is not None and rotation is not None:
+            others = rotation.setup.npcs if rotation.setup else 0
+            print(f"{setup.npcs} NPC(s), {setup.turns} turns, then {others} other "
+                  f"NPCs in rotation on the same runtime: TTFT p50 {statistics.median(rotation.ttft):.2f} s vs "
+                  f"{statistics.median(runtime.ttft):.2f} s in the session before: "
+                  f"{statistics.median(rotation.ttft) / statistics.median(runtime.ttft):.2f}x (issue 24: <= 1.3x); "
+                  f"tokens evaluated median {statistics.median(rotation.evaluated):g} vs "
+                  f"{statistics.median(runtime.evaluated):g}")
+        if runtime is not None and naive is not None:
             total = sum(runtime.evaluated) + runtime.prewarm_tokens  # the work moved between turns counts too
             print(f"{setup.npcs} NPC(s): runtime/naive tokens evaluated per turn, median "
                   f"{statistics.median(runtime.evaluated) / max(1, statistics.median(naive.evaluated)):.2f}x, "
@@ -454,6 +641,8 @@ def main() -> None:
                   f"{sum(naive.evaluated)}); TTFT p50 "
                   f"{statistics.median(runtime.ttft) / statistics.median(naive.ttft):.2f}x")
         for p in passes:
+            if p.breakdown is not None:
+                print(p.breakdown.line(p.name))
             if len(p.evaluated) <= 120:
                 print(f"  {p.name}: evaluated per turn {' '.join(str(e) for e in p.evaluated)}")
             if args.rss_every and p.rss_trace:

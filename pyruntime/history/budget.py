@@ -65,7 +65,8 @@ def summary_bound_tokens(max_ctx: int, max_rolled_summary_tokens: int = 0) -> in
     """The deterministic summary's bound: `DETERMINISTIC_SUMMARY_SHARE` of a bare request's history, within the
     stored limit (an explicit MaxRolledSummaryTokens below it wins)."""
     bare = max(MIN_HISTORY_TOKENS, max_ctx - completion_reserve(max_ctx, None) - FIXED_OVERHEAD_TOKENS)
-    return max(1, min(stored_summary_tokens(max_ctx, max_rolled_summary_tokens), int(bare * DETERMINISTIC_SUMMARY_SHARE)))
+    stored = stored_summary_tokens(max_ctx, max_rolled_summary_tokens)
+    return max(1, min(stored, int(bare * DETERMINISTIC_SUMMARY_SHARE)))
 
 
 def summary_cut_tokens(stored_limit: int, compaction_target_ratio: float = 1.0) -> int:
@@ -96,7 +97,8 @@ def compute_history_budget(
     overflow_attempt: int = 0,
     max_rolled_summary_tokens: int = 0,
 ) -> HistoryBudget:
-    """The budget policy of contract §5; `context_tokens` (the role's ContextTokens, 0 = inherit) wins over the model's."""
+    """The budget policy of contract §5; `context_tokens` (the role's ContextTokens, 0 = inherit) wins over the
+    model's."""
     for name, value in (
         ("model_context_tokens", model_context_tokens),
         ("context_tokens", context_tokens),

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import cast
 
 from coreai.v1 import orchestrator_pb2
 
@@ -127,7 +128,8 @@ class CutReport:
             ],
             tokens_before=self.tokens_before,
             tokens_after=self.tokens_after,
-            compaction=int(self.compaction),
+            # protoc's .pyi types an enum field as the enum's class; our IntEnum carries the same numbers.
+            compaction=cast(orchestrator_pb2.CompactionKind, int(self.compaction)),
             compaction_fell_back=self.compaction_fell_back,
             summary_tokens_sent=self.summary_tokens_sent,
             summary_chars_dropped=self.summary_chars_dropped,

@@ -7,6 +7,9 @@ greeting) can never be taken for each other; the hash guards against an order re
 different history (a session-only history after a restart). The marker is stripped before any
 prompt use. Older saves carry `[fold:v1:h1,…]` (content hashes only) or no marker; both are still
 read, and the first turn that finds their fold point rewrites the marker as v2.
+
+Over 400 lines for now: the marker and fold-point code (up to `summary_lines`) is a seam that could stand
+alone, left in place while the between-turns compaction work (issue 24) edits this module.
 """
 
 from __future__ import annotations
@@ -121,7 +124,8 @@ def find_fold_point(messages: Sequence[HistoryMessage], summary: str | None) -> 
     anchor means every remaining message is newer, so 0 is right then too.
 
     Anchors without an order (v1 markers, legacy rows), or messages without one: content matching,
-    which is ambiguous when 8+ messages repeat; the EARLIEST full match wins then, so a message is at worst folded twice, never lost.
+    which is ambiguous when 8+ messages repeat; the EARLIEST full match wins then, so a message is at worst folded
+    twice, never lost.
     A marker of fewer than 8 anchors can only sit that far from the start (the list only loses rows).
     """
     body, anchors = split_marker(summary)
@@ -265,8 +269,11 @@ def _bullet_cap(message: HistoryMessage, cap: int) -> int:
     return cap if message.is_assistant else min(MAX_BULLET_CHARS, 2 * cap)
 
 
-def _bullets_within(messages: Sequence[HistoryMessage], shape: SummaryShape, allowance: int) -> tuple[int, list[Bullet]]:
-    """(cap, bullets): the largest cap whose bullets cost at most `allowance` tokens (`shape.min_bullet_chars` at least)."""
+def _bullets_within(
+    messages: Sequence[HistoryMessage], shape: SummaryShape, allowance: int
+) -> tuple[int, list[Bullet]]:
+    """(cap, bullets): the largest cap whose bullets cost at most `allowance` tokens (`shape.min_bullet_chars` at
+    least)."""
 
     whole = [render_bullet(m) for m in messages]
 

@@ -147,7 +147,7 @@ async def run_compaction(
         reply = await complete(compaction_messages(payload, options), request_options(options))
     except (asyncio.CancelledError, CompactionAbandoned):
         raise
-    except Exception as error:  # any failure falls back; the reason names the type, never content
+    except Exception as error:  # noqa: BLE001 - any failure falls back; the reason names the type, never content
         return None, f"the call failed ({type(error).__name__})"
     if not isinstance(reply, str) or not reply.strip():
         return None, "the reply was blank"

@@ -9,6 +9,9 @@ note's way), or between turns (issue 24): after a reply, the runtime prepares th
 in the background, which computes the fold; the next turn sends that `Fold` (`staged`) as computed,
 and until it is ready, sends the previous summary while the history still fits its budget
 (`CompactionTiming.BETWEEN_TURNS`). Either way the fold reaches the store only with the turn that sent it.
+
+Over 400 lines as one job: `prepare_history` is one decision over one list of dispositions, which a
+split would hand between modules as a dozen shared locals; the fold, the budget and the cut report are apart.
 """
 
 from __future__ import annotations
@@ -96,7 +99,8 @@ class Fold:
         """True when it was made from this summary and these messages (none changed since): it can be sent."""
         if (self.base or None) != (prior_summary or None) or len(unfolded) < len(self.covered):
             return False
-        return all(anchor_of(m) == a for m, a in zip(unfolded, self.covered))
+        # A prefix match: unfolded may hold newer messages past what the fold covered.
+        return all(anchor_of(m) == a for m, a in zip(unfolded, self.covered, strict=False))
 
 
 @dataclass
@@ -228,7 +232,7 @@ async def prepare_turn_history(
     waiting = False  # for a fold prepared between turns: the previous head is sent meanwhile
     if staged is not None and staged.applies_to(prior_summary, unfolded):
         if staged_ready or not between_turns or not fits_unfolded:
-            remainder = [t for t, i in zip(tokens, kept_index) if i >= len(staged.covered)]
+            remainder = [t for t, i in zip(tokens, kept_index, strict=True) if i >= len(staged.covered)]
             sent_summary = limit_summary_tokens(staged.body, counter, reserve).tokens
             if sum(remainder) + sent_summary <= budget.history_tokens:
                 fold = staged
@@ -240,7 +244,8 @@ async def prepare_turn_history(
         if compaction_target_ratio < 1.0 and start < len(kept):
             target = _verbatim_start(tokens, _target_messages(max_messages, compaction_target_ratio),
                                      int(room * max(0.0, compaction_target_ratio)))
-            # The newest message stays verbatim whenever it fits the full room (the design note's "at least the newest one", contract §5).
+            # The newest message stays verbatim whenever it fits the full room (the design note's "at least the
+            # newest one", contract §5).
             start = max(start, min(target, len(kept) - 1))
         start = _align_to_tool_groups(kept, start)
         if start > 0 and between_turns and fits_unfolded:
@@ -292,10 +297,12 @@ async def prepare_turn_history(
         cuts.log_summary_cut(stored_cut_tokens, summary_cut.tokens_dropped, reserve, summary_cut.tokens)
         report.summary_chars_dropped += summary_cut.chars_dropped
 
-    report.pruned_ids = [m.id for m, d in zip(messages, disposition) if d is Disposition.PRUNED]
+    report.pruned_ids = [m.id for m, d in zip(messages, disposition, strict=True) if d is Disposition.PRUNED]
     report.sent_verbatim = len(verbatim)
     report.summary_tokens_sent = summary_cut.tokens
-    history_tokens = sum(t for t, (i, _) in zip(tokens, pruned.kept) if disposition[fold_start + i] is Disposition.SENT)
+    history_tokens = sum(
+        t for t, (i, _) in zip(tokens, pruned.kept, strict=True) if disposition[fold_start + i] is Disposition.SENT
+    )
     history_tokens += summary_cut.tokens
     report.tokens_after = history_tokens
     report.already_folded = fold_start
@@ -399,7 +406,8 @@ async def _compute_fold(
         if capped.tokens_dropped and compaction_target_ratio < 1.0:
             # Hysteresis for the summary too: it sits near the prompt's start, and a fold that only appends to it
             # keeps the model's cached state of its older lines; a cut at every fold past the limit would not.
-            capped = limit_summary_tokens(folded_body, counter, summary_cut_tokens(stored_limit, compaction_target_ratio))
+            hysteresis_limit = summary_cut_tokens(stored_limit, compaction_target_ratio)
+            capped = limit_summary_tokens(folded_body, counter, hysteresis_limit)
         chars_dropped += capped.chars_dropped
         body = capped.text
     return Fold(
@@ -448,7 +456,7 @@ def _prepare_without_summary(
         disposition[first + i] = Disposition.PRUNED
     for position in range(start, len(kept)):
         disposition[first + kept_index[position]] = Disposition.SENT
-    left_out = [m.id for m, d in zip(messages, disposition) if d is Disposition.LEFT_OUT]
+    left_out = [m.id for m, d in zip(messages, disposition, strict=True) if d is Disposition.LEFT_OUT]
     history_tokens = sum(tokens[start:])
     report = CutReport(
         stored_messages=len(messages),

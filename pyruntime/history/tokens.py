@@ -9,9 +9,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from pyruntime.errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # llama_cpp is the serve extra's, imported only when an exact counter is asked for
+    from llama_cpp.llama_types import ChatCompletionRequestMessage, ChatCompletionTool
 
 MESSAGE_OVERHEAD_TOKENS = 5
 """Template tokens around one message's content (ChatML: `<|im_start|>`, role, newline, `<|im_end|>`, newline)."""
@@ -149,7 +152,10 @@ class LlamaTokenCounter:
         """The prompt text the model's chat template makes of `messages` and `tools` (with the generation prompt)."""
         if self._formatter is None:
             raise InvalidArgumentError("the model has no chat template")
-        return self._formatter(messages=[dict(m) for m in messages], tools=list(tools) if tools else None).prompt
+        # Role/content mappings and OpenAI tool schemas are what llama-cpp-python's TypedDicts describe.
+        chat = cast("list[ChatCompletionRequestMessage]", [dict(m) for m in messages])
+        schemas = cast("list[ChatCompletionTool]", list(tools)) if tools else None
+        return self._formatter(messages=chat, tools=schemas).prompt
 
     def count_messages(
         self, messages: Sequence[Mapping[str, str]], tools: Sequence[Mapping[str, Any]] | None = None

@@ -1,4 +1,9 @@
-"""One async client for any OpenAI-compatible chat server (the hosted llama.cpp, LM Studio, Ollama, ...)."""
+"""One async client for any OpenAI-compatible chat server (the hosted llama.cpp, LM Studio, Ollama, ...).
+
+Over 400 lines as one job, the HTTP side of a call (deadlines, stall limits, the keep-alive retry, slot
+affinity), which splitting would scatter across the streamed and unary paths that share it; what goes on
+the wire and how replies are read is `compat.py`'s, the SSE framing `sse.py`'s.
+"""
 
 from __future__ import annotations
 

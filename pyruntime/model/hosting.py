@@ -11,6 +11,10 @@ dies with the runtime on every OS (`lifeline.py`). Its stderr is kept in memory 
 (llama.cpp may print request text); the runtime reads the prompt cache's state and GPU failures from
 it (`server_log.py`). A GPU that cannot take the requested layers makes the engine start again on
 the CPU, with the reason in Health, instead of failing to start.
+
+Over 400 lines as one job, the lifecycle of one child (private socket and key, readiness, CPU fallback,
+stop): its config and command line are `llama_server.py`'s, its log's facts `server_log.py`'s, the
+restart-warm slot calls `warm_slots.py`'s.
 """
 
 from __future__ import annotations
@@ -27,40 +31,38 @@ import sys
 import tempfile
 import threading
 import time
-from collections import deque
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import httpx
 
-from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.client import ENGINE_KEEPALIVE
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
 from pyruntime.model.errors import ModelUnavailableError
 from pyruntime.model.gguf_info import read_gguf_info
 from pyruntime.model.lifeline import kill_model_server, spawn_model_server
 from pyruntime.model.llama_server import (
-    DEFAULT_HOST,
-    DEFAULT_PORT,
     DEFAULT_SLOTS,
     SMALL_MODEL_MAX_BYTES,
     SMALL_MODEL_PROMPT_CACHE_MB,
     EngineLaunch,
     LlamaServerConfig,
     default_prompt_cache_mb,
-    default_threads,
     effective_n_ctx,
     find_llama_server,
+    generate_model_key,
+    hosted_model_config,
     server_command,
 )
 from pyruntime.model.public_port import EngineProxy, GuardedPort, ModelPortAuth
-from pyruntime.model.server_log import CacheState, cache_state, gpu_failure, gpu_missing_in_build, offloaded_layers
+from pyruntime.model.server_log import CacheState, EngineLog
 from pyruntime.model.slot_store import SlotStateStore, engine_identity
-from pyruntime.model.slots import ANONYMOUS, SlotAffinity
+from pyruntime.model.slots import SlotAffinity
+from pyruntime.model.warm_slots import restore_slots, save_slots
 
 log = logging.getLogger(__name__)
 
+# The config (`hosted_model_config`, `generate_model_key`) is llama_server.py's, re-exported where callers found it.
 __all__ = [
     "DEFAULT_SLOTS", "SMALL_MODEL_MAX_BYTES", "SMALL_MODEL_PROMPT_CACHE_MB", "LlamaServerProcess",
     "default_prompt_cache_mb", "generate_model_key", "hosted_model_config", "port_is_free",
@@ -76,12 +78,6 @@ _SCRUBBED_ENV_PREFIXES = ("LLAMA_",)
 ENGINE_HOST = "http://engine"  # the Host of requests over the Unix socket (any name: only we connect)
 _POLL_S = 0.05
 _TICK_S = 2.0
-_STDERR_LINES = 80
-_SLOT_IO_TIMEOUT_S = 30.0
-# A stop saves the slots within this budget (newest first), after a probe that the engine answers at all:
-# SIGTERM must end serve promptly even with the engine hung (a soak saw serve still up 60 s after it).
-_SAVE_BUDGET_S = 10.0
-_SAVE_PROBE_S = 1.0
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -110,21 +106,16 @@ class LlamaServerProcess:
         self.config = config
         self._process: subprocess.Popen[bytes] | None = None
         # The child's stderr is kept in memory, never logged (llama.cpp may print request text).
-        self._stderr_tail: deque[str] = deque(maxlen=_STDERR_LINES)
-        self._lines_lock = threading.Lock()
+        self._log = EngineLog(config.prompt_cache_mb << 20)
         self.startup_seconds: float | None = None
         self.binary: Path | None = None
         self.slots = SlotAffinity(config.slots)
-        self.cache = CacheState(limit_bytes=config.prompt_cache_mb << 20)
         # The last answer to `status()` (the watchdog probes it every second): what Health reports without a call.
         self.last_status: dict[str, object] = {}
         self.gpu_layers = config.n_gpu_layers  # what the running engine was started with
         self.gpu_fallback_reason = ""  # why the requested GPU layers run on the CPU ("" when they do not)
         self.restored_slots = 0  # slot states loaded from the disk cache at the last start
         self.template_renders_tools = False  # does the model's chat template render tools (llama-server's /props)
-        self._offloaded: tuple[int, int] | None = None  # (on the GPU, in all) as the loader reported
-        self._no_gpu_backend = False  # the engine said it has no GPU backend
-        self._gpu_failure: str | None = None  # why the GPU refused the model, as the engine said
         self._private: Path | None = None
         self._engine_key = ""
         self._launch: EngineLaunch | None = None
@@ -231,16 +222,16 @@ class LlamaServerProcess:
         except ModelUnavailableError as exc:
             if layers == 0 or self.is_alive():
                 raise
-            reason = self._gpu_reason() or f"the model did not load with {layers} GPU layers ({exc})"
+            reason = self._log.gpu_failure or f"the model did not load with {layers} GPU layers ({exc})"
             log.warning("GPU refused the model (%s); starting on the CPU", reason)
             self._spawn_and_wait(0, time.perf_counter(), timeout)
             self.gpu_fallback_reason = reason
             return
-        if layers != 0 and self._gpu_missing_in_build():
+        if layers != 0 and self._log.no_gpu_backend:
             self.gpu_layers = 0
             self.gpu_fallback_reason = "this llama-server has no GPU backend (a CPU build); the layers run on the CPU"
-        elif layers != 0 and self._offloaded is not None:
-            on_gpu, total = self._offloaded
+        elif layers != 0 and self._log.offloaded is not None:
+            on_gpu, total = self._log.offloaded
             self.gpu_layers = on_gpu
             if on_gpu < total and (layers == -1 or on_gpu < layers):
                 self.gpu_fallback_reason = f"{on_gpu} of {total} layers fit in the GPU's free memory"
@@ -267,14 +258,10 @@ class LlamaServerProcess:
             self.config.prompt_cache_dir.mkdir(parents=True, exist_ok=True)
         assert self.binary is not None
         command = server_command(self.binary, self.config, self._launch)
-        self._stderr_tail.clear()
-        self.cache = CacheState(limit_bytes=self.config.prompt_cache_mb << 20)
+        self._log.reset(self.config.prompt_cache_mb << 20)
         self.last_status = {}
         self.slots.reset()
         self.gpu_layers = layers
-        self._offloaded = None
-        self._no_gpu_backend = False
-        self._gpu_failure = None
         self._process = spawn_model_server(command, env=self._child_env(), stdin=subprocess.DEVNULL,
                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         threading.Thread(target=self._drain_stderr, args=(self._process,), name="llama-stderr", daemon=True).start()
@@ -296,7 +283,7 @@ class LlamaServerProcess:
             if code is not None:
                 time.sleep(0.1)  # let the drain thread read the child's last words
                 raise ModelUnavailableError(
-                    f"model server exited with code {code} while starting: {self._last_words()}")
+                    f"model server exited with code {code} while starting: {self._log.last_words()}")
             try:
                 status = self._http.get("/health").status_code
             except httpx.TransportError:
@@ -349,37 +336,17 @@ class LlamaServerProcess:
         assert process.stderr is not None
         for raw in process.stderr:
             line = raw.decode("utf-8", errors="replace").rstrip()
-            if not line:
-                continue
-            state = cache_state(line)
-            if state is not None:
-                self.cache = state
-                continue  # one per request: not worth the tail
-            offloaded = offloaded_layers(line)
-            if offloaded is not None:
-                self._offloaded = offloaded
-            if gpu_missing_in_build(line):
-                self._no_gpu_backend = True
-            failure = gpu_failure(line)
-            if failure is not None:
-                self._gpu_failure = failure
-            with self._lines_lock:
-                self._stderr_tail.append(line)
+            if line:
+                self._log.feed(line)
+
+    @property
+    def cache(self) -> CacheState:
+        """The host prompt cache as the engine last reported it (in its log)."""
+        return self._log.cache
 
     def recent_stderr(self) -> list[str]:
         """The child's last stderr lines (for debugging by hand; may contain request text)."""
-        with self._lines_lock:
-            return list(self._stderr_tail)
-
-    def _last_words(self) -> str:
-        lines = [line for line in self.recent_stderr() if "error" in line.lower() or "failed" in line.lower()]
-        return (lines or self.recent_stderr() or ["no output"])[-1][-300:]
-
-    def _gpu_reason(self) -> str | None:
-        return self._gpu_failure
-
-    def _gpu_missing_in_build(self) -> bool:
-        return self._no_gpu_backend
+        return self._log.recent()
 
     # -- what the watchdog and Health read -------------------------------------------------
 
@@ -427,53 +394,14 @@ class LlamaServerProcess:
         self.restored_slots = 0
         if store is None or self._http is None:
             return
-        for slot, entry in enumerate(store.restorable(self.config.slots)):
-            try:
-                response = self._http.post(f"/slots/{slot}", params={"action": "restore"},
-                                           json={"filename": entry.file}, timeout=_SLOT_IO_TIMEOUT_S)
-            except httpx.HTTPError:
-                response = None
-            if response is None or response.status_code != 200:
-                log.warning("slot state not restored (HTTP %s)", getattr(response, "status_code", "error"))
-                store.forget(entry)
-                continue
-            self.slots.assign(entry.conversation, slot)
-            self.restored_slots += 1
-        if self.restored_slots:
-            log.info("restored %d conversation(s) into their slots", self.restored_slots)
+        self.restored_slots = restore_slots(self._http, store, self.slots, self.config.slots)
 
     def save_slots(self) -> int:
         """Have the engine save each slot's conversation to the disk cache (a graceful stop); how many it saved."""
         store = self._slot_store()
         if store is None or self._http is None or not self.is_alive():
             return 0
-        holders = sorted(((self.slots.last_used(s), s, c) for s, c in self.slots.holders().items() if c != ANONYMOUS),
-                         reverse=True)
-        if not holders:
-            return 0
-        try:
-            answering = self.health(timeout=_SAVE_PROBE_S)
-        except httpx.HTTPError:
-            answering = False
-        if not answering:  # hung or frozen: a save would only wait; the stop goes on without it
-            log.warning("model server does not answer; slot states not saved")
-            return 0
-        deadline = time.monotonic() + _SAVE_BUDGET_S  # the newest conversations first, until the budget is spent
-        saved = []
-        for _, slot, conversation in holders:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                log.warning("slot saves took longer than %.0f s; the rest not saved", _SAVE_BUDGET_S)
-                break
-            name = store.prepare(conversation)
-            try:
-                response = self._http.post(f"/slots/{slot}", params={"action": "save"}, json={"filename": name},
-                                           timeout=min(_SLOT_IO_TIMEOUT_S, left))
-            except httpx.HTTPError:
-                continue
-            if response.status_code == 200:
-                saved.append(conversation)
-        return len(store.record(saved))
+        return save_slots(self._http, store, self.slots)
 
     # -- stop ------------------------------------------------------------------------------
 
@@ -537,41 +465,3 @@ class LlamaServerProcess:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
-
-
-def hosted_model_config(
-    model_path: Path | None,
-    *,
-    host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
-    n_ctx: int | None = None,
-    n_threads: int | None = None,
-    n_gpu_layers: int = 0,
-    api_key: str | None = None,
-    slots: int | None = None,
-    prompt_cache_mb: int | None = None,
-    prompt_cache_dir: Path | None = None,
-) -> LlamaServerConfig:
-    """Config for hosting `model_path`, or the embedded SmolLM2 model when it is None.
-
-    The port always demands a key: `api_key`, else a fresh random one (`generate_model_key`).
-    `slots` None: DEFAULT_SLOTS; `prompt_cache_mb` None: `default_prompt_cache_mb` of the model file;
-    `prompt_cache_dir`: the slots' states saved there at a stop and restored at the next start.
-    """
-    threads = default_threads() if n_threads is None else n_threads
-    key = api_key or generate_model_key()
-    if model_path is None:
-        path, alias = embedded_model_path(), EMBEDDED_MODEL_ALIAS
-    elif model_path.suffix.lower() != ".gguf":
-        raise InvalidArgumentError("--model must be a .gguf file")
-    else:
-        path, alias = model_path, model_path.stem.lower() or "local-model"
-    cache = default_prompt_cache_mb(path) if prompt_cache_mb is None else prompt_cache_mb
-    return LlamaServerConfig(model_path=path, alias=alias, host=host, port=port, n_ctx=n_ctx, n_threads=threads,
-                             n_gpu_layers=n_gpu_layers, api_key=key, slots=DEFAULT_SLOTS if slots is None else slots,
-                             prompt_cache_mb=cache, prompt_cache_dir=prompt_cache_dir)
-
-
-def generate_model_key() -> str:
-    """A random bearer key for the model port (256 bits, URL-safe)."""
-    return secrets.token_urlsafe(32)

@@ -1,4 +1,4 @@
-"""Settings of the hosted engine, llama.cpp's own `llama-server`: where the binary is, and its command line.
+"""Settings of the hosted engine, llama.cpp's own `llama-server`: its config, where the binary is, its command line.
 
 Pure apart from the binary lookup (which reads the environment and the file system). The process
 itself is `hosting.LlamaServerProcess`; the port external clients use is `public_port.py`.
@@ -7,6 +7,7 @@ itself is `hosting.LlamaServerProcess`; the port external clients use is `public
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import sys
 import sysconfig
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pyruntime.errors import InvalidArgumentError
+from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
 from pyruntime.model.errors import ModelUnavailableError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -199,3 +201,41 @@ def find_llama_server() -> Path:
         return Path(found)
     raise ModelUnavailableError(f"llama.cpp's {name} is not installed; install it with: {BOOTSTRAP_COMMAND} "
                                 f"(or set ${LLAMA_SERVER_ENV} to its path)")
+
+
+def hosted_model_config(
+    model_path: Path | None,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    n_ctx: int | None = None,
+    n_threads: int | None = None,
+    n_gpu_layers: int = 0,
+    api_key: str | None = None,
+    slots: int | None = None,
+    prompt_cache_mb: int | None = None,
+    prompt_cache_dir: Path | None = None,
+) -> LlamaServerConfig:
+    """Config for hosting `model_path`, or the embedded SmolLM2 model when it is None.
+
+    The port always demands a key: `api_key`, else a fresh random one (`generate_model_key`).
+    `slots` None: DEFAULT_SLOTS; `prompt_cache_mb` None: `default_prompt_cache_mb` of the model file;
+    `prompt_cache_dir`: the slots' states saved there at a stop and restored at the next start.
+    """
+    threads = default_threads() if n_threads is None else n_threads
+    key = api_key or generate_model_key()
+    if model_path is None:
+        path, alias = embedded_model_path(), EMBEDDED_MODEL_ALIAS
+    elif model_path.suffix.lower() != ".gguf":
+        raise InvalidArgumentError("--model must be a .gguf file")
+    else:
+        path, alias = model_path, model_path.stem.lower() or "local-model"
+    cache = default_prompt_cache_mb(path) if prompt_cache_mb is None else prompt_cache_mb
+    return LlamaServerConfig(model_path=path, alias=alias, host=host, port=port, n_ctx=n_ctx, n_threads=threads,
+                             n_gpu_layers=n_gpu_layers, api_key=key, slots=DEFAULT_SLOTS if slots is None else slots,
+                             prompt_cache_mb=cache, prompt_cache_dir=prompt_cache_dir)
+
+
+def generate_model_key() -> str:
+    """A random bearer key for the model port (256 bits, URL-safe)."""
+    return secrets.token_urlsafe(32)

@@ -3,12 +3,14 @@
 llama-server reports its host prompt cache only in its log (at verbosity 4), after each change:
 `srv  update:  - cache state: 3 prompts, 61.234 MiB (limits: 256.000 MiB, 8192 tokens, 11000 est)`.
 The log is never forwarded to the runtime's own log: at other levels, and in errors, llama.cpp may
-print request text.
+print request text. `EngineLog` keeps what one engine said in memory; the parsers below are pure.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from collections import deque
 from dataclasses import dataclass
 
 _MIB = 1 << 20
@@ -59,3 +61,57 @@ def offloaded_layers(line: str) -> tuple[int, int] | None:
 def gpu_missing_in_build(line: str) -> bool:
     """True when the line says this llama-server has no GPU backend (layers then run on the CPU)."""
     return _NO_GPU_BUILD.search(line) is not None
+
+
+STDERR_LINES = 80  # the engine's last lines kept in memory (never logged)
+
+
+class EngineLog:
+    """What one engine's stderr said since its start: the prompt cache, the GPU facts, its last lines.
+
+    Fed by the thread that drains the child's stderr, read by the others; kept in memory only.
+    """
+
+    def __init__(self, cache_limit_bytes: int) -> None:
+        """An empty log for an engine whose prompt cache holds `cache_limit_bytes`."""
+        self._tail: deque[str] = deque(maxlen=STDERR_LINES)
+        self._lock = threading.Lock()
+        self.cache = CacheState(limit_bytes=cache_limit_bytes)
+        self.offloaded: tuple[int, int] | None = None  # (on the GPU, in all) as the loader reported
+        self.no_gpu_backend = False  # the engine said it has no GPU backend
+        self.gpu_failure: str | None = None  # why the GPU refused the model, as the engine said
+
+    def reset(self, cache_limit_bytes: int) -> None:
+        """Forget what an earlier child said (a new one starts)."""
+        self._tail.clear()
+        self.cache = CacheState(limit_bytes=cache_limit_bytes)
+        self.offloaded = None
+        self.no_gpu_backend = False
+        self.gpu_failure = None
+
+    def feed(self, line: str) -> None:
+        """Read one line of the engine's stderr (decoded, stripped, not blank)."""
+        state = cache_state(line)
+        if state is not None:
+            self.cache = state
+            return  # one per request: not worth the tail
+        offloaded = offloaded_layers(line)
+        if offloaded is not None:
+            self.offloaded = offloaded
+        if gpu_missing_in_build(line):
+            self.no_gpu_backend = True
+        failure = gpu_failure(line)
+        if failure is not None:
+            self.gpu_failure = failure
+        with self._lock:
+            self._tail.append(line)
+
+    def recent(self) -> list[str]:
+        """The last lines (for debugging by hand; may contain request text)."""
+        with self._lock:
+            return list(self._tail)
+
+    def last_words(self) -> str:
+        """The last error line (else the last line), clipped: why a child exited while starting."""
+        lines = [line for line in self.recent() if "error" in line.lower() or "failed" in line.lower()]
+        return (lines or self.recent() or ["no output"])[-1][-300:]

@@ -8,7 +8,7 @@ the identity of the model and engine that wrote it. A file is restored only when
 llama-server binary: nothing another process put in the folder is loaded blindly. Files of ours
 that fail a check are removed; anything else in the folder is left alone.
 
-Pure file I/O; the HTTP calls are `hosting.LlamaServerProcess`'s.
+Pure file I/O; the HTTP calls are `warm_slots.py`'s.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ order numbers are still taken from the database, so they interleave with other r
 Errors: a lock held past lock_timeout is StoreLockedError; an unreachable database, a statement past
 statement_timeout or any other database failure is PersistenceError (UNAVAILABLE). Messages never
 carry the URL, keys or content.
+
+About 400 lines as one job, the stores' SQL: the memory and summary stores share the key rules, the
+identity index and the layout's codec; the pool and row locks (`postgres_db`) and the schema are apart.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Scope snapshots: all data of one scope for save slots and cloud saves (`coreai.v1.ScopeSnapshot`)."""
+"""Scope snapshots: all data of one scope for save slots and cloud saves (`coreai.v1.ScopeSnapshot`).
+
+The conversions of its parts to `coreai.v1` messages are `proto_convert.py`'s.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from typing import Any, cast
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor
 
-from coreai.v1 import common_pb2, memory_store_pb2
+from coreai.v1 import memory_store_pb2
 from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
 from pyruntime.jsonlimits import check_json_depth, check_json_shape
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
@@ -24,7 +27,23 @@ from pyruntime.stores.base import LoadStatus, TranscriptEntry, TranscriptKind, c
 from pyruntime.stores.file_layout import AGENT_MEMORY_DIR, SUMMARIES_DIR, file_stem
 from pyruntime.stores.identity_index import IdentityIndex, is_hashed_stem
 from pyruntime.stores.persistence import StoreBundle
+from pyruntime.stores.proto_convert import (
+    TRANSCRIPT_KIND_VALUES,
+    entry_from_proto,
+    entry_to_proto,
+    scope_from_proto,
+    scope_to_proto,
+    state_from_proto,
+    state_to_proto,
+)
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
+
+# The conversions to coreai.v1 messages are proto_convert.py's; re-exported here, where callers always found them.
+__all__ = [
+    "SNAPSHOT_FORMAT_VERSION", "RoleSnapshot", "ScopeSnapshot", "UnattributedSavesError", "entry_from_proto",
+    "entry_to_proto", "export_scope_snapshot", "import_scope_snapshot", "scope_from_proto", "scope_to_proto",
+    "state_from_proto", "state_to_proto", "validate_scope_snapshot",
+]
 
 SNAPSHOT_FORMAT_VERSION = 1
 _REPLACED_STEM = re.compile(r"_[0-9a-f]{8}$")
@@ -109,73 +128,6 @@ class ScopeSnapshot:
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(f"snapshot is not valid JSON: {exc}") from exc
         return cls.from_dict(data)
-
-
-# -- conversions between runtime types and coreai.v1 messages ---------------
-
-
-def scope_to_proto(scope: AgentMemoryScope) -> common_pb2.AgentMemoryScope:
-    """The `coreai.v1.AgentMemoryScope` of scope (None as "")."""
-    fields = (scope.tenant_id, scope.user_id, scope.session_id, scope.topic_id)
-    tenant, user, session, topic = ((v or "") for v in fields)
-    return common_pb2.AgentMemoryScope(tenant_id=tenant, user_id=user, session_id=session, topic_id=topic)
-
-
-def scope_from_proto(message: common_pb2.AgentMemoryScope) -> AgentMemoryScope:
-    """The scope of a message ("" as None)."""
-    return AgentMemoryScope(message.tenant_id or None, message.user_id or None,
-                            message.session_id or None, message.topic_id or None)
-
-
-def state_to_proto(state: AgentMemoryState) -> common_pb2.AgentMemoryState:
-    """The `coreai.v1.AgentMemoryState` of state."""
-    return common_pb2.AgentMemoryState(
-        memory=state.memory,
-        last_system_prompt=state.last_system_prompt,
-        system_prompt_memory_snapshot=state.system_prompt_memory_snapshot,
-        system_prompt_memory_version=state.system_prompt_memory_version,
-        max_memory_versions=state.max_memory_versions,
-        versions=[
-            common_pb2.MemoryVersion(version=v.version, timestamp=v.timestamp, action=v.action,
-                                     content_after=v.content_after, note=v.note)
-            for v in state.versions
-        ],
-    )
-
-
-def state_from_proto(message: common_pb2.AgentMemoryState) -> AgentMemoryState:
-    """The state held by a message."""
-    return AgentMemoryState(
-        memory=message.memory,
-        last_system_prompt=message.last_system_prompt,
-        system_prompt_memory_snapshot=message.system_prompt_memory_snapshot,
-        system_prompt_memory_version=message.system_prompt_memory_version,
-        max_memory_versions=message.max_memory_versions,
-        versions=tuple(
-            MemoryVersion(version=v.version, timestamp=v.timestamp, action=v.action,
-                          content_after=v.content_after, note=v.note)
-            for v in message.versions
-        ),
-    )
-
-
-def entry_to_proto(entry: TranscriptEntry) -> common_pb2.TranscriptEntry:
-    """The `coreai.v1.TranscriptEntry` of a row."""
-    return common_pb2.TranscriptEntry(
-        kind=cast(common_pb2.TranscriptKind, int(entry.kind)), name=entry.name, content=entry.content,
-        call_id=entry.call_id or "", timestamp=entry.timestamp, order=entry.order,
-        is_chat_message=entry.is_chat_message,
-    )
-
-
-def entry_from_proto(message: common_pb2.TranscriptEntry) -> TranscriptEntry:
-    """The row held by a message; an unknown kind stays an int so validation can name it."""
-    kind: Any = TranscriptKind(message.kind) if message.kind in _KINDS else message.kind
-    return TranscriptEntry(kind=kind, name=message.name, content=message.content, call_id=message.call_id or None,
-                           timestamp=message.timestamp, order=message.order, is_chat_message=message.is_chat_message)
-
-
-_KINDS = {int(k) for k in TranscriptKind}
 
 
 # -- export / import -------------------------------------------------------
@@ -377,7 +329,7 @@ def _validate_state(state: object, where: str) -> None:
 def _validate_entry(row: object, where: str) -> None:
     if not isinstance(row, TranscriptEntry):
         raise InvalidArgumentError(f"{where} must be a TranscriptEntry")
-    if isinstance(row.kind, bool) or row.kind not in _KINDS:
+    if isinstance(row.kind, bool) or row.kind not in TRANSCRIPT_KIND_VALUES:
         raise InvalidArgumentError(f"{where}.kind {row.kind!r} is not a TranscriptKind (0-3)")
     if not isinstance(row.name, str) or not isinstance(row.content, str):
         raise InvalidArgumentError(f"{where}.name and content must be strings")

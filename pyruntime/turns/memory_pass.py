@@ -27,17 +27,15 @@ from pyruntime.memory import MemoryTool
 from pyruntime.model.errors import ModelError
 from pyruntime.model.queue import ModelRequestQueue, Priority
 from pyruntime.model.seam import ModelClient
-from pyruntime.turns.memory_writer import (
+from pyruntime.turns.memory_writer import MemoryEdit, plan_edit, statements
+from pyruntime.turns.write_gate import ConversationGate
+from pyruntime.turns.writer_prompt import (
     WRITER_MAX_TOKENS,
-    MemoryEdit,
     WriterDecision,
     parse_decision,
-    plan_edit,
-    statements,
     writer_messages,
     writer_schema,
 )
-from pyruntime.turns.write_gate import ConversationGate
 
 log = logging.getLogger("pyruntime.turns")
 

@@ -164,7 +164,7 @@ class Prewarms:
             except Preempted:  # a player's call took the model: the next turn evaluates its prefix itself
                 self.stats.preempted += 1
                 return
-            except Exception as exc:  # never a turn's failure: the next turn just evaluates its prefix itself
+            except Exception as exc:  # noqa: BLE001 - never a turn's failure: the next turn evaluates its prefix itself
                 self.stats.failed += 1
                 log.warning("prewarm failed (%s)", type(exc).__name__)
                 return

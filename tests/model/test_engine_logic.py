@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from pyruntime.model.server_log import cache_state, gpu_failure, gpu_missing_in_build, offloaded_layers
+from pyruntime.model.server_log import (
+    STDERR_LINES,
+    EngineLog,
+    cache_state,
+    gpu_failure,
+    gpu_missing_in_build,
+    offloaded_layers,
+)
 from pyruntime.model.slot_store import SlotStateStore
 from pyruntime.model.slots import ANONYMOUS, SlotAffinity, conversation_id, kept_fraction, prompt_fingerprint
 from pyruntime.model.supervisor import SlotProgress, WatchdogSettings, next_backoff
@@ -90,6 +97,26 @@ def test_what_is_read_from_llama_servers_log():
     assert "memory" in str(gpu_failure("ggml_backend_cuda_buffer_type_alloc_buffer: cudaMalloc failed: out of memory"))
     assert "driver" in str(gpu_failure("ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected"))
     assert gpu_failure("main: server is listening on engine.sock") is None
+
+
+def test_an_engine_log_keeps_the_facts_and_the_last_lines_and_forgets_them_for_a_new_child():
+    log = EngineLog(256 << 20)
+    assert log.cache.limit_bytes == 256 << 20 and log.last_words() == "no output"
+    log.feed("load_tensors: offloaded 20/31 layers to GPU")
+    log.feed("srv     update:  - cache state: 2 prompts, 8.000 MiB (limits: 256.000 MiB, 8192 tokens, 11000 est)")
+    log.feed("ggml_backend_cuda_buffer_type_alloc_buffer: cudaMalloc failed: out of memory")
+    log.feed("main: exiting")
+    assert log.offloaded == (20, 31) and log.cache.entries == 2 and log.cache.used_bytes == 8 << 20
+    assert log.gpu_failure == "not enough GPU memory for the requested layers" and not log.no_gpu_backend
+    # The cache line is one per request: it is not kept in the tail; an error line is the child's last words.
+    assert not any("cache state" in line for line in log.recent())
+    assert "cudaMalloc failed" in log.last_words()
+    for i in range(STDERR_LINES + 5):
+        log.feed(f"line {i}")
+    assert len(log.recent()) == STDERR_LINES and log.recent()[-1] == f"line {STDERR_LINES + 4}"
+    log.reset(128 << 20)
+    assert log.recent() == [] and log.offloaded is None and log.gpu_failure is None
+    assert log.cache.limit_bytes == 128 << 20 and log.cache.entries == 0
 
 
 def test_the_watchdog_sees_a_slot_that_makes_no_progress_and_backs_off_when_starts_fail():

@@ -363,4 +363,7 @@ def test_a_memory_edit_after_the_prewarm_is_a_note_and_the_warmed_head_is_sent_a
     assert "fears spiders" not in sent[1]["content"]
     [note] = [m for m in sent[2:] if "fears spiders" in m["content"]]
     assert note["content"].startswith("## Memory (updates)")
-    assert sent[: len(prewarm) - 1] == prewarm[:-1]  # all but the re-placed tail is what was evaluated already
+    # Everything the prewarm evaluated, the re-placed tail included, then the note: the edit costs the note alone
+    # (before, the note went before the tail and the tail was evaluated again: 84 instead of 61 tokens).
+    assert sent[: len(prewarm)] == prewarm
+    assert sent[len(prewarm)] == note and sent[len(prewarm) + 1:] == [{"role": "user", "content": sent[-1]["content"]}]

@@ -51,13 +51,14 @@ def test_messages_follow_the_cache_stable_order() -> None:
     assert "context only, not instructions" in head and head.endswith("they met")
     assert messages[4]["content"] == "Tool results:\nmemory (ok): DONE"  # tool results replay as user messages
     assert messages[-1] == {"role": "user", "content": "what now?"}
-    # The memory delta as its own note (placed by `place_notes`), then the tail without it.
-    assert messages[5]["content"] == "## Memory (updates)\nAdded: likes shields"
-    assert _headings(messages[6]["content"]) == [
+    # The tail without the memory, then the memory delta as its own note (placed by `place_notes`): where both
+    # follow the same message the tail goes first, so a new note after a moved tail costs the note alone.
+    assert _headings(messages[5]["content"]) == [
         "## Request System Instructions",
         "## Tool Availability (current request)",
         "## World State",
     ]
+    assert messages[6]["content"] == "## Memory (updates)\nAdded: likes shields"
 
 
 def test_a_new_turn_extends_the_previous_request_up_to_the_tail() -> None:
@@ -89,8 +90,8 @@ def test_later_system_messages_fold_into_context_updates() -> None:
     assert [m["role"] for m in updates] == ["user", "user", "user"]
     head = SYSTEM_CONTEXT_UPDATE_PREFIX + "\n## Memory\nlikes swords\n\n## Conversation Summary"
     assert updates[0]["content"].startswith(head)
-    assert updates[1]["content"] == SYSTEM_CONTEXT_UPDATE_PREFIX + "\n## Memory (updates)\nAdded: likes shields"
-    assert "## World State\nIt is night." in updates[2]["content"]
+    assert "## World State\nIt is night." in updates[1]["content"]
+    assert updates[2]["content"] == SYSTEM_CONTEXT_UPDATE_PREFIX + "\n## Memory (updates)\nAdded: likes shields"
 
 
 def test_system_prompt_is_role_prompt_plus_contract() -> None:
