@@ -226,8 +226,8 @@ def print_table(results: list[Result]) -> None:
 def serve_batches(model: Path, args: argparse.Namespace) -> None:
     """Four NPC turns at once against the same four one after the other, through `serve` (the whole turn path)."""
     from pyruntime.client import RuntimeClient
+    from pyruntime.net.auth import read_token_file
     from pyruntime.policy import RoleMemoryConfig
-    from pyruntime.rpc.auth import read_token_file
     from pyruntime.scopes import AgentMemoryScope
 
     with tempfile.TemporaryDirectory() as folder:

@@ -35,9 +35,9 @@ from coreai.v1 import orchestrator_pb2
 from pyruntime.model.hosting import port_is_free
 from pyruntime.model.llama_server import LlamaServerConfig
 from pyruntime.models.pull import ModelPull, PullStatus
+from pyruntime.net.auth import default_token_file, is_loopback_host, write_token_file
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.rpc import RpcConfig, RpcServers
-from pyruntime.rpc.auth import default_token_file, is_loopback_host, write_token_file
 from pyruntime.rpc.tls import tls_files
 from pyruntime.runtime_model import RuntimeModel, hosted_config, start_model
 from pyruntime.service import RuntimeServices

@@ -13,10 +13,10 @@ from pyruntime.errors import InvalidArgumentError
 from pyruntime.llm_key import LLM_API_KEY_ENV, read_llm_api_key
 from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT
 from pyruntime.models.pull import ModelPull
+from pyruntime.net.limits import TransportLimits
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
 from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
-from pyruntime.rpc.limits import TransportLimits
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
 from pyruntime.stores.persistence import DATA_FOLDER
 from pyruntime.turns.memory_writer import MemoryDesign

@@ -18,7 +18,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pyruntime"
 
 # package -> the packages it must not import
 RULES: dict[str, tuple[str, ...]] = {
-    "pyruntime.client": ("pyruntime.turns", "pyruntime.service"),
+    "pyruntime.client": ("pyruntime.turns", "pyruntime.service", "pyruntime.rpc", "pyruntime.model"),
+    # What every local listener shares (keys, limits, the HTTP guard): below the transports and the model port.
+    "pyruntime.net": ("pyruntime.rpc", "pyruntime.model", "pyruntime.turns", "pyruntime.service", "pyruntime.cli",
+                      "pyruntime.app"),
+    # The model's client, its child and its public port: below the turn engine and every transport.
+    "pyruntime.model": ("pyruntime.turns", "pyruntime.service", "pyruntime.rpc", "pyruntime.cli", "pyruntime.app",
+                        "pyruntime.settings"),
     "pyruntime.stores": ("pyruntime.turns", "pyruntime.service", "pyruntime.rpc", "pyruntime.cli"),
     # The turn engine knows nothing of the wire: the service converts (service/turn_runner.py) and the RPC serves.
     "pyruntime.turns": ("pyruntime.service", "pyruntime.rpc", "pyruntime.cli", "pyruntime.app", "pyruntime.settings"),
@@ -57,9 +63,8 @@ def test_no_module_imports_a_layer_above(package: str, forbidden: tuple[str, ...
 
 
 # The turn engine (the orchestrator and its rooms) sits below the service and the transports, statement by
-# statement, module by module (RULES holds the package to it too). Not by what importing a module loads:
-# `pyruntime.model`'s package loads its public port, which uses `rpc/`'s guards. The proto adapter the service
-# calls is the service's (`service/turn_runner.py`), so no turns module is exempt.
+# statement, module by module (RULES holds the package to it too, and what importing it loads). The proto adapter
+# the service calls is the service's (`service/turn_runner.py`), so no turns module is exempt.
 TURN_ENGINE = sorted(f"pyruntime.turns.{p.stem}" for p in (PACKAGE / "turns").glob("*.py"))
 
 

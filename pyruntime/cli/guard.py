@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from pyruntime.client import RuntimeCallError, UnauthenticatedError
 from pyruntime.errors import CoreAIError, InvalidArgumentError
-from pyruntime.rpc.auth import TOKEN_ENV
+from pyruntime.net.auth import TOKEN_ENV
 
 log = logging.getLogger("pyruntime.cli.memory")  # the saves commands' logger, whichever module reports
 

@@ -26,7 +26,7 @@ from pyruntime.cli.saves import Target, check_data_dir, open_saves
 from pyruntime.errors import MemoryUnreadableError
 from pyruntime.memory.actions import MEMORY_ACTIONS
 from pyruntime.memory.state import MemoryVersion
-from pyruntime.rpc.auth import TOKEN_ENV
+from pyruntime.net.auth import TOKEN_ENV
 from pyruntime.scopes import AgentMemoryScope, normalize_role_id
 from pyruntime.stores import ScopeSnapshot, validate_scope_snapshot
 from pyruntime.stores.fileio import atomic_write, read_bytes

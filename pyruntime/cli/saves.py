@@ -27,8 +27,8 @@ from pyruntime.client import (
 )
 from pyruntime.memory.actions import MemoryToolResult
 from pyruntime.memory.state import MemoryVersion
+from pyruntime.net.auth import TOKEN_ENV, check_token, default_token_file
 from pyruntime.policy import AgentMemoryPolicy
-from pyruntime.rpc.auth import TOKEN_ENV, check_token, default_token_file
 from pyruntime.rpc.in_process import InProcessTransport
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service.memory_store import MemoryStoreService

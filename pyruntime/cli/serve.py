@@ -45,8 +45,8 @@ from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.llm_key import LLM_API_KEY_ENV
 from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS, MAX_SLOTS, default_threads
 from pyruntime.model.scripted import Script
+from pyruntime.net.auth import TOKEN_ENV, is_loopback_host, resolve_token
 from pyruntime.observability import LOG_FORMATS, LOG_LEVELS, configure_logging
-from pyruntime.rpc.auth import TOKEN_ENV, is_loopback_host, resolve_token
 from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
 from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
 from pyruntime.rpc.tls import check_listen, tls_files

@@ -27,7 +27,7 @@ from pyruntime.client.errors import (
     RuntimeUnavailableError,
     UnauthenticatedError,
 )
-from pyruntime.rpc.auth import read_token_file
+from pyruntime.net.auth import read_token_file
 from pyruntime.tool_output import ToolOutput
 
 __all__ = [

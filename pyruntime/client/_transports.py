@@ -22,7 +22,7 @@ from coreai.v1.memory_store_connect import MemoryStoreClient, MemoryStoreClientS
 from coreai.v1.orchestrator_connect import OrchestratorClient, OrchestratorClientSync
 from pyruntime.client.errors import RuntimeCallError, error_for, status_code_named
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.rpc._shared import python_method_name
+from pyruntime.net.wire import python_method_name
 
 MEMORY_STORE = "MemoryStore"
 ORCHESTRATOR = "Orchestrator"

@@ -5,8 +5,8 @@ this port is our own small HTTP server in front of it, on its own thread and eve
 here neither reaches llama-server nor slows the RPC ports:
 
 - the connection cap, the idle and partial-request timeouts and the rate-limited accept errors of the
-  RPC ports (`rpc/http_guard.py`, `rpc/limits.py`): half-open connections are evicted, never held;
-- the same Host/Origin rules (DNS rebinding, web pages) and the bearer key (`rpc/auth.py`);
+  RPC ports (`net/http_guard.py`, `net/limits.py`): half-open connections are evicted, never held;
+- the same Host/Origin rules (DNS rebinding, web pages) and the bearer key (`net/auth.py`);
 - only the OpenAI endpoints and health are forwarded (never slot saves, props or the web UI), with at
   most `MAX_FORWARDED` requests in flight; a client that disconnects cancels its upstream request,
   which stops the generation.
@@ -30,9 +30,9 @@ import httpx
 import uvicorn
 
 from pyruntime.model.client import RETRIED_ONCE
-from pyruntime.rpc.auth import bearer_matches, host_header_allowed, origin_allowed
-from pyruntime.rpc.http_guard import ConnectionGuard
-from pyruntime.rpc.limits import (
+from pyruntime.net.auth import bearer_matches, host_header_allowed, origin_allowed
+from pyruntime.net.http_guard import ConnectionGuard
+from pyruntime.net.limits import (
     ACCEPT_BATCH,
     AcceptErrorHandler,
     RateLimitedLogFilter,

@@ -18,7 +18,7 @@ from typing import Any
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.public_port import GuardedPort, ModelPortAuth, read_body
 from pyruntime.model.scripted import Answer, Script, scripted_usage
-from pyruntime.rpc.limits import TransportLimits
+from pyruntime.net.limits import TransportLimits
 
 log = logging.getLogger("pyruntime.model")
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
         start_rpc_servers,
     )
 
-# Lazy: `pyruntime.rpc.auth` (the token helpers the client uses) must not import the servers.
+# Lazy: a module that needs one name of the transports does not load the servers with it.
 _EXPORTS = dict.fromkeys(
     ("DEFAULT_HOST", "DEFAULT_MAX_REQUEST_BYTES", "RpcConfig", "RpcServers", "RpcServersHandle", "start_rpc_servers"),
     "pyruntime.rpc.runtime")

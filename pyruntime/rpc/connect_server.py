@@ -33,9 +33,9 @@ from coreai.v1.memory_store_connect import MemoryStoreASGIApplication
 from coreai.v1.orchestrator_connect import OrchestratorASGIApplication
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.jsonlimits import check_json_depth, check_json_shape
+from pyruntime.net.auth import HeaderCheck, bearer_matches, check_host_header, check_origin
+from pyruntime.net.wire import UNAUTHENTICATED_MESSAGE, python_method_name
 from pyruntime.observability import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from pyruntime.rpc._shared import UNAUTHENTICATED_MESSAGE, python_method_name
-from pyruntime.rpc.auth import HeaderCheck, bearer_matches, check_host_header, check_origin
 from pyruntime.service import RuntimeServices, ServiceError
 from pyruntime.service.status import StatusCode, status_for
 

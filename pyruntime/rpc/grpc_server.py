@@ -23,9 +23,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from coreai.v1 import memory_store_pb2, orchestrator_pb2
-from pyruntime.rpc._shared import UNAUTHENTICATED_MESSAGE, python_method_name
-from pyruntime.rpc.auth import bearer_matches
-from pyruntime.rpc.limits import TransportLimits
+from pyruntime.net.auth import bearer_matches
+from pyruntime.net.limits import TransportLimits
+from pyruntime.net.wire import UNAUTHENTICATED_MESSAGE, python_method_name
 from pyruntime.service import RuntimeServices, ServiceError
 from pyruntime.service.status import StatusCode, status_for
 

@@ -17,7 +17,7 @@ from google.protobuf.message import Message
 from pyruntime.client._transports import MEMORY_STORE
 from pyruntime.client.errors import error_for
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.rpc._shared import python_method_name
+from pyruntime.net.wire import python_method_name
 from pyruntime.service.memory_store import MemoryStoreService
 from pyruntime.service.status import ServiceError
 

@@ -31,7 +31,15 @@ from grpc import aio
 from grpc_health.v1 import health
 
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.rpc.auth import is_loopback_host, resolve_token, write_token_file
+from pyruntime.net.auth import is_loopback_host, resolve_token, write_token_file
+from pyruntime.net.http_guard import ConnectionGuard
+from pyruntime.net.limits import (
+    ACCEPT_BATCH,
+    AcceptErrorHandler,
+    RateLimitedLogFilter,
+    TransportLimits,
+    raise_open_files_limit,
+)
 from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT, END_CALLS_S, ConnectRuntimeApp
 from pyruntime.rpc.grpc_server import (
     DEFAULT_GRPC_PORT,
@@ -40,14 +48,6 @@ from pyruntime.rpc.grpc_server import (
     create_grpc_server,
     grpc_address,
     publish_health,
-)
-from pyruntime.rpc.http_guard import ConnectionGuard
-from pyruntime.rpc.limits import (
-    ACCEPT_BATCH,
-    AcceptErrorHandler,
-    RateLimitedLogFilter,
-    TransportLimits,
-    raise_open_files_limit,
 )
 from pyruntime.rpc.tls import TlsFiles, check_listen
 from pyruntime.service import RuntimeServices

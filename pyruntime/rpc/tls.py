@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.rpc.auth import TOKEN_ENV, is_loopback_host
+from pyruntime.net.auth import TOKEN_ENV, is_loopback_host
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from pyruntime.client import RuntimeClient
-from pyruntime.rpc.auth import TOKEN_ENV
+from pyruntime.net.auth import TOKEN_ENV
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import TranscriptEntry, TranscriptKind
 from tests.cli.conftest import CliRun, file_bundle, memory_file, memory_on_disk

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyruntime.cli import main
-from pyruntime.rpc.auth import read_token_file
+from pyruntime.net.auth import read_token_file
 from pyruntime.client import RuntimeClient
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores

@@ -18,7 +18,7 @@ import pytest
 
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import RuntimeClient
-from pyruntime.rpc.auth import read_token_file
+from pyruntime.net.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope
 from tests.rpc.conftest import TOKEN, spawn_runtime
 from tests.support.fixtures import free_port

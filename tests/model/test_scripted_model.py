@@ -20,7 +20,7 @@ from pyruntime.model.errors import ContextOverflowError
 from pyruntime.model.scripted import Script
 from pyruntime.model.scripted_server import ScriptedModelServer
 from pyruntime.model.types import TextDelta
-from pyruntime.rpc.auth import read_token_file
+from pyruntime.net.auth import read_token_file
 from tests.model.test_serve_cli import RPC_ANY_PORT, Serve
 
 SCRIPT = {
@@ -156,7 +156,7 @@ def test_the_scripted_port_takes_the_model_ports_key_and_host_origin_rules() -> 
 
 
 def test_the_scripted_port_closes_half_sent_requests_and_evicts_at_its_cap() -> None:
-    from pyruntime.rpc.limits import TransportLimits
+    from pyruntime.net.limits import TransportLimits
     from tests.rpc.test_connection_limits import closed_by_server, connect
 
     async def go() -> None:

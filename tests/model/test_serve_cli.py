@@ -26,7 +26,7 @@ from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS
 from pyruntime.model.hosting import SMALL_MODEL_PROMPT_CACHE_MB, port_is_free
 from pyruntime.model.llama_server import DEFAULT_SLOTS
-from pyruntime.rpc.auth import read_token_file
+from pyruntime.net.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
 from tests.support.fixtures import free_port

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from pyruntime.client import RuntimeClient
-from pyruntime.rpc.auth import read_token_file
+from pyruntime.net.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
 from tests.model.test_serve_cli import model_children, serve_with_model

@@ -21,7 +21,7 @@ from pyruntime.cli.serve import EXIT_OK, serve
 from pyruntime.client import RuntimeClient
 from pyruntime.models.cache import ModelCache, PullRequest
 from pyruntime.models.pull import ModelPull
-from pyruntime.rpc.auth import read_token_file
+from pyruntime.net.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope
 from tests.model.test_serve_cli import RPC_ANY_PORT, Serve
 from tests.support.file_server import FileServer, Served

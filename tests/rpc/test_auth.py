@@ -11,7 +11,7 @@ import pytest
 
 from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
 from pyruntime.rpc import RpcConfig, start_rpc_servers
-from pyruntime.rpc.auth import (
+from pyruntime.net.auth import (
     TOKEN_ENV,
     bearer_matches,
     default_token_file,

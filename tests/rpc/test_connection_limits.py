@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from pyruntime.client import RuntimeClient
-from pyruntime.rpc.limits import TransportLimits, connection_cap
+from pyruntime.net.limits import TransportLimits, connection_cap
 from tests.rpc.conftest import TOKEN, Runtime, spawn_runtime, start_runtime
 
 SHORT_S = 0.5

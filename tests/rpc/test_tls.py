@@ -83,7 +83,7 @@ def test_a_client_without_the_ca_cannot_call(tls_runtime: Runtime, transport: st
 def test_a_tls_connection_that_never_says_hello_is_closed_on_both_ports(tmp_path: Path,
                                                                       certificates: TestCertificates) -> None:
     # asyncio's own TLS handshake timeout is 60 s; the runtime's request timeout (0.5 s here) must apply instead.
-    from pyruntime.rpc.limits import TransportLimits
+    from pyruntime.net.limits import TransportLimits
     from tests.rpc.test_connection_limits import SHORT_S, closed_by_server, connect
 
     runtime = start_runtime(tmp_path / "data", tls_cert=certificates.server_cert, tls_key=certificates.server_key,

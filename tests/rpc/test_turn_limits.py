@@ -22,7 +22,7 @@ from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import RuntimeCallError
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.app import RuntimeModel
-from pyruntime.rpc.limits import TransportLimits
+from pyruntime.net.limits import TransportLimits
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service import StatusCode, TurnAdmission
 from pyruntime.turns import AiOrchestrator, ToolCallMode

@@ -106,7 +106,7 @@ def test_an_idle_service_point_loses_no_tuning_and_idles_below_the_runtimes_keep
     from System.Net import ServicePointManager
     from System.Reflection import BindingFlags
 
-    from pyruntime.rpc.limits import DEFAULT_IDLE_TIMEOUT_S
+    from pyruntime.net.limits import DEFAULT_IDLE_TIMEOUT_S
 
     before = ServicePointManager.MaxServicePointIdleTime
     ServicePointManager.MaxServicePointIdleTime = 300  # Unity's 100 s, shortened: idle points are dropped

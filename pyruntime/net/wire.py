@@ -1,4 +1,4 @@
-"""What both transports share: the method-name mapping and the refusal text."""
+"""What the transports and the client share: the method-name mapping and the refusal text."""
 
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from pyruntime.net.limits import RateLimitedLog
 from pyruntime.observability import RuntimeMetrics
-from pyruntime.rpc.limits import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
