@@ -1,7 +1,8 @@
 """The work between turns (docs/design/compaction.md): after a reply, the next turn is prepared off the player's path.
 
-Behind player turns in the model queue, and after this turn's writer pass (turns/memory_pass.py), the next
-turn's request for the same conversation is predicted with the turn's own preparation
+Behind player turns in the model queue, and after this turn's writer pass (turns/memory_pass.py) on an engine of
+one slot (beside it on several, and once more after the edit it made), the next turn's request for the same
+conversation is predicted with the turn's own preparation
 (`RequestPlanner.predict_prefix`); with compaction between turns, the fold that preparation makes is staged
 for the next turn (turns/between_turns.py); with the prewarm, the predicted prefix is evaluated when it differs
 from what llama.cpp holds (turns/prewarm.py). The next turn never waits for any of it.
@@ -75,14 +76,27 @@ class NextTurn:
         conversation = conversation_digest(turn.store.key(turn.role_id))
 
         async def work(still_due: Callable[[], bool]) -> int | None:
-            displaced = False
-            if memory_pass is not None:
-                # The pass may change the memory (the next head or tail), and its request replaces
-                # this turn's prompt in llama.cpp's KV cache. The prewarm's request waits behind it
-                # anyway (background requests are served in order), this waits for its edit too.
-                await asyncio.wait({memory_pass})
-                displaced = (not memory_pass.cancelled() and memory_pass.exception() is None
-                             and memory_pass.result().model_calls > 0)
+            if memory_pass is None or not self.pass_in_another_slot:
+                displaced = False
+                if memory_pass is not None:
+                    # One slot: the pass's request replaces this turn's prompt in the engine's KV cache, and the
+                    # prewarm's request would wait behind it anyway; this waits for its edit too.
+                    await asyncio.wait({memory_pass})
+                    displaced = _made_model_calls(memory_pass)
+                return await attempt(still_due, displaced=displaced, stage=True)
+            # Several slots: warm the next prefix with the memory as it is while the pass decides, then once
+            # more after an edit it made (the changed memory block), unless that first attempt staged a fold.
+            evaluated = await attempt(still_due, displaced=False, stage=True)
+            await asyncio.wait({memory_pass})
+            if folded or not _stored(memory_pass) or not still_due():
+                return evaluated
+            again = await attempt(still_due, displaced=False, stage=False)
+            return again if evaluated is None else evaluated + (again or 0)
+
+        folded = False  # the first attempt staged a fold: its head is what the next turn sends, warmed once
+
+        async def attempt(still_due: Callable[[], bool], *, displaced: bool, stage: bool) -> int | None:
+            nonlocal folded
             if not still_due():
                 return None  # the next turn has started: the work after it prepares the one after
             try:
@@ -92,7 +106,8 @@ class NextTurn:
                 return None
             prefix, prepared, memory_seen = predicted if predicted is not None else (None, None, 0)
             fold = self.staged_folds.stage(conversation, prepared, self.compaction_stats, memory_seen) \
-                if self.background_compaction else None
+                if self.background_compaction and stage else None
+            folded = folded or fold is not None
             with self.staged_folds.readying(conversation, fold) as ready:
                 if not warm or prefix is None or turn.sent is None:
                     return None
@@ -113,6 +128,19 @@ class NextTurn:
 
         self.prewarms.start(conversation, work)
 
+    @property
+    def pass_in_another_slot(self) -> bool:
+        """Whether the writer pass and the prewarm run at once: an engine of several slots, two background calls.
+
+        The pass then runs in a slot of its own (model/slots.py: requests that name no conversation share one),
+        the conversation's slot keeps what this turn sent, and the prewarm goes out with the memory as it is
+        rather than after the pass: a player who answers quickly finds the history and the memory block warm.
+        An edit the pass makes later changes the memory block before the player's line (the memory-last layout)
+        or comes as a note: the next turn evaluates that change, not the whole block and the last exchange again
+        (docs/design/compaction.md#compaction-between-turns).
+        """
+        return self.queue.capacity > 1 and self.queue.background_capacity > 1
+
     async def _prompt_cache_room(self) -> bool | None:
         """`prewarm.prompt_cache_has_room` of the hosted server now; False when it cannot tell (no prewarm then)."""
         if self.prompt_cache_status is None:
@@ -123,3 +151,12 @@ class NextTurn:
             log.info("prewarm skipped: no prompt cache status (%s)", type(exc).__name__)
             return False
 
+
+def _made_model_calls(memory_pass: asyncio.Future[MemoryPassOutcome]) -> bool:
+    """Whether a finished writer pass sent a request (its prompt then replaced the conversation's in one slot)."""
+    return not memory_pass.cancelled() and memory_pass.exception() is None and memory_pass.result().model_calls > 0
+
+
+def _stored(memory_pass: asyncio.Future[MemoryPassOutcome]) -> bool:
+    """Whether a finished writer pass changed the memory."""
+    return not memory_pass.cancelled() and memory_pass.exception() is None and bool(memory_pass.result().stored)

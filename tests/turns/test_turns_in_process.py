@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,9 +21,10 @@ from pydantic import BaseModel, field_validator
 
 from pyruntime.memory import MemoryTool
 from pyruntime.model.errors import ModelUnavailableError
+from pyruntime.model.queue import ModelRequestQueue
 from pyruntime.model.scripted import scripted_usage
 from pyruntime.policy import AgentMemoryPolicy
-from pyruntime.stores import StoreBundle, TranscriptKind
+from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, TranscriptKind, open_stores
 from pyruntime.testing import (
     Answer,
     ChatRequest,
@@ -48,6 +50,7 @@ from pyruntime.turns import (
 from pyruntime.turns.events import TurnEvent
 from pyruntime.turns.memory_pass import MemoryPassOutcome
 from pyruntime.turns.memory_writer import writer_schema
+from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS
 from tests.turns.conftest import run
 
 HINT = "roll for me"
@@ -253,6 +256,48 @@ def test_the_writer_design_stores_exactly_the_fact_the_pass_decided(memory_store
     assert outcomes == [MemoryPassOutcome("SmartChat", stored="Player's name: Tobin", model_calls=1, version=1)]
     loaded = memory_stores.scoped().try_load("SmartChat").state
     assert loaded is not None and loaded.memory == "Player's name: Tobin" and loaded.latest_version == 1
+
+
+def _writer_then_prewarm(slots: int) -> list[str]:
+    """One writer-design turn (memory-last) with the prewarm on an engine of `slots` slots; the writer pass holds
+    its answer until a prewarm went out (or a second passed): the order the model saw the requests in."""
+    seen: list[str] = []
+    prewarm_sent = asyncio.Event()
+
+    async def model_of(request: ChatRequest) -> str:
+        if "response_format" in request.body:
+            seen.append("writer")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(prewarm_sent.wait(), 1.0)
+            seen.append("writer done")
+            return json.dumps({"kind": "fact", "topic": "name", "value": "Tobin"})
+        if request.body.get("max_tokens") == PREWARM_MAX_TOKENS:
+            seen.append("prewarm")
+            prewarm_sent.set()
+            return "."
+        seen.append("turn")
+        return "Well met, Tobin."
+
+    async def go() -> None:
+        stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
+        MemoryTool(stores.memory, stores.scoped().key("SmartChat")).execute(
+            {"action": "append", "content": "The player rides a grey mare."})  # a memory block to warm
+        orchestrator = orchestrator_on(FunctionModel(model_of), stores, AgentMemoryPolicy(), memory_design="writer",
+                                       queue=ModelRequestQueue(capacity=slots), memory_last=True, prewarm=True)
+        await orchestrator.run_task(AiTaskRequest("My name is Tobin.", "SmartChat"))
+        await orchestrator.memory_passes.drain()
+        await orchestrator.prewarms.drain()
+
+    run(go())
+    return seen
+
+
+def test_with_several_slots_the_prewarm_does_not_wait_for_the_writer_pass() -> None:
+    # The pass runs in a slot of its own: the conversation's next prefix is warmed while it decides, and warmed
+    # again after the fact it stored (the memory block before the next line changed).
+    assert _writer_then_prewarm(4) == ["turn", "writer", "prewarm", "writer done", "prewarm"]
+    # One slot: the pass's prompt replaces the conversation's, so the prewarm comes after it (and its edit).
+    assert _writer_then_prewarm(1) == ["turn", "writer", "writer done", "prewarm"]
 
 
 # -- streaming, the output cap, usage ------------------------------------------------------------------------
