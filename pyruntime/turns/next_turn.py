@@ -20,7 +20,14 @@ from pyruntime.model.queue import ModelRequestQueue
 from pyruntime.model.seam import ModelClient
 from pyruntime.turns.between_turns import CompactionStats, StagedFolds
 from pyruntime.turns.memory_pass import MemoryPassOutcome
-from pyruntime.turns.prewarm import Prewarms, needs_prewarm, prompt_cache_has_room, send_prewarm, worth_prewarming
+from pyruntime.turns.prewarm import (
+    Prewarms,
+    in_own_slot,
+    needs_prewarm,
+    prompt_cache_has_room,
+    send_prewarm,
+    worth_prewarming,
+)
 from pyruntime.turns.request_plan import RequestPlanner
 from pyruntime.turns.tail_anchors import conversation_digest
 from pyruntime.turns.turn_state import TurnState
@@ -117,8 +124,9 @@ class NextTurn:
                 if not needs_prewarm(prefix, turn.sent, displaced=displaced):
                     return None
                 # Asked only now: most turns are warm already, and the status is a request to the model server.
-                if not worth_prewarming(await self._prompt_cache_room(), tuple(self.recent_conversations),
-                                        conversation):
+                recent = tuple(self.recent_conversations)
+                if not in_own_slot(self.queue.capacity, recent, conversation) and \
+                        not worth_prewarming(await self._prompt_cache_room(), recent, conversation):
                     return None  # no prewarm will come: the next turn evaluates the head
                 evaluated = await send_prewarm(self.client, self.queue, prefix, still_due, on_sent=ready.sent,
                                                conversation=conversation)

@@ -21,7 +21,13 @@ from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiTaskRequest, TaskResult
-from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS, needs_prewarm, prompt_cache_has_room, worth_prewarming
+from pyruntime.turns.prewarm import (
+    PREWARM_MAX_TOKENS,
+    in_own_slot,
+    needs_prewarm,
+    prompt_cache_has_room,
+    worth_prewarming,
+)
 from tests.support.fixtures import start_llama_server
 from tests.turns.conftest import make_orchestrator, run
 
@@ -279,3 +285,10 @@ def test_without_a_prompt_cache_npcs_taking_turns_get_no_prewarm(tiny_server_url
     assert any(r.cut_report.compaction is not CompactionKind.NONE for r in results)  # a prewarm would have been due
     assert session["stats"].sent == 0 and session["stats"].skipped >= len(results) - 1
     assert not session["prewarm_bodies"]
+
+
+def test_a_conversation_in_its_own_slot_is_prewarmed_whatever_the_host_cache_holds() -> None:
+    # Several slots: the prewarm goes to the conversation's slot, the host cache's room does not matter.
+    assert in_own_slot(4, ["npc-b", "npc-a"], "npc-a") and in_own_slot(2, ["npc-a", "npc-a"], "npc-a")
+    # More conversations speaking than slots, or one slot: the host cache's rule decides (worth_prewarming).
+    assert not in_own_slot(2, ["npc-b", "npc-c"], "npc-a") and not in_own_slot(1, ["npc-a"], "npc-a")
