@@ -3,6 +3,8 @@ acknowledged write is on disk once, and a stream cut by the shutdown ends UNAVAI
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import signal
 import threading
 import time
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pyruntime.client import RuntimeCallError, RuntimeClient
+from pyruntime.net.limits import AcceptErrorHandler
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.service import StatusCode
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
@@ -98,3 +101,28 @@ def test_sigterm_with_a_stream_in_flight_exits_cleanly_and_the_stream_ends_unava
     assert isinstance(ended, RuntimeCallError) and ended.code is StatusCode.UNAVAILABLE, ended
     text = log.read_text()
     assert "Traceback" not in text and "Exception in ASGI application" not in text, text
+
+
+def test_a_result_for_a_cancelled_future_is_not_logged_as_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    # grpc.aio's shutdown notice after a stop's grace ran out: set_result on a future the stop cancelled.
+    def go(handler: AcceptErrorHandler) -> None:
+        loop = asyncio.new_event_loop()
+        handler.install(loop)
+        try:
+            late = loop.create_future()
+            late.cancel()
+            loop.call_soon(late.set_result, None)
+            loop.call_soon(_fail)  # any other error still reaches asyncio's handler
+            loop.run_until_complete(asyncio.sleep(0.05))
+        finally:
+            loop.close()
+
+    with caplog.at_level(logging.DEBUG):
+        go(AcceptErrorHandler())
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "_fail" in errors[0].getMessage(), [r.getMessage() for r in errors]
+    assert any("already cancelled" in r.getMessage() for r in caplog.records)
+
+
+def _fail() -> None:
+    raise RuntimeError("boom")
