@@ -295,24 +295,18 @@ class RpcServers:
                 await self._uvicorn_task
 
 
-class RpcServersHandle:
-    """Servers running on their own event loop thread (what `serve` holds); `stop()` ends them."""
+class ServedEndpoints:
+    """Where started RPC servers answer, read from `self.servers`: the token, the ports, the client addresses.
 
-    def __init__(self, servers: RpcServers, loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
-        self.servers = servers
-        self._loop = loop
-        self._thread = thread
-        self._stopped = False
+    One set for every holder of running servers: `RpcServersHandle` here, the tests' `RuntimeThread`.
+    """
+
+    servers: RpcServers
 
     @property
     def token(self) -> str:
         """The bearer token clients must send."""
         return self.servers.token
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        """The event loop the servers (and the services' coroutines) run on."""
-        return self._loop
 
     @property
     def grpc_port(self) -> int:
@@ -333,6 +327,21 @@ class RpcServersHandle:
     def connect_url(self) -> str:
         """The base URL of the Connect transport."""
         return self.servers.connect_url
+
+
+class RpcServersHandle(ServedEndpoints):
+    """Servers running on their own event loop thread (what `serve` holds); `stop()` ends them."""
+
+    def __init__(self, servers: RpcServers, loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+        self.servers = servers
+        self._loop = loop
+        self._thread = thread
+        self._stopped = False
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the servers (and the services' coroutines) run on."""
+        return self._loop
 
     def stop(self, grace: float | None = None) -> None:
         """Graceful stop: in-flight calls finish (up to grace seconds); idempotent."""

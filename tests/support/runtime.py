@@ -14,6 +14,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyruntime.app import Runtime
+from pyruntime.rpc.runtime import ServedEndpoints
 
 if TYPE_CHECKING:
     from pyruntime.rpc import RpcServers
@@ -24,8 +25,9 @@ T = TypeVar("T")
 START_TIMEOUT_S = 120.0  # a start that hosts nothing takes well under a second; the machine is shared
 
 
-class RuntimeThread:
-    """A started `Runtime` on a background event loop; `stop()` stops it in reverse (idempotent)."""
+class RuntimeThread(ServedEndpoints):
+    """A started `Runtime` on a background event loop; `stop()` stops it in reverse (idempotent); its token, ports
+    and addresses as `start_rpc_servers`' handle gives them (`ServedEndpoints`)."""
 
     def __init__(self, runtime: Runtime) -> None:
         """Start `runtime` (raises what its start raised, after unwinding it)."""
@@ -66,31 +68,6 @@ class RuntimeThread:
         """The turn engine (the runtime has a model)."""
         assert self.runtime.orchestrator is not None
         return self.runtime.orchestrator
-
-    @property
-    def token(self) -> str:
-        """The bearer token clients must send."""
-        return self.servers.token
-
-    @property
-    def grpc_port(self) -> int:
-        """The bound gRPC port."""
-        return self.servers.grpc_port
-
-    @property
-    def connect_port(self) -> int:
-        """The bound Connect (HTTP) port."""
-        return self.servers.connect_port
-
-    @property
-    def grpc_target(self) -> str:
-        """What a gRPC channel connects to."""
-        return self.servers.grpc_target
-
-    @property
-    def connect_url(self) -> str:
-        """The base URL of the Connect transport."""
-        return self.servers.connect_url
 
     def stop(self, grace: float | None = None) -> None:
         """Stop the runtime (in-flight calls get `grace` seconds, else the settings'), then its loop."""
