@@ -127,11 +127,6 @@ class AcceptErrorHandler:
         self._previous = loop.get_exception_handler()
         loop.set_exception_handler(self)
 
-    def uninstall(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Give loop its previous handler back."""
-        if loop.get_exception_handler() is self:
-            loop.set_exception_handler(self._previous)
-
     def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
         if isinstance(exc, OSError) and exc.errno in _OUT_OF_FILES and "accept" in str(context.get("message", "")):

@@ -274,10 +274,11 @@ class RpcServers:
             await self._health.enter_graceful_shutdown()  # probes see NOT_SERVING while calls drain
         if self._uvicorn is not None:
             self._uvicorn.should_exit = True
+        # The loop keeps the accept-error handler after the stop: grpc.aio's shutdown notice for a stop
+        # past its grace period reaches the loop after this returns (see net/limits.late_result).
         try:
             await asyncio.gather(self._stop_grpc(grace), self._drain_connect(grace), self._wait_uvicorn())
         finally:
-            self._accept_errors.uninstall(asyncio.get_running_loop())
             for name in _NOISY_LOGGERS:
                 logging.getLogger(name).removeFilter(self._log_filter)
 

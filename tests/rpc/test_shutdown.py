@@ -17,7 +17,7 @@ from pyruntime.net.limits import AcceptErrorHandler
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.service import StatusCode
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
-from tests.rpc.conftest import TOKEN, TRANSPORTS, spawn_runtime
+from tests.rpc.conftest import TOKEN, TRANSPORTS, spawn_runtime, start_runtime
 from tests.support.fixtures import free_port, tiny_endless_model_path  # noqa: F401  (pytest fixtures)
 
 WRITERS = 6
@@ -126,3 +126,24 @@ def test_a_result_for_a_cancelled_future_is_not_logged_as_an_error(caplog: pytes
 
 def _fail() -> None:
     raise RuntimeError("boom")
+
+
+def test_a_late_result_after_the_servers_stopped_is_still_dropped(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    # grpc.aio's notice reaches the loop after RpcServers.stop() returned (the fresh-clone failure's order:
+    # "RPC servers stopped", then the traceback): the handler must outlive the stop.
+    runtime = start_runtime(tmp_path / "data")
+    handle = runtime.handle
+    handle.call(handle.servers.stop(0.5))
+
+    async def late() -> None:
+        future = asyncio.get_running_loop().create_future()
+        future.cancel()
+        asyncio.get_running_loop().call_soon(future.set_result, None)
+        await asyncio.sleep(0.05)
+
+    with caplog.at_level(logging.DEBUG):
+        handle.call(late())
+    handle.stop(0.5)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    assert any("already cancelled" in r.getMessage() for r in caplog.records)

@@ -200,16 +200,20 @@ def test_client_disconnect_cancels_the_turn_and_the_hint_is_recorded_once(endles
         assert client.apply_memory_tool(role, {"action": "read"}, scope=SCOPE).success
 
 
-def test_standalone_runtime_runs_turns_against_an_llm_url(tiny_llama_server: LlamaServerProcess,
-                                                          tmp_path: Path) -> None:
-    runtime = spawn_runtime(tmp_path, model=("--llm-url", tiny_llama_server.base_url))
+def test_standalone_runtime_runs_turns_against_an_llm_url(tiny_endless_model_path: Path, tmp_path: Path) -> None:
+    # The endless variant: the plain tiny model may pick <|im_end|> first, and an empty reply is not a turn run.
+    llama = start_llama_server(tiny_endless_model_path)
+    runtime = spawn_runtime(tmp_path, model=("--llm-url", llama.base_url))
     try:
         with RuntimeClient(f"grpc://127.0.0.1:{runtime.grpc_port}", token=TOKEN, timeout=120) as client:
             assert client.health().model_ready
             result = client.run_task("hi", role_id="PlainChat", max_output_tokens=8, forced_tool_mode="none")
             assert result.status == pb.TURN_STATUS_OK and result.text
     finally:
-        assert runtime.terminate(signal.SIGTERM) == 0
+        try:
+            assert runtime.terminate(signal.SIGTERM) == 0
+        finally:
+            llama.stop()
     # PlainChat persists its history: the turn is in the files after the runtime stopped.
     history = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path).scoped().get_chat_history("PlainChat")
     assert [m.content for m in history][:1] == ["hi"]
