@@ -120,9 +120,11 @@ def _script(setup: Setup, reply_chars: int) -> Script:
 
 
 async def runtime_counts(setup: Setup, reply_chars: int, counter: LlamaTokenCounter, model_path: Path,
-                         memory_design: str = "writer", cached: int = 0) -> Counts:
+                         memory_design: str = "writer", cached: int = 0, *,
+                         memory_last_stays: bool = False) -> Counts:
     """The session through the runtime (as `bench_npcs.runtime_pass` plays it), counted; `memory_design`: the
-    writer pass after the reply (what `serve` runs SmolLM2 with) or the memory tool in the reply."""
+    writer pass after the reply (what `serve` runs SmolLM2 with) or the memory tool in the reply;
+    `memory_last_stays`: the writer design's memory block stays where it was first sent until it changes."""
     server = ScriptedModelServer(_script(setup, reply_chars))
     await server.start()
     try:
@@ -134,7 +136,8 @@ async def runtime_counts(setup: Setup, reply_chars: int, counter: LlamaTokenCoun
                                   temperature=0.0)
             orchestrator = build_orchestrator(base_url=server.base_url, model_path=model_path, token_counter=counter,
                                               model_context_tokens=CONTEXT_TOKENS, stores=stores, policy=policy,
-                                              tool_mode="structured", memory_design=memory_design, prewarm=True)
+                                              tool_mode="structured", memory_design=memory_design, prewarm=True,
+                                              memory_last_stays=memory_last_stays)
             client = RecordingClient(server.base_url)
             await orchestrator.client.aclose()
             orchestrator.client = client
@@ -249,13 +252,16 @@ def main() -> None:
                         help="the writer pass after the reply (serve's default for SmolLM2) or the memory tool")
     parser.add_argument("--prompt-cache", type=int, default=0,
                         help="model a prompt cache of the last N requests' states besides the KV (0: the KV only)")
+    parser.add_argument("--memory-stays", action="store_true",
+                        help="writer design: the memory block stays where it was first sent until it or the head "
+                             "changes, instead of moving before the player's line on every turn")
     parser.add_argument("--per-turn", action="store_true", help="print every turn's counts")
     args = parser.parse_args()
     setup = Setup(1, 1, args.turns, args.facts, args.edit_every, args.window)
     model_path = embedded_model_path()
     counter = LlamaTokenCounter(model_path)
     runtime = asyncio.run(runtime_counts(setup, args.reply_chars, counter, model_path, args.memory_design,
-                                         args.prompt_cache))
+                                         args.prompt_cache, memory_last_stays=args.memory_stays))
     naive = naive_counts(setup, args.reply_chars, counter, args.prompt_cache)
     c = compare(setup, runtime, naive)
     print(f"{args.turns} turns, window {args.window}, a fact every {args.edit_every} turns, {args.reply_chars}-char "

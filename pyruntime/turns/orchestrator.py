@@ -112,6 +112,7 @@ class AiOrchestrator:
         background_compaction: bool = False,
         assemble: Callable[..., list[dict[str, Any]]] = assemble_messages,
         memory_last: bool = False,
+        memory_last_stays: bool = False,
         compaction_target_ratio: float = COMPACTION_TARGET_RATIO,
     ) -> None:
         """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
@@ -129,6 +130,8 @@ class AiOrchestrator:
         layout against this one (bench/design_note_layout.py); the defaults are the runtime's.
         `memory_last`: the memory-last layout (turns/memory_last.py): the whole memory, consolidated every turn,
         right before the player's line; `build_orchestrator` gives it to the writer design's (small) models.
+        `memory_last_stays`: the block stays where it was first sent (with the tail) until it or the head changes,
+        instead of moving before the player's line on every turn (measured in docs/design/compaction.md).
         `background_compaction`: fold between turns (turns/between_turns.py): after a reply, the next turn's
         fold is made in the background (and its head prewarmed, with `prewarm`); a turn never waits for it.
         """
@@ -167,7 +170,7 @@ class AiOrchestrator:
         self.staged_folds = StagedFolds()
         self.compaction_stats = CompactionStats()
         self.prompt_cache_status = prompt_cache_status
-        # Memory-last (small models): the whole memory right before the player's line (turns/memory_last.py).
+        # Memory-last (small models): the whole memory as one block after the history (turns/memory_last.py).
         self.memory_last = memory_last
         self.session_starts = SessionStarts()  # where each conversation's session began (turns/sessions.py)
         self.compaction_target_ratio = compaction_target_ratio
@@ -177,7 +180,8 @@ class AiOrchestrator:
         self.planner = RequestPlanner(
             client, self.queue, token_counter=self.token_counter, model_context_tokens=model_context_tokens,
             system_messages_after_first=system_messages_after_first,
-            assemble=assemble_memory_last if memory_last else assemble, memory_last=memory_last,
+            assemble=functools.partial(assemble_memory_last, memory_with_tail=memory_last_stays)
+            if memory_last else assemble, memory_last=memory_last, memory_with_tail=memory_last_stays,
             background_compaction=background_compaction, staged_folds=self.staged_folds,
             llm_compaction_enabled=llm_compaction_enabled, llm_compaction_options=self.llm_compaction_options,
             compaction_target_ratio=compaction_target_ratio, session_starts=self.session_starts,

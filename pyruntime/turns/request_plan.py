@@ -50,6 +50,7 @@ from pyruntime.turns.context import (
     summary_block_overhead,
 )
 from pyruntime.turns.memory_blocks import MemoryBlocks, NoteFold, plan_memory_blocks
+from pyruntime.turns.memory_last import memory_anchor_text
 from pyruntime.turns.prompt import PromptAnchors, TailBlocks, place_notes, place_tail, tail_text_of
 from pyruntime.turns.sessions import SessionStarts, leaves_out_earlier_sessions, without_earlier_sessions
 from pyruntime.turns.tail_anchors import TailAnchors, conversation_digest
@@ -92,6 +93,7 @@ class RequestPlanner:
         system_messages_after_first: bool,
         assemble: AssembleMessages,
         memory_last: bool,
+        memory_with_tail: bool,
         background_compaction: bool,
         staged_folds: StagedFolds,
         llm_compaction_enabled: bool,
@@ -108,6 +110,7 @@ class RequestPlanner:
         self.system_messages_after_first = system_messages_after_first
         self._assemble_messages = assemble
         self.memory_last = memory_last
+        self.memory_with_tail = memory_last and memory_with_tail  # the block stays with the tail (memory_last.py)
         self.background_compaction = background_compaction
         self.staged_folds = staged_folds
         self.llm_compaction_enabled = llm_compaction_enabled
@@ -224,8 +227,9 @@ class RequestPlanner:
         """Where the tail and the memory notes go in this request, and the anchors to keep for the next."""
         anchors = self._conversation_anchors(turn)
         compacted = prepared.cut_report.compaction is not CompactionKind.NONE
-        tail_after, tail_anchor = place_tail(anchors.tail if anchors else None, tail_text_of(tail),
-                                             prepared.messages, compacted=compacted)
+        tail_text = memory_anchor_text(tail_text_of(tail), tail.memory) if self.memory_with_tail else tail_text_of(tail)
+        tail_after, tail_anchor = place_tail(anchors.tail if anchors else None, tail_text, prepared.messages,
+                                             compacted=compacted)
         notes_after, note_anchors = place_notes(anchors.notes if anchors else (), tail.memory_notes,
                                                 prepared.messages)
         kept = PromptAnchors(tail_anchor, note_anchors, tail.memory_folded.version if tail.memory_folded else 0)

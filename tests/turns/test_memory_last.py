@@ -1,4 +1,4 @@
-"""The memory-last request layout (pure): the whole memory right before the player's line (issue 25)."""
+"""The memory-last request layout (pure): the whole memory as one block after the history (issues 25, 24)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,23 @@ def _headings(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("## ")]
 
 
-def test_the_memory_is_the_last_context_message_and_nowhere_else() -> None:
+def test_the_memory_goes_right_after_the_tail_where_that_was_first_sent() -> None:
+    messages = assemble_memory_last(system_prompt="SYS", summary="they met", history=HISTORY, tail=TAIL,
+                                    user_payload="What is my name?", tail_after=1, memory_with_tail=True)
+    assert [m["role"] for m in messages] == ["system", "system", "user", "system", "system", "assistant", "user"]
+    assert _headings(messages[1]["content"]) == ["## Conversation Summary"]
+    assert _headings(messages[3]["content"]) == ["## Request System Instructions", "## World State"]
+    assert messages[4]["content"] == "## Notes about the player\nPlayer's name: Tobin"
+    assert messages[5] == {"role": "assistant", "content": "hello"}  # the exchanges since then follow it
+    assert sum("Player's name" in m["content"] for m in messages) == 1 and "updates" not in str(messages)
+    # Without a place (the first turn, an edit, a fold: `place_tail` says None or the end) it is last.
+    last = assemble_memory_last(system_prompt="SYS", history=HISTORY, tail=TAIL, user_payload="x", tail_after=2,
+                                memory_with_tail=True)
+    assert last == assemble_memory_last(system_prompt="SYS", history=HISTORY, tail=TAIL, user_payload="x")
+    assert last[-2]["content"].startswith("## Notes about the player")
+
+
+def test_every_turn_the_memory_is_the_last_context_message_and_nowhere_else() -> None:
     messages = assemble_memory_last(system_prompt="SYS", summary="they met", history=HISTORY, tail=TAIL,
                                     user_payload="What is my name?", tail_after=1)
     assert [m["role"] for m in messages] == ["system", "system", "user", "system", "assistant", "system", "user"]

@@ -258,7 +258,7 @@ def test_the_writer_design_stores_exactly_the_fact_the_pass_decided(memory_store
     assert loaded is not None and loaded.memory == "Player's name: Tobin" and loaded.latest_version == 1
 
 
-def _writer_then_prewarm(slots: int) -> list[str]:
+def _writer_then_prewarm(slots: int, **options: Any) -> list[str]:
     """One writer-design turn (memory-last) with the prewarm on an engine of `slots` slots; the writer pass holds
     its answer until a prewarm went out (or a second passed): the order the model saw the requests in."""
     seen: list[str] = []
@@ -283,7 +283,8 @@ def _writer_then_prewarm(slots: int) -> list[str]:
         MemoryTool(stores.memory, stores.scoped().key("SmartChat")).execute(
             {"action": "append", "content": "The player rides a grey mare."})  # a memory block to warm
         orchestrator = orchestrator_on(FunctionModel(model_of), stores, AgentMemoryPolicy(), memory_design="writer",
-                                       queue=ModelRequestQueue(capacity=slots), memory_last=True, prewarm=True)
+                                       queue=ModelRequestQueue(capacity=slots), memory_last=True, prewarm=True,
+                                       **options)
         await orchestrator.run_task(AiTaskRequest("My name is Tobin.", "SmartChat"))
         await orchestrator.memory_passes.drain()
         await orchestrator.prewarms.drain()
@@ -293,11 +294,50 @@ def _writer_then_prewarm(slots: int) -> list[str]:
 
 
 def test_with_several_slots_the_prewarm_does_not_wait_for_the_writer_pass() -> None:
-    # The pass runs in a slot of its own: the conversation's next prefix is warmed while it decides, and warmed
-    # again after the fact it stored (the memory block before the next line changed).
+    # The memory block before every player line: the pass runs in a slot of its own, the conversation's next
+    # prefix (the block moved after the new exchange) is warmed while it decides, and warmed again after the
+    # fact it stored (the block changed).
     assert _writer_then_prewarm(4) == ["turn", "writer", "prewarm", "writer done", "prewarm"]
+    # The block where it was first sent (`memory_last_stays`): the next prefix only appends (nothing to warm)
+    # until the stored fact puts the changed block before the next line.
+    assert _writer_then_prewarm(4, memory_last_stays=True) == ["turn", "writer", "writer done", "prewarm"]
     # One slot: the pass's prompt replaces the conversation's, so the prewarm comes after it (and its edit).
     assert _writer_then_prewarm(1) == ["turn", "writer", "writer done", "prewarm"]
+
+
+def test_the_memory_block_stays_where_it_was_first_sent_until_the_memory_changes() -> None:
+    # The memory-last layout with `memory_last_stays`: turns that change nothing append only, so llama.cpp reuses the
+    # whole previous request and reply (issue 24); a memory edit puts the block before the player's line again.
+    def model_of(request: ChatRequest) -> str:
+        if "response_format" in request.body:
+            return json.dumps({"kind": "nothing"})
+        return f"Reply {sum(m['role'] == 'user' for m in request.messages)}."
+
+    async def go() -> list[list[dict[str, str]]]:
+        stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
+        key = stores.scoped().key("SmartChat")
+        MemoryTool(stores.memory, key).execute({"action": "append", "content": "The player rides a grey mare."})
+        model = FunctionModel(model_of)
+        orchestrator = orchestrator_on(model, stores, AgentMemoryPolicy(), memory_design="writer", memory_last=True,
+                                       memory_last_stays=True)
+        for n, line in enumerate(["Which road is shorter?", "Is the bridge safe?", "Who keeps the inn?",
+                                  "What is the inn called?"]):
+            if n == 3:
+                MemoryTool(stores.memory, key).execute({"action": "append", "content": "The player owes 5 gold."})
+            await orchestrator.run_task(AiTaskRequest(line, "SmartChat"))
+            await orchestrator.memory_passes.drain()
+        return [r.messages for r in model.requests if "response_format" not in r.body]
+
+    sent = run(go())
+    assert len(sent) == 4
+    notes = [[i for i, m in enumerate(messages) if "## Notes about the player" in m["content"]] for messages in sent]
+    assert notes[0] == [len(sent[0]) - 2]  # first sent right before the player's line
+    for before, after in zip(sent[:2], sent[1:3], strict=True):  # then the next turns only append
+        assert after[:len(before)] == before and after[len(before)]["role"] == "assistant"
+    assert notes[1] == notes[2] == notes[0]
+    # The edit: the block (now with the debt) goes right before the player's line, once.
+    assert notes[3] == [len(sent[3]) - 2] and "owes 5 gold" in sent[3][-2]["content"]
+    assert sent[3][:notes[0][0]] == sent[2][:notes[0][0]]
 
 
 # -- streaming, the output cap, usage ------------------------------------------------------------------------
