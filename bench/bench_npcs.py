@@ -363,7 +363,7 @@ async def timed_turn(orchestrator: Any, request: AiTaskRequest, name: str,
 
 
 MEMORY_DESIGN: str | None = None  # --memory-design: None = what `serve` picks for the model (model_profile)
-MEMORY_LAST_STAYS = False  # --memory-stays: the writer design's block stays where first sent
+MEMORY_LAST_STAYS = True  # the writer design's block stays where first sent (--memory-before-line: it moves)
 BREAKDOWN = False  # --breakdown: time each turn's steps to its first token (runtime and naive passes)
 RSS_EVERY = 0  # --rss-every: record the server's RSS every this many turns of a runtime pass (0: at its end only)
 # --think-s: pause after each turn of every pass (a player reading), not timed
@@ -575,9 +575,9 @@ def main() -> None:
                         help="the runtime's memory design: auto = what serve picks for the served model "
                              "(SmolLM2-135M: the writer pass after the reply, the memory last), tool = the memory "
                              "tool in the reply (its contract in the system prompt), writer")
-    parser.add_argument("--memory-stays", action="store_true",
-                        help="writer design: the memory block stays where it was first sent until it or the head "
-                             "changes, instead of moving before the player's line on every turn")
+    parser.add_argument("--memory-before-line", action="store_true",
+                        help="writer design: the whole memory block right before the player's line on every turn "
+                             "(the layout before issue 24) instead of where it was first sent")
     parser.add_argument("--then-npcs", type=int, default=0,
                         help="right after the runtime pass's session, the same runtime and server play this many "
                              "other NPCs in rotation (issue 24: four NPCs right after a long game session)")
@@ -593,7 +593,7 @@ def main() -> None:
                              "S seconds, or A B for a seeded uniform pause in [A, B]; default 0")
     args = parser.parse_args()
     global RSS_EVERY, THINK_S, MEMORY_DESIGN, BREAKDOWN, MEMORY_LAST_STAYS
-    MEMORY_LAST_STAYS = args.memory_stays
+    MEMORY_LAST_STAYS = not args.memory_before_line
     RSS_EVERY, THINK_S = args.rss_every, (args.think_s[0], args.think_s[-1])
     MEMORY_DESIGN = None if args.memory_design == "auto" else args.memory_design
     BREAKDOWN = args.breakdown

@@ -121,10 +121,11 @@ def _script(setup: Setup, reply_chars: int) -> Script:
 
 async def runtime_counts(setup: Setup, reply_chars: int, counter: LlamaTokenCounter, model_path: Path,
                          memory_design: str = "writer", cached: int = 0, *,
-                         memory_last_stays: bool = False) -> Counts:
+                         memory_last_stays: bool = True) -> Counts:
     """The session through the runtime (as `bench_npcs.runtime_pass` plays it), counted; `memory_design`: the
     writer pass after the reply (what `serve` runs SmolLM2 with) or the memory tool in the reply;
-    `memory_last_stays`: the writer design's memory block stays where it was first sent until it changes."""
+    `memory_last_stays`: the writer design's memory block stays where it was first sent (False: it moves before
+    the player's line on every turn)."""
     server = ScriptedModelServer(_script(setup, reply_chars))
     await server.start()
     try:
@@ -252,16 +253,16 @@ def main() -> None:
                         help="the writer pass after the reply (serve's default for SmolLM2) or the memory tool")
     parser.add_argument("--prompt-cache", type=int, default=0,
                         help="model a prompt cache of the last N requests' states besides the KV (0: the KV only)")
-    parser.add_argument("--memory-stays", action="store_true",
-                        help="writer design: the memory block stays where it was first sent until it or the head "
-                             "changes, instead of moving before the player's line on every turn")
+    parser.add_argument("--memory-before-line", action="store_true",
+                        help="writer design: the whole memory block right before the player's line on every turn "
+                             "(the layout before issue 24) instead of where it was first sent")
     parser.add_argument("--per-turn", action="store_true", help="print every turn's counts")
     args = parser.parse_args()
     setup = Setup(1, 1, args.turns, args.facts, args.edit_every, args.window)
     model_path = embedded_model_path()
     counter = LlamaTokenCounter(model_path)
     runtime = asyncio.run(runtime_counts(setup, args.reply_chars, counter, model_path, args.memory_design,
-                                         args.prompt_cache, memory_last_stays=args.memory_stays))
+                                         args.prompt_cache, memory_last_stays=not args.memory_before_line))
     naive = naive_counts(setup, args.reply_chars, counter, args.prompt_cache)
     c = compare(setup, runtime, naive)
     print(f"{args.turns} turns, window {args.window}, a fact every {args.edit_every} turns, {args.reply_chars}-char "

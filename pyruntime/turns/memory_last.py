@@ -15,9 +15,11 @@ and the last exchange again on every turn: the prewarm evaluates them while the 
 and a player who answers within a second or two waits for that prewarm in the conversation's slot
 (issue 24: TTFT p50 2.2x the naive game's). `memory_with_tail` (the orchestrator's `memory_last_stays`)
 puts it right after the tail instead, which stays where it was first sent (`prompt.place_tail`; the
-planner anchors the tail and the block together, so an edit or a fold puts both last again): turns
-append only (TTFT p50 1.17x), but a game's edit re-evaluates the block and every exchange since
-(largest turn 12.9x the median against 2.0x). Measured in docs/design/compaction.md.
+planner anchors the tail and the block together, so a fold or an edit that is not an append puts both
+last again): turns append only. Lines appended since (a fact the writer or the game added) are each one
+more block under the same heading, right before the player's line where they were first sent, and stay
+there too (`place_memory_with_tail`): an append costs its own lines, not the block and every exchange
+since. Measured in docs/design/compaction.md.
 """
 
 from __future__ import annotations
@@ -27,7 +29,19 @@ from dataclasses import replace
 from typing import Any
 
 from pyruntime.history.messages import HistoryMessage
-from pyruntime.turns.prompt import TailBlocks, assemble_messages, block, context_message, history_message
+from pyruntime.turns.prompt import (
+    MemoryNote,
+    NoteAnchor,
+    Placement,
+    PromptAnchors,
+    TailBlocks,
+    assemble_messages,
+    block,
+    context_message,
+    history_message,
+    place_notes,
+    place_tail,
+)
 
 # Not "## Memory": SmolLM2 took that noun as its own identity ("as a memory AI", "The memory changed to ...":
 # 7 of 65 recall replies). Measured with the block last and the earlier sessions left out (recall of 65,
@@ -35,6 +49,9 @@ from pyruntime.turns.prompt import TailBlocks, assemble_messages, block, context
 # about the player" 38, "## Memory" 37, "## Your notes about the player" 37, "## About the player" 36,
 # "What you remember about the player:" 34, "What you know about the player:" 31 (docs/design/memory-writer.md).
 LAST_MEMORY_HEADING = "## Notes about the player"
+# Blocks of appended lines kept where they were first sent; one more puts the whole memory last again as
+# one block (a fold does that anyway, every few turns past the window).
+MAX_MEMORY_ADDITIONS = 4
 
 
 def memory_block(memory: str) -> str:
@@ -59,6 +76,8 @@ def assemble_memory_last(
 
     `tail.memory` is the whole current memory (the orchestrator consolidates it every turn in this
     layout); notes and a folded update block, if any were planned, are not sent: the memory says it all.
+    With `memory_with_tail`, `tail.memory` is the part sent with the tail and `tail.memory_notes` the
+    lines appended since, each after the first `notes_after` history messages (`place_memory_with_tail`).
     """
     history = list(history)
     at = len(history) if tail_after is None or not memory_with_tail else max(0, min(tail_after, len(history)))
@@ -66,10 +85,19 @@ def assemble_memory_last(
     messages = assemble_messages(system_prompt=system_prompt, summary=summary, history=history[:at],
                                  tail=without_memory, system_messages_after_first=system_messages_after_first,
                                  tail_after=None if memory_with_tail else tail_after)
-    text = memory_block(tail.memory)
-    if text:
-        messages.append(context_message(text, system_messages_after_first=system_messages_after_first))
-    messages.extend(history_message(message) for message in history[at:])
+    blocks = [(at, tail.memory)]
+    if memory_with_tail:
+        places = notes_after if notes_after is not None else [len(history)] * len(tail.memory_notes)
+        blocks += [(max(at, min(after, len(history))), note.text)
+                   for after, note in zip(places, tail.memory_notes, strict=True)]
+    sent = at
+    for after, memory in blocks:
+        messages.extend(history_message(message) for message in history[sent:after])
+        sent = max(sent, after)
+        text = memory_block(memory)
+        if text:
+            messages.append(context_message(text, system_messages_after_first=system_messages_after_first))
+    messages.extend(history_message(message) for message in history[sent:])
     if user_payload:
         messages.append({"role": "user", "content": user_payload})
     return messages
@@ -79,3 +107,54 @@ def memory_anchor_text(tail_text: str, memory: str) -> str:
     """The text the tail's anchor is kept for when the memory block goes with the tail: either one changing
     puts both right before the player's line again (`prompt.place_tail`)."""
     return "\n\n".join(t for t in (tail_text, memory_block(memory)) if t)
+
+
+def _lines(memory: str) -> list[str]:
+    return memory.strip("\n").split("\n") if memory.strip() else []
+
+
+def _appended_runs(lines: Sequence[str], placed: int, anchors: Sequence[NoteAnchor]) -> list[MemoryNote]:
+    """The lines after the first `placed`, in the runs the anchors kept (their `version`: the line count each
+    brings the block to), then the lines appended since as one more run."""
+    runs: list[MemoryNote] = []
+    start = placed
+    for anchor in anchors:
+        if not start < anchor.version <= len(lines):
+            break
+        runs.append(MemoryNote(anchor.version, "\n".join(lines[start:anchor.version])))
+        start = anchor.version
+    if start < len(lines):
+        runs.append(MemoryNote(len(lines), "\n".join(lines[start:])))
+    return runs
+
+
+def place_memory_with_tail(anchors: PromptAnchors | None, tail: TailBlocks, tail_text: str,
+                           history: Sequence[HistoryMessage], *, compacted: bool) -> Placement:
+    """Where the tail and `tail.memory` (the whole memory) go when the block stays with the tail; the
+    placement's tail has the lines sent with the tail as `memory` and each run appended since as a note.
+
+    The tail and the block stay where they were first sent while the memory only grows by lines after
+    theirs; each run of lines appended since is a block of its own, kept where it was first sent. A fold,
+    an edit that is not an append, a tail whose message is gone or more than `MAX_MEMORY_ADDITIONS` runs
+    put the whole memory last again, as one block.
+    """
+    lines = _lines(tail.memory)
+
+    def anchor_text(count: int) -> str:
+        return memory_anchor_text(tail_text, "\n".join(lines[:count]))
+
+    placed, runs = len(lines), []
+    if anchors is not None and not compacted:
+        placed = next((count for count in range(len(lines), -1, -1) if anchors.tail.matches(anchor_text(count))),
+                      len(lines))
+        runs = _appended_runs(lines, placed, anchors.notes)
+        if len(runs) > MAX_MEMORY_ADDITIONS:
+            placed, runs = len(lines), []
+    tail_after, kept = place_tail(anchors.tail if anchors is not None else None, anchor_text(placed), history,
+                                  compacted=compacted)
+    if runs and anchors is not None and kept is not anchors.tail:  # its message is gone: all of it goes last
+        placed, runs = len(lines), []
+        tail_after, kept = place_tail(None, anchor_text(placed), history, compacted=compacted)
+    notes_after, note_anchors = place_notes(anchors.notes if anchors is not None else (), runs, history)
+    sent = replace(tail, memory="\n".join(lines[:placed]), memory_notes=tuple(runs))
+    return Placement(sent, tail_after, notes_after, PromptAnchors(kept, note_anchors))

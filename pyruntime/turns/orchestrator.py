@@ -112,7 +112,7 @@ class AiOrchestrator:
         background_compaction: bool = False,
         assemble: Callable[..., list[dict[str, Any]]] = assemble_messages,
         memory_last: bool = False,
-        memory_last_stays: bool = False,
+        memory_last_stays: bool = True,
         compaction_target_ratio: float = COMPACTION_TARGET_RATIO,
     ) -> None:
         """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
@@ -130,8 +130,9 @@ class AiOrchestrator:
         layout against this one (bench/design_note_layout.py); the defaults are the runtime's.
         `memory_last`: the memory-last layout (turns/memory_last.py): the whole memory, consolidated every turn,
         right before the player's line; `build_orchestrator` gives it to the writer design's (small) models.
-        `memory_last_stays`: the block stays where it was first sent (with the tail) until it or the head changes,
-        instead of moving before the player's line on every turn (measured in docs/design/compaction.md).
+        `memory_last_stays` (default): the block stays where it was first sent (with the tail), lines appended later
+        each where they were first sent, until a fold or a rewrite; False: the whole block before the player's line
+        on every turn (measured against each other in docs/design/compaction.md).
         `background_compaction`: fold between turns (turns/between_turns.py): after a reply, the next turn's
         fold is made in the background (and its head prewarmed, with `prewarm`); a turn never waits for it.
         """

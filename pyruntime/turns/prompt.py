@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pyruntime.history.messages import HistoryMessage
 
@@ -157,6 +158,15 @@ class PromptAnchors:
     tail: TailAnchor
     notes: tuple[NoteAnchor, ...] = ()
     head_version: int = 0  # the memory version of the head's folded updates block (0: none)
+
+
+class Placement(NamedTuple):
+    """Where a request's tail and memory notes go (`place_tail`, `place_notes`) and the anchors to keep."""
+
+    tail: TailBlocks  # as sent (the memory-last block that stays splits its memory: `memory_last.py`)
+    tail_after: int
+    notes_after: tuple[int, ...]
+    kept: PromptAnchors
 
 
 def _place_after(after_order: int, history: Sequence[HistoryMessage]) -> int | None:

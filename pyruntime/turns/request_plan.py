@@ -50,8 +50,8 @@ from pyruntime.turns.context import (
     summary_block_overhead,
 )
 from pyruntime.turns.memory_blocks import MemoryBlocks, NoteFold, plan_memory_blocks
-from pyruntime.turns.memory_last import memory_anchor_text
-from pyruntime.turns.prompt import PromptAnchors, TailBlocks, place_notes, place_tail, tail_text_of
+from pyruntime.turns.memory_last import place_memory_with_tail
+from pyruntime.turns.prompt import Placement, PromptAnchors, TailBlocks, place_notes, place_tail, tail_text_of
 from pyruntime.turns.sessions import SessionStarts, leaves_out_earlier_sessions, without_earlier_sessions
 from pyruntime.turns.tail_anchors import TailAnchors, conversation_digest
 from pyruntime.turns.turn_state import PromptParts, TurnState
@@ -70,14 +70,6 @@ class Prediction(NamedTuple):
     prefix: list[dict[str, Any]]
     prepared: PreparedHistory | None
     memory_version: int
-
-
-class _Places(NamedTuple):
-    """Where a request's tail and memory notes go (`place_tail`, `place_notes`) and the anchors to keep."""
-
-    tail_after: int
-    notes_after: tuple[int, ...]
-    kept: PromptAnchors
 
 
 class RequestPlanner:
@@ -206,7 +198,7 @@ class RequestPlanner:
             system_prompt=system_prompt,
             summary=prepared.summary_text if prepared else "",
             history=prepared.messages if prepared else (),
-            tail=tail,
+            tail=places.tail if places else tail,
             user_payload=turn.request.hint,
             system_messages_after_first=self.system_messages_after_first,
             tail_after=places.tail_after if places else None,
@@ -223,17 +215,19 @@ class RequestPlanner:
             return 0, ()
         return anchors.head_version, tuple(note.version for note in anchors.notes)
 
-    def _places(self, turn: TurnState, tail: TailBlocks, prepared: PreparedHistory) -> _Places:
+    def _places(self, turn: TurnState, tail: TailBlocks, prepared: PreparedHistory) -> Placement:
         """Where the tail and the memory notes go in this request, and the anchors to keep for the next."""
         anchors = self._conversation_anchors(turn)
         compacted = prepared.cut_report.compaction is not CompactionKind.NONE
-        tail_text = memory_anchor_text(tail_text_of(tail), tail.memory) if self.memory_with_tail else tail_text_of(tail)
-        tail_after, tail_anchor = place_tail(anchors.tail if anchors else None, tail_text, prepared.messages,
+        if self.memory_with_tail:
+            return place_memory_with_tail(anchors, tail, tail_text_of(tail), prepared.messages,
+                                          compacted=compacted)
+        tail_after, tail_anchor = place_tail(anchors.tail if anchors else None, tail_text_of(tail), prepared.messages,
                                              compacted=compacted)
         notes_after, note_anchors = place_notes(anchors.notes if anchors else (), tail.memory_notes,
                                                 prepared.messages)
         kept = PromptAnchors(tail_anchor, note_anchors, tail.memory_folded.version if tail.memory_folded else 0)
-        return _Places(tail_after, notes_after, kept)
+        return Placement(tail, tail_after, notes_after, kept)
 
     def keep_tail_anchor(self, turn: TurnState, tail: TailBlocks) -> None:
         """Remember where this turn's tail and notes went (bounded: the least recently used conversations go first)."""

@@ -297,17 +297,16 @@ def test_with_several_slots_the_prewarm_does_not_wait_for_the_writer_pass() -> N
     # The memory block before every player line: the pass runs in a slot of its own, the conversation's next
     # prefix (the block moved after the new exchange) is warmed while it decides, and warmed again after the
     # fact it stored (the block changed).
-    assert _writer_then_prewarm(4) == ["turn", "writer", "prewarm", "writer done", "prewarm"]
-    # The block where it was first sent (`memory_last_stays`): the next prefix only appends (nothing to warm)
-    # until the stored fact puts the changed block before the next line.
-    assert _writer_then_prewarm(4, memory_last_stays=True) == ["turn", "writer", "writer done", "prewarm"]
+    assert _writer_then_prewarm(4, memory_last_stays=False) == ["turn", "writer", "prewarm", "writer done", "prewarm"]
+    # The block where it was first sent (`memory_last_stays`, the default): the next prefix only appends, the
+    # stored fact too (its own block right before the next line): nothing to warm.
+    assert _writer_then_prewarm(4) == ["turn", "writer", "writer done"]
     # One slot: the pass's prompt replaces the conversation's, so the prewarm comes after it (and its edit).
     assert _writer_then_prewarm(1) == ["turn", "writer", "writer done", "prewarm"]
 
 
-def test_the_memory_block_stays_where_it_was_first_sent_until_the_memory_changes() -> None:
-    # The memory-last layout with `memory_last_stays`: turns that change nothing append only, so llama.cpp reuses the
-    # whole previous request and reply (issue 24); a memory edit puts the block before the player's line again.
+def _turns_with_the_block_that_stays(edits: dict[int, dict[str, str]]) -> list[list[dict[str, str]]]:
+    """The requests of five writer-design turns with `memory_last_stays`, the game's memory `edits` before turn n."""
     def model_of(request: ChatRequest) -> str:
         if "response_format" in request.body:
             return json.dumps({"kind": "nothing"})
@@ -321,23 +320,44 @@ def test_the_memory_block_stays_where_it_was_first_sent_until_the_memory_changes
         orchestrator = orchestrator_on(model, stores, AgentMemoryPolicy(), memory_design="writer", memory_last=True,
                                        memory_last_stays=True)
         for n, line in enumerate(["Which road is shorter?", "Is the bridge safe?", "Who keeps the inn?",
-                                  "What is the inn called?"]):
-            if n == 3:
-                MemoryTool(stores.memory, key).execute({"action": "append", "content": "The player owes 5 gold."})
+                                  "What is the inn called?", "Where is the smith?"]):
+            if n in edits:
+                MemoryTool(stores.memory, key).execute(edits[n])
             await orchestrator.run_task(AiTaskRequest(line, "SmartChat"))
             await orchestrator.memory_passes.drain()
         return [r.messages for r in model.requests if "response_format" not in r.body]
 
     sent = run(go())
-    assert len(sent) == 4
-    notes = [[i for i, m in enumerate(messages) if "## Notes about the player" in m["content"]] for messages in sent]
+    assert len(sent) == 5
+    return sent
+
+
+def _notes_at(messages: list[dict[str, str]]) -> list[int]:
+    return [i for i, m in enumerate(messages) if "## Notes about the player" in m["content"]]
+
+
+def test_the_memory_block_stays_where_it_was_first_sent_and_appended_lines_follow_where_they_were_sent() -> None:
+    # The memory-last layout with `memory_last_stays`: turns that change nothing append only, so llama.cpp reuses the
+    # whole previous request and reply (issue 24); an appended fact is a block of its own right before the
+    # player's line, which stays there too, so an append costs its own line.
+    sent = _turns_with_the_block_that_stays({3: {"action": "append", "content": "The player owes 5 gold."}})
+    notes = [_notes_at(messages) for messages in sent]
     assert notes[0] == [len(sent[0]) - 2]  # first sent right before the player's line
-    for before, after in zip(sent[:2], sent[1:3], strict=True):  # then the next turns only append
+    for before, after in zip(sent, sent[1:], strict=False):  # every next turn only appends, the edit's too
         assert after[:len(before)] == before and after[len(before)]["role"] == "assistant"
     assert notes[1] == notes[2] == notes[0]
-    # The edit: the block (now with the debt) goes right before the player's line, once.
-    assert notes[3] == [len(sent[3]) - 2] and "owes 5 gold" in sent[3][-2]["content"]
-    assert sent[3][:notes[0][0]] == sent[2][:notes[0][0]]
+    assert notes[3] == [notes[0][0], len(sent[3]) - 2]
+    assert sent[3][-2]["content"] == "## Notes about the player\nThe player owes 5 gold."
+    assert notes[4] == notes[3] and "owes" not in sent[3][notes[0][0]]["content"]
+
+
+def test_an_edit_that_is_not_an_append_puts_the_whole_memory_before_the_player_s_line_again() -> None:
+    sent = _turns_with_the_block_that_stays({3: {"action": "write", "content": "The player rides a black horse."}})
+    notes = [_notes_at(messages) for messages in sent]
+    assert notes[0] == notes[1] == notes[2] == [len(sent[0]) - 2]
+    assert notes[3] == [len(sent[3]) - 2] and sent[3][-2]["content"].endswith("The player rides a black horse.")
+    assert "grey mare" not in str(sent[3]) and sent[3][:notes[0][0]] == sent[2][:notes[0][0]]
+    assert notes[4] == notes[3]
 
 
 # -- streaming, the output cap, usage ------------------------------------------------------------------------
