@@ -363,7 +363,8 @@ async def timed_turn(orchestrator: Any, request: AiTaskRequest, name: str,
 
 
 MEMORY_DESIGN: str | None = None  # --memory-design: None = what `serve` picks for the model (model_profile)
-MEMORY_LAST_STAYS = True  # the writer design's block stays where first sent (--memory-before-line: it moves)
+MEMORY_BLOCK: dict[str, bool | None] = {"auto": None, "moves": False, "stays": True}  # --memory-block
+MEMORY_LAST_STAYS: bool | None = None  # the orchestrator's memory_last_stays
 BREAKDOWN = False  # --breakdown: time each turn's steps to its first token (runtime and naive passes)
 RSS_EVERY = 0  # --rss-every: record the server's RSS every this many turns of a runtime pass (0: at its end only)
 # --think-s: pause after each turn of every pass (a player reading), not timed
@@ -439,6 +440,10 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
         c = orchestrator.compaction_stats
         print(f"  {name}: folds made between turns {c.folded}, sent {c.sent}; turns that sent the previous head "
               f"{c.deferred}; folds made in a turn {c.in_turn}; lost {c.lost}", flush=True)
+        pace = orchestrator.block_pace
+        if orchestrator.memory_last:
+            print(f"  {name}: memory block moved before the player's line on {pace.turns_moved} turns, stayed where "
+                  f"it was sent on {pace.turns_stayed}", flush=True)
     result.rss_trace.append((setup.turns, result.rss_mb))
     print(f"  pass done: {name} (memory design {result.memory_design})", flush=True)
     return passes
@@ -575,9 +580,10 @@ def main() -> None:
                         help="the runtime's memory design: auto = what serve picks for the served model "
                              "(SmolLM2-135M: the writer pass after the reply, the memory last), tool = the memory "
                              "tool in the reply (its contract in the system prompt), writer")
-    parser.add_argument("--memory-before-line", action="store_true",
-                        help="writer design: the whole memory block right before the player's line on every turn "
-                             "(the layout before issue 24) instead of where it was first sent")
+    parser.add_argument("--memory-block", choices=tuple(MEMORY_BLOCK), default="auto",
+                        help="writer design: where the memory block goes: auto = before each player line while "
+                             "the model keeps up with the player, else where it was first sent (turns/block_pace.py); "
+                             "moves = always before the player's line; stays = always where it was first sent")
     parser.add_argument("--then-npcs", type=int, default=0,
                         help="right after the runtime pass's session, the same runtime and server play this many "
                              "other NPCs in rotation (issue 24: four NPCs right after a long game session)")
@@ -593,7 +599,7 @@ def main() -> None:
                              "S seconds, or A B for a seeded uniform pause in [A, B]; default 0")
     args = parser.parse_args()
     global RSS_EVERY, THINK_S, MEMORY_DESIGN, BREAKDOWN, MEMORY_LAST_STAYS
-    MEMORY_LAST_STAYS = not args.memory_before_line
+    MEMORY_LAST_STAYS = MEMORY_BLOCK[args.memory_block]
     RSS_EVERY, THINK_S = args.rss_every, (args.think_s[0], args.think_s[-1])
     MEMORY_DESIGN = None if args.memory_design == "auto" else args.memory_design
     BREAKDOWN = args.breakdown

@@ -50,6 +50,8 @@ REPLY_WORDS = ("Aye, the road north is muddy after the rain, and the bridge at R
                "flour, and the guard captain says wolves were seen near the old watchtower last night.").split()
 
 
+MEMORY_BLOCK: dict[str, bool | None] = {"auto": None, "moves": False, "stays": True}  # --memory-block
+
 def reply_text(turn: int, chars: int) -> str:
     """The NPC's reply to turn `turn`: `chars` characters of NPC-ish words, different on every turn."""
     words: list[str] = []
@@ -121,11 +123,11 @@ def _script(setup: Setup, reply_chars: int) -> Script:
 
 async def runtime_counts(setup: Setup, reply_chars: int, counter: LlamaTokenCounter, model_path: Path,
                          memory_design: str = "writer", cached: int = 0, *,
-                         memory_last_stays: bool = True) -> Counts:
+                         memory_last_stays: bool | None = None) -> Counts:
     """The session through the runtime (as `bench_npcs.runtime_pass` plays it), counted; `memory_design`: the
     writer pass after the reply (what `serve` runs SmolLM2 with) or the memory tool in the reply;
-    `memory_last_stays`: the writer design's memory block stays where it was first sent (False: it moves before
-    the player's line on every turn)."""
+    `memory_last_stays`: where the writer design's memory block goes (the orchestrator's option; None: by the
+    player's pace, and this player reads until the work between turns is done, so it moves)."""
     server = ScriptedModelServer(_script(setup, reply_chars))
     await server.start()
     try:
@@ -253,16 +255,17 @@ def main() -> None:
                         help="the writer pass after the reply (serve's default for SmolLM2) or the memory tool")
     parser.add_argument("--prompt-cache", type=int, default=0,
                         help="model a prompt cache of the last N requests' states besides the KV (0: the KV only)")
-    parser.add_argument("--memory-before-line", action="store_true",
-                        help="writer design: the whole memory block right before the player's line on every turn "
-                             "(the layout before issue 24) instead of where it was first sent")
+    parser.add_argument("--memory-block", choices=tuple(MEMORY_BLOCK), default="auto",
+                        help="writer design: where the memory block goes: auto = before each player line while "
+                             "the model keeps up with the player, else where it was first sent (turns/block_pace.py); "
+                             "moves = always before the player's line; stays = always where it was first sent")
     parser.add_argument("--per-turn", action="store_true", help="print every turn's counts")
     args = parser.parse_args()
     setup = Setup(1, 1, args.turns, args.facts, args.edit_every, args.window)
     model_path = embedded_model_path()
     counter = LlamaTokenCounter(model_path)
     runtime = asyncio.run(runtime_counts(setup, args.reply_chars, counter, model_path, args.memory_design,
-                                         args.prompt_cache, memory_last_stays=not args.memory_before_line))
+                                         args.prompt_cache, memory_last_stays=MEMORY_BLOCK[args.memory_block]))
     naive = naive_counts(setup, args.reply_chars, counter, args.prompt_cache)
     c = compare(setup, runtime, naive)
     print(f"{args.turns} turns, window {args.window}, a fact every {args.edit_every} turns, {args.reply_chars}-char "

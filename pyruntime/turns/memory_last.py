@@ -1,4 +1,4 @@
-"""The memory-last request layout (pure): the whole memory, one block, right before the player's line.
+"""The memory-last request layout (pure): the whole memory after the history, where it was first sent.
 
 For models too small to find a memory block across a saved history (the writer design's models;
 issue 25, measured with SmolLM2-135M in `bench/recall_layouts.py`, docs/design/memory-writer.md). With
@@ -10,16 +10,16 @@ summary after the system prompt, the history, the tail where it was first sent.
 The memory is the current document, consolidated every turn (no snapshot and notes: a small model
 read "Added to the memory since the block above" as something to say).
 
-Where the block goes: right before the player's line on every turn (the default). That costs the block
-and the last exchange again on every turn: the prewarm evaluates them while the player reads the reply,
-and a player who answers within a second or two waits for that prewarm in the conversation's slot
-(issue 24: TTFT p50 2.2x the naive game's). `memory_with_tail` (the orchestrator's `memory_last_stays`)
-puts it right after the tail instead, which stays where it was first sent (`prompt.place_tail`; the
-planner anchors the tail and the block together, so a fold or an edit that is not an append puts both
-last again): turns append only. Lines appended since (a fact the writer or the game added) are each one
-more block under the same heading, right before the player's line where they were first sent, and stay
-there too (`place_memory_with_tail`): an append costs its own lines, not the block and every exchange
-since. Measured in docs/design/compaction.md.
+Where the block goes (`memory_with_tail`, the orchestrator's `memory_last_stays`, the default): right after
+the tail, which is sent right before the player's line once and then stays where it was first sent
+(`prompt.place_tail`; the planner anchors the tail and the block together, so a fold or an edit that is
+not an append puts both last again), so turns append only. Lines appended since (a fact the writer or
+the game added) are each one more block under the same heading, right before the player's line where
+they were first sent, and stay there too (`place_memory_with_tail`): an append costs its own lines, not
+the block and every exchange since. Without `memory_with_tail` the whole block moves before the
+player's line on every turn, which costs the block and the last exchange again after every reply (the
+prewarm evaluates them while the player reads, and a player who answers within a second or two waits
+for that prewarm: issue 24, TTFT p50 2.2-3.3x the naive game's). Measured in docs/design/compaction.md.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from pyruntime.turns.prompt import (
     NoteAnchor,
     Placement,
     PromptAnchors,
+    TailAnchor,
     TailBlocks,
     assemble_messages,
     block,
@@ -158,3 +159,13 @@ def place_memory_with_tail(anchors: PromptAnchors | None, tail: TailBlocks, tail
     notes_after, note_anchors = place_notes(anchors.notes if anchors is not None else (), runs, history)
     sent = replace(tail, memory="\n".join(lines[:placed]), memory_notes=tuple(runs))
     return Placement(sent, tail_after, notes_after, PromptAnchors(kept, note_anchors))
+
+
+def anchors_of_the_block_that_moves(tail_anchor: TailAnchor, memory: str,
+                                    history: Sequence[HistoryMessage]) -> PromptAnchors:
+    """The anchors a turn whose block moved keeps: its tail where it stays, the whole memory as one run right
+    after the history, so a next turn whose block stays (turns/block_pace.py) finds it where this one sent it."""
+    lines = _lines(memory)
+    if not lines:
+        return PromptAnchors(tail_anchor)
+    return PromptAnchors(tail_anchor, (NoteAnchor(history[-1].order if history else 0, len(lines)),))

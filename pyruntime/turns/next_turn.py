@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from pyruntime.history.llm_fold import CompactionAbandoned
 from pyruntime.model.queue import ModelRequestQueue
 from pyruntime.model.seam import ModelClient
 from pyruntime.turns.between_turns import CompactionStats, StagedFolds
+from pyruntime.turns.block_pace import BlockPace
 from pyruntime.turns.memory_pass import MemoryPassOutcome
 from pyruntime.turns.prewarm import (
     Prewarms,
@@ -52,6 +55,7 @@ class NextTurn:
         compaction_stats: CompactionStats,
         prompt_cache_status: Callable[[], Mapping[str, object]] | None,
         recent_conversations: deque[str],
+        block_pace: BlockPace | None = None,
     ) -> None:
         """Take the orchestrator's settings and the state it shares (prewarms, staged folds, recent conversations)."""
         self.client = client  # the prewarm's requests; `AiOrchestrator.client` keeps it current
@@ -65,6 +69,7 @@ class NextTurn:
         self.compaction_stats = compaction_stats
         self.prompt_cache_status = prompt_cache_status
         self.recent_conversations = recent_conversations  # the conversations of the last turns, newest last
+        self.block_pace = block_pace or BlockPace(fixed=True)  # told how long the prewarms take (turns/block_pace.py)
 
     def prepare(self, turn: TurnState, memory_pass: asyncio.Future[MemoryPassOutcome] | None) -> None:
         """Prepare the next turn behind player turns, after this turn's writer pass: make its fold (between turns),
@@ -128,13 +133,30 @@ class NextTurn:
                 if not in_own_slot(self.queue.capacity, recent, conversation) and \
                         not worth_prewarming(await self._prompt_cache_room(), recent, conversation):
                     return None  # no prewarm will come: the next turn evaluates the head
-                evaluated = await send_prewarm(self.client, self.queue, prefix, still_due, on_sent=ready.sent,
-                                               conversation=conversation)
+                evaluated = await self._timed_prewarm(turn, conversation, prefix, still_due, ready.sent)
                 if evaluated is None:
                     ready.cancel()  # superseded while it waited for the model
                 return evaluated
 
         self.prewarms.start(conversation, work)
+
+    async def _timed_prewarm(self, turn: TurnState, conversation: str, prefix: list[dict[str, Any]],
+                             still_due: Callable[[], bool], on_sent: Callable[[], None]) -> int | None:
+        """`send_prewarm`, its time in the model told to the block pace (did the next line come before it ended?)."""
+        started: list[float] = []
+
+        def sent() -> None:
+            started.append(time.monotonic())
+            self.block_pace.prewarm_started(conversation)
+            on_sent()
+
+        try:
+            return await send_prewarm(self.client, self.queue, prefix, still_due, on_sent=sent,
+                                      conversation=conversation)
+        finally:
+            if started:
+                self.block_pace.prewarm_ended(conversation, time.monotonic() - started[0],
+                                              moved_block=turn.memory_stays is False)
 
     @property
     def pass_in_another_slot(self) -> bool:

@@ -36,6 +36,7 @@ from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import DEFAULT_TURN_ROLE, EMPTY_SCOPE, AgentMemoryScope
 from pyruntime.stores.persistence import StoreBundle
 from pyruntime.turns.between_turns import CompactionStats, StagedFolds
+from pyruntime.turns.block_pace import BlockPace
 from pyruntime.turns.client_tools import (
     DEFAULT_CLIENT_TOOL_TIMEOUT_S,
     ClientCallRegistry,
@@ -112,7 +113,7 @@ class AiOrchestrator:
         background_compaction: bool = False,
         assemble: Callable[..., list[dict[str, Any]]] = assemble_messages,
         memory_last: bool = False,
-        memory_last_stays: bool = True,
+        memory_last_stays: bool | None = None,
         compaction_target_ratio: float = COMPACTION_TARGET_RATIO,
     ) -> None:
         """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
@@ -130,9 +131,10 @@ class AiOrchestrator:
         layout against this one (bench/design_note_layout.py); the defaults are the runtime's.
         `memory_last`: the memory-last layout (turns/memory_last.py): the whole memory, consolidated every turn,
         right before the player's line; `build_orchestrator` gives it to the writer design's (small) models.
-        `memory_last_stays` (default): the block stays where it was first sent (with the tail), lines appended later
-        each where they were first sent, until a fold or a rewrite; False: the whole block before the player's line
-        on every turn (measured against each other in docs/design/compaction.md).
+        `memory_last_stays`: where that block goes (turns/block_pace.py): None (default) - before each player line
+        while the model keeps up with the player, where it was first sent (lines appended later each where they were
+        first sent, until a fold or a rewrite) once a turn finds its prewarm still running; True or False - always
+        the one or the other (measured against each other in docs/design/compaction.md).
         `background_compaction`: fold between turns (turns/between_turns.py): after a reply, the next turn's
         fold is made in the background (and its head prewarmed, with `prewarm`); a turn never waits for it.
         """
@@ -167,6 +169,7 @@ class AiOrchestrator:
         self.client_calls = ClientCallRegistry()  # game-tool calls waiting for the client's result
         self.prewarm = prewarm
         self.prewarms = Prewarms()
+        self.block_pace = BlockPace(memory_last_stays)  # where each conversation's memory-last block goes
         self.background_compaction = background_compaction
         self.staged_folds = StagedFolds()
         self.compaction_stats = CompactionStats()
@@ -181,8 +184,7 @@ class AiOrchestrator:
         self.planner = RequestPlanner(
             client, self.queue, token_counter=self.token_counter, model_context_tokens=model_context_tokens,
             system_messages_after_first=system_messages_after_first,
-            assemble=functools.partial(assemble_memory_last, memory_with_tail=memory_last_stays)
-            if memory_last else assemble, memory_last=memory_last, memory_with_tail=memory_last_stays,
+            assemble=assemble_memory_last if memory_last else assemble, memory_last=memory_last,
             background_compaction=background_compaction, staged_folds=self.staged_folds,
             llm_compaction_enabled=llm_compaction_enabled, llm_compaction_options=self.llm_compaction_options,
             compaction_target_ratio=compaction_target_ratio, session_starts=self.session_starts,
@@ -194,7 +196,7 @@ class AiOrchestrator:
             client, self.queue, self.planner, prewarm=prewarm, background_compaction=background_compaction,
             llm_compaction_enabled=llm_compaction_enabled, prewarms=self.prewarms, staged_folds=self.staged_folds,
             compaction_stats=self.compaction_stats, prompt_cache_status=prompt_cache_status,
-            recent_conversations=self._recent_conversations,
+            recent_conversations=self._recent_conversations, block_pace=self.block_pace,
         )
 
     # -- settings the rooms share ------------------------------------------------------------
@@ -263,6 +265,8 @@ class AiOrchestrator:
         check_client_tools(request.client_tools, [t.name for t in self.tools.tools_for(request.role_id)])
         turn.turn_id = self.client_calls.new_turn_id()
         conversation = conversation_digest(turn.store.key(request.role_id))
+        if self.memory_last:
+            turn.memory_stays = self.block_pace.turn_started(conversation, time.monotonic())
         self.prewarms.supersede(conversation)
         self._recent_conversations.append(conversation)
         self.client.check_available()  # a restarting model fails the call now (UNAVAILABLE), nothing is recorded
@@ -294,6 +298,8 @@ class AiOrchestrator:
         memory_pass = None
         if turn.status.completed:
             memory_pass = self._start_memory_pass(turn)
+            if turn.memory_stays is not None:
+                self.block_pace.turn_ended(conversation_digest(turn.store.key(turn.role_id)), time.monotonic())
             self.next_turn.prepare(turn, memory_pass)
         waits = memory_pass is not None and turn.request.wait_memory_write
         if waits and not streamed:

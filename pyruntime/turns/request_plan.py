@@ -50,7 +50,7 @@ from pyruntime.turns.context import (
     summary_block_overhead,
 )
 from pyruntime.turns.memory_blocks import MemoryBlocks, NoteFold, plan_memory_blocks
-from pyruntime.turns.memory_last import place_memory_with_tail
+from pyruntime.turns.memory_last import anchors_of_the_block_that_moves, place_memory_with_tail
 from pyruntime.turns.prompt import Placement, PromptAnchors, TailBlocks, place_notes, place_tail, tail_text_of
 from pyruntime.turns.sessions import SessionStarts, leaves_out_earlier_sessions, without_earlier_sessions
 from pyruntime.turns.tail_anchors import TailAnchors, conversation_digest
@@ -85,7 +85,6 @@ class RequestPlanner:
         system_messages_after_first: bool,
         assemble: AssembleMessages,
         memory_last: bool,
-        memory_with_tail: bool,
         background_compaction: bool,
         staged_folds: StagedFolds,
         llm_compaction_enabled: bool,
@@ -102,7 +101,6 @@ class RequestPlanner:
         self.system_messages_after_first = system_messages_after_first
         self._assemble_messages = assemble
         self.memory_last = memory_last
-        self.memory_with_tail = memory_last and memory_with_tail  # the block stays with the tail (memory_last.py)
         self.background_compaction = background_compaction
         self.staged_folds = staged_folds
         self.llm_compaction_enabled = llm_compaction_enabled
@@ -194,7 +192,10 @@ class RequestPlanner:
     def _assemble(self, turn: TurnState, system_prompt: str, tail: TailBlocks, *,
                   prepared: PreparedHistory | None = None) -> list[dict[str, Any]]:
         places = self._places(turn, tail, prepared) if prepared else None
+        # Memory-last: where the block goes is the turn's (turns/block_pace.py).
+        stays = {"memory_with_tail": bool(turn.memory_stays)} if self.memory_last else {}
         return self._assemble_messages(
+            **stays,
             system_prompt=system_prompt,
             summary=prepared.summary_text if prepared else "",
             history=prepared.messages if prepared else (),
@@ -219,11 +220,14 @@ class RequestPlanner:
         """Where the tail and the memory notes go in this request, and the anchors to keep for the next."""
         anchors = self._conversation_anchors(turn)
         compacted = prepared.cut_report.compaction is not CompactionKind.NONE
-        if self.memory_with_tail:
+        if self.memory_last and turn.memory_stays:
             return place_memory_with_tail(anchors, tail, tail_text_of(tail), prepared.messages,
                                           compacted=compacted)
         tail_after, tail_anchor = place_tail(anchors.tail if anchors else None, tail_text_of(tail), prepared.messages,
                                              compacted=compacted)
+        if self.memory_last:  # the block moves: it goes last, kept as where it went for a turn whose block stays
+            return Placement(tail, tail_after, (),
+                             anchors_of_the_block_that_moves(tail_anchor, tail.memory, prepared.messages))
         notes_after, note_anchors = place_notes(anchors.notes if anchors else (), tail.memory_notes,
                                                 prepared.messages)
         kept = PromptAnchors(tail_anchor, note_anchors, tail.memory_folded.version if tail.memory_folded else 0)
@@ -360,7 +364,8 @@ class RequestPlanner:
         """
         parts = turn.parts
         assert parts is not None
-        ghost = TurnState(turn.request, turn.config, turn.borrowed_history, turn.store, turn.mode, predicted=True)
+        ghost = TurnState(turn.request, turn.config, turn.borrowed_history, turn.store, turn.mode, predicted=True,
+                          memory_stays=turn.memory_stays)
         ghost.tool_allowance = turn.tool_allowance
         with predicting():
             try:

@@ -74,6 +74,7 @@ class TurnState:
     parts: PromptParts | None = None
     sent: list[dict[str, Any]] | None = None  # the request before any tool round, as last prepared (prewarm)
     predicted: bool = False  # the next turn as prepared between turns (nothing stored; its fold is kept)
+    memory_stays: bool | None = None  # memory-last: the block stays where it was sent (turns/block_pace.py)
     memory_seen: int = 0  # (a prediction) the memory version it planned the blocks with
     head_memory_version: int = 0  # the memory version the head of the fold it sends was evaluated with (0: now)
     memory_write_pending: bool = False

@@ -8,6 +8,7 @@ from pyruntime.history.messages import HistoryMessage
 from pyruntime.turns.memory_last import (
     LAST_MEMORY_HEADING,
     MAX_MEMORY_ADDITIONS,
+    anchors_of_the_block_that_moves,
     assemble_memory_last,
     place_memory_with_tail,
 )
@@ -137,3 +138,13 @@ def test_a_rewrite_a_fold_or_too_many_runs_put_the_whole_memory_last_again() -> 
     memory += "\n- last"
     whole(place_memory_with_tail(placement.kept, replace(tail, memory=memory), "", _history(20), compacted=False),
           memory, 20)
+
+
+def test_a_block_that_stays_after_one_that_moved_stays_where_that_one_went() -> None:
+    # turns/block_pace.py switches a conversation between the two placements: no block is moved by the switch.
+    tail = TailBlocks(world_state="night", memory="- a\n- b")
+    moved = anchors_of_the_block_that_moves(TailAnchor("## World State\nnight", 2), tail.memory, _history(6))
+    placement = place_memory_with_tail(moved, tail, "## World State\nnight", _history(8), compacted=False)
+    assert (placement.tail_after, placement.notes_after) == (2, (6,))
+    assert _notes(_render(placement, _history(8))) == [(8, "- a\n- b")]  # after m5, where the moving turn sent it
+    assert anchors_of_the_block_that_moves(moved.tail, "", _history(6)) == PromptAnchors(moved.tail)

@@ -298,9 +298,11 @@ def test_with_several_slots_the_prewarm_does_not_wait_for_the_writer_pass() -> N
     # prefix (the block moved after the new exchange) is warmed while it decides, and warmed again after the
     # fact it stored (the block changed).
     assert _writer_then_prewarm(4, memory_last_stays=False) == ["turn", "writer", "prewarm", "writer done", "prewarm"]
-    # The block where it was first sent (`memory_last_stays`, the default): the next prefix only appends, the
-    # stored fact too (its own block right before the next line): nothing to warm.
-    assert _writer_then_prewarm(4) == ["turn", "writer", "writer done"]
+    # The block where it was first sent (`memory_last_stays`): the next prefix only appends, the stored fact too
+    # (its own block right before the next line): nothing to warm.
+    assert _writer_then_prewarm(4, memory_last_stays=True) == ["turn", "writer", "writer done"]
+    # By the player's pace (the default): this player waits for nothing, so the block moves.
+    assert _writer_then_prewarm(4) == _writer_then_prewarm(4, memory_last_stays=False)
     # One slot: the pass's prompt replaces the conversation's, so the prewarm comes after it (and its edit).
     assert _writer_then_prewarm(1) == ["turn", "writer", "writer done", "prewarm"]
 
