@@ -1,4 +1,4 @@
-"""The memory-last request layout (pure): the whole memory after the history, where it was first sent.
+"""The memory-last request layout (pure): the whole memory after the history, before the player's line.
 
 For models too small to find a memory block across a saved history (the writer design's models;
 issue 25, measured with SmolLM2-135M in `bench/recall_layouts.py`, docs/design/memory-writer.md). With
@@ -10,16 +10,16 @@ summary after the system prompt, the history, the tail where it was first sent.
 The memory is the current document, consolidated every turn (no snapshot and notes: a small model
 read "Added to the memory since the block above" as something to say).
 
-Where the block goes (`memory_with_tail`, the orchestrator's `memory_last_stays`, the default): right after
-the tail, which is sent right before the player's line once and then stays where it was first sent
-(`prompt.place_tail`; the planner anchors the tail and the block together, so a fold or an edit that is
-not an append puts both last again), so turns append only. Lines appended since (a fact the writer or
+Where the block goes, per turn (turns/block_pace.py decides, by the player's pace): right before the
+player's line, or (`memory_with_tail`) where it was first sent. Before the line it costs the block and the
+last exchange again after every reply (the prewarm evaluates them while the player reads; a player who
+answers sooner waits for that). Where it was first sent (with the tail, which stays there too:
+`prompt.place_tail`; the planner anchors the tail and the block together, so a fold or an edit that is
+not an append puts both last again) turns append only, and lines appended since (a fact the writer or
 the game added) are each one more block under the same heading, right before the player's line where
-they were first sent, and stay there too (`place_memory_with_tail`): an append costs its own lines, not
-the block and every exchange since. Without `memory_with_tail` the whole block moves before the
-player's line on every turn, which costs the block and the last exchange again after every reply (the
-prewarm evaluates them while the player reads, and a player who answers within a second or two waits
-for that prewarm: issue 24, TTFT p50 2.2-3.3x the naive game's). Measured in docs/design/compaction.md.
+they were first sent (`place_memory_with_tail`): an append costs its own lines. A turn whose block moved
+keeps it as such a run (`anchors_of_the_block_that_moves`), so switching between the two moves nothing.
+Measured in docs/design/compaction.md#the-memory-block-that-stays.
 """
 
 from __future__ import annotations

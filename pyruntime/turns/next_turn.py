@@ -55,9 +55,9 @@ class NextTurn:
         compaction_stats: CompactionStats,
         prompt_cache_status: Callable[[], Mapping[str, object]] | None,
         recent_conversations: deque[str],
-        block_pace: BlockPace | None = None,
+        block_pace: BlockPace,
     ) -> None:
-        """Take the orchestrator's settings and the state it shares (prewarms, staged folds, recent conversations)."""
+        """Take the orchestrator's settings and the state it shares (prewarms, folds, recent conversations, pace)."""
         self.client = client  # the prewarm's requests; `AiOrchestrator.client` keeps it current
         self.queue = queue
         self.planner = planner
@@ -69,7 +69,7 @@ class NextTurn:
         self.compaction_stats = compaction_stats
         self.prompt_cache_status = prompt_cache_status
         self.recent_conversations = recent_conversations  # the conversations of the last turns, newest last
-        self.block_pace = block_pace or BlockPace(fixed=True)  # told how long the prewarms take (turns/block_pace.py)
+        self.block_pace = block_pace  # told when the prewarms run and how long they take (turns/block_pace.py)
 
     def prepare(self, turn: TurnState, memory_pass: asyncio.Future[MemoryPassOutcome] | None) -> None:
         """Prepare the next turn behind player turns, after this turn's writer pass: make its fold (between turns),
