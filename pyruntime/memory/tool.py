@@ -45,15 +45,14 @@ logger = logging.getLogger(__name__)
 MEMORY_TOOL_NAME = "memory"
 DEFAULT_MAX_MEMORY_CHARS = 16000
 
-# At most `turns/modes.py` MAX_DESCRIPTION_CHARS (500) with the longest action name: the structured contract
-# clips a longer description, and it used to lose the preferred action at the end.
 _DESCRIPTION = (
-    "Your persistent memory: one plain-text document kept between conversations. "
-    "Actions: read; write (replace it with content); append (content as a new line, never twice); clear; "
-    "str_replace (old_text to new_text; replace_all: every match); insert (content before the 1-based line, "
-    "after the line containing anchor, or at the end); delete (old_text; replace_all: every match); "
-    "rename (a line's label 'old_text:' to new_text). Edits are exact and case-sensitive. "
-    "Preferred action: {default}."
+    "Your persistent memory: one plain-text document that is kept between conversations. "
+    "Actions: read (show the document); write (replace it with content); append (add content as a new line; "
+    "a line that already exists is not added twice); clear (empty it); str_replace (replace the first exact "
+    "old_text with new_text, or every match with replace_all); insert (content before the 1-based line, or on a "
+    "new line after the first line containing anchor, or at the end); delete (remove the first exact old_text, "
+    "or every match with replace_all); rename (rename the leading label 'old_text:' of a line to new_text). "
+    "Edits are exact and case-sensitive. Preferred action for this role: {default}."
 )
 
 

@@ -73,7 +73,7 @@ def test_definition_is_an_openai_function_tool_with_the_spec_schema() -> None:
         "action": "string", "content": "string", "old_text": "string", "new_text": "string", "anchor": "string",
         "line": "integer", "replace_all": "boolean"}
     assert "title" not in json.dumps(parameters)
-    assert function["description"].endswith("Preferred action: append.")
+    assert function["description"].endswith("Preferred action for this role: append.")
 
 
 def test_definition_is_byte_stable_and_names_the_default_action() -> None:
@@ -82,7 +82,7 @@ def test_definition_is_byte_stable_and_names_the_default_action() -> None:
     assert json.dumps(memory_tool_definition()) == first
     assert json.dumps(memory_tool_definition(MemoryToolAction.Append)) == first
     write = memory_tool_definition(MemoryToolAction.StrReplace)
-    assert write["function"]["description"].endswith("Preferred action: str_replace.")
+    assert write["function"]["description"].endswith("Preferred action for this role: str_replace.")
     assert write["function"]["parameters"] == json.loads(first)["function"]["parameters"]
 
 
@@ -288,4 +288,3 @@ def test_the_tool_runs_through_the_scoped_decorator_with_isolated_players(store:
     assert MemoryTool(bob, "AINpc").execute({"action": "read"}).memory == ""
     assert MemoryTool(alice, "AINpc").execute({"action": "read"}).memory == "alice likes swords"
     assert state_of(store, alice.key("AINpc")).memory == "alice likes swords"
-

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pyruntime.memory import MemoryToolAction, memory_tool_definition
+from pyruntime.memory import memory_tool_definition
 from pyruntime.turns.modes import (
     ReplyExtractor,
     ToolCallMode,
@@ -101,12 +101,3 @@ def test_calls_survive_a_reply_cut_by_max_tokens() -> None:
     parsed = parse_structured_reply(text, tool_calls_json=extractor.tool_calls_json)
     assert parsed.error is not None and [c.parsed_arguments for c in parsed.tool_calls] == [{"sides": 6, "note": "]}"}]
     assert ReplyExtractor().tool_calls_json is None
-
-
-@pytest.mark.parametrize("action", list(MemoryToolAction))
-def test_the_structured_contract_shows_the_whole_description_with_the_preferred_action(action: MemoryToolAction) -> None:
-    # The structured contract clips a description at MAX_DESCRIPTION_CHARS: the preferred action comes last.
-    definition = memory_tool_definition(action)
-    contract = tool_contract([definition], ToolCallMode.STRUCTURED)
-    assert f"{definition['function']['description']}\n" in contract + "\n"
-    assert f"Preferred action: {action.wire_name}." in contract
