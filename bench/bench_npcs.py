@@ -365,6 +365,14 @@ async def timed_turn(orchestrator: Any, request: AiTaskRequest, name: str,
 MEMORY_DESIGN: str | None = None  # --memory-design: None = what `serve` picks for the model (model_profile)
 MEMORY_BLOCK: dict[str, bool | None] = {"auto": None, "moves": False, "stays": True}  # --memory-block
 MEMORY_LAST_STAYS: bool | None = None  # the orchestrator's memory_last_stays
+
+
+def add_memory_block_argument(parser: argparse.ArgumentParser) -> None:
+    """`--memory-block auto|moves|stays`: the orchestrator's `memory_last_stays` (`MEMORY_BLOCK[value]`)."""
+    parser.add_argument("--memory-block", choices=tuple(MEMORY_BLOCK), default="auto",
+                        help="writer design: where the memory block goes: auto = before each player line while "
+                             "the model keeps up with the player, else where it was first sent (turns/block_pace.py); "
+                             "moves = always before the player's line; stays = always where it was first sent")
 BREAKDOWN = False  # --breakdown: time each turn's steps to its first token (runtime and naive passes)
 RSS_EVERY = 0  # --rss-every: record the server's RSS every this many turns of a runtime pass (0: at its end only)
 # --think-s: pause after each turn of every pass (a player reading), not timed
@@ -580,10 +588,7 @@ def main() -> None:
                         help="the runtime's memory design: auto = what serve picks for the served model "
                              "(SmolLM2-135M: the writer pass after the reply, the memory last), tool = the memory "
                              "tool in the reply (its contract in the system prompt), writer")
-    parser.add_argument("--memory-block", choices=tuple(MEMORY_BLOCK), default="auto",
-                        help="writer design: where the memory block goes: auto = before each player line while "
-                             "the model keeps up with the player, else where it was first sent (turns/block_pace.py); "
-                             "moves = always before the player's line; stays = always where it was first sent")
+    add_memory_block_argument(parser)
     parser.add_argument("--then-npcs", type=int, default=0,
                         help="right after the runtime pass's session, the same runtime and server play this many "
                              "other NPCs in rotation (issue 24: four NPCs right after a long game session)")

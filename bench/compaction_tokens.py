@@ -30,7 +30,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_npcs import Setup, _fact, _hint, _initial_facts, _scope, npc_prompt
+from bench.bench_npcs import (
+    MEMORY_BLOCK,
+    Setup,
+    _fact,
+    _hint,
+    _initial_facts,
+    _scope,
+    add_memory_block_argument,
+    npc_prompt,
+)
 from pyruntime.history import LlamaTokenCounter
 from pyruntime.memory import MemoryTool
 from pyruntime.model.client import OpenAICompatClient
@@ -49,8 +58,6 @@ REPLY_WORDS = ("Aye, the road north is muddy after the rain, and the bridge at R
                "me iron and I will forge you a blade worth its weight; the miller still owes me two sacks of "
                "flour, and the guard captain says wolves were seen near the old watchtower last night.").split()
 
-
-MEMORY_BLOCK: dict[str, bool | None] = {"auto": None, "moves": False, "stays": True}  # --memory-block
 
 def reply_text(turn: int, chars: int) -> str:
     """The NPC's reply to turn `turn`: `chars` characters of NPC-ish words, different on every turn."""
@@ -255,10 +262,7 @@ def main() -> None:
                         help="the writer pass after the reply (serve's default for SmolLM2) or the memory tool")
     parser.add_argument("--prompt-cache", type=int, default=0,
                         help="model a prompt cache of the last N requests' states besides the KV (0: the KV only)")
-    parser.add_argument("--memory-block", choices=tuple(MEMORY_BLOCK), default="auto",
-                        help="writer design: where the memory block goes: auto = before each player line while "
-                             "the model keeps up with the player, else where it was first sent (turns/block_pace.py); "
-                             "moves = always before the player's line; stays = always where it was first sent")
+    add_memory_block_argument(parser)
     parser.add_argument("--per-turn", action="store_true", help="print every turn's counts")
     args = parser.parse_args()
     setup = Setup(1, 1, args.turns, args.facts, args.edit_every, args.window)

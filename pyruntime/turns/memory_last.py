@@ -40,6 +40,7 @@ from pyruntime.turns.prompt import (
     block,
     context_message,
     history_message,
+    last_order,
     place_notes,
     place_tail,
 )
@@ -168,4 +169,4 @@ def anchors_of_the_block_that_moves(tail_anchor: TailAnchor, memory: str,
     lines = _lines(memory)
     if not lines:
         return PromptAnchors(tail_anchor)
-    return PromptAnchors(tail_anchor, (NoteAnchor(history[-1].order if history else 0, len(lines)),))
+    return PromptAnchors(tail_anchor, (NoteAnchor(last_order(history), len(lines)),))

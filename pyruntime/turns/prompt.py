@@ -127,7 +127,8 @@ class TailAnchor:
 
     def matches(self, tail_text: str) -> bool:
         """True when `tail_text` is the text this anchor was kept for."""
-        return self.text == tail_text or self.text == text_digest(tail_text)
+        # A digest only when the anchor was read back from disk: no hash of every text compared against one in memory.
+        return self.text == tail_text or (is_text_digest(self.text) and self.text == text_digest(tail_text))
 
 
 _DIGEST_PREFIX = "sha256:"
@@ -179,7 +180,8 @@ def _place_after(after_order: int, history: Sequence[HistoryMessage]) -> int | N
     return None
 
 
-def _last_order(history: Sequence[HistoryMessage]) -> int:
+def last_order(history: Sequence[HistoryMessage]) -> int:
+    """The store order of the last history message (0: none, or no known order)."""
     return history[-1].order if history else 0
 
 
@@ -196,7 +198,7 @@ def place_tail(anchor: TailAnchor | None, tail_text: str, history: Sequence[Hist
         at = _place_after(anchor.after_order, history)
         if at is not None:
             return at, anchor
-    return len(history), TailAnchor(tail_text, _last_order(history))
+    return len(history), TailAnchor(tail_text, last_order(history))
 
 
 def place_notes(anchors: Sequence[NoteAnchor], notes: Sequence[MemoryNote],
@@ -219,7 +221,7 @@ def place_notes(anchors: Sequence[NoteAnchor], notes: Sequence[MemoryNote],
                 at = None
         if at is None:
             moved = True
-            at, anchor = len(history), NoteAnchor(_last_order(history), note.version)
+            at, anchor = len(history), NoteAnchor(last_order(history), note.version)
         assert anchor is not None
         places.append(at)
         kept.append(anchor)
