@@ -268,15 +268,18 @@ def test_a_model_that_cannot_be_kept_up_leaves_memory_served_and_comes_back_with
 
 
 def test_sigterm_while_the_model_loads_leaves_no_child(tiny_model_path, tmp_path):
-    serve, model = serve_with_model(tmp_path, tiny_model_path)
+    # The engine is held 60 s before it loads (the tiny model alone loads in ~2 s, faster than the signal came).
+    serve, model = serve_with_model(tmp_path, tiny_model_path, env=slow_engine(tmp_path, 60))
     try:
         serve.wait_for_log("loading model")
+        wait_for(lambda: any(cmdline(pid)[1:2] == [str(tmp_path / "slow-llama-server")]
+                             for pid in processes_mentioning(str(model))), 30, "the held engine started")
     finally:
         rc = serve.stop()
     assert rc == 0
     assert "stopped while starting" in serve.err
     assert serve.stdout_lines() == []  # never announced ready
-    wait_for(lambda: model_children(model) == [], 5, "no llama.cpp child left")
+    wait_for(lambda: processes_mentioning(str(model)) == [], 5, "no engine or wrapper left")
 
 
 def test_a_taken_rpc_port_fails_before_the_model_loads(tiny_model_path, tmp_path):
