@@ -35,7 +35,9 @@ Issue 24 (long conversations without pauses): `--turns` and `--edit-every` take 
 combination is a setup), `--think-s 1 2` pauses a seeded random 1-2 s after each reply, and after each
 setup one line gives the runtime against the naive game past the window (each conversation's turns after
 its stored history outgrew `--window`): TTFT p50 / p90 / max, tokens evaluated (median, and the runtime's
-largest turn over its median) and prompt tokens sent, as ratios in the same run.
+largest turn over its median) and prompt tokens sent, as ratios in the same run. Each runtime turn that
+evaluated more than 3x its pass's median is printed with what happened around it (the game's or the writer's
+memory edit, prewarms sent or skipped and folds made since the turn before, a fold sent, the block moved).
 
 The runtime runs the memory design `serve` picks for the served model (`--memory-design auto`, the default:
 for SmolLM2-135M the writer pass after the reply and the memory-last layout, model_profile); `--memory-design
@@ -265,6 +267,14 @@ class Pass:
     setup: Setup | None = None  # the setup this pass played when not its row's (`--then-npcs`)
     memory_design: str = ""  # the runtime's: "tool" (the memory tool in the reply) or "writer" (a pass after it)
     breakdown: Breakdown | None = None  # --breakdown: where the time to first token went
+    context: list[str] = field(default_factory=list)  # per recorded turn (runtime): what happened around it
+
+    def outliers(self, factor: float = 3.0) -> list[str]:
+        """The recorded turns that evaluated more than `factor` x the median, with what happened around them."""
+        limit = factor * statistics.median(self.evaluated) if self.evaluated else 0
+        return [f"turn {i + 1}: evaluated {e} of {pr}, TTFT {t:.2f} s ({c})"
+                for i, (e, pr, t, c) in enumerate(zip(self.evaluated, self.prompt, self.ttft, self.context,
+                                                      strict=False)) if e > limit]
 
     def add(self, warm: bool, evaluated: int, prompt: int, ttft: float, turn_s: float, past: bool = False) -> None:
         """Record one turn (only warm turns count)."""
@@ -386,6 +396,31 @@ def think_times(turns: int) -> list[float]:
     return [rng.uniform(low, high) for _ in range(turns)]
 
 
+def _counters(orchestrator: Any) -> dict[str, int]:
+    """The orchestrator's running counts of the work between turns (for `Pass.context`)."""
+    p, c, b = orchestrator.prewarms.stats, orchestrator.compaction_stats, orchestrator.block_pace
+    return {"prewarm sent": p.sent, "prewarm skipped": p.skipped, "prewarm pre-empted": p.preempted,
+            "fold made": c.folded, "fold sent": c.sent, "previous head": c.deferred, "fold in the turn": c.in_turn,
+            "fold lost": c.lost, "block moved": b.turns_moved}
+
+
+def _memory_text(stores: Any, key: str) -> str:
+    loaded = stores.memory.try_load(key)
+    return loaded.state.memory if loaded.state is not None else ""
+
+
+def _turn_context(edited: bool, written: bool, previous: dict[str, int], before: dict[str, int],
+                  after: dict[str, int]) -> str:
+    """What happened between the previous turn's start and this turn's end, in words (`written`: the memory
+    changed since the last turn of the conversation by another hand than the game's, i.e. the writer pass)."""
+    between = [k for k in ("prewarm sent", "prewarm skipped", "prewarm pre-empted", "fold made")
+               if before[k] > previous[k]]
+    during = [k for k in ("fold sent", "previous head", "fold in the turn", "fold lost", "block moved")
+              if after[k] > before[k]]
+    return "; ".join(filter(None, ["writer edit" if written else "", "game edit" if edited else "",
+                                   ", ".join(between), ", ".join(during)])) or "-"
+
+
 async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, prewarm: bool = True,
                        then: Setup | None = None, **orchestrator_options: Any) -> list[Pass]:
     """The session through the runtime, in a fresh data dir (`orchestrator_options`: e.g. the design note's layout);
@@ -409,6 +444,8 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
                                           **orchestrator_options)
         timer = TurnTimer(orchestrator.client, orchestrator) if BREAKDOWN else None
         done = 0
+        since_last = _counters(orchestrator)
+        memory_seen: dict[str, str] = {}  # conversation key -> its memory as the last turn found it
         for phase, first_npc, into in phases:
             into.breakdown = Breakdown() if BREAKDOWN else None
             into.memory_design = orchestrator.memory_design.value
@@ -423,9 +460,13 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
                 if RSS_EVERY and done and done % RSS_EVERY == 0:
                     result.rss_trace.append((done, server_rss_mb(server)))
                     print(f"  {name}: server RSS after {done} turns: {result.rss_trace[-1][1]:.0f} MB", flush=True)
-                if phase.edit_on(turn):
-                    MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}")).execute(
-                        {"action": "append", "content": _fact(phase, player, turn)})
+                before = _counters(orchestrator)
+                key = stores.scoped(_scope(player)).key(f"Npc{npc}")
+                written = memory_seen.get(key, _memory_text(stores, key)) != _memory_text(stores, key)
+                edited = phase.edit_on(turn)
+                if edited:
+                    MemoryTool(stores.memory, key).execute({"action": "append", "content": _fact(phase, player, turn)})
+                memory_seen[key] = _memory_text(stores, key)
                 request = AiTaskRequest(_hint(npc, player, turn), f"Npc{npc}", scope=_scope(player),
                                         forced_tool_mode="none", max_output_tokens=MAX_TOKENS, temperature=0.0,
                                         extra={"seed": 0})
@@ -433,6 +474,9 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
                                                         breakdown=into.breakdown, record=turn > 0)
                 into.add(turn > 0, usage.evaluated_prompt_tokens, usage.prompt_tokens, ttft, elapsed,
                          phase.past_window(turn))
+                if turn > 0:
+                    into.context.append(_turn_context(edited, written, since_last, before, _counters(orchestrator)))
+                since_last = before
                 done += 1
                 if pauses[index]:
                     await asyncio.sleep(pauses[index])
@@ -660,6 +704,8 @@ def main() -> None:
         for p in passes:
             if p.breakdown is not None:
                 print(p.breakdown.line(p.name))
+            for line in p.outliers():
+                print(f"  {p.name}: over 3x its median: {line}")
             if len(p.evaluated) <= 120:
                 print(f"  {p.name}: evaluated per turn {' '.join(str(e) for e in p.evaluated)}")
             if args.rss_every and p.rss_trace:
