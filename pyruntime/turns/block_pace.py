@@ -11,6 +11,12 @@ So the block moves while the model keeps up with the player and stays once it do
 starts while its conversation's prewarm is still being evaluated makes the block stay for that
 conversation; `RECOVERY_TURNS` turns in a row that start more than `RECOVERY_FACTOR` times the last
 block move's evaluation after the reply make it move again. Pure bookkeeping on the times it is given.
+
+A switch takes effect on the turn after the one that decides it: a turn is placed as the prewarm before
+it predicted (`next_stays`), so it finds its prefix evaluated. Placed by its own decision, the turn that
+came during a prewarm of the moved block waited for that prewarm and then evaluated the block and the
+exchanges after its old place again (161 tokens, 6x a 200-turn session's median, bench_npcs.py), and the
+first turn that moved it again paid the same.
 """
 
 from __future__ import annotations
@@ -55,17 +61,26 @@ class BlockPace:
         return pace
 
     def turn_started(self, conversation: str, now: float) -> bool:
-        """A turn of `conversation` starts at `now`: whether its block stays (see the module docstring)."""
-        stays = self._stays(conversation, now)
+        """A turn of `conversation` starts at `now`: whether its block stays, as the work before it predicted; what
+        its pace decides now is the next turn's (see the module docstring)."""
+        stays = self.next_stays(conversation)
+        self._decide(conversation, now)
         if stays:
             self.turns_stayed += 1
         else:
             self.turns_moved += 1
         return stays
 
-    def _stays(self, conversation: str, now: float) -> bool:
+    def next_stays(self, conversation: str) -> bool:
+        """Whether the block stays on the conversation's next turn, as its pace stands now (what a prewarm predicts)."""
         if self.fixed is not None:
             return self.fixed
+        pace = self._paces.get(conversation)
+        return pace is not None and pace.stays
+
+    def _decide(self, conversation: str, now: float) -> None:
+        if self.fixed is not None:
+            return
         pace = self._pace(conversation)
         if pace.prewarms:  # the player came before the model had evaluated what the last reply left
             pace.stays, pace.slow_turns = True, 0
@@ -75,7 +90,6 @@ class BlockPace:
             pace.slow_turns = pace.slow_turns + 1 if ample else 0
             if pace.slow_turns >= RECOVERY_TURNS:
                 pace.stays, pace.slow_turns = False, 0
-        return pace.stays
 
     def turn_ended(self, conversation: str, now: float) -> None:
         """A turn of `conversation` ended at `now` (its reply is the player's to read)."""

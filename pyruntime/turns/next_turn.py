@@ -111,8 +111,10 @@ class NextTurn:
             nonlocal folded
             if not still_due():
                 return None  # the next turn has started: the work after it prepares the one after
+            # The next turn is placed as its pace stands now (turns/block_pace.py), which may differ from this one's.
+            stays = self.block_pace.next_stays(conversation) if turn.memory_stays is not None else None
             try:
-                predicted = await self.planner.predict_prefix(turn)
+                predicted = await self.planner.predict_prefix(turn, memory_stays=stays)
             except CompactionAbandoned:
                 self.compaction_stats.lost += 1  # a player's call took the model: made again after the next turn
                 return None
@@ -133,16 +135,18 @@ class NextTurn:
                 if not in_own_slot(self.queue.capacity, recent, conversation) and \
                         not worth_prewarming(await self._prompt_cache_room(), recent, conversation):
                     return None  # no prewarm will come: the next turn evaluates the head
-                evaluated = await self._timed_prewarm(turn, conversation, prefix, still_due, ready.sent)
+                evaluated = await self._timed_prewarm(conversation, prefix, still_due, ready.sent,
+                                                      moved_block=stays is False)
                 if evaluated is None:
                     ready.cancel()  # superseded while it waited for the model
                 return evaluated
 
         self.prewarms.start(conversation, work)
 
-    async def _timed_prewarm(self, turn: TurnState, conversation: str, prefix: list[dict[str, Any]],
-                             still_due: Callable[[], bool], on_sent: Callable[[], None]) -> int | None:
-        """`send_prewarm`, its time in the model told to the block pace (did the next line come before it ended?)."""
+    async def _timed_prewarm(self, conversation: str, prefix: list[dict[str, Any]], still_due: Callable[[], bool],
+                             on_sent: Callable[[], None], *, moved_block: bool) -> int | None:
+        """`send_prewarm`, its time in the model told to the block pace (did the next line come before it ended?);
+        `moved_block`: the prefix has the memory-last block moved before the next line."""
         started: list[float] = []
 
         def sent() -> None:
@@ -156,7 +160,7 @@ class NextTurn:
         finally:
             if started:
                 self.block_pace.prewarm_ended(conversation, time.monotonic() - started[0],
-                                              moved_block=turn.memory_stays is False)
+                                              moved_block=moved_block)
 
     @property
     def pass_in_another_slot(self) -> bool:
