@@ -462,11 +462,13 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
                     print(f"  {name}: server RSS after {done} turns: {result.rss_trace[-1][1]:.0f} MB", flush=True)
                 before = _counters(orchestrator)
                 key = stores.scoped(_scope(player)).key(f"Npc{npc}")
-                written = memory_seen.get(key, _memory_text(stores, key)) != _memory_text(stores, key)
+                memory = _memory_text(stores, key)
+                written = key in memory_seen and memory_seen[key] != memory
                 edited = phase.edit_on(turn)
                 if edited:
                     MemoryTool(stores.memory, key).execute({"action": "append", "content": _fact(phase, player, turn)})
-                memory_seen[key] = _memory_text(stores, key)
+                    memory = _memory_text(stores, key)
+                memory_seen[key] = memory
                 request = AiTaskRequest(_hint(npc, player, turn), f"Npc{npc}", scope=_scope(player),
                                         forced_tool_mode="none", max_output_tokens=MAX_TOKENS, temperature=0.0,
                                         extra={"seed": 0})

@@ -355,10 +355,10 @@ class RequestPlanner:
             )
         return completion.text
 
-    async def predict_prefix(self, turn: TurnState, memory_stays: bool | None = None) -> Prediction | None:
+    async def predict_prefix(self, turn: TurnState, *, memory_stays: bool | None) -> Prediction | None:
         """The next turn's request but the player's line, and its history, as it would prepare them now; stores
         nothing (with compaction between turns, the fold it makes is the next turn's: see turns/next_turn.py).
-        `memory_stays`: the next turn's memory-last placement (turns/block_pace.py), else this turn's.
+        `memory_stays`: the next turn's memory-last placement (turns/block_pace.py; None: no memory-last layout).
 
         The next player line is not known: this turn's stands in for it (its length enters the
         history budget), and this request's tail blocks and tools stand in for the next one's.
@@ -366,7 +366,7 @@ class RequestPlanner:
         parts = turn.parts
         assert parts is not None
         ghost = TurnState(turn.request, turn.config, turn.borrowed_history, turn.store, turn.mode, predicted=True,
-                          memory_stays=turn.memory_stays if memory_stays is None else memory_stays)
+                          memory_stays=memory_stays)
         ghost.tool_allowance = turn.tool_allowance
         with predicting():
             try:
