@@ -116,9 +116,10 @@ def serve_with_model(tmp_path: Path, model: Path, *extra: str, env: dict[str, st
     return serve, copy
 
 
-def test_serve_runs_the_whole_runtime_over_both_transports_and_stops_cleanly(tiny_model_path, tmp_path):
+def test_serve_runs_the_whole_runtime_over_both_transports_and_stops_cleanly(tiny_endless_model_path, tmp_path):
     data_dir = tmp_path / "data"
-    serve, model = serve_with_model(tmp_path, tiny_model_path, "--tool-mode", "native")
+    # The endless variant: the plain tiny model samples <|im_end|> first now and then (an empty reply).
+    serve, model = serve_with_model(tmp_path, tiny_endless_model_path, "--tool-mode", "native")
     port = serve.port
     try:
         ready = serve.ready()
@@ -201,8 +202,8 @@ def test_with_the_disk_prompt_cache_a_restarted_runtime_starts_the_npc_warm(tiny
     assert after_restart.evaluated_prompt_tokens <= 1.5 * warm.evaluated_prompt_tokens
 
 
-def test_serve_restarts_its_model_server_when_it_dies(tiny_model_path, tmp_path):
-    serve, model = serve_with_model(tmp_path, tiny_model_path)
+def test_serve_restarts_its_model_server_when_it_dies(tiny_endless_model_path, tmp_path):
+    serve, model = serve_with_model(tmp_path, tiny_endless_model_path)  # a reply always has text (see above)
     try:
         ready = serve.ready()
         token = read_token_file(Path(ready["token_file"]))
