@@ -137,6 +137,9 @@ class EngineLaunch:
     port: int  # the private port (ignored for a socket)
     key_file: Path
     n_gpu_layers: int  # what this start asks for (0 after a GPU fallback)
+    # Where llama-server may write slot states without a disk prompt cache: it refuses `/slots?action=erase` (501)
+    # without a save path, and the runtime erases the states a compaction superseded (model/slots.py).
+    slot_dir: Path | None = None
 
 
 def server_command(binary: Path, config: LlamaServerConfig, launch: EngineLaunch) -> list[str]:
@@ -163,8 +166,9 @@ def server_command(binary: Path, config: LlamaServerConfig, launch: EngineLaunch
         "--timeout", str(SERVER_TIMEOUT_S),
         "--log-verbosity", str(LOG_VERBOSITY), "--log-colors", "off",
     ]
-    if config.prompt_cache_dir is not None:
-        args += ["--slot-save-path", str(config.prompt_cache_dir)]
+    slot_dir = config.prompt_cache_dir or launch.slot_dir
+    if slot_dir is not None:
+        args += ["--slot-save-path", str(slot_dir)]
     return args
 
 

@@ -92,6 +92,21 @@ def test_a_state_superseded_by_a_compaction_never_reaches_the_cache_a_cold_npcs_
     assert after_eviction == 1
 
 
+def test_a_superseded_state_is_erased_even_without_a_disk_prompt_cache(tiny_model_path: Path) -> None:
+    # llama-server caches a slot's state when a new prompt keeps less than half of it, and refuses to erase a slot
+    # (501) unless it was started with a slot save path: the runtime gives it a private one.
+    server = start_llama_server(tiny_model_path, slots=1, prompt_cache_mb=64)
+    talk = [{"role": "system", "content": "You are Bram."}] + npc("Bram", *(f"Tell me about event {i}." for i in
+                                                                             range(12)))[1:]
+    compacted = [talk[0], {"role": "system", "content": "Summary: they talked."}, {"role": "user", "content": "And?"}]
+    try:
+        turns(server, (BRAM, talk), (BRAM, compacted))
+        entries = server.cache.entries
+    finally:
+        server.stop()
+    assert entries == 0
+
+
 def test_a_negative_cache_size_is_refused(tiny_model_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="prompt_cache_mb"):
         LlamaServerConfig(model_path=tiny_model_path, alias="tiny", prompt_cache_mb=-1)
