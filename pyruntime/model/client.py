@@ -31,7 +31,7 @@ from pyruntime.model.compat import (
 )
 from pyruntime.model.errors import IncompleteStreamError, ModelError, ModelStalledError, ModelUnavailableError
 from pyruntime.model.seam import Gate
-from pyruntime.model.slots import NoSlotBeside, SlotAffinity, SlotUse
+from pyruntime.model.slots import SlotAffinity, SlotUse
 from pyruntime.model.sse import SSEDecoder
 from pyruntime.model.types import ChatCompletion, FinishDelta, StreamDelta, TextDelta, ToolCallDelta
 
@@ -204,23 +204,20 @@ class OpenAICompatClient:
                 return await self._http.post(url, json=body, headers=self._headers)
 
     @contextlib.asynccontextmanager
-    async def _slot(self, conversation: str | None, messages: Sequence[Message], body: dict[str, Any], *,
-                    beside: bool = False) -> AsyncIterator[SlotUse | None]:
-        """With slot affinity: the request's slot (`id_slot` in `body`), its superseded state erased first;
-        `beside`: in a slot beside the conversation's own (`NoSlotBeside` when there is none)."""
+    async def _slot(self, conversation: str | None, messages: Sequence[Message],
+                    body: dict[str, Any]) -> AsyncIterator[SlotUse | None]:
+        """With slot affinity: the request's slot (`id_slot` in `body`), its superseded state erased first."""
         if self.slots is None:
             yield None
             return
-        use = self.slots.acquire(conversation, messages, beside=beside)
-        completed = False
+        use = self.slots.acquire(conversation, messages)
         try:
             body["id_slot"] = use.slot
             if use.erase_first:
                 await self.erase_slot(use.slot)
             yield use
-            completed = True
         finally:
-            self.slots.release(use, completed=completed)
+            self.slots.release(use)
 
     def _slot_failed(self, use: SlotUse | None) -> None:
         """A failed request may have cleared its slot (llama-server clears a slot whose decode failed)."""
@@ -250,20 +247,17 @@ class OpenAICompatClient:
         max_tokens: int | None = None,
         extra: Mapping[str, Any] | None = None,
         conversation: str | None = None,
-        beside: bool = False,
     ) -> ChatStream:
         """A streamed chat completion; ends with a `FinishDelta` or raises (never truncates silently).
 
         Raises `ModelStalledError` when no text comes for `first_text_s` / `text_gap_s`, and
         `ModelUnavailableError` past `deadline_s`; either way the HTTP stream is closed, which stops
-        the generation on the hosted server. `conversation`: as in `chat`; `beside`: as in `ModelClient`.
+        the generation on the hosted server. `conversation`: as in `chat`.
         """
         self.check_available()
-        if beside and self.slots is None:
-            raise NoSlotBeside("the model server has no slots")
         return ChatStream(
             self._stream(messages, tools, tool_choice, response_format, temperature, max_tokens, extra,
-                         conversation, beside)
+                         conversation)
         )
 
     async def _stream(
@@ -276,7 +270,6 @@ class OpenAICompatClient:
         max_tokens: int | None,
         extra: Mapping[str, Any] | None,
         conversation: str | None = None,
-        beside: bool = False,
     ) -> AsyncIterator[StreamDelta]:
         body = await self._request_body(
             messages, True, tools, tool_choice, response_format, temperature, max_tokens, extra
@@ -296,7 +289,7 @@ class OpenAICompatClient:
         # consumer's code; the deadline is absolute, the text gap counts only time spent waiting.
         limit = asyncio.timeout(None)
         try:
-            async with limit, self._slot(conversation, messages, body, beside=beside) as use:
+            async with limit, self._slot(conversation, messages, body) as use:
                 with self._transport_errors():
                     async with self._open_stream(body) as response:
                         if response.status_code >= 400:

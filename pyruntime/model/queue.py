@@ -57,7 +57,7 @@ class SlotGrant:
         """Another call of the same owner follows at once: keep the slot reserved for it (briefly)."""
         self.more_coming = True
 
-    def preempt(self) -> None:
+    def _preempt(self) -> None:
         """Stop the holder's body now (a preemptible grant only): it raises `Preempted` at its next await."""
         if not self.preemptible or self.preempted:
             return
@@ -134,7 +134,7 @@ class ModelRequestQueue:
             try:
                 async with scope:
                     if self._player_waiting():  # one came between the hand-over and this task's resuming
-                        grant.preempt()
+                        grant._preempt()
                     yield grant
             except TimeoutError:
                 if grant.preempted and scope.expired():
@@ -173,7 +173,7 @@ class ModelRequestQueue:
         """Stop the most recent preemptible holder that is not stopping already (its slot goes to the player)."""
         for grant in reversed(self._preemptible):
             if not grant.preempted:
-                grant.preempt()
+                grant._preempt()
                 return
 
     def _release(self, priority: Priority, reserve_for: int | None) -> None:

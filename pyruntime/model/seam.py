@@ -60,15 +60,8 @@ class ModelClient(Protocol):
         max_tokens: int | None = None,
         extra: Mapping[str, Any] | None = None,
         conversation: str | None = None,
-        beside: bool = False,
     ) -> ModelStream:
-        """A streamed reply (the gate is asked now, before the stream is opened).
-
-        `beside`: a new head for `conversation`'s next turn, evaluated beside the state it replaces, which stays
-        the conversation's until this stream completes (model/slots.py); the stream raises `slots.NoSlotBeside`
-        (on its first iteration at the latest) before anything is sent when the model cannot (one without
-        slots never can).
-        """
+        """A streamed reply (the gate is asked now, before the stream is opened)."""
         ...
 
     def check_available(self) -> None:

@@ -36,7 +36,6 @@ from pyruntime.model.scripted import (
     scripted_usage,
 )
 from pyruntime.model.seam import Gate, ModelStream
-from pyruntime.model.slots import NoSlotBeside
 from pyruntime.model.types import (
     ChatCompletion,
     FinishDelta,
@@ -134,13 +133,9 @@ class InProcessModel:
         max_tokens: int | None = None,
         extra: Mapping[str, Any] | None = None,
         conversation: str | None = None,
-        beside: bool = False,
     ) -> ModelStream:
-        """A streamed reply: the text piece by piece, then the tool calls, the usage and the finish (`beside`:
-        `NoSlotBeside`, a test model has one sequence)."""
+        """A streamed reply: the text piece by piece, then the tool calls, the usage and the finish."""
         self.check_available()
-        if beside:
-            raise NoSlotBeside("a test model has no slots")
         request = self._record(messages, True, tools, tool_choice, response_format, temperature, max_tokens,
                                extra, conversation)
         return contextlib.aclosing(self._deltas(request))

@@ -97,12 +97,10 @@ class StagedFolds:
         """Within it the fold's head is warmed (or not, by decision); on leaving, the fold is ready unless
         the body said otherwise (`cancel()`) or a player's call pre-empted its prewarm before it went out
         (`Preempted` before `sent()`): then a turn sends the previous head until a later prewarm warms it.
-        In the conversation's own slot it is ready as soon as its prewarm goes out (`sent()`): the model server
-        then holds or is evaluating the new head, pre-empted or not (one that cannot stop a prompt's evaluation
-        finishes it, and that slot holds the new head, no longer the old). Evaluated beside the previous head
-        (`prewarm.send_prewarm`'s `stoppable`), it is ready only once that evaluation ended: until then the old
-        slot still holds the previous head, and a turn finds it warm there. A failure makes it ready too (no
-        warming will come)."""
+        It is ready as soon as its prewarm goes out (`sent()`): the model server then holds or is evaluating
+        the new head, pre-empted or not (one that cannot stop a prompt's evaluation finishes it, and its
+        single KV sequence holds the new head, no longer the old). A failure makes it ready too (no warming
+        will come)."""
         readying = _Readying(lambda: self.mark_ready(conversation, fold) if fold is not None else None)
         try:
             yield readying

@@ -11,7 +11,6 @@ from what llama.cpp holds (turns/prewarm.py). The next turn never waits for any 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections import deque
@@ -136,9 +135,8 @@ class NextTurn:
                 if not in_own_slot(self.queue.capacity, recent, conversation) and \
                         not worth_prewarming(await self._prompt_cache_room(), recent, conversation):
                     return None  # no prewarm will come: the next turn evaluates the head
-                # A fold's new head goes beside the previous one, which a faster player's turn then finds warm.
                 evaluated = await self._timed_prewarm(conversation, prefix, still_due, ready.sent,
-                                                      moved_block=stays is False, new_head=fold is not None)
+                                                      moved_block=stays is False)
                 if evaluated is None:
                     ready.cancel()  # superseded while it waited for the model
                 return evaluated
@@ -146,11 +144,9 @@ class NextTurn:
         self.prewarms.start(conversation, work)
 
     async def _timed_prewarm(self, conversation: str, prefix: list[dict[str, Any]], still_due: Callable[[], bool],
-                             on_sent: Callable[[], None], *, moved_block: bool, new_head: bool) -> int | None:
+                             on_sent: Callable[[], None], *, moved_block: bool) -> int | None:
         """`send_prewarm`, its time in the model told to the block pace (did the next line come before it ended?);
-        `moved_block`: the prefix has the memory-last block moved before the next line; `new_head`: a fold's,
-        sent beside the previous head where the engine can (a turn then waits for neither, and the pace is not
-        told)."""
+        `moved_block`: the prefix has the memory-last block moved before the next line."""
         started: list[float] = []
 
         def sent() -> None:
@@ -160,9 +156,7 @@ class NextTurn:
 
         try:
             return await send_prewarm(self.client, self.queue, prefix, still_due, on_sent=sent,
-                                      conversation=conversation,
-                                      stoppable=functools.partial(self.prewarms.stoppable, conversation)
-                                      if new_head else None)
+                                      conversation=conversation)
         finally:
             if started:
                 self.block_pace.prewarm_ended(conversation, time.monotonic() - started[0],

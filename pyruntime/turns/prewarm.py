@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyruntime.model.queue import ModelRequestQueue, Preempted, Priority, SlotGrant
+from pyruntime.model.queue import ModelRequestQueue, Preempted, Priority
 from pyruntime.model.seam import ModelClient
-from pyruntime.model.slots import NoSlotBeside
 from pyruntime.model.types import UsageDelta
 
 log = logging.getLogger("pyruntime.turns")
@@ -94,8 +92,7 @@ def worth_prewarming(cache_room: bool | None, recent: Sequence[str], conversatio
 
 async def send_prewarm(client: ModelClient, queue: ModelRequestQueue, messages: list[dict[str, Any]],
                        still_due: Callable[[], bool], on_sent: Callable[[], None] | None = None, *,
-                       conversation: str | None = None,
-                       stoppable: Callable[[SlotGrant], AbstractContextManager[None]] | None = None) -> int | None:
+                       conversation: str | None = None) -> int | None:
     """Evaluate `messages` behind player turns: the prompt tokens llama.cpp evaluated (0 when the server
     reports no usage), None when it was no longer due once the model was free.
 
@@ -104,38 +101,20 @@ async def send_prewarm(client: ModelClient, queue: ModelRequestQueue, messages: 
     and the player's call gets the model; a server that cannot stop a prompt's evaluation halfway
     finishes it first). `on_sent` is called as the request goes out: from then on the model server
     holds (or is evaluating) this prefix, pre-empted or not.
-
-    `stoppable` (a fold's new head): the prefix is first sent beside the conversation's state, which keeps the
-    previous head until this one is evaluated whole (`beside` of `ModelClient.stream_chat`); within
-    `stoppable(grant)` a turn of the conversation stops it (it sends the previous head, and the model is
-    its own after the batch in progress). `on_sent` is not called then: the next turn sends the new head
-    only once this returns. Where it cannot go beside, it is sent as above.
     """
-    async with queue.slot(Priority.BACKGROUND, preemptible=True) as grant:
+    evaluated = 0
+    async with queue.slot(Priority.BACKGROUND, preemptible=True):
         if not still_due():
             return None
-        if stoppable is not None:
-            try:
-                with stoppable(grant):
-                    return await _evaluate(client, messages, conversation, beside=True)
-            except NoSlotBeside:
-                pass  # nothing was sent: into the conversation's own slot
+        # Streamed for the usage chunk: the hosted server counts cached tokens only there.
         # In the conversation's own slot of the hosted engine, where its next turn will look for it.
-        return await _evaluate(client, messages, conversation, on_sent=on_sent)
-
-
-async def _evaluate(client: ModelClient, messages: list[dict[str, Any]], conversation: str | None, *,
-                    beside: bool = False, on_sent: Callable[[], None] | None = None) -> int:
-    """One prewarm request: the prompt tokens the server evaluated (streamed for the usage chunk: the hosted
-    server counts cached tokens only there)."""
-    evaluated = 0
-    async with client.stream_chat(messages, temperature=0.0, max_tokens=PREWARM_MAX_TOKENS,
-                                  conversation=conversation, beside=beside) as stream:
-        if on_sent is not None:
-            on_sent()
-        async for delta in stream:
-            if isinstance(delta, UsageDelta):
-                evaluated = delta.usage.prompt_tokens - delta.usage.cached_tokens
+        async with client.stream_chat(messages, temperature=0.0, max_tokens=PREWARM_MAX_TOKENS,
+                                      conversation=conversation) as stream:
+            if on_sent is not None:
+                on_sent()
+            async for delta in stream:
+                if isinstance(delta, UsageDelta):
+                    evaluated = delta.usage.prompt_tokens - delta.usage.cached_tokens
     return evaluated
 
 
@@ -164,7 +143,6 @@ class Prewarms:
         self._running: set[asyncio.Task[None]] = set()
         self._due: dict[str, object] = {}  # conversation -> the token of its one prewarm still due
         self._last: dict[str, asyncio.Task[None]] = {}  # conversation -> its latest work, while it runs
-        self._beside: dict[str, SlotGrant] = {}  # conversation -> its new head being evaluated beside, while it is
 
     @property
     def pending(self) -> int:
@@ -172,22 +150,8 @@ class Prewarms:
         return len(self._running)
 
     def supersede(self, conversation: str) -> None:
-        """A turn of `conversation` starts: a prewarm still waiting for it is no longer due, and a new head being
-        evaluated beside its previous one stops (the turn sends the previous head; the next prewarm goes on)."""
+        """A turn of `conversation` starts: a prewarm still waiting for it is no longer due."""
         self._due.pop(conversation, None)
-        grant = self._beside.pop(conversation, None)
-        if grant is not None:
-            grant.preempt()
-
-    @contextmanager
-    def stoppable(self, conversation: str, grant: SlotGrant) -> Iterator[None]:
-        """Within it, a turn of `conversation` pre-empts `grant` (a new head evaluated beside, `send_prewarm`)."""
-        self._beside[conversation] = grant
-        try:
-            yield
-        finally:
-            if self._beside.get(conversation) is grant:
-                del self._beside[conversation]
 
     def start(self, conversation: str, work: Callable[[Callable[[], bool]], Awaitable[int | None]]) -> None:
         """Run `work(still_due)` in the background, after the conversation's earlier work: the tokens a sent

@@ -107,49 +107,6 @@ def test_a_superseded_state_is_erased_even_without_a_disk_prompt_cache(tiny_mode
     assert entries == 0
 
 
-def test_a_new_head_evaluated_beside_leaves_the_previous_one_warm_and_then_takes_over(tiny_model_path: Path) -> None:
-    # A fold's prewarm (issue 24): the conversation's slot keeps its previous head while the new head is evaluated
-    # in an empty one; a turn that comes meanwhile finds the previous head warm; once that evaluation completed,
-    # the new head's turn finds it warm, and the dead previous head never reaches the host cache.
-    server = start_llama_server(tiny_model_path, slots=2, prompt_cache_mb=64)
-    long_talk = npc("Bram", *(f"Tell me about event {i} again, slowly and in detail." for i in range(6)))
-    summary = "Summary: " + " ".join(f"they talked about event {i} at length." for i in range(8))
-    compacted = [long_talk[0], {"role": "system", "content": summary}, {"role": "user", "content": "And now?"}]
-
-    async def go() -> list[Usage]:
-        client = OpenAICompatClient(**server.client_options())
-        try:
-            first = await _turn(client, BRAM, long_talk)
-            own = server.slots.slot_of(BRAM)
-            async with client.stream_chat(compacted, max_tokens=1, temperature=0.0, conversation=BRAM,
-                                          beside=True) as stream:
-                pieces = [await anext(stream)]
-                assert server.slots.next_head_of(BRAM) not in (None, own)  # evaluated beside, not yet Bram's
-                # A turn that comes first sends the previous head: still warm in Bram's own slot.
-                previous = await _turn(client, BRAM, npc("Bram", *(f"Tell me about event {i} again, slowly and in "
-                                                                   "detail." for i in range(7))))
-                assert server.slots.slot_of(BRAM) == own
-                pieces += [d async for d in stream]
-            assert server.slots.slot_of(BRAM) != own and server.slots.next_head_of(BRAM) is None
-            await _turn(client, ELDA, npc("Elda"))  # takes the emptied slot: its dead state is erased
-            warm = await _turn(client, BRAM, compacted + [{"role": "assistant", "content": "Hm."},
-                                                          {"role": "user", "content": "Go on."}])
-            assert pieces and server.slots.slot_of(ELDA) == own
-            return [first, previous, warm]
-        finally:
-            await client.aclose()
-
-    try:
-        first, previous, warm = asyncio.run(go())
-        entries = server.cache.entries
-    finally:
-        server.stop()
-    assert previous.cached_tokens >= first.prompt_tokens - 1  # only the new exchange was evaluated
-    # The same for the new head, warm where it went (the appended exchange is ~30 tokens, the summary ~300).
-    assert warm.cached_tokens >= warm.prompt_tokens - 40
-    assert entries == 0  # neither the dead head nor anything else was copied into the host cache
-
-
 def test_a_negative_cache_size_is_refused(tiny_model_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="prompt_cache_mb"):
         LlamaServerConfig(model_path=tiny_model_path, alias="tiny", prompt_cache_mb=-1)

@@ -17,14 +17,7 @@ from pyruntime.model.server_log import (
     offloaded_layers,
 )
 from pyruntime.model.slot_store import SlotStateStore
-from pyruntime.model.slots import (
-    ANONYMOUS,
-    NoSlotBeside,
-    SlotAffinity,
-    conversation_id,
-    kept_fraction,
-    prompt_fingerprint,
-)
+from pyruntime.model.slots import ANONYMOUS, SlotAffinity, conversation_id, kept_fraction, prompt_fingerprint
 from pyruntime.model.supervisor import SlotProgress, WatchdogSettings, next_backoff
 
 SYSTEM = {"role": "system", "content": "You are Bram, the blacksmith of Eldham. " * 5}
@@ -74,62 +67,6 @@ def test_a_prompt_that_drops_most_of_the_slots_state_erases_it_first():
     slots.release(use)
     slots.release(follow := slots.acquire(a, compacted + [{"role": "assistant", "content": "Hm?"}]))
     assert not follow.erase_first
-
-
-def test_a_new_head_evaluated_beside_keeps_the_previous_one_until_it_completes():
-    # A fold made between turns: its new head is warmed in an empty slot while the conversation's own slot keeps
-    # the previous head, which a turn that comes first still sends (issue 24: the player never waits for it).
-    slots = SlotAffinity(2)
-    a = conversation_id("Bram/p1")
-    old = chat(*[f"line {i} " * 30 for i in range(8)])
-    slots.release(slots.acquire(a, old), completed=True)
-    own = slots.slot_of(a)
-    head = [SYSTEM, {"role": "system", "content": "Summary: they haggled."}, {"role": "user", "content": "hi"}]
-    beside = slots.acquire(a, head, beside=True)
-    assert beside.slot != own and not beside.erase_first and slots.next_head_of(a) == beside.slot
-    turn = slots.acquire(a, old + [{"role": "assistant", "content": "Hm?"}, {"role": "user", "content": "go on"}])
-    assert turn.slot == own and not turn.erase_first  # the previous head, warm where it was
-    slots.release(turn, completed=True)
-    slots.release(beside)  # pre-empted by that turn: the conversation stays where it was
-    assert slots.slot_of(a) == own and slots.next_head_of(a) == beside.slot
-    again = slots.acquire(a, head, beside=True)  # the next prewarm goes on where the first one stopped
-    assert again.slot == beside.slot and not again.erase_first
-    slots.release(again, completed=True)
-    assert slots.slot_of(a) == beside.slot and slots.next_head_of(a) is None
-    assert slots.holders() == {beside.slot: a}
-    # The previous head's slot is empty, and its dead state is erased before the next request there.
-    newcomer = slots.acquire(conversation_id("Elda/p1"), chat("hello"))
-    assert newcomer.slot == own and newcomer.erase_first
-
-
-def test_a_request_goes_beside_only_where_there_is_an_empty_slot_and_a_state_it_replaces():
-    slots = SlotAffinity(2)
-    a, b = conversation_id("Bram/p1"), conversation_id("Elda/p1")
-    history = chat(*[f"line {i} " * 30 for i in range(8)])
-    head = [SYSTEM, {"role": "system", "content": "Summary: they haggled."}]
-    with pytest.raises(NoSlotBeside, match="no state"):
-        slots.acquire(a, head, beside=True)  # nothing held yet
-    slots.release(slots.acquire(a, history))
-    with pytest.raises(NoSlotBeside, match="no state"):
-        slots.acquire(a, history + [{"role": "user", "content": "more"}], beside=True)  # it only appends
-    slots.release(slots.acquire(b, chat("hello")))
-    with pytest.raises(NoSlotBeside, match="no slot is empty"):
-        slots.acquire(a, head, beside=True)  # Elda's slot is not taken for it
-    assert slots.in_flight == 0 and slots.holders() == {0: a, 1: b}
-
-
-def test_a_turn_that_sends_the_new_head_finds_it_where_it_was_evaluated_beside():
-    slots = SlotAffinity(2)
-    a = conversation_id("Bram/p1")
-    history = chat(*[f"line {i} " * 30 for i in range(8)])
-    slots.release(slots.acquire(a, history))
-    head = [SYSTEM, {"role": "system", "content": "Summary: they haggled."}, {"role": "user", "content": "x" * 40}]
-    beside = slots.acquire(a, head, beside=True)
-    slots.release(beside)  # stopped before its end (the prewarm's stream was closed)
-    turn = slots.acquire(a, head + [{"role": "assistant", "content": "Hm?"}])
-    assert turn.slot == beside.slot and not turn.erase_first
-    slots.release(turn, completed=True)
-    assert slots.slot_of(a) == beside.slot and slots.next_head_of(a) is None
 
 
 def test_requests_without_a_conversation_share_one_slot():

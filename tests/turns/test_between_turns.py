@@ -22,7 +22,6 @@ from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiOrchestrator, AiTaskRequest, TaskResult
 from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS
 from pyruntime.model.queue import ModelRequestQueue, Priority
-from pyruntime.model.slots import SlotAffinity
 from pyruntime.turns.prompt import SUMMARY_HEADING
 from pyruntime.turns.tail_anchors import conversation_digest
 from tests.turns.conftest import RecordingClient, run
@@ -83,10 +82,9 @@ def _orchestrator(url: str, **options: Any) -> tuple[AiOrchestrator, HoldingClie
     options.setdefault("background_compaction", True)
     # The random-weight model's summary must come out smaller than what it folds to be taken: bound its length.
     options.setdefault("llm_compaction_options", LlmCompactionOptions(max_output_tokens=24))
-    client = options.pop("client", None) or HoldingClient(url)
-    queue = options.pop("queue", None) or ModelRequestQueue()
+    client = HoldingClient(url)
     orchestrator = AiOrchestrator(_policy(), open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None), client,
-                                  queue, model_context_tokens=2048, **options)
+                                  ModelRequestQueue(), model_context_tokens=2048, **options)
     return orchestrator, client
 
 
@@ -198,47 +196,6 @@ def test_a_player_turn_during_the_prewarm_pre_empts_it_and_sends_the_fold_the_pr
     # turn sends it rather than the previous head, which such a server would evaluate again in full.
     assert fourth.folded_between_turns and fourth.compaction is CompactionKind.DETERMINISTIC
     assert not fourth.compaction_deferred and orchestrator.compaction_stats.sent == 1
-
-
-def test_with_a_spare_slot_a_player_turn_during_the_prewarm_stops_it_and_finds_the_previous_head_warm(
-    tiny_server_url: str,
-):
-    # The hosted engine's several slots (the session's tiny server has 4): the fold's new head is evaluated beside
-    # the previous one, so a faster player sends the previous head, warm in its own slot, and the prewarm stops;
-    # the next one evaluates the new head, and the turn after sends the fold, warm in the slot it went to.
-    # Four slots in the queue too: the turn finds one free, so it is the turn's start that stops the prewarm.
-    orchestrator, client = _orchestrator(tiny_server_url, client=HoldingClient(tiny_server_url, slots=SlotAffinity(4)),
-                                         queue=ModelRequestQueue(capacity=4))
-    conversation = conversation_digest(orchestrator.stores.scoped(PLAYER).key("Smith"))
-
-    async def go() -> list[TaskResult]:
-        try:
-            results = await _turns(orchestrator, range(2))
-            client.hold("prewarm")
-            results.append(await orchestrator.run_task(_request(2)))  # the fold for the fourth is made, its prewarm held
-            await asyncio.wait_for(client.arrived["prewarm"].wait(), HANG_GUARD_S)
-            staged = _staged(orchestrator)
-            assert staged is not None and not staged.ready  # beside: ready only once the new head is evaluated
-            own.append(client.slots.slot_of(conversation))
-            results.append(await asyncio.wait_for(orchestrator.run_task(_request(3)), HANG_GUARD_S))
-            client.let_go("prewarm")
-            await orchestrator.prewarms.drain()
-            assert _staged(orchestrator) is not None and _staged(orchestrator).ready
-            results += await _turns(orchestrator, range(4, 5))
-            return results
-        finally:
-            await client.aclose()
-
-    own: list[int | None] = []
-    results = run(go())
-    assert all(r.ok for r in results)
-    fourth, fifth = results[3], results[4]
-    assert orchestrator.prewarms.stats.preempted == 1  # the turn stopped the held prewarm
-    assert fourth.cut_report.compaction_deferred and fourth.cut_report.compaction is CompactionKind.NONE
-    assert fourth.usage.evaluated_prompt_tokens * 3 < fourth.usage.prompt_tokens, fourth.usage  # the previous head, warm
-    assert fifth.cut_report.folded_between_turns and orchestrator.compaction_stats.sent == 1
-    assert fifth.usage.evaluated_prompt_tokens * 3 < fifth.usage.prompt_tokens, fifth.usage  # the new head, warm
-    assert client.slots.slot_of(conversation) not in (None, own[0])  # it moved to the slot the new head went to
 
 
 def test_a_player_turn_before_the_prewarm_reached_the_model_sends_the_previous_head(tiny_server_url: str):
