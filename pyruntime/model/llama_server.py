@@ -142,14 +142,6 @@ class EngineLaunch:
     slot_dir: Path | None = None
 
 
-# On the CPU, the prompt batch llama-server evaluates in one go (its default: 2,048 tokens): it takes a new request,
-# and notices a closed one, only between batches. At 2,048 a player's turn in another slot waited for a whole
-# 1,300-token prewarm (6.5-8 s on 2 cores, SmolLM2-135M); at 128, 0.6-0.8 s, and with the prewarm closed the same,
-# for the same prompt throughput within noise (7.3-8.2 s against 6.9-7.6 s for that prompt alone; 64: 8.4-10 s).
-# On a GPU the batch costs milliseconds and a larger one is faster: llama-server's default stays.
-CPU_BATCH_TOKENS = 128
-
-
 def server_command(binary: Path, config: LlamaServerConfig, launch: EngineLaunch) -> list[str]:
     """The command line of llama-server for `config` (no secret on it: the key is read from `launch.key_file`).
 
@@ -174,8 +166,6 @@ def server_command(binary: Path, config: LlamaServerConfig, launch: EngineLaunch
         "--timeout", str(SERVER_TIMEOUT_S),
         "--log-verbosity", str(LOG_VERBOSITY), "--log-colors", "off",
     ]
-    if launch.n_gpu_layers == 0:
-        args += ["--batch-size", str(CPU_BATCH_TOKENS), "--ubatch-size", str(CPU_BATCH_TOKENS)]
     slot_dir = config.prompt_cache_dir or launch.slot_dir
     if slot_dir is not None:
         args += ["--slot-save-path", str(slot_dir)]

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -185,7 +184,7 @@ def _running(pid: int) -> bool:
 
 
 def test_the_command_line_carries_the_settings_and_never_the_key(tiny_model_path, tmp_path):
-    from pyruntime.model.llama_server import CPU_BATCH_TOKENS, EngineLaunch, server_command
+    from pyruntime.model.llama_server import EngineLaunch, server_command
 
     config = LlamaServerConfig(model_path=tiny_model_path, alias="a", port=1234, n_ctx=512, slots=3, n_threads=2,
                                prompt_cache_mb=64, prompt_cache_dir=tmp_path, api_key="public-key")
@@ -197,11 +196,6 @@ def test_the_command_line_carries_the_settings_and_never_the_key(tiny_model_path
     assert flags["--api-key-file"] == str(tmp_path / "key") and flags["--slot-save-path"] == str(tmp_path)
     assert flags["--host"].endswith(".sock") and "public-key" not in " ".join(argv)
     assert "--no-ui" in argv and "--api-key" not in argv
-    assert "--batch-size" not in argv  # on a GPU, llama-server's own batch
-    cpu = server_command(Path("/bin/llama-server"), config, replace(launch, n_gpu_layers=0))
-    cpu_flags = {flag: value for flag, value in zip(cpu, cpu[1:]) if flag.startswith("--")}
-    # On the CPU, small batches: a turn in another slot waits for one of them, not for a whole prewarm's prompt.
-    assert cpu_flags["--batch-size"] == cpu_flags["--ubatch-size"] == str(CPU_BATCH_TOKENS)
 
 
 def test_the_engine_listens_only_where_the_runtime_reaches_it_and_demands_its_own_key(tiny_llama_server):
