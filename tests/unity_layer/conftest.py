@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.fixtures import tiny_endless_model_path  # noqa: F401  (the frozen runtime's turn)
 from tests.support.tiny_model import write_tiny_model
 from tests.unity_layer.dotnet import ROOT, load_assemblies
 from tools.build_csharp import DEFAULT_OUT, compile_assembly, sources

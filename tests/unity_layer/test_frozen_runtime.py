@@ -16,7 +16,6 @@ from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import RuntimeClient
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
-from tests.support.tiny_model import write_tiny_model
 from tests.unity_layer.dotnet import ROOT
 from pyruntime.model.llama_server import LLAMA_SERVER_ENV, binary_name
 from tests.unity_layer.processes import cmdline, engine_of, environ, is_alive, wait_for
@@ -60,14 +59,14 @@ def test_the_ci_smoke_test_passes_on_the_build_and_fails_without_one(frozen_runt
 
 
 def test_the_launcher_runs_the_frozen_runtime_end_to_end(frozen_runtime: Path, make_options, launchers,
-                                                         tmp_path: Path) -> None:
+                                                         tiny_endless_model_path: Path, tmp_path: Path) -> None:
     from CoreAI.Launcher import RuntimeLauncher
 
     data_dir = tmp_path / "persistent"
     options = make_options(data_dir, RuntimePath=str(frozen_runtime), WorkingDirectory=str(tmp_path))
     # The endless variant: the plain tiny model samples <|im_end|> first now and then (an empty reply, no seed
     # to pin), and this test checks that a turn's text comes back through the frozen build.
-    options.ModelPath = str(write_tiny_model(tmp_path / "tiny-endless.gguf", endless=True))
+    options.ModelPath = str(tiny_endless_model_path)
     options.RuntimeArguments.Clear()
     clean = scrubbed_environment()
     options.Environment.Clear()
