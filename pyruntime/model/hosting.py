@@ -253,8 +253,10 @@ class LlamaServerProcess:
         else:
             listen, port = str(self._private / "engine.sock"), 0
             Path(listen).unlink(missing_ok=True)  # a killed engine leaves its socket file
-        slot_dir = self._private / "slots"
-        slot_dir.mkdir(mode=0o700, exist_ok=True)
+        slot_dir = None
+        if self.config.prompt_cache_dir is None:  # llama-server's save path otherwise (EngineLaunch.slot_dir)
+            slot_dir = self._private / "slots"
+            slot_dir.mkdir(mode=0o700, exist_ok=True)
         self._launch = EngineLaunch(listen=listen, port=port, key_file=key_file, n_gpu_layers=layers,
                                     slot_dir=slot_dir)
         if self.config.prompt_cache_dir is not None:
