@@ -14,8 +14,12 @@ from tests.support.tiny_model import write_tiny_model
 
 @pytest.fixture(scope="session")
 def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    """The tiny random-weight GGUF (~0.5 MB) as bytes."""
-    return write_tiny_model(tmp_path_factory.mktemp("gguf") / "tiny.gguf").read_bytes()
+    """The tiny random-weight GGUF (~0.5 MB) as bytes: the endless variant, so a turn served from it has text.
+
+    The plain variant may sample `<|im_end|>` first and reply nothing (a fresh-clone CI failed on it in
+    test_a_pulled_model_is_served_by_its_name_and_answers_a_turn); the pull tests only need the bytes.
+    """
+    return write_tiny_model(tmp_path_factory.mktemp("gguf") / "tiny.gguf", endless=True).read_bytes()
 
 
 @pytest.fixture
