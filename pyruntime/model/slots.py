@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,25 +34,27 @@ def conversation_id(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
-def prompt_fingerprint(messages: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, int], ...]:
-    """Per message: a digest and its size in characters (what a slot's prompt is compared by)."""
-    out = []
-    for message in messages:
-        text = json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
-        out.append((hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest(), len(text)))
-    return tuple(out)
+def prompt_fingerprint(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """Per message: its JSON text (what a slot's prompt is compared by, to the character)."""
+    return tuple(json.dumps(message, sort_keys=True, ensure_ascii=False, default=str) for message in messages)
 
 
-def kept_fraction(old: Sequence[tuple[str, int]], new: Sequence[tuple[str, int]]) -> float:
-    """How much of the `old` prompt (by size) the `new` one starts with, whole messages only."""
-    total = sum(size for _, size in old)
+def kept_fraction(old: Sequence[str], new: Sequence[str]) -> float:
+    """How much of the `old` prompt (in characters) the `new` one starts with.
+
+    To the character, as llama-server keeps a slot's state up to the first token that differs: a fold that appends
+    to the summary keeps the system prompt and the summary's start, most of the state (whole messages only, it
+    kept the system prompt alone, and the runtime erased the state that a fold's prewarm would have reused).
+    """
+    total = sum(len(text) for text in old)
     if total == 0:
         return 1.0
     kept = 0
-    for (old_digest, size), (new_digest, _) in zip(old, new, strict=False):  # the shorter prompt ends it
-        if old_digest != new_digest:
+    for old_text, new_text in zip(old, new, strict=False):  # the shorter prompt ends it
+        if old_text != new_text:
+            kept += len(os.path.commonprefix((old_text, new_text)))
             break
-        kept += size
+        kept += len(old_text)
     return kept / total
 
 
@@ -74,7 +77,7 @@ class SlotAffinity:
         self.slots = slots
         self._clock = itertools.count(1)
         self._holder: list[str | None] = [None] * slots
-        self._sent: list[tuple[tuple[str, int], ...]] = [()] * slots
+        self._sent: list[tuple[str, ...]] = [()] * slots
         self._used: list[int] = [0] * slots
         self._in_flight: list[int] = [0] * slots
 

@@ -78,12 +78,29 @@ def test_requests_without_a_conversation_share_one_slot():
     assert one.slot == two.slot and one.conversation == ANONYMOUS and not two.erase_first
 
 
-def test_kept_fraction_counts_whole_messages_of_the_old_prompt():
+def test_kept_fraction_counts_the_characters_before_the_first_difference():
     old = prompt_fingerprint(chat("a" * 100, "b" * 100))
     assert kept_fraction(old, prompt_fingerprint(chat("a" * 100, "b" * 100, "c"))) == 1.0
     assert kept_fraction(old, prompt_fingerprint(chat("z" * 100))) < 0.5
+    # Within a message too: what llama-server keeps ends at the first token that differs, not at the message.
+    assert 0.75 < kept_fraction(old, prompt_fingerprint(chat("a" * 100, "b" * 90 + "c" * 10))) < 1.0
     assert kept_fraction((), prompt_fingerprint(chat("x"))) == 1.0
     assert conversation_id("x") == conversation_id("x") != conversation_id("y") and "x" not in conversation_id("x")
+
+
+def test_a_fold_that_appends_to_the_summary_keeps_the_slots_state():
+    # The state up to the summary's new lines is what the fold's prewarm reuses: erasing it (as when only whole
+    # messages counted, the system prompt alone) made every fold evaluate the whole prompt again.
+    slots = SlotAffinity(1)
+    a = conversation_id("Bram/p1")
+    summary = "## Conversation Summary\n" + "".join(f"- player said thing {i} about the road\n" for i in range(20))
+    before = [SYSTEM, {"role": "system", "content": summary}, *chat("x" * 60, "y" * 60, "z" * 60)[1:]]
+    slots.release(slots.acquire(a, before))
+    folded = [SYSTEM, {"role": "system", "content": summary + "- player said x\n- smith said y\n"},
+              {"role": "user", "content": "z" * 60}]
+    use = slots.acquire(a, folded)
+    assert not use.erase_first
+    slots.release(use)
 
 
 def test_what_is_read_from_llama_servers_log():
