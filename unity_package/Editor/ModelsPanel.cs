@@ -120,7 +120,7 @@ namespace CoreAI.EditorTools
             try
             {
                 JToken url = JObject.Parse(File.ReadAllText(manifest))["dependencies"]?[PackageName];
-                return url == null ? null : RuntimeArchive.ReleaseBaseUrl((string)url, PackageVersion());
+                return url == null ? null : RuntimeArchive.ReleaseBaseUrl((string)url, CoreAIPackage.Version);
             }
             catch (Exception e) when (e is IOException || e is Newtonsoft.Json.JsonException || e is InvalidCastException)
             {
