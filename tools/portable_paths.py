@@ -39,7 +39,8 @@ MAX_PATH = 259
 # Where the package lands on a Unity developer's Windows machine: Package Manager clones a git URL into the project's
 # Library/PackageCache/<name>@<hash> (10 hex digits of the commit up to Unity 2022, 12 in Unity 6). The user name is
 # at most 20 characters (the SAM account name limit); 30 for the project's folder name is a generous, ordinary one.
-PACKAGE_PREFIX = "C:\\Users\\{user:20}\\Documents\\Unity Projects\\{project:30}\\Library\\PackageCache\\{package}@{hash:12}\\"
+PACKAGE_PREFIX = ("C:\\Users\\{user:20}\\Documents\\Unity Projects\\{project:30}\\"
+                  "Library\\PackageCache\\{package}@{hash:12}\\")
 # Where a developer clones the repository (Visual Studio's default folder).
 CLONE_PREFIX = "C:\\Users\\{user:20}\\source\\repos\\{repository:30}\\"
 
@@ -94,7 +95,7 @@ def collisions(paths: Iterable[str]) -> list[tuple[str, str]]:
     seen: dict[str, str] = {}
     found = []
     every = set(paths)
-    for path in sorted(every | {folder for path in every for folder in _folders(path)}):
+    for path in sorted(every | {folder for file in every for folder in _folders(file)}):
         key = unicodedata.normalize("NFC", path).casefold()
         if key in seen and seen[key] != path:
             found.append((seen[key], path))
@@ -143,13 +144,14 @@ def walked_paths(root: Path) -> list[str]:
     """The files under root that the root .gitignore does not ignore (its plain patterns: globs, `/` anchors)."""
     ignore = root / ".gitignore"
     patterns = [line.strip() for line in ignore.read_text(encoding="utf-8").splitlines()] if ignore.is_file() else []
-    patterns = [p for p in patterns if p and not p.startswith(("#", "!"))] + [".git"]  # a folder, or a file in a worktree
+    # .git: a folder, or a file in a worktree
+    patterns = [p for p in patterns if p and not p.startswith(("#", "!"))] + [".git"]
     found = []
     for folder, dirs, files in os.walk(root):
         rel = PurePosixPath(Path(folder).relative_to(root).as_posix())
         dirs[:] = sorted(d for d in dirs if not _ignored(rel / d, True, patterns))
-        found += [str(rel / f) if str(rel) != "." else f for f in files if not _ignored(rel / f, False, patterns)]
-    return sorted(p.removeprefix("./") for p in found)
+        found += [(rel / f).as_posix() for f in files if not _ignored(rel / f, False, patterns)]
+    return sorted(found)
 
 
 def _ignored(path: PurePosixPath, is_dir: bool, patterns: Sequence[str]) -> bool:

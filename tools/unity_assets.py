@@ -79,7 +79,7 @@ def _code(text: str) -> str:
     return re.sub(pattern, lambda m: '""' if m.group(0)[:1] in '"@\'' else " ", text, flags=re.S)
 
 
-_UNITY_NAMESPACE = re.compile(r"^\s*namespace\s+(?:%s)\b" % "|".join(UNITY_NAMESPACES), re.M)
+_UNITY_NAMESPACE = re.compile(r"^\s*namespace\s+(?:" + "|".join(UNITY_NAMESPACES) + r")\b", re.M)
 _TYPE = re.compile(r"\b(?:class|struct|interface|enum|delegate\s+[\w<>\[\],.?]+)\s+(Stub\w*)")
 
 
@@ -140,7 +140,7 @@ def stub_reference_problems(paths: Sequence[str], read: Reader, package_folder: 
         return owner is None or not any(m in _strings(asmdefs[owner], "references", "defineConstraints",
                                                       "precompiledReferences") for m in TEST_MARKERS)
 
-    words = re.compile(r"\b(%s)\b" % "|".join(map(re.escape, sorted(defines | set(stub_types)))))
+    words = re.compile(r"\b(" + "|".join(map(re.escape, sorted(defines | stub_types))) + r")\b")
     problems = []
     for path in paths:
         if not path.startswith(package_folder + "/") or not shipped(path):
