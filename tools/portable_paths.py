@@ -37,8 +37,8 @@ RESERVED_NAMES = frozenset(
 # Windows' MAX_PATH is 260 characters with the terminating NUL: 259 for the path itself.
 MAX_PATH = 259
 # Where the package lands on a Unity developer's Windows machine: Package Manager clones a git URL into the project's
-# Library/PackageCache/<name>@<hash> (10 hex digits of the commit up to Unity 2022, 12 in Unity 6). The user name is
-# at most 20 characters (the SAM account name limit); 30 for the project's folder name is a generous, ordinary one.
+# Library/PackageCache/<name>@<hash> (10 hex digits of the commit in Unity 2021-2022; 12 allowed for a longer one).
+# The user name is at most 20 characters (the SAM account name limit); 30 for the project's folder name is generous.
 PACKAGE_PREFIX = ("C:\\Users\\{user:20}\\Documents\\Unity Projects\\{project:30}\\"
                   "Library\\PackageCache\\{package}@{hash:12}\\")
 # Where a developer clones the repository (Visual Studio's default folder).
