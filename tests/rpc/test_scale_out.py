@@ -9,7 +9,6 @@ every write and turn a player saw acknowledged is stored exactly once. No timing
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -21,8 +20,7 @@ from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import AsyncRuntimeClient, RuntimeCallError
 from pyruntime.scopes import AgentMemoryScope, conversation_id
 from pyruntime.stores.persistence import AgentMemoryPersistenceMode, open_stores
-from tests.support.nginx import NginxMissing
-from tests.support.scale_out import TOKEN, AccessLine, Deployment, start_deployment
+from tests.support.scale_out import TOKEN, AccessLine, Deployment, scripted_deployment
 
 ROLE = "SmartChat"  # built in: memory tool on, chat history persisted (the defaults keep it in the process)
 REPLY = "Aye, traveller."
@@ -34,13 +32,7 @@ TRANSPORTS = ("grpc", "connect")
 @pytest.fixture
 def deployment(tmp_path: Path, postgres_url: str) -> Iterator[Deployment]:
     """Two runtimes with the scripted model (memory tool in the reply: turns write nothing else) behind nginx."""
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(SCRIPT))
-    try:
-        started = start_deployment(tmp_path, postgres_url,
-                                   ["--scripted-model", str(script), "--port", "0", "--memory-design", "tool"])
-    except NginxMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
+    started = scripted_deployment(tmp_path, postgres_url, SCRIPT)
     yield started
     started.stop()
 

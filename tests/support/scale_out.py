@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.nginx import Nginx
+from tests.support.nginx import Nginx, NginxMissing
 from tests.support.tls import TestCertificates, make_certificates
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,3 +199,17 @@ def start_deployment(folder: Path, database_url: str, model: list[str]) -> Deplo
         raise
     return Deployment(f"grpcs://127.0.0.1:{balancer_grpc}", f"https://127.0.0.1:{balancer_connect}", certificates,
                       runtimes, nginx, database_url, folder)
+
+
+def scripted_deployment(folder: Path, database_url: str, script: dict[str, object]) -> Deployment:
+    """The deployment with both runtimes serving `script` (the scripted model, memory tool in the reply); a machine
+    without nginx FAILS the test naming the package, never skips it."""
+    import pytest
+
+    path = folder / "script.json"
+    path.write_text(json.dumps(script))
+    try:
+        return start_deployment(folder, database_url, ["--scripted-model", str(path), "--port", "0",
+                                                       "--memory-design", "tool"])
+    except NginxMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
