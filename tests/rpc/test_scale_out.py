@@ -20,7 +20,7 @@ from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import AsyncRuntimeClient, RuntimeCallError
 from pyruntime.scopes import AgentMemoryScope, conversation_id
 from pyruntime.stores.persistence import AgentMemoryPersistenceMode, open_stores
-from tests.support.scale_out import TOKEN, AccessLine, Deployment, scripted_deployment
+from tests.support.scale_out import NGINX_CONF, ROOT, TOKEN, AccessLine, Deployment, scripted_deployment
 
 ROLE = "SmartChat"  # built in: memory tool on, chat history persisted (the defaults keep it in the process)
 REPLY = "Aye, traveller."
@@ -209,3 +209,9 @@ def test_a_runtime_killed_mid_run_loses_no_acknowledged_write_and_its_players_go
     print(f"calls that failed under the kill: {sum(p.failures for p in players)}, "
           f"found stored by the check: {sum(p.found_stored for p in players)}")
 
+
+
+def test_the_page_shows_the_configuration_the_tests_run() -> None:
+    page = (ROOT / "docs" / "operations" / "scale-out.md").read_text(encoding="utf-8")
+    shown = page.split("```nginx\n", 1)[1].split("```", 1)[0]
+    assert shown == NGINX_CONF.read_text(encoding="utf-8")
