@@ -15,6 +15,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 START_TIMEOUT_S = 30.0
 
@@ -88,11 +89,16 @@ class Nginx:
         return path.read_text(errors="replace")[-4000:] if path.is_file() else ""
 
     def stop(self) -> None:
-        """Stop at once (SIGTERM: fast shutdown) and wait."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
+        """Stop at once (SIGTERM: nginx's fast shutdown) and wait."""
+        terminate(self.process)
+
+
+def terminate(process: subprocess.Popen[Any]) -> None:
+    """SIGTERM a child and wait for it; SIGKILL after 30 s."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(30)

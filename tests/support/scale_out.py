@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.nginx import Nginx, NginxMissing
+from tests.support.nginx import Nginx, NginxMissing, terminate
 from tests.support.tls import TestCertificates, make_certificates
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,13 +45,7 @@ class RuntimeProcess:
 
     def stop(self) -> None:
         """SIGTERM and wait (SIGKILL past 30 s)."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
+        terminate(self.process)
 
 
 @dataclass
@@ -180,7 +174,9 @@ def spawn_runtime(host: str, *, grpc_port: int, connect_port: int, database_url:
 
 def start_deployment(folder: Path, database_url: str, model: list[str]) -> Deployment:
     """Two runtimes serving `model` (serve's model flags) on database_url, and nginx in front of them."""
-    certificates = make_certificates(folder / "tls", names=f"DNS:{RUNTIME_NAME},DNS:localhost,IP:127.0.0.1")
+    # The runtimes' name (what nginx checks), and the addresses a test may call them on directly.
+    names = ",".join([f"DNS:{RUNTIME_NAME}", "DNS:localhost", "IP:127.0.0.1", *(f"IP:{h}" for h in RUNTIME_HOSTS)])
+    certificates = make_certificates(folder / "tls", names=names)
     grpc_port, connect_port = _free_port(RUNTIME_HOSTS), _free_port(RUNTIME_HOSTS)
     runtimes: list[RuntimeProcess] = []
     try:
