@@ -42,7 +42,7 @@ def _main_conf(folder: Path, site: Path) -> str:
     return (f"{user}daemon off;\nworker_processes 1;\npid {folder / 'nginx.pid'};\n"
             f"error_log {folder / 'error.log'} info;\n"
             "events { worker_connections 1024; }\n"
-            f"http {{\n{temp}\n    include {site};\n}}\n")
+            f"http {{\n{temp}\n    access_log off;\n    include {site};\n}}\n")
 
 
 class Nginx:
