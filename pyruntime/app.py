@@ -8,11 +8,12 @@ Health answers 503 "loading" (turns UNAVAILABLE with a retry hint) while the mod
 once the turns are bound (`OrchestratorService.attach_runner`, one call with the runner, the alias and the
 memory design).
 
-Started in order: stores -> services and RPC servers -> model (a download first for `--model NAME`; a hosted
-llama.cpp child with its watchdog, a checked external URL, the scripted model, or none: pyruntime/runtime_model.py)
--> turn engine, bound to the services. Stopped in reverse by `stop()` (each stage registered its own stop before
-it started, so a failed or cancelled start unwinds what had started): prewarms cancelled, the RPC servers get the
-grace period, store calls still running finish, queued memory passes get what is left of the grace period, the
+Started in order: stores (on PostgreSQL, with the role configs every runtime on the database shares) -> services
+and RPC servers -> model (a download first for `--model NAME`; a hosted llama.cpp child with its watchdog, a
+checked external URL, the scripted model, or none: pyruntime/runtime_model.py) -> turn engine, bound to the
+services. Stopped in reverse by `stop()` (each stage registered its own stop before it started, so a failed or
+cancelled start unwinds what had started): prewarms cancelled, the RPC servers get the grace period, store calls
+still running finish, queued memory passes get what is left of the grace period, the
 client closes, the watchdog stops, the model child stops, the stores close.
 """
 
@@ -43,6 +44,7 @@ from pyruntime.runtime_model import RuntimeModel, hosted_config, start_model
 from pyruntime.service import RuntimeServices
 from pyruntime.service.model_memory import ModelMemory, hosted_model_memory, no_model_memory
 from pyruntime.service.readiness import EXTERNAL_MODEL, MODEL_LOADING, NO_MODEL, Readiness, hosted_model_readiness
+from pyruntime.service.shared_roles import shared_roles
 from pyruntime.settings import DEFAULT_GRACE_S, RuntimeSettings, llm_api_key, llm_headers
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 
@@ -156,9 +158,14 @@ class Runtime:
         policy = AgentMemoryPolicy()
         for role in settings.roles:
             policy.set(role)
+        roles = shared_roles(stores, policy)  # on PostgreSQL: the roles every runtime on the database holds
+        if roles is not None:
+            stack.callback(roles.close)
+            await asyncio.to_thread(roles.start)
         services = self.services = RuntimeServices.create(
             stores, policy, readiness=self.readiness, model_memory=self.model_memory, admission=self._admission,
-            model_download=self.model_download, stop_requested=self._stop_requested)
+            model_download=self.model_download, stop_requested=self._stop_requested,
+            role_publisher=roles.publish if roles is not None else None)
         # The model's stops go on a stack entered before the RPC servers', so they still run after those stopped.
         model_stack = await stack.enter_async_context(contextlib.AsyncExitStack())
         stack.push_async_callback(asyncio.to_thread, services.close)  # store calls still running, after the RPCs

@@ -27,6 +27,9 @@ from pyruntime.net.wire import python_method_name
 MEMORY_STORE = "MemoryStore"
 ORCHESTRATOR = "Orchestrator"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # responses (snapshots) may be large; requests are limited by the server
+AFFINITY_HEADER = "coreai-affinity"
+"""The header (gRPC metadata) naming the conversation a call is about: a load balancer in front of several
+runtimes hashes it to keep each conversation on one runtime (docs/operations/scale-out.md)."""
 
 
 CaCert = bytes | str | Path
@@ -85,11 +88,11 @@ def _connect_error(exc: ConnectError) -> RuntimeCallError:
 class AsyncTransport(Protocol):
     """Async calls to one runtime."""
 
-    async def unary(self, service: str, rpc: str, request: Message) -> Any:
-        """One request, one response."""
+    async def unary(self, service: str, rpc: str, request: Message, affinity: str = "") -> Any:
+        """One request, one response (affinity: the conversation id sent as AFFINITY_HEADER, "" for none)."""
         ...
 
-    def stream(self, service: str, rpc: str, request: Message) -> AsyncIterator[Any]:
+    def stream(self, service: str, rpc: str, request: Message, affinity: str = "") -> AsyncIterator[Any]:
         """One request, a stream of responses; closing the iterator cancels the call."""
         ...
 
@@ -101,11 +104,11 @@ class AsyncTransport(Protocol):
 class SyncTransport(Protocol):
     """Blocking calls to one runtime."""
 
-    def unary(self, service: str, rpc: str, request: Message) -> Any:
-        """One request, one response."""
+    def unary(self, service: str, rpc: str, request: Message, affinity: str = "") -> Any:
+        """One request, one response (affinity: the conversation id sent as AFFINITY_HEADER, "" for none)."""
         ...
 
-    def stream(self, service: str, rpc: str, request: Message) -> Iterator[Any]:
+    def stream(self, service: str, rpc: str, request: Message, affinity: str = "") -> Iterator[Any]:
         """One request, a stream of responses; closing the iterator cancels the call."""
         ...
 
@@ -115,6 +118,14 @@ class SyncTransport(Protocol):
 
 
 _GRPC_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+
+
+def _grpc_metadata(metadata: tuple[tuple[str, str], ...], affinity: str) -> tuple[tuple[str, str], ...]:
+    return (*metadata, (AFFINITY_HEADER, affinity)) if affinity else metadata
+
+
+def _connect_headers(headers: dict[str, str], affinity: str) -> dict[str, str]:
+    return {**headers, AFFINITY_HEADER: affinity} if affinity else headers
 
 
 class AsyncGrpcTransport:
@@ -129,16 +140,18 @@ class AsyncGrpcTransport:
         self._metadata = (("authorization", f"Bearer {token}"),)
         self._timeout = timeout
 
-    async def unary(self, service: str, rpc: str, request: Message) -> Any:
+    async def unary(self, service: str, rpc: str, request: Message, affinity: str = "") -> Any:
         """One request, one response."""
         try:
-            return await getattr(self._stubs[service], rpc)(request, metadata=self._metadata, timeout=self._timeout)
+            return await getattr(self._stubs[service], rpc)(request, metadata=_grpc_metadata(self._metadata, affinity),
+                                                            timeout=self._timeout)
         except grpc.RpcError as exc:
             raise _grpc_error(exc) from None
 
-    async def stream(self, service: str, rpc: str, request: Message) -> AsyncIterator[Any]:
+    async def stream(self, service: str, rpc: str, request: Message, affinity: str = "") -> AsyncIterator[Any]:
         """One request, a stream of responses; closing the iterator cancels the call."""
-        call = getattr(self._stubs[service], rpc)(request, metadata=self._metadata, timeout=self._timeout)
+        call = getattr(self._stubs[service], rpc)(request, metadata=_grpc_metadata(self._metadata, affinity),
+                                                  timeout=self._timeout)
         try:
             async for message in call:
                 yield message
@@ -164,16 +177,18 @@ class GrpcTransport:
         self._metadata = (("authorization", f"Bearer {token}"),)
         self._timeout = timeout
 
-    def unary(self, service: str, rpc: str, request: Message) -> Any:
+    def unary(self, service: str, rpc: str, request: Message, affinity: str = "") -> Any:
         """One request, one response."""
         try:
-            return getattr(self._stubs[service], rpc)(request, metadata=self._metadata, timeout=self._timeout)
+            return getattr(self._stubs[service], rpc)(request, metadata=_grpc_metadata(self._metadata, affinity),
+                                                      timeout=self._timeout)
         except grpc.RpcError as exc:
             raise _grpc_error(exc) from None
 
-    def stream(self, service: str, rpc: str, request: Message) -> Iterator[Any]:
+    def stream(self, service: str, rpc: str, request: Message, affinity: str = "") -> Iterator[Any]:
         """One request, a stream of responses; closing the iterator cancels the call."""
-        call = getattr(self._stubs[service], rpc)(request, metadata=self._metadata, timeout=self._timeout)
+        call = getattr(self._stubs[service], rpc)(request, metadata=_grpc_metadata(self._metadata, affinity),
+                                                  timeout=self._timeout)
         try:
             yield from call
         except grpc.RpcError as exc:
@@ -202,16 +217,18 @@ class AsyncConnectTransport:
                          ORCHESTRATOR: OrchestratorClient(base_url, **options)}
         self._headers = {"authorization": f"Bearer {token}"}
 
-    async def unary(self, service: str, rpc: str, request: Message) -> Any:
+    async def unary(self, service: str, rpc: str, request: Message, affinity: str = "") -> Any:
         """One request, one response."""
         try:
-            return await getattr(self._clients[service], python_method_name(rpc))(request, headers=self._headers)
+            return await getattr(self._clients[service], python_method_name(rpc))(
+                request, headers=_connect_headers(self._headers, affinity))
         except ConnectError as exc:
             raise _connect_error(exc) from None
 
-    async def stream(self, service: str, rpc: str, request: Message) -> AsyncIterator[Any]:
+    async def stream(self, service: str, rpc: str, request: Message, affinity: str = "") -> AsyncIterator[Any]:
         """One request, a stream of responses; closing the iterator cancels the call."""
-        events = getattr(self._clients[service], python_method_name(rpc))(request, headers=self._headers)
+        events = getattr(self._clients[service], python_method_name(rpc))(
+            request, headers=_connect_headers(self._headers, affinity))
         try:
             async for message in events:
                 yield message
@@ -240,16 +257,18 @@ class ConnectTransport:
                          ORCHESTRATOR: OrchestratorClientSync(base_url, **options)}
         self._headers = {"authorization": f"Bearer {token}"}
 
-    def unary(self, service: str, rpc: str, request: Message) -> Any:
+    def unary(self, service: str, rpc: str, request: Message, affinity: str = "") -> Any:
         """One request, one response."""
         try:
-            return getattr(self._clients[service], python_method_name(rpc))(request, headers=self._headers)
+            return getattr(self._clients[service], python_method_name(rpc))(
+                request, headers=_connect_headers(self._headers, affinity))
         except ConnectError as exc:
             raise _connect_error(exc) from None
 
-    def stream(self, service: str, rpc: str, request: Message) -> Iterator[Any]:
+    def stream(self, service: str, rpc: str, request: Message, affinity: str = "") -> Iterator[Any]:
         """One request, a stream of responses; closing the iterator cancels the call."""
-        events = getattr(self._clients[service], python_method_name(rpc))(request, headers=self._headers)
+        events = getattr(self._clients[service], python_method_name(rpc))(
+            request, headers=_connect_headers(self._headers, affinity))
         try:
             yield from events
         except ConnectError as exc:

@@ -20,7 +20,7 @@ from coreai.v1 import common_pb2
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.observability import RuntimeMetrics, new_trace_id, trace_context
-from pyruntime.policy import AgentMemoryPolicy, config_from_proto, config_to_proto
+from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig, config_from_proto, config_to_proto
 from pyruntime.scopes import DEFAULT_TURN_ROLE, storage_key
 from pyruntime.service.admission import TurnAdmission
 from pyruntime.service.model_memory import ModelMemory, ModelMemorySource, no_model_memory
@@ -68,18 +68,22 @@ class OrchestratorService:
                  admission: TurnAdmission | None = None, metrics: RuntimeMetrics | None = None,
                  model_memory: ModelMemorySource | None = None, memory_design: str = "",
                  stop_requested: Callable[[], None] | None = None,
-                 model_download: Callable[[], pb.ModelDownload | None] | None = None) -> None:
+                 model_download: Callable[[], pb.ModelDownload | None] | None = None,
+                 role_publisher: Callable[[RoleMemoryConfig], None] | None = None) -> None:
         """The service over a role policy; `runner` None: turns answer UNAVAILABLE until `attach_runner`.
 
         `readiness` and `model_memory` are read by Health (never blocking); `memory_design` ("tool" | "writer") is
         the turn engine's, reported in Health; `stop_requested` is what the Shutdown RPC calls (None refuses it:
-        serve wires it on loopback only); `model_download` gives the progress of a model being downloaded by name.
+        serve wires it on loopback only); `model_download` gives the progress of a model being downloaded by name;
+        `role_publisher` (blocking) shares a configured role with the other runtimes on the database before it is
+        set here (None: this runtime alone).
         """
         self._policy = policy
         self._runner = runner
         self._model_alias = model_alias
         self._memory_design = memory_design
         self._stop_requested = stop_requested
+        self._publish_role = role_publisher
         self._readiness: ReadinessSource = readiness or no_model
         self._model_memory: ModelMemorySource = model_memory or no_model_memory
         self._model_download: Callable[[], pb.ModelDownload | None] = model_download or (lambda: None)
@@ -247,6 +251,8 @@ class OrchestratorService:
                 raise InvalidArgumentError("config is required")
             check_id("config.role_id", request.config.role_id)
             config = config_from_proto(request.config)
+            if self._publish_role is not None:  # stored first: a failure sets it nowhere
+                await asyncio.to_thread(self._publish_role, config)
             self._policy.set(config)
             return config_to_proto(self._policy.get(config.role_id))
         except Exception as exc:  # noqa: BLE001

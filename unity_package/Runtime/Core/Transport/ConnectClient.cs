@@ -91,7 +91,9 @@ namespace CoreAI.Runtime
             using (CancellationTokenSource deadline = NewDeadline(cancellationToken, _lifetime.Token, timeout))
             {
                 string token = CurrentToken();
-                HttpWebRequest message = NewRequest(service, method, body.Length, UnaryContentType, timeout, token);
+                // A call that names no conversation inside a turn's stream (a game tool's result) goes with the turn's.
+                string affinity = ConversationAffinity.Of(request) ?? ConversationAffinity.CurrentStreamId;
+                HttpWebRequest message = NewRequest(service, method, body.Length, UnaryContentType, timeout, token, affinity);
                 int status;
                 string text;
                 // Aborting the request is what interrupts a pending connect, write or read.
@@ -141,7 +143,9 @@ namespace CoreAI.Runtime
             using (CancellationTokenSource deadline = NewDeadline(cancellationToken, _lifetime.Token, timeout))
             {
                 string token = CurrentToken();
-                HttpWebRequest message = NewRequest(service, method, body.Length, StreamContentType, timeout, token);
+                string affinity = ConversationAffinity.Of(request);
+                ConversationAffinity.CurrentStreamId = affinity;  // for the calls onMessage makes (this call's flow only)
+                HttpWebRequest message = NewRequest(service, method, body.Length, StreamContentType, timeout, token, affinity);
                 using (deadline.Token.Register(message.Abort))
                 {
                     HttpWebResponse response;
@@ -292,7 +296,8 @@ namespace CoreAI.Runtime
             return error;
         }
 
-        private HttpWebRequest NewRequest(string service, string method, int length, string contentType, TimeSpan timeout, string token)
+        private HttpWebRequest NewRequest(string service, string method, int length, string contentType, TimeSpan timeout, string token,
+            string affinity)
         {
             if (Volatile.Read(ref _disposed) != 0)
             {
@@ -321,6 +326,10 @@ namespace CoreAI.Runtime
             if (!string.IsNullOrEmpty(token))
             {
                 message.Headers[HttpRequestHeader.Authorization] = "Bearer " + token;
+            }
+            if (affinity != null)
+            {
+                message.Headers[ConversationAffinity.Header] = affinity;  // a balancer keeps the conversation on one runtime
             }
             return message;
         }
