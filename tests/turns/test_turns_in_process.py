@@ -603,3 +603,20 @@ def test_the_example_in_the_testing_docs_runs() -> None:
     coroutine = eval(code, namespace)  # its top-level await makes it a coroutine
     run(coroutine)
     assert namespace["result"].text == "Noted."
+
+
+# -- recording -----------------------------------------------------------------------------------------------
+
+
+def test_a_turn_the_store_fails_to_save_is_not_acknowledged(memory_stores: StoreBundle) -> None:
+    class FullDisk(type(memory_stores.memory)):  # type: ignore[misc]
+        def append_transcript(self, key: str, entries: Any, persist: bool = True) -> None:
+            raise OSError("no space left on device")
+
+    stores = StoreBundle(FullDisk(), memory_stores.summaries, memory_stores.mode)
+    orchestrator = orchestrator_on(ScriptedModel(["Hello there."]), stores, talker(with_chat_history=True))
+    events = stream(orchestrator, AiTaskRequest("hi", "Talker"))
+    result = final(events)
+    assert "".join(texts(events)) == "Hello there."  # streamed before the save was tried
+    assert result.status is TurnStatus.FAILED
+    assert result.error == "the turn could not be saved (OSError): its reply is not in the history"
