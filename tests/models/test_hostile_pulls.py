@@ -99,6 +99,26 @@ def test_a_fifo_planted_at_the_partial_is_removed_without_being_opened(
     assert changes(before, tree(tmp_path)) == {"added": PULLED, "removed": [PARTIAL], "changed": []}
 
 
+def test_the_manifest_is_never_written_through_a_planted_link(
+        tmp_path: Path, outside: Path, server: FileServer, models_dir: Path, gguf_sha256: str, cli) -> None:
+    models_dir.mkdir()
+    for name in ("npc.json", "npc.json.tmp"):  # the manifest, and the temp name it used to be written under
+        (models_dir / name).symlink_to(outside / "victim.bin")
+    code, _, err = pull(cli, models_dir, server.url("/tiny.gguf"), "--sha256", gguf_sha256)
+    assert code == 0, err
+    assert (outside / "victim.bin").read_bytes() == VICTIM
+    assert not (models_dir / "npc.json").is_symlink() and gguf_sha256 in (models_dir / "npc.json").read_text()
+
+
+def test_models_list_skips_a_planted_fifo_or_link_manifest(tmp_path: Path, outside: Path, models_dir: Path,
+                                                           cli) -> None:
+    models_dir.mkdir()
+    os.mkfifo(models_dir / "npc.json")  # read as a manifest, it would block `models list` forever
+    (models_dir / "other.json").symlink_to(outside / "victim.bin")
+    code, out, _ = cli("models", "list", "--json", "--models-dir", str(models_dir))
+    assert code == 0 and '"pulled": true' not in out
+
+
 # -- 4: size and disk bounds -----------------------------------------------------------------------------
 
 
