@@ -83,6 +83,49 @@ def _now() -> int:
     return int(time.time())
 
 
+def _transcript_rows(entries: Sequence[TranscriptEntry]) -> list[TranscriptEntry]:
+    """Transcript entries as they are stored: checked, kinds as TranscriptKind, timestamps normalized."""
+    rows = []
+    for entry in entries:
+        if not isinstance(entry, TranscriptEntry):
+            raise InvalidArgumentError("entries must be TranscriptEntry objects")
+        if not isinstance(entry.content, str) or not isinstance(entry.name, str):
+            raise InvalidArgumentError("a transcript entry needs a string name and content")
+        if entry.kind not in TranscriptKind._value2member_map_:
+            raise InvalidArgumentError(
+                "a transcript entry kind must be 0-3 (user, assistant, tool call, tool result)")
+        rows.append(
+            TranscriptEntry(
+                kind=TranscriptKind(entry.kind),
+                name=entry.name,
+                content=entry.content,
+                call_id=entry.call_id or None,
+                timestamp=normalize_timestamp(entry.timestamp),
+                is_chat_message=entry.is_chat_message,
+            )
+        )
+    return rows
+
+
+def _stamped(rows: Sequence[TranscriptEntry], order: int, now: int) -> list[TranscriptEntry]:
+    """rows numbered after order, the unstamped ones timed now: what one append writes."""
+    stamped = []
+    for row in rows:
+        order += 1
+        stamped.append(
+            TranscriptEntry(
+                kind=row.kind,
+                name=row.name,
+                content=row.content,
+                call_id=row.call_id,
+                timestamp=row.timestamp or now,
+                order=order,
+                is_chat_message=row.is_chat_message,
+            )
+        )
+    return stamped
+
+
 class FileAgentMemoryStore:
     """Memory documents, chat history and transcripts as files under `root/AgentMemory/`."""
 
@@ -225,29 +268,27 @@ class FileAgentMemoryStore:
     def append_transcript(self, key: str, entries: Sequence[TranscriptEntry], persist: bool = True) -> None:
         """Append transcript rows (tool calls, tool results, ...) in one all-or-nothing write."""
         stem = self._stem(key)
-        rows = []
-        for entry in entries:
-            if not isinstance(entry, TranscriptEntry):
-                raise InvalidArgumentError("entries must be TranscriptEntry objects")
-            if not isinstance(entry.content, str) or not isinstance(entry.name, str):
-                raise InvalidArgumentError("a transcript entry needs a string name and content")
-            if entry.kind not in TranscriptKind._value2member_map_:
-                raise InvalidArgumentError(
-                    "a transcript entry kind must be 0-3 (user, assistant, tool call, tool result)")
-            rows.append(
-                TranscriptEntry(
-                    kind=TranscriptKind(entry.kind),
-                    name=entry.name,
-                    content=entry.content,
-                    call_id=entry.call_id or None,
-                    timestamp=normalize_timestamp(entry.timestamp),
-                    is_chat_message=entry.is_chat_message,
-                )
-            )
+        rows = _transcript_rows(entries)
         if rows:
             if persist:
                 self.identities.record(key)
             self._append(stem, rows, persist)
+
+    def check_import(self, key: str, state: AgentMemoryState | None, history: Sequence[TranscriptEntry],
+                     summary: str | None) -> None:
+        """Raise what replacing key's memory and history with these would raise (its id, the file limits), writing
+        nothing: an import checks every role this way before it writes the first."""
+        stem = require_key(key)
+        self.identities.verify(key, stem)
+        if state is not None:
+            if not isinstance(state, AgentMemoryState):
+                raise InvalidArgumentError("state must be an AgentMemoryState")
+            self.files.check_size(len(encode_memory_document(state)), SaveKind.MEMORY)
+        rows = _stamped(_transcript_rows(history), 0, _now())  # what `_append` writes after a clear
+        if rows:
+            mask = retained_mask([r.is_chat_message for r in rows], self.chat_cap, self.transcript_cap)
+            kept = [r for r, keep in zip(rows, mask, strict=True) if keep]  # a full file is rewritten to these
+            self.files.check_size(len(encode_history_rows(kept)), SaveKind.HISTORY)
 
     def get_chat_history(self, key: str, max_messages: int = 0, *, persisted_only: bool = False) -> list[ChatMessage]:
         """Oldest first, the newest max_messages (0 = all) of the chat window (persisted_only: no session rows)."""
@@ -306,21 +347,7 @@ class FileAgentMemoryStore:
             self._migrate_legacy(ks, stem)
             history = self._refresh(ks, stem)
             order = max(history.max_order, max((r.order for r in ks.overlay), default=0))
-            now = _now()
-            stamped = []
-            for row in rows:
-                order += 1
-                stamped.append(
-                    TranscriptEntry(
-                        kind=row.kind,
-                        name=row.name,
-                        content=row.content,
-                        call_id=row.call_id,
-                        timestamp=row.timestamp or now,
-                        order=order,
-                        is_chat_message=row.is_chat_message,
-                    )
-                )
+            stamped = _stamped(rows, order, _now())
             if not persist:
                 ks.overlay.extend(stamped)
                 mask = retained_mask([r.is_chat_message for r in ks.overlay], self.chat_cap, self.transcript_cap)
