@@ -330,7 +330,7 @@ class FileAgentMemoryStore:
             stale = history.stale_after(stamped, self.chat_cap, self.transcript_cap)
             data = encode_history_rows(stamped)
             full = history.size + len(data) > self.files.limits.history  # a rewrite drops stale rows first
-            if history.dirty or stale >= self.rewrite_threshold or full:
+            if history.dirty or stale > self.rewrite_threshold or full:  # CoreAI compacts once stale rows exceed it
                 self._rewrite(ks, path, history.rows + stamped)
                 return
             st = self.files.append(path, data, SaveKind.HISTORY)

@@ -135,19 +135,19 @@ def test_history_is_rewritten_only_after_enough_stale_rows(root):
     store = FileAgentMemoryStore(root, chat_cap=3, transcript_cap=16, on_trim=events.append)
     assert store.rewrite_threshold == 16
     inodes = set()
-    for i in range(31):  # 31 rows, 15 stale: still appends only
+    for i in range(32):  # 32 rows, 16 stale (not more than the threshold): still appends only
         store.append_transcript(KEY, [tool_row(i)])
         inodes.add(os.stat(store.history_path(KEY)).st_ino)
     assert len(inodes) == 1 and store.stats.history_rewrites == 0
-    assert len(rows_of(store.history_path(KEY))) == 31
-    assert [e.content for e in store.get_transcript(KEY)] == [f"result {i}" for i in range(15, 31)]
+    assert len(rows_of(store.history_path(KEY))) == 32
+    assert [e.content for e in store.get_transcript(KEY)] == [f"result {i}" for i in range(16, 32)]
 
-    store.append_transcript(KEY, [tool_row(31)])  # 16 stale rows: one rewrite
+    store.append_transcript(KEY, [tool_row(32)])  # 17 stale rows, past the threshold: one rewrite
     assert os.stat(store.history_path(KEY)).st_ino not in inodes
     assert store.stats.history_rewrites == 1
-    assert [r.content for r in rows_of(store.history_path(KEY))] == [f"result {i}" for i in range(16, 32)]
-    assert events == [TrimEvent(rows_before=32, rows_after=16, chat_cap=3, transcript_cap=16)]
-    assert events[0].dropped == 16
+    assert [r.content for r in rows_of(store.history_path(KEY))] == [f"result {i}" for i in range(17, 33)]
+    assert events == [TrimEvent(rows_before=33, rows_after=16, chat_cap=3, transcript_cap=16)]
+    assert events[0].dropped == 17
 
 
 def test_default_threshold_is_an_eighth_of_the_transcript_cap(root):
@@ -187,10 +187,10 @@ def test_chat_cap_windows_reads_before_the_file_is_trimmed(root):
 def test_trimming_logs_one_warning_with_counts_and_caps_only(root, caplog):
     store = FileAgentMemoryStore(root, chat_cap=1, transcript_cap=16)
     with caplog.at_level(logging.WARNING, logger="pyruntime.stores.file_store"):
-        for i in range(32):
+        for i in range(33):
             store.append_transcript(KEY, [tool_row(i)])
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == ["History trimmed: 16 row(s) outside both windows dropped, 16 kept (chat cap 1, transcript cap 16)"]
+    assert warnings == ["History trimmed: 17 row(s) outside both windows dropped, 16 kept (chat cap 1, transcript cap 16)"]
 
 
 # -- persist=False ---------------------------------------------------------------
