@@ -274,7 +274,7 @@ class FileAgentMemoryStore:
             self.files.remove(self._history_file(stem))
             # Every session-only row any instance holds has an order up to the counter's: they go too. Orders
             # go on from there, so no order of a cleared row is handed out again.
-            last = counter.next_after(known, *(r.order for r in ks.overlay)) - 1
+            last = counter.next_after(known, ks.overlay[-1].order if ks.overlay else 0) - 1
             write_counter(counter_file, self.root, OrderCounter(last, last))
             ks.overlay = []
             ks.history = CachedHistory()
@@ -326,7 +326,7 @@ class FileAgentMemoryStore:
             counter_file = counter_path(ks.lock_path)
             counter = read_counter(counter_file, self.root)
             session = self._session_rows(ks, counter)
-            first = counter.next_after(history.max_order, *(r.order for r in session))
+            first = counter.next_after(history.max_order, session[-1].order if session else 0)  # session: by order
             now = _now()
             stamped = [
                 TranscriptEntry(kind=row.kind, name=row.name, content=row.content, call_id=row.call_id,

@@ -141,12 +141,11 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _write_durably(fd: int, data: bytes, durable: bool = True) -> None:
-    """Write all of data to a new file's descriptor, fsync it (when durable) and close it (closed whatever happens)."""
+def _write_durably(fd: int, data: bytes) -> None:
+    """Write all of data to a new file's descriptor, fsync it and close it (closed whatever happens)."""
     try:
         _write_all(fd, data)
-        if durable:
-            os.fsync(fd)
+        os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -203,15 +202,14 @@ def _folder_for_write(folder: Path, root: Path | None) -> Iterator[confined.Fold
 
 
 def atomic_write(path: Path, data: bytes, *, previous: bytes | None | object = _READ_IT,
-                 root: Path | None = None, limit: int = DEFAULT_READ_LIMIT, durable: bool = True) -> None:
+                 root: Path | None = None, limit: int = DEFAULT_READ_LIMIT) -> None:
     """Replace path with data: temp file in the same folder, flush + fsync, rename over, fsync the folder.
 
     `previous` is the file's current content (None: it does not exist; UNRESTORABLE: not a regular
     file), when the caller has already read it. On any failure the old content (or its absence) is
     back in place and PersistenceError is raised. root: the data folder (no link below it is
     followed; a link in path's place is replaced, never written through). limit: the largest
-    previous content read back for that restore. durable=False skips both fsyncs (still atomic: a
-    reader sees the old or the new content) for state that need not outlive the machine's uptime.
+    previous content read back for that restore.
     """
     path = Path(path)
     check_path(path)
@@ -224,11 +222,10 @@ def atomic_write(path: Path, data: bytes, *, previous: bytes | None | object = _
             raise persistence_error(exc, f"could not create a temporary file ({describe_os_error(exc)})") from exc
         replaced = False
         try:
-            _write_durably(fd, data, durable)
+            _write_durably(fd, data)
             _retry_sharing(lambda: folder.replace(tmp, path.name))
             replaced = True
-            if durable:
-                fsync_dir(folder.path)
+            fsync_dir(folder.path)
         except BaseException as exc:
             _unlink_quietly(folder, tmp)
             if replaced:

@@ -3,6 +3,7 @@ they were appended, and removed by a clear from any of them (the key's shared or
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -67,7 +68,8 @@ def test_the_counter_holds_no_content_and_a_damaged_one_orders_persisted_rows_st
     assert not any(b"SECRET" in p.read_bytes() for p in root.rglob("*") if p.is_file())
     with store._keys.locked(KEY) as ks:  # noqa: SLF001 - where this key's counter lives
         counter = counter_path(ks.lock_path)
-    assert counter.read_bytes() == b'{"o":1,"c":0}'
+    record = counter.read_bytes()
+    assert len(record) == 64 and (json.loads(record)["o"], json.loads(record)["c"]) == (1, 0)
 
     counter.write_bytes(b"\x00garbage")
     with caplog.at_level(logging.WARNING, logger="pyruntime.stores"):
@@ -75,3 +77,17 @@ def test_the_counter_holds_no_content_and_a_damaged_one_orders_persisted_rows_st
         store.append_chat_message(KEY, "user", "saved 2")
     assert "order counter is damaged" in caplog.text
     assert [m.content for m in FileAgentMemoryStore(root).get_chat_history(KEY)] == ["saved 1", "saved 2"]
+
+
+def test_a_half_written_counter_reads_as_damaged_not_as_other_numbers(root, caplog):
+    store = FileAgentMemoryStore(root)
+    store.append_chat_message(KEY, "user", "one", persist=False)
+    store.append_chat_message(KEY, "user", "two", persist=False)
+    with store._keys.locked(KEY) as ks:  # noqa: SLF001 - where this key's counter lives
+        counter = counter_path(ks.lock_path)
+    record = counter.read_bytes()
+    # A record whose numbers were torn between two writes (the cleared-through value of another one).
+    counter.write_bytes(record.replace(b'"c":0', b'"c":1'))
+    with caplog.at_level(logging.WARNING, logger="pyruntime.stores"):
+        assert [m.content for m in store.get_chat_history(KEY)] == ["one", "two"]  # nothing taken as cleared
+    assert "damaged" in caplog.text
