@@ -67,6 +67,7 @@ class KeyState:
     history: CachedHistory | None = None
     overlay: list[TranscriptEntry] = field(default_factory=list)  # persist=False rows, this process only
     legacy_checked: bool = False
+    trim_logged: bool = False  # this key's first trim was logged as a warning; later ones are info lines
     quarantined: str = ""  # where this process last kept an unreadable history aside (relative to root)
 
 
