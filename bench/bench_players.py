@@ -29,9 +29,7 @@ import asyncio
 import json
 import os
 import random
-import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -29,6 +29,7 @@ from pyruntime.model.compat import (
     parse_chunk,
     parse_completion,
 )
+from pyruntime.model.concurrency import conversation_fields
 from pyruntime.model.errors import IncompleteStreamError, ModelError, ModelStalledError, ModelUnavailableError
 from pyruntime.model.seam import Gate
 from pyruntime.model.slots import SlotAffinity, SlotUse
@@ -45,7 +46,20 @@ CONNECT_TIMEOUT_S = 5.0
 RETRIED_ONCE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 # llama-server (cpp-httplib) closes a connection idle for 5 s (CPPHTTPLIB_KEEPALIVE_TIMEOUT_SECOND); httpx keeps
 # one for 5 s too, so a reuse at that boundary races the close. Ours expire first.
-ENGINE_KEEPALIVE = httpx.Limits(keepalive_expiry=2.0)
+KEEPALIVE_EXPIRY_S = 2.0
+
+
+def engine_limits(connections: int | None) -> httpx.Limits:
+    """The connection pool for `connections` calls at once (None: httpx's default), each kept alive between calls:
+    a pool that keeps fewer than run at once opens a new connection for most calls."""
+    if connections is None:
+        return httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S)
+    return httpx.Limits(max_connections=connections, max_keepalive_connections=connections,
+                        keepalive_expiry=KEEPALIVE_EXPIRY_S)
+
+
+ENGINE_KEEPALIVE = engine_limits(None)
+
 DEFAULT_DEADLINE_S = 300.0  # every call, streamed or not, ends by then (closing the stream stops the generation)
 # A stream that sends no text for this long is stopped and reported (ModelStalledError). Before the
 # first text the prompt is still being evaluated, which takes longer on a slow CPU with a long prompt.
@@ -105,6 +119,7 @@ class OpenAICompatClient:
         slots: SlotAffinity | None = None,
         llama_server: bool = False,
         forced_tools_as_schema: bool = False,
+        connections: int | None = None,
     ) -> None:
         """Configure the client; `http_client` (not closed by us) replaces the internal one.
 
@@ -114,6 +129,8 @@ class OpenAICompatClient:
         own headers; the key goes in `api_key`). `transport`: how the internal HTTP client connects (the
         hosted engine's Unix socket). `slots`: the hosted engine's slot affinity (requests that name a
         `conversation` keep its slot). `llama_server`: the server is llama.cpp's own (its dialect, above).
+        `connections`: the calls made at once (the request queue's capacity): the pool keeps that many alive.
+        A call that names a `conversation` names it to the server too (`model/concurrency.conversation_fields`).
         """
         for name, value in (("deadline_s", deadline_s), ("first_text_s", first_text_s), ("text_gap_s", text_gap_s)):
             if value is not None and not value > 0:
@@ -134,7 +151,8 @@ class OpenAICompatClient:
         self.forced_tools_as_schema = forced_tools_as_schema
         self._owns_http = http_client is None
         self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S),
-                                                      transport=transport, limits=ENGINE_KEEPALIVE)
+                                                      transport=transport,
+                                                      limits=engine_limits(connections))
 
     async def models(self) -> list[str]:
         """Ids of the models the server offers (`GET /models`)."""
@@ -164,10 +182,11 @@ class OpenAICompatClient:
             messages, False, tools, tool_choice, response_format, temperature, max_tokens, extra
         )
         forced = self._forced(body)
+        headers = self._named(body, conversation)
         limit = asyncio.timeout(self.deadline_s)
         try:
             async with limit, self._slot(conversation, messages, body) as use:
-                response = await self._post_with_retry(body)
+                response = await self._post_with_retry(body, headers)
                 if response.status_code >= 400:
                     self._slot_failed(use)
         except TimeoutError:
@@ -189,7 +208,16 @@ class OpenAICompatClient:
             named_choice_as_required(body)
         return None
 
-    async def _post_with_retry(self, body: Mapping[str, Any]) -> httpx.Response:
+    def _named(self, body: dict[str, Any], conversation: str | None) -> Mapping[str, str]:
+        """The headers of a call; one of a conversation names it in the body and a header (for the server's router)."""
+        fields, headers = conversation_fields(conversation)
+        if not fields:
+            return self._headers
+        for name, value in fields.items():
+            body.setdefault(name, value)
+        return {**self._headers, **headers}
+
+    async def _post_with_retry(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> httpx.Response:
         """POST a completion; a kept-alive connection the server closed before answering is retried once.
 
         llama-server sometimes closes a reused keep-alive connection without a response (toolchain notes);
@@ -199,9 +227,9 @@ class OpenAICompatClient:
         url = f"{self.base_url}/chat/completions"
         with self._transport_errors():
             try:
-                return await self._http.post(url, json=body, headers=self._headers)
+                return await self._http.post(url, json=body, headers=headers)
             except RETRIED_ONCE:
-                return await self._http.post(url, json=body, headers=self._headers)
+                return await self._http.post(url, json=body, headers=headers)
 
     @contextlib.asynccontextmanager
     async def _slot(self, conversation: str | None, messages: Sequence[Message],
@@ -276,6 +304,7 @@ class OpenAICompatClient:
         )
         body.setdefault("stream_options", {"include_usage": True})
         forced = self._forced(body)
+        headers = self._named(body, conversation)
         translate = ForcedCallStream(forced) if forced is not None else None
         if self.llama_server:
             # Every chunk then carries the prompt's counts: a stream closed early (the output cap) still has them.
@@ -291,7 +320,7 @@ class OpenAICompatClient:
         try:
             async with limit, self._slot(conversation, messages, body) as use:
                 with self._transport_errors():
-                    async with self._open_stream(body) as response:
+                    async with self._open_stream(body, headers) as response:
                         if response.status_code >= 400:
                             self._slot_failed(use)
                             raise error_from_response(response.status_code, await response.aread())
@@ -341,14 +370,15 @@ class OpenAICompatClient:
             raise IncompleteStreamError(f"model server sent {how} without a finish_reason; the reply was cut")
 
     @contextlib.asynccontextmanager
-    async def _open_stream(self, body: Mapping[str, Any]) -> AsyncIterator[httpx.Response]:
+    async def _open_stream(self, body: Mapping[str, Any], headers: Mapping[str, str]
+                           ) -> AsyncIterator[httpx.Response]:
         """The streamed response; retried once when a kept-alive connection closes before any answer."""
         url = f"{self.base_url}/chat/completions"
         try:
-            response = await self._http.send(self._http.build_request("POST", url, json=body, headers=self._headers),
+            response = await self._http.send(self._http.build_request("POST", url, json=body, headers=headers),
                                              stream=True)
         except RETRIED_ONCE:
-            response = await self._http.send(self._http.build_request("POST", url, json=body, headers=self._headers),
+            response = await self._http.send(self._http.build_request("POST", url, json=body, headers=headers),
                                              stream=True)
         try:
             yield response
