@@ -216,6 +216,13 @@ def one_run(args: argparse.Namespace, code_root: Path, label: str, players: int,
         try:
             url = (f"grpc://127.0.0.1:{serve.ready['grpc_port']}" if transport == "grpc"
                    else f"http://127.0.0.1:{serve.ready['connect_port']}")
+            spy = None
+            if args.profile is not None:  # py-spy's collapsed stacks of serve while the players play
+                args.profile.mkdir(parents=True, exist_ok=True)
+                out = args.profile / f"{label}-{transport}-{players}.txt"
+                spy = subprocess.Popen(["py-spy", "record", "-p", str(serve.pid), "-r", "250", "-f", "raw",
+                                        "-o", str(out), "--nonblocking"], stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
             rss0, cpu0 = rss_bytes(serve.pid), cpu_seconds(serve.pid)
             first_token: dict[str, float] = {}
             began = time.perf_counter()
@@ -228,6 +235,9 @@ def one_run(args: argparse.Namespace, code_root: Path, label: str, players: int,
             run.seconds = time.perf_counter() - began
             run.cpu_s = cpu_seconds(serve.pid) - cpu0
             run.rss_per_player = (rss_bytes(serve.pid) - rss0) / players
+            if spy is not None:
+                spy.send_signal(2)  # SIGINT: py-spy writes what it has
+                spy.wait(30)
             asyncio.run(verify_saved(url, run))
         finally:
             serve.stop()
@@ -268,6 +278,7 @@ def main() -> int:
                         help="also run serve from this checkout (before/after in one run); repeatable")
     parser.add_argument("--serve-arg", action="append", default=[], help="an extra serve flag (repeatable)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--profile", type=Path, help="write py-spy's collapsed stacks of serve per run into DIR")
     args = parser.parse_args()
     roots = [(f"{r.name or r}", r.resolve()) for r in args.code_root] + [("this", ROOT)]
     runs = []

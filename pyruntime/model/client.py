@@ -65,6 +65,7 @@ DEFAULT_DEADLINE_S = 300.0  # every call, streamed or not, ends by then (closing
 # first text the prompt is still being evaluated, which takes longer on a slow CPU with a long prompt.
 DEFAULT_FIRST_TEXT_S = 120.0
 DEFAULT_TEXT_GAP_S = 30.0
+DRAIN_AFTER_DONE_S = 1.0  # how long the end of a body may lag its [DONE] before the connection is closed
 
 class ChatStream:
     """The deltas of one streamed reply; leaving `async with` (or `aclose()`) closes the HTTP stream."""
@@ -333,6 +334,10 @@ class OpenAICompatClient:
                             except StopAsyncIteration:
                                 line = None
                             limit.reschedule(None)
+                            if done:  # past [DONE]: read to the body's end, so the connection is kept for reuse
+                                if line is None:
+                                    break
+                                continue
                             data = decoder.feed(line) if line is not None else decoder.flush()
                             if data is None:
                                 if line is None:
@@ -340,7 +345,9 @@ class OpenAICompatClient:
                                 continue
                             if data.strip() == "[DONE]":
                                 done = True
-                                break
+                                # The body ends right after; a server that keeps it open loses the connection.
+                                end = text_by = loop.time() + DRAIN_AFTER_DONE_S
+                                continue
                             got_text = False
                             received = parse_chunk(self._json(data.encode()))
                             if translate is not None:
@@ -357,14 +364,17 @@ class OpenAICompatClient:
         except TimeoutError:
             if not limit.expired():
                 raise
-            if end is not None and loop.time() >= end:
+            if done:
+                pass  # the body did not end after [DONE]: its connection was closed, the reply is whole
+            elif end is not None and loop.time() >= end:
                 log.warning("model call stopped at its deadline (%g s)", self.deadline_s)
                 raise self._deadline_error() from None
-            waited = self.text_gap_s if seen_text else self.first_text_s
-            log.warning("generation stopped: the model sent no text for %g s", waited)
-            raise ModelStalledError(
-                f"the model sent no text for {waited:g} s; the generation was stopped"
-            ) from None
+            else:
+                waited = self.text_gap_s if seen_text else self.first_text_s
+                log.warning("generation stopped: the model sent no text for %g s", waited)
+                raise ModelStalledError(
+                    f"the model sent no text for {waited:g} s; the generation was stopped"
+                ) from None
         if not finished:
             how = "[DONE]" if done else "the end of the stream"
             raise IncompleteStreamError(f"model server sent {how} without a finish_reason; the reply was cut")

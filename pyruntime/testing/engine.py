@@ -56,6 +56,7 @@ class RecordedRequest:
     last_user_markers: list[str]
     markers: list[str]  # distinct, in every message
     arrived: float  # time.time()
+    peer_port: int | None = None  # the client's port: the same one for calls on a kept-alive connection
     first_token: float | None = None
     finished: float | None = None
 
@@ -148,8 +149,10 @@ class LatencyEngine:
             found = sorted({m for message in messages for m in self.marker.findall(_text(message))})
             last = sorted(set(self.marker.findall(last_user)))
         user = body.get("user")
+        client = scope.get("client")
         record = RecordedRequest(user if isinstance(user, str) else None, headers.get(CONVERSATION_HEADER),
-                                 bool(body.get("stream")), last, found, arrived)
+                                 bool(body.get("stream")), last, found, arrived,
+                                 client[1] if isinstance(client, (list, tuple)) and len(client) > 1 else None)
         with self._lock:
             self.requests.append(record)
         return record
