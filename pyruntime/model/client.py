@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -116,7 +116,7 @@ class OpenAICompatClient:
         text_gap_s: float | None = DEFAULT_TEXT_GAP_S,
         gate: Gate | None = None,
         headers: Mapping[str, str] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx.AsyncBaseTransport | Callable[[], httpx.AsyncBaseTransport | None] | None = None,
         slots: SlotAffinity | None = None,
         llama_server: bool = False,
         forced_tools_as_schema: bool = False,
@@ -128,7 +128,8 @@ class OpenAICompatClient:
         text (or tool-call piece) for that long from its start / after its last text. None: no limit.
         `gate` is asked before every request (see `Gate`). `headers` go with every request (a provider's
         own headers; the key goes in `api_key`). `transport`: how the internal HTTP client connects (the
-        hosted engine's Unix socket). `slots`: the hosted engine's slot affinity (requests that name a
+        hosted engine's Unix socket), or a function that makes one (each event loop's pool then gets its own).
+        `slots`: the hosted engine's slot affinity (requests that name a
         `conversation` keep its slot). `llama_server`: the server is llama.cpp's own (its dialect, above).
         `connections`: the calls made at once (the request queue's capacity): the pool keeps that many alive.
         A call that names a `conversation` names it to the server too (`model/concurrency.conversation_fields`).
@@ -151,9 +152,27 @@ class OpenAICompatClient:
         self.llama_server = llama_server
         self.forced_tools_as_schema = forced_tools_as_schema
         self._owns_http = http_client is None
-        self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S),
-                                                      transport=transport,
-                                                      limits=engine_limits(connections))
+        def new_http() -> httpx.AsyncClient:
+            made = transport() if callable(transport) else transport
+            return httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S), transport=made,
+                                     limits=engine_limits(connections))
+
+        self._new_http = new_http
+        self._given_http = http_client
+        self._pool: httpx.AsyncClient | None = None
+        self._pool_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def _http(self) -> httpx.AsyncClient:
+        """The HTTP client of the running event loop. Kept-alive connections belong to the loop that opened them: a
+        client used from a new loop (a script calling `asyncio.run` per turn) starts a new pool; the old loop's
+        connections cannot be closed from this one and are left to it."""
+        if self._given_http is not None:
+            return self._given_http
+        loop = asyncio.get_running_loop()
+        if self._pool is None or self._pool_loop is not loop:
+            self._pool, self._pool_loop = self._new_http(), loop
+        return self._pool
 
     async def models(self) -> list[str]:
         """Ids of the models the server offers (`GET /models`)."""
@@ -456,8 +475,9 @@ class OpenAICompatClient:
 
     async def aclose(self) -> None:
         """Close the internal HTTP client (a passed-in one is left open)."""
-        if self._owns_http:
-            await self._http.aclose()
+        if self._owns_http and self._pool is not None and self._pool_loop is asyncio.get_running_loop():
+            await self._pool.aclose()
+        self._pool = None
 
     async def __aenter__(self) -> OpenAICompatClient:
         return self

@@ -86,3 +86,11 @@ def test_props_give_the_slots_only_when_they_are_a_positive_count() -> None:
     assert slots_from_props({"total_slots": 8}) == 8
     assert [slots_from_props(b) for b in ({"total_slots": 0}, {"total_slots": True}, {"total_slots": "8"}, [], None,
                                           {})] == [None] * 6
+
+
+def test_a_client_used_from_one_event_loop_after_another_keeps_working() -> None:
+    # A script that calls asyncio.run per turn: kept-alive connections belong to the loop that opened them.
+    with LatencyEngineServer(LatencyEngine(FAST)) as engine:
+        client = OpenAICompatClient(engine.base_url, model="m")
+        assert [asyncio.run(_text(client)) for _ in range(2)] == ["ok ok ok ok"] * 2
+        asyncio.run(client.aclose())
