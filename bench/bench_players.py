@@ -29,6 +29,7 @@ import asyncio
 import json
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,12 @@ def cpu_seconds(pid: int) -> float:
     """utime + stime of a process (its threads included), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def own_cpu_seconds() -> float:
+    """utime + stime of this process (the players' clients)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def rss_bytes(pid: int) -> int:
@@ -117,6 +124,7 @@ class Run:
     mixed: int = 0
     identities: str = ""
     engine_peak: int = 0
+    others_cpu_s: float = 0.0  # the players' client (this process) and the test engine, same run
 
     @property
     def turns(self) -> int:
@@ -224,6 +232,7 @@ def one_run(args: argparse.Namespace, code_root: Path, label: str, players: int,
                                         "-o", str(out), "--nonblocking"], stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL)
             rss0, cpu0 = rss_bytes(serve.pid), cpu_seconds(serve.pid)
+            others0 = own_cpu_seconds() + (cpu_seconds(engine.pid) if engine else 0.0)
             first_token: dict[str, float] = {}
             began = time.perf_counter()
 
@@ -234,6 +243,7 @@ def one_run(args: argparse.Namespace, code_root: Path, label: str, players: int,
             asyncio.run(everyone())
             run.seconds = time.perf_counter() - began
             run.cpu_s = cpu_seconds(serve.pid) - cpu0
+            run.others_cpu_s = own_cpu_seconds() + (cpu_seconds(engine.pid) if engine else 0.0) - others0
             run.rss_per_player = (rss_bytes(serve.pid) - rss0) / players
             if spy is not None:
                 spy.send_signal(2)  # SIGINT: py-spy writes what it has
@@ -257,14 +267,16 @@ def row(run: Run) -> str:
     cpu = run.cpu_s / run.turns * 1000 if run.turns else float("nan")
     return (f"| {run.name} | {run.players} | {run.turns / run.seconds:.1f} | {pct(run.ttft, 0.5):.0f} / "
             f"{pct(run.ttft, 0.9):.0f} / {pct(run.ttft, 0.99):.0f} | {pct(run.added, 0.5):.1f} / "
-            f"{pct(run.added, 0.9):.1f} / {pct(run.added, 0.99):.1f} | {cpu:.1f} | {run.rss_per_player / 1024:.0f} | "
+            f"{pct(run.added, 0.9):.1f} / {pct(run.added, 0.99):.1f} | {cpu:.1f} | {run.cpu_s / run.seconds:.2f} | "
+            f"{run.others_cpu_s / max(1, run.turns) * 1000:.1f} | {run.rss_per_player / 1024:.0f} | "
             f"{run.refused} ({run.retry_hints} with a hint) | {run.failed} | {run.lost} | {run.mixed}, "
             f"{run.identities or '-'} | {run.engine_peak} |")
 
 
 HEADER = ("| run | players | turns/s | player's first token p50 / p90 / p99 ms | runtime-added p50 / p90 / p99 ms | "
-          "serve CPU ms/turn | RSS KiB/player | refused | failed | lost | mixed, identities | engine peak |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "serve CPU ms/turn | serve cores busy | players + engine CPU ms/turn | RSS KiB/player | refused | failed | "
+          "lost | mixed, identities | engine peak |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def main() -> int:
