@@ -9,8 +9,10 @@ reply and its next line; players start spread over the first pause.
 Reported per run: turns/s; the player's first token p50/p90/p99 and the part the runtime adds (the player's
 first token minus the engine's own, matched per turn through the line's marker; test engine only); turns refused
 (with the retry hint they carried); `serve` CPU seconds per turn (utime + stime of the process from /proc, the
-figure to trust on a shared machine: wall-clock latencies move with whatever else runs); `serve`'s RSS per
-player; and two checks: nothing lost (every acknowledged turn's line in its player's saved history, once) and no
+figure to trust on a shared machine: wall-clock latencies move with whatever else runs), the cores `serve` kept
+busy and what the players' clients and the engine cost beside it (on two cores they compete with `serve`: when
+`serve` is far from a core's worth and turns/s stays below the players' pace, the machine is the limit, not the
+runtime); `serve`'s RSS per player; and two checks: nothing lost (every acknowledged turn's line in its player's saved history, once) and no
 request mixing two players (every engine request carries one player's markers only, and one conversation identity
 per player, a different one for each).
 
