@@ -12,9 +12,9 @@ first token minus the engine's own, matched per turn through the line's marker; 
 figure to trust on a shared machine: wall-clock latencies move with whatever else runs), the cores `serve` kept
 busy and what the players' clients and the engine cost beside it (on two cores they compete with `serve`: when
 `serve` is far from a core's worth and turns/s stays below the players' pace, the machine is the limit, not the
-runtime); `serve`'s RSS per player; and two checks: nothing lost (every acknowledged turn's line in its player's saved history, once) and no
-request mixing two players (every engine request carries one player's markers only, and one conversation identity
-per player, a different one for each).
+runtime); `serve`'s RSS per player; and two checks: nothing lost (every acknowledged turn's line in its player's
+saved history, once) and no request mixing two players (every engine request carries one player's markers only,
+and one conversation identity per player, a different one for each).
 
 `--code-root DIR` runs `serve` from another checkout (e.g. `git archive main | tar -x -C /tmp/main`): the same
 run measures the code before and after a change, which is the comparison to trust.

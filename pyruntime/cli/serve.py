@@ -141,8 +141,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--transcript-cap", type=int, default=DEFAULT_TRANSCRIPT_CAP,
                    help=f"transcript rows kept per key (default {DEFAULT_TRANSCRIPT_CAP})")
     p.add_argument("--max-turns-running", type=int, metavar="N",
-                   help="turns run at once (default: as many as the model serves calls at once: the hosted "
-                        "engine's slots, or --llm-concurrency); more wait for a place, round-robin by conversation")
+                   help="turns run at once (default: what the model serves at once, the hosted engine's slots or "
+                        "--llm-concurrency, and a quarter more, at least 4 more); more wait for a place, "
+                        "round-robin by conversation")
     p.add_argument("--max-turns-queued", type=int, default=DEFAULT_MAX_QUEUED, metavar="N",
                    help=f"turns that wait for a place, within their deadline (default {DEFAULT_MAX_QUEUED}); beyond, "
                         "a turn is refused with RESOURCE_EXHAUSTED and a retry hint (0: refused at once)")

@@ -2,7 +2,8 @@
 deadline; a turn is refused (RESOURCE_EXHAUSTED, with a retry hint) only when the queue is full or its deadline
 cannot be met.
 
-Pure asyncio, no I/O: the services run on one event loop. A conversation (role + scope + actor, the storage key)
+Pure asyncio, no I/O: the services run on one event loop. As many turns run at once as the model serves calls
+at once and a few more (`running_places`). A conversation (role + scope + actor, the storage key)
 runs one turn at a time, in the order its turns came (the next one then reads the reply before it in its
 history); waiting turns are served round-robin by conversation, not first come first served, so one player who
 sends ten lines does not hold nine others back. A conversation holds at most `max_per_conversation` turns
@@ -75,9 +76,11 @@ class TurnAdmission:
         self._service_s: float | None = None  # the expected time a turn holds its place
 
     def size_to(self, model_concurrency: int) -> None:
-        """Run as many turns at once as the model serves calls (unless a limit was given)."""
+        """Run as many turns at once as the model serves calls, and a few more (unless a limit was given): a turn
+        holds its place while it prepares, records and waits for a game tool's result, not only while the model
+        decodes it, and the model's own queue orders the calls of the turns that run (players first)."""
         if not self.fixed_running:
-            self.max_running = max(1, model_concurrency)
+            self.max_running = running_places(model_concurrency)
             self._dispatch()
 
     @property
@@ -224,6 +227,13 @@ class TurnAdmission:
         retry = MIN_RETRY_S if expected is None else min(MAX_RETRY_S, max(MIN_RETRY_S, expected))
         return ServiceError(StatusCode.RESOURCE_EXHAUSTED, message + f"; retry in {retry:.1f} s",
                             retry_after_s=round(retry, 3))
+
+
+def running_places(model_concurrency: int) -> int:
+    """The turns run at once for a model that serves `model_concurrency` calls at once: those, and a quarter more
+    (at least 4 more)."""
+    concurrency = max(1, model_concurrency)
+    return min(MAX_LIMIT, concurrency + max(4, concurrency // 4))
 
 
 def _check(name: str, value: int, least: int) -> None:

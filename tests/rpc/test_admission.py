@@ -176,6 +176,9 @@ def test_running_places_follow_the_model_unless_a_limit_was_given() -> None:
     sized.size_to(64)
     fixed = TurnAdmission(max_running=3)
     fixed.size_to(64)
-    assert (sized.max_running, fixed.max_running) == (64, 3)
+    assert (sized.max_running, fixed.max_running) == (80, 3)  # 64 and a quarter more
+    small = TurnAdmission()
+    small.size_to(1)
+    assert small.max_running == 5  # at least 4 more: turns that prepare, record or wait for a game tool
     with pytest.raises(ValueError):
         TurnAdmission(max_queued=-1)
