@@ -292,7 +292,9 @@ def main() -> int:
                         help="also run serve from this checkout (before/after in one run); repeatable")
     parser.add_argument("--serve-arg", action="append", default=[], help="an extra serve flag (repeatable)")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--profile", type=Path, help="write py-spy's collapsed stacks of serve per run into DIR")
+    parser.add_argument("--profile", type=Path,
+                        help="write py-spy's collapsed stacks of serve per run into DIR (needs py-spy on PATH: it is "
+                             "a profiler, not a dependency)")
     args = parser.parse_args()
     roots = [(f"{r.name or r}", r.resolve()) for r in args.code_root] + [("this", ROOT)]
     runs = []
