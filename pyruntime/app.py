@@ -42,6 +42,7 @@ from pyruntime.rpc import RpcConfig, RpcServers
 from pyruntime.rpc.tls import tls_files
 from pyruntime.runtime_model import RuntimeModel, hosted_config, start_model
 from pyruntime.service import RuntimeServices
+from pyruntime.service.admission import TurnAdmission
 from pyruntime.service.model_memory import ModelMemory, hosted_model_memory, no_model_memory
 from pyruntime.service.readiness import EXTERNAL_MODEL, MODEL_LOADING, NO_MODEL, Readiness, hosted_model_readiness
 from pyruntime.service.shared_roles import shared_roles
@@ -50,7 +51,6 @@ from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_store
 
 if TYPE_CHECKING:
     from pyruntime.service import TurnRunner
-    from pyruntime.service.admission import TurnAdmission
     from pyruntime.turns.orchestrator import AiOrchestrator
 
 __all__ = ["DEFAULT_GRACE_S", "Runtime", "RuntimeModel", "RuntimeSettings", "llm_api_key", "llm_headers"]
@@ -162,8 +162,10 @@ class Runtime:
         if roles is not None:
             stack.callback(roles.close)
             await asyncio.to_thread(roles.start)
+        admission = self._admission or TurnAdmission(settings.max_turns_running, settings.max_turns_queued,
+                                                     settings.max_turns_per_conversation)
         services = self.services = RuntimeServices.create(
-            stores, policy, readiness=self.readiness, model_memory=self.model_memory, admission=self._admission,
+            stores, policy, readiness=self.readiness, model_memory=self.model_memory, admission=admission,
             model_download=self.model_download, stop_requested=self._stop_requested,
             role_publisher=roles.publish if roles is not None else None)
         # The model's stops go on a stack entered before the RPC servers', so they still run after those stopped.
@@ -257,7 +259,8 @@ class Runtime:
             external = settings.llm_url is not None
             orchestrator = build_orchestrator(base_url=model.url,
                                               api_key=llm_api_key(settings) if external else model.port_key,
-                                              headers=llm_headers(settings) if external else None, **common)
+                                              headers=llm_headers(settings) if external else None,
+                                              concurrency=model.concurrency, **common)
         stack.push_async_callback(orchestrator.client.aclose)
         if settings.prompt_cache_dir is not None and model.server is not None:
             # With the prompt states on disk, the prompts after a restart must be the ones sent before it.
@@ -277,7 +280,9 @@ class Runtime:
         services.metrics.watch_prewarms(orchestrator.prewarms.stats.counts)
         # Health reads the runtime's state from here on: ready only once the runner is bound (self.orchestrator).
         services.orchestrator.attach_runner((self._turn_runner or ProtoTurnRunner)(orchestrator), model.alias,
-                                            memory_design=orchestrator.memory_design.value)
+                                            memory_design=orchestrator.memory_design.value,
+                                            model_concurrency=orchestrator.queue.capacity,
+                                            default_timeout_s=orchestrator.default_timeout)
         return orchestrator
 
 

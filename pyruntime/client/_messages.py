@@ -42,6 +42,12 @@ class RuntimeHealth:
     prompt_cache_entries: int = 0
     model_gpu_layers: int = 0  # layers on the GPU now (0: CPU)
     model_gpu_fallback_reason: str = ""  # why fewer layers than asked run on the GPU
+    turns_running: int = 0  # turns running now
+    turns_queued: int = 0  # turns waiting for a place
+    max_turns_running: int = 0  # admission's limits (serve --max-turns-*)
+    max_turns_queued: int = 0
+    max_turns_per_conversation: int = 0
+    model_concurrency: int = 0  # model calls the engine is sent at once (0: no model)
 
 
 @dataclass(frozen=True)
@@ -206,4 +212,6 @@ def health(response: orch.HealthResponse) -> RuntimeHealth:
                          response.model_state, response.model_state_reason,
                          response.model_restarts, response.model_slots, response.model_slots_busy,
                          response.prompt_cache_entries, response.model_gpu_layers,
-                         response.model_gpu_fallback_reason)
+                         response.model_gpu_fallback_reason, response.turns_running, response.turns_queued,
+                         response.max_turns_running, response.max_turns_queued, response.max_turns_per_conversation,
+                         response.model_concurrency)

@@ -6,6 +6,7 @@ Every transport takes (service, RPC name, request) and returns the response mess
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -13,7 +14,8 @@ from urllib.parse import urlsplit
 
 import grpc
 from connectrpc.errors import ConnectError
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
+from google.rpc.error_details_pb2 import RetryInfo
 from grpc import aio
 from pyqwest import Client, HTTPTransport, SyncClient, SyncHTTPTransport
 
@@ -22,7 +24,13 @@ from coreai.v1.memory_store_connect import MemoryStoreClient, MemoryStoreClientS
 from coreai.v1.orchestrator_connect import OrchestratorClient, OrchestratorClientSync
 from pyruntime.client.errors import RuntimeCallError, error_for, status_code_named
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.net.wire import python_method_name
+from pyruntime.net.wire import (
+    GRPC_STATUS_DETAILS_KEY,
+    RETRY_INFO_TYPE,
+    python_method_name,
+    retry_after_in_status,
+    retry_after_seconds,
+)
 
 MEMORY_STORE = "MemoryStore"
 ORCHESTRATOR = "Orchestrator"
@@ -78,11 +86,23 @@ def _tls_options(base_url: str, ca_cert: CaCert | None) -> dict[str, Any] | None
 def _grpc_error(exc: grpc.RpcError) -> RuntimeCallError:
     code = exc.code() if hasattr(exc, "code") else None
     details = exc.details() if hasattr(exc, "details") else None
-    return error_for(status_code_named(code.name if code is not None else "UNKNOWN"), details or "call failed")
+    trailers = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    status = None
+    for item in trailers or ():
+        pair: tuple[Any, ...] = tuple(item)  # type: ignore[arg-type]  # (key, value): typeshed types it otherwise
+        if pair[0] == GRPC_STATUS_DETAILS_KEY and isinstance(pair[1], bytes):
+            status = pair[1]
+    return error_for(status_code_named(code.name if code is not None else "UNKNOWN"), details or "call failed",
+                     retry_after_in_status(status) if status is not None else None)
 
 
 def _connect_error(exc: ConnectError) -> RuntimeCallError:
-    return error_for(status_code_named(exc.code.name), exc.message)
+    retry_after = None
+    for detail in exc.details:
+        if detail.type_name == RETRY_INFO_TYPE:
+            with contextlib.suppress(DecodeError):
+                retry_after = retry_after_seconds(RetryInfo.FromString(detail.message_bytes))
+    return error_for(status_code_named(exc.code.name), exc.message, retry_after)
 
 
 class AsyncTransport(Protocol):

@@ -619,6 +619,30 @@ namespace CoreAI.V1
         [Preserve]
         [JsonProperty("modelDownload", NullValueHandling = NullValueHandling.Ignore)]
         public ModelDownload ModelDownload { get; set; }
+
+        [Preserve]
+        [JsonProperty("turnsRunning", NullValueHandling = NullValueHandling.Ignore)]
+        public int TurnsRunning { get; set; }
+
+        [Preserve]
+        [JsonProperty("turnsQueued", NullValueHandling = NullValueHandling.Ignore)]
+        public int TurnsQueued { get; set; }
+
+        [Preserve]
+        [JsonProperty("maxTurnsRunning", NullValueHandling = NullValueHandling.Ignore)]
+        public int MaxTurnsRunning { get; set; }
+
+        [Preserve]
+        [JsonProperty("maxTurnsQueued", NullValueHandling = NullValueHandling.Ignore)]
+        public int MaxTurnsQueued { get; set; }
+
+        [Preserve]
+        [JsonProperty("maxTurnsPerConversation", NullValueHandling = NullValueHandling.Ignore)]
+        public int MaxTurnsPerConversation { get; set; }
+
+        [Preserve]
+        [JsonProperty("modelConcurrency", NullValueHandling = NullValueHandling.Ignore)]
+        public int ModelConcurrency { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ModelDownload.</summary>

@@ -96,7 +96,99 @@ namespace CoreAI.Runtime
             JToken code = error["code"];
             JToken message = error["message"];
             ConnectCode parsed = code != null && code.Type == JTokenType.String ? ParseCode((string)code) : fallback;
-            return Create(parsed, message != null && message.Type == JTokenType.String ? (string)message : null);
+            CoreAIRuntimeException exception = Create(parsed, message != null && message.Type == JTokenType.String ? (string)message : null);
+            exception.RetryAfter = RetryAfter(error["details"] as JArray);
+            return exception;
+        }
+
+        /// <summary>The delay of a <c>google.rpc.RetryInfo</c> among an error's details, or null.</summary>
+        internal static TimeSpan? RetryAfter(JArray details)
+        {
+            if (details == null)
+            {
+                return null;
+            }
+            foreach (JToken detail in details)
+            {
+                JObject item = detail as JObject;
+                JToken type = item != null ? item["type"] : null;
+                JToken value = item != null ? item["value"] : null;
+                if (type == null || value == null || type.Type != JTokenType.String || value.Type != JTokenType.String
+                    || (string)type != "google.rpc.RetryInfo")
+                {
+                    continue;
+                }
+                try
+                {
+                    string text = (string)value;
+                    text = text.Replace('-', '+').Replace('_', '/').PadRight(text.Length + (4 - text.Length % 4) % 4, '=');
+                    return DecodeRetryInfo(Convert.FromBase64String(text));
+                }
+                catch (FormatException)
+                {
+                    return null;
+                }
+            }
+            return null;
+        }
+
+        /// <summary>Reads <c>RetryInfo { Duration retry_delay = 1; }</c>, <c>Duration { int64 seconds = 1; int32 nanos = 2; }</c>
+        /// from protobuf's binary form (no protobuf library in a Unity project); null when it is not that.</summary>
+        private static TimeSpan? DecodeRetryInfo(byte[] data)
+        {
+            int at = 0;
+            while (at < data.Length)
+            {
+                ulong tag = ReadVarint(data, ref at);
+                if (tag == 0x0A)
+                {
+                    int length = (int)ReadVarint(data, ref at);
+                    int end = at + length;
+                    if (length < 0 || end > data.Length)
+                    {
+                        throw new FormatException("truncated RetryInfo");
+                    }
+                    long seconds = 0, nanos = 0;
+                    while (at < end)
+                    {
+                        ulong field = ReadVarint(data, ref at);
+                        if (field == 0x08)
+                        {
+                            seconds = (long)ReadVarint(data, ref at);
+                        }
+                        else if (field == 0x10)
+                        {
+                            nanos = (long)ReadVarint(data, ref at);
+                        }
+                        else
+                        {
+                            throw new FormatException("unexpected field in Duration");
+                        }
+                    }
+                    return TimeSpan.FromTicks(seconds * TimeSpan.TicksPerSecond + nanos / 100);
+                }
+                throw new FormatException("unexpected field in RetryInfo");
+            }
+            return TimeSpan.Zero;  // a RetryInfo with no delay: retry at once
+        }
+
+        private static ulong ReadVarint(byte[] data, ref int at)
+        {
+            ulong value = 0;
+            for (int shift = 0; shift < 64; shift += 7)
+            {
+                if (at >= data.Length)
+                {
+                    throw new FormatException("truncated varint");
+                }
+                byte b = data[at++];
+                value |= (ulong)(b & 0x7F) << shift;
+                if ((b & 0x80) == 0)
+                {
+                    return value;
+                }
+            }
+            throw new FormatException("varint too long");
         }
 
         /// <summary>The exception of a failed unary response: its JSON error body, else its HTTP status.</summary>

@@ -17,5 +17,9 @@ namespace CoreAI.Runtime
 
         /// <summary>The code as it travels on the wire, e.g. "invalid_argument".</summary>
         public string CodeName => ConnectErrors.WireName(Code);
+
+        /// <summary>How long the runtime asks the caller to wait before trying again (its <c>google.rpc.RetryInfo</c>
+        /// detail: a turn it cannot take now carries one); null when it gave no hint.</summary>
+        public TimeSpan? RetryAfter { get; internal set; }
     }
 }
