@@ -108,9 +108,9 @@ def test_a_repeated_key_that_is_not_field_like_is_not_echoed(tmp_path: Path, gam
     assert "an object repeats the key;" in caplog.text and "secret" not in caplog.text
 
 
-def _small_file_stores(root: Path, limits: SaveLimits) -> StoreBundle:
+def _small_file_stores(root: Path, limits: SaveLimits, **caps: int) -> StoreBundle:
     index = IdentityIndex(root)
-    return StoreBundle(FileAgentMemoryStore(root, identities=index, limits=limits),
+    return StoreBundle(FileAgentMemoryStore(root, identities=index, limits=limits, **caps),
                        FileConversationSummaryStore(root, identities=index, limits=limits),
                        AgentMemoryPersistenceMode.PERSISTENT)
 
@@ -137,8 +137,7 @@ def test_every_file_limit_is_checked_for_every_role_first(tmp_path: Path, kind: 
 
 def test_a_history_over_the_limit_only_before_the_caps_is_imported(tmp_path: Path) -> None:
     # What the store keeps of a long history (the rows inside the windows) is what must fit, as on a live write.
-    bundle = _small_file_stores(tmp_path / "CoreAI", SaveLimits(history=4096))
-    bundle.memory.chat_cap = bundle.memory.transcript_cap = 3  # type: ignore[attr-defined]
+    bundle = _small_file_stores(tmp_path / "CoreAI", SaveLimits(history=4096), chat_cap=3, transcript_cap=3)
     rows = [TranscriptEntry(TranscriptKind.USER, "user", f"line {i} " + "y" * 300, is_chat_message=True)
             for i in range(40)]
     assert import_scope_snapshot(bundle, ScopeSnapshot(U1, [RoleSnapshot("Merchant", None, None, rows)], 0)) == 1
