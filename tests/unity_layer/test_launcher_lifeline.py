@@ -40,7 +40,7 @@ def test_the_windows_job_limits_have_the_layout_windows_expects(assemblies) -> N
     from System.Reflection import Assembly
     from System.Runtime.InteropServices import Marshal
 
-    core = Assembly.LoadFrom(str(assemblies / "CoreAI.Runtime.Core.dll"))
+    core = Assembly.LoadFrom(str(assemblies / "CoreAI.Hosting.dll"))
     limits = core.GetType("CoreAI.Launcher.ProcessLifeline+JobObjectExtendedLimits", True)
     assert Marshal.SizeOf(limits) == (144 if IntPtr.Size == 8 else 112)
 
@@ -49,7 +49,7 @@ GAME = """
 import json, sys, time
 sys.path.insert(0, {root!r})
 from tests.unity_layer.dotnet import load_assemblies
-load_assemblies("core")
+load_assemblies("client", "hosting")
 from CoreAI.Launcher import RuntimeLaunchOptions, RuntimeLauncher
 options = RuntimeLaunchOptions()
 options.RuntimePath = {runtime!r}

@@ -33,10 +33,11 @@ KEY_VARIABLE = "COREAI_TEST_LLM_KEY"
 
 
 def _private(type_name: str, method: str) -> Any:
-    from System import Type
     from System.Reflection import BindingFlags
 
-    found = Type.GetType(type_name + ", CoreAI.Runtime.Core")
+    from tests.support.internals import clr_type
+
+    found = clr_type(type_name)
     return found.GetMethod(method, BindingFlags.Static | BindingFlags.Public | BindingFlags.NonPublic)
 
 

@@ -14,8 +14,8 @@ def _write(path: Path, token: str) -> None:
     from System import Activator, Int32, Type
     from System.Reflection import BindingFlags
 
-    state_type = Type.GetType("CoreAI.Launcher.RuntimeState, CoreAI.Runtime.Core")
-    file_type = Type.GetType("CoreAI.Launcher.RuntimeStateFile, CoreAI.Runtime.Core")
+    state_type = Type.GetType("CoreAI.Launcher.RuntimeState, CoreAI.Hosting")
+    file_type = Type.GetType("CoreAI.Launcher.RuntimeStateFile, CoreAI.Hosting")
     state = Activator.CreateInstance(state_type, True)
     state_type.GetField("ProcessId").SetValue(state, Int32(4242))
     state_type.GetField("Token").SetValue(state, token)
