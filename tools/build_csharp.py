@@ -2,7 +2,8 @@
 
 Assemblies, written to `unity_package/.build/` (git-ignored) next to a copy of Newtonsoft.Json.dll:
 
-- `CoreAI.Client.dll`         from `Runtime/Client/**/*.cs`: API, transport, generated code (every platform, no UnityEngine)
+- `CoreAI.Client.dll`         from `Runtime/Client/**/*.cs`: API, transport, generated code (every platform, no
+                              UnityEngine)
 - `CoreAI.Hosting.dll`        from `Runtime/Hosting/**/*.cs` against Client: launcher, process spawning, runtime and
                               model downloads (desktop editors and players only, by its asmdef's platforms)
 - stub `UnityEngine.dll`      from `tests/unity_stubs/**/*.cs`, outside the package (a sub-folder whose name is not
@@ -192,7 +193,8 @@ def build_unity(out_dir: Path = DEFAULT_OUT) -> Path | None:
     files = sources(PACKAGE / "Runtime" / "Unity")
     if not files:
         return None
-    return compile_assembly(UNITY, files, out_dir, [build_client(out_dir), build_hosting(out_dir), *_engine_stubs(out_dir)])
+    refs = [build_client(out_dir), build_hosting(out_dir), *_engine_stubs(out_dir)]
+    return compile_assembly(UNITY, files, out_dir, refs)
 
 
 def build_editor(out_dir: Path = DEFAULT_OUT) -> Path | None:

@@ -108,9 +108,9 @@ def _field_lines(field: FieldDescriptor) -> list[str]:
     """The attributes and the property of one field."""
     _check_supported(field)
     element = _element_type(field)
-    # [Preserve]: Newtonsoft reaches the property only by reflection, so IL2CPP stripping would drop it; [field: Preserve]
-    # puts the attribute on the compiler's backing field too, so the value the setter stores survives however the
-    # linker treats accessors (link.xml's preserve="all" says the same for every CoreAI.V1 type).
+    # [Preserve]: Newtonsoft reaches the property only by reflection, so IL2CPP stripping would drop it;
+    # [field: Preserve] puts the attribute on the compiler's backing field too, so the value the setter stores survives
+    # however the linker treats accessors (link.xml's preserve="all" says the same for every CoreAI.V1 type).
     attrs = ["[Preserve]", "[field: Preserve]",
              f'[JsonProperty("{field.json_name}", NullValueHandling = NullValueHandling.Ignore)]']
     name = _property_name(field)

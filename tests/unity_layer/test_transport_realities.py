@@ -242,14 +242,21 @@ def _pinvokes(dll: Path) -> set[str]:
     return set(re.findall(r'pinvokeimpl\s*\(\s*"([^"]+)"', il))
 
 
+WINDOWS = {"kernel32.dll", "advapi32.dll"}
+LINUX = {"libc.so.6"}
+MACOS = {"/usr/lib/libSystem.dylib"}
+
+
 @pytest.mark.parametrize(("build", "defines", "expected"), [
-    ("outside Unity", [], {"kernel32.dll", "libc", "libc.so.6", "/usr/lib/libSystem.dylib"}),
-    ("Windows editor", ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_WIN", "UNITY_STANDALONE_WIN"], {"kernel32.dll"}),
-    ("Windows player", ["UNITY_5_3_OR_NEWER", "UNITY_STANDALONE", "UNITY_STANDALONE_WIN"], {"kernel32.dll"}),
-    ("macOS player", ["UNITY_5_3_OR_NEWER", "UNITY_STANDALONE", "UNITY_STANDALONE_OSX"],
-     {"libc", "libc.so.6", "/usr/lib/libSystem.dylib"}),
-    ("Linux server", ["UNITY_5_3_OR_NEWER", "UNITY_STANDALONE", "UNITY_STANDALONE_LINUX", "UNITY_SERVER"],
-     {"libc", "libc.so.6", "/usr/lib/libSystem.dylib"}),
+    ("outside Unity", [], WINDOWS | LINUX | MACOS),
+    ("Windows editor", ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_WIN", "UNITY_STANDALONE_WIN"], WINDOWS),
+    ("Windows editor, Linux target", ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_WIN", "UNITY_STANDALONE_LINUX"],
+     WINDOWS),
+    ("Linux editor, Windows target", ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_LINUX", "UNITY_STANDALONE_WIN"], LINUX),
+    ("macOS editor", ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_OSX", "UNITY_STANDALONE_OSX"], MACOS),
+    ("Windows player", ["UNITY_5_3_OR_NEWER", "UNITY_STANDALONE", "UNITY_STANDALONE_WIN"], WINDOWS),
+    ("macOS player", ["UNITY_5_3_OR_NEWER", "UNITY_STANDALONE", "UNITY_STANDALONE_OSX"], MACOS),
+    ("Linux server", ["UNITY_5_3_OR_NEWER", "UNITY_STANDALONE", "UNITY_STANDALONE_LINUX", "UNITY_SERVER"], LINUX),
     ("WebGL", ["UNITY_5_3_OR_NEWER", "UNITY_WEBGL"], set()),
     ("iOS", ["UNITY_5_3_OR_NEWER", "UNITY_IOS"], set()),
     ("Android", ["UNITY_5_3_OR_NEWER", "UNITY_ANDROID"], set()),
@@ -262,6 +269,17 @@ def test_builds_carry_only_the_p_invokes_their_platform_can_bind(tmp_path: Path,
     hosting = compile_assembly(HOSTING, sources(PACKAGE / "Runtime" / "Hosting"), tmp_path, [client], defines=defines)
     assert _pinvokes(client) == set(), build  # the Client runs everywhere: no native calls at all
     assert _pinvokes(hosting) == expected, build
+
+
+def test_no_assembly_a_player_runs_uses_system_diagnostics_process(assemblies) -> None:
+    # IL2CPP's class library has no Process.Start on desktop players (and Process is missing on mobile and consoles):
+    # the launcher spawns through the OS (posix_spawn, CreateProcessW) instead, on every scripting backend.
+    from tools.build_csharp import build_client, build_hosting, build_unity
+
+    for dll in (build_client(), build_hosting(), build_unity()):
+        il = subprocess.run(["ikdasm", str(dll)], capture_output=True, text=True, check=True).stdout
+        used = sorted(set(re.findall(r"System\.Diagnostics\.Process\w*", il)))
+        assert used == [], f"{dll.name} uses {used}"
 
 
 def test_the_familiar_api_and_the_proto_types_share_no_name(assemblies: Path, tmp_path: Path) -> None:

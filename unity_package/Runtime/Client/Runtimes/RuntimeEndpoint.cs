@@ -3,6 +3,15 @@ namespace CoreAI.Launcher
     /// <summary>Where a started runtime answers, and the token clients present.</summary>
     public sealed class RuntimeEndpoint
     {
+        /// <summary>Default port of the Connect (HTTP/1.1 + JSON) API, which also answers GET /healthz.</summary>
+        public const int DefaultConnectPort = 13335;
+
+        /// <summary>Default port of the gRPC API.</summary>
+        public const int DefaultGrpcPort = 13334;
+
+        /// <summary>Default port of the hosted model's OpenAI-compatible server.</summary>
+        public const int DefaultModelPort = 13333;
+
         /// <summary>Creates an endpoint.</summary>
         public RuntimeEndpoint(string host, int connectPort, int modelPort, string token, int processId)
             : this(host, connectPort, 0, modelPort, token, processId)

@@ -31,5 +31,8 @@ namespace CoreAI.Launcher
 
         /// <summary>The configured ports were taken: the runtime starts on the ports the message names (this project's own).</summary>
         PortsChosen,
+
+        /// <summary>A runtime fetched while the previous one ran took its folder's place before this start (or still waits: the message says).</summary>
+        Updated,
     }
 }

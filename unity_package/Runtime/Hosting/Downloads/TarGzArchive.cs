@@ -1,18 +1,19 @@
 using System;
 using System.Collections.Generic;
-using System.Diagnostics;
 using System.IO;
 using System.IO.Compression;
 using System.Text;
+using CoreAI.Launcher;
 
 namespace CoreAI.Downloads
 {
     /// <summary>
     /// Extracts a .tar.gz (ustar, pax and GNU long names; files, folders, symlinks) as tools/package_runtime.py writes
     /// it. GZipStream is in System.dll at both Unity API levels; no zip library is needed. Entries that would land
-    /// outside the target (absolute paths, `..`, links pointing out) are refused. Unix mode bits are restored with
-    /// chmod and symlinks made with ln (editor only: both are desktop tools), so the runtime stays executable and a
-    /// macOS bundle keeps its links (copies would break its code signature).
+    /// outside the target (absolute paths, `..`, links pointing out) are refused. On Linux and macOS each file gets the
+    /// permission bits its entry carries and each symbolic link is made as a link, through chmod(2) and symlink(2)
+    /// (P/Invoke, nothing spawned), so `coreai-runtime` and `llama-server` stay executable and a macOS bundle keeps its
+    /// links (copies would break its code signature).
     /// </summary>
     public static class TarGzArchive
     {
@@ -23,7 +24,7 @@ namespace CoreAI.Downloads
         {
             Directory.CreateDirectory(target);
             string root = Path.GetFullPath(target);
-            var executables = new List<string>();
+            var modes = new List<KeyValuePair<string, int>>();
             var links = new List<KeyValuePair<string, string>>();
             int files = 0;
             using (FileStream raw = File.OpenRead(archive))
@@ -72,7 +73,7 @@ namespace CoreAI.Downloads
                         Directory.CreateDirectory(Path.GetDirectoryName(path));
                         using (FileStream file = File.Create(path)) Copy(gz, file, size);
                         files++;
-                        if ((mode & 0x49) != 0) executables.Add(path); // any x bit (0111)
+                        if ((mode & 0x100) != 0) modes.Add(new KeyValuePair<string, int>(path, mode & 0x1FF));  // rwx bits, when readable
                     }
                     else
                     {
@@ -83,12 +84,12 @@ namespace CoreAI.Downloads
             }
             if (!IsWindows())
             {
-                foreach (KeyValuePair<string, string> link in links) Run("ln", "-sfn", link.Value, link.Key);
-                if (executables.Count > 0)
+                foreach (KeyValuePair<string, string> link in links) MakeLink(link.Value, link.Key);
+                foreach (KeyValuePair<string, int> file in modes)
                 {
-                    var args = new List<string> { "755" };
-                    args.AddRange(executables);
-                    Run("chmod", args.ToArray());
+                    if (Posix.Chmod(file.Key, file.Value) != 0)
+                        throw new DownloadException(DownloadFailure.NotUsable, "cannot set the permissions of " + Path.GetFileName(file.Key)
+                            + " while extracting the runtime (errno " + Posix.LastError + ")");
                 }
             }
             return files;
@@ -234,21 +235,12 @@ namespace CoreAI.Downloads
             return Environment.OSVersion.Platform == PlatformID.Win32NT;
         }
 
-        private static void Run(string program, params string[] args)
+        private static void MakeLink(string target, string link)
         {
-            var start = new ProcessStartInfo(program, CoreAI.Launcher.CommandLine.Join(args))
-            {
-                UseShellExecute = false,
-                RedirectStandardError = true,
-                CreateNoWindow = true,
-            };
-            using (Process process = Process.Start(start))
-            {
-                string error = process.StandardError.ReadToEnd();
-                process.WaitForExit();
-                if (process.ExitCode != 0)
-                    throw new DownloadException(DownloadFailure.NotUsable, program + " failed while extracting the runtime: " + error.Trim());
-            }
+            if (File.Exists(link) || Directory.Exists(link)) File.Delete(link);
+            if (Posix.Symlink(target, link) != 0)
+                throw new DownloadException(DownloadFailure.NotUsable, "cannot make the symbolic link " + Path.GetFileName(link)
+                    + " while extracting the runtime (errno " + Posix.LastError + ")");
         }
     }
 }

@@ -2,6 +2,7 @@ using System;
 using System.Collections.Generic;
 using System.IO;
 using System.Text;
+using CoreAI.Downloads;
 
 namespace CoreAI.Launcher
 {
@@ -9,13 +10,13 @@ namespace CoreAI.Launcher
     public sealed class RuntimeLaunchOptions
     {
         /// <summary>Default port of the Connect (HTTP/1.1 + JSON) API, which also answers GET /healthz.</summary>
-        public const int DefaultConnectPort = 13335;
+        public const int DefaultConnectPort = RuntimeEndpoint.DefaultConnectPort;
 
         /// <summary>Default port of the gRPC API.</summary>
-        public const int DefaultGrpcPort = 13334;
+        public const int DefaultGrpcPort = RuntimeEndpoint.DefaultGrpcPort;
 
         /// <summary>Default port of the hosted model's OpenAI-compatible server.</summary>
-        public const int DefaultModelPort = 13333;
+        public const int DefaultModelPort = RuntimeEndpoint.DefaultModelPort;
 
         /// <summary>
         /// The program to run: `coreai-runtime` of a Python environment, that environment's `python`
@@ -94,6 +95,18 @@ namespace CoreAI.Launcher
         public TimeSpan StopTimeout { get; set; } = TimeSpan.FromSeconds(10);
 
         /// <summary>
+        /// How long quitting the game may wait for the graceful stop (<see cref="RuntimeLauncher.StopWithin"/>) before the
+        /// runtime is killed, so the last frame is not held up.
+        /// </summary>
+        public TimeSpan QuitTimeout { get; set; } = TimeSpan.FromSeconds(3);
+
+        /// <summary>
+        /// Reuse a running runtime of this project even when it was started with other settings, instead of replacing it:
+        /// for tools that only read and must never take a play session's runtime away (the Memory Inspector).
+        /// </summary>
+        public bool ReuseAnySettings { get; set; }
+
+        /// <summary>
         /// The process the runtime lives and dies with (`serve --parent-pid`): this process (the game or the editor)
         /// unless set. The runtime stops itself and its model within about a second after it dies, however it died.
         /// Not part of the settings digest: a second editor of the same project reuses the runtime instead of
@@ -101,7 +114,7 @@ namespace CoreAI.Launcher
         /// </summary>
         public int ParentProcessId
         {
-            get { return parentProcessId > 0 ? parentProcessId : ProcessLifeline.CurrentProcessId; }
+            get { return parentProcessId > 0 ? parentProcessId : ProcessSpawner.Current.CurrentProcessId; }
             set { parentProcessId = value; }
         }
 
@@ -278,10 +291,13 @@ namespace CoreAI.Launcher
         /// A digest of what is started (never the token, nor the parent process or the ports): a recorded runtime is
         /// reused only when it matches, so a second editor process of the project (Multiplayer Play Mode, a clone)
         /// shares the runtime, and one started on ports chosen because the configured ones were taken is found again.
+        /// The runtime's version is part of it (<see cref="RuntimeInstall.VersionOf"/>): a fetched or rebuilt runtime
+        /// replaces the running one at the next start.
         /// </summary>
         public string Fingerprint()
         {
             StringBuilder text = new StringBuilder(RuntimePath);
+            text.Append("\nversion ").Append(RuntimeInstall.VersionOf(ExecutableResolver.Resolve(RuntimePath)));
             IList<string> args = BuildArguments();
             for (int i = 0; i < args.Count; i++)
             {

@@ -23,11 +23,34 @@ namespace CoreAI.Launcher
         [Preserve, JsonProperty("startedAtUtc")] public DateTime StartedAtUtc;
         // True from the spawn until the runtime first answered health: a launcher that finds it waits for it.
         [Preserve, JsonProperty("starting")] public bool Starting;
+        // The process that spawned it: when that is this process (a launcher before a domain reload), the runtime is
+        // our child, and the next launcher reaps it once it ends instead of leaving a zombie.
+        [Preserve, JsonProperty("spawnedBy")] public int SpawnedBy;
+        // The executable it runs: "Fetch Runtime" never swaps the folder of a runtime that still runs from it.
+        [Preserve, JsonProperty("runtimePath")] public string RuntimePath;
+
+        /// <summary>The recorded runtime's Connect URL.</summary>
+        [JsonIgnore]
+        public string BaseUrl
+        {
+            get { return "http://" + Host + ":" + ConnectPort; }
+        }
     }
 
     /// <summary>Reads and writes the launcher's state file (atomically; an unreadable file counts as none).</summary>
     internal static class RuntimeStateFile
     {
+        /// <summary>
+        /// True while the recorded runtime runs. One this process spawned (before a domain reload, say) is reaped on the
+        /// way once it ended, so it never lingers as a zombie; no other process's child is ever reaped.
+        /// </summary>
+        public static bool IsAlive(RuntimeState state)
+        {
+            ProcessSpawner spawner = ProcessSpawner.Current;
+            if (state.SpawnedBy != 0 && state.SpawnedBy == spawner.CurrentProcessId) spawner.Reap(state.ProcessId);
+            return spawner.IsAlive(state.ProcessId);
+        }
+
         /// <summary>The state, or null when there is no readable state file.</summary>
         public static RuntimeState Read(string path)
         {

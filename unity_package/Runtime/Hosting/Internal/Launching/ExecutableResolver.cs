@@ -55,14 +55,4 @@ namespace CoreAI.Launcher
             return null;
         }
     }
-
-    /// <summary>The operating system the launcher runs on.</summary>
-    internal static class Platform
-    {
-        /// <summary>True on Windows.</summary>
-        public static bool IsWindows
-        {
-            get { return Environment.OSVersion.Platform == PlatformID.Win32NT; }
-        }
-    }
 }
