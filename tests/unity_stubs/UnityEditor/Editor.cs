@@ -58,10 +58,75 @@ namespace UnityEditor
         /// <summary>Raised on every Play Mode transition (on the main thread).</summary>
         public static event Action<PlayModeStateChange> playModeStateChanged;
 
+        /// <summary>A callback of the editor's loop.</summary>
+        public delegate void CallbackFunction();
+
+        /// <summary>Called on every editor tick (about 100 times a second, also without a window open; stub: StubEditorLoop.Tick).</summary>
+        public static CallbackFunction update;
+
+        /// <summary>Raised when the editor is about to quit.</summary>
+        public static event Action quitting;
+
         internal static void RaisePlayModeStateChanged(PlayModeStateChange change)
         {
             Action<PlayModeStateChange> handler = playModeStateChanged;
             if (handler != null) handler(change);
+        }
+
+        internal static void RaiseUpdate()
+        {
+            CallbackFunction handler = update;
+            if (handler != null) handler();
+        }
+
+        internal static void RaiseQuitting()
+        {
+            Action handler = quitting;
+            if (handler != null) handler();
+        }
+    }
+
+    /// <summary>Stub only: the editor's loop ticking, and quitting. Not part of Unity's API.</summary>
+    public static class StubEditorLoop
+    {
+        /// <summary>One editor tick: EditorApplication.update (on the main thread).</summary>
+        public static void Tick()
+        {
+            StubEngine.ThrowIfNotMainThread("Tick");
+            EditorApplication.RaiseUpdate();
+        }
+
+        /// <summary>The editor quitting: EditorApplication.quitting.</summary>
+        public static void Quit()
+        {
+            StubEngine.ThrowIfNotMainThread("Quit");
+            EditorApplication.RaiseQuitting();
+        }
+    }
+
+    /// <summary>Values kept for the editor session: they survive domain reloads (entering Play, a script edit), not a restart.</summary>
+    public static class SessionState
+    {
+        /// <summary>The string stored under `key`, or `defaultValue`.</summary>
+        public static string GetString(string key, string defaultValue)
+        {
+            StubEngine.ThrowIfNotMainThread("SessionState.GetString");
+            string value;
+            lock (StubEditorState.Session) return StubEditorState.Session.TryGetValue(key, out value) ? value : defaultValue;
+        }
+
+        /// <summary>Stores `value` under `key`.</summary>
+        public static void SetString(string key, string value)
+        {
+            StubEngine.ThrowIfNotMainThread("SessionState.SetString");
+            lock (StubEditorState.Session) StubEditorState.Session[key] = value;
+        }
+
+        /// <summary>Removes `key`.</summary>
+        public static void EraseString(string key)
+        {
+            StubEngine.ThrowIfNotMainThread("SessionState.EraseString");
+            lock (StubEditorState.Session) StubEditorState.Session.Remove(key);
         }
     }
 
@@ -127,6 +192,9 @@ namespace UnityEditor
 
         /// <summary>Value of PlayerSettings.Android.forceInternetPermission.</summary>
         public static bool AndroidForceInternetPermission;
+
+        /// <summary>SessionState's values (engine-side: a domain reload keeps them; StubEditorState.Session.Clear() is a restart).</summary>
+        public static readonly Dictionary<string, string> Session = new Dictionary<string, string>();
     }
 
     /// <summary>Editor utility functions (stub: dialogs answer StubDialogs.Answer).</summary>
@@ -323,6 +391,17 @@ namespace UnityEditor
             StubEngine.ThrowIfNotMainThread("LoadAssetAtPath");
             UnityEngine.Object asset;
             return StubAssets.ByPath.TryGetValue(assetPath ?? "", out asset) ? asset as T : null;
+        }
+
+        /// <summary>The project-relative path of `asset`, or "" when it is no asset.</summary>
+        public static string GetAssetPath(UnityEngine.Object asset)
+        {
+            StubEngine.ThrowIfNotMainThread("GetAssetPath");
+            foreach (KeyValuePair<string, UnityEngine.Object> pair in StubAssets.ByPath)
+            {
+                if (ReferenceEquals(pair.Value, asset)) return pair.Key;
+            }
+            return "";
         }
     }
 

@@ -106,5 +106,19 @@ namespace UnityEngine
         }
     }
 
+    /// <summary>The order of a script's Awake, OnEnable and Update among others (lower first; default 0).</summary>
+    [AttributeUsage(AttributeTargets.Class)]
+    public class DefaultExecutionOrder : Attribute
+    {
+        /// <summary>Run at `order`.</summary>
+        public DefaultExecutionOrder(int order)
+        {
+            this.order = order;
+        }
+
+        /// <summary>The order.</summary>
+        public int order { get; private set; }
+    }
+
 
 }

@@ -355,9 +355,25 @@ namespace UnityEngine
             lock (Gate) return Enabled.Contains(c);
         }
 
+        /// <summary>The live components in the order Unity runs them: by DefaultExecutionOrder, then creation.</summary>
         private static List<Component> Snapshot()
         {
-            lock (Gate) return new List<Component>(Live);
+            List<Component> live;
+            lock (Gate) live = new List<Component>(Live);
+            List<KeyValuePair<int, Component>> ordered = new List<KeyValuePair<int, Component>>();
+            for (int i = 0; i < live.Count; i++) ordered.Add(new KeyValuePair<int, Component>(i, live[i]));
+            ordered.Sort((a, b) =>
+            {
+                int byOrder = ExecutionOrder(a.Value).CompareTo(ExecutionOrder(b.Value));
+                return byOrder != 0 ? byOrder : a.Key.CompareTo(b.Key);
+            });
+            return ordered.ConvertAll(pair => pair.Value);
+        }
+
+        private static int ExecutionOrder(Component component)
+        {
+            object[] found = component.GetType().GetCustomAttributes(typeof(DefaultExecutionOrder), true);
+            return found.Length == 0 ? 0 : ((DefaultExecutionOrder)found[0]).order;
         }
 
         private static MethodInfo FindMessage(Type type, string method)

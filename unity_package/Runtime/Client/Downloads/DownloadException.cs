@@ -17,7 +17,7 @@ namespace CoreAI.Downloads
         /// <summary>True when the partial file was kept and downloading again resumes it.</summary>
         public bool Resumable
         {
-            get { return Kind == DownloadFailure.Interrupted || Kind == DownloadFailure.Cancelled; }
+            get { return Kind == DownloadFailure.Interrupted || Kind == DownloadFailure.Paused; }
         }
     }
 }

@@ -29,7 +29,10 @@ namespace CoreAI.Downloads
         /// <summary>Another download of the same file is running.</summary>
         Busy,
 
-        /// <summary>Cancelled; the partial file was kept.</summary>
+        /// <summary>Cancelled: nothing of it was kept (no partial file, no lock file).</summary>
         Cancelled,
+
+        /// <summary>Stopped for now (quitting, a script reload): the partial file was kept and the next download resumes it.</summary>
+        Paused,
     }
 }

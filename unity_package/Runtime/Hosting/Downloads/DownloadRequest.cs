@@ -30,5 +30,11 @@ namespace CoreAI.Downloads
 
         /// <summary>The name progress reports carry (default: the destination's file name).</summary>
         public string Label { get; set; }
+
+        /// <summary>
+        /// Stops the download but keeps what arrived (DownloadFailure.Paused): for quitting or a script reload, after
+        /// which the next download resumes. The download's own CancellationToken cancels it and deletes the partial file.
+        /// </summary>
+        public CancellationToken Pause { get; set; }
     }
 }

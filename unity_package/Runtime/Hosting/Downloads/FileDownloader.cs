@@ -11,11 +11,13 @@ namespace CoreAI.Downloads
 {
     /// <summary>
     /// One resumable, verified download into a file, the same rules as the runtime's `coreai-runtime models pull`:
-    /// the bytes go to `&lt;name&gt;.partial` first; an interrupted download keeps it and the next call asks for the
-    /// rest (an HTTP range); a server that ignores ranges sends the whole file again. Only a complete file whose size
-    /// and sha256 match (and that Validate accepts) replaces Destination, so Destination is never half-written. A wrong
-    /// checksum, a truncated body or a file that fails validation deletes the partial file. Progress is reported from the
-    /// downloading thread, at most every 100 ms (wrap it to reach Unity's main thread).
+    /// the bytes go to `&lt;name&gt;.partial` first; an interrupted or paused download keeps it and the next call asks for
+    /// the rest (an HTTP range); a server that ignores ranges sends the whole file again. Only a complete file whose size
+    /// and sha256 match (and that Validate accepts) replaces Destination, so Destination is never half-written. A
+    /// cancelled download, a wrong checksum, a truncated body or a file that fails validation deletes the partial file.
+    /// The `.lock` file that keeps two downloads of one file apart is deleted when the download ends, however it ends
+    /// (FileOptions.DeleteOnClose). Progress is reported from the downloading thread, at most every 100 ms (wrap it to
+    /// reach Unity's main thread).
     /// </summary>
     public static class FileDownloader
     {
@@ -44,10 +46,18 @@ namespace CoreAI.Downloads
             string label = string.IsNullOrEmpty(request.Label) ? Path.GetFileName(destination) : request.Label;
             using (FileStream held = Lock(partial + ".lock", label))
             {
-                string digest = Fetch(request, partial, label, progress, cancellation);
-                Verify(request, partial, digest);
-                MoveIntoPlace(partial, destination);
-                return digest;
+                try
+                {
+                    string digest = Fetch(request, partial, label, progress, cancellation);
+                    Verify(request, partial, digest);
+                    MoveIntoPlace(partial, destination);
+                    return digest;
+                }
+                catch (DownloadException e) when (e.Kind == DownloadFailure.Cancelled)
+                {
+                    DeletePartial(partial);
+                    throw;
+                }
             }
         }
 
@@ -73,7 +83,7 @@ namespace CoreAI.Downloads
         {
             try
             {
-                return new FileStream(path, FileMode.OpenOrCreate, FileAccess.ReadWrite, FileShare.None);
+                return new FileStream(path, FileMode.OpenOrCreate, FileAccess.ReadWrite, FileShare.None, 1, FileOptions.DeleteOnClose);
             }
             catch (IOException)
             {
@@ -87,7 +97,7 @@ namespace CoreAI.Downloads
             if (request.Size >= 0 && offset > request.Size) offset = Restart(partial);
             for (int attempt = 0; attempt < 2; attempt++) // a second pass only after the server refused or ignored the range
             {
-                cancellation.ThrowIfCancellationRequested();
+                if (cancellation.IsCancellationRequested || request.Pause.IsCancellationRequested) throw Stopped(request, label, cancellation);
                 HttpWebRequest web = (HttpWebRequest)WebRequest.Create(request.Url);
                 web.Method = "GET";
                 web.AllowAutoRedirect = true;
@@ -97,6 +107,7 @@ namespace CoreAI.Downloads
                 if (offset > 0) web.AddRange(offset);
                 HttpWebResponse response;
                 using (cancellation.Register(web.Abort))
+                using (request.Pause.Register(web.Abort))
                 {
                     try
                     {
@@ -104,7 +115,7 @@ namespace CoreAI.Downloads
                     }
                     catch (WebException e)
                     {
-                        if (cancellation.IsCancellationRequested) throw Cancelled(label);
+                        if (cancellation.IsCancellationRequested || request.Pause.IsCancellationRequested) throw Stopped(request, label, cancellation);
                         HttpWebResponse failed = e.Response as HttpWebResponse;
                         if (failed == null) throw Interrupted(partial, request.Url, "the server could not be reached (" + e.Status + ")");
                         int status = (int)failed.StatusCode;
@@ -132,16 +143,17 @@ namespace CoreAI.Downloads
                             throw new DownloadException(DownloadFailure.Truncated, PublicUrl(request.Url) + " is " + total + " bytes, but " + request.Size
                                 + " were expected: not the file this entry names; nothing was kept");
                         }
-                        return Append(response, partial, offset, request.Size >= 0 ? request.Size : total, label, request.Url, progress, cancellation);
+                        return Append(response, partial, offset, request.Size >= 0 ? request.Size : total, label, request, progress, cancellation);
                     }
                 }
             }
             throw new DownloadException(DownloadFailure.HttpError, PublicUrl(request.Url) + " answered no usable range twice; try again later");
         }
 
-        private static string Append(HttpWebResponse response, string partial, long offset, long total, string label, string url,
+        private static string Append(HttpWebResponse response, string partial, long offset, long total, string label, DownloadRequest request,
             IProgress<DownloadProgress> progress, CancellationToken cancellation)
         {
+            string url = request.Url;
             using (SHA256 sha = SHA256.Create())
             {
                 byte[] buffer = new byte[BufferSize];
@@ -173,18 +185,23 @@ namespace CoreAI.Downloads
                                 sinceReport.Start();
                                 Report(progress, label, received, total, offset);
                             }
-                            if (cancellation.IsCancellationRequested) throw Cancelled(label);
+                            if (cancellation.IsCancellationRequested || request.Pause.IsCancellationRequested)
+                            {
+                                file.Flush(true);
+                                throw Stopped(request, label, cancellation);
+                            }
                         }
                     }
                     catch (IOException e)
                     {
                         file.Flush(true);
-                        throw Interrupted(partial, url, cancellation.IsCancellationRequested ? "cancelled" : "the connection failed (" + e.GetType().Name + ")");
+                        if (cancellation.IsCancellationRequested || request.Pause.IsCancellationRequested) throw Stopped(request, label, cancellation);
+                        throw Interrupted(partial, url, "the connection failed (" + e.GetType().Name + ")");
                     }
                     catch (WebException e)
                     {
-                        if (cancellation.IsCancellationRequested) throw Cancelled(label);
                         file.Flush(true);
+                        if (cancellation.IsCancellationRequested || request.Pause.IsCancellationRequested) throw Stopped(request, label, cancellation);
                         throw Interrupted(partial, url, "the server stopped sending (" + e.Status + ")");
                     }
                     file.Flush(true);
@@ -278,9 +295,24 @@ namespace CoreAI.Downloads
                 + " bytes; download again to resume where it stopped");
         }
 
-        private static DownloadException Cancelled(string label)
+        /// <summary>Cancelled (the caller's token: the partial file goes) or paused (Pause: it stays for the next download).</summary>
+        private static DownloadException Stopped(DownloadRequest request, string label, CancellationToken cancellation)
         {
-            return new DownloadException(DownloadFailure.Cancelled, "the download of " + label + " was cancelled; it resumes where it stopped next time");
+            if (!cancellation.IsCancellationRequested && request.Pause.IsCancellationRequested)
+                return new DownloadException(DownloadFailure.Paused, "the download of " + label + " was paused; it resumes where it stopped next time");
+            return new DownloadException(DownloadFailure.Cancelled, "the download of " + label + " was cancelled; nothing of it was kept");
+        }
+
+        private static void DeletePartial(string partial)
+        {
+            try
+            {
+                if (File.Exists(partial)) File.Delete(partial);
+            }
+            catch (Exception e) when (e is IOException || e is UnauthorizedAccessException)
+            {
+                // Still held (Windows): the next download overwrites or resumes it.
+            }
         }
 
         private static void Report(IProgress<DownloadProgress> progress, string label, long received, long total, long offset)

@@ -86,8 +86,38 @@ namespace CoreAI.Downloads
         public Task<string> PullAsync(string name, string url, string sha256, long size, string source, IProgress<DownloadProgress> progress,
             CancellationToken cancellation)
         {
+            return PullAsync(name, url, sha256, size, source, progress, cancellation, CancellationToken.None);
+        }
+
+        /// <summary>
+        /// PullAsync that `pause` can stop while keeping what arrived (DownloadFailure.Paused; the next pull resumes it),
+        /// where `cancellation` stops it and deletes the partial file (DownloadFailure.Cancelled).
+        /// </summary>
+        public Task<string> PullAsync(string name, string url, string sha256, long size, string source, IProgress<DownloadProgress> progress,
+            CancellationToken cancellation, CancellationToken pause)
+        {
             string checkedName = CheckName(name);
-            return Task.Run(() => Pull(checkedName, url, sha256, size, source, progress, cancellation), cancellation);
+            return Task.Run(() => Pull(checkedName, url, sha256, size, source, progress, cancellation, pause));
+        }
+
+        /// <summary>The partial download of `name` (what a paused or interrupted pull kept), pulled or not.</summary>
+        public string PartialPathOf(string name)
+        {
+            return Path.Combine(Path.Combine(Folder, ".partial"), CheckName(name) + ".gguf.partial");
+        }
+
+        /// <summary>Deletes what a paused or interrupted pull of `name` kept (a pull given up for good leaves nothing).</summary>
+        public void DiscardPartial(string name)
+        {
+            string partial = PartialPathOf(name);
+            try
+            {
+                if (File.Exists(partial)) File.Delete(partial);
+            }
+            catch (Exception e) when (e is IOException || e is UnauthorizedAccessException)
+            {
+                // Held by a download still stopping: that download deletes it when it was cancelled.
+            }
         }
 
         /// <summary>Deletes the model `name` (file, manifest, partial download); false when there was nothing.</summary>
@@ -96,7 +126,7 @@ namespace CoreAI.Downloads
             string checkedName = CheckName(name);
             bool removed = false;
             foreach (string path in new[] { Path.Combine(Folder, checkedName + ".json"), PathOf(checkedName),
-                         Path.Combine(Path.Combine(Folder, ".partial"), checkedName + ".gguf.partial") })
+                         PartialPathOf(checkedName) })
             {
                 if (!File.Exists(path)) continue;
                 File.Delete(path);
@@ -115,7 +145,7 @@ namespace CoreAI.Downloads
         }
 
         private string Pull(string name, string url, string sha256, long size, string source, IProgress<DownloadProgress> progress,
-            CancellationToken cancellation)
+            CancellationToken cancellation, CancellationToken pause)
         {
             string model = PathOf(name);
             string manifest = Path.Combine(Folder, name + ".json");
@@ -130,6 +160,7 @@ namespace CoreAI.Downloads
                 Size = size,
                 Validate = GgufFile.Check,
                 Label = name,
+                Pause = pause,
             };
             string digest = FileDownloader.Download(request, progress, cancellation);
             JObject data = new JObject

@@ -11,11 +11,16 @@ namespace CoreAI.Downloads
     /// <summary>
     /// The frozen runtime as the release workflow publishes it for a tag (.github/workflows/release.yml,
     /// tools/package_runtime.py): `coreai-runtime-&lt;os&gt;-&lt;arch&gt;.tar.gz` holding the `coreai-runtime/` folder, and
-    /// `….tar.gz.sha256` beside it. Fetch downloads the archive with the models' downloader (resume, checksum), extracts it
-    /// next to the target and swaps it in, so the target folder is the old runtime or the whole new one, never a mix.
+    /// `….tar.gz.sha256` beside it, for linux-x64, windows-x64, macos-arm64 and macos-x64. Fetch downloads the archive
+    /// with the models' downloader (resume, checksum), extracts it next to the target (file modes from the archive, so
+    /// `coreai-runtime` and `llama-server` are executable), records its version, and installs it through
+    /// <see cref="RuntimeInstall"/>: swapped in at once when no runtime runs from the target folder, else beside it for
+    /// the next start. The target folder is the old runtime or the whole new one, never a mix.
     /// </summary>
     public static class RuntimeArchive
     {
+        /// <summary>The archives a release publishes, as `os-arch`.</summary>
+        public static readonly string[] Released = { "linux-x64", "windows-x64", "macos-arm64", "macos-x64" };
         /// <summary>The folder inside the archive (dropped on extraction).</summary>
         public const string TopFolder = "coreai-runtime";
 
@@ -27,18 +32,44 @@ namespace CoreAI.Downloads
             return "coreai-runtime-" + os + "-" + arch + ".tar.gz";
         }
 
-        /// <summary>This process's CPU as the archives name it: x64 or arm64 (null for others, e.g. 32-bit).</summary>
-        public static string HostArch()
+        /// <summary>
+        /// The archive for this machine's OS and real CPU (x64 or arm64; null when no archive fits). On macOS an x64
+        /// editor under Rosetta 2 reports x64, yet the machine is Apple Silicon (sysctl.proc_translated = 1): it gets the
+        /// arm64 runtime, which macOS runs natively (and with Metal) whatever the editor is.
+        /// </summary>
+        public static string HostArch(string os)
         {
-            switch (RuntimeInformation.OSArchitecture)
+            string osArch = RuntimeInformation.OSArchitecture == Architecture.Arm64 ? "arm64"
+                : RuntimeInformation.OSArchitecture == Architecture.X64 ? "x64" : null;
+            return PickArch(os, osArch, os == "macos" && MacIsTranslated());
+        }
+
+        /// <summary>
+        /// The archive's CPU for `os` on a machine whose OS reports `osArch` (x64, arm64, or null), `translated` when the
+        /// process runs under Rosetta 2. Windows on ARM runs the x64 runtime (emulated; no arm64 archive is released).
+        /// Null when no released archive fits (e.g. Linux on arm64, a 32-bit OS).
+        /// </summary>
+        public static string PickArch(string os, string osArch, bool translated)
+        {
+            string arch = translated ? "arm64" : osArch;
+            if (os == "windows" && arch == "arm64") arch = "x64";
+            return arch != null && Array.IndexOf(Released, os + "-" + arch) >= 0 ? arch : null;
+        }
+
+        private static bool MacIsTranslated()
+        {
+#if !UNITY_5_3_OR_NEWER || UNITY_EDITOR_OSX || (UNITY_STANDALONE_OSX && !UNITY_EDITOR)
+            try
             {
-                case Architecture.X64:
-                    return "x64";
-                case Architecture.Arm64:
-                    return "arm64";
-                default:
-                    return null;
+                return CoreAI.Launcher.Platform.IsMac && CoreAI.Launcher.MacLibc.IsTranslated();
             }
+            catch (Exception e) when (e is DllNotFoundException || e is EntryPointNotFoundException)
+            {
+                return false;
+            }
+#else
+            return false;
+#endif
         }
 
         /// <summary>
@@ -57,17 +88,19 @@ namespace CoreAI.Downloads
         }
 
         /// <summary>
-        /// Downloads `ArchiveName(os, arch)` from `releaseBaseUrl`, checks it against the published `.sha256`, and replaces
-        /// `targetFolder` with its `coreai-runtime/` folder. The result is the runtime executable's path. Throws DownloadException.
+        /// Downloads `ArchiveName(os, arch)` from `releaseBaseUrl`, checks it against the published `.sha256`, and installs
+        /// its `coreai-runtime/` folder as `targetFolder`: now, or, when `inUse` says a runtime runs from there, beside it
+        /// for the next start. Throws DownloadException. `pause` stops it keeping the download for the next fetch.
         /// </summary>
-        public static Task<string> FetchAsync(string releaseBaseUrl, string os, string arch, string targetFolder,
-            IProgress<DownloadProgress> progress, CancellationToken cancellation)
+        public static Task<FetchedRuntime> FetchAsync(string releaseBaseUrl, string os, string arch, string targetFolder,
+            IProgress<DownloadProgress> progress, CancellationToken cancellation, Func<string, bool> inUse = null,
+            CancellationToken pause = default(CancellationToken))
         {
-            return Task.Run(() => Fetch(releaseBaseUrl, os, arch, targetFolder, progress, cancellation), cancellation);
+            return Task.Run(() => Fetch(releaseBaseUrl, os, arch, targetFolder, progress, cancellation, inUse, pause));
         }
 
-        private static string Fetch(string releaseBaseUrl, string os, string arch, string targetFolder, IProgress<DownloadProgress> progress,
-            CancellationToken cancellation)
+        private static FetchedRuntime Fetch(string releaseBaseUrl, string os, string arch, string targetFolder,
+            IProgress<DownloadProgress> progress, CancellationToken cancellation, Func<string, bool> inUse, CancellationToken pause)
         {
             string name = ArchiveName(os, arch);
             string baseUrl = (releaseBaseUrl ?? "").TrimEnd('/');
@@ -83,6 +116,7 @@ namespace CoreAI.Downloads
                 Sha256 = sha256,
                 Label = name,
                 Validate = CheckGzip,
+                Pause = pause,
             }, progress, cancellation);
 
             string staging = Path.Combine(parent, "." + Path.GetFileName(target) + ".extracting");
@@ -93,9 +127,11 @@ namespace CoreAI.Downloads
                 string exe = os == "windows" ? "coreai-runtime.exe" : "coreai-runtime";
                 if (!File.Exists(Path.Combine(staging, exe)))
                     throw new DownloadException(DownloadFailure.NotUsable, name + " has no " + TopFolder + "/" + exe + ": not a runtime archive");
-                Swap(staging, target);
+                string version = TagOf(baseUrl) + " " + name + " sha256:" + sha256;
+                File.WriteAllText(Path.Combine(staging, RuntimeInstall.VersionFileName), version + "\n");
+                bool now = RuntimeInstall.Install(staging, target, inUse != null && inUse(target));
                 File.Delete(archive);
-                return Path.Combine(target, exe);
+                return new FetchedRuntime(Path.Combine(target, exe), version, !now);
             }
             finally
             {
@@ -144,13 +180,25 @@ namespace CoreAI.Downloads
             }
         }
 
-        private static void Swap(string staging, string target)
+        /// <summary>Deletes what a paused or interrupted fetch of the `os`/`arch` archive for `targetFolder` kept.</summary>
+        public static void DiscardDownload(string targetFolder, string os, string arch)
         {
-            string old = target + ".old";
-            if (Directory.Exists(old)) Directory.Delete(old, true);
-            if (Directory.Exists(target)) Directory.Move(target, old);
-            Directory.Move(staging, target);
-            if (Directory.Exists(old)) Directory.Delete(old, true);
+            string partial = Path.Combine(Path.Combine(Path.GetDirectoryName(Path.GetFullPath(targetFolder)), ".downloads"),
+                ArchiveName(os, arch) + ".partial");
+            try
+            {
+                if (File.Exists(partial)) File.Delete(partial);
+            }
+            catch (Exception e) when (e is IOException || e is UnauthorizedAccessException)
+            {
+                // Still held by a fetch that is stopping: the cancelled fetch deletes it itself.
+            }
+        }
+
+        private static string TagOf(string baseUrl)
+        {
+            int slash = baseUrl.LastIndexOf('/');
+            return Uri.UnescapeDataString(slash >= 0 ? baseUrl.Substring(slash + 1) : baseUrl);
         }
     }
 }

@@ -79,6 +79,7 @@ namespace CoreAI.Launcher
             IDictionary<string, object> serveConfig)
         {
             string exeName = ExecutableName(platform);
+            runtimeFolder = CoreAI.Downloads.RuntimeInstall.Current(runtimeFolder);  // a fetched runtime waiting for the editor's next start
             if (string.IsNullOrEmpty(runtimeFolder) || !Directory.Exists(runtimeFolder))
                 throw new BundledRuntimeException("CoreAI: no runtime for " + buildTarget + " builds: the folder '" + runtimeFolder
                     + "' is missing. Build it on " + platform + " with `python tools/build_runtime.py` and copy dist/coreai-runtime/ there "
@@ -93,6 +94,11 @@ namespace CoreAI.Launcher
             string target = Path.Combine(root, RuntimeFolderName);
             if (Directory.Exists(target)) Directory.Delete(target, true); // a previous build's runtime, maybe another version
             int count = CopyFolder(runtimeFolder, target);
+            // The player runs these: with their executable bit, also when the project's copy lost it (built on Windows,
+            // checked out of Perforce). Set here where the build machine can (Linux, macOS); the launcher does it again.
+            if (platform != "windows" && ExecutableBits.RestoreFolder(target, exeName) != null)
+                throw new BundledRuntimeException("CoreAI: the runtime copied into the build is not executable and could not be made so "
+                    + "(chmod failed, errno " + Posix.LastError + ")");
             string copiedModel = null;
             if (!string.IsNullOrEmpty(modelFile))
             {
