@@ -224,3 +224,26 @@ def test_the_linker_callback_hands_over_the_packages_link_xml(assemblies, tmp_pa
         os.chdir(before)
     assert path.is_absolute() and path.read_text() == (PACKAGE / "Runtime" / "Client" / "link.xml").read_text()
     assert "CoreAI.V1.*" in path.read_text()
+
+
+# What Unity defines for players that cannot start processes; CoreAI.Hosting is not compiled there (its asmdef's platforms).
+NO_HOSTING = {
+    "iOS": ["UNITY_5_3_OR_NEWER", "UNITY_IOS"],
+    "Android": ["UNITY_5_3_OR_NEWER", "UNITY_ANDROID"],
+    "WebGL": ["UNITY_5_3_OR_NEWER", "UNITY_WEBGL"],
+    "PS5": ["UNITY_5_3_OR_NEWER", "UNITY_PS5"],
+}
+
+
+@pytest.mark.parametrize("platform", sorted(NO_HOSTING))
+def test_the_unity_layer_and_the_sample_compile_without_hosting(platform: str, tmp_path: Path) -> None:
+    # Users who connect to a remote runtime compile no launcher: the Unity layer leaves out what needs CoreAI.Hosting
+    # (its asmdef reference is dropped on these platforms), and the game code (the sample) still compiles against it.
+    defines = NO_HOSTING[platform]
+    client = compile_assembly(CLIENT, sorted((PACKAGE / "Runtime" / "Client").rglob("*.cs")), tmp_path, defines=defines)
+    stubs = build_stubs()
+    unity = compile_assembly(UNITY, sorted((PACKAGE / "Runtime" / "Unity").rglob("*.cs")), tmp_path, [client, stubs[0]],
+                             defines=defines)
+    sample = compile_assembly("CoreAI.Samples.BlacksmithNpc", sorted((PACKAGE / "Samples~" / "BlacksmithNpc").rglob("*.cs")),
+                              tmp_path, [client, stubs[0], unity], defines=defines)
+    assert sample.exists()

@@ -50,7 +50,7 @@ namespace CoreAI.EditorTools
             if (panel != null) return panel;
             CoreAIRuntimeSettings settings = ProjectSettingsAsset.Find();
             if (settings == null) return null;
-            string root = Directory.GetParent(Application.dataPath) == null ? "" : Directory.GetParent(Application.dataPath).FullName;
+            string root = ProjectPaths.Root();
             panel = new ModelsPanel(settings, root);
             OnChanged();
             return panel;

@@ -19,11 +19,11 @@ namespace CoreAI.Ai
         private readonly CoreAIRuntimeClient _runtime;
         private readonly IAgentMemoryScopeProvider _scopes;
 
-        /// <summary>An orchestrator over a runtime; scopeProvider supplies the scope of requests without one.</summary>
+        /// <summary>An orchestrator over a runtime; scopeProvider supplies the scope of requests without one (null: the client's default scope, GameHost.DefaultScope, else empty).</summary>
         public AiOrchestrator(CoreAIRuntimeClient runtime, IAgentMemoryScopeProvider scopeProvider = null)
         {
             _runtime = runtime ?? throw new ArgumentNullException("runtime");
-            _scopes = scopeProvider ?? new FixedAgentMemoryScopeProvider(AgentMemoryScope.Empty);
+            _scopes = scopeProvider ?? _runtime.DefaultScopeProvider();
         }
 
         /// <summary>How long a turn may take when the request sets no Timeout (sent to the runtime as the turn's timeout).</summary>

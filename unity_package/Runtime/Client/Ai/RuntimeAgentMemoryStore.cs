@@ -27,11 +27,11 @@ namespace CoreAI.Ai
         private readonly string _actor;
         private CallOptions _callOptions;  // null: the client's default timeout (the async twins)
 
-        /// <summary>A store over a runtime; scopeProvider null is the empty scope; actor null is no named actor.</summary>
+        /// <summary>A store over a runtime; scopeProvider null is the client's default scope (GameHost.DefaultScope, else empty); actor null is no named actor.</summary>
         public RuntimeAgentMemoryStore(CoreAIRuntimeClient runtime, IAgentMemoryScopeProvider scopeProvider = null, string actor = null)
         {
             _runtime = runtime ?? throw new ArgumentNullException("runtime");
-            _scopes = scopeProvider ?? new FixedAgentMemoryScopeProvider(AgentMemoryScope.Empty);
+            _scopes = scopeProvider ?? _runtime.DefaultScopeProvider();
             _actor = actor;
         }
 

@@ -5,7 +5,8 @@ namespace CoreAI.Launcher
     /// <summary>Which Unity platforms can start the runtime as a process, and what to tell a game on the others.</summary>
     public static class RuntimePlatforms
     {
-        // Desktop editors, players and dedicated servers: Process.Start exists and a frozen runtime can be bundled.
+        // Desktop editors, players and dedicated servers: the OS spawns processes (posix_spawn, CreateProcessW) and a frozen
+        // runtime can be bundled.
         private static readonly string[] Launching =
         {
             "WindowsEditor", "WindowsPlayer", "WindowsServer",

@@ -56,13 +56,20 @@ namespace CoreAI.Runtime
         /// <summary>Cancelled when the client is disposed or its game stops: turns, their callbacks and game tools end with it.</summary>
         public CancellationToken Lifetime => _transport.Lifetime;
 
-        /// <summary>An orchestrator over this runtime.</summary>
+        /// <summary>The provider of callers that pass none: the GameHost's default scope, else the empty scope.</summary>
+        internal IAgentMemoryScopeProvider DefaultScopeProvider()
+        {
+            AgentMemoryScope scope = GameHost != null ? GameHost.DefaultScope : null;
+            return new FixedAgentMemoryScopeProvider(scope ?? AgentMemoryScope.Empty);
+        }
+
+        /// <summary>An orchestrator over this runtime (scopeProvider null: the GameHost's default scope, else the empty one).</summary>
         public AiOrchestrator CreateOrchestrator(IAgentMemoryScopeProvider scopeProvider = null)
         {
             return new AiOrchestrator(this, scopeProvider);
         }
 
-        /// <summary>A memory store backed by this runtime.</summary>
+        /// <summary>A memory store backed by this runtime (scopeProvider null: as CreateOrchestrator).</summary>
         public RuntimeAgentMemoryStore CreateMemoryStore(IAgentMemoryScopeProvider scopeProvider = null, string actor = null)
         {
             return new RuntimeAgentMemoryStore(this, scopeProvider, actor);

@@ -25,5 +25,12 @@ namespace CoreAI.Runtime
         /// (the model sees a failed result). Unity: Application.isPlaying, so no handler runs in Edit Mode. Null: always.
         /// </summary>
         public Func<bool> CanRunGameCode { get; set; }
+
+        /// <summary>
+        /// The scope of orchestrators and memory stores made without a scope provider (null: the empty scope). The Unity
+        /// layer gives each Unity 6 Multiplayer Play Mode virtual player its own, so players sharing one runtime do not
+        /// share NPC memory; a provider passed in always wins.
+        /// </summary>
+        public Ai.AgentMemoryScope DefaultScope { get; set; }
     }
 }

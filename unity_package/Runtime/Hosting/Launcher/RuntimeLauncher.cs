@@ -134,6 +134,7 @@ namespace CoreAI.Launcher
         /// </summary>
         public RuntimeEndpoint Start(CancellationToken cancel = default(CancellationToken))
         {
+            if (cancel.IsCancellationRequested) throw RuntimeStarter.Stopped();  // stopped before it began: nothing is spawned
             lock (startGate)
             {
                 CancellationToken stop;
