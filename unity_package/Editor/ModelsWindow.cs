@@ -1,4 +1,4 @@
-using System.IO;
+using System;
 using CoreAI.Downloads;
 using CoreAI.UnityIntegration;
 using UnityEditor;
@@ -16,6 +16,7 @@ namespace CoreAI.EditorTools
     public sealed class ModelsWindow : EditorWindow
     {
         private static readonly string[] Targets = { "windows-x64", "macos-arm64", "macos-x64", "linux-x64" };
+        private static readonly string[] FetchLabels = Array.ConvertAll(Targets, t => "Fetch the " + t + " runtime");
         private ModelsPanel panel;
         private int selected;
         private int shownModel = -1;
@@ -25,6 +26,7 @@ namespace CoreAI.EditorTools
         private string releaseUrl = "";
         private string releaseHint = "";
         private string progressLine = "";
+        private string refusal;  // why the last Fetch did not start, until the next one
         private DownloadProgress shownProgress;
         private bool wasBusy;
         private Vector2 scroll;
@@ -58,17 +60,16 @@ namespace CoreAI.EditorTools
 
         private void FetchForEditor()
         {
+            string os = ModelsPanel.EditorOs();
+            Fetch(os, RuntimeArchive.HostArch(os));
+        }
+
+        private void Fetch(string os, string arch)
+        {
             ModelsPanel current = Panel();
             if (current == null || current.Busy) return;
-            string os = ModelsPanel.EditorOs();
-            string arch = RuntimeArchive.HostArch(os);
-            string refusal = current.FetchRefusal(arch, releaseUrl);
-            if (refusal != null)
-            {
-                progressLine = refusal;
-                return;
-            }
-            current.FetchRuntime(os, arch, releaseUrl);
+            refusal = current.FetchRefusal(arch, releaseUrl);
+            if (refusal == null) current.FetchRuntime(os, arch, releaseUrl);
         }
 
         private void OnFocus()
@@ -129,12 +130,13 @@ namespace CoreAI.EditorTools
             GUILayout.Label(releaseHint);
             if (GUILayout.Button("Fetch the runtime for this editor")) FetchForEditor();
             buildTarget = EditorGUILayout.Popup("For a player build on", buildTarget, Targets);
-            if (buildTarget >= 0 && GUILayout.Button("Fetch the " + Targets[buildTarget] + " runtime"))
+            if (buildTarget >= 0 && GUILayout.Button(FetchLabels[buildTarget]))
             {
                 string[] target = Targets[buildTarget].Split('-');
-                current.FetchRuntime(target[0], target[1], releaseUrl);
+                Fetch(target[0], target[1]);
             }
             GUI.enabled = true;
+            if (refusal != null) EditorGUILayout.HelpBox(refusal, MessageType.Warning);
 
             if (current.Busy)
             {
