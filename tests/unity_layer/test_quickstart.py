@@ -28,7 +28,7 @@ from tests.unity_layer.conftest import free_ports
 from tests.unity_layer.dotnet import ROOT
 from tests.unity_layer.frames import pump_until
 from tools import package_runtime
-from tools.build_csharp import build_core, build_stubs, build_unity, compile_assembly
+from tools.build_csharp import build_client, build_hosting, build_stubs, build_unity, compile_assembly
 from tools.build_runtime import DEFAULT_DIST, DEFAULT_WORK, build
 from tools.package_version import git_url
 
@@ -128,7 +128,7 @@ def sample(assemblies: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     files = sorted((ROOT / "unity_package" / "Samples~" / "BlacksmithNpc").rglob("*.cs"))
     dll = compile_assembly("CoreAI.Samples.BlacksmithNpc", files, tmp_path_factory.mktemp("sample"),
-                           [build_core(), *build_stubs(), build_unity()])
+                           [build_client(), build_hosting(), *build_stubs(), build_unity()])
     clr.AddReference(str(dll))
     return dll
 
