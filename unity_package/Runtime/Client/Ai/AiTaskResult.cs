@@ -13,10 +13,15 @@ namespace CoreAI.Ai
         /// <summary>True when Status is Ok.</summary>
         public bool Succeeded => Status == AiTaskStatus.Ok;
 
+        /// <summary>True when the turn produced its reply: Ok, or a tool loop that ended (its reply is the model's
+        /// closing words, or the loop's reason when it said nothing; <see cref="Error"/> says why the loop ended).
+        /// What an NPC shows the player.</summary>
+        public bool Completed => Status == AiTaskStatus.Ok || Status == AiTaskStatus.ToolLoopEnded;
+
         /// <summary>The visible reply (think blocks stripped).</summary>
         public string Text { get; set; } = "";
 
-        /// <summary>Why the turn did not succeed.</summary>
+        /// <summary>Why the turn did not succeed (or, when Status is ToolLoopEnded, why its tool loop ended).</summary>
         public string Error { get; set; } = "";
 
         /// <summary>The trace id of the turn.</summary>
