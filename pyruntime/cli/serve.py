@@ -96,8 +96,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help=f"parallel slots of the hosted model: NPCs decoded together, each keeping its state "
                         f"(default {DEFAULT_SLOTS}; each costs --ctx tokens of KV memory)")
     p.add_argument("--prompt-cache-mb", type=int, default=None,
-                   help="host RAM for the states of NPCs that lost their slot, restored by copy when they speak "
-                        "again (0: off; default 256 for a model under 1 GB, else 2048; "
+                   help="room for the states of NPCs that lost their slot, each parked in a file of its own and "
+                        "restored when that NPC speaks again (0: off; default 256 for a model under 1 GB, else 2048; "
                         "~22 MB per 1000-token SmolLM2 conversation)")
     p.add_argument("--prompt-cache-dir", nargs="?", const=_IN_DATA_DIR, metavar="DIR",
                    help="save the slots' states there when serve stops, so NPCs' first turns after a restart start "
