@@ -12,12 +12,12 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.hosting import LlamaServerProcess, generate_model_key, hosted_model_config
-from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.model.llama_server import ENGINE_STATES_RELATIVE_PATH, LlamaServerConfig
 from pyruntime.model.scripted import Script
 from pyruntime.model.scripted_server import MODEL_ID, ScriptedModelServer
 from pyruntime.model.supervisor import ModelSupervisor
@@ -85,9 +85,6 @@ async def _stop_model(server: LlamaServerProcess) -> None:
         return
     await asyncio.to_thread(server.stop)
     log.info("model server stopped")
-
-
-ENGINE_STATES_RELATIVE_PATH = Path("CoreAI") / "runtime" / "engine-states"
 
 
 def hosted_config(settings: RuntimeSettings) -> LlamaServerConfig:

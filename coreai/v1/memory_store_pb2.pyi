@@ -292,3 +292,19 @@ class ImportSnapshotResponse(_message.Message):
     ROLES_IMPORTED_FIELD_NUMBER: _ClassVar[int]
     roles_imported: int
     def __init__(self, roles_imported: _Optional[int] = ...) -> None: ...
+
+class ForgetPlayerRequest(_message.Message):
+    __slots__ = ("tenant_id", "user_id")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    user_id: str
+    def __init__(self, tenant_id: _Optional[str] = ..., user_id: _Optional[str] = ...) -> None: ...
+
+class ForgetPlayerResponse(_message.Message):
+    __slots__ = ("saves_erased", "unattributed_saves")
+    SAVES_ERASED_FIELD_NUMBER: _ClassVar[int]
+    UNATTRIBUTED_SAVES_FIELD_NUMBER: _ClassVar[int]
+    saves_erased: int
+    unattributed_saves: int
+    def __init__(self, saves_erased: _Optional[int] = ..., unattributed_saves: _Optional[int] = ...) -> None: ...

@@ -43,7 +43,14 @@ from pyruntime.cli.models import resolve_model_flag
 from pyruntime.cli.signals import stop_on_signals
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.llm_key import LLM_API_KEY_ENV
-from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS, MAX_SLOTS, default_threads
+from pyruntime.model.llama_server import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    DEFAULT_SLOTS,
+    MAX_SLOTS,
+    PROMPT_CACHE_RELATIVE_PATH,
+    default_threads,
+)
 from pyruntime.model.scripted import Script
 from pyruntime.net.auth import TOKEN_ENV, is_loopback_host, resolve_token
 from pyruntime.observability import LOG_FORMATS, LOG_LEVELS, configure_logging
@@ -61,7 +68,6 @@ log = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-PROMPT_CACHE_RELATIVE_PATH = Path("CoreAI") / "runtime" / "prompt-cache"  # --prompt-cache-dir without a folder
 _PROMPT_CACHE_PATH = PROMPT_CACHE_RELATIVE_PATH.as_posix()
 _IN_DATA_DIR = "<data-dir>"
 

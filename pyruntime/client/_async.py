@@ -148,6 +148,13 @@ class AsyncRuntimeClient:
         response: ms.ImportSnapshotResponse = await self._store("ImportSnapshot", request)
         return response.roles_imported
 
+    async def forget_player(self, user_id: str, tenant_id: str = "") -> m.PlayerForgotten:
+        """Erase everything of one player (every save of `tenant_id` + `user_id`, and the engine's states of those
+        conversations); how many saves went, and how many saves nobody can be told the owner of."""
+        request = ms.ForgetPlayerRequest(tenant_id=tenant_id, user_id=user_id)
+        response: ms.ForgetPlayerResponse = await self._store("ForgetPlayer", request)
+        return m.PlayerForgotten(response.saves_erased, response.unattributed_saves)
+
     # -- orchestrator ----------------------------------------------------------------------------
 
     async def run_task(self, hint: str, *, role_id: str = "", scope: AgentMemoryScope | None = None,

@@ -146,6 +146,13 @@ class RuntimeClient:
         response: ms.ImportSnapshotResponse = self._store("ImportSnapshot", request)
         return response.roles_imported
 
+    def forget_player(self, user_id: str, tenant_id: str = "") -> m.PlayerForgotten:
+        """Erase everything of one player (every save of `tenant_id` + `user_id`, and the engine's states of those
+        conversations); how many saves went, and how many saves nobody can be told the owner of."""
+        request = ms.ForgetPlayerRequest(tenant_id=tenant_id, user_id=user_id)
+        response: ms.ForgetPlayerResponse = self._store("ForgetPlayer", request)
+        return m.PlayerForgotten(response.saves_erased, response.unattributed_saves)
+
     # -- orchestrator ----------------------------------------------------------------------------
 
     def run_task(self, hint: str, *, role_id: str = "", scope: AgentMemoryScope | None = None,

@@ -99,7 +99,7 @@ def _free_loopback_port() -> int:
 
 
 def _state_folder(folder: Path | None) -> Path | None:
-    """`folder` (created 0700) when it is a real folder, not a link (llama-server writes through its path); else None."""
+    """`folder` (created 0700) when it is a real folder, not a link (llama-server writes through it); else None."""
     if folder is None:
         return None
     try:

@@ -88,13 +88,19 @@ class SlotMoves:
         """Erase every state of `conversations` in the engine: the slots they used (erased and scrubbed) and their
         parked states; the anonymous slot's too (the memory writer's and the summarizer's last request may be
         theirs). Raises ModelUnavailableError when the engine did not do it."""
+        refused: ModelUnavailableError | None = None
         for conversation in [*conversations, ANONYMOUS]:
             async with self._lock(conversation):
                 slots = self.slots.forget_conversation(conversation)
                 if self.parked is not None:
                     self.parked.discard(conversation)
                 for slot in slots:
-                    await self.scrub(slot)
+                    try:
+                        await self.scrub(slot)
+                    except ModelUnavailableError as exc:  # the other slots still get theirs
+                        refused = exc
+        if refused is not None:
+            raise refused
 
     async def _park(self, slot: int, conversation: str) -> None:
         async with self._lock(conversation):

@@ -268,15 +268,23 @@ class FileAgentMemoryStore:
         return rows
 
     def clear_chat_history(self, key: str) -> None:
-        """Delete the history file and this process's unpersisted rows of key; memory stays."""
+        """Delete the history file (and the copies quarantine kept of it) and this process's unpersisted rows of key;
+        memory stays."""
         stem = self._stem(key)
         with self._keys.locked(stem) as ks:
             # Migrating first also empties a legacy conversation still held in <stem>.json.
             self._migrate_legacy(ks, stem)
             self.files.remove(self._history_file(stem))
+            self.files.remove_kept_aside(stem, HISTORY_SUFFIX)  # copies of its unreadable lines: history too
             ks.overlay = []
             ks.history = CachedHistory()
             ks.quarantined = ""
+
+    def remove_leftovers(self, key: str) -> None:
+        """After the key's data was erased for good: its lock file and identity index entry go too."""
+        stem = self._stem(key)
+        self._keys.remove_lock_file(stem)
+        self.identities.forget(key)
 
     # --- internals ----------------------------------------------------------------------------
 

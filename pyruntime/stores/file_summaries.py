@@ -83,6 +83,10 @@ class FileConversationSummaryStore:
             self.files.write(self._keys.folder / (stem + MEMORY_SUFFIX), data, SaveKind.SUMMARY, read_previous=True)
             self._session.discard(key)  # the persisted summary is the newer one
 
+    def remove_leftovers(self, key: str) -> None:
+        """After the key's summary was erased for good: its lock file goes too."""
+        self._keys.remove_lock_file(self._stem(key))
+
     def clear_summary(self, key: str) -> None:
         """Delete the summary of key (its file and a session-only one)."""
         stem = self._stem(key)

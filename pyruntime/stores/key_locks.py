@@ -133,6 +133,23 @@ class KeyedFolder:
         with self._guard:
             self._moved.add(stem)
 
+    def remove_lock_file(self, stem: str) -> None:
+        """Remove the stem's lock file (its save was erased for good): under its locks, so no write of this process
+        runs meanwhile. Named by a hash of the stem, it would still say the save existed. A process waiting for the
+        lock at that instant would take the removed file's lock (a deletion is a rare, final act)."""
+        with self.locked(stem) as ks:
+            try:
+                with confined.open_folder(self._lock_folder, self._root) as folder:
+                    entry = folder.lstat(ks.lock_path.name)
+                    if entry is not None:
+                        folder.unlink(ks.lock_path.name)
+            except FileNotFoundError:
+                pass
+        with self._guard:
+            state = self._states.get(stem)
+            if state is not None and state.users == 0:
+                del self._states[stem]
+
     @staticmethod
     def _release(ks: KeyState) -> None:
         """Give up what a holder took: the file lock if it had it, then the in-process lock."""

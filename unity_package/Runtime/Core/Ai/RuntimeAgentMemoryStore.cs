@@ -231,6 +231,22 @@ namespace CoreAI.Ai
             return new AgentMemorySnapshot(response.Snapshot ?? new V1.ScopeSnapshot());
         }
 
+        /// <summary>
+        /// "Forget this player": erases every save of the player (<paramref name="userId"/>, in <paramref name="tenantId"/>;
+        /// every session, topic, role and actor): memory, versions, chat history, transcript, summary, and everything the
+        /// runtime's turn engine and model keep of those conversations. The response says how many saves were erased, and how
+        /// many saves nobody can be told the owner of (written before the runtime indexed identities; erase those by role).
+        /// </summary>
+        public Task<V1.ForgetPlayerResponse> ForgetPlayerAsync(string userId, string tenantId = null, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            if (string.IsNullOrWhiteSpace(userId))
+            {
+                throw new ArgumentException("userId names the player to forget and must not be blank", "userId");
+            }
+            var request = new V1.ForgetPlayerRequest { UserId = userId, TenantId = tenantId ?? "" };
+            return _runtime.GuardAsync(_runtime.MemoryStore.ForgetPlayerAsync(request, _callOptions, cancellationToken));
+        }
+
         /// <summary>Replace each identity's data from a snapshot (into targetScope, or the snapshot's own); returns the roles imported.</summary>
         public async Task<int> ImportSnapshotAsync(AgentMemorySnapshot snapshot, AgentMemoryScope targetScope = null, CancellationToken cancellationToken = default(CancellationToken))
         {

@@ -475,6 +475,32 @@ namespace CoreAI.V1
         public int RolesImported { get; set; }
     }
 
+    /// <summary>proto message coreai.v1.ForgetPlayerRequest.</summary>
+    [Preserve]
+    public sealed partial class ForgetPlayerRequest
+    {
+        [Preserve]
+        [JsonProperty("tenantId", NullValueHandling = NullValueHandling.Ignore)]
+        public string TenantId { get; set; } = "";
+
+        [Preserve]
+        [JsonProperty("userId", NullValueHandling = NullValueHandling.Ignore)]
+        public string UserId { get; set; } = "";
+    }
+
+    /// <summary>proto message coreai.v1.ForgetPlayerResponse.</summary>
+    [Preserve]
+    public sealed partial class ForgetPlayerResponse
+    {
+        [Preserve]
+        [JsonProperty("savesErased", NullValueHandling = NullValueHandling.Ignore)]
+        public int SavesErased { get; set; }
+
+        [Preserve]
+        [JsonProperty("unattributedSaves", NullValueHandling = NullValueHandling.Ignore)]
+        public int UnattributedSaves { get; set; }
+    }
+
     /// <summary>Connect client of coreai.v1.MemoryStore.</summary>
     internal sealed partial class MemoryStoreClient
     {
@@ -581,6 +607,12 @@ namespace CoreAI.V1
         public Task<ImportSnapshotResponse> ImportSnapshotAsync(ImportSnapshotRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
         {
             return _transport.UnaryAsync<ImportSnapshotRequest, ImportSnapshotResponse>(ServiceName, "ImportSnapshot", request, options, cancellationToken);
+        }
+
+        /// <summary>ForgetPlayer: unary call.</summary>
+        public Task<ForgetPlayerResponse> ForgetPlayerAsync(ForgetPlayerRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return _transport.UnaryAsync<ForgetPlayerRequest, ForgetPlayerResponse>(ServiceName, "ForgetPlayer", request, options, cancellationToken);
         }
     }
 }
