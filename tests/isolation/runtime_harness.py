@@ -46,7 +46,8 @@ class DebugSlotsEngine(LlamaServerProcess):
 def start_engine(model: Path, data_dir: Path, **settings: Any) -> DebugSlotsEngine:
     """The tiny model hosted as serve hosts it for file saves under `data_dir` (engine states and restart-warm
     states in the data folder); the caller stops it."""
-    config = LlamaServerConfig(model_path=model, alias=TINY_MODEL_ALIAS, port=free_port(), n_threads=1,
+    settings.setdefault("n_threads", 1)
+    config = LlamaServerConfig(model_path=model, alias=TINY_MODEL_ALIAS, port=free_port(),
                                state_dir=data_dir / ENGINE_STATES_RELATIVE_PATH,
                                prompt_cache_dir=data_dir / PROMPT_CACHE_RELATIVE_PATH, **settings)
     engine = DebugSlotsEngine(config)
