@@ -6,10 +6,11 @@ Three parts, each on the hosted llama-server as the runtime hosts it (SmolLM2-13
   rounds: every turn must reuse only cells its own conversation made, and its first-token distribution must be a
   fresh engine's (flash attention off: exactly; `--flash-attention auto` checks the product's setting within the
   tolerance `--noise` measures). Prints the seed, what was exercised and every finding.
-- **--noise**: the numeric noise a tolerance must allow: the same prompts on a fresh engine (a new process, and a
-  slot erased before each request) against the engine reusing their own prefix at every split point and decoding
-  beside another slot, for flash attention off and auto; and the smallest effect one changed token of context
-  has on the same prompts (what a tolerance must stay below).
+- **--noise**: the numeric noise a tolerance must allow: the same prompts on a fresh engine (a slot erased before
+  each request) against the engine reusing their own prefix at every split point (`split`), decoding beside another
+  slot (`beside`), and evaluating them in one batch with three other sequences of random lengths (`batch`), for
+  flash attention off and auto; and what a tolerance must stay below: the effect of one changed character of the
+  system prompt (`token`) and of another conversation's prompt (`other`).
 - **--parking**: what the isolation costs: NPCs in rotation on fewer slots (each turn's NPC lost its slot since its
   last turn), parked per conversation as the runtime does now, against the previous setup in the same run
   (llama-server's host prompt cache, `--cache-ram`, slots changing hands with their cells): prompt tokens evaluated
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import math
 import os
 import random
 import shutil
@@ -35,6 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +71,12 @@ def run_engine(args: argparse.Namespace, model: Path) -> int:
     print(f"seed {seed}: {len(schedule.conversations)} conversations, {len(schedule.steps)} steps, "
           f"{len(schedule.probes)} compared turns, {args.slots} slots, flash attention {args.flash_attention}")
     began = time.perf_counter()
+    setup = previous_setup(args.parked_mb) if args.previous_setup else contextlib.nullcontext()
     try:
-        report = asyncio.run(engine_check.run_schedule(schedule, starter(
-            model, args.flash_attention, slots=args.slots, prompt_cache_dir=folder / "cache",
-            prompt_cache_mb=args.parked_mb)))
+        with setup:
+            report = asyncio.run(engine_check.run_schedule(schedule, starter(
+                model, args.flash_attention, slots=args.slots, prompt_cache_dir=folder / "cache",
+                prompt_cache_mb=args.parked_mb)))
         ran = time.perf_counter() - began
         fresh = asyncio.run(engine_check.fresh_distributions(schedule.probes, starter(
             model, args.flash_attention, slots=1, prompt_cache_mb=0)))
@@ -80,32 +86,51 @@ def run_engine(args: argparse.Namespace, model: Path) -> int:
     gaps = [engine_check.difference(o.top, fresh[o.turn.label]) for o in report.observations]
     print(f"run {ran:.0f} s; reused cells in {report.reused}/{len(report.observations)} turns; slot actions "
           f"{dict(sorted(report.slot_actions.items()))}; cancelled {report.cancelled}; restarts {report.restarts}")
-    print(f"largest difference from a fresh engine: {max(gaps):.3g} (tolerance {args.tolerance:g}); "
+    gaps.sort()
+    print(f"difference from a fresh engine: median {statistics.median(gaps):.3g}, "
+          f"p90 {gaps[int(len(gaps) * 0.9)]:.3g}, largest {gaps[-1]:.3g} (tolerance {args.tolerance:g}); "
           f"findings: {len(report.findings)}")
     for finding in report.findings:
         print("  " + finding)
     return 1 if report.findings else 0
 
 
-async def _noise(model: Path, flash_attention: str, prompts: int, seed: int) -> tuple[list[float], list[float]]:
-    """(noise: own-prefix reuse and batching against fresh; effect: one early token changed against the original)."""
+async def _noise(model: Path, flash_attention: str, prompts: int, seed: int) -> dict[str, list[float]]:
+    """Differences from a fresh engine's distribution: `split` (the prompt's own prefix reused at every split
+    point), `beside` (decoded beside another slot's request), `batch` (evaluated in one batch with three other
+    sequences of random lengths, as concurrent requests are); and the effects a tolerance must stay below: `token`
+    (one character of the system prompt changed), `other` (another conversation's prompt)."""
     schedule = build_schedule(seed, conversations=max(6, prompts), rounds=8, restarts=0)
     conversations = schedule.conversations[:prompts]
+    rng = random.Random(seed)
     report = engine_check.Report(seed)
-    server = await asyncio.to_thread(starter(model, flash_attention, slots=2, prompt_cache_mb=0))
+    server = await asyncio.to_thread(starter(model, flash_attention, slots=4, prompt_cache_mb=0))
     client = engine_check._client(server, engine_check._transport(server, None, report, {}))
-    noise: list[float] = []
-    effect: list[float] = []
+    found: dict[str, list[float]] = {k: [] for k in ("split", "beside", "batch", "token", "other")}
 
     async def probe(turn: Turn, conversation: str | None = None) -> dict[int, float]:
         await engine_check._probe(client, turn, conversation)
         return report.observations[-1].top
 
     async def fresh(turn: Turn) -> dict[int, float]:
-        for slot in range(2):
+        for slot in range(4):
             await client.erase_slot(slot)
         server.slots.reset()
         return await probe(turn)
+
+    async def batched(turn: Turn) -> dict[int, float]:
+        template = await client._engine_post("/apply-template", None, {"messages": list(turn.messages)})
+        assert template is not None
+        text = template.json()["prompt"]
+        others = [" ".join(rng.choice(("river", "oath", "ember", "wolf", "bread")) for _ in range(rng.randint(2, 60)))
+                  for _ in range(3)]
+        response = await client._engine_post("/completion", None, {
+            "prompt": [text, *others], "n_predict": 1, "n_probs": engine_check.TOP_K, "cache_prompt": False,
+            "temperature": 0})
+        assert response is not None
+        first = next(r for r in response.json() if r["index"] == 0)
+        return {int(t["id"]): math.exp(float(t["logprob"]))
+                for t in first["completion_probabilities"][0]["top_logprobs"]}
 
     try:
         for c in conversations:
@@ -113,27 +138,36 @@ async def _noise(model: Path, flash_attention: str, prompts: int, seed: int) -> 
             base = await fresh(turn)
             for split in range(5):
                 await fresh(Turn("p", c, tuple(c.messages(split))))
-                noise.append(engine_check.difference(await probe(turn), base))
-            other = conversations[(conversations.index(c) + 1) % len(conversations)]
+                found["split"].append(engine_check.difference(await probe(turn), base))
+            other = next(o for o in conversations[conversations.index(c) + 1:] + conversations
+                         if o.messages(5) != c.messages(5))  # not its byte-identical twin
             beside = await asyncio.gather(probe(turn, "a" * 64), probe(Turn("o", other, tuple(other.messages(5))),
                                                                        "b" * 64))
-            noise.append(engine_check.difference(beside[0], base))
+            found["beside"].append(engine_check.difference(beside[0], base))
+            for _ in range(4):
+                found["batch"].append(engine_check.difference(await batched(turn), base))
             changed = Conversation("x", "x", c.system.replace("e", "a", 1), c.lines, c.group)
-            effect.append(engine_check.difference(await fresh(Turn("x", changed, tuple(changed.messages(5)))), base))
+            found["token"].append(engine_check.difference(
+                await fresh(Turn("x", changed, tuple(changed.messages(5)))), base))
+            found["other"].append(engine_check.difference(await fresh(Turn("o", other, tuple(other.messages(5)))),
+                                                          base))
     finally:
         await client.aclose()
         await asyncio.to_thread(server.stop)
-    return noise, effect
+    return found
 
 
 def run_noise(args: argparse.Namespace, model: Path) -> int:
     seed = args.seed if args.seed is not None else 1
     for flash_attention in ("off", "auto"):
-        noise, effect = asyncio.run(_noise(model, flash_attention, args.prompts, seed))
-        noise.sort()
-        print(f"flash attention {flash_attention}: noise over {len(noise)} comparisons: max {noise[-1]:.3g}, "
-              f"p99 {noise[int(len(noise) * 0.99)]:.3g}, median {statistics.median(noise):.3g}; one changed token "
-              f"of context over {len(effect)} prompts: min {min(effect):.3g}, median {statistics.median(effect):.3g}")
+        found = asyncio.run(_noise(model, flash_attention, args.prompts, seed))
+        parts = []
+        for what, values in found.items():
+            values.sort()
+            kind = "min" if what in ("token", "other") else "max"
+            parts.append(f"{what} {kind} {(values[0] if kind == 'min' else values[-1]):.3g} "
+                         f"(median {statistics.median(values):.3g}, n {len(values)})")
+        print(f"flash attention {flash_attention}: " + "; ".join(parts))
     return 0
 
 
@@ -177,7 +211,10 @@ async def _rotation(server: LlamaServerProcess, npcs: int, rounds: int, seed: in
     return measured
 
 
-def run_parking(args: argparse.Namespace, model: Path) -> int:
+@contextlib.contextmanager
+def previous_setup(cache_mb: int) -> Iterator[None]:
+    """The engine as it ran before parking: llama-server's host cache (`--cache-ram`), and slots that change hands
+    with their cells (the client only erased a superseded state)."""
     import pytest
 
     from pyruntime.model import llama_server as llama_server_module
@@ -185,7 +222,7 @@ def run_parking(args: argparse.Namespace, model: Path) -> int:
     from pyruntime.model.slots import SlotUse
 
     async def previous_prepare(self: SlotMoves, use: SlotUse) -> bool:
-        if use.erase_first:  # what the client did before: drop a superseded state, reuse whatever else is there
+        if use.erase_first:
             await self.erase(use.slot)
         return False
 
@@ -193,17 +230,23 @@ def run_parking(args: argparse.Namespace, model: Path) -> int:
 
     def host_cache_command(*a: Any, **k: Any) -> list[str]:
         argv = command(*a, **k)
-        argv[argv.index("--cache-ram") + 1] = str(args.parked_mb)
+        argv[argv.index("--cache-ram") + 1] = str(cache_mb)
         return argv + ["--no-cache-idle-slots"]
 
+    patch = pytest.MonkeyPatch()
+    patch.setattr(SlotMoves, "prepare", previous_prepare)
+    patch.setattr("pyruntime.model.hosting.server_command", host_cache_command)
+    try:
+        yield
+    finally:
+        patch.undo()
+
+
+def run_parking(args: argparse.Namespace, model: Path) -> int:
     seed = args.seed if args.seed is not None else 1
     results = {}
     for setup in ("parked", "host cache", "parked ", "host cache "):  # twice each, alternating
-        patch = pytest.MonkeyPatch()
-        if setup.strip() == "host cache":
-            patch.setattr(SlotMoves, "prepare", previous_prepare)
-            patch.setattr("pyruntime.model.hosting.server_command", host_cache_command)
-        try:
+        with previous_setup(args.parked_mb) if setup.strip() == "host cache" else contextlib.nullcontext():
             server = starter(model, "auto", slots=args.slots, prompt_cache_mb=args.parked_mb)()
             try:
                 cpu = _cpu_seconds(server.pid or 0)
@@ -211,8 +254,6 @@ def run_parking(args: argparse.Namespace, model: Path) -> int:
                 measured["cpu"] = [_cpu_seconds(server.pid or 0) - cpu]
             finally:
                 server.stop()
-        finally:
-            patch.undo()
         previous = results.get(setup.strip())
         results[setup.strip()] = measured if previous is None else {k: previous[k] + v for k, v in measured.items()}
     turns = args.npcs * (args.rounds - 1)
@@ -274,6 +315,8 @@ def main() -> int:
     parser.add_argument("--parked-mb", type=int, default=256)
     parser.add_argument("--flash-attention", choices=("off", "auto"), default="off")
     parser.add_argument("--tolerance", type=float, default=engine_check.PROB_TOLERANCE)
+    parser.add_argument("--previous-setup", action="store_true",
+                        help="the engine check against the engine as it ran before parking (host cache on)")
     parser.add_argument("--noise", action="store_true", help="measure the numeric noise and one token's effect")
     parser.add_argument("--prompts", type=int, default=12, help="--noise: prompts measured")
     parser.add_argument("--runtime", action="store_true", help="the runtime isolation check instead")

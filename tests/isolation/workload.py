@@ -147,6 +147,11 @@ def build_schedule(seed: int, *, conversations: int, rounds: int, restarts: int 
             elif roll < 0.36 and turn_of[conversation.name] >= 3:
                 folded[conversation.name] = turn_of[conversation.name]  # from the next turn on: summary + new lines
             schedule.steps.append(Step("turns", (next_turn(conversation),)))
+    for kind in ("cancel_prompt", "cancel_stream"):  # every schedule has each kind of cancel at least once
+        if not any(step.kind == kind for step in schedule.steps):
+            conversation = rng.choice(made)
+            schedule.steps.append(Step(kind, (_cancelled(rng, conversation, turn_of, folded, long_line_words),)))
+            schedule.steps.append(Step("turns", (next_turn(conversation),)))
     return schedule
 
 
