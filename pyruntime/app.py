@@ -8,11 +8,12 @@ Health answers 503 "loading" (turns UNAVAILABLE with a retry hint) while the mod
 once the turns are bound (`OrchestratorService.attach_runner`, one call with the runner, the alias and the
 memory design).
 
-Started in order: stores -> services and RPC servers -> model (a download first for `--model NAME`; a hosted
-llama.cpp child with its watchdog, a checked external URL, the scripted model, or none: pyruntime/runtime_model.py)
--> turn engine, bound to the services. Stopped in reverse by `stop()` (each stage registered its own stop before
-it started, so a failed or cancelled start unwinds what had started): prewarms cancelled, the RPC servers get the
-grace period, store calls still running finish, queued memory passes get what is left of the grace period, the
+Started in order: stores (on PostgreSQL, with the role configs every runtime on the database shares) -> services
+and RPC servers -> model (a download first for `--model NAME`; a hosted llama.cpp child with its watchdog, a
+checked external URL, the scripted model, or none: pyruntime/runtime_model.py) -> turn engine, bound to the
+services. Stopped in reverse by `stop()` (each stage registered its own stop before it started, so a failed or
+cancelled start unwinds what had started): prewarms cancelled, the RPC servers get the grace period, store calls
+still running finish, queued memory passes get what is left of the grace period, the
 client closes, the watchdog stops, the model child stops, the stores close.
 """
 
@@ -41,14 +42,15 @@ from pyruntime.rpc import RpcConfig, RpcServers
 from pyruntime.rpc.tls import tls_files
 from pyruntime.runtime_model import RuntimeModel, hosted_config, start_model
 from pyruntime.service import RuntimeServices
+from pyruntime.service.admission import TurnAdmission
 from pyruntime.service.model_memory import ModelMemory, hosted_model_memory, no_model_memory
 from pyruntime.service.readiness import EXTERNAL_MODEL, MODEL_LOADING, NO_MODEL, Readiness, hosted_model_readiness
+from pyruntime.service.shared_roles import shared_roles
 from pyruntime.settings import DEFAULT_GRACE_S, RuntimeSettings, llm_api_key, llm_headers
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 
 if TYPE_CHECKING:
     from pyruntime.service import TurnRunner
-    from pyruntime.service.admission import TurnAdmission
     from pyruntime.turns.orchestrator import AiOrchestrator
 
 __all__ = ["DEFAULT_GRACE_S", "Runtime", "RuntimeModel", "RuntimeSettings", "llm_api_key", "llm_headers"]
@@ -155,9 +157,16 @@ class Runtime:
         policy = AgentMemoryPolicy()
         for role in settings.roles:
             policy.set(role)
+        roles = shared_roles(stores, policy)  # on PostgreSQL: the roles every runtime on the database holds
+        if roles is not None:
+            stack.callback(roles.close)
+            await asyncio.to_thread(roles.start)
+        admission = self._admission or TurnAdmission(settings.max_turns_running, settings.max_turns_queued,
+                                                     settings.max_turns_per_conversation)
         services = self.services = RuntimeServices.create(
-            stores, policy, readiness=self.readiness, model_memory=self.model_memory, admission=self._admission,
-            model_download=self.model_download, stop_requested=self._stop_requested)
+            stores, policy, readiness=self.readiness, model_memory=self.model_memory, admission=admission,
+            model_download=self.model_download, stop_requested=self._stop_requested,
+            role_publisher=roles.publish if roles is not None else None)
         # The model's stops go on a stack entered before the RPC servers', so they still run after those stopped.
         model_stack = await stack.enter_async_context(contextlib.AsyncExitStack())
         stack.push_async_callback(asyncio.to_thread, services.close)  # store calls still running, after the RPCs
@@ -251,7 +260,8 @@ class Runtime:
             external = settings.llm_url is not None
             orchestrator = build_orchestrator(base_url=model.url,
                                               api_key=llm_api_key(settings) if external else model.port_key,
-                                              headers=llm_headers(settings) if external else None, **common)
+                                              headers=llm_headers(settings) if external else None,
+                                              concurrency=model.concurrency, **common)
         stack.push_async_callback(orchestrator.client.aclose)
         if settings.prompt_cache_dir is not None and model.server is not None:
             # With the prompt states on disk, the prompts after a restart must be the ones sent before it.
@@ -271,7 +281,9 @@ class Runtime:
         services.metrics.watch_prewarms(orchestrator.prewarms.stats.counts)
         # Health reads the runtime's state from here on: ready only once the runner is bound (self.orchestrator).
         services.orchestrator.attach_runner((self._turn_runner or ProtoTurnRunner)(orchestrator), model.alias,
-                                            memory_design=orchestrator.memory_design.value)
+                                            memory_design=orchestrator.memory_design.value,
+                                            model_concurrency=orchestrator.queue.capacity,
+                                            default_timeout_s=orchestrator.default_timeout)
         # A deletion of saves erases what the turn engine and the model keep of those conversations too.
         services.memory_store.attach_eraser(TurnEngineEraser(orchestrator, model.server))
         return orchestrator

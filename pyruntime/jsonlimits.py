@@ -4,10 +4,13 @@
   RecursionError near depth 1000, which escapes `except JSONDecodeError`).
 - `check_json_shape(value, descriptor)`: a proto3-JSON value matches its message's shape where
   protobuf's parser is lax (it reads a JSON array as an empty message: `"state": []` blanked a save).
+- `refuse_repeated_keys`: a `json.loads` hook that refuses an object naming a key twice (json keeps the
+  last one silently; protobuf's own parser refuses them, so parsing to a dict first must too).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -122,3 +125,20 @@ def check_json_shape(value: Any, descriptor: Descriptor, where: str = "request")
                     stack.extend((v, _message_of(field), f"{child_path}[{i}]") for i, v in enumerate(child))
             else:
                 stack.append((child, _message_of(field), child_path))
+
+
+_FIELD_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads(..., object_pairs_hook=refuse_repeated_keys)`: the object, or ValueError naming the repeated key.
+
+    Only a key that looks like a field name is named (a map's keys could be anything a player typed).
+    """
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            shown = f" {key!r}" if _FIELD_LIKE.fullmatch(key) else ""
+            raise ValueError(f"an object repeats the key{shown}; refused, since which value is meant is unclear")
+        data[key] = value
+    return data

@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.concurrency import engine_concurrency
 from pyruntime.model.hosting import LlamaServerProcess, generate_model_key, hosted_model_config
 from pyruntime.model.llama_server import ENGINE_STATES_RELATIVE_PATH, LlamaServerConfig
 from pyruntime.model.scripted import Script
@@ -41,6 +42,7 @@ class RuntimeModel:
     supervisor: ModelSupervisor | None = None  # watches and restarts the hosted child
     port_key: str | None = None  # the key of the model port the runtime opened (hosted or scripted)
     client: ModelClient | None = None  # an in-process model (pyruntime.testing): turns call it, no HTTP
+    concurrency: int | None = None  # model calls an external server is sent at once (None: the factory's default)
 
     @property
     def host(self) -> LlamaServerProcess | ModelSupervisor | None:
@@ -110,10 +112,14 @@ async def start_model(settings: RuntimeSettings, config: Callable[[], LlamaServe
         log.info("no model: turns answer UNAVAILABLE")
         return RuntimeModel(None, "")
     if settings.llm_url is not None:
+        concurrency = settings.llm_concurrency
         if not settings.check_llm_url:
-            return RuntimeModel(settings.llm_url, "")
-        return RuntimeModel(settings.llm_url, await _check_external(settings.llm_url, llm_api_key(settings),
-                                                                    llm_headers(settings)))
+            return RuntimeModel(settings.llm_url, "", concurrency=concurrency)
+        key, headers = llm_api_key(settings), llm_headers(settings)
+        alias = await _check_external(settings.llm_url, key, headers)
+        if concurrency is None:
+            concurrency = await engine_concurrency(settings.llm_url, api_key=key, headers=headers)
+        return RuntimeModel(settings.llm_url, alias, concurrency=concurrency)
     if settings.scripted_model is not None:
         key = generate_model_key()  # the same key rule as the hosted model port
         scripted = ScriptedModelServer(Script.load(settings.scripted_model), settings.host, settings.port,

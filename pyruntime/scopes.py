@@ -129,3 +129,12 @@ def storage_key(role_id: str | None, scope: AgentMemoryScope = EMPTY_SCOPE, acto
         return role
     canonical = "".join(_part(p) for p in scope.parts()) + _part(role)
     return "scope-v1-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def conversation_id(role_id: str | None, scope: AgentMemoryScope = EMPTY_SCOPE, actor: str | None = None) -> str:
+    """The opaque, stable id of one conversation (role, scope, actor): the SHA-256 of its storage key, in hex.
+
+    What a load balancer keeps a conversation on one runtime by (the clients send it with every call
+    about the conversation); it carries no id in clear. Raises what `storage_key` raises for a bad role id.
+    """
+    return hashlib.sha256(storage_key(role_id, scope, actor).encode("utf-8")).hexdigest()

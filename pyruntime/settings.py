@@ -17,6 +17,7 @@ from pyruntime.net.limits import TransportLimits
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
 from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
+from pyruntime.service.admission import DEFAULT_MAX_QUEUED, DEFAULT_MAX_TURNS_PER_CONVERSATION
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
 from pyruntime.stores.persistence import DATA_FOLDER
 from pyruntime.turns.memory_writer import MemoryDesign
@@ -62,6 +63,10 @@ class RuntimeSettings:
     slots: int | None = None  # parallel slots of the hosted engine; None: DEFAULT_SLOTS
     llm_api_key_file: Path | None = None  # the --llm-url server's key, in a file
     llm_headers: tuple[str, ...] = ()  # extra "Name: value" headers for the --llm-url server
+    llm_concurrency: int | None = None  # model calls sent to the --llm-url server at once; None: asked, else 64
+    max_turns_running: int | None = None  # turns run at once; None: as many as the model serves calls at once
+    max_turns_queued: int = DEFAULT_MAX_QUEUED  # turns that wait for a place beyond those (0: refused at once)
+    max_turns_per_conversation: int = DEFAULT_MAX_TURNS_PER_CONVERSATION  # running and waiting, per conversation
     models_dir: Path | None = None  # where `--model NAME` is looked up (None: <data-dir>/CoreAI/models, per-user cache)
     model_pull: ModelPull | None = None  # `--model NAME` of a catalogue model not pulled yet: downloaded first
     api_key: str | None = None  # the --llm-url server's key itself (chat's --api-key; serve reads it from a file)

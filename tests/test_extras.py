@@ -27,7 +27,7 @@ EXTRA_MODULES = {
     "server": ["psycopg", "psycopg_pool"],
     "ship": ["PyInstaller"],
 }
-BASE_REQUIREMENTS = {"pydantic", "grpcio", "protobuf", "filelock", "connectrpc", "pyqwest"}
+BASE_REQUIREMENTS = {"pydantic", "grpcio", "protobuf", "filelock", "connectrpc", "pyqwest", "googleapis-common-protos"}
 
 CHILD = '''
 import importlib.abc, json, sys

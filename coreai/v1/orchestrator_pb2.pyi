@@ -323,7 +323,7 @@ class HealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthResponse(_message.Message):
-    __slots__ = ("ready", "model", "version", "model_ready", "memory_design", "model_rss_bytes", "prompt_cache_used_bytes", "prompt_cache_limit_bytes", "model_state", "model_state_reason", "model_restarts", "model_slots", "model_slots_busy", "prompt_cache_entries", "model_gpu_layers", "model_gpu_fallback_reason", "model_download")
+    __slots__ = ("ready", "model", "version", "model_ready", "memory_design", "model_rss_bytes", "prompt_cache_used_bytes", "prompt_cache_limit_bytes", "model_state", "model_state_reason", "model_restarts", "model_slots", "model_slots_busy", "prompt_cache_entries", "model_gpu_layers", "model_gpu_fallback_reason", "model_download", "turns_running", "turns_queued", "max_turns_running", "max_turns_queued", "max_turns_per_conversation", "model_concurrency")
     READY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -341,6 +341,12 @@ class HealthResponse(_message.Message):
     MODEL_GPU_LAYERS_FIELD_NUMBER: _ClassVar[int]
     MODEL_GPU_FALLBACK_REASON_FIELD_NUMBER: _ClassVar[int]
     MODEL_DOWNLOAD_FIELD_NUMBER: _ClassVar[int]
+    TURNS_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    TURNS_QUEUED_FIELD_NUMBER: _ClassVar[int]
+    MAX_TURNS_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    MAX_TURNS_QUEUED_FIELD_NUMBER: _ClassVar[int]
+    MAX_TURNS_PER_CONVERSATION_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     ready: bool
     model: str
     version: str
@@ -358,7 +364,13 @@ class HealthResponse(_message.Message):
     model_gpu_layers: int
     model_gpu_fallback_reason: str
     model_download: ModelDownload
-    def __init__(self, ready: _Optional[bool] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., model_ready: _Optional[bool] = ..., memory_design: _Optional[str] = ..., model_rss_bytes: _Optional[int] = ..., prompt_cache_used_bytes: _Optional[int] = ..., prompt_cache_limit_bytes: _Optional[int] = ..., model_state: _Optional[str] = ..., model_state_reason: _Optional[str] = ..., model_restarts: _Optional[int] = ..., model_slots: _Optional[int] = ..., model_slots_busy: _Optional[int] = ..., prompt_cache_entries: _Optional[int] = ..., model_gpu_layers: _Optional[int] = ..., model_gpu_fallback_reason: _Optional[str] = ..., model_download: _Optional[_Union[ModelDownload, _Mapping]] = ...) -> None: ...
+    turns_running: int
+    turns_queued: int
+    max_turns_running: int
+    max_turns_queued: int
+    max_turns_per_conversation: int
+    model_concurrency: int
+    def __init__(self, ready: _Optional[bool] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., model_ready: _Optional[bool] = ..., memory_design: _Optional[str] = ..., model_rss_bytes: _Optional[int] = ..., prompt_cache_used_bytes: _Optional[int] = ..., prompt_cache_limit_bytes: _Optional[int] = ..., model_state: _Optional[str] = ..., model_state_reason: _Optional[str] = ..., model_restarts: _Optional[int] = ..., model_slots: _Optional[int] = ..., model_slots_busy: _Optional[int] = ..., prompt_cache_entries: _Optional[int] = ..., model_gpu_layers: _Optional[int] = ..., model_gpu_fallback_reason: _Optional[str] = ..., model_download: _Optional[_Union[ModelDownload, _Mapping]] = ..., turns_running: _Optional[int] = ..., turns_queued: _Optional[int] = ..., max_turns_running: _Optional[int] = ..., max_turns_queued: _Optional[int] = ..., max_turns_per_conversation: _Optional[int] = ..., model_concurrency: _Optional[int] = ...) -> None: ...
 
 class ModelDownload(_message.Message):
     __slots__ = ("model", "received_bytes", "total_bytes")

@@ -2,29 +2,37 @@
 
 The cache is `<--data-dir>/CoreAI/models` (the game's persistentDataPath), or `--models-dir`, or by default the
 per-user folder the chat uses (`<default data dir>/CoreAI/models`). `pull` shows a progress bar on stderr,
-resumes an interrupted download when run again, checks size, sha256 and the GGUF header before the file
-enters the cache, and names what went wrong otherwise (nothing half-written is left in the cache).
+resumes an interrupted download of the same file when run again, stops a download of unknown size at
+`--max-gb` and before the disk would have less than `--keep-free-gb` free, checks size, sha256 and the GGUF
+header before the file enters the cache, and names what went wrong otherwise (nothing half-written is left in
+the cache). Ctrl+C (or SIGTERM) stops it cleanly: one line, the bytes so far kept for the resume.
 `serve --model NAME` hosts a pulled model by its name (and pulls a catalogue model first). Exit codes: 0 done,
-1 failed (network, checksum, not pulled), 2 bad input.
+1 failed (network, checksum, not pulled, a pull of it running), 2 bad input, 130 stopped by Ctrl+C (143 by
+SIGTERM). Errors are logged under `pyruntime.cli.models`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from pyruntime.cli.chat import default_data_dir
-from pyruntime.cli.guard import EXIT_OK, guarded
+from pyruntime.cli.guard import EXIT_OK, UsageError, guarded
 from pyruntime.cli.progress import ProgressBar
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.models import catalog
 from pyruntime.models.cache import ModelCache, PullRequest
 from pyruntime.models.cache import models_dir as models_dir_of
-from pyruntime.models.download import DEFAULT_TIMEOUT_S
+from pyruntime.models.download import DEFAULT_KEEP_FREE, DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, size_text
 from pyruntime.models.pull import ModelPull
 
 log = logging.getLogger(__name__)
@@ -44,6 +52,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     pull.add_argument("--name", help="the name to keep a URL's model under (default: from its file name)")
     pull.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                       help=f"give up when the server sends nothing for this long (default {DEFAULT_TIMEOUT_S:g})")
+    pull.add_argument("--max-gb", type=float, default=DEFAULT_MAX_BYTES / 1e9, metavar="GB",
+                      help=f"stop a URL download past this size (default {DEFAULT_MAX_BYTES / 1e9:g}; a catalogue "
+                           "model of known size gets exactly that)")
+    pull.add_argument("--keep-free-gb", type=float, default=DEFAULT_KEEP_FREE / 1e9, metavar="GB",
+                      help="never leave less than this free on the cache's disk (default "
+                           f"{DEFAULT_KEEP_FREE / 1e9:g}); checked before and during the download")
     remove = actions.add_parser("remove", help="delete a pulled model (and any partial download of it)")
     remove.add_argument("model", metavar="NAME")
     path = actions.add_parser("path", help="print the file of a pulled model (for --model PATH or a game setting)")
@@ -53,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         where.add_argument("--data-dir", type=Path,
                            help="the game's persistentDataPath: the cache is <data-dir>/CoreAI/models")
         where.add_argument("--models-dir", type=Path, help="the cache folder itself")
-        action.set_defaults(handler=guarded(run))
+        action.set_defaults(handler=guarded(run, log))
 
 
 def cache_of(args: argparse.Namespace) -> ModelCache:
@@ -71,22 +85,66 @@ def run(args: argparse.Namespace) -> int:
     if action == "list":
         return _list(cache, as_json=args.json)
     if action == "pull":
-        request = PullRequest.of(args.model, sha256=args.sha256, name=args.name)
-        if request.sha256 is None:
-            log.warning("no --sha256 given: the file is checked as a GGUF only; its sha256 is recorded for later")
-        bar = ProgressBar(request.name)
-        try:
-            model = cache.pull(request, progress=bar, timeout_s=args.timeout)
-        finally:
-            bar.done()
-        print(model.path)
-        log.info("pulled %s (%d bytes, sha256 %s)", model.name, model.size_bytes, model.sha256)
-        return EXIT_OK
+        return _pull(cache, args)
     if action == "remove":
         if not cache.remove(args.model):
             log.warning("model %s was not pulled; nothing removed", catalog.check_name(args.model))
         return EXIT_OK
     print(cache.path(args.model))  # path
+    return EXIT_OK
+
+
+class _Stopped(BaseException):
+    """A stop signal during a pull (raised where the pull is, like KeyboardInterrupt, so it cleans up)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm() -> Iterator[None]:
+    """While inside, SIGTERM stops the pull as Ctrl+C does (a launcher's stop leaves no lock file behind)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set signal handlers
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise _Stopped(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _pull(cache: ModelCache, args: argparse.Namespace) -> int:
+    if not args.max_gb > 0 or not args.keep_free_gb >= 0:
+        raise UsageError("--max-gb must be above 0 and --keep-free-gb at least 0")
+    request = PullRequest.of(args.model, sha256=args.sha256, name=args.name)
+    if request.sha256 is None:
+        log.warning("no --sha256 given: the file is checked as a GGUF only; its sha256 is recorded for later")
+    bar = ProgressBar(request.name)
+    stopped: BaseException | None = None
+    try:
+        with _stopped_by_sigterm():
+            model = cache.pull(request, progress=bar, timeout_s=args.timeout, max_bytes=int(args.max_gb * 1e9),
+                               keep_free=int(args.keep_free_gb * 1e9))
+    except (KeyboardInterrupt, _Stopped) as stop:
+        stopped = stop
+    finally:
+        bar.done()
+    if stopped is not None:
+        signum = stopped.signum if isinstance(stopped, _Stopped) else signal.SIGINT
+        kept = cache.partial_bytes(request.name)
+        log.error("the pull of %s was stopped (%s); %s", request.name,
+                  "Ctrl+C" if signum == signal.SIGINT else signal.Signals(signum).name,
+                  f"the {size_text(kept)} downloaded so far are kept: run the same command again to resume" if kept
+                  else "nothing was kept")
+        return 128 + signum
+    print(model.path)
+    log.info("pulled %s (%d bytes, sha256 %s)", model.name, model.size_bytes, model.sha256)
     return EXIT_OK
 
 

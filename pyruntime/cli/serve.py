@@ -43,6 +43,7 @@ from pyruntime.cli.models import resolve_model_flag
 from pyruntime.cli.signals import stop_on_signals
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.llm_key import LLM_API_KEY_ENV
+from pyruntime.model.concurrency import DEFAULT_EXTERNAL_CONCURRENCY, MAX_CONCURRENCY
 from pyruntime.model.llama_server import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -57,6 +58,7 @@ from pyruntime.observability import LOG_FORMATS, LOG_LEVELS, configure_logging
 from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
 from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
 from pyruntime.rpc.tls import check_listen, tls_files
+from pyruntime.service.admission import DEFAULT_MAX_QUEUED, DEFAULT_MAX_TURNS_PER_CONVERSATION, MAX_LIMIT
 from pyruntime.stores import confined
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
 from pyruntime.stores.persistence import DATA_FOLDER
@@ -114,6 +116,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--llm-header", action="append", metavar='"NAME: VALUE"',
                    help="an extra header for the --llm-url server (repeatable; not for secrets: the key goes in "
                         "--llm-api-key-file)")
+    p.add_argument("--llm-concurrency", type=int, metavar="N",
+                   help="model calls sent to the --llm-url server at once (default: its /props total_slots for a "
+                        f"llama-server, else {DEFAULT_EXTERNAL_CONCURRENCY}, for a server that batches on a GPU)")
     p.add_argument("--data-dir", type=Path,
                    help="the game's persistentDataPath (saves live under CoreAI/); required unless --session-only")
     p.add_argument("--models-dir", type=Path,
@@ -141,6 +146,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help=f"chat messages kept per key (default {DEFAULT_CHAT_CAP})")
     p.add_argument("--transcript-cap", type=int, default=DEFAULT_TRANSCRIPT_CAP,
                    help=f"transcript rows kept per key (default {DEFAULT_TRANSCRIPT_CAP})")
+    p.add_argument("--max-turns-running", type=int, metavar="N",
+                   help="turns run at once (default: what the model serves at once, the hosted engine's slots or "
+                        "--llm-concurrency, and a quarter more, at least 4 more); more wait for a place, "
+                        "round-robin by conversation")
+    p.add_argument("--max-turns-queued", type=int, default=DEFAULT_MAX_QUEUED, metavar="N",
+                   help=f"turns that wait for a place, within their deadline (default {DEFAULT_MAX_QUEUED}); beyond, "
+                        "a turn is refused with RESOURCE_EXHAUSTED and a retry hint (0: refused at once)")
+    p.add_argument("--max-turns-per-conversation", type=int, default=DEFAULT_MAX_TURNS_PER_CONVERSATION,
+                   metavar="N", help="turns of one conversation running or waiting (default "
+                                     f"{DEFAULT_MAX_TURNS_PER_CONVERSATION}); one runs at a time, in order")
     p.add_argument("--memory-design", choices=[d.value for d in MemoryDesign],
                    help="how memory is written: 'tool' (the memory tool in the reply) or 'writer' (a separate "
                         "decision after the reply); default: writer for a small hosted model, else tool")
@@ -185,7 +200,11 @@ def options_from_args(args: argparse.Namespace) -> RuntimeSettings:
         n_gpu_layers=getattr(args, "n_gpu_layers", 0), prompt_cache_mb=args.prompt_cache_mb,
         prompt_cache_dir=_prompt_cache_dir(getattr(args, "prompt_cache_dir", None), args.data_dir),
         slots=getattr(args, "slots", None), llm_api_key_file=getattr(args, "llm_api_key_file", None),
-        llm_headers=_header_list(getattr(args, "llm_header", None)))
+        llm_headers=_header_list(getattr(args, "llm_header", None)),
+        llm_concurrency=getattr(args, "llm_concurrency", None),
+        max_turns_running=getattr(args, "max_turns_running", None),
+        max_turns_queued=getattr(args, "max_turns_queued", DEFAULT_MAX_QUEUED),
+        max_turns_per_conversation=getattr(args, "max_turns_per_conversation", DEFAULT_MAX_TURNS_PER_CONVERSATION))
 
 
 def _header_list(value: object) -> tuple[str, ...]:
@@ -273,8 +292,13 @@ def validate(options: RuntimeSettings) -> None:
         raise InvalidArgumentError("--data-dir exists but is not a directory")
     if options.llm_url is not None and not options.llm_url.startswith(("http://", "https://")):
         raise InvalidArgumentError("--llm-url must be an http:// or https:// URL")
-    if options.llm_url is None and (options.llm_api_key_file is not None or options.llm_headers):
-        raise InvalidArgumentError("--llm-api-key-file and --llm-header are for an --llm-url server")
+    if options.llm_url is None and (options.llm_api_key_file is not None or options.llm_headers
+                                    or options.llm_concurrency is not None):
+        raise InvalidArgumentError("--llm-api-key-file, --llm-header and --llm-concurrency are for an --llm-url "
+                                   "server")
+    if options.llm_concurrency is not None and not 1 <= options.llm_concurrency <= MAX_CONCURRENCY:
+        raise InvalidArgumentError(f"--llm-concurrency must be within 1..{MAX_CONCURRENCY}, got "
+                                   f"{options.llm_concurrency}")
     if options.llm_url is not None:
         llm_headers(options)
         llm_api_key(options)
@@ -293,6 +317,11 @@ def validate(options: RuntimeSettings) -> None:
     fixed = [p for p in ports if p != 0]
     if len(set(fixed)) != len(fixed):
         raise InvalidArgumentError("--port, --grpc-port and --connect-port must differ")
+    for flag, value, least in (("--max-turns-running", options.max_turns_running, 1),
+                               ("--max-turns-queued", options.max_turns_queued, 0),
+                               ("--max-turns-per-conversation", options.max_turns_per_conversation, 1)):
+        if value is not None and not least <= value <= MAX_LIMIT:
+            raise InvalidArgumentError(f"{flag} must be within {least}..{MAX_LIMIT}, got {value}")
     if options.grace < 0:
         raise InvalidArgumentError("--grace must be >= 0 seconds")
     if options.threads is not None and options.threads < 1:

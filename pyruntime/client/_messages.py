@@ -13,7 +13,7 @@ from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory import MEMORY_ARGUMENT_NAMES, MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
-from pyruntime.scopes import AgentMemoryScope
+from pyruntime.scopes import AgentMemoryScope, conversation_id
 from pyruntime.stores import ChatMessage, LoadResult, ScopeSnapshot, TranscriptEntry
 from pyruntime.stores.snapshot import entry_from_proto, scope_to_proto, state_from_proto, state_to_proto
 
@@ -51,6 +51,12 @@ class RuntimeHealth:
     prompt_cache_entries: int = 0
     model_gpu_layers: int = 0  # layers on the GPU now (0: CPU)
     model_gpu_fallback_reason: str = ""  # why fewer layers than asked run on the GPU
+    turns_running: int = 0  # turns running now
+    turns_queued: int = 0  # turns waiting for a place
+    max_turns_running: int = 0  # admission's limits (serve --max-turns-*)
+    max_turns_queued: int = 0
+    max_turns_per_conversation: int = 0
+    model_concurrency: int = 0  # model calls the engine is sent at once (0: no model)
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,29 @@ def target(role_id: str, scope: AgentMemoryScope | None, actor: str | None) -> c
     if scope is not None:
         message.scope.CopyFrom(scope_to_proto(scope))
     return message
+
+
+def affinity(request: Any, default_role: str = "") -> str:
+    """The conversation id of the request's target (`conversation_affinity`); "" for a request that names none."""
+    if "target" not in request.DESCRIPTOR.fields_by_name:
+        return ""
+    message: common_pb2.AgentTarget = request.target
+    scope = AgentMemoryScope(message.scope.tenant_id or None, message.scope.user_id or None,
+                             message.scope.session_id or None, message.scope.topic_id or None)
+    return conversation_affinity(message.role_id, scope, message.actor or None, default_role)
+
+
+def conversation_affinity(role_id: str, scope: AgentMemoryScope | None, actor: str | None,
+                          default_role: str = "") -> str:
+    """The id a load balancer keeps one conversation's calls on one runtime by (`scopes.conversation_id`).
+
+    "" for an invalid role: such a call is refused alike by whichever runtime gets it. default_role:
+    what a blank role means for the call (turns run as Creator).
+    """
+    try:
+        return conversation_id((role_id or "").strip() or default_role, scope or AgentMemoryScope(), actor)
+    except InvalidArgumentError:
+        return ""
 
 
 def memory_tool_request(role_id: str, arguments: MemoryArguments, scope: AgentMemoryScope | None,
@@ -192,4 +221,6 @@ def health(response: orch.HealthResponse) -> RuntimeHealth:
                          response.model_state, response.model_state_reason,
                          response.model_restarts, response.model_slots, response.model_slots_busy,
                          response.prompt_cache_entries, response.model_gpu_layers,
-                         response.model_gpu_fallback_reason)
+                         response.model_gpu_fallback_reason, response.turns_running, response.turns_queued,
+                         response.max_turns_running, response.max_turns_queued, response.max_turns_per_conversation,
+                         response.model_concurrency)

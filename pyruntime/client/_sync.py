@@ -16,7 +16,7 @@ from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, CaCert, Syn
 from pyruntime.memory import MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.policy import RoleMemoryConfig, config_from_proto, config_to_proto
-from pyruntime.scopes import AgentMemoryScope
+from pyruntime.scopes import DEFAULT_TURN_ROLE, AgentMemoryScope
 from pyruntime.stores import ChatMessage, LoadResult, ScopeSnapshot, TranscriptEntry
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -41,7 +41,10 @@ class RuntimeClient:
         self.close()
 
     def _store(self, rpc: str, request: Any) -> Any:
-        return self._transport.unary(MEMORY_STORE, rpc, request)
+        return self._transport.unary(MEMORY_STORE, rpc, request, affinity=m.affinity(request))
+
+    def _orchestrator(self, rpc: str, request: Any, affinity: str = "") -> Any:
+        return self._transport.unary(ORCHESTRATOR, rpc, request, affinity=affinity)
 
     # -- memory document -------------------------------------------------------------------
 
@@ -159,14 +162,16 @@ class RuntimeClient:
                  actor: str | None = None, **options: Any) -> orch.RunTaskResponse:
         """One turn (blank role = Creator); options are RunTaskRequest fields (source_tag, timeout_ms, ...)."""
         request = m.task_request(hint, role_id, scope, actor, options)
-        response: orch.RunTaskResponse = self._transport.unary(ORCHESTRATOR, "RunTask", request)
+        affinity = m.affinity(request, DEFAULT_TURN_ROLE)
+        response: orch.RunTaskResponse = self._orchestrator("RunTask", request, affinity)
         return response
 
     def stream_task(self, hint: str, *, role_id: str = "", scope: AgentMemoryScope | None = None,
                     actor: str | None = None, **options: Any) -> Iterator[orch.TurnEvent]:
         """The same turn as events; closing the iterator early cancels the turn."""
         request = m.task_request(hint, role_id, scope, actor, options)
-        yield from self._transport.stream(ORCHESTRATOR, "StreamTask", request)
+        affinity = m.affinity(request, DEFAULT_TURN_ROLE)
+        yield from self._transport.stream(ORCHESTRATOR, "StreamTask", request, affinity=affinity)
 
     def stream_task_with_tools(self, hint: str, tools: Sequence[t.ClientTool], *, role_id: str = "",
                                scope: AgentMemoryScope | None = None, actor: str | None = None,
@@ -176,14 +181,16 @@ class RuntimeClient:
         the blocking one runs each, in order, before it reads the next event. Closing the iterator cancels the turn."""
         request = m.task_request(hint, role_id, scope, actor, options)
         handlers = t.with_client_tools(request, tools)
-        with t.ToolCalls(handlers, self._submit_tool_result) as calls:
-            for event in self._transport.stream(ORCHESTRATOR, "StreamTask", request):
+        affinity = m.affinity(request, DEFAULT_TURN_ROLE)  # the results go to the runtime running the turn
+
+        def submit(result: orch.SubmitToolResultRequest) -> None:
+            self._orchestrator("SubmitToolResult", result, affinity)
+
+        with t.ToolCalls(handlers, submit) as calls:
+            for event in self._transport.stream(ORCHESTRATOR, "StreamTask", request, affinity=affinity):
                 if event.HasField("client_tool_call"):
                     calls.start(event.client_tool_call)
                 yield event
-
-    def _submit_tool_result(self, request: orch.SubmitToolResultRequest) -> None:
-        self._transport.unary(ORCHESTRATOR, "SubmitToolResult", request)
 
     def wait_memory_writes(self, role_id: str = "", *, scope: AgentMemoryScope | None = None,
                      actor: str | None = None, trace_id: str = "",
@@ -193,29 +200,36 @@ class RuntimeClient:
         timeout_ms 0 = the runtime's 30 s (at most 120000); keep it below this client's own timeout.
         """
         request = m.wait_writes_request(role_id, scope, actor, trace_id, timeout_ms)
-        response: orch.WaitMemoryWritesResponse = self._transport.unary(ORCHESTRATOR, "WaitMemoryWrites", request)
+        affinity = m.affinity(request, DEFAULT_TURN_ROLE)
+        response: orch.WaitMemoryWritesResponse = self._orchestrator("WaitMemoryWrites", request, affinity)
         return response
 
-    def submit_tool_result(self, turn_id: str, call_id: str, success: bool, content: str) -> None:
-        """Answer a game-tool call by hand; NOT_FOUND, FAILED_PRECONDITION (the call ended) and ALREADY_EXISTS raise."""
+    def submit_tool_result(self, turn_id: str, call_id: str, success: bool, content: str, *,
+                           role_id: str = "", scope: AgentMemoryScope | None = None,
+                           actor: str | None = None) -> None:
+        """Answer a game-tool call by hand; NOT_FOUND, FAILED_PRECONDITION (the call ended) and ALREADY_EXISTS raise.
+
+        role_id, scope, actor: the turn's, so that a load balancer sends the result to the runtime running it.
+        """
         request = orch.SubmitToolResultRequest(turn_id=turn_id, call_id=call_id, success=success, content=content)
-        self._transport.unary(ORCHESTRATOR, "SubmitToolResult", request)
+        self._orchestrator("SubmitToolResult", request,
+                                 m.conversation_affinity(role_id, scope, actor, DEFAULT_TURN_ROLE))
 
     def configure_role(self, config: RoleMemoryConfig) -> RoleMemoryConfig:
         """Register or replace a role's config; returns it as the runtime stored it."""
         request = orch.ConfigureRoleRequest(config=config_to_proto(config))
-        return config_from_proto(self._transport.unary(ORCHESTRATOR, "ConfigureRole", request))
+        return config_from_proto(self._orchestrator("ConfigureRole", request))
 
     def get_role_config(self, role_id: str) -> RoleMemoryConfig:
         """A role's config (defaults for a role the runtime does not know)."""
         request = orch.GetRoleConfigRequest(role_id=role_id)
-        return config_from_proto(self._transport.unary(ORCHESTRATOR, "GetRoleConfig", request))
+        return config_from_proto(self._orchestrator("GetRoleConfig", request))
 
     def list_roles(self) -> list[RoleMemoryConfig]:
         """Every built-in and configured role."""
-        response = self._transport.unary(ORCHESTRATOR, "ListRoles", orch.ListRolesRequest())
+        response = self._orchestrator("ListRoles", orch.ListRolesRequest())
         return [config_from_proto(c) for c in response.roles]
 
     def health(self) -> m.RuntimeHealth:
         """Readiness of the runtime and its model (needs no token)."""
-        return m.health(self._transport.unary(ORCHESTRATOR, "Health", orch.HealthRequest()))
+        return m.health(self._orchestrator("Health", orch.HealthRequest()))

@@ -6,6 +6,7 @@ Every transport takes (service, RPC name, request) and returns the response mess
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -13,7 +14,8 @@ from urllib.parse import urlsplit
 
 import grpc
 from connectrpc.errors import ConnectError
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
+from google.rpc.error_details_pb2 import RetryInfo
 from grpc import aio
 from pyqwest import Client, HTTPTransport, SyncClient, SyncHTTPTransport
 
@@ -22,11 +24,20 @@ from coreai.v1.memory_store_connect import MemoryStoreClient, MemoryStoreClientS
 from coreai.v1.orchestrator_connect import OrchestratorClient, OrchestratorClientSync
 from pyruntime.client.errors import RuntimeCallError, error_for, status_code_named
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.net.wire import python_method_name
+from pyruntime.net.wire import (
+    GRPC_STATUS_DETAILS_KEY,
+    RETRY_INFO_TYPE,
+    python_method_name,
+    retry_after_in_status,
+    retry_after_seconds,
+)
 
 MEMORY_STORE = "MemoryStore"
 ORCHESTRATOR = "Orchestrator"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # responses (snapshots) may be large; requests are limited by the server
+AFFINITY_HEADER = "coreai-affinity"
+"""The header (gRPC metadata) naming the conversation a call is about: a load balancer in front of several
+runtimes hashes it to keep each conversation on one runtime (docs/operations/scale-out.md)."""
 
 
 CaCert = bytes | str | Path
@@ -75,21 +86,33 @@ def _tls_options(base_url: str, ca_cert: CaCert | None) -> dict[str, Any] | None
 def _grpc_error(exc: grpc.RpcError) -> RuntimeCallError:
     code = exc.code() if hasattr(exc, "code") else None
     details = exc.details() if hasattr(exc, "details") else None
-    return error_for(status_code_named(code.name if code is not None else "UNKNOWN"), details or "call failed")
+    trailers = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    status = None
+    for item in trailers or ():
+        pair: tuple[Any, ...] = tuple(item)  # type: ignore[arg-type]  # (key, value): typeshed types it otherwise
+        if pair[0] == GRPC_STATUS_DETAILS_KEY and isinstance(pair[1], bytes):
+            status = pair[1]
+    return error_for(status_code_named(code.name if code is not None else "UNKNOWN"), details or "call failed",
+                     retry_after_in_status(status) if status is not None else None)
 
 
 def _connect_error(exc: ConnectError) -> RuntimeCallError:
-    return error_for(status_code_named(exc.code.name), exc.message)
+    retry_after = None
+    for detail in exc.details:
+        if detail.type_name == RETRY_INFO_TYPE:
+            with contextlib.suppress(DecodeError):
+                retry_after = retry_after_seconds(RetryInfo.FromString(detail.message_bytes))
+    return error_for(status_code_named(exc.code.name), exc.message, retry_after)
 
 
 class AsyncTransport(Protocol):
     """Async calls to one runtime."""
 
-    async def unary(self, service: str, rpc: str, request: Message) -> Any:
-        """One request, one response."""
+    async def unary(self, service: str, rpc: str, request: Message, affinity: str = "") -> Any:
+        """One request, one response (affinity: the conversation id sent as AFFINITY_HEADER, "" for none)."""
         ...
 
-    def stream(self, service: str, rpc: str, request: Message) -> AsyncIterator[Any]:
+    def stream(self, service: str, rpc: str, request: Message, affinity: str = "") -> AsyncIterator[Any]:
         """One request, a stream of responses; closing the iterator cancels the call."""
         ...
 
@@ -101,11 +124,11 @@ class AsyncTransport(Protocol):
 class SyncTransport(Protocol):
     """Blocking calls to one runtime."""
 
-    def unary(self, service: str, rpc: str, request: Message) -> Any:
-        """One request, one response."""
+    def unary(self, service: str, rpc: str, request: Message, affinity: str = "") -> Any:
+        """One request, one response (affinity: the conversation id sent as AFFINITY_HEADER, "" for none)."""
         ...
 
-    def stream(self, service: str, rpc: str, request: Message) -> Iterator[Any]:
+    def stream(self, service: str, rpc: str, request: Message, affinity: str = "") -> Iterator[Any]:
         """One request, a stream of responses; closing the iterator cancels the call."""
         ...
 
@@ -115,6 +138,14 @@ class SyncTransport(Protocol):
 
 
 _GRPC_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+
+
+def _grpc_metadata(metadata: tuple[tuple[str, str], ...], affinity: str) -> tuple[tuple[str, str], ...]:
+    return (*metadata, (AFFINITY_HEADER, affinity)) if affinity else metadata
+
+
+def _connect_headers(headers: dict[str, str], affinity: str) -> dict[str, str]:
+    return {**headers, AFFINITY_HEADER: affinity} if affinity else headers
 
 
 class AsyncGrpcTransport:
@@ -129,16 +160,18 @@ class AsyncGrpcTransport:
         self._metadata = (("authorization", f"Bearer {token}"),)
         self._timeout = timeout
 
-    async def unary(self, service: str, rpc: str, request: Message) -> Any:
+    async def unary(self, service: str, rpc: str, request: Message, affinity: str = "") -> Any:
         """One request, one response."""
         try:
-            return await getattr(self._stubs[service], rpc)(request, metadata=self._metadata, timeout=self._timeout)
+            return await getattr(self._stubs[service], rpc)(request, metadata=_grpc_metadata(self._metadata, affinity),
+                                                            timeout=self._timeout)
         except grpc.RpcError as exc:
             raise _grpc_error(exc) from None
 
-    async def stream(self, service: str, rpc: str, request: Message) -> AsyncIterator[Any]:
+    async def stream(self, service: str, rpc: str, request: Message, affinity: str = "") -> AsyncIterator[Any]:
         """One request, a stream of responses; closing the iterator cancels the call."""
-        call = getattr(self._stubs[service], rpc)(request, metadata=self._metadata, timeout=self._timeout)
+        call = getattr(self._stubs[service], rpc)(request, metadata=_grpc_metadata(self._metadata, affinity),
+                                                  timeout=self._timeout)
         try:
             async for message in call:
                 yield message
@@ -164,16 +197,18 @@ class GrpcTransport:
         self._metadata = (("authorization", f"Bearer {token}"),)
         self._timeout = timeout
 
-    def unary(self, service: str, rpc: str, request: Message) -> Any:
+    def unary(self, service: str, rpc: str, request: Message, affinity: str = "") -> Any:
         """One request, one response."""
         try:
-            return getattr(self._stubs[service], rpc)(request, metadata=self._metadata, timeout=self._timeout)
+            return getattr(self._stubs[service], rpc)(request, metadata=_grpc_metadata(self._metadata, affinity),
+                                                      timeout=self._timeout)
         except grpc.RpcError as exc:
             raise _grpc_error(exc) from None
 
-    def stream(self, service: str, rpc: str, request: Message) -> Iterator[Any]:
+    def stream(self, service: str, rpc: str, request: Message, affinity: str = "") -> Iterator[Any]:
         """One request, a stream of responses; closing the iterator cancels the call."""
-        call = getattr(self._stubs[service], rpc)(request, metadata=self._metadata, timeout=self._timeout)
+        call = getattr(self._stubs[service], rpc)(request, metadata=_grpc_metadata(self._metadata, affinity),
+                                                  timeout=self._timeout)
         try:
             yield from call
         except grpc.RpcError as exc:
@@ -202,16 +237,18 @@ class AsyncConnectTransport:
                          ORCHESTRATOR: OrchestratorClient(base_url, **options)}
         self._headers = {"authorization": f"Bearer {token}"}
 
-    async def unary(self, service: str, rpc: str, request: Message) -> Any:
+    async def unary(self, service: str, rpc: str, request: Message, affinity: str = "") -> Any:
         """One request, one response."""
         try:
-            return await getattr(self._clients[service], python_method_name(rpc))(request, headers=self._headers)
+            return await getattr(self._clients[service], python_method_name(rpc))(
+                request, headers=_connect_headers(self._headers, affinity))
         except ConnectError as exc:
             raise _connect_error(exc) from None
 
-    async def stream(self, service: str, rpc: str, request: Message) -> AsyncIterator[Any]:
+    async def stream(self, service: str, rpc: str, request: Message, affinity: str = "") -> AsyncIterator[Any]:
         """One request, a stream of responses; closing the iterator cancels the call."""
-        events = getattr(self._clients[service], python_method_name(rpc))(request, headers=self._headers)
+        events = getattr(self._clients[service], python_method_name(rpc))(
+            request, headers=_connect_headers(self._headers, affinity))
         try:
             async for message in events:
                 yield message
@@ -240,16 +277,18 @@ class ConnectTransport:
                          ORCHESTRATOR: OrchestratorClientSync(base_url, **options)}
         self._headers = {"authorization": f"Bearer {token}"}
 
-    def unary(self, service: str, rpc: str, request: Message) -> Any:
+    def unary(self, service: str, rpc: str, request: Message, affinity: str = "") -> Any:
         """One request, one response."""
         try:
-            return getattr(self._clients[service], python_method_name(rpc))(request, headers=self._headers)
+            return getattr(self._clients[service], python_method_name(rpc))(
+                request, headers=_connect_headers(self._headers, affinity))
         except ConnectError as exc:
             raise _connect_error(exc) from None
 
-    def stream(self, service: str, rpc: str, request: Message) -> Iterator[Any]:
+    def stream(self, service: str, rpc: str, request: Message, affinity: str = "") -> Iterator[Any]:
         """One request, a stream of responses; closing the iterator cancels the call."""
-        events = getattr(self._clients[service], python_method_name(rpc))(request, headers=self._headers)
+        events = getattr(self._clients[service], python_method_name(rpc))(
+            request, headers=_connect_headers(self._headers, affinity))
         try:
             yield from events
         except ConnectError as exc:

@@ -18,14 +18,19 @@ from pyruntime.status_code import StatusCode
 
 
 class RuntimeCallError(CoreAIError):
-    """A call to the runtime failed with `code`; the message is the runtime's."""
+    """A call to the runtime failed with `code`; the message is the runtime's.
+
+    `retry_after`: seconds the runtime asks the caller to wait before trying again (its `google.rpc.RetryInfo`
+    detail; a refused turn carries one), None when it gave no hint.
+    """
 
     code: StatusCode = StatusCode.UNKNOWN
 
-    def __init__(self, message: str, code: StatusCode | None = None) -> None:
+    def __init__(self, message: str, code: StatusCode | None = None, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
+        self.retry_after = retry_after
 
 
 class RuntimeInvalidArgumentError(RuntimeCallError, InvalidArgumentError):
@@ -47,7 +52,8 @@ class RuntimeMemoryUnreadableError(RuntimeCallError, MemoryUnreadableError):
 
 
 class RuntimeLimitExceededError(RuntimeCallError, LimitExceededError):
-    """RESOURCE_EXHAUSTED: MaxMemoryChars or the request size limit."""
+    """RESOURCE_EXHAUSTED: MaxMemoryChars, the request size limit, or a turn the runtime cannot take now
+    (`retry_after` says when to send it again)."""
 
     code = StatusCode.RESOURCE_EXHAUSTED
 
@@ -77,11 +83,13 @@ _BY_CODE: dict[StatusCode, type[RuntimeCallError]] = {
 }
 
 
-def error_for(code: StatusCode, message: str) -> RuntimeCallError:
-    """The exception of a failed call's status."""
+def error_for(code: StatusCode, message: str, retry_after: float | None = None) -> RuntimeCallError:
+    """The exception of a failed call's status (and its retry hint, if it carried one)."""
     cls = _BY_CODE.get(code)
     # An unmapped code (DEADLINE_EXCEEDED, CANCELLED, INTERNAL, ...) is named in the message too.
-    return cls(message) if cls is not None else RuntimeCallError(f"{code.name}: {message}", code)
+    if cls is not None:
+        return cls(message, retry_after=retry_after)
+    return RuntimeCallError(f"{code.name}: {message}", code, retry_after=retry_after)
 
 
 def status_code_named(name: str) -> StatusCode:

@@ -111,9 +111,9 @@ def write(document: str, content: str | None, new_text: str | None = None) -> Do
     return _edit(document, text, "memory written")
 
 
-def append(document: str, content: str | None) -> DocumentEdit:
-    """Add content on a new line, unless an existing line (trimmed) already equals it."""
-    text = _required(content, "content", "append")
+def append(document: str, content: str | None, new_text: str | None = None) -> DocumentEdit:
+    """Add content (fallback new_text) on a new line, unless an existing line (trimmed) already equals it."""
+    text = _required(content if content is not None else new_text, "content", "append")
     wanted = text.strip()
     if any(line.strip() == wanted for line in document.split("\n")):
         return DocumentEdit(text=document, changed=False, detail="content already exists in memory; nothing was added")
@@ -216,7 +216,7 @@ def apply_edit(document: str, args: MemoryToolArgs) -> DocumentEdit:
         case "write":
             return write(document, args.content, args.new_text)
         case "append":
-            return append(document, args.content)
+            return append(document, args.content, args.new_text)
         case "clear":
             return clear(document)
         case "str_replace":

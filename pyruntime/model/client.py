@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -29,6 +29,7 @@ from pyruntime.model.compat import (
     parse_chunk,
     parse_completion,
 )
+from pyruntime.model.concurrency import conversation_fields
 from pyruntime.model.errors import IncompleteStreamError, ModelError, ModelStalledError, ModelUnavailableError
 from pyruntime.model.parked_states import ParkedStates
 from pyruntime.model.seam import Gate
@@ -47,12 +48,26 @@ CONNECT_TIMEOUT_S = 5.0
 RETRIED_ONCE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 # llama-server (cpp-httplib) closes a connection idle for 5 s (CPPHTTPLIB_KEEPALIVE_TIMEOUT_SECOND); httpx keeps
 # one for 5 s too, so a reuse at that boundary races the close. Ours expire first.
-ENGINE_KEEPALIVE = httpx.Limits(keepalive_expiry=2.0)
+KEEPALIVE_EXPIRY_S = 2.0
+
+
+def engine_limits(connections: int | None) -> httpx.Limits:
+    """The connection pool for `connections` calls at once (None: httpx's default), each kept alive between calls:
+    a pool that keeps fewer than run at once opens a new connection for most calls."""
+    if connections is None:
+        return httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S)
+    return httpx.Limits(max_connections=connections, max_keepalive_connections=connections,
+                        keepalive_expiry=KEEPALIVE_EXPIRY_S)
+
+
+ENGINE_KEEPALIVE = engine_limits(None)
+
 DEFAULT_DEADLINE_S = 300.0  # every call, streamed or not, ends by then (closing the stream stops the generation)
 # A stream that sends no text for this long is stopped and reported (ModelStalledError). Before the
 # first text the prompt is still being evaluated, which takes longer on a slow CPU with a long prompt.
 DEFAULT_FIRST_TEXT_S = 120.0
 DEFAULT_TEXT_GAP_S = 30.0
+DRAIN_AFTER_DONE_S = 1.0  # how long the end of a body may lag its [DONE] before the connection is closed
 # A slot action (park, restore, erase) waits for the slot's running request: llama-server defers it until then.
 SLOT_ACTION_TIMEOUT_S = 60.0
 
@@ -105,11 +120,12 @@ class OpenAICompatClient:
         text_gap_s: float | None = DEFAULT_TEXT_GAP_S,
         gate: Gate | None = None,
         headers: Mapping[str, str] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx.AsyncBaseTransport | Callable[[], httpx.AsyncBaseTransport | None] | None = None,
         slots: SlotAffinity | None = None,
         parked: ParkedStates | None = None,
         llama_server: bool = False,
         forced_tools_as_schema: bool = False,
+        connections: int | None = None,
     ) -> None:
         """Configure the client; `http_client` (not closed by us) replaces the internal one.
 
@@ -117,9 +133,12 @@ class OpenAICompatClient:
         text (or tool-call piece) for that long from its start / after its last text. None: no limit.
         `gate` is asked before every request (see `Gate`). `headers` go with every request (a provider's
         own headers; the key goes in `api_key`). `transport`: how the internal HTTP client connects (the
-        hosted engine's Unix socket). `slots`: the hosted engine's slot affinity (requests that name a
-        `conversation` keep its slot), `parked`: where it parks the states of conversations that lost their slot
-        (`slot_moves.py`). `llama_server`: the server is llama.cpp's own (its dialect, above).
+        hosted engine's Unix socket), or a function that makes one (each event loop's pool then gets its own).
+        `slots`: the hosted engine's slot affinity (requests that name a `conversation` keep its slot), `parked`:
+        where it parks the states of conversations that lost their slot (`slot_moves.py`). `llama_server`: the
+        server is llama.cpp's own (its dialect, above).
+        `connections`: the calls made at once (the request queue's capacity): the pool keeps that many alive.
+        A call that names a `conversation` names it to the server too (`model/concurrency.conversation_fields`).
         """
         for name, value in (("deadline_s", deadline_s), ("first_text_s", first_text_s), ("text_gap_s", text_gap_s)):
             if value is not None and not value > 0:
@@ -140,8 +159,27 @@ class OpenAICompatClient:
         self.llama_server = llama_server
         self.forced_tools_as_schema = forced_tools_as_schema
         self._owns_http = http_client is None
-        self._http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S),
-                                                      transport=transport, limits=ENGINE_KEEPALIVE)
+        def new_http() -> httpx.AsyncClient:
+            made = transport() if callable(transport) else transport
+            return httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S), transport=made,
+                                     limits=engine_limits(connections))
+
+        self._new_http = new_http
+        self._given_http = http_client
+        self._pool: httpx.AsyncClient | None = None
+        self._pool_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def _http(self) -> httpx.AsyncClient:
+        """The HTTP client of the running event loop. Kept-alive connections belong to the loop that opened them: a
+        client used from a new loop (a script calling `asyncio.run` per turn) starts a new pool; the old loop's
+        connections cannot be closed from this one and are left to it."""
+        if self._given_http is not None:
+            return self._given_http
+        loop = asyncio.get_running_loop()
+        if self._pool is None or self._pool_loop is not loop:
+            self._pool, self._pool_loop = self._new_http(), loop
+        return self._pool
 
     async def models(self) -> list[str]:
         """Ids of the models the server offers (`GET /models`)."""
@@ -171,10 +209,11 @@ class OpenAICompatClient:
             messages, False, tools, tool_choice, response_format, temperature, max_tokens, extra
         )
         forced = self._forced(body)
+        headers = self._named(body, conversation)
         limit = asyncio.timeout(self.deadline_s)
         try:
             async with limit, self._slot(conversation, messages, body) as use:
-                response = await self._post_with_retry(body)
+                response = await self._post_with_retry(body, headers)
                 if response.status_code >= 400:
                     self._slot_failed(use)
         except TimeoutError:
@@ -196,7 +235,16 @@ class OpenAICompatClient:
             named_choice_as_required(body)
         return None
 
-    async def _post_with_retry(self, body: Mapping[str, Any]) -> httpx.Response:
+    def _named(self, body: dict[str, Any], conversation: str | None) -> Mapping[str, str]:
+        """The headers of a call; one of a conversation names it in the body and a header (for the server's router)."""
+        fields, headers = conversation_fields(conversation)
+        if not fields:
+            return self._headers
+        for name, value in fields.items():
+            body.setdefault(name, value)
+        return {**self._headers, **headers}
+
+    async def _post_with_retry(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> httpx.Response:
         """POST a completion; a kept-alive connection the server closed before answering is retried once.
 
         llama-server sometimes closes a reused keep-alive connection without a response (toolchain notes);
@@ -206,9 +254,9 @@ class OpenAICompatClient:
         url = f"{self.base_url}/chat/completions"
         with self._transport_errors():
             try:
-                return await self._http.post(url, json=body, headers=self._headers)
+                return await self._http.post(url, json=body, headers=headers)
             except RETRIED_ONCE:
-                return await self._http.post(url, json=body, headers=self._headers)
+                return await self._http.post(url, json=body, headers=headers)
 
     @contextlib.asynccontextmanager
     async def _slot(self, conversation: str | None, messages: Sequence[Message],
@@ -291,6 +339,7 @@ class OpenAICompatClient:
         )
         body.setdefault("stream_options", {"include_usage": True})
         forced = self._forced(body)
+        headers = self._named(body, conversation)
         translate = ForcedCallStream(forced) if forced is not None else None
         if self.llama_server:
             # Every chunk then carries the prompt's counts: a stream closed early (the output cap) still has them.
@@ -306,7 +355,7 @@ class OpenAICompatClient:
         try:
             async with limit, self._slot(conversation, messages, body) as use:
                 with self._transport_errors():
-                    async with self._open_stream(body) as response:
+                    async with self._open_stream(body, headers) as response:
                         if response.status_code >= 400:
                             self._slot_failed(use)
                             raise error_from_response(response.status_code, await response.aread())
@@ -319,6 +368,10 @@ class OpenAICompatClient:
                             except StopAsyncIteration:
                                 line = None
                             limit.reschedule(None)
+                            if done:  # past [DONE]: read to the body's end, so the connection is kept for reuse
+                                if line is None:
+                                    break
+                                continue
                             data = decoder.feed(line) if line is not None else decoder.flush()
                             if data is None:
                                 if line is None:
@@ -326,7 +379,9 @@ class OpenAICompatClient:
                                 continue
                             if data.strip() == "[DONE]":
                                 done = True
-                                break
+                                # The body ends right after; a server that keeps it open loses the connection.
+                                end = text_by = loop.time() + DRAIN_AFTER_DONE_S
+                                continue
                             got_text = False
                             received = parse_chunk(self._json(data.encode()))
                             if translate is not None:
@@ -343,27 +398,31 @@ class OpenAICompatClient:
         except TimeoutError:
             if not limit.expired():
                 raise
-            if end is not None and loop.time() >= end:
+            if done:
+                pass  # the body did not end after [DONE]: its connection was closed, the reply is whole
+            elif end is not None and loop.time() >= end:
                 log.warning("model call stopped at its deadline (%g s)", self.deadline_s)
                 raise self._deadline_error() from None
-            waited = self.text_gap_s if seen_text else self.first_text_s
-            log.warning("generation stopped: the model sent no text for %g s", waited)
-            raise ModelStalledError(
-                f"the model sent no text for {waited:g} s; the generation was stopped"
-            ) from None
+            else:
+                waited = self.text_gap_s if seen_text else self.first_text_s
+                log.warning("generation stopped: the model sent no text for %g s", waited)
+                raise ModelStalledError(
+                    f"the model sent no text for {waited:g} s; the generation was stopped"
+                ) from None
         if not finished:
             how = "[DONE]" if done else "the end of the stream"
             raise IncompleteStreamError(f"model server sent {how} without a finish_reason; the reply was cut")
 
     @contextlib.asynccontextmanager
-    async def _open_stream(self, body: Mapping[str, Any]) -> AsyncIterator[httpx.Response]:
+    async def _open_stream(self, body: Mapping[str, Any], headers: Mapping[str, str]
+                           ) -> AsyncIterator[httpx.Response]:
         """The streamed response; retried once when a kept-alive connection closes before any answer."""
         url = f"{self.base_url}/chat/completions"
         try:
-            response = await self._http.send(self._http.build_request("POST", url, json=body, headers=self._headers),
+            response = await self._http.send(self._http.build_request("POST", url, json=body, headers=headers),
                                              stream=True)
         except RETRIED_ONCE:
-            response = await self._http.send(self._http.build_request("POST", url, json=body, headers=self._headers),
+            response = await self._http.send(self._http.build_request("POST", url, json=body, headers=headers),
                                              stream=True)
         try:
             yield response
@@ -431,8 +490,9 @@ class OpenAICompatClient:
 
     async def aclose(self) -> None:
         """Close the internal HTTP client (a passed-in one is left open)."""
-        if self._owns_http:
-            await self._http.aclose()
+        if self._owns_http and self._pool is not None and self._pool_loop is asyncio.get_running_loop():
+            await self._pool.aclose()
+        self._pool = None
 
     async def __aenter__(self) -> OpenAICompatClient:
         return self

@@ -184,7 +184,7 @@ class LlamaServerProcess:
         because a restart reuses both (`restart`).
         """
         return {"base_url": f"{self.engine_url}/v1", "api_key": self._engine_key,
-                "transport": self.engine_transport(), "slots": self.slots, "parked": self.parked,
+                "transport": self.engine_transport, "slots": self.slots, "parked": self.parked,
                 "llama_server": True,
                 "forced_tools_as_schema": not self.template_renders_tools, "model": self.config.alias}
 

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 # An empty completion on a slot: llama-server keeps a slot's last request (its prompt and reply, shown by a debug
 # /slots) until another request runs there, even after an erase; this one replaces it with nothing.
 SCRUB_REQUEST = {"prompt": "", "n_predict": 0, "cache_prompt": False}
+FREE_SLOT_POLL_S = 0.02
 Post = Callable[[str, Mapping[str, str] | None, Mapping[str, Any]], Awaitable[httpx.Response | None]]
 
 
@@ -41,21 +42,20 @@ class SlotMoves:
         self.parked = parked
         self._post = post
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()  # while in use
-        self._freed = asyncio.Event()
 
     async def acquire(self, conversation: str | None, messages: Sequence[Mapping[str, Any]]) -> SlotUse:
-        """The request's slot (`SlotAffinity.acquire`), waiting for one to be released when every slot is busy."""
+        """The request's slot (`SlotAffinity.acquire`), waiting for one to be released when every slot is busy (rare:
+        the request queue grants no more calls than there are slots; polled, as the client may serve several event
+        loops one after the other)."""
         while True:
             use = self.slots.acquire(conversation, messages)
             if use is not None:
                 return use
-            self._freed.clear()
-            await self._freed.wait()
+            await asyncio.sleep(FREE_SLOT_POLL_S)
 
     def release(self, use: SlotUse) -> None:
         """The request on `use.slot` ended."""
         self.slots.release(use)
-        self._freed.set()
 
     async def prepare(self, use: SlotUse) -> bool:
         """Make the slot ready for the request; True when the request must reuse nothing the slot holds."""

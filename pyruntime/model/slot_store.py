@@ -6,7 +6,9 @@ each file it asked llama-server to write, the conversation's digest, the file's 
 the identity of the model and engine that wrote it. A file is restored only when it is a regular file
 (not a link), of the recorded size and hash, written for this model, this context size and this
 llama-server binary: nothing another process put in the folder is loaded blindly. Files of ours
-that fail a check are removed; anything else in the folder is left alone.
+that fail a check are removed; anything else in the folder is left alone. An index that is not
+exactly what this module writes (unreadable, nested, mistyped, out of range) is ignored with a
+warning: it costs the restored states, never the start.
 
 Pure file I/O; the HTTP calls are `warm_slots.py`'s.
 """
@@ -22,6 +24,9 @@ import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 log = logging.getLogger("pyruntime.model")
 
@@ -31,6 +36,7 @@ _SUFFIX = ".slot"
 _NAME = re.compile(r"^[0-9a-f]{64}\.slot$")
 _HEADER_BYTES = 1 << 20  # how much of the model file its identity hashes
 MAX_INDEX_BYTES = 1 << 20
+_MAX_STATE_BYTES = 1 << 50  # far beyond any state llama-server writes; larger numbers are not ours
 
 
 def engine_identity(model_path: Path, n_ctx: int, binary: Path) -> str:
@@ -53,6 +59,44 @@ class SavedSlot:
     bytes: int
     sha256: str
     saved_at: float
+
+
+_Hex64 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class _IndexEntry(BaseModel):
+    """One entry of `slots.json`, exactly as `_write_index` writes it."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    conversation: _Hex64
+    file: str
+    bytes: Annotated[int, Field(ge=0, le=_MAX_STATE_BYTES)]
+    sha256: _Hex64
+    saved_at: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+    @model_validator(mode="after")
+    def _file_of_its_conversation(self) -> _IndexEntry:
+        if self.file != self.conversation + _SUFFIX:
+            raise ValueError("the file is not the conversation's")
+        return self
+
+
+class _Index(BaseModel):
+    """`slots.json`: parsed by pydantic's own JSON parser (bounded nesting, no RecursionError)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    format: Literal[1]
+    identity: str
+    entries: list[_IndexEntry]
+
+
+def _first_problem(error: ValidationError) -> str:
+    """Where and what, without the offending value (an index names no player, but a planted one may say anything)."""
+    first = error.errors(include_url=False, include_input=False, include_context=False)[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the file"
+    return f"{where}: {first['type']}"
 
 
 def _digest(path: Path) -> tuple[int, str] | None:
@@ -146,26 +190,40 @@ class SlotStateStore:
     # -- internals ------------------------------------------------------------------------
 
     def _read_index(self) -> list[SavedSlot]:
+        data = self._read_index_bytes()
+        if data is None:
+            return []
+        try:
+            index = _Index.model_validate_json(data)
+        except ValidationError as exc:
+            log.warning("slot state: the index %s is not one this runtime wrote (%s); it is ignored, no saved state "
+                        "is loaded", INDEX_NAME, _first_problem(exc))
+            return []
+        if index.identity != self.identity:
+            return []  # another model, context size or engine: its files are removed as unknown
+        return [SavedSlot(e.conversation, e.file, e.bytes, e.sha256, e.saved_at) for e in index.entries]
+
+    def _read_index_bytes(self) -> bytes | None:
+        """The index file's bytes; None when there is none or it is not a small regular file (logged)."""
         path = self.folder / INDEX_NAME
         try:
-            info = path.lstat()
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+                         | getattr(os, "O_BINARY", 0))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:  # a link (ELOOP), a folder, no permission
+            log.warning("slot state: the index %s cannot be opened (%s); it is ignored", INDEX_NAME,
+                        type(exc).__name__)
+            return None
+        try:
+            info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_INDEX_BYTES:
-                return []
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return []
-        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("identity") != self.identity:
-            return []  # another model, context size or engine: its files are removed as unknown
-        entries = []
-        for raw in data.get("entries") or []:
-            try:
-                entry = SavedSlot(str(raw["conversation"]), str(raw["file"]), int(raw["bytes"]), str(raw["sha256"]),
-                                  float(raw["saved_at"]))
-            except (KeyError, TypeError, ValueError):
-                continue
-            if _NAME.match(entry.file) and entry.file == self.file_name(entry.conversation):
-                entries.append(entry)
-        return entries
+                log.warning("slot state: the index %s is not a regular file of at most %d bytes; it is ignored",
+                            INDEX_NAME, MAX_INDEX_BYTES)
+                return None
+            return os.read(fd, MAX_INDEX_BYTES + 1)
+        finally:
+            os.close(fd)
 
     def _write_index(self, entries: list[SavedSlot]) -> None:
         path = self.folder / INDEX_NAME

@@ -1,9 +1,10 @@
 """The models cache: pulled GGUF files by name, in one folder (`<data-dir>/CoreAI/models` or `--models-dir`).
 
 Layout: `<name>.gguf` (the model; its file name makes the hosted alias the name) and `<name>.json` (where it
-came from and its sha256, written after the file is in place), partial downloads in `.partial/`. A model
-counts as pulled only when both exist and the file still has the recorded size. The Unity package writes
-the same layout (CoreAI.Downloads.ModelStore), so a model pulled in the editor is one the runtime finds.
+came from and its sha256, written after the file is in place), partial downloads in `.partial/` (`partial`).
+A model counts as pulled only when both exist and the file still has the recorded size. The Unity package
+writes the same layout (CoreAI.Downloads.ModelStore), so a model pulled in the editor is one the runtime finds.
+A manifest is read and written without following a link or opening anything but a regular file.
 """
 
 from __future__ import annotations
@@ -11,19 +12,29 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit
 
-from pyruntime.errors import InvalidArgumentError, NotFoundError
+from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError, NotFoundError
 from pyruntime.model.gguf_info import read_gguf_info
-from pyruntime.models import catalog
-from pyruntime.models.download import DEFAULT_TIMEOUT_S, ProgressCallback, download
+from pyruntime.models import catalog, lockfile, partial
+from pyruntime.models.download import (
+    DEFAULT_KEEP_FREE,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_TIMEOUT_S,
+    DownloadError,
+    ProgressCallback,
+    download,
+)
+from pyruntime.models.partial import PartialFiles
+from pyruntime.stores import fileio
 
 MODELS_RELATIVE_PATH = Path("CoreAI") / "models"  # under a data dir (the game's persistentDataPath)
-PARTIAL_FOLDER = ".partial"
 MANIFEST_VERSION = 1
+MAX_MANIFEST_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -90,15 +101,15 @@ class ModelCache:
     def get(self, name: str) -> PulledModel | None:
         """The pulled model `name`, or None (not pulled, or its file no longer matches the manifest)."""
         name = catalog.check_name(name)
-        manifest = self.root / f"{name}.json"
         try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
+            data = json.loads(fileio.read_bytes(self.root / f"{name}.json", root=self.root, limit=MAX_MANIFEST_BYTES,
+                                                what="model manifest") or b"null")
             model = PulledModel(name=name, path=self.model_file(name), sha256=str(data["sha256"]),
                                 size_bytes=int(data["size_bytes"]), url=str(data["url"]), source=str(data["source"]),
                                 pulled_at=int(data["pulled_at"]))
             size = model.path.stat().st_size
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        except (OSError, ValueError, KeyError, TypeError, MemoryUnreadableError):
+            return None  # missing, a link or FIFO in its place, or not a manifest
         return model if size == model.size_bytes else None
 
     def path(self, name: str) -> Path:
@@ -124,38 +135,54 @@ class ModelCache:
         return found
 
     def pull(self, request: PullRequest, *, progress: ProgressCallback | None = None,
-             timeout_s: float = DEFAULT_TIMEOUT_S) -> PulledModel:
-        """Download (or resume) `request` into the cache, checked; an already pulled, matching model is kept."""
+             timeout_s: float = DEFAULT_TIMEOUT_S, max_bytes: int = DEFAULT_MAX_BYTES,
+             keep_free: int = DEFAULT_KEEP_FREE) -> PulledModel:
+        """Download (or resume) `request` into the cache, checked; an already pulled, matching model is kept.
+
+        A download of unknown size stops past max_bytes; none leaves less than keep_free bytes on the disk.
+        """
         existing = self.get(request.name)
         if existing is not None and (request.sha256 is None or existing.sha256 == request.sha256):
             return existing
         dest = self.model_file(request.name)
         digest = download(request.url, dest, sha256=request.sha256, size=request.size_bytes, progress=progress,
-                          validate=validate_gguf, partial_dir=self.root / PARTIAL_FOLDER, timeout_s=timeout_s)
+                          validate=validate_gguf, timeout_s=timeout_s, max_bytes=max_bytes, keep_free=keep_free)
         model = PulledModel(name=request.name, path=dest, sha256=digest, size_bytes=dest.stat().st_size,
                             url=request.url, source=request.source, pulled_at=int(time.time()))
         self._write_manifest(model)
         return model
 
+    def partial_bytes(self, name: str) -> int:
+        """How many bytes of `name` a stopped download kept for its resume (0: none)."""
+        try:
+            entry = os.lstat(self.root / partial.FOLDER / (self.model_file(name).name + partial.PARTIAL_SUFFIX))
+        except FileNotFoundError:
+            return 0
+        return entry.st_size if stat.S_ISREG(entry.st_mode) else 0
+
     def remove(self, name: str) -> bool:
-        """Delete the model `name` (file, manifest and any partial download); False when there was nothing."""
-        name = catalog.check_name(name)
-        removed = False
-        for path in (self.root / f"{name}.json", self.model_file(name),
-                     self.root / PARTIAL_FOLDER / f"{name}.gguf.partial"):
-            try:
-                path.unlink()
-                removed = True
-            except FileNotFoundError:
-                pass
+        """Delete the model `name` (file, manifest, any partial download and its lock); False when there was nothing.
+
+        A download of it that is running is not interrupted: DownloadError, nothing removed.
+        """
+        model = self.model_file(name)
+        if not self.root.is_dir():
+            return False
+        try:
+            with PartialFiles.locked(self.root, model.name) as files:
+                removed = files.size() > 0 or files.remote() is not None
+                files.discard()
+                for path in (self.root / f"{model.stem}.json", model):
+                    removed = fileio.remove(path, root=self.root) or removed
+        except lockfile.LockBusy:
+            raise DownloadError(f"a download of {model.stem} is running; stop it first (nothing was removed)") from None
         return removed
 
     def _write_manifest(self, model: PulledModel) -> None:
         data = asdict(model) | {"path": model.path.name, "version": MANIFEST_VERSION}
-        target = self.root / f"{model.name}.json"
-        temp = target.with_name(target.name + ".tmp")
-        temp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        os.replace(temp, target)
+        # A new file renamed over the name: a link or FIFO planted there is replaced, never written through.
+        fileio.atomic_write(self.root / f"{model.name}.json", (json.dumps(data, indent=2) + "\n").encode("utf-8"),
+                            root=self.root, limit=MAX_MANIFEST_BYTES)
 
 
 def _name_from_url(url: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
@@ -83,6 +83,36 @@ class _PrewarmCollector(Collector):
         yield family
 
 
+AdmissionSnapshot = Callable[[], Any]
+"""Turn admission now: an object with running, queued, max_running, max_queued, max_per_conversation
+(service/admission.AdmissionSnapshot)."""
+QUEUE_WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class _AdmissionCollector(Collector):
+    """coreai_turns_running, coreai_turns_queued and coreai_turn_limit{limit}: turn admission as read now."""
+
+    def __init__(self) -> None:
+        self.source: AdmissionSnapshot | None = None
+
+    def collect(self) -> Iterable[Metric]:
+        """Admission's counts and limits as read now."""
+        now = self.source() if self.source is not None else None
+
+        def read(name: str) -> float:
+            return float(getattr(now, name, 0) or 0)
+
+        yield GaugeMetricFamily("coreai_turns_running", "Turns running now (holding a place)", value=read("running"))
+        yield GaugeMetricFamily("coreai_turns_queued", "Turns waiting for a place (the queue's depth)",
+                                value=read("queued"))
+        limits = GaugeMetricFamily("coreai_turn_limit", "Turn admission's limits: turns running at once, turns "
+                                   "waiting, turns of one conversation", labels=["limit"])
+        for label, name in (("running", "max_running"), ("queued", "max_queued"),
+                            ("per_conversation", "max_per_conversation")):
+            limits.add_metric([label], read(name))
+        yield limits
+
+
 class RuntimeMetrics:
     """Every metric of one runtime; `render()` is the `/metrics` body."""
 
@@ -105,6 +135,10 @@ class RuntimeMetrics:
             "coreai_connections_closed", "Connections the runtime closed: refused at the cap, evicted for a newer "
             "one, timed out idle or mid-request", ["transport", "reason"], registry=r)
         self.accept_errors = Counter("coreai_accept_errors", "Failed accepts (e.g. out of file handles)", registry=r)
+        self.queue_wait = Histogram("coreai_turn_queue_wait_seconds", "How long admitted turns waited for a place",
+                                    buckets=QUEUE_WAIT_BUCKETS, registry=r)
+        self._admission = _AdmissionCollector()
+        r.register(self._admission)
         self._model = _ModelCollector()
         r.register(self._model)
         self._prewarms = _PrewarmCollector()
@@ -127,6 +161,14 @@ class RuntimeMetrics:
     def watch_turns_in_flight(self, source: Callable[[], float]) -> None:
         """Read the number of admitted turns from source at every scrape."""
         self.turns_in_flight.set_function(source)
+
+    def watch_admission(self, source: AdmissionSnapshot) -> None:
+        """Read turn admission's counts and limits from source at every scrape."""
+        self._admission.source = source
+
+    def turn_admitted(self, waited_s: float) -> None:
+        """A turn got its place after waiting `waited_s` seconds."""
+        self.queue_wait.observe(waited_s)
 
     def watch_model_queue(self, source: Callable[[], float]) -> None:
         """Read the number of model calls waiting from source at every scrape."""

@@ -23,10 +23,11 @@ from typing import Any
 from connectrpc.code import Code
 from connectrpc.compat import google_protobuf_binary_codec
 from connectrpc.compat._codec import ProtoJSONCodec
-from connectrpc.errors import ConnectError
+from connectrpc.errors import ConnectError, ErrorDetail
 from connectrpc.request import RequestContext
 from google.protobuf import json_format
 from google.protobuf.message import Message
+from protobuf.wkt import Any as AnyDetail
 
 import pyruntime
 from coreai.v1.memory_store_connect import MemoryStoreASGIApplication
@@ -34,7 +35,7 @@ from coreai.v1.orchestrator_connect import OrchestratorASGIApplication
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.jsonlimits import check_json_depth, check_json_shape
 from pyruntime.net.auth import HeaderCheck, bearer_matches, check_host_header, check_origin
-from pyruntime.net.wire import UNAUTHENTICATED_MESSAGE, python_method_name
+from pyruntime.net.wire import RETRY_INFO_TYPE, UNAUTHENTICATED_MESSAGE, python_method_name, retry_info
 from pyruntime.observability import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from pyruntime.service import RuntimeServices, ServiceError
 from pyruntime.service.status import StatusCode, status_for
@@ -53,9 +54,14 @@ ASGIApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
 
 
 def connect_error(error: ServiceError) -> ConnectError:
-    """The ConnectError of a service status (Connect spells CANCELLED with one L)."""
+    """The ConnectError of a service status (Connect spells CANCELLED with one L), with its retry hint."""
     name = "CANCELED" if error.code is StatusCode.CANCELLED else error.code.name
-    return ConnectError(Code[name], error.message)
+    details = []
+    if error.retry_after_s is not None:
+        # connectrpc's details are messages of its own protobuf runtime: the google.protobuf one goes in as an Any.
+        packed = retry_info(error.retry_after_s).SerializeToString()
+        details.append(ErrorDetail(AnyDetail(type_url=f"type.googleapis.com/{RETRY_INFO_TYPE}", value=packed)))
+    return ConnectError(Code[name], error.message, details)
 
 
 class ExplicitJsonCodec(ProtoJSONCodec[Any]):

@@ -25,7 +25,12 @@ from grpc_reflection.v1alpha import reflection
 from coreai.v1 import memory_store_pb2, orchestrator_pb2
 from pyruntime.net.auth import bearer_matches
 from pyruntime.net.limits import TransportLimits
-from pyruntime.net.wire import UNAUTHENTICATED_MESSAGE, python_method_name
+from pyruntime.net.wire import (
+    GRPC_STATUS_DETAILS_KEY,
+    UNAUTHENTICATED_MESSAGE,
+    grpc_status_details,
+    python_method_name,
+)
 from pyruntime.service import RuntimeServices, ServiceError
 from pyruntime.service.status import StatusCode, status_for
 
@@ -42,7 +47,11 @@ PUBLIC_SERVICES = frozenset({health.SERVICE_NAME, reflection.SERVICE_NAME, "grpc
 
 
 async def _abort(context: aio.ServicerContext[Any, Any], error: ServiceError) -> NoReturn:
-    await context.abort(grpc.StatusCode[error.code.name], error.message)
+    code = grpc.StatusCode[error.code.name]
+    if error.retry_after_s is None:
+        await context.abort(code, error.message)
+    details = grpc_status_details(code.value[0], error.message, error.retry_after_s)
+    await context.abort(code, error.message, trailing_metadata=((GRPC_STATUS_DETAILS_KEY, details),))
 
 
 class _Malformed:

@@ -29,8 +29,9 @@ class InProcessTransport:
         self._service = memory_store
         self._loop = asyncio.Runner()  # the service's calls are coroutines that run the core on its workers
 
-    def unary(self, service: str, rpc: str, request: Message) -> Any:
-        """One request, one response; a failure raises the client error of its status."""
+    def unary(self, service: str, rpc: str, request: Message, affinity: str = "") -> Any:
+        """One request, one response; a failure raises the client error of its status (affinity: unused, one
+        process)."""
         if service != MEMORY_STORE:
             raise InvalidArgumentError(f"the in-process transport serves {MEMORY_STORE} only, not {service}")
         call = getattr(self._service, python_method_name(rpc))
@@ -39,7 +40,7 @@ class InProcessTransport:
         except ServiceError as exc:
             raise error_for(exc.code, exc.message) from None
 
-    def stream(self, service: str, rpc: str, request: Message) -> Iterator[Any]:
+    def stream(self, service: str, rpc: str, request: Message, affinity: str = "") -> Iterator[Any]:
         """MemoryStore has no streaming RPC."""
         raise InvalidArgumentError(f"the in-process transport has no streaming RPCs ({service}.{rpc})")
 

@@ -2,7 +2,8 @@
 
 Turns are delegated to a `TurnRunner` (the turn engine seen through proto messages); a runtime
 started without a model has none, and its turn RPCs answer UNAVAILABLE. Every turn is admitted
-first (`TurnAdmission`: RESOURCE_EXHAUSTED when too many are in flight), runs with its trace id
+first (`TurnAdmission`: it waits for a place within its deadline, and what it waited comes off the time
+it then has; RESOURCE_EXHAUSTED with a retry hint when it cannot be served in time), runs with its trace id
 on every log line, and is counted in the metrics by how it ended. Health reads a
 `ReadinessSource` and never calls the model.
 """
@@ -20,7 +21,7 @@ from coreai.v1 import common_pb2
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.observability import RuntimeMetrics, new_trace_id, trace_context
-from pyruntime.policy import AgentMemoryPolicy, config_from_proto, config_to_proto
+from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig, config_from_proto, config_to_proto
 from pyruntime.scopes import DEFAULT_TURN_ROLE, storage_key
 from pyruntime.service.admission import TurnAdmission
 from pyruntime.service.model_memory import ModelMemory, ModelMemorySource, no_model_memory
@@ -68,24 +69,31 @@ class OrchestratorService:
                  admission: TurnAdmission | None = None, metrics: RuntimeMetrics | None = None,
                  model_memory: ModelMemorySource | None = None, memory_design: str = "",
                  stop_requested: Callable[[], None] | None = None,
-                 model_download: Callable[[], pb.ModelDownload | None] | None = None) -> None:
+                 model_download: Callable[[], pb.ModelDownload | None] | None = None,
+                 role_publisher: Callable[[RoleMemoryConfig], None] | None = None) -> None:
         """The service over a role policy; `runner` None: turns answer UNAVAILABLE until `attach_runner`.
 
         `readiness` and `model_memory` are read by Health (never blocking); `memory_design` ("tool" | "writer") is
         the turn engine's, reported in Health; `stop_requested` is what the Shutdown RPC calls (None refuses it:
-        serve wires it on loopback only); `model_download` gives the progress of a model being downloaded by name.
+        serve wires it on loopback only); `model_download` gives the progress of a model being downloaded by name;
+        `role_publisher` (blocking) shares a configured role with the other runtimes on the database before it is
+        set here (None: this runtime alone).
         """
         self._policy = policy
         self._runner = runner
         self._model_alias = model_alias
         self._memory_design = memory_design
         self._stop_requested = stop_requested
+        self._publish_role = role_publisher
         self._readiness: ReadinessSource = readiness or no_model
         self._model_memory: ModelMemorySource = model_memory or no_model_memory
         self._model_download: Callable[[], pb.ModelDownload | None] = model_download or (lambda: None)
         self.admission = admission or TurnAdmission()
+        self.default_timeout_s: float | None = None  # the turn engine's, once attached (a turn's deadline)
+        self.model_concurrency = 0  # model calls the engine is sent at once, once attached (Health)
         self.metrics = metrics or RuntimeMetrics()
         self.metrics.watch_turns_in_flight(lambda: self.admission.in_flight)
+        self.metrics.watch_admission(self.admission.snapshot)
         self.metrics.watch_model(self._model_snapshot)
         self.metrics.watch_model_memory(self._memory_snapshot)
 
@@ -96,10 +104,19 @@ class OrchestratorService:
     def _memory_snapshot(self) -> ModelMemory:
         return self._model_memory()
 
-    def attach_runner(self, runner: TurnRunner, model_alias: str, *, memory_design: str = "") -> None:
-        """Bind the turn engine once the model has loaded (serve answers health and stores before that)."""
+    def attach_runner(self, runner: TurnRunner, model_alias: str, *, memory_design: str = "",
+                      model_concurrency: int | None = None, default_timeout_s: float | None = None) -> None:
+        """Bind the turn engine once the model has loaded (serve answers health and stores before that).
+
+        `model_concurrency`: the model calls the engine serves at once (admission runs as many turns unless told);
+        `default_timeout_s`: the engine's turn timeout, a turn's deadline when its request sets none.
+        """
         self._model_alias = model_alias
         self._memory_design = memory_design
+        if model_concurrency is not None:
+            self.admission.size_to(model_concurrency)
+        self.model_concurrency = model_concurrency or 0
+        self.default_timeout_s = default_timeout_s
         self._runner = runner
 
     def readiness(self) -> Readiness:
@@ -146,6 +163,20 @@ class OrchestratorService:
         name = pb.TurnStatus.Name(response.status).removeprefix("TURN_STATUS_").lower()
         self.metrics.turn_ended(name, response.usage.prompt_tokens, response.usage.completion_tokens)
 
+    def _deadline_s(self, request: pb.RunTaskRequest) -> float | None:
+        """The turn's deadline in seconds: its own timeout, else the engine's default."""
+        return request.timeout_ms / 1000.0 if request.timeout_ms > 0 else self.default_timeout_s
+
+    @staticmethod
+    def _after_wait(request: pb.RunTaskRequest, deadline_s: float | None, waited_s: float) -> pb.RunTaskRequest:
+        """request with what is left of its deadline after waiting `waited_s` for a place."""
+        if deadline_s is None or waited_s <= 0:
+            return request
+        left = pb.RunTaskRequest()
+        left.CopyFrom(request)
+        left.timeout_ms = max(1, int((deadline_s - waited_s) * 1000))
+        return left
+
     @staticmethod
     def _traced(request: pb.RunTaskRequest) -> pb.RunTaskRequest:
         """request with a trace id: the client's, else a fresh one (answered back, and on every log line)."""
@@ -164,8 +195,10 @@ class OrchestratorService:
                 if request.client_tools:
                     raise ServiceError(StatusCode.INVALID_ARGUMENT, CLIENT_TOOLS_NEED_STREAM)
                 runner, key = self._checked(request)
-                with self.admission.admit(key):
-                    response = await runner.run_task(request)
+                deadline = self._deadline_s(request)
+                async with self.admission.admit(key, deadline) as waited:
+                    self.metrics.turn_admitted(waited)
+                    response = await runner.run_task(self._after_wait(request, deadline, waited))
             except asyncio.CancelledError:  # the caller went away
                 self.metrics.turn_ended("cancelled")
                 raise
@@ -177,34 +210,37 @@ class OrchestratorService:
     async def stream_task(self, request: pb.RunTaskRequest) -> AsyncIterator[pb.TurnEvent]:
         """The same turn as events; a caller that stops reading (disconnects) cancels it."""
         request = self._traced(request)
-        with trace_context(request.trace_id), contextlib.ExitStack() as admitted:
-            try:
-                runner, key = self._checked(request)
-                admitted.enter_context(self.admission.admit(key))
-            except Exception as exc:  # noqa: BLE001
-                raise self._refused(exc) from None
-            events = runner.stream_task(request)
-            ended = False
-            try:
-                while True:
-                    try:
-                        event = await anext(events)
-                    except StopAsyncIteration:
-                        return
-                    except Exception as exc:  # noqa: BLE001
-                        ended = True
-                        raise self._refused(exc) from None
-                    if event.HasField("final"):
-                        ended = True
-                        self._ended(event.final)
-                    yield event
-            finally:
-                if not ended:  # the caller went away before the final event
-                    self.metrics.turn_ended("cancelled")
-                # Closing the runner's iterator is what cancels the turn on a disconnect.
-                aclose = getattr(events, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+        with trace_context(request.trace_id):
+            async with contextlib.AsyncExitStack() as admitted:
+                try:
+                    runner, key = self._checked(request)
+                    deadline = self._deadline_s(request)
+                    waited = await admitted.enter_async_context(self.admission.admit(key, deadline))
+                    self.metrics.turn_admitted(waited)
+                except Exception as exc:  # noqa: BLE001
+                    raise self._refused(exc) from None
+                events = runner.stream_task(self._after_wait(request, deadline, waited))
+                ended = False
+                try:
+                    while True:
+                        try:
+                            event = await anext(events)
+                        except StopAsyncIteration:
+                            return
+                        except Exception as exc:  # noqa: BLE001
+                            ended = True
+                            raise self._refused(exc) from None
+                        if event.HasField("final"):
+                            ended = True
+                            self._ended(event.final)
+                        yield event
+                finally:
+                    if not ended:  # the caller went away before the final event
+                        self.metrics.turn_ended("cancelled")
+                    # Closing the runner's iterator is what cancels the turn on a disconnect.
+                    aclose = getattr(events, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
 
     async def submit_tool_result(self, request: pb.SubmitToolResultRequest) -> pb.SubmitToolResultResponse:
         """A game tool's result for a StreamTask turn waiting for it.
@@ -247,6 +283,8 @@ class OrchestratorService:
                 raise InvalidArgumentError("config is required")
             check_id("config.role_id", request.config.role_id)
             config = config_from_proto(request.config)
+            if self._publish_role is not None:  # stored first: a failure sets it nowhere
+                await asyncio.to_thread(self._publish_role, config)
             self._policy.set(config)
             return config_to_proto(self._policy.get(config.role_id))
         except Exception as exc:  # noqa: BLE001
@@ -277,6 +315,7 @@ class OrchestratorService:
         """Ready to serve calls as configured, and whether the model answers; never calls the model."""
         readiness = self._readiness()
         memory = self._model_memory()
+        admitted = self.admission.snapshot()
         return pb.HealthResponse(ready=readiness.ready, model=self._model_alias, version=pyruntime.__version__,
                                  model_ready=readiness.model_ready, memory_design=self.memory_design,
                                  model_rss_bytes=memory.rss_bytes,
@@ -287,4 +326,8 @@ class OrchestratorService:
                                  model_slots_busy=memory.slots_busy, prompt_cache_entries=memory.prompt_cache_entries,
                                  model_gpu_layers=memory.gpu_layers,
                                  model_gpu_fallback_reason=memory.gpu_fallback_reason,
-                                 model_download=self._model_download())
+                                 model_download=self._model_download(),
+                                 turns_running=admitted.running, turns_queued=admitted.queued,
+                                 max_turns_running=admitted.max_running, max_turns_queued=admitted.max_queued,
+                                 max_turns_per_conversation=admitted.max_per_conversation,
+                                 model_concurrency=self.model_concurrency)

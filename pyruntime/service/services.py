@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from coreai.v1.orchestrator_pb2 import ModelDownload
 from pyruntime.observability import RuntimeMetrics
-from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
 from pyruntime.service.admission import TurnAdmission
 from pyruntime.service.memory_store import MemoryStoreService
 from pyruntime.service.model_memory import ModelMemorySource
@@ -29,13 +29,16 @@ class RuntimeServices:
                readiness: ReadinessSource | None = None, admission: TurnAdmission | None = None,
                metrics: RuntimeMetrics | None = None,
                model_memory: ModelMemorySource | None = None, stop_requested: Callable[[], None] | None = None,
-               model_download: Callable[[], ModelDownload | None] | None = None) -> RuntimeServices:
-        """The services over stores; without a runner the turn RPCs answer UNAVAILABLE."""
+               model_download: Callable[[], ModelDownload | None] | None = None,
+               role_publisher: Callable[[RoleMemoryConfig], None] | None = None) -> RuntimeServices:
+        """The services over stores; without a runner the turn RPCs answer UNAVAILABLE; `role_publisher`: see
+        `OrchestratorService`."""
         policy = policy if policy is not None else AgentMemoryPolicy()
         return cls(MemoryStoreService(stores, policy),
                    OrchestratorService(policy, runner, model_alias=model_alias, readiness=readiness,
                                        admission=admission, metrics=metrics, model_memory=model_memory,
-                                       stop_requested=stop_requested, model_download=model_download))
+                                       stop_requested=stop_requested, model_download=model_download,
+                                       role_publisher=role_publisher))
 
     @property
     def metrics(self) -> RuntimeMetrics:

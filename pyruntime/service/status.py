@@ -44,14 +44,19 @@ MAX_MESSAGE_CHARS = 1000
 
 
 class ServiceError(Exception):
-    """A call failed with `code`; `message` names the problem and is safe to send to the caller."""
+    """A call failed with `code`; `message` names the problem and is safe to send to the caller.
 
-    def __init__(self, code: StatusCode, message: str) -> None:
+    `retry_after_s`: how long the caller should wait before it tries again, sent as the standard
+    `google.rpc.RetryInfo` detail on both transports (None: no hint).
+    """
+
+    def __init__(self, code: StatusCode, message: str, *, retry_after_s: float | None = None) -> None:
         if len(message) > MAX_MESSAGE_CHARS:
             message = message[:MAX_MESSAGE_CHARS] + f"…[+{len(message) - MAX_MESSAGE_CHARS} chars]"
         super().__init__(message)
         self.code = code
         self.message = message
+        self.retry_after_s = retry_after_s
 
     def __repr__(self) -> str:
         return f"ServiceError({self.code.name}, {self.message!r})"

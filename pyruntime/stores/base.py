@@ -200,3 +200,14 @@ class ConversationSummaryStore(Protocol):
     def clear_summary(self, key: str) -> None:
         """Delete the summary of key."""
         ...
+
+
+@runtime_checkable
+class ChecksImports(Protocol):
+    """A store that can refuse an identity's imported data before anything is written (the file stores: their
+    file limits and the id's index). An import asks every role first, so a refusal writes no role at all."""
+
+    def check_import(self, key: str, state: AgentMemoryState | None, history: Sequence[TranscriptEntry],
+                     summary: str | None) -> None:
+        """Raise what writing these for key would raise; write nothing."""
+        ...

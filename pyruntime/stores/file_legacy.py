@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -66,9 +67,22 @@ def migrate_legacy_conversation(
         legacy = []
     history = ks.history = history_cache.refresh(files, history_file, ks.history, stats)
     # A crash between the two writes below leaves the rows already at the head: add them once.
-    if legacy and history.rows[: len(legacy)] != legacy:
+    if legacy and not _already_moved(legacy, history.rows):
         rewrite(ks, history_file, legacy + history.rows)
     files.write(memory_file, encode_memory_document(document.state), SaveKind.MEMORY, previous=data)
     ks.legacy_checked = True
     stats.legacy_migrations += 1
     logger.info("Migrated %d legacy conversation row(s) into a history file", len(legacy))
+
+
+def _already_moved(legacy: list[TranscriptEntry], rows: list[TranscriptEntry]) -> bool:
+    """Whether rows already begin with legacy's rows: an earlier migration stopped before `<stem>.json` was rewritten.
+
+    That migration's rewrite kept only the rows inside the caps' windows, so the head of legacy rows (order 0)
+    is legacy itself or a subsequence of it that ends with its newest row.
+    """
+    head = list(itertools.takewhile(lambda row: row.order == 0, rows))
+    if not head or head[-1] != legacy[-1]:
+        return False
+    remaining = iter(legacy)
+    return all(any(row == candidate for candidate in remaining) for row in head)

@@ -4,18 +4,20 @@ Layout under `root` (= `<persistentDataPath>/CoreAI`):
 `AgentMemory/<stem>.json`, `AgentMemory/<stem>.history.jsonl`, `ConversationSummaries/<stem>.json`,
 and the inter-process lock files in `.locks/<folder>/<digest of stem>.lock`, away from the data folders.
 
-The rooms: per-key locks in `key_locks`, the incremental history cache in `history_cache`, legacy formats
-in `file_legacy`, the summary store in `file_summaries`; this module is the memory store, and the import
-path of both file stores.
+The rooms: per-key locks in `key_locks`, the incremental history cache in `history_cache`, history file
+writes in `history_file`, the shared order of rows in `order_counter`, trims in `trim_notices`, legacy
+formats in `file_legacy`, the summary store in `file_summaries`; this module is the memory store, and the
+import path of both file stores.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
-import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
@@ -27,7 +29,6 @@ from pyruntime.stores.base import (
     LoadResult,
     Mutation,
     TranscriptEntry,
-    TranscriptKind,
     chat_row,
 )
 from pyruntime.stores.confined import DEFAULT_LIMITS, SaveLimits
@@ -45,8 +46,10 @@ from pyruntime.stores.file_layout import (
 )
 from pyruntime.stores.file_legacy import migrate_legacy_conversation
 from pyruntime.stores.file_summaries import FileConversationSummaryStore
-from pyruntime.stores.history_cache import TAIL_BYTES, CachedHistory, FileStoreStats, TrimEvent, signature
+from pyruntime.stores.history_cache import CachedHistory, FileStoreStats
+from pyruntime.stores.history_file import HistoryFileWriter
 from pyruntime.stores.identity_index import IdentityIndex
+from pyruntime.stores.in_memory import _checked_entry
 from pyruntime.stores.key_locks import (
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_MAX_CACHED_KEYS,
@@ -57,7 +60,9 @@ from pyruntime.stores.key_locks import (
     KeyState,
     require_key,
 )
-from pyruntime.stores.save_files import QUARANTINE_DIR, SaveFiles, SaveKind
+from pyruntime.stores.order_counter import OrderCounter, counter_path, read_counter, write_counter
+from pyruntime.stores.save_files import SaveFiles, SaveKind
+from pyruntime.stores.trim_notices import TrimEvent, TrimNotices, trim_of_append
 
 __all__ = [
     "DEFAULT_CHAT_CAP",
@@ -83,6 +88,31 @@ def _now() -> int:
     return int(time.time())
 
 
+def _transcript_rows(entries: Sequence[TranscriptEntry]) -> list[TranscriptEntry]:
+    """Transcript entries as they are stored: the in-memory store's checks (same refusals, same messages), all rows
+    before any is written, timestamps normalized."""
+    return [replace(_checked_entry(entry), timestamp=normalize_timestamp(entry.timestamp)) for entry in entries]
+
+
+def _stamped(rows: Sequence[TranscriptEntry], order: int, now: int) -> list[TranscriptEntry]:
+    """rows numbered after order, the unstamped ones timed now: what one append writes."""
+    stamped = []
+    for row in rows:
+        order += 1
+        stamped.append(
+            TranscriptEntry(
+                kind=row.kind,
+                name=row.name,
+                content=row.content,
+                call_id=row.call_id,
+                timestamp=row.timestamp or now,
+                order=order,
+                is_chat_message=row.is_chat_message,
+            )
+        )
+    return stamped
+
+
 class FileAgentMemoryStore:
     """Memory documents, chat history and transcripts as files under `root/AgentMemory/`."""
 
@@ -104,12 +134,17 @@ class FileAgentMemoryStore:
         self.files = SaveFiles(self.root, limits)
         self.chat_cap = chat_cap
         self.transcript_cap = transcript_cap
-        self.rewrite_threshold = max(16, transcript_cap // 8)
-        self.on_trim = on_trim
         self.stats = FileStoreStats()
+        self._history = HistoryFileWriter(self.files, chat_cap, transcript_cap, self.stats)
+        self._trims = TrimNotices(on_trim)
         self.identities = identities if identities is not None else IdentityIndex(self.root)
         self._keys = KeyedFolder(self.root, AGENT_MEMORY_DIR, lock_timeout=lock_timeout,
                                   max_cached=max_cached_keys)
+
+    @property
+    def rewrite_threshold(self) -> int:
+        """Stale rows (outside both windows) a history file may gather before it is rewritten without them."""
+        return self._history.rewrite_threshold
 
     @property
     def cached_keys(self) -> int:
@@ -140,8 +175,8 @@ class FileAgentMemoryStore:
     def try_load(self, key: str) -> LoadResult:
         """Loaded | NotFound | Failed(reason)."""
         stem = self._stem(key)
-        with self._keys.locked(stem, write=False) as ks:
-            self._migrate_legacy(ks, stem)
+        with self._locked(stem, write=False) as ks:
+            self._migrate_legacy(ks, stem, key)
             try:
                 data = self.files.read(self._memory_file(stem), SaveKind.MEMORY)
             except MemoryUnreadableError as exc:
@@ -160,8 +195,8 @@ class FileAgentMemoryStore:
             raise InvalidArgumentError("state must be an AgentMemoryState")
         data = encode_memory_document(state)
         self.files.check_size(len(data), SaveKind.MEMORY)
-        with self._keys.locked(stem) as ks:
-            self._migrate_legacy(ks, stem)
+        with self._locked(stem) as ks:
+            self._migrate_legacy(ks, stem, key)
             self.identities.record(key)
             # Heals an unreadable document; a link or FIFO in its place is replaced, never written through.
             self.files.write(self._memory_file(stem), data, SaveKind.MEMORY, read_previous=True)
@@ -169,8 +204,8 @@ class FileAgentMemoryStore:
     def mutate(self, key: str, fn: Mutation) -> AgentMemoryState:
         """Atomic read-modify-write under the key's locks; durable before return."""
         stem = self._stem(key)
-        with self._keys.locked(stem) as ks:
-            self._migrate_legacy(ks, stem)
+        with self._locked(stem) as ks:
+            self._migrate_legacy(ks, stem, key)
             data = self.files.read(self._memory_file(stem), SaveKind.MEMORY)
             if data is None:
                 current = AgentMemoryState()
@@ -193,8 +228,8 @@ class FileAgentMemoryStore:
     def clear(self, key: str) -> None:
         """Delete the memory document, its versions and snapshot; chat history stays."""
         stem = self._stem(key)
-        with self._keys.locked(stem) as ks:
-            self._migrate_legacy(ks, stem)
+        with self._locked(stem) as ks:
+            self._migrate_legacy(ks, stem, key)
             path = self._memory_file(stem)
             try:
                 data = self.files.read(path, SaveKind.MEMORY)
@@ -220,40 +255,38 @@ class FileAgentMemoryStore:
         row = chat_row(role, content)
         if persist:
             self.identities.record(key)
-        self._append(stem, [row], persist)
+        self._append(key, stem, [row], persist)
 
     def append_transcript(self, key: str, entries: Sequence[TranscriptEntry], persist: bool = True) -> None:
         """Append transcript rows (tool calls, tool results, ...) in one all-or-nothing write."""
         stem = self._stem(key)
-        rows = []
-        for entry in entries:
-            if not isinstance(entry, TranscriptEntry):
-                raise InvalidArgumentError("entries must be TranscriptEntry objects")
-            if not isinstance(entry.content, str) or not isinstance(entry.name, str):
-                raise InvalidArgumentError("a transcript entry needs a string name and content")
-            if entry.kind not in TranscriptKind._value2member_map_:
-                raise InvalidArgumentError(
-                    "a transcript entry kind must be 0-3 (user, assistant, tool call, tool result)")
-            rows.append(
-                TranscriptEntry(
-                    kind=TranscriptKind(entry.kind),
-                    name=entry.name,
-                    content=entry.content,
-                    call_id=entry.call_id or None,
-                    timestamp=normalize_timestamp(entry.timestamp),
-                    is_chat_message=entry.is_chat_message,
-                )
-            )
+        rows = _transcript_rows(entries)
         if rows:
             if persist:
                 self.identities.record(key)
-            self._append(stem, rows, persist)
+            self._append(key, stem, rows, persist)
+
+    def check_import(self, key: str, state: AgentMemoryState | None, history: Sequence[TranscriptEntry],
+                     summary: str | None) -> None:
+        """Raise what replacing key's memory and history with these would raise (its id, the file limits), writing
+        nothing: an import checks every role this way before it writes the first."""
+        stem = require_key(key)
+        self.identities.verify(key, stem)
+        if state is not None:
+            if not isinstance(state, AgentMemoryState):
+                raise InvalidArgumentError("state must be an AgentMemoryState")
+            self.files.check_size(len(encode_memory_document(state)), SaveKind.MEMORY)
+        rows = _stamped(_transcript_rows(history), 0, _now())  # what `_append` writes after a clear
+        if rows:
+            mask = retained_mask([r.is_chat_message for r in rows], self.chat_cap, self.transcript_cap)
+            kept = [r for r, keep in zip(rows, mask, strict=True) if keep]  # a full file is rewritten to these
+            self.files.check_size(len(encode_history_rows(kept)), SaveKind.HISTORY)
 
     def get_chat_history(self, key: str, max_messages: int = 0, *, persisted_only: bool = False) -> list[ChatMessage]:
         """Oldest first, the newest max_messages (0 = all) of the chat window (persisted_only: no session rows)."""
         stem = self._stem(key)
         limit = self._limit(max_messages, "max_messages")
-        chat = [r for r in self._merged_rows(stem, persisted_only) if r.is_chat_message][-self.chat_cap :]
+        chat = [r for r in self._merged_rows(key, stem, persisted_only) if r.is_chat_message][-self.chat_cap :]
         if limit:
             chat = chat[-limit:]
         return [ChatMessage(role=r.name, content=r.content, timestamp=r.timestamp, order=r.order) for r in chat]
@@ -262,20 +295,30 @@ class FileAgentMemoryStore:
         """Oldest first, the newest max_entries (0 = all) of the transcript window (persisted_only: no session rows)."""
         stem = self._stem(key)
         limit = self._limit(max_entries, "max_entries")
-        rows = self._merged_rows(stem, persisted_only)[-self.transcript_cap :]
+        rows = self._merged_rows(key, stem, persisted_only)[-self.transcript_cap :]
         if limit:
             rows = rows[-limit:]
         return rows
 
     def clear_chat_history(self, key: str) -> None:
-        """Delete the history file (and the copies quarantine kept of it) and this process's unpersisted rows of key;
-        memory stays."""
+        """Delete the history file (and the copies quarantine kept of it) and the unpersisted rows of key, this
+        process's and other instances' alike."""
         stem = self._stem(key)
-        with self._keys.locked(stem) as ks:
+        with self._locked(stem) as ks:
             # Migrating first also empties a legacy conversation still held in <stem>.json.
-            self._migrate_legacy(ks, stem)
+            self._migrate_legacy(ks, stem, key)
+            try:
+                known = self._refresh(ks, stem).max_order
+            except MemoryUnreadableError:  # a link, FIFO or oversized file in its place: removed all the same
+                known = 0
+            counter_file = counter_path(ks.lock_path)
+            counter = read_counter(counter_file, self.root)
             self.files.remove(self._history_file(stem))
             self.files.remove_kept_aside(stem, HISTORY_SUFFIX)  # copies of its unreadable lines: history too
+            # Every session-only row any instance holds has an order up to the counter's: they go too. Orders
+            # go on from there, so no order of a cleared row is handed out again.
+            last = counter.next_after(known, ks.overlay[-1].order if ks.overlay else 0) - 1
+            write_counter(counter_file, self.root, OrderCounter(last, last))
             ks.overlay = []
             ks.history = CachedHistory()
             ks.quarantined = ""
@@ -300,98 +343,64 @@ class FileAgentMemoryStore:
             raise InvalidArgumentError(f"{name} must be a non-negative integer (0 = all)")
         return value
 
-    def _merged_rows(self, stem: str, persisted_only: bool = False) -> list[TranscriptEntry]:
-        with self._keys.locked(stem, write=False) as ks:
-            self._migrate_legacy(ks, stem)
+    @contextmanager
+    def _locked(self, stem: str, *, write: bool = True) -> Iterator[KeyState]:
+        """The key's locks (`KeyedFolder.locked`); trim callbacks queued meanwhile run once they are released."""
+        try:
+            with self._keys.locked(stem, write=write) as ks:
+                yield ks
+        finally:
+            self._trims.deliver()
+
+    def _session_rows(self, ks: KeyState, counter: OrderCounter | None = None) -> list[TranscriptEntry]:
+        """This process's unpersisted rows of the key, less those another instance's clear removed."""
+        if ks.overlay:
+            cleared = (counter or read_counter(counter_path(ks.lock_path), self.root)).cleared
+            ks.overlay = [r for r in ks.overlay if r.order > cleared]
+        return ks.overlay
+
+    def _merged_rows(self, key: str, stem: str, persisted_only: bool = False) -> list[TranscriptEntry]:
+        with self._locked(stem, write=False) as ks:
+            self._migrate_legacy(ks, stem, key)
             history = self._refresh(ks, stem)
-            if not ks.overlay or persisted_only:
+            if persisted_only or not self._session_rows(ks):
                 return list(history.rows)
-            # Legacy rows (order 0) sort first; equal orders keep persisted rows first.
+            # Legacy rows (order 0) sort first; orders are unique per key (`order_counter`).
             return list(heapq.merge(history.rows, ks.overlay, key=lambda r: r.order))
 
-    def _append(self, stem: str, rows: list[TranscriptEntry], persist: bool) -> None:
-        with self._keys.locked(stem) as ks:
-            self._migrate_legacy(ks, stem)
+    def _append(self, key: str, stem: str, rows: list[TranscriptEntry], persist: bool) -> None:
+        with self._locked(stem) as ks:
+            self._migrate_legacy(ks, stem, key)
             history = self._refresh(ks, stem)
-            order = max(history.max_order, max((r.order for r in ks.overlay), default=0))
-            now = _now()
-            stamped = []
-            for row in rows:
-                order += 1
-                stamped.append(
-                    TranscriptEntry(
-                        kind=row.kind,
-                        name=row.name,
-                        content=row.content,
-                        call_id=row.call_id,
-                        timestamp=row.timestamp or now,
-                        order=order,
-                        is_chat_message=row.is_chat_message,
-                    )
-                )
-            if not persist:
-                ks.overlay.extend(stamped)
+            counter_file = counter_path(ks.lock_path)
+            counter = read_counter(counter_file, self.root)
+            session = self._session_rows(ks, counter)
+            first = counter.next_after(history.max_order, session[-1].order if session else 0)  # session: by order
+            stamped = _stamped(rows, first - 1, _now())
+            trim = trim_of_append(key, history.chat_prefix[-1] + sum(r.is_chat_message for r in session),
+                                  len(history.rows) + len(session), sum(r.is_chat_message for r in stamped),
+                                  len(stamped), self.chat_cap, self.transcript_cap, session_only=not persist)
+            if persist:
+                self._history.write(ks, self._history_file(stem), history, stamped)
+            else:
+                # A peer's later persisted row must sort after these: the shared counter hands out their orders.
+                write_counter(counter_file, self.root, OrderCounter(stamped[-1].order, counter.cleared))
+                ks.overlay = session + stamped
                 mask = retained_mask([r.is_chat_message for r in ks.overlay], self.chat_cap, self.transcript_cap)
                 ks.overlay = [r for r, keep in zip(ks.overlay, mask, strict=True) if keep]
-                return
-            path = self._history_file(stem)
-            stale = history.stale_after(stamped, self.chat_cap, self.transcript_cap)
-            data = encode_history_rows(stamped)
-            full = history.size + len(data) > self.files.limits.history  # a rewrite drops stale rows first
-            if history.dirty or stale >= self.rewrite_threshold or full:
-                self._rewrite(ks, path, history.rows + stamped)
-                return
-            st = self.files.append(path, data, SaveKind.HISTORY)
-            history.extend(stamped)
-            history.size = st.st_size
-            history.signature = signature(st)
-            history.tail = (history.tail + data)[-TAIL_BYTES:]
-            self.stats.history_appends += 1
+            if trim is not None:
+                self._report_trim(ks, trim)
 
-    def _rewrite(self, ks: KeyState, path: Path, rows: list[TranscriptEntry]) -> None:
-        """Atomically replace the history file with rows, less those outside both windows."""
-        mask = retained_mask([r.is_chat_message for r in rows], self.chat_cap, self.transcript_cap)
-        kept = [r for r, keep in zip(rows, mask, strict=True) if keep]
-        data = encode_history_rows(kept)
-        self.files.check_size(len(data), SaveKind.HISTORY)
-        if ks.history is not None and ks.history.unreadable:
-            self._keep_aside(ks, path)
-        self.files.write(path, data, SaveKind.HISTORY, read_previous=True)
-        history = CachedHistory()
-        history.extend(kept)
-        st = os.stat(path, follow_symlinks=False)
-        history.size = st.st_size
-        history.signature = signature(st)
-        history.tail = data[-TAIL_BYTES:]
-        ks.history = history
-        self.stats.history_rewrites += 1
-        if len(kept) < len(rows):
-            event = TrimEvent(len(rows), len(kept), self.chat_cap, self.transcript_cap)
-            self.stats.trims += 1
-            self.stats.rows_dropped += event.dropped
-            logger.warning(
-                "History trimmed: %d row(s) outside both windows dropped, %d kept (chat cap %d, transcript cap %d)",
-                event.dropped,
-                event.rows_after,
-                self.chat_cap,
-                self.transcript_cap,
-            )
-            if self.on_trim is not None:
-                self.on_trim(event)
-
-    def _keep_aside(self, ks: KeyState, path: Path) -> None:
-        """Copy the history file, unreadable lines and all, to Quarantine/ before it is rewritten."""
-        data = self.files.read(path, SaveKind.HISTORY)
-        if data:
-            ks.quarantined = self.files.keep_aside(path, data, HISTORY_SUFFIX)
-            logger.warning("History file with %d unreadable line(s) kept aside in %s/ before its readable rows "
-                           "were rewritten", ks.history.unreadable if ks.history else 0, QUARANTINE_DIR)
+    def _report_trim(self, ks: KeyState, event: TrimEvent) -> None:
+        self.stats.trims += 1
+        self._trims.add(event, first_for_key=not ks.trim_logged)
+        ks.trim_logged = True
 
     def history_status(self, key: str) -> HistoryStatus:
         """Unreadable lines in key's history file now, and where this process last kept a damaged one aside."""
         stem = self._stem(key)
-        with self._keys.locked(stem, write=False) as ks:
-            self._migrate_legacy(ks, stem)
+        with self._locked(stem, write=False) as ks:
+            self._migrate_legacy(ks, stem, key)
             history = self._refresh(ks, stem)
             return HistoryStatus(history.unreadable, ks.quarantined)
 
@@ -400,8 +409,17 @@ class FileAgentMemoryStore:
         ks.history = history_cache.refresh(self.files, self._history_file(stem), ks.history, self.stats)
         return ks.history
 
-    def _migrate_legacy(self, ks: KeyState, stem: str) -> None:
+    def _migrate_legacy(self, ks: KeyState, stem: str, key: str) -> None:
         """Move a conversation an old `<stem>.json` still carries into the history file, once."""
+
+        def rewrite(ks: KeyState, path: Path, rows: list[TranscriptEntry]) -> None:
+            self._history.rewrite(ks, path, rows)
+            # Rows of a save kept under larger caps than this store's leave the history here.
+            trim = trim_of_append(key, 0, 0, sum(r.is_chat_message for r in rows), len(rows), self.chat_cap,
+                                  self.transcript_cap)
+            if trim is not None:
+                self._report_trim(ks, trim)
+
         migrate_legacy_conversation(ks, files=self.files, keys=self._keys, memory_file=self._memory_file(stem),
-                                    history_file=self._history_file(stem), rewrite=self._rewrite, stats=self.stats)
+                                    history_file=self._history_file(stem), rewrite=rewrite, stats=self.stats)
 

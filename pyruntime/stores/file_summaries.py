@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
-from pyruntime.stores.base import SessionSummaries
+from pyruntime.memory.state import AgentMemoryState
+from pyruntime.stores.base import SessionSummaries, TranscriptEntry
 from pyruntime.stores.confined import DEFAULT_LIMITS, SaveLimits
 from pyruntime.stores.file_layout import (
     MEMORY_SUFFIX,
@@ -86,6 +88,17 @@ class FileConversationSummaryStore:
     def remove_leftovers(self, key: str) -> None:
         """After the key's summary was erased for good: its lock file goes too."""
         self._keys.remove_lock_file(self._stem(key))
+
+    def check_import(self, key: str, state: AgentMemoryState | None, history: Sequence[TranscriptEntry],
+                     summary: str | None) -> None:
+        """Raise what saving summary for key would raise (its id, the file limit), writing nothing (see the memory
+        store's `check_import`)."""
+        stem = require_key(key)
+        self.identities.verify(key, stem)
+        if summary is not None:
+            if not isinstance(summary, str):
+                raise InvalidArgumentError("summary must be a string")
+            self.files.check_size(len(encode_summary(summary)), SaveKind.SUMMARY)
 
     def clear_summary(self, key: str) -> None:
         """Delete the summary of key (its file and a session-only one)."""

@@ -21,29 +21,14 @@ logger = logging.getLogger(__name__)
 TAIL_BYTES = 64  # bytes compared to make sure a grown file is still the file we cached
 
 
-@dataclass(frozen=True)
-class TrimEvent:
-    """A history file was rewritten without the rows that had left both windows."""
-
-    rows_before: int
-    rows_after: int
-    chat_cap: int
-    transcript_cap: int
-
-    @property
-    def dropped(self) -> int:
-        """Rows removed from the file."""
-        return self.rows_before - self.rows_after
-
-
 @dataclass
 class FileStoreStats:
     """Counters of what the store did (for tests, diagnostics and benchmarks)."""
 
     history_appends: int = 0
     history_rewrites: int = 0
-    trims: int = 0
-    rows_dropped: int = 0
+    trims: int = 0  # appends that pushed rows out of a history window (`trim_notices`)
+    rows_dropped: int = 0  # stale rows removed from history files by rewrites
     skipped_lines: int = 0
     legacy_migrations: int = 0
 

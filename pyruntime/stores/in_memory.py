@@ -13,6 +13,7 @@ from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, TranscriptEntry, TranscriptKind, chat_row
 from pyruntime.stores.identity_index import IdentityIndex
+from pyruntime.stores.trim_notices import TrimEvent, TrimNotices, trim_of_append
 
 T = TypeVar("T")
 
@@ -44,6 +45,7 @@ class _KeyData:
     chat_rows: int = 0
     last_order: int = 0
     volatile: set[int] = field(default_factory=set)  # orders of rows appended with persist=False
+    trim_logged: bool = False  # this key's first trim was logged as a warning; later ones are info lines
 
 
 class _KeyLocks:
@@ -81,11 +83,13 @@ class InMemoryAgentMemoryStore:
     """AgentMemoryStore that keeps everything in process memory; nothing survives the process."""
 
     def __init__(self, *, chat_cap: int = DEFAULT_CHAT_CAP, transcript_cap: int = DEFAULT_TRANSCRIPT_CAP,
-                 clock: Callable[[], float] = time.time, identities: IdentityIndex | None = None) -> None:
+                 clock: Callable[[], float] = time.time, identities: IdentityIndex | None = None,
+                 on_trim: Callable[[TrimEvent], None] | None = None) -> None:
         if chat_cap < 1 or transcript_cap < 1:
             raise InvalidArgumentError("chat_cap and transcript_cap must be positive")
         self._chat_cap = chat_cap
         self._transcript_cap = transcript_cap
+        self._trims = TrimNotices(on_trim)
         self._clock = clock
         self.identities = identities if identities is not None else IdentityIndex(None)
         self._locks = _KeyLocks()
@@ -159,7 +163,8 @@ class InMemoryAgentMemoryStore:
         row = chat_row(role, content)
         with self._locks.hold(key):
             self.identities.record(key)
-            self._append_rows(self._entry(key), [row], persist)
+            self._append_rows(key, self._entry(key), [row], persist)
+        self._trims.deliver()  # trim callbacks run once the key is unlocked
 
     def get_chat_history(self, key: str, max_messages: int = 0, *, persisted_only: bool = False) -> list[ChatMessage]:
         """Oldest first, the newest max_messages (0 = all) of the chat window.
@@ -192,7 +197,8 @@ class InMemoryAgentMemoryStore:
         rows = [_checked_entry(row) for row in entries]  # all rows are checked before any is appended
         with self._locks.hold(key):
             self.identities.record(key)
-            self._append_rows(self._entry(key), rows, persist)
+            self._append_rows(key, self._entry(key), rows, persist)
+        self._trims.deliver()
 
     def get_transcript(self, key: str, max_entries: int = 0, *, persisted_only: bool = False) -> list[TranscriptEntry]:
         """Oldest first, the newest max_entries (0 = all) of the transcript window.
@@ -210,7 +216,12 @@ class InMemoryAgentMemoryStore:
                 rows = [r for r in rows if r.order not in data.volatile]
         return window(rows, max_entries)
 
-    def _append_rows(self, data: _KeyData, rows: list[TranscriptEntry], persist: bool = True) -> None:
+    def _append_rows(self, key: str, data: _KeyData, rows: list[TranscriptEntry], persist: bool = True) -> None:
+        trim = trim_of_append(key, data.chat_rows, len(data.rows), sum(r.is_chat_message for r in rows), len(rows),
+                              self._chat_cap, self._transcript_cap, session_only=not persist)
+        if trim is not None:
+            self._trims.add(trim, first_for_key=not data.trim_logged)
+            data.trim_logged = True
         now = int(self._clock())
         for row in rows:
             data.last_order += 1

@@ -67,6 +67,7 @@ class KeyState:
     history: CachedHistory | None = None
     overlay: list[TranscriptEntry] = field(default_factory=list)  # persist=False rows, this process only
     legacy_checked: bool = False
+    trim_logged: bool = False  # this key's first trim was logged as a warning; later ones are info lines
     quarantined: str = ""  # where this process last kept an unreadable history aside (relative to root)
 
 
@@ -134,17 +135,23 @@ class KeyedFolder:
             self._moved.add(stem)
 
     def remove_lock_file(self, stem: str) -> None:
-        """Remove the stem's lock file (its save was erased for good): under its locks, so no write of this process
-        runs meanwhile. Named by a hash of the stem, it would still say the save existed. A process waiting for the
-        lock at that instant would take the removed file's lock (a deletion is a rare, final act)."""
+        """Remove the stem's lock file and what is kept beside it under the same name (its order counter), its save
+        being erased for good. Named by a hash of the stem, they would still say the save existed. Removed right
+        after the locks are released (Windows cannot remove an open file); a process that takes the lock at that
+        instant keeps the removed file's (a deletion is a rare, final act)."""
         with self.locked(stem) as ks:
-            try:
-                with confined.open_folder(self._lock_folder, self._root) as folder:
-                    entry = folder.lstat(ks.lock_path.name)
-                    if entry is not None:
-                        folder.unlink(ks.lock_path.name)
-            except FileNotFoundError:
-                pass
+            prefix = ks.lock_path.stem + "."
+        try:
+            with confined.open_folder(self._lock_folder, self._root) as folder:
+                for name in folder.names():
+                    if name.startswith(prefix):
+                        try:
+                            folder.unlink(name)
+                        except OSError as exc:
+                            logger.warning("a lock file of an erased save could not be removed (%s)",
+                                           type(exc).__name__)
+        except FileNotFoundError:
+            pass
         with self._guard:
             state = self._states.get(stem)
             if state is not None and state.users == 0:

@@ -2,9 +2,10 @@
 
 Read tolerantly, never written: `chatHistoryJson` holds a JSON array of `{role, content, timestamp}`
 objects, or an object wrapping that array in one list-valued field (JsonUtility cannot write a bare
-array, e.g. `{"Messages":[...]}`); `transcriptEntriesJson` holds the same kind of array of
-`{kind, name|role|toolName, content, callId, timestamp}` objects, where `kind` is 0-3 or a name
-(`user`, `assistant`, `tool_call`/`ToolCall`, `tool_result`/`ToolResult`). Field names match
+array: CoreAI writes `{"Items":[{"Role","Content","Timestamp"}]}`); `transcriptEntriesJson` holds the
+same kind of array of `{kind, key|name|role|toolName, content, callId, timestamp}` objects (CoreAI's
+Newtonsoft `ConversationEntry` list names the speaker or the tool in `Key`), where `kind` is 0-3 or
+a name (`user`, `assistant`, `tool_call`/`ToolCall`, `tool_result`/`ToolResult`). Field names match
 case-insensitively; timestamps may be seconds, milliseconds (> 1e11), numeric strings or ISO-8601
 strings. A chat message that also appears in the transcript (same kind, name and content, in order)
 becomes one row marked as chat message; every other message and entry becomes its own row (an
@@ -102,7 +103,7 @@ def legacy_conversation_rows(document: MemoryDocument) -> list[TranscriptEntry]:
     """
     transcript: list[TranscriptEntry] = []
     for item in _legacy_items(document.legacy_transcript_json):
-        name = _text(_ci_get(item, "name", "role", "toolName", "tool"))
+        name = _text(_ci_get(item, "key", "name", "role", "toolName", "tool"))
         call_id = _text(_ci_get(item, "callId", "call_id", "id")) or None
         transcript.append(
             TranscriptEntry(

@@ -54,7 +54,9 @@ class PostgresDatabase:
         self.lock_timeout = lock_timeout
         self.statement_timeout = statement_timeout
         self._connect_timeout = connect_timeout
+        self._url = url
         options = f"-c statement_timeout={int(statement_timeout * 1000)} -c lock_timeout={int(lock_timeout * 1000)}"
+        self._options = options
         self.pool = ConnectionPool(
             # check: a connection the server dropped (a restart, a failover) is replaced before a call gets it.
             url, min_size=1, max_size=pool_size, open=False, name="coreai-store", timeout=connect_timeout,
@@ -102,6 +104,14 @@ class PostgresDatabase:
             # sqlstate only: the message may quote a value (a key) or the server's address.
             raise PersistenceError(f"the database failed ({type(exc).__name__}, sqlstate {exc.sqlstate or '-'}); "
                                    "the call was rolled back") from None
+
+    @contextmanager
+    def listener(self) -> Iterator[psycopg.Connection]:
+        """A connection of its own, outside the pool, for LISTEN (it is held for as long as the caller listens)."""
+        with psycopg.connect(self._url, autocommit=True, options=self._options,
+                             connect_timeout=max(1, int(self._connect_timeout)),
+                             application_name="coreai-runtime-listener") as conn:
+            yield conn
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:

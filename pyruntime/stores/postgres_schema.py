@@ -5,7 +5,8 @@ Each save (storage key) is one `coreai_saves` row: its memory document (the file
 counter. That row is also the key's lock: every write takes it with `SELECT … FOR UPDATE` (or the
 upsert that creates it), so runtimes sharing the database serialise per key, as the file store's
 file locks do. Transcript rows keep the layout's JSON line (`row`), with the columns the windows
-need (`ord`, `is_chat`). Summaries and the identity index (key -> role, scope, actor) have a table each.
+need (`ord`, `is_chat`). Summaries and the identity index (key -> role, scope, actor) have a table each, and
+`coreai_roles` holds the role configs every runtime on the database shares (`postgres_roles`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         CREATE TABLE coreai_identities (
             key      text PRIMARY KEY,
             identity bytea NOT NULL
+        );
+    """),
+    (2, "role configs shared by every runtime", """
+        CREATE TABLE coreai_roles (
+            role_id text PRIMARY KEY,
+            config  bytea NOT NULL
         );
     """),
 )

@@ -18,12 +18,12 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor
 
 from coreai.v1 import memory_store_pb2
-from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
-from pyruntime.jsonlimits import check_json_depth, check_json_shape
+from pyruntime.errors import InvalidArgumentError, LimitExceededError, MemoryUnreadableError
+from pyruntime.jsonlimits import check_json_depth, check_json_shape, refuse_repeated_keys
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.scopes import ANONYMOUS_ACTOR, AgentMemoryScope, normalize_role_id, storage_key
 from pyruntime.stores import fileio
-from pyruntime.stores.base import LoadStatus, TranscriptEntry, TranscriptKind, chat_kind
+from pyruntime.stores.base import ChecksImports, LoadStatus, TranscriptEntry, TranscriptKind, chat_kind
 from pyruntime.stores.file_layout import AGENT_MEMORY_DIR, SUMMARIES_DIR, file_stem
 from pyruntime.stores.identity_index import IdentityIndex, is_hashed_stem
 from pyruntime.stores.persistence import StoreBundle
@@ -120,11 +120,11 @@ class ScopeSnapshot:
 
     @classmethod
     def from_json(cls, text: str) -> ScopeSnapshot:
-        """Parse proto3 JSON text."""
+        """Parse proto3 JSON text; an object that repeats a key is refused (which one would win is a guess)."""
         if isinstance(text, (str, bytes)):
             check_json_depth(text, "snapshot")
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=refuse_repeated_keys)
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(f"snapshot is not valid JSON: {exc}") from exc
         return cls.from_dict(data)
@@ -341,6 +341,23 @@ def _validate_entry(row: object, where: str) -> None:
         raise InvalidArgumentError(f"{where}.is_chat_message must be a boolean")
 
 
+def _check_every_role(bundle: StoreBundle, scope: AgentMemoryScope, roles: Sequence[RoleSnapshot]) -> None:
+    """What each role's writes would refuse (a file over its limit, an id colliding in case), before the first
+    write: a role refused halfway would leave the roles before it imported."""
+    stores = [s for s in (bundle.memory, bundle.summaries) if isinstance(s, ChecksImports)]
+    if not stores:
+        return
+    for index, role in enumerate(roles):
+        key = bundle.scoped(scope, _actor_id(role.actor)).key(role.role_id)
+        try:
+            for store in stores:
+                store.check_import(key, role.state, role.history, role.summary)
+        except LimitExceededError as exc:
+            raise LimitExceededError(f"roles[{index}]: {exc}; no role was imported") from None
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"roles[{index}]: {exc}; no role was imported") from None
+
+
 def import_scope_snapshot(
     bundle: StoreBundle,
     snapshot: ScopeSnapshot,
@@ -348,10 +365,12 @@ def import_scope_snapshot(
 ) -> int:
     """Replace each snapshot identity's memory, history and summary in target_scope (default: its own).
 
-    The whole snapshot is validated before anything is written. Returns the number of roles imported.
+    The whole snapshot is validated, and every role checked against the stores' limits, before anything is
+    written. Returns the number of roles imported.
     """
     validate_scope_snapshot(snapshot, target_scope)
     scope = target_scope if target_scope is not None else snapshot.scope
+    _check_every_role(bundle, scope, snapshot.roles)
 
     def import_role(role: RoleSnapshot) -> None:
         view = bundle.scoped(scope, _actor_id(role.actor))

@@ -12,6 +12,7 @@ from typing import Any
 
 from pyruntime.history import LlmCompactionOptions, TokenCounter
 from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.concurrency import DEFAULT_EXTERNAL_CONCURRENCY
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.llama_server import SMALL_MODEL_MAX_BYTES
 from pyruntime.model.queue import ModelRequestQueue
@@ -94,6 +95,7 @@ def build_orchestrator(
     prewarm: bool | None = None,
     background_compaction: bool = True,
     gate: Gate | None = None,
+    concurrency: int | None = None,
     **options: Any,
 ) -> AiOrchestrator:
     """An orchestrator for a hosted llama.cpp `server`, or any OpenAI-compatible `base_url`, or a `client`.
@@ -105,6 +107,9 @@ def build_orchestrator(
     With a `server`, the client talks to the engine directly (not through the public model port) in
     llama-server's dialect, each conversation in its own parallel slot, and the queue runs as many model
     calls at once as the engine has slots (`base_url` given too: that URL, as a plain OpenAI server).
+    `concurrency`: the model calls a server we do not run is sent at once (`serve` asks the engine:
+    model/concurrency.py); None: `DEFAULT_EXTERNAL_CONCURRENCY` for a `base_url`, one for a `client` alone. A hosted
+    `server` keeps its slot count.
     With a `server` (or a `model_path`), the context size, the GGUF's chat template (does it take a
     later system message?) and the model's tokenizer are used (`exact_token_counts=None` means: exact whenever
     the model file is known; the length heuristic under-counts JSON by a third, which overflows small contexts).
@@ -147,15 +152,22 @@ def build_orchestrator(
         persistent = data_dir is not None
         mode = AgentMemoryPersistenceMode.PERSISTENT if persistent else AgentMemoryPersistenceMode.SESSION_ONLY
         stores = open_stores(mode, data_dir)
+    if concurrency is not None and concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    if server is not None:
+        capacity = server.config.slots
+    elif concurrency is not None:
+        capacity = concurrency
+    else:  # an in-process double without a server runs one call at a time, as a one-slot engine
+        capacity = DEFAULT_EXTERNAL_CONCURRENCY if client is None else 1
     if direct:
         assert server is not None
         client = client or OpenAICompatClient(**server.client_options(), gate=gate)
-        queue = ModelRequestQueue(capacity=server.config.slots)
-    else:
-        if client is None:
-            assert base_url is not None
-            client = OpenAICompatClient(base_url, api_key=api_key, model=model, headers=headers, gate=gate)
-        queue = ModelRequestQueue()
+    elif client is None:
+        assert base_url is not None
+        client = OpenAICompatClient(base_url, api_key=api_key, model=model, headers=headers, gate=gate,
+                                    connections=capacity)
+    queue = ModelRequestQueue(capacity=capacity)
     return AiOrchestrator(
         policy or AgentMemoryPolicy(),
         stores,

@@ -367,8 +367,13 @@ class AiOrchestrator:
                 if turn.prepared.fold is not None:  # stored now: the next turn folds from it
                     self.staged_folds.discard(conversation_digest(turn.store.key(turn.role_id)), turn.prepared.fold)
                 self.compaction_stats.count_turn(turn.cut_report)
-        except Exception as exc:  # noqa: BLE001 - recording must not turn a finished reply into an error
+        except Exception as exc:  # noqa: BLE001 - a store failure: the turn ends FAILED, never acknowledged unsaved
+            # The player may have seen the reply streamed, but a turn the history does not hold is not acknowledged:
+            # the client learns it was not saved and can say the line again (the hint alone may have been kept).
             log.warning("recording the turn failed (%s)", type(exc).__name__)
+            if completed:
+                turn.status = TurnStatus.FAILED
+                turn.error = f"the turn could not be saved ({type(exc).__name__}): its reply is not in the history"
 
     async def _turn(self, turn: TurnState, emit: Emit) -> None:
         request, config = turn.request, turn.config

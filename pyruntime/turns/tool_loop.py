@@ -4,7 +4,8 @@
 log line), rejects an unknown tool or an exact repeat of the previous call with an explanatory
 result, validates arguments against the tool's pydantic model before running it, and turns every
 problem into a failure result for the model. `LoopGuard` ends the loop after 3 consecutive failing
-rounds or at the roundtrip limit. Model I/O lives in turns/tool_rounds.py.
+rounds or at the roundtrip limit, and says why (the turn's `error`; its text when the model has nothing to say).
+Model I/O lives in turns/tool_rounds.py.
 """
 
 from __future__ import annotations
@@ -172,6 +173,7 @@ class ToolExecutor:
         self._by_lower = {t.name.lower(): t for t in tools}
         self._context = context
         self._previous: tuple[str, str] | None = None
+        self._previous_succeeded = False
 
     def resolve(self, name: str, *, log_repair: bool = True) -> OfferedTool | None:
         """The tool for `name`: exact, else case-insensitive (logged as a repair), else None."""
@@ -196,9 +198,13 @@ class ToolExecutor:
                 f"this call repeats your previous call exactly (tool '{tool.name}', same arguments), so it was not "
                 "run again. Use the earlier result, or do something different."
             )
-            return ExecutedCall(call.id, tool.name, call.arguments, CallOutcome(False, text, text))
+            # The model already has a successful call's result: a structured reply that answers beside the
+            # repeat settles the round (small models repeat a call they are done with rather than stop).
+            return ExecutedCall(call.id, tool.name, call.arguments,
+                                CallOutcome(False, text, text, result_needed=not self._previous_succeeded))
         self._previous = signature
         outcome = await tool.run(call, self._context)
+        self._previous_succeeded = outcome.success
         return ExecutedCall(call.id, tool.name, call.arguments, outcome)
 
 

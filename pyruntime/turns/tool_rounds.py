@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pyruntime.model.errors import ModelError
 from pyruntime.model.queue import ModelRequestQueue, Priority, SlotGrant
 from pyruntime.model.seam import ModelClient
 from pyruntime.model.types import ChatCompletionAccumulator, TextDelta, ToolCall
@@ -46,6 +47,18 @@ log = logging.getLogger("pyruntime.turns")
 
 ROUND_SEPARATOR = "\n\n"  # between the visible text of two model rounds
 STRUCTURED_RESULTS_HEADER = "Tool results:"
+CLOSING_NOTE = "You cannot use tools any more in this turn: answer the player now, in words."
+
+
+def closing_messages(mode: ToolCallMode, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages of the closing round: native mode says it with `tool_choice`; structured mode tells the model in
+    its last user message (the tool results), as no tool call schema does."""
+    if mode is ToolCallMode.NATIVE:
+        return messages
+    last = messages[-1] if messages else None
+    if last is not None and last.get("role") == "user" and isinstance(last.get("content"), str):
+        return messages[:-1] + [{**last, "content": f"{last['content']}\n\n{CLOSING_NOTE}"}]
+    return messages + [{"role": "user", "content": CLOSING_NOTE}]
 
 
 @dataclass(frozen=True)
@@ -112,14 +125,14 @@ class ToolRounds:
                 ]
                 guard.record_round([ExecutedCall("", "", "", CallOutcome(False, reply.error, reply.error))])
                 if guard.too_many_failures():
-                    await self._end_loop(turn, guard.failures_message(), emit)
+                    await self._end_loop(turn, guard.failures_message(), base, offered_defs, emit)
                     return
                 continue
             if not reply.tool_calls or not offered:
                 turn.status = TurnStatus.OK
                 return
             if guard.limit_reached():
-                await self._end_loop(turn, guard.limit_message(), emit)
+                await self._end_loop(turn, guard.limit_message(), base, offered_defs, emit)
                 return
             executed = []
             for call in reply.tool_calls[: self.max_calls_per_round]:
@@ -142,14 +155,25 @@ class ToolRounds:
                 turn.status = TurnStatus.OK
                 return
             if guard.too_many_failures():
-                await self._end_loop(turn, guard.failures_message(), emit)
+                await self._end_loop(turn, guard.failures_message(), base, offered_defs, emit)
                 return
 
-    async def _end_loop(self, turn: TurnState, message: str, emit: Emit) -> None:
-        turn.round_has_text = False
-        await self._emit_text(turn, message, emit)
+    async def _end_loop(self, turn: TurnState, message: str, base: list[dict[str, Any]],
+                        offered_defs: list[dict[str, Any]], emit: Emit) -> None:
+        """End the loop: `message` says why (the turn's error). A turn with nothing said yet gets a closing round
+        without tools, so the player hears the model's words; the message is the text only when that says nothing."""
         turn.status = TurnStatus.TOOL_LOOP_ENDED
+        turn.error = message
         log.info("tool loop ended after %d round(s)", len(turn.rounds))
+        if not "".join(turn.text).strip():
+            messages = closing_messages(turn.mode, base + turn.loop_messages)
+            try:
+                await self._model_round(turn, messages, offered_defs, emit, closing=True)
+            except ModelError as exc:  # the loop's message still answers; the type only (a detail may quote the prompt)
+                log.info("closing round failed with %s", type(exc).__name__)
+        if not "".join(turn.text).strip():
+            turn.round_has_text = False
+            await self._emit_text(turn, message, emit)
 
     @staticmethod
     def _round_messages(
@@ -184,8 +208,11 @@ class ToolRounds:
         await emit(TextDeltaEvent(piece))
 
     async def _model_round(self, turn: TurnState, messages: list[dict[str, Any]],
-                           offered_defs: list[dict[str, Any]], emit: Emit) -> RoundReply:
-        """One streamed model call; text is emitted as it decodes (the `reply` field in structured mode)."""
+                           offered_defs: list[dict[str, Any]], emit: Emit, *, closing: bool = False) -> RoundReply:
+        """One streamed model call; text is emitted as it decodes (the `reply` field in structured mode).
+
+        `closing`: the round after the loop ended, in which no tool may be called (native: `tool_choice` none;
+        structured: a reply-only schema) and the reply has the visible cap alone."""
         request = turn.request
         forced = turn.forced
         kwargs: dict[str, Any] = {
@@ -194,15 +221,21 @@ class ToolRounds:
             "extra": request.extra or None,
         }
         structured = turn.mode is ToolCallMode.STRUCTURED and bool(offered_defs)
-        if structured:
+        if structured and closing:
+            kwargs["response_format"] = {"type": "json_object", "schema": structured_schema([])}
+        elif structured:
             only = forced if forced not in (None, FORCED_TOOL_REQUIRED) else None
             schema = structured_schema(offered_defs, require_call=forced is not None, only=only,
                                        max_calls=self.max_calls_per_round)
             kwargs["response_format"] = {"type": "json_object", "schema": schema}
         elif offered_defs:
+            # The calls replayed in the messages need their tools' definitions, also when none may be called.
             kwargs["tools"] = offered_defs
-            kwargs["tool_choice"] = native_tool_choice([d["function"]["name"] for d in offered_defs], forced)
-        if turn.tool_allowance:
+            kwargs["tool_choice"] = "none" if closing else native_tool_choice(
+                [d["function"]["name"] for d in offered_defs], forced)
+        if closing:
+            kwargs["max_tokens"] = turn.output_cap()
+        elif turn.tool_allowance:
             # The allowance takes only the room left: each tool round makes the next prompt longer.
             max_ctx = self.planner.context_tokens(turn)
             room = max_ctx - self.planner.request_tokens(turn, messages, kwargs.get("tools"))
@@ -213,7 +246,7 @@ class ToolRounds:
         # With tools the server's max_tokens includes the tool allowance: the visible reply is capped
         # here, by counting streamed pieces of it (one per token from llama.cpp). Stopping early
         # closes the stream, which stops the generation; the calls, streamed first, stay whole.
-        cap = turn.output_cap() if turn.tool_allowance else None
+        cap = turn.output_cap() if turn.tool_allowance and not closing else None
         visible = 0
         capped = False
         cut = True  # until the stream ended by itself: a timeout, cancel or failure cuts it

@@ -16,13 +16,13 @@ LINUX_TOOLS = frozenset({"apt-get", "cc", "c++", "gcc", "g++", "cmake", "ninja",
 
 def debian(**kw) -> Host:
     facts = dict(system="linux", machine="x86_64", is_root=True, distro=("debian",), commands=LINUX_TOOLS,
-                 cmake_version=(3, 25, 1), newtonsoft=True, postgres=True)
+                 cmake_version=(3, 25, 1), newtonsoft=True, postgres=True, nginx=True)
     facts.update(kw)
     return Host(**facts)
 
 
 FRESH_DEBIAN = debian(commands=frozenset({"apt-get"}), cmake_version=None, ensurepip=False, newtonsoft=False,
-                      postgres=False)
+                      postgres=False, nginx=False)
 MAC = Host("darwin", "arm64", commands=frozenset({"brew", "clang", "clang++"}), xcode_clt=True)
 WINDOWS = Host("windows", "x86_64", commands=frozenset({"winget"}), msvc=True)
 
@@ -39,7 +39,7 @@ def test_a_fresh_debian_as_root_gets_todays_apt_packages_unattended() -> None:
     reqs = plan.requirements(FRESH_DEBIAN)
     packages = plan.apt_packages(FRESH_DEBIAN, reqs)
     assert set(packages) == {"python3-venv", "build-essential", "cmake", "mono-devel", "libnewtonsoft-json-cil-dev",
-                             "postgresql"}
+                             "postgresql", "nginx"}
     assert plan.apt_commands(packages) == [["apt-get", "update", "-qq"],
                                            ["apt-get", "install", "-y", "-qq", *packages]]
 
@@ -72,12 +72,13 @@ def test_as_a_user_the_bootstrap_installs_no_system_package_and_says_the_sudo_co
 
 
 def test_the_tests_needs_block_only_the_test_command() -> None:
-    host = debian(is_root=False, postgres=False)
+    host = debian(is_root=False, postgres=False, nginx=False)
     reqs = plan.requirements(host)
     assert plan.missing(reqs, "install")[0] == [] and plan.missing(reqs, "run")[0] == []
     blockers, _ = plan.missing(reqs, "test")
-    assert [r.name for r in blockers] == ["PostgreSQL server binaries (initdb, pg_ctl)"]
-    assert blockers[0].fix == "sudo apt-get install -y postgresql"
+    assert [r.name for r in blockers] == ["PostgreSQL server binaries (initdb, pg_ctl)", "nginx"]
+    assert [r.fix for r in blockers] == ["sudo apt-get install -y postgresql", "sudo apt-get install -y nginx"]
+    assert plan.fix_commands(host, blockers) == ["sudo apt-get install -y postgresql nginx"]
 
 
 @pytest.mark.parametrize("cmake", [None, (3, 16, 3)])  # absent, or too old (Ubuntu 20.04's)
@@ -113,6 +114,7 @@ def test_macos_gets_brew_commands_for_the_tests_and_homebrew_first_without_it() 
     assert by_name(reqs, "Mono").fix == "brew install mono"
     assert by_name(reqs, "PostgreSQL").fix == \
         'brew install postgresql@16 && export COREAI_PG_BIN="$(brew --prefix postgresql@16)/bin"'
+    assert by_name(reqs, "nginx").fix == "brew install nginx"
     assert "Debian/Ubuntu" in by_name(reqs, "Newtonsoft").fix  # explained, not pretended
     no_brew = Host("darwin", "arm64", commands=frozenset({"clang", "clang++"}), xcode_clt=True)
     assert by_name(plan.requirements(no_brew), "Mono").fix == \

@@ -25,7 +25,7 @@ from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.slot_moves import SlotMoves
 from pyruntime.model.slots import SlotUse
 from tests.isolation.engine_check import Report, compare, fresh_distributions, run_schedule
-from tests.isolation.workload import Schedule, build_schedule
+from tests.isolation.workload import Schedule, Turn, build_schedule
 from tests.support.fixtures import start_llama_server
 
 SEED = int(os.environ.get("COREAI_ISOLATION_SEED", "40"))
@@ -72,18 +72,16 @@ def test_the_check_names_a_turn_that_reused_another_conversations_state(tiny_mod
 class SystemPromptLeak(httpx.AsyncBaseTransport):
     """The engine answers one turn as if another conversation's system prompt were its own (llama.cpp issue 27422)."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, leaked: str, victim: int) -> None:
-        self._inner, self._leaked, self._victim, self._seen = inner, leaked, victim, 0
+    def __init__(self, inner: httpx.AsyncBaseTransport, leaked: str, victim: Turn) -> None:
+        self._inner, self._leaked, self._victim = inner, leaked, victim
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith("/chat/completions"):
             body = json.loads(request.content)
-            if not body.get("stream"):
-                self._seen += 1
-                if self._seen == self._victim:
-                    body["messages"][0]["content"] = self._leaked
-                    headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
-                    request = httpx.Request(request.method, request.url, headers=headers, json=body)
+            if not body.get("stream") and body["messages"] == list(self._victim.messages):
+                body["messages"][0]["content"] = self._leaked
+                headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
+                request = httpx.Request(request.method, request.url, headers=headers, json=body)
         return await self._inner.handle_async_request(request)
 
 
@@ -91,9 +89,9 @@ def test_the_check_names_a_turn_the_engine_answered_with_another_conversations_p
                                                                                       tmp_path: Path) -> None:
     schedule = build_schedule(SEED, conversations=7, rounds=3, restarts=0)
     leaked = next(c.system for c in schedule.conversations if c.group == "one-token")
-    victim = next(i for i, turn in enumerate(schedule.probes, 1) if turn.conversation.group == "shared-system")
+    victim = next(turn for turn in schedule.probes if turn.conversation.group == "shared-system")
     report = asyncio.run(run_schedule(schedule, engine(tiny_model_path, slots=2, prompt_cache_dir=tmp_path / "c"),
                                       lambda inner: SystemPromptLeak(inner, leaked, victim)))
     fresh = asyncio.run(fresh_distributions(schedule.probes, engine(tiny_model_path, slots=1, prompt_cache_mb=0)))
     found = compare(report, fresh)
-    assert len(found) == 1 and found[0].startswith(f"{schedule.probes[victim - 1].label} (seed {SEED})"), found
+    assert len(found) == 1 and found[0].startswith(f"{victim.label} (seed {SEED})"), found

@@ -154,7 +154,8 @@ class RecordingEngine(DebugSlotsEngine):
 
     def client_options(self) -> dict[str, Any]:
         options = super().client_options()
-        self.recorder = EngineRecorder(options["transport"], self.people)
+        inner = options["transport"]
+        self.recorder = EngineRecorder(inner() if callable(inner) else inner, self.people)
         self.recorder.restored(self.slots.holders())
         options["transport"] = self.recorder
         return options

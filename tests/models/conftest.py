@@ -1,4 +1,4 @@
-"""Fixtures of the models tests: a generated GGUF and a real loopback HTTP server that serves it."""
+"""Fixtures of the models tests: a generated GGUF, a real loopback HTTP server that serves it, and the CLI in-process."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pyruntime.cli import main
 from tests.support.file_server import FileServer, Served
 from tests.support.tiny_model import write_tiny_model
 
@@ -40,3 +41,16 @@ def server(gguf_bytes: bytes) -> Iterator[FileServer]:
 def models_dir(tmp_path: Path) -> Path:
     """An empty cache folder."""
     return tmp_path / "models"
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture):
+    """Runs `coreai-runtime ARGS` in this process: (exit code, stdout, stderr with the log lines)."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        caplog.clear()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err + caplog.text
+
+    return run

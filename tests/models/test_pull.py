@@ -10,28 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from pyruntime.cli import main
 from pyruntime.models.cache import ModelCache, PullRequest
 from pyruntime.models.download import DownloadError, DownloadProgress
 from tests.support.file_server import FileServer, Served
 
 
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture):
-    """Runs `coreai-runtime ARGS` in this process: (exit code, stdout, stderr with the log lines)."""
-
-    def run(*args: str) -> tuple[int, str, str]:
-        caplog.clear()
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return code, out, err + caplog.text
-
-    return run
-
-
 def _leftovers(models_dir: Path) -> list[str]:
-    return sorted(str(p.relative_to(models_dir)) for p in models_dir.rglob("*") if p.is_file()
-                  and not p.name.endswith(".lock"))
+    """Every file left in the cache (lock files included: a pull, ended however, leaves none)."""
+    return sorted(str(p.relative_to(models_dir)) for p in models_dir.rglob("*") if p.is_file() or p.is_symlink())
 
 
 def test_a_pull_shows_progress_verifies_and_lands_in_the_cache(server: FileServer, models_dir: Path, gguf_bytes: bytes,
@@ -71,7 +57,8 @@ def test_an_interrupted_pull_resumes_with_a_range_request(server: FileServer, mo
     code, _, err = cli(*args)
     assert code == 1
     assert "interrupted" in err and "run the same command again to resume" in err
-    assert _leftovers(models_dir) == [".partial/cut.gguf.partial"]  # kept for the resume, outside the cache
+    # kept for the resume, outside the cache, with what they are (the URL's digest, the length)
+    assert _leftovers(models_dir) == [".partial/cut.gguf.partial", ".partial/cut.gguf.partial.json"]
     assert (models_dir / ".partial" / "cut.gguf.partial").stat().st_size == cut
     assert cli("models", "path", "cut", "--models-dir", str(models_dir))[0] == 1  # not usable yet
 
@@ -134,7 +121,7 @@ def test_a_server_that_closes_early_leaves_a_resumable_partial(server: FileServe
     with pytest.raises(DownloadError) as error:
         ModelCache(models_dir).pull(PullRequest.of(server.url("/lying.gguf"), sha256=gguf_sha256))
     assert error.value.resumable
-    assert _leftovers(models_dir) == [".partial/lying.gguf.partial"]
+    assert _leftovers(models_dir) == [".partial/lying.gguf.partial", ".partial/lying.gguf.partial.json"]
 
 
 def test_a_slow_server_still_completes(server: FileServer, models_dir: Path, gguf_bytes: bytes,

@@ -1,5 +1,6 @@
-"""Turns are bounded and fair: beyond the limits a turn is RESOURCE_EXHAUSTED at once, on both transports; a turn
-that waits for the model longer than the connection timeouts is never cut by them.
+"""Turns beyond what can run wait for a place; a full queue, a full conversation or a deadline that passes while
+waiting is RESOURCE_EXHAUSTED with a retry hint, on both transports, and the admitted turns finish; a turn that waits
+for the model longer than the connection timeouts is never cut by them.
 
 The model is made busy the way a long generation makes it busy: the test holds the runtime's real model
 queue slot, so admitted turns wait behind it.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -82,7 +84,7 @@ class LimitedRuntime:
 @pytest.fixture(scope="module")
 def limited(tiny_llama_server: LlamaServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LimitedRuntime]:
     data_dir = tmp_path_factory.mktemp("limited") / "data"
-    admission = TurnAdmission(max_turns=3, max_per_key=1)
+    admission = TurnAdmission(max_running=2, max_queued=2, max_per_conversation=2)
     model = RuntimeModel(tiny_llama_server.base_url, tiny_llama_server.config.alias, tiny_llama_server)
     runtime = start_runtime(data_dir, model=model, admission=admission, tool_mode=ToolCallMode.NATIVE,
                             limits=TransportLimits(request_timeout_s=SHORT_S, idle_timeout_s=SHORT_S))
@@ -103,13 +105,14 @@ def in_thread(call: Callable[[], Any]) -> Future[Any]:
     return future
 
 
-def turn(limited: LimitedRuntime, transport: str, player: str, *, stream: bool = False) -> Callable[[], Any]:
+def turn(limited: LimitedRuntime, transport: str, player: str, *, stream: bool = False,
+         timeout_ms: int = 120_000) -> Callable[[], Any]:
     """A short PlainChat turn of one player's conversation, over one transport."""
 
     def call() -> Any:
         with limited.runtime.client(transport) as client:
             kwargs: dict[str, Any] = dict(role_id="PlainChat", scope=AgentMemoryScope(user_id=player),
-                                          max_output_tokens=4, forced_tool_mode="none", timeout_ms=120_000)
+                                          max_output_tokens=4, forced_tool_mode="none", timeout_ms=timeout_ms)
             if stream:
                 return list(client.stream_task("hello", **kwargs))[-1].final
             return client.run_task("hello", **kwargs)
@@ -117,27 +120,46 @@ def turn(limited: LimitedRuntime, transport: str, player: str, *, stream: bool =
     return call
 
 
+def refused(call: Callable[[], Any]) -> RuntimeCallError:
+    with pytest.raises(RuntimeCallError) as error:
+        call()
+    assert error.value.code is StatusCode.RESOURCE_EXHAUSTED
+    assert error.value.retry_after is not None and error.value.retry_after > 0  # the RetryInfo detail arrived
+    return error.value
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_turns_beyond_the_limits_are_resource_exhausted_and_the_admitted_ones_finish(
+def test_turns_beyond_the_places_wait_and_a_full_queue_is_refused_with_a_retry_hint(
         limited: LimitedRuntime, transport: str) -> None:
     with limited.held():
-        first = in_thread(turn(limited, transport, "ann"))
-        limited.wait_in_flight(1)
-        # One conversation cannot take every place ...
-        with pytest.raises(RuntimeCallError) as same:
-            turn(limited, transport, "ann")()
-        assert same.value.code is StatusCode.RESOURCE_EXHAUSTED and "conversation" in str(same.value)
-        # ... so other players still get in, up to the overall limit.
-        others = [in_thread(turn(limited, transport, name, stream=True)) for name in ("bob", "cyd")]
-        limited.wait_in_flight(3)
-        with pytest.raises(RuntimeCallError) as full:
-            turn(limited, transport, "dan", stream=True)()
-        assert full.value.code is StatusCode.RESOURCE_EXHAUSTED and "retry" in str(full.value)
-    # Released: every admitted turn ends normally, and the places are free again.
-    assert first.result(120).status == pb.TURN_STATUS_OK
-    assert [f.result(120).status for f in others] == [pb.TURN_STATUS_OK] * 2
+        running = [in_thread(turn(limited, transport, name, stream=name == "bob")) for name in ("ann", "bob")]
+        limited.wait_in_flight(2)
+        waiting = [in_thread(turn(limited, transport, name, stream=True)) for name in ("cyd", "dan")]  # no place
+        limited.wait_in_flight(4)
+        assert limited.admission.queued == 2
+        full = refused(turn(limited, transport, "eli", stream=True))
+        assert "full" in str(full)
+    # Released: every admitted turn ends normally, those that waited included, and the places are free again.
+    assert [f.result(120).status for f in running + waiting] == [pb.TURN_STATUS_OK] * 4
     limited.wait_in_flight(0)
     assert turn(limited, transport, "dan")().status == pb.TURN_STATUS_OK
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_conversation_over_its_limit_and_a_deadline_passed_while_waiting_are_refused_with_a_retry_hint(
+        limited: LimitedRuntime, transport: str) -> None:
+    with limited.held():
+        first = in_thread(turn(limited, transport, "eve"))
+        limited.wait_in_flight(1)
+        second = in_thread(turn(limited, transport, "eve", stream=True))  # waits for eve's first line to end
+        limited.wait_in_flight(2)
+        assert "this conversation" in str(refused(turn(limited, transport, "eve")))
+        limited_turn = in_thread(turn(limited, transport, "fay"))  # the second place
+        limited.wait_in_flight(3)
+        late = refused(turn(limited, transport, "gus", timeout_ms=300, stream=True))  # waited its 0.3 s
+        assert "deadline" in str(late)
+    assert [f.result(120).status for f in (first, second, limited_turn)] == [pb.TURN_STATUS_OK] * 3
+    limited.wait_in_flight(0)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -151,16 +173,25 @@ def test_a_turn_waiting_for_the_model_outlives_the_connection_timeouts(limited: 
     assert waiting.result(120).status == pb.TURN_STATUS_OK
 
 
-def test_refused_and_finished_turns_are_counted_in_the_metrics(limited: LimitedRuntime) -> None:
+def test_the_queue_and_its_limits_are_in_health_and_the_metrics(limited: LimitedRuntime) -> None:
     with limited.held():
-        admitted = in_thread(turn(limited, "connect", "eve"))
-        limited.wait_in_flight(1)
-        assert "coreai_turns_in_flight 1.0" in limited.runtime.services.metrics.render().decode()
-        with pytest.raises(RuntimeCallError):
-            turn(limited, "grpc", "eve")()
-    assert admitted.result(120).status == pb.TURN_STATUS_OK
+        admitted = [in_thread(turn(limited, "connect", name)) for name in ("hal", "ida", "jon", "kay")]
+        limited.wait_in_flight(4)
+        text = limited.runtime.services.metrics.render().decode()
+        assert "coreai_turns_in_flight 4.0" in text
+        assert "coreai_turns_running 2.0" in text and "coreai_turns_queued 2.0" in text
+        assert 'coreai_turn_limit{limit="queued"} 2.0' in text
+        with limited.runtime.client("grpc") as client:
+            health = client.health()
+        assert (health.turns_running, health.turns_queued) == (2, 2)
+        assert (health.max_turns_running, health.max_turns_queued, health.max_turns_per_conversation) == (2, 2, 2)
+        assert health.model_concurrency == limited.orchestrator.queue.capacity
+        refused(turn(limited, "grpc", "lee"))
+    assert [f.result(120).status for f in admitted] == [pb.TURN_STATUS_OK] * 4
     limited.wait_in_flight(0)
     text = limited.runtime.services.metrics.render().decode()
     assert 'coreai_turns_total{status="ok"}' in text
     assert 'coreai_turns_total{status="resource_exhausted"}' in text
     assert "coreai_turns_in_flight 0.0" in text
+    waited = float(re.search(r"^coreai_turn_queue_wait_seconds_sum (\S+)$", text, re.M).group(1))  # type: ignore[union-attr]
+    assert waited > 0  # jon and kay waited for a place

@@ -135,19 +135,21 @@ def test_history_is_rewritten_only_after_enough_stale_rows(root):
     store = FileAgentMemoryStore(root, chat_cap=3, transcript_cap=16, on_trim=events.append)
     assert store.rewrite_threshold == 16
     inodes = set()
-    for i in range(31):  # 31 rows, 15 stale: still appends only
+    for i in range(32):  # 32 rows, 16 stale (not more than the threshold): still appends only
         store.append_transcript(KEY, [tool_row(i)])
         inodes.add(os.stat(store.history_path(KEY)).st_ino)
     assert len(inodes) == 1 and store.stats.history_rewrites == 0
-    assert len(rows_of(store.history_path(KEY))) == 31
-    assert [e.content for e in store.get_transcript(KEY)] == [f"result {i}" for i in range(15, 31)]
+    assert len(rows_of(store.history_path(KEY))) == 32
+    assert [e.content for e in store.get_transcript(KEY)] == [f"result {i}" for i in range(16, 32)]
 
-    store.append_transcript(KEY, [tool_row(31)])  # 16 stale rows: one rewrite
+    store.append_transcript(KEY, [tool_row(32)])  # 17 stale rows, past the threshold: one rewrite
     assert os.stat(store.history_path(KEY)).st_ino not in inodes
     assert store.stats.history_rewrites == 1
-    assert [r.content for r in rows_of(store.history_path(KEY))] == [f"result {i}" for i in range(16, 32)]
-    assert events == [TrimEvent(rows_before=32, rows_after=16, chat_cap=3, transcript_cap=16)]
-    assert events[0].dropped == 16
+    assert [r.content for r in rows_of(store.history_path(KEY))] == [f"result {i}" for i in range(17, 33)]
+    # One trim per append that pushed a row out of the transcript window; the rewrite itself reports none.
+    assert events == [TrimEvent(KEY, chat_dropped=0, chat_kept=0, chat_cap=3, transcript_dropped=1,
+                                transcript_kept=16, transcript_cap=16)] * 17
+    assert store.stats.trims == 17 and store.stats.rows_dropped == 17
 
 
 def test_default_threshold_is_an_eighth_of_the_transcript_cap(root):
@@ -184,13 +186,15 @@ def test_chat_cap_windows_reads_before_the_file_is_trimmed(root):
     assert [m.content for m in store.get_chat_history(KEY, 2)] == ["m10", "m11"]
 
 
-def test_trimming_logs_one_warning_with_counts_and_caps_only(root, caplog):
+def test_trimming_warns_once_then_logs_each_trim_with_counts_and_caps_only(root, caplog):
     store = FileAgentMemoryStore(root, chat_cap=1, transcript_cap=16)
-    with caplog.at_level(logging.WARNING, logger="pyruntime.stores.file_store"):
-        for i in range(32):
+    with caplog.at_level(logging.INFO, logger="pyruntime.stores"):
+        for i in range(33):
             store.append_transcript(KEY, [tool_row(i)])
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == ["History trimmed: 16 row(s) outside both windows dropped, 16 kept (chat cap 1, transcript cap 16)"]
+    trims = [(r.levelno, r.getMessage()) for r in caplog.records if "reached its cap" in r.getMessage()]
+    line = ("History reached its cap: 0 chat message(s) left the window of 1 (0 kept), 1 row(s) left the transcript "
+            "window of 16 (16 kept)")
+    assert trims == [(logging.WARNING, line)] + [(logging.INFO, line)] * 16
 
 
 # -- persist=False ---------------------------------------------------------------
@@ -242,7 +246,8 @@ def test_clear_chat_history_deletes_the_history_file_only(root):
     store.clear_chat_history(KEY)
     assert not store.history_path(KEY).exists() and store.memory_path(KEY).exists()
     store.append_chat_message(KEY, "user", "again")
-    assert [(m.content, m.order) for m in FileAgentMemoryStore(root).get_chat_history(KEY)] == [("again", 1)]
+    # Orders go on after a clear (as in the PostgreSQL store): no cleared row's order is handed out again.
+    assert [(m.content, m.order) for m in FileAgentMemoryStore(root).get_chat_history(KEY)] == [("again", 2)]
 
 
 # -- bad input writes nothing ----------------------------------------------------------

@@ -53,7 +53,8 @@ def test_a_fresh_database_is_migrated_to_the_latest_version_once(postgres_url):
         with psycopg.connect(postgres_url) as conn:
             rows = conn.execute("SELECT version FROM coreai_schema_migrations ORDER BY version").fetchall()
         assert [r[0] for r in rows] == [v for v, _, _ in postgres_schema.MIGRATIONS]
-        assert {"coreai_saves", "coreai_transcript", "coreai_summaries", "coreai_identities"} <= _tables(postgres_url)
+        assert {"coreai_saves", "coreai_transcript", "coreai_summaries", "coreai_identities",
+                "coreai_roles"} <= _tables(postgres_url)
     finally:
         first.close()
         second.close()

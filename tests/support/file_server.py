@@ -1,15 +1,19 @@
-"""A real HTTP/1.1 file server on loopback for download tests: ranges, cuts, slowness, 404s, lies.
+"""A real HTTP/1.1 file server on loopback for download tests: ranges, cuts, slowness, 404s, lies, endless bodies,
+redirects and validators (ETag / Last-Modified, If-Range).
 
-Each served path has a `Served` that says how it misbehaves; every request is recorded (path and Range
-header) so a test can check that a resume asked for the rest only.
+Each served path has a `Served` that says how it misbehaves; every request is recorded (path, Range and
+If-Range headers) and every body's bytes counted, so a test can check that a resume asked for the rest only
+and that a body was not read.
 """
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 
 @dataclass
@@ -25,6 +29,12 @@ class Served:
     stall_s: float = 0.0  # sleep this long once, after the first chunk (a server that stops sending)
     status: int = 200
     claimed_length: int | None = None  # a Content-Length that differs from the data (a lying server)
+    etag: str | None = None  # sent as ETag; an If-Range that differs gets the whole file (200)
+    last_modified: str | None = None  # sent as Last-Modified; compared with If-Range the same way
+    if_range: bool = True  # False: If-Range is ignored (the range is served whatever the file is now)
+    endless: bool = False  # the data repeated forever, with no Content-Length (until the client hangs up)
+    redirect: str | None = None  # answer 302 to this Location (its body: endless when `endless`)
+    sent: int = 0  # body bytes written so far (all requests)
 
 
 @dataclass
@@ -33,6 +43,7 @@ class Request:
 
     path: str
     range: str | None
+    if_range: str | None = None
 
 
 @dataclass
@@ -41,6 +52,7 @@ class FileServer:
 
     files: dict[str, Served] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
+    tls: tuple[Path, Path] | None = None  # (certificate, key): serve https
 
     def __post_init__(self) -> None:
         server = self
@@ -52,8 +64,14 @@ class FileServer:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                server.requests.append(Request(self.path, self.headers.get("Range")))
+                server.requests.append(Request(self.path, self.headers.get("Range"), self.headers.get("If-Range")))
                 served = server.files.get(self.path.split("?")[0])
+                if served is not None and served.redirect is not None:
+                    server._redirect(self, served)
+                    return
+                if served is not None and served.endless:
+                    server._send_endless(self, served, 200)
+                    return
                 if served is None or served.status == 404:
                     self._plain(404, b"not found")
                     return
@@ -70,13 +88,17 @@ class FileServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
 
     @property
     def base_url(self) -> str:
-        """`http://127.0.0.1:PORT`."""
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        """`http://127.0.0.1:PORT` (https with `tls`)."""
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self._httpd.server_address[1]}"
 
     def url(self, path: str) -> str:
         """The URL of a served path."""
@@ -87,15 +109,57 @@ class FileServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
+    def _redirect(self, handler: BaseHTTPRequestHandler, served: Served) -> None:
+        assert served.redirect is not None
+        if served.endless:
+            self._send_endless(handler, served, 302)
+            return
+        handler.send_response(302)
+        handler.send_header("Location", served.redirect)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    def _send_endless(self, handler: BaseHTTPRequestHandler, served: Served, status: int) -> None:
+        handler.send_response(status)
+        if served.redirect is not None:
+            handler.send_header("Location", served.redirect)
+        handler.send_header("Content-Type", "application/octet-stream")
+        handler.send_header("Connection", "close")  # no length: the body ends when the connection does
+        handler.end_headers()
+        handler.close_connection = True
+        piece = (served.data or b"\0") * max(1, served.chunk // max(1, len(served.data)))
+        try:
+            while True:
+                handler.wfile.write(piece)
+                served.sent += len(piece)
+                if served.delay_s:
+                    time.sleep(served.delay_s)
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+    @staticmethod
+    def _validators(handler: BaseHTTPRequestHandler, served: Served) -> None:
+        if served.etag is not None:
+            handler.send_header("ETag", served.etag)
+        if served.last_modified is not None:
+            handler.send_header("Last-Modified", served.last_modified)
+
+    @staticmethod
+    def _range_applies(handler: BaseHTTPRequestHandler, served: Served) -> bool:
+        """RFC 9110 If-Range: the range only when the validator still names the file."""
+        condition = handler.headers.get("If-Range")
+        return condition is None or not served.if_range or condition in (served.etag, served.last_modified)
+
     def _send(self, handler: BaseHTTPRequestHandler, served: Served) -> None:
         data = served.data
         start = 0
         requested = handler.headers.get("Range")
-        if requested and served.ranges and requested.startswith("bytes="):
+        if requested and served.ranges and requested.startswith("bytes=") and self._range_applies(handler, served):
             first = requested[len("bytes="):].split("-")[0]
             start = int(first) if first.isdigit() else 0
             if start >= len(data):
                 handler.send_response(416)
+                self._validators(handler, served)
                 handler.send_header("Content-Range", f"bytes */{len(data)}")
                 handler.send_header("Content-Length", "0")
                 handler.end_headers()
@@ -105,6 +169,7 @@ class FileServer:
         else:
             handler.send_response(200)
         body = data[start:]
+        self._validators(handler, served)
         handler.send_header("Accept-Ranges", "bytes" if served.ranges else "none")
         length = served.claimed_length - start if served.claimed_length is not None else len(body)
         handler.send_header("Content-Length", str(length))
@@ -124,6 +189,7 @@ class FileServer:
                 handler.wfile.write(piece)
                 handler.wfile.flush()
                 sent += len(piece)
+                served.sent += len(piece)
                 if served.stall_s and not stalled:
                     stalled = True
                     time.sleep(served.stall_s)

@@ -117,13 +117,15 @@ def test_validation_errors_go_back_and_three_failing_rounds_end_the_loop(
     result = events[-1].result
     assert calls == []  # invalid arguments never reach the handler
     assert result.status is TurnStatus.TOOL_LOOP_ENDED
-    assert result.usage.model_calls == 3 and len(result.tool_results) >= 3
+    # A closing round without tools follows when the rounds said nothing (the model's words decide).
+    closing = client.bodies[-1].get("tool_choice") == "none"
+    assert result.usage.model_calls == 3 + closing and len(result.tool_results) >= 3
     assert not any(r.success for r in result.tool_results)
     assert "invalid arguments for tool 'roll'" in result.tool_results[0].content
     assert "this die cannot be rolled" in client.bodies[1]["messages"][-1]["content"]  # fed back to the model
-    # The rounds' reply text streamed as it decoded; the loop's clear final message closes it.
-    assert result.text.endswith("I stopped using tools: 3 tool-call rounds in a row failed. Last error: invalid "
-                                "arguments for tool 'roll': sides: Value error, this die cannot be rolled")
+    assert result.error == ("I stopped using tools: 3 tool-call rounds in a row failed. Last error: invalid "
+                            "arguments for tool 'roll': sides: Value error, this die cannot be rolled")
+    assert result.text.strip()  # the rounds' words, the closing round's, or the loop's reason when none said any
     assert "".join(e.text for e in events if isinstance(e, TextDeltaEvent)) == result.text
     chat = memory_stores.scoped().get_chat_history("Dicer")
     assert chat[-1].role == "assistant" and chat[-1].content == result.text
@@ -135,9 +137,10 @@ def test_roundtrip_limit_ends_the_loop(tiny_server_url: str, memory_stores: Stor
     result = run(orchestrator.run_task(AiTaskRequest("roll", "Dicer", forced_tool_mode="roll")))
     run(client.aclose())
     assert result.status is TurnStatus.TOOL_LOOP_ENDED
-    assert result.usage.model_calls == 3  # two rounds ran; the third call asked for more and was refused
+    # Two rounds ran; the third call asked for more and was refused (then a closing round, if none said anything).
+    assert result.usage.model_calls == 3 + (client.bodies[-1].get("tool_choice") == "none")
     assert len(result.tool_calls) >= 2 and not any(r.success for r in result.tool_results)
-    assert "limit of 2 tool-call roundtrip(s)" in result.text
+    assert "limit of 2 tool-call roundtrip(s)" in result.error and result.text.strip()
 
 
 def test_memory_tool_call_changes_the_scoped_memory(tiny_server_url: str, memory_stores: StoreBundle) -> None:

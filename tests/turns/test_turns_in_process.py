@@ -176,33 +176,82 @@ def test_native_mode_replays_the_call_and_its_result(memory_stores: StoreBundle)
         {"role": "tool", "tool_call_id": "call_1", "content": '{"rolled": 3}'}]
 
 
-def test_three_failing_rounds_end_the_loop_with_the_last_error(memory_stores: StoreBundle) -> None:
+def test_three_failing_rounds_end_the_loop_and_a_closing_round_answers_in_words(memory_stores: StoreBundle) -> None:
     policy, tools, calls = dicer(StrictRoll, roundtrips=None)
-    model = ScriptedModel([ScriptedCall("roll", {"sides": n}) for n in (4, 6, 8)])  # invalid, every round
+    model = ScriptedModel([*(ScriptedCall("roll", {"sides": n}) for n in (4, 6, 8)), "That die will not roll."])
     orchestrator = orchestrator_on(model, memory_stores, policy, tools=tools, tool_mode="native")
     events = stream(orchestrator, AiTaskRequest("roll", "Dicer", forced_tool_mode="roll"))
     result = final(events)
     assert calls == []  # invalid arguments never reach the handler
     assert result.status is TurnStatus.TOOL_LOOP_ENDED
-    assert result.usage.model_calls == 3 and len(result.tool_results) == 3
+    assert result.usage.model_calls == 4 and len(result.tool_results) == 3
     assert not any(r.success for r in result.tool_results)
     error = "invalid arguments for tool 'roll': sides: Value error, this die cannot be rolled"
     assert model.requests[1].messages[-1]["content"].startswith(error)  # fed back to the model
-    assert result.text == f"I stopped using tools: 3 tool-call rounds in a row failed. Last error: {error}"
+    # The loop's reason is the turn's error; the player hears the closing round, in which no tool may be called.
+    assert result.error == f"I stopped using tools: 3 tool-call rounds in a row failed. Last error: {error}"
+    closing = model.requests[3].body
+    assert closing["tool_choice"] == "none" and [t["function"]["name"] for t in closing["tools"]] == ["roll"]
+    assert closing["messages"] == model.requests[2].messages + closing["messages"][-2:]  # + the third call, its result
+    assert result.text == "That die will not roll." and "".join(texts(events)) == result.text
+    assert chat(memory_stores, "Dicer")[-1] == ("assistant", result.text)
+
+
+def test_a_closing_round_that_says_nothing_leaves_the_loops_reason_as_the_reply(memory_stores: StoreBundle) -> None:
+    policy, tools, _ = dicer(StrictRoll, roundtrips=None)
+    model = ScriptedModel([ScriptedCall("roll", {"sides": n}) for n in (4, 6, 8, 10)])  # calls even when it may not
+    orchestrator = orchestrator_on(model, memory_stores, policy, tools=tools, tool_mode="native")
+    events = stream(orchestrator, AiTaskRequest("roll", "Dicer", forced_tool_mode="roll"))
+    result = final(events)
+    assert result.status is TurnStatus.TOOL_LOOP_ENDED and result.usage.model_calls == 4
+    assert len(result.tool_calls) == 3  # the closing round's call is never run
+    error = "invalid arguments for tool 'roll': sides: Value error, this die cannot be rolled"
+    assert result.text == result.error == f"I stopped using tools: 3 tool-call rounds in a row failed. Last error: {error}"
     assert texts(events) == [result.text]
     assert chat(memory_stores, "Dicer")[-1] == ("assistant", result.text)
 
 
 def test_the_roundtrip_limit_ends_the_loop_exactly_there(memory_stores: StoreBundle) -> None:
     policy, tools, calls = dicer(roundtrips=2)
-    model = ScriptedModel([ScriptedCall("roll", {"sides": n}) for n in (4, 6, 8)])  # succeeds, asks again
+    model = ScriptedModel([*(ScriptedCall("roll", {"sides": n}) for n in (4, 6, 8)), "Two threes."])  # asks again
     orchestrator = orchestrator_on(model, memory_stores, policy, tools=tools, tool_mode="native")
     result = run(orchestrator.run_task(AiTaskRequest("roll", "Dicer")))
     assert result.status is TurnStatus.TOOL_LOOP_ENDED
-    assert result.usage.model_calls == 3  # two rounds ran; the third asked for more and was refused
+    assert result.usage.model_calls == 4  # two rounds ran; the third asked for more and was refused; the closing one
     assert calls == [Roll(sides=4), Roll(sides=6)] and [r.success for r in result.tool_results] == [True, True]
-    assert result.text == ("I stopped using tools: this request reached its limit of 2 tool-call roundtrip(s) "
-                           "before finishing.")
+    assert result.error == ("I stopped using tools: this request reached its limit of 2 tool-call roundtrip(s) "
+                            "before finishing.")
+    assert result.text == "Two threes." and model.requests[3].body["tool_choice"] == "none"
+
+
+def test_a_structured_closing_round_has_a_reply_only_schema_and_is_told_why(memory_stores: StoreBundle) -> None:
+    policy, tools, calls = dicer(roundtrips=1)
+    answers = [scripted_answer("", [ScriptedCall("roll", {"sides": n})], structured=True) for n in (4, 6)]
+    model = ScriptedModel([*answers, scripted_answer("A three, traveller.", structured=True)])
+    orchestrator = orchestrator_on(model, memory_stores, policy, tools=tools, tool_mode="structured",
+                                   max_calls_per_round=1)
+    result = run(orchestrator.run_task(AiTaskRequest(HINT, "Dicer")))
+    assert result.status is TurnStatus.TOOL_LOOP_ENDED and result.text == "A three, traveller."
+    assert calls == [Roll(sides=4)] and result.usage.model_calls == 3
+    closing = model.requests[2].body
+    assert closing["response_format"]["schema"] == {
+        "type": "object", "properties": {"reply": {"type": "string"}}, "required": ["reply"]}
+    assert closing["messages"][:-1] == model.requests[1].messages[:-1]
+    assert closing["messages"][-1] == {**model.requests[1].messages[-1], "content": (
+        model.requests[1].messages[-1]["content"]
+        + "\n\nYou cannot use tools any more in this turn: answer the player now, in words.")}
+
+
+def test_a_turn_that_already_spoke_ends_the_loop_without_a_closing_round(memory_stores: StoreBundle) -> None:
+    policy, tools, _ = dicer(roundtrips=1)
+    answers = [scripted_answer("Let me roll.", [ScriptedCall("roll", {"sides": n})], structured=True) for n in (4, 6)]
+    model = ScriptedModel(answers)
+    orchestrator = orchestrator_on(model, memory_stores, policy, tools=tools, tool_mode="structured",
+                                   max_calls_per_round=1)
+    result = run(orchestrator.run_task(AiTaskRequest(HINT, "Dicer")))
+    assert result.status is TurnStatus.TOOL_LOOP_ENDED and result.usage.model_calls == 2
+    assert result.text == "Let me roll.\n\nLet me roll."  # the rounds' own words, not the loop's reason
+    assert result.error.startswith("I stopped using tools: this request reached its limit of 1")
 
 
 def test_a_memory_call_edits_the_scoped_memory_and_the_next_turn_sees_it(memory_stores: StoreBundle) -> None:
@@ -232,6 +281,30 @@ def test_a_call_that_repeats_the_previous_one_exactly_is_not_run_again(memory_st
     assert [r.success for r in result.tool_results] == [True, False]
     assert result.tool_results[1].content.startswith("this call repeats your previous call exactly (tool 'roll'")
     assert model.requests[2].messages[-1]["content"] == result.tool_results[1].content  # the model is told why
+
+
+def test_a_structured_reply_that_repeats_a_successful_call_beside_an_answer_settles_the_turn(
+        memory_stores: StoreBundle) -> None:
+    policy, tools, calls = dicer()
+    model = ScriptedModel([scripted_answer("", [ScriptedCall("roll", {"sides": 6})], structured=True),
+                           scripted_answer("You rolled a 3.", [ScriptedCall("roll", {"sides": 6})], structured=True)])
+    orchestrator = orchestrator_on(model, memory_stores, policy, tools=tools, tool_mode="structured",
+                                   max_calls_per_round=1)
+    result = run(orchestrator.run_task(AiTaskRequest(HINT, "Dicer")))
+    assert result.status is TurnStatus.OK and result.text == "You rolled a 3."
+    assert calls == [Roll(sides=6)] and result.usage.model_calls == 2  # the repeat is not run, nor asked about again
+    assert [r.success for r in result.tool_results] == [True, False]
+
+
+def test_a_structured_reply_that_repeats_a_failed_call_is_asked_again(memory_stores: StoreBundle) -> None:
+    policy, tools, calls = dicer(StrictRoll)
+    again = scripted_answer("Rolling.", [ScriptedCall("roll", {"sides": 6})], structured=True)
+    model = ScriptedModel([again, again, scripted_answer("It will not roll.", structured=True)])
+    orchestrator = orchestrator_on(model, memory_stores, policy, tools=tools, tool_mode="structured",
+                                   max_calls_per_round=1)
+    result = run(orchestrator.run_task(AiTaskRequest(HINT, "Dicer")))
+    assert calls == [] and result.usage.model_calls == 3  # the failure's repeat needs another round
+    assert result.status is TurnStatus.OK and result.text == "Rolling.\n\nRolling.\n\nIt will not roll."
 
 
 def test_the_writer_design_stores_exactly_the_fact_the_pass_decided(memory_stores: StoreBundle) -> None:
@@ -530,3 +603,20 @@ def test_the_example_in_the_testing_docs_runs() -> None:
     coroutine = eval(code, namespace)  # its top-level await makes it a coroutine
     run(coroutine)
     assert namespace["result"].text == "Noted."
+
+
+# -- recording -----------------------------------------------------------------------------------------------
+
+
+def test_a_turn_the_store_fails_to_save_is_not_acknowledged(memory_stores: StoreBundle) -> None:
+    class FullDisk(type(memory_stores.memory)):  # type: ignore[misc]
+        def append_transcript(self, key: str, entries: Any, persist: bool = True) -> None:
+            raise OSError("no space left on device")
+
+    stores = StoreBundle(FullDisk(), memory_stores.summaries, memory_stores.mode)
+    orchestrator = orchestrator_on(ScriptedModel(["Hello there."]), stores, talker(with_chat_history=True))
+    events = stream(orchestrator, AiTaskRequest("hi", "Talker"))
+    result = final(events)
+    assert "".join(texts(events)) == "Hello there."  # streamed before the save was tried
+    assert result.status is TurnStatus.FAILED
+    assert result.error == "the turn could not be saved (OSError): its reply is not in the history"

@@ -189,3 +189,39 @@ def test_client_timeout_is_deadline_exceeded_and_cancellation_is_operation_cance
             wait(member(client, "Orchestrator").HealthAsync(HealthRequest(), five_s, cts.Token))
     finally:
         client.Dispose()
+
+
+def test_a_turn_the_runtime_cannot_take_now_is_resource_exhausted_with_the_retry_hint(runtime: Any,
+                                                                                     client: Any) -> None:
+    import asyncio
+    import threading
+
+    from CoreAI.Ai import AiTaskRequest
+    from CoreAI.Runtime import ResourceExhaustedException
+    from CoreAI.Tests import StreamRecording
+    from System.Threading import CancellationToken
+
+    admission = runtime.services.orchestrator.admission
+    admission.max_running, admission.fixed_running, admission.max_queued = 1, True, 0
+    held, release = threading.Event(), threading.Event()
+
+    async def hold_the_one_place() -> None:
+        async with admission.admit("someone else"):
+            held.set()
+            await asyncio.to_thread(release.wait, 30)
+
+    holder = asyncio.run_coroutine_threadsafe(hold_the_one_place(), runtime.handle.loop)
+    assert held.wait(30)
+    try:
+        request = AiTaskRequest()
+        request.RoleId, request.Hint = "AINpc", "hello"
+        with pytest.raises(ResourceExhaustedException) as unary:
+            wait(client.CreateOrchestrator().RunTaskWithResultAsync(request))
+        with pytest.raises(ResourceExhaustedException) as streamed:
+            wait(StreamRecording.RecordAsync(client.CreateOrchestrator(), request, CancellationToken(False)))
+    finally:
+        release.set()
+        holder.result(30)
+    for error in (unary.value, streamed.value):
+        assert "full" in error.Message
+        assert error.RetryAfter is not None and error.RetryAfter.TotalSeconds > 0

@@ -16,10 +16,11 @@ from .plan import Host
 
 # The programs whose presence the plan asks about (package managers, compilers, build and test tools).
 COMMANDS = ("apt-get", "dnf", "pacman", "zypper", "brew", "winget", "choco", "sudo", "cc", "c++", "gcc", "g++",
-            "clang", "clang++", "cl", "cmake", "ninja", "mcs", "mono", "initdb")
+            "clang", "clang++", "cl", "cmake", "ninja", "mcs", "mono", "initdb", "nginx")
 # Where tools/build_csharp.py and tests/support/postgres.py look (kept equal to them).
 NEWTONSOFT = Path("/usr/lib/cli/Newtonsoft.Json-5.0/Newtonsoft.Json.dll")
 POSTGRES_ROOT = Path("/usr/lib/postgresql")
+NGINX = Path("/usr/sbin/nginx")  # not on a user's PATH on Debian
 
 
 def probe(env: Mapping[str, str] | None = None) -> Host:
@@ -40,6 +41,7 @@ def probe(env: Mapping[str, str] | None = None) -> Host:
         ensurepip=all(importlib.util.find_spec(m) is not None for m in ("venv", "ensurepip")),
         newtonsoft=NEWTONSOFT.is_file(),
         postgres=_postgres(env, "initdb" in commands),
+        nginx="nginx" in commands or NGINX.is_file() or bool(env.get("COREAI_NGINX")),
     )
 
 

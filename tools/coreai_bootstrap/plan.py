@@ -57,6 +57,7 @@ class Host:
     ensurepip: bool = True  # this Python can create a virtual environment with pip
     newtonsoft: bool = False  # Newtonsoft.Json.dll where tools/build_csharp.py looks for it
     postgres: bool = False  # PostgreSQL server binaries where tests/support/postgres.py looks for them
+    nginx: bool = False  # the nginx binary where tests/support/nginx.py looks for it
 
     @property
     def debian_like(self) -> bool:
@@ -104,6 +105,9 @@ def requirements(host: Host) -> list[Requirement]:
                     host.newtonsoft, _newtonsoft_fix(host), apt=("libnewtonsoft-json-cil-dev",)),
         Requirement("PostgreSQL server binaries (initdb, pg_ctl)", "the PostgreSQL store's tests start their own "
                     "throwaway server", "test", host.postgres, _postgres_fix(host), apt=("postgresql",)),
+        Requirement("nginx", "the scale-out tests put a real load balancer in front of two runtimes", "test",
+                    host.nginx, _fix(host, apt=("nginx",), dnf="nginx", pacman="nginx", zypper="nginx", brew="nginx",
+                                     other="install nginx and set COREAI_NGINX to its binary"), apt=("nginx",)),
     ]
     return reqs
 

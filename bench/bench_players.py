@@ -1,0 +1,317 @@
+"""Benchmark a headless game server: N players talking through the public async client to one `serve` process.
+
+`serve --llm-url` against the recording test engine (`pyruntime/testing/engine.py`: every request served at once,
+first token after 28 ms, 24 tokens 4 ms apart), or against the hosted engine (`--engine hosted`: the embedded
+SmolLM2-135M on this CPU). Each player is one conversation of the built-in `SmartChat` role (memory tool on,
+history saved to files), streaming its turns (`StreamTask`) over gRPC or Connect, with 1-2 s (seeded) between a
+reply and its next line; players start spread over the first pause.
+
+Reported per run: turns/s; the player's first token p50/p90/p99 and the part the runtime adds (the player's
+first token minus the engine's own, matched per turn through the line's marker; test engine only); turns refused
+(with the retry hint they carried); `serve` CPU seconds per turn (utime + stime of the process from /proc, the
+figure to trust on a shared machine: wall-clock latencies move with whatever else runs), the cores `serve` kept
+busy and what the players' clients and the engine cost beside it (on two cores they compete with `serve`: when
+`serve` is far from a core's worth and turns/s stays below the players' pace, the machine is the limit, not the
+runtime); `serve`'s RSS per player; and two checks: nothing lost (every acknowledged turn's line in its player's
+saved history, once) and no request mixing two players (every engine request carries one player's markers only,
+and one conversation identity per player, a different one for each).
+
+`--code-root DIR` runs `serve` from another checkout (e.g. `git archive main | tar -x -C /tmp/main`): the same
+run measures the code before and after a change, which is the comparison to trust.
+
+Run:  .venv/bin/python bench/bench_players.py --players 1 16 100 200 --transports grpc connect
+      .venv/bin/python bench/bench_players.py --players 16 --code-root /tmp/main --turns 8   (before/after CPU)
+      .venv/bin/python bench/bench_players.py --engine hosted --players 1 4 --turns 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from pyruntime.client import AsyncRuntimeClient, RuntimeCallError  # noqa: E402
+from pyruntime.scopes import AgentMemoryScope  # noqa: E402
+from tests.support.fixtures import free_port  # noqa: E402
+
+ROLE = "SmartChat"
+TOKEN = "bench-players-token-0123456789"
+MARKER = r"P\d{4}T\d{4}"
+LINES = ["I found a ring near the mill.", "Do you sell rope?", "The bridge is out again.",
+         "My horse needs new shoes.", "Have you seen my sister?", "What does the mayor want?"]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (its threads included), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def own_cpu_seconds() -> float:
+    """utime + stime of this process (the players' clients)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process, from /proc."""
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+
+
+def line_of(player: int, turn: int) -> str:
+    """A player's line, marked `P<player>T<turn>` so the engine's records tell whose it is."""
+    return f"P{player:04d}T{turn:04d} {LINES[(player + turn) % len(LINES)]}"
+
+
+class Process:
+    """A child process that prints one JSON line when ready."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     env={**os.environ, **(env or {})})
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{argv[2:4]} did not start")
+        self.ready: dict[str, Any] = json.loads(line)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@dataclass
+class Run:
+    """What one run measured."""
+
+    name: str
+    players: int
+    ttft: list[float] = field(default_factory=list)  # the player's first token, s
+    added: list[float] = field(default_factory=list)  # of which the runtime's, s
+    acknowledged: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
+    refused: int = 0
+    retry_hints: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    cpu_s: float = 0.0
+    rss_per_player: float = 0.0
+    lost: int = 0
+    mixed: int = 0
+    identities: str = ""
+    engine_peak: int = 0
+    others_cpu_s: float = 0.0  # the players' client (this process) and the test engine, same run
+
+    @property
+    def turns(self) -> int:
+        return sum(map(len, self.acknowledged.values()))
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000 if ordered else float("nan")
+
+
+async def play(url: str, run: Run, player: int, turns: int, first_token: dict[str, float], think: tuple[float, float],
+               seed: int) -> None:
+    """One player: `turns` lines, each after a pause; a refused line is sent again after its retry hint."""
+    rng = random.Random(seed * 100_003 + player)
+    scope = AgentMemoryScope(tenant_id="bench", user_id=f"player-{player:04d}")
+    async with AsyncRuntimeClient(url, token=TOKEN, timeout=120) as client:
+        await asyncio.sleep(rng.uniform(0, think[1]))
+        for turn in range(turns):
+            line = line_of(player, turn)
+            while True:
+                began = time.time()
+                first = None
+                try:
+                    final = None
+                    async for event in client.stream_task(line, role_id=ROLE, scope=scope, max_output_tokens=32):
+                        if first is None and event.HasField("text_delta"):
+                            first = time.time()
+                        if event.HasField("final"):
+                            final = event.final
+                except RuntimeCallError as exc:
+                    run.refused += 1
+                    hint = getattr(exc, "retry_after", None)
+                    run.retry_hints += hint is not None
+                    await asyncio.sleep(hint if hint is not None else 0.5)
+                    continue
+                break
+            if final is None or final.status != 1 or first is None:  # TURN_STATUS_OK
+                run.failed += 1
+            else:
+                run.acknowledged[player].append(line)
+                run.ttft.append(first - began)
+                first_token[line.split()[0]] = first - began
+            await asyncio.sleep(rng.uniform(*think))
+
+
+def check_engine(run: Run, records: list[dict[str, Any]], first_token: dict[str, float]) -> None:
+    """No request mixing two players, one identity per player; the runtime's share of each first token."""
+    identity: dict[str, set[tuple[str | None, str | None]]] = defaultdict(set)
+    for record in records:
+        players = {m[:5] for m in record["markers"]}
+        if len(players) > 1:
+            run.mixed += 1
+        for player in players:
+            identity[player].add((record["user"], record["conversation"]))
+        for marker in record["last_user_markers"]:
+            if marker in first_token and record["first_token"] is not None:
+                engine_s = record["first_token"] - record["arrived"]
+                run.added.append(max(0.0, first_token.pop(marker) - engine_s))
+    ids = [next(iter(v)) for v in identity.values() if len(v) == 1]
+    one_each = len(ids) == len(identity)
+    distinct = len(set(ids)) == len(ids)
+    carried = all(u and c for u, c in ids)
+    if not carried:
+        run.identities = "not sent"
+    else:
+        run.identities = "one per player, distinct" if one_each and distinct else "MIXED"
+
+
+async def verify_saved(url: str, run: Run) -> None:
+    """Every acknowledged line in its player's saved history, exactly once."""
+    async with AsyncRuntimeClient(url, token=TOKEN, timeout=120) as client:
+        for player, lines in run.acknowledged.items():
+            scope = AgentMemoryScope(tenant_id="bench", user_id=f"player-{player:04d}")
+            history = await client.get_chat_history(ROLE, scope=scope)
+            said = [m.content for m in history if m.role == "user"]
+            run.lost += sum(1 for line in lines if said.count(line) != 1)
+
+
+def start_serve(code_root: Path, data_dir: Path, engine_url: str | None, extra: list[str]) -> Process:
+    argv = [sys.executable, "-m", "pyruntime.cli", "serve", "--data-dir", str(data_dir),
+            "--grpc-port", str(free_port()), "--connect-port", str(free_port()), "--log-level", "warning"]
+    argv += ["--llm-url", engine_url] if engine_url else ["--port", str(free_port())]
+    env = {"COREAI_RUNTIME_TOKEN": TOKEN, "PYTHONPATH": str(code_root)}
+    return Process(argv + extra, code_root, env)
+
+
+def one_run(args: argparse.Namespace, code_root: Path, label: str, players: int, transport: str) -> Run:
+    run = Run(f"{label} {transport}", players)
+    work = Path(tempfile.mkdtemp(prefix="bench-players-"))
+    engine = None
+    try:
+        if args.engine == "test":
+            engine = Process([sys.executable, "-m", "pyruntime.testing.engine", "--marker", MARKER], ROOT,
+                             {"PYTHONPATH": str(ROOT)})
+        serve = start_serve(code_root, work / "data", engine.ready["base_url"] if engine else None, args.serve_arg)
+        try:
+            url = (f"grpc://127.0.0.1:{serve.ready['grpc_port']}" if transport == "grpc"
+                   else f"http://127.0.0.1:{serve.ready['connect_port']}")
+            spy = None
+            if args.profile is not None:  # py-spy's collapsed stacks of serve while the players play
+                args.profile.mkdir(parents=True, exist_ok=True)
+                out = args.profile / f"{label}-{transport}-{players}.txt"
+                spy = subprocess.Popen(["py-spy", "record", "-p", str(serve.pid), "-r", "250", "-f", "raw",
+                                        "-o", str(out), "--nonblocking"], stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
+            rss0, cpu0 = rss_bytes(serve.pid), cpu_seconds(serve.pid)
+            others0 = own_cpu_seconds() + (cpu_seconds(engine.pid) if engine else 0.0)
+            first_token: dict[str, float] = {}
+            began = time.perf_counter()
+
+            async def everyone() -> None:
+                await asyncio.gather(*[play(url, run, p, args.turns, first_token, tuple(args.think_s), args.seed)
+                                       for p in range(players)])
+
+            asyncio.run(everyone())
+            run.seconds = time.perf_counter() - began
+            run.cpu_s = cpu_seconds(serve.pid) - cpu0
+            run.others_cpu_s = own_cpu_seconds() + (cpu_seconds(engine.pid) if engine else 0.0) - others0
+            run.rss_per_player = (rss_bytes(serve.pid) - rss0) / players
+            if spy is not None:
+                spy.send_signal(2)  # SIGINT: py-spy writes what it has
+                spy.wait(30)
+            asyncio.run(verify_saved(url, run))
+        finally:
+            serve.stop()
+        if engine is not None:
+            root = engine.ready["base_url"].removesuffix("/v1")
+            recorded = httpx.get(root + "/coreai/recorded", timeout=60).json()
+            run.engine_peak = recorded["peak"]
+            check_engine(run, recorded["requests"], first_token)
+    finally:
+        if engine is not None:
+            engine.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return run
+
+
+def row(run: Run) -> str:
+    cpu = run.cpu_s / run.turns * 1000 if run.turns else float("nan")
+    return (f"| {run.name} | {run.players} | {run.turns / run.seconds:.1f} | {pct(run.ttft, 0.5):.0f} / "
+            f"{pct(run.ttft, 0.9):.0f} / {pct(run.ttft, 0.99):.0f} | {pct(run.added, 0.5):.1f} / "
+            f"{pct(run.added, 0.9):.1f} / {pct(run.added, 0.99):.1f} | {cpu:.1f} | {run.cpu_s / run.seconds:.2f} | "
+            f"{run.others_cpu_s / max(1, run.turns) * 1000:.1f} | {run.rss_per_player / 1024:.0f} | "
+            f"{run.refused} ({run.retry_hints} with a hint) | {run.failed} | {run.lost} | {run.mixed}, "
+            f"{run.identities or '-'} | {run.engine_peak} |")
+
+
+HEADER = ("| run | players | turns/s | player's first token p50 / p90 / p99 ms | runtime-added p50 / p90 / p99 ms | "
+          "serve CPU ms/turn | serve cores busy | players + engine CPU ms/turn | RSS KiB/player | refused | failed | "
+          "lost | mixed, identities | engine peak |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--players", type=int, nargs="+", default=[1, 16, 100, 200])
+    parser.add_argument("--transports", nargs="+", choices=["grpc", "connect"], default=["grpc", "connect"])
+    parser.add_argument("--turns", type=int, default=10, help="lines per player")
+    parser.add_argument("--think-s", type=float, nargs=2, default=[1.0, 2.0])
+    parser.add_argument("--engine", choices=["test", "hosted"], default="test")
+    parser.add_argument("--code-root", type=Path, action="append", default=[],
+                        help="also run serve from this checkout (before/after in one run); repeatable")
+    parser.add_argument("--serve-arg", action="append", default=[], help="an extra serve flag (repeatable)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--profile", type=Path,
+                        help="write py-spy's collapsed stacks of serve per run into DIR (needs py-spy on PATH: it is "
+                             "a profiler, not a dependency)")
+    args = parser.parse_args()
+    roots = [(f"{r.name or r}", r.resolve()) for r in args.code_root] + [("this", ROOT)]
+    runs = []
+    for players in args.players:
+        for transport in args.transports:
+            for label, root in roots:
+                run = one_run(args, root, label, players, transport)
+                print(row(run), flush=True)
+                runs.append(run)
+    print(f"\nN players x {args.turns} lines, {args.think_s[0]:g}-{args.think_s[1]:g} s apart, {args.engine} engine, "
+          f"{os.cpu_count()} CPUs (wall-clock figures from a shared machine; CPU seconds are the robust ones)")
+    print(HEADER)
+    for run in runs:
+        print(row(run))
+    print("reproduce: .venv/bin/python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]))
+    return 0 if all(r.lost == 0 and r.mixed == 0 for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
