@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.concurrency import engine_concurrency
 from pyruntime.model.hosting import LlamaServerProcess, generate_model_key, hosted_model_config
-from pyruntime.model.llama_server import ENGINE_STATES_RELATIVE_PATH, LlamaServerConfig
+from pyruntime.model.llama_server import LlamaServerConfig
 from pyruntime.model.scripted import Script
 from pyruntime.model.scripted_server import MODEL_ID, ScriptedModelServer
 from pyruntime.model.supervisor import ModelSupervisor
 from pyruntime.settings import RuntimeSettings, llm_api_key, llm_headers
+from pyruntime.stores.engine_files import ENGINE_STATES_RELATIVE_PATH
 
 if TYPE_CHECKING:
     from pyruntime.model.seam import ModelClient

@@ -106,10 +106,10 @@ class MemoryStore(Protocol):
 
     async def forget_player(self, request: ForgetPlayerRequest, ctx: RequestContext[ForgetPlayerRequest, ForgetPlayerResponse], /) -> ForgetPlayerResponse:
         """
-        "Forget this player": erases every save of one player (tenant + user, every session, topic, role and
-        actor): memory, versions, chat history, transcript, summary, quarantined copies, the identity index
-        entry, and everything the turn engine keeps of those conversations (slot states, parked and saved engine
-        states, prewarms, folds, pending memory writes). Running turns of those conversations finish first.
+        "Forget this player": erases every save in a scope (a player: tenant + user, every session, topic, role
+        and actor; or part of one): memory, versions, chat history, transcript, summary, quarantined copies, the
+        identity index entry, and everything the turn engine keeps of those conversations (slot states, parked
+        and saved engine states, prewarms, folds, pending memory writes). Running turns of them finish first.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -698,10 +698,10 @@ class MemoryStoreClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> ForgetPlayerResponse:
         """
-        "Forget this player": erases every save of one player (tenant + user, every session, topic, role and
-        actor): memory, versions, chat history, transcript, summary, quarantined copies, the identity index
-        entry, and everything the turn engine keeps of those conversations (slot states, parked and saved engine
-        states, prewarms, folds, pending memory writes). Running turns of those conversations finish first.
+        "Forget this player": erases every save in a scope (a player: tenant + user, every session, topic, role
+        and actor; or part of one): memory, versions, chat history, transcript, summary, quarantined copies, the
+        identity index entry, and everything the turn engine keeps of those conversations (slot states, parked
+        and saved engine states, prewarms, folds, pending memory writes). Running turns of them finish first.
         """
         return await self.execute_unary(
             request=request,
@@ -786,10 +786,10 @@ class MemoryStoreSync(Protocol):
 
     def forget_player(self, request: ForgetPlayerRequest, ctx: RequestContext[ForgetPlayerRequest, ForgetPlayerResponse], /) -> ForgetPlayerResponse:
         """
-        "Forget this player": erases every save of one player (tenant + user, every session, topic, role and
-        actor): memory, versions, chat history, transcript, summary, quarantined copies, the identity index
-        entry, and everything the turn engine keeps of those conversations (slot states, parked and saved engine
-        states, prewarms, folds, pending memory writes). Running turns of those conversations finish first.
+        "Forget this player": erases every save in a scope (a player: tenant + user, every session, topic, role
+        and actor; or part of one): memory, versions, chat history, transcript, summary, quarantined copies, the
+        identity index entry, and everything the turn engine keeps of those conversations (slot states, parked
+        and saved engine states, prewarms, folds, pending memory writes). Running turns of them finish first.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -1376,10 +1376,10 @@ class MemoryStoreClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> ForgetPlayerResponse:
         """
-        "Forget this player": erases every save of one player (tenant + user, every session, topic, role and
-        actor): memory, versions, chat history, transcript, summary, quarantined copies, the identity index
-        entry, and everything the turn engine keeps of those conversations (slot states, parked and saved engine
-        states, prewarms, folds, pending memory writes). Running turns of those conversations finish first.
+        "Forget this player": erases every save in a scope (a player: tenant + user, every session, topic, role
+        and actor; or part of one): memory, versions, chat history, transcript, summary, quarantined copies, the
+        identity index entry, and everything the turn engine keeps of those conversations (slot states, parked
+        and saved engine states, prewarms, folds, pending memory writes). Running turns of them finish first.
         """
         return self.execute_unary(
             request=request,

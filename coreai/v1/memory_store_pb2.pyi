@@ -294,12 +294,10 @@ class ImportSnapshotResponse(_message.Message):
     def __init__(self, roles_imported: _Optional[int] = ...) -> None: ...
 
 class ForgetPlayerRequest(_message.Message):
-    __slots__ = ("tenant_id", "user_id")
-    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
-    USER_ID_FIELD_NUMBER: _ClassVar[int]
-    tenant_id: str
-    user_id: str
-    def __init__(self, tenant_id: _Optional[str] = ..., user_id: _Optional[str] = ...) -> None: ...
+    __slots__ = ("scope",)
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    scope: _common_pb2.AgentMemoryScope
+    def __init__(self, scope: _Optional[_Union[_common_pb2.AgentMemoryScope, _Mapping]] = ...) -> None: ...
 
 class ForgetPlayerResponse(_message.Message):
     __slots__ = ("saves_erased", "unattributed_saves")

@@ -227,10 +227,10 @@ class MemoryStoreServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ForgetPlayer(self, request, context):
-        """"Forget this player": erases every save of one player (tenant + user, every session, topic, role and
-        actor): memory, versions, chat history, transcript, summary, quarantined copies, the identity index
-        entry, and everything the turn engine keeps of those conversations (slot states, parked and saved engine
-        states, prewarms, folds, pending memory writes). Running turns of those conversations finish first.
+        """"Forget this player": erases every save in a scope (a player: tenant + user, every session, topic, role
+        and actor; or part of one): memory, versions, chat history, transcript, summary, quarantined copies, the
+        identity index entry, and everything the turn engine keeps of those conversations (slot states, parked
+        and saved engine states, prewarms, folds, pending memory writes). Running turns of them finish first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

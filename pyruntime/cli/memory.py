@@ -123,10 +123,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     forget = subparsers.add_parser(
         "forget", help="erase everything of one player: every save of the user (all sessions, topics, roles, "
-                       "actors) and what the engine keeps of those conversations")
-    _save_options(forget)
-    forget.add_argument("--user", required=True, help="the player's user id")
-    forget.add_argument("--tenant", default="", help="the player's tenant id (default: none)")
+                       "actors; --session/--topic narrow it) and what the engine keeps of those conversations")
+    _target_options(forget, role=False)
     forget.set_defaults(handler=guarded(_run_forget))
 
     imp = subparsers.add_parser("import", help="import a snapshot, replacing the data of its identities")
@@ -264,12 +262,13 @@ def _run_history_clear(args: argparse.Namespace) -> int:
 
 
 def _run_forget(args: argparse.Namespace) -> int:
-    if not args.user.strip():
-        raise UsageError("--user must not be blank: it names the player to forget")
+    scope = _scope(args.tenant, args.user, args.session, args.topic)
+    if scope.is_empty:
+        raise UsageError("name the player: --user (with --tenant), or the --session / --topic to erase")
     if args.runtime is None:
         check_data_dir(args.data_dir)
     with open_saves(args) as saves:
-        forgotten = saves.forget_player(args.user, args.tenant)
+        forgotten = saves.forget_player(scope)
     _print_json({"Success": True, "SavesErased": forgotten.saves_erased,
                  "UnattributedSaves": forgotten.unattributed_saves})
     if forgotten.unattributed_saves:

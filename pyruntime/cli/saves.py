@@ -126,9 +126,9 @@ class Saves:
         """Delete chat history, transcript and rolling summary; memory stays."""
         self._client.clear_chat_history(target.role, **self._where(target))
 
-    def forget_player(self, user_id: str, tenant_id: str) -> PlayerForgotten:
-        """Erase every save of one player, and the engine's states of those conversations."""
-        return self._client.forget_player(user_id, tenant_id)
+    def forget_player(self, scope: AgentMemoryScope) -> PlayerForgotten:
+        """Erase every save in one scope (a player), and the engine's states of those conversations."""
+        return self._client.forget_player(scope)
 
     def export_snapshot(self, scope: AgentMemoryScope, roles: Sequence[str] | None,
                         actors: Sequence[str]) -> ScopeSnapshot:

@@ -49,7 +49,6 @@ from pyruntime.model.llama_server import (
     DEFAULT_PORT,
     DEFAULT_SLOTS,
     MAX_SLOTS,
-    PROMPT_CACHE_RELATIVE_PATH,
     default_threads,
 )
 from pyruntime.model.scripted import Script
@@ -60,6 +59,7 @@ from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
 from pyruntime.rpc.tls import check_listen, tls_files
 from pyruntime.service.admission import DEFAULT_MAX_QUEUED, DEFAULT_MAX_TURNS_PER_CONVERSATION, MAX_LIMIT
 from pyruntime.stores import confined
+from pyruntime.stores.engine_files import PROMPT_CACHE_RELATIVE_PATH
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
 from pyruntime.stores.persistence import DATA_FOLDER
 from pyruntime.turns.memory_writer import MemoryDesign

@@ -37,10 +37,6 @@ MAX_SLOTS = 64
 SMALL_MODEL_MAX_BYTES = 1_000_000_000
 SMALL_MODEL_PROMPT_CACHE_MB = 256  # ~10 SmolLM2 conversations of 1000 tokens (22 KB per token)
 LARGE_MODEL_PROMPT_CACHE_MB = 2048  # a few conversations of a 7-8B model (~128 KB per token)
-# Where the engine's states go under a data folder: restart-warm states (`--prompt-cache-dir` without a folder) and,
-# with file saves, the states it writes while it runs (`LlamaServerConfig.state_dir`).
-PROMPT_CACHE_RELATIVE_PATH = Path("CoreAI") / "runtime" / "prompt-cache"
-ENGINE_STATES_RELATIVE_PATH = Path("CoreAI") / "runtime" / "engine-states"
 # Read/write timeout of llama-server's HTTP side (`-to`, default 3600 s). Only the runtime reaches it;
 # a stream that sends nothing for this long (a prompt evaluation on a very slow CPU) is cut.
 SERVER_TIMEOUT_S = 600

@@ -345,10 +345,9 @@ class MemoryStoreService(BlockingCalls):
         return pb.ExportSnapshotResponse(snapshot=snapshot.to_proto())
 
     async def forget_player(self, request: pb.ForgetPlayerRequest) -> pb.ForgetPlayerResponse:
-        """Erase every save of one player (tenant + user), and the engine's states of those conversations."""
-        tenant = await self.run(check_id, "tenant_id", request.tenant_id)
-        user = await self.run(check_id, "user_id", request.user_id)
-        saves = await self.run(player_saves, self._stores, tenant, user)
+        """Erase every save in one scope (a player: tenant + user), and the engine's states of those conversations."""
+        scope = await self.run(scope_from_proto, request.scope)
+        saves = await self.run(player_saves, self._stores, scope)
         if saves.keys:
             await self._deleting(saves.keys, lambda: self.run(erase_saves, self._stores, saves.keys))
         return pb.ForgetPlayerResponse(saves_erased=len(saves.keys), unattributed_saves=saves.unattributed)

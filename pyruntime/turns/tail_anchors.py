@@ -110,13 +110,6 @@ class TailAnchors:
         """Drop the conversation's places (its saves are being erased)."""
         self._anchors.pop(conversation, None)
 
-    @staticmethod
-    def erase_saved(path: Path, conversations: set[str]) -> None:
-        """Remove conversations from a saved places file (their saves were deleted while no runtime ran)."""
-        anchors = load_anchors(path, MAX_TAIL_ANCHORS)
-        if any(c in anchors for c in conversations):
-            save_anchors(path, OrderedDict((c, a) for c, a in anchors.items() if c not in conversations))
-
     def load(self, path: Path) -> None:
         """Take the places saved by `save` (a runtime restarted with the disk prompt cache)."""
         self._anchors = load_anchors(path, self.limit)

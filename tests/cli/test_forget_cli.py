@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pyruntime.model.llama_server import ENGINE_STATES_RELATIVE_PATH, PROMPT_CACHE_RELATIVE_PATH
 from pyruntime.model.slots import conversation_id
 from pyruntime.scopes import AgentMemoryScope, storage_key
+from pyruntime.stores.engine_files import ENGINE_STATES_RELATIVE_PATH, PROMPT_CACHE_RELATIVE_PATH
 from tests.cli.conftest import file_bundle
 
 ALICE = [AgentMemoryScope("t", "alice", "s1"), AgentMemoryScope("t", "alice", "s2", "quest")]
@@ -86,3 +86,12 @@ def test_forget_counts_the_saves_it_cannot_attribute_and_needs_a_user(tmp_path: 
     assert legacy.exists()  # maybe anyone's: left alone, and said so
     blank = cli("forget", "--data-dir", tmp_path, "--user", "  ")
     assert blank.rc == 2 and blank.out == ""  # refused: nothing erased
+
+
+def test_forget_narrowed_to_a_session_erases_that_save_slot_only(tmp_path: Path, cli) -> None:
+    seed(tmp_path)
+    run = cli("forget", "--data-dir", tmp_path, "--tenant", "t", "--user", "alice", "--session", "s2")
+    assert run.rc == 0 and run.json()["SavesErased"] == 2
+    bundle = file_bundle(tmp_path)
+    assert bundle.scoped(ALICE[0]).try_load("Smith").state is not None  # session s1 stays
+    assert bundle.scoped(ALICE[1]).try_load("Smith").state is None

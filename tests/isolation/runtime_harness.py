@@ -16,8 +16,9 @@ from pyruntime.app import Runtime as AppRuntime
 from pyruntime.app import RuntimeModel, RuntimeSettings
 from pyruntime.client import RuntimeClient
 from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import ENGINE_STATES_RELATIVE_PATH, PROMPT_CACHE_RELATIVE_PATH, LlamaServerConfig
+from pyruntime.model.llama_server import LlamaServerConfig
 from pyruntime.policy import RoleMemoryConfig
+from pyruntime.stores.engine_files import ENGINE_STATES_RELATIVE_PATH, PROMPT_CACHE_RELATIVE_PATH
 from tests.support.fixtures import SERVER_START_TIMEOUT_S, free_port
 from tests.support.runtime import RuntimeThread
 from tests.support.tiny_model import TINY_MODEL_ALIAS

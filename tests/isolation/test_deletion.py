@@ -102,7 +102,7 @@ def test_forgetting_a_player_leaves_nothing_of_their_conversations_on_disk_or_in
     assert any("text" in p and "AgentMemory" in p for p in before), before
     assert any("token ids" in p and "runtime" in p for p in before), before
     with played.client("grpc") as client:
-        forgotten = client.forget_player("alice", tenant_id=TENANT)
+        forgotten = client.forget_player(AgentMemoryScope(tenant_id=TENANT, user_id="alice"))
         assert forgotten.saves_erased == len(NPCS) and forgotten.unattributed_saves == 0
         assert not found(played, alice), "left after ForgetPlayer"
         again = client.run_task("Hello again.", role_id=NPCS[0], scope=scope("alice"))  # she comes back: afresh

@@ -22,7 +22,7 @@ def test_forget_erases_every_save_of_one_player_and_none_of_another(store: Agent
             view.mutate(role, lambda state, who=scope.user_id: state.evolve(memory=f"met {who}"))
             view.append_chat_message(role, "user", f"I am {scope.user_id}")
             view.save_summary(role, f"- {scope.user_id} came by")
-    saves = player_saves(bundle, " t ", "alice")
+    saves = player_saves(bundle, AgentMemoryScope(" t ", "alice"))
     assert len(saves.keys) == len(ALICE) * len(IDENTITIES) and saves.unattributed == 0
     erase_saves(bundle, saves.keys)
     for scope in ALICE:
@@ -30,10 +30,10 @@ def test_forget_erases_every_save_of_one_player_and_none_of_another(store: Agent
             view = bundle.scoped(scope, actor)
             assert view.try_load(role).status is LoadStatus.NOT_FOUND
             assert view.get_transcript(role) == [] and view.load_summary(role) is None
-    assert player_saves(bundle, "t", "alice").keys == ()  # nothing left to find, not even the identities
+    assert player_saves(bundle, AgentMemoryScope("t", "alice")).keys == ()  # not even the identities are left
     for role, actor in IDENTITIES:
         view = bundle.scoped(BOB, actor)
         loaded = view.try_load(role)
         assert loaded.state is not None and loaded.state.memory == "met bob"
         assert [m.content for m in view.get_chat_history(role)] == ["I am bob"]
-    assert len(player_saves(bundle, "t", "bob").keys) == len(IDENTITIES)
+    assert len(player_saves(bundle, AgentMemoryScope("t", "bob")).keys) == len(IDENTITIES)

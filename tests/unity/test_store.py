@@ -189,12 +189,12 @@ def test_forget_player_erases_every_save_of_the_player_and_no_other(client: Any,
         alice.AppendChatMessage("BlacksmithNPC", "user", "I am Alice")
     bob = store.ForScope(AgentMemoryScope("game", "bob", "slot-1", ""))
     bob.ExecuteMemoryTool("BlacksmithNPC", MemoryToolCall.Write("bob's shield"))
-    forgotten = wait(store.ForgetPlayerAsync("alice", "game"))
+    forgotten = wait(store.ForgetPlayerAsync(AgentMemoryScope("game", "alice", "", "")))
     assert forgotten.SavesErased == 2 and forgotten.UnattributedSaves == 0
     assert store.ForScope(AgentMemoryScope("game", "alice", "slot-1", ""), "guard-7").TryLoad("BlacksmithNPC",
                                                                                                None)[0] is False
     assert bob.TryLoad("BlacksmithNPC", None)[1].Memory == "bob's shield"
     written = b"".join(p.read_bytes() for p in runtime.data_dir.rglob("*") if p.is_file())
     assert b"alice" not in written and b"Alice" not in written and b"bob's shield" in written
-    with pytest.raises(Exception, match="userId"):
-        store.ForgetPlayerAsync("  ", None)
+    with pytest.raises(Exception, match="scope"):
+        store.ForgetPlayerAsync(AgentMemoryScope.Empty)

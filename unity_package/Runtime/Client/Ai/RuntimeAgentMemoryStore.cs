@@ -232,18 +232,19 @@ namespace CoreAI.Ai
         }
 
         /// <summary>
-        /// "Forget this player": erases every save of the player (<paramref name="userId"/>, in <paramref name="tenantId"/>;
-        /// every session, topic, role and actor): memory, versions, chat history, transcript, summary, and everything the
-        /// runtime's turn engine and model keep of those conversations. The response says how many saves were erased, and how
-        /// many saves nobody can be told the owner of (written before the runtime indexed identities; erase those by role).
+        /// "Forget this player": erases every save whose scope has the non-blank fields of <paramref name="scope"/>
+        /// (a player: tenant + user, every session, topic, role and actor; a session or topic narrows it) and everything
+        /// the runtime's turn engine and model keep of those conversations. The response says how many saves were erased,
+        /// and how many saves nobody can be told the owner of (written before the runtime indexed identities; erase
+        /// those by role).
         /// </summary>
-        public Task<V1.ForgetPlayerResponse> ForgetPlayerAsync(string userId, string tenantId = null, CancellationToken cancellationToken = default(CancellationToken))
+        public Task<V1.ForgetPlayerResponse> ForgetPlayerAsync(AgentMemoryScope scope, CancellationToken cancellationToken = default(CancellationToken))
         {
-            if (string.IsNullOrWhiteSpace(userId))
+            if (scope == null || scope.IsEmpty)
             {
-                throw new ArgumentException("userId names the player to forget and must not be blank", "userId");
+                throw new ArgumentException("scope names the player to forget (its user id, with its tenant) and must not be empty", "scope");
             }
-            var request = new V1.ForgetPlayerRequest { UserId = userId, TenantId = tenantId ?? "" };
+            var request = new V1.ForgetPlayerRequest { Scope = ProtoMapping.ToProto(scope) };
             return _runtime.GuardAsync(_runtime.MemoryStore.ForgetPlayerAsync(request, _callOptions, cancellationToken));
         }
 

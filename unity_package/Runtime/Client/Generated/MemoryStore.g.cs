@@ -550,13 +550,8 @@ namespace CoreAI.V1
     {
         [Preserve]
         [field: Preserve]
-        [JsonProperty("tenantId", NullValueHandling = NullValueHandling.Ignore)]
-        public string TenantId { get; set; } = "";
-
-        [Preserve]
-        [field: Preserve]
-        [JsonProperty("userId", NullValueHandling = NullValueHandling.Ignore)]
-        public string UserId { get; set; } = "";
+        [JsonProperty("scope", NullValueHandling = NullValueHandling.Ignore)]
+        public AgentMemoryScopeProto Scope { get; set; }
     }
 
     /// <summary>proto message coreai.v1.ForgetPlayerResponse.</summary>
