@@ -2,8 +2,9 @@
 keep beside it (quarantined copies, the identity index entry, lock files, the database row).
 
 A player is a tenant and a user id (contract §4): every save whose scope names them, whatever its session, topic,
-role and actor; a session or topic narrows it (a save slot). Keys are one-way hashes, so only saves the identity index attributes can be found; saves written
-before the index existed are counted (`PlayerSaves.unattributed`: they may be anyone's) and left alone.
+role and actor; a session or topic narrows it (a save slot). Keys are one-way hashes, so only saves the identity
+index attributes can be found; saves written before the index existed are counted (`PlayerSaves.unattributed`:
+they may be anyone's) and left alone.
 """
 
 from __future__ import annotations
