@@ -31,7 +31,9 @@ from pyruntime.model.compat import (
 )
 from pyruntime.model.concurrency import conversation_fields
 from pyruntime.model.errors import IncompleteStreamError, ModelError, ModelStalledError, ModelUnavailableError
+from pyruntime.model.parked_states import ParkedStates
 from pyruntime.model.seam import Gate
+from pyruntime.model.slot_moves import SlotMoves, slot_action
 from pyruntime.model.slots import SlotAffinity, SlotUse
 from pyruntime.model.sse import SSEDecoder
 from pyruntime.model.types import ChatCompletion, FinishDelta, StreamDelta, TextDelta, ToolCallDelta
@@ -66,6 +68,8 @@ DEFAULT_DEADLINE_S = 300.0  # every call, streamed or not, ends by then (closing
 DEFAULT_FIRST_TEXT_S = 120.0
 DEFAULT_TEXT_GAP_S = 30.0
 DRAIN_AFTER_DONE_S = 1.0  # how long the end of a body may lag its [DONE] before the connection is closed
+# A slot action (park, restore, erase) waits for the slot's running request: llama-server defers it until then.
+SLOT_ACTION_TIMEOUT_S = 60.0
 
 class ChatStream:
     """The deltas of one streamed reply; leaving `async with` (or `aclose()`) closes the HTTP stream."""
@@ -118,6 +122,7 @@ class OpenAICompatClient:
         headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | Callable[[], httpx.AsyncBaseTransport | None] | None = None,
         slots: SlotAffinity | None = None,
+        parked: ParkedStates | None = None,
         llama_server: bool = False,
         forced_tools_as_schema: bool = False,
         connections: int | None = None,
@@ -129,8 +134,9 @@ class OpenAICompatClient:
         `gate` is asked before every request (see `Gate`). `headers` go with every request (a provider's
         own headers; the key goes in `api_key`). `transport`: how the internal HTTP client connects (the
         hosted engine's Unix socket), or a function that makes one (each event loop's pool then gets its own).
-        `slots`: the hosted engine's slot affinity (requests that name a
-        `conversation` keep its slot). `llama_server`: the server is llama.cpp's own (its dialect, above).
+        `slots`: the hosted engine's slot affinity (requests that name a `conversation` keep its slot), `parked`:
+        where it parks the states of conversations that lost their slot (`slot_moves.py`). `llama_server`: the
+        server is llama.cpp's own (its dialect, above).
         `connections`: the calls made at once (the request queue's capacity): the pool keeps that many alive.
         A call that names a `conversation` names it to the server too (`model/concurrency.conversation_fields`).
         """
@@ -149,6 +155,7 @@ class OpenAICompatClient:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self.slots = slots
+        self.slot_moves = SlotMoves(slots, parked, self._engine_post) if slots is not None else None
         self.llama_server = llama_server
         self.forced_tools_as_schema = forced_tools_as_schema
         self._owns_http = http_client is None
@@ -254,18 +261,18 @@ class OpenAICompatClient:
     @contextlib.asynccontextmanager
     async def _slot(self, conversation: str | None, messages: Sequence[Message],
                     body: dict[str, Any]) -> AsyncIterator[SlotUse | None]:
-        """With slot affinity: the request's slot (`id_slot` in `body`), its superseded state erased first."""
-        if self.slots is None:
+        """With slot affinity: the request's slot (`id_slot` in `body`), made ready for it (`SlotMoves.prepare`)."""
+        if self.slot_moves is None:
             yield None
             return
-        use = self.slots.acquire(conversation, messages)
+        use = await self.slot_moves.acquire(conversation, messages)
         try:
             body["id_slot"] = use.slot
-            if use.erase_first:
-                await self.erase_slot(use.slot)
+            if await self.slot_moves.prepare(use):
+                body["cache_prompt"] = False  # nothing of what the slot holds is this conversation's
             yield use
         finally:
-            self.slots.release(use)
+            self.slot_moves.release(use)
 
     def _slot_failed(self, use: SlotUse | None) -> None:
         """A failed request may have cleared its slot (llama-server clears a slot whose decode failed)."""
@@ -274,15 +281,23 @@ class OpenAICompatClient:
 
     async def erase_slot(self, slot: int) -> bool:
         """Drop a slot's KV state in the hosted engine (`POST /slots/N?action=erase`); False when it refused."""
+        return await slot_action(self._engine_post, slot, "erase")
+
+    async def forget_conversations(self, conversations: Sequence[str]) -> None:
+        """Erase every state the hosted engine holds of these conversations (`SlotMoves.forget`); nothing to do for
+        a server the runtime does not host."""
+        if self.slot_moves is not None:
+            await self.slot_moves.forget(conversations)
+
+    async def _engine_post(self, path: str, params: Mapping[str, str] | None,
+                           body: Mapping[str, Any]) -> httpx.Response | None:
+        """A POST to the engine's root (slot actions); None when it did not answer."""
         root = self.base_url.removesuffix("/v1")
         try:
-            response = await self._http.post(f"{root}/slots/{slot}", params={"action": "erase"},
-                                             headers=self._headers, timeout=CONNECT_TIMEOUT_S)
+            return await self._http.post(f"{root}{path}", params=params, json=body, headers=self._headers,
+                                         timeout=SLOT_ACTION_TIMEOUT_S)
         except httpx.HTTPError:
-            return False
-        if response.status_code != 200:
-            log.debug("slot %d not erased (HTTP %d)", slot, response.status_code)
-        return response.status_code == 200
+            return None
 
     def stream_chat(
         self,

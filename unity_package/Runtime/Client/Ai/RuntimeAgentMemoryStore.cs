@@ -231,6 +231,23 @@ namespace CoreAI.Ai
             return new AgentMemorySnapshot(response.Snapshot ?? new V1.ScopeSnapshot());
         }
 
+        /// <summary>
+        /// "Forget this player": erases every save whose scope has the non-blank fields of <paramref name="scope"/>
+        /// (a player: tenant + user, every session, topic, role and actor; a session or topic narrows it) and everything
+        /// the runtime's turn engine and model keep of those conversations. The response says how many saves were erased,
+        /// and how many saves nobody can be told the owner of (written before the runtime indexed identities; erase
+        /// those by role).
+        /// </summary>
+        public Task<V1.ForgetPlayerResponse> ForgetPlayerAsync(AgentMemoryScope scope, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            if (scope == null || scope.IsEmpty)
+            {
+                throw new ArgumentException("scope names the player to forget (its user id, with its tenant) and must not be empty", "scope");
+            }
+            var request = new V1.ForgetPlayerRequest { Scope = ProtoMapping.ToProto(scope) };
+            return _runtime.GuardAsync(_runtime.MemoryStore.ForgetPlayerAsync(request, _callOptions, cancellationToken));
+        }
+
         /// <summary>Replace each identity's data from a snapshot (into targetScope, or the snapshot's own); returns the roles imported.</summary>
         public async Task<int> ImportSnapshotAsync(AgentMemorySnapshot snapshot, AgentMemoryScope targetScope = null, CancellationToken cancellationToken = default(CancellationToken))
         {

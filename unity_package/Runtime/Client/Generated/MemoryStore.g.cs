@@ -544,6 +544,31 @@ namespace CoreAI.V1
         public int RolesImported { get; set; }
     }
 
+    /// <summary>proto message coreai.v1.ForgetPlayerRequest.</summary>
+    [Preserve]
+    public sealed partial class ForgetPlayerRequest
+    {
+        [Preserve]
+        [field: Preserve]
+        [JsonProperty("scope", NullValueHandling = NullValueHandling.Ignore)]
+        public AgentMemoryScopeProto Scope { get; set; }
+    }
+
+    /// <summary>proto message coreai.v1.ForgetPlayerResponse.</summary>
+    [Preserve]
+    public sealed partial class ForgetPlayerResponse
+    {
+        [Preserve]
+        [field: Preserve]
+        [JsonProperty("savesErased", NullValueHandling = NullValueHandling.Ignore)]
+        public int SavesErased { get; set; }
+
+        [Preserve]
+        [field: Preserve]
+        [JsonProperty("unattributedSaves", NullValueHandling = NullValueHandling.Ignore)]
+        public int UnattributedSaves { get; set; }
+    }
+
     /// <summary>Connect client of coreai.v1.MemoryStore.</summary>
     internal sealed partial class MemoryStoreClient
     {
@@ -650,6 +675,12 @@ namespace CoreAI.V1
         public Task<ImportSnapshotResponse> ImportSnapshotAsync(ImportSnapshotRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
         {
             return _transport.UnaryAsync<ImportSnapshotRequest, ImportSnapshotResponse>(ServiceName, "ImportSnapshot", request, options, cancellationToken);
+        }
+
+        /// <summary>ForgetPlayer: unary call.</summary>
+        public Task<ForgetPlayerResponse> ForgetPlayerAsync(ForgetPlayerRequest request, CallOptions options = null, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return _transport.UnaryAsync<ForgetPlayerRequest, ForgetPlayerResponse>(ServiceName, "ForgetPlayer", request, options, cancellationToken);
         }
     }
 }
