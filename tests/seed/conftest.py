@@ -73,7 +73,7 @@ def loaded_memory(store: FileAgentMemoryStore, key: str = ROLE) -> AgentMemorySt
 @pytest.fixture
 def csharp_runtime(assemblies: Path, tmp_path: Path) -> Iterator[Runtime]:  # noqa: F811
     """A runtime serving the file stores of `tmp_path/data` (no model: the memory store is what these tests use)."""
-    runtime = start_runtime(tmp_path / "data")
+    runtime = start_runtime(tmp_path / "data", no_model=True)
     yield runtime
     runtime.stop()
 

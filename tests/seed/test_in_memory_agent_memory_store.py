@@ -27,7 +27,7 @@ def session_only_store(assemblies: Path, tmp_path: Path) -> Iterator[Any]:
     """The C# store of a runtime started session-only (`serve --session-only`): its data lives in the runtime."""
     from CoreAI.Ai import AgentMemoryPolicy
 
-    runtime: Runtime = start_runtime(tmp_path / "data", session_only=True)
+    runtime: Runtime = start_runtime(tmp_path / "data", session_only=True, no_model=True)  # stores only
     client = runtime.client(policy=AgentMemoryPolicy())
     try:
         yield client.CreateMemoryStore()
