@@ -100,6 +100,7 @@ def test_a_pull_outlives_the_window_and_a_domain_reload_and_reaches_the_settings
         StubPlayMode.Enter(True)
     kept = partial.stat().st_size
     assert kept > 0, "the reload paused the download and kept what arrived"
+    assert partial.with_name(partial.name + ".json").exists(), "with the record of which file the bytes are"
     assert EditorDownloads.Busy, "the reloaded editor resumed it"
     _tick_until(lambda: not EditorDownloads.Busy, 60)
     if interruption != "script reload":
