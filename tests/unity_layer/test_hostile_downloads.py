@@ -445,3 +445,17 @@ def _tokens():
     from System.Threading import CancellationToken
 
     return CancellationToken(False), CancellationToken(False)
+
+
+def test_a_runtime_fetch_cancelled_before_it_starts_says_so_and_leaves_nothing(tmp_path: Path,
+                                                                               server: FileServer) -> None:
+    from CoreAI.Downloads import DownloadFailure, RuntimeArchive
+    from System.Threading import CancellationToken
+
+    checksum = b"0" * 64 + b"  coreai-runtime-linux-x64.tar.gz\n"
+    server.files["/r/coreai-runtime-linux-x64.tar.gz.sha256"] = Served(checksum)
+    task = RuntimeArchive.FetchAsync(server.url("/r"), "linux", "x64", str(tmp_path / "CoreAIRuntime" / "Linux"), None,
+                                     CancellationToken(True))
+    error = settle(task)
+    assert error.Kind == DownloadFailure.Cancelled, error.Message
+    assert not (tmp_path / "CoreAIRuntime").exists() and not server.requests

@@ -156,6 +156,7 @@ namespace CoreAI.Downloads
                 }
                 catch (WebException e)
                 {
+                    if (connection.Stopped) throw new DownloadException(DownloadFailure.Cancelled, "the fetch of " + name + " was cancelled; nothing was kept");
                     throw new DownloadException(DownloadFailure.HttpError, "the checksum of " + name + " could not be fetched (" + e.Status + ")");
                 }
                 using (response)
