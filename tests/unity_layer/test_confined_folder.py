@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,8 +15,8 @@ import pytest
 
 from pyruntime.models import lockfile
 from pyruntime.stores import confined
+from tests.support.lock_hammer import start_hammers
 from tests.support.tree import changes, tree
-from tests.unity_layer.dotnet import ROOT
 
 pytestmark = pytest.mark.usefixtures("scenarios")
 
@@ -153,34 +151,13 @@ def test_the_lock_excludes_the_runtimes_and_is_deleted_by_its_holder(folder: Pat
     assert os.listdir(folder) == []
 
 
-_HAMMER = """
-import sys, time
-from pathlib import Path
-from pyruntime.models import lockfile
-from pyruntime.stores import confined
-folder_path, counter, rounds = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-done = 0
-with confined.open_folder(folder_path, None) as folder:
-    while done < rounds:
-        try:
-            with lockfile.held(folder, "x.lock"):
-                value = int(counter.read_text())
-                time.sleep(0.0005)
-                counter.write_text(str(value + 1))
-                done += 1
-        except lockfile.LockBusy:
-            time.sleep(0.0001)
-"""
-
-
 def test_the_package_and_the_runtime_taking_one_lock_file_lose_no_update(folder: Path) -> None:
     # Two runtime processes and the package take, delete and retake one lock file as fast as they can; a lost update
     # shows two holders at once (a lock on a file its holder had already deleted, taken for real).
     counter = folder.parent / "counter"
     counter.write_text("0")
     rounds = 300
-    workers = [subprocess.Popen([sys.executable, "-c", _HAMMER, str(folder), str(counter), str(rounds)], cwd=ROOT,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)}) for _ in range(2)]
+    workers = start_hammers(folder, counter, rounds, 2)
     deadline = time.monotonic() + 60
     while int(counter.read_text() or 0) < 20:  # both runtimes are hammering (an empty read: a write in progress)
         assert time.monotonic() < deadline

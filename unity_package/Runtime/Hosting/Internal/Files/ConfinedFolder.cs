@@ -90,6 +90,19 @@ namespace CoreAI.Launcher
             return new IOException("a folder is where " + name + " belongs, in " + Path + "; remove it");
         }
 
+        /// <summary>Everything `stream` holds, or null once it passes `limit` bytes (a file that grew while it was read).</summary>
+        protected static byte[] ReadBounded(Stream stream, int limit)
+        {
+            byte[] buffer = new byte[limit + 1];
+            int total = 0;
+            int read;
+            while (total < buffer.Length && (read = stream.Read(buffer, total, buffer.Length - total)) > 0) total += read;
+            if (total > limit) return null;
+            byte[] data = new byte[total];
+            Array.Copy(buffer, data, total);
+            return data;
+        }
+
         /// <summary>A new temporary file name in the folder: `.&lt;8 hex&gt;.tmp`.</summary>
         protected static string TemporaryName()
         {

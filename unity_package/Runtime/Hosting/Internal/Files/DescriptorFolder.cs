@@ -66,17 +66,7 @@ namespace CoreAI.Launcher
                 if (file >= 0) lib.Close(file);
                 return null;
             }
-            using (DescriptorStream stream = new DescriptorStream(lib, file, true))
-            {
-                byte[] buffer = new byte[limit + 1];
-                int total = 0;
-                int read;
-                while (total < buffer.Length && (read = stream.Read(buffer, total, buffer.Length - total)) > 0) total += read;
-                if (total > limit) return null;  // grew past the limit while it was read
-                byte[] data = new byte[total];
-                Array.Copy(buffer, data, total);
-                return data;
-            }
+            using (DescriptorStream stream = new DescriptorStream(lib, file, true)) return ReadBounded(stream, limit);
         }
 
         public override Stream OpenRead(string name)

@@ -54,18 +54,7 @@ namespace CoreAI.Launcher
         {
             long size;
             if (Look(name, out size) != Entry.Regular || size > limit) return null;
-            using (Stream stream = OpenRead(name))
-            {
-                if (stream == null) return null;
-                byte[] buffer = new byte[limit + 1];
-                int total = 0;
-                int read;
-                while (total < buffer.Length && (read = stream.Read(buffer, total, buffer.Length - total)) > 0) total += read;
-                if (total > limit) return null;
-                byte[] data = new byte[total];
-                Array.Copy(buffer, data, total);
-                return data;
-            }
+            using (Stream stream = OpenRead(name)) return stream == null ? null : ReadBounded(stream, limit);
         }
 
         public override Stream OpenRead(string name)
