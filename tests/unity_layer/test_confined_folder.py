@@ -129,6 +129,27 @@ def test_a_fifo_is_removed_without_being_opened(folder: Path) -> None:
     assert stat.S_ISFIFO(os.lstat(folder / "read").st_mode)  # only looked at
 
 
+def test_a_read_only_file_in_the_way_is_replaced_on_windows(folder: Path) -> None:
+    # Windows refuses to write or delete a read-only file (the descriptor kind meets it as EACCES, which a root test
+    # process never sees).
+    for name in ("append", "lock"):
+        (folder / name).write_bytes(b"planted")
+        (folder / name).chmod(0o444)  # Mono reports it as FileAttributes.ReadOnly
+    probe().Append(str(folder), "append", b"downloaded", True)
+    probe().TryLock(str(folder), "lock", True).Dispose()
+    assert (folder / "append").read_bytes() == b"downloaded" and not (folder / "lock").exists()
+
+
+def test_a_socket_in_the_way_is_removed(folder: Path) -> None:
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as planted:
+        planted.bind(str(folder / "append"))  # opening it answers ENXIO
+        assert probe().Look(str(folder), "append", False) == "Other"
+        probe().Append(str(folder), "append", b"downloaded", False)
+    assert (folder / "append").read_bytes() == b"downloaded"
+
+
 def test_a_read_stops_at_its_limit(folder: Path) -> None:
     (folder / "record").write_bytes(b"{}" * 3000)
     assert probe().ReadSmall(str(folder), "record", 4096, False) is None

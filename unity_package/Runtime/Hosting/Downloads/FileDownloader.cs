@@ -57,9 +57,7 @@ namespace CoreAI.Downloads
                 }
                 catch (Exception e)
                 {
-                    // Kept only when the error says so (or is unexpected) and the bytes can be resumed.
-                    DownloadException failure = e as DownloadException;
-                    if ((failure != null && !failure.Resumable) || !files.Resumable()) DiscardQuietly(files);
+                    DiscardUnlessResumable(files, e as DownloadException);
                     throw;
                 }
             }
@@ -117,11 +115,12 @@ namespace CoreAI.Downloads
             }
         }
 
-        private static void DiscardQuietly(PartialDownload files)
+        /// <summary>Keeps the bytes only when the error says so (or is unexpected) and a later download can resume them.</summary>
+        private static void DiscardUnlessResumable(PartialDownload files, DownloadException failure)
         {
             try
             {
-                files.Discard();
+                if ((failure != null && !failure.Resumable) || !files.Resumable()) files.Discard();
             }
             catch (Exception e) when (e is IOException || e is UnauthorizedAccessException)
             {

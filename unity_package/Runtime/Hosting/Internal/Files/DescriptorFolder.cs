@@ -183,7 +183,7 @@ namespace CoreAI.Launcher
             if (file < 0)
             {
                 if (error == c.NoEntry) return Entry.None;
-                if (error == c.Loop || error == c.Denied) return Entry.Other;  // a link; or a file this user cannot read
+                if (error == c.Loop || error == c.Denied || error == c.NoReader) return Entry.Other;  // a link, a socket, or unreadable
                 throw Failed(lib, "look at " + name + " in " + Path, error);
             }
             try
@@ -200,9 +200,14 @@ namespace CoreAI.Launcher
         /// <summary>A descriptor of the regular file `name` (`status`: its fstat), or -1 when there is none or something else is there.</summary>
         private int OpenRegular(string name, int flags, out FileStatus status)
         {
+            int error;
+            return OpenRegular(name, flags, out status, out error);
+        }
+
+        private int OpenRegular(string name, int flags, out FileStatus status, out int error)
+        {
             status = new FileStatus();
             CheckName(name);
-            int error;
             int file = OpenAt(lib, fd, name, flags | c.NoFollow | c.NonBlock | c.CloseOnExec, 0, out error);
             if (file < 0)
             {
@@ -239,10 +244,11 @@ namespace CoreAI.Launcher
                 switch (Stat(name, out looked))
                 {
                     case Entry.Regular:
-                        file = OpenRegular(name, flags, out status);
+                        file = OpenRegular(name, flags, out status, out error);
                         if (file >= 0 && status.SameFileAs(looked)) return file;
                         if (file >= 0) lib.Close(file);
-                        break;  // changed between the look and the open: look again
+                        else if (error == c.Denied) Delete(name);  // a file this user may not write (planted read-only)
+                        break;  // else changed between the look and the open: look again
                     case Entry.Folder:
                         throw FolderInTheWay(name);
                     case Entry.Other:

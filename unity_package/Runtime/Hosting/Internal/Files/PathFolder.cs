@@ -162,15 +162,16 @@ namespace CoreAI.Launcher
             else File.Move(source, full);
         }
 
-        /// <summary>Removes a link or special file at `name` (never its target); IOException for a folder.</summary>
+        /// <summary>Removes a link, special file or read-only file at `name` (never a link's target) before it is written; IOException for a folder.</summary>
         private void ClearTheWay(string name)
         {
             for (int attempt = 0; attempt < Tries; attempt++)
             {
                 long size;
                 Entry entry = Look(name, out size);
-                if (entry == Entry.None || entry == Entry.Regular) return;
+                if (entry == Entry.None) return;
                 if (entry == Entry.Folder) throw FolderInTheWay(name);
+                if (entry == Entry.Regular && (File.GetAttributes(Full(name)) & FileAttributes.ReadOnly) == 0) return;
                 Delete(name);
             }
             throw new IOException(name + " in " + Path + " keeps changing while it is opened");
@@ -207,8 +208,13 @@ namespace CoreAI.Launcher
         /// <summary>Deletes the entry itself: a link to a folder (or a junction) with Directory.Delete, which removes only the link.</summary>
         private static void RemoveEntry(string path, FileAttributes attributes)
         {
-            if ((attributes & FileAttributes.Directory) != 0) Directory.Delete(path, false);
-            else File.Delete(path);
+            if ((attributes & FileAttributes.Directory) != 0)
+            {
+                Directory.Delete(path, false);
+                return;
+            }
+            if ((attributes & FileAttributes.ReadOnly) != 0 && !IsLink(attributes)) File.SetAttributes(path, FileAttributes.Normal);  // Windows refuses to delete it otherwise
+            File.Delete(path);
         }
     }
 }
