@@ -173,6 +173,7 @@ namespace CoreAI.Downloads
                         Sync(file);  // whatever happened: the bytes so far may be resumed
                     }
                 }
+                if (connection.Stopped) throw Stopped();  // an aborted body can read as its end
                 if (total >= 0 && received < total) throw Interrupted("the server closed the connection early");
                 Report(received, total >= 0 ? total : received, offset);
                 sha.TransformFinalBlock(buffer, 0, 0);
