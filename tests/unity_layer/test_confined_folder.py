@@ -59,6 +59,29 @@ def test_the_decoded_fstat_and_free_space_are_the_kernels(tmp_path: Path) -> Non
     assert probe().FreeBytes(str(tmp_path), True) == -1  # by path, only Windows says: not checked elsewhere
 
 
+def test_before_glibc_2_33_fstat_is_reached_through_its_versioned_entry(tmp_path: Path) -> None:
+    # Older glibc (Ubuntu 20.04's 2.31, which Unity supports) exports no fstat symbol: __fxstat64 stands in, and
+    # glibc still exports it, so the fallback runs here too.
+    from tests.support.internals import clr_type
+
+    field = clr_type("CoreAI.Launcher.LinuxLibc", "CoreAI.Hosting").GetField("oldGlibc", _private_static())
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"y" * 777)
+    field.SetValue(None, True)
+    try:
+        device, inode, mode, size = probe().Fstat(str(path))
+    finally:
+        field.SetValue(None, False)
+    st = os.stat(path)
+    assert (device, inode, mode, size) == (st.st_dev, st.st_ino, st.st_mode, 777)
+
+
+def _private_static():
+    from System.Reflection import BindingFlags
+
+    return BindingFlags.NonPublic | BindingFlags.Static
+
+
 @pytest.mark.parametrize("by_path", KINDS)
 def test_a_planted_link_is_removed_never_written_through(tmp_path: Path, folder: Path, victim: Path,
                                                          by_path: bool) -> None:

@@ -4,7 +4,8 @@ namespace CoreAI.Launcher
 {
     /// <summary>
     /// The C library calls the launcher makes on Linux and macOS: spawning and reaping processes, signals, file modes and
-    /// symbolic links (System.IO has none of them before .NET 7, and neither of Unity's API levels has Mono.Posix). Two
+    /// symbolic links, and the downloads' files opened by descriptor without following a link (System.IO has none of
+    /// them before .NET 7, and neither of Unity's API levels has Mono.Posix). Two
     /// bindings, because the libraries' names and a few constants differ: <see cref="LinuxLibc"/> (glibc's `libc.so.6`)
     /// and <see cref="MacLibc"/> (`/usr/lib/libSystem.dylib`). Each is compiled only where Unity can run it, since IL2CPP
     /// binds P/Invokes when it links: a Linux player carries no macOS binding, and WebGL, mobile and console builds
