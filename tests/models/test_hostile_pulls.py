@@ -23,6 +23,7 @@ import pytest
 from pyruntime.models.cache import ModelCache, PullRequest
 from pyruntime.models.download import DownloadError
 from tests.support.file_server import FileServer, Served
+from tests.support.lock_hammer import start_hammers
 from tests.support.tls import make_certificates
 from tests.support.tree import changes, tree
 
@@ -294,33 +295,12 @@ def test_a_running_pull_keeps_its_lock_against_a_second_pull_and_a_remove(
     assert (models_dir / "npc.gguf").read_bytes() == gguf_bytes and not lock.exists()
 
 
-_HAMMER = """
-import os, sys, time
-from pathlib import Path
-from pyruntime.models import lockfile
-from pyruntime.stores import confined
-folder_path, counter, rounds = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-done = 0
-with confined.open_folder(folder_path, None) as folder:
-    while done < rounds:
-        try:
-            with lockfile.held(folder, "x.lock"):
-                value = int(counter.read_text())  # a read-modify-write that only a real lock keeps whole
-                time.sleep(0.0005)
-                counter.write_text(str(value + 1))
-                done += 1
-        except lockfile.LockBusy:
-            time.sleep(0.0001)
-"""
-
-
 def test_deleting_the_lock_file_at_release_keeps_mutual_exclusion(tmp_path: Path) -> None:
     # Four processes take, delete and retake one lock file as fast as they can; a lost update shows two holders.
     counter = tmp_path / "counter"
     counter.write_text("0")
     rounds = 150
-    workers = [subprocess.Popen([sys.executable, "-c", _HAMMER, str(tmp_path), str(counter), str(rounds)],
-                                cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}) for _ in range(4)]
+    workers = start_hammers(tmp_path, counter, rounds, 4)
     assert [w.wait(timeout=120) for w in workers] == [0] * 4
     assert int(counter.read_text()) == 4 * rounds
     assert not (tmp_path / "x.lock").exists()

@@ -189,7 +189,8 @@ def test_a_first_launch_download_can_be_cancelled_and_survives_quitting(scenario
             _call(bootstrap, "Update")
             assert failed and failed[0].Kind == DownloadFailure.Cancelled
         else:
-            assert error.Kind == DownloadFailure.Paused and left == ["first-launch-npc.gguf.partial"], "resumed next launch"
+            assert error.Kind == DownloadFailure.Paused and error.Resumable, "resumed next launch"
+            assert left == ["first-launch-npc.gguf.partial", "first-launch-npc.gguf.partial.json"], "the bytes and their record"
             assert not failed, "quitting is not a failure to report"
     finally:
         server.close()

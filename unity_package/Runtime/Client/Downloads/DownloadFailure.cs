@@ -14,7 +14,7 @@ namespace CoreAI.Downloads
         /// <summary>Another HTTP error.</summary>
         HttpError,
 
-        /// <summary>The connection broke or stalled; the partial file was kept and the next call resumes it.</summary>
+        /// <summary>The connection broke or stalled; the partial file was kept (when the server said the file's length) and the next call resumes it.</summary>
         Interrupted,
 
         /// <summary>The finished file has the wrong size; it was deleted.</summary>
@@ -34,5 +34,14 @@ namespace CoreAI.Downloads
 
         /// <summary>Stopped for now (quitting, a script reload): the partial file was kept and the next download resumes it.</summary>
         Paused,
+
+        /// <summary>The file is larger than it may be (the catalogue's size, or the download's size limit); nothing was kept.</summary>
+        TooLarge,
+
+        /// <summary>The download would leave less free disk space than it must keep; resumable bytes were kept.</summary>
+        NoDiskSpace,
+
+        /// <summary>A redirect was refused: a loop, too many, to something other than http(s), or from https down to http.</summary>
+        BadRedirect,
     }
 }

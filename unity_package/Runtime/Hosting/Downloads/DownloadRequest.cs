@@ -7,20 +7,38 @@ namespace CoreAI.Downloads
     /// <summary>What to download, where to, and what the finished file must be.</summary>
     public sealed class DownloadRequest
     {
+        /// <summary>The default MaxBytes: 64 GB (the largest local GGUF models are about 40 GB).</summary>
+        public const long DefaultMaxBytes = 64L * 1000 * 1000 * 1000;
+
+        /// <summary>The default KeepFreeBytes: 1 GB (the game's saves still fit).</summary>
+        public const long DefaultKeepFreeBytes = 1000L * 1000 * 1000;
+
         /// <summary>The http(s) URL.</summary>
         public string Url { get; set; }
 
         /// <summary>The final file; written only once the download is complete and checked.</summary>
         public string Destination { get; set; }
 
-        /// <summary>Where the partial file collects (default: next to Destination).</summary>
+        /// <summary>
+        /// Where the partial file, its record and its lock collect: a folder the downloader owns (a link or file in its place
+        /// is removed). Default: next to Destination.
+        /// </summary>
         public string PartialFolder { get; set; }
 
         /// <summary>The expected sha256 (hex); null: not checked (the digest is still returned).</summary>
         public string Sha256 { get; set; }
 
-        /// <summary>The expected size in bytes; -1: not known beforehand.</summary>
+        /// <summary>The expected size in bytes, held to exactly (a server that sends more is stopped); -1: not known beforehand.</summary>
         public long Size { get; set; } = -1;
+
+        /// <summary>
+        /// The most bytes a download of unknown Size may bring: a file said to be larger is refused before a byte is
+        /// written, a body without a length is stopped once it passes it (nothing is kept).
+        /// </summary>
+        public long MaxBytes { get; set; } = DefaultMaxBytes;
+
+        /// <summary>A download never leaves less free on its disk: checked before it starts (when the size is known) and every 32 MiB.</summary>
+        public long KeepFreeBytes { get; set; } = DefaultKeepFreeBytes;
 
         /// <summary>Checks the finished file before it is moved in place (throws DownloadException NotUsable); may be null.</summary>
         public Action<string> Validate { get; set; }

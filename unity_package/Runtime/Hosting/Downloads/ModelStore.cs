@@ -1,9 +1,11 @@
 using System;
 using System.Collections.Generic;
 using System.IO;
+using System.Text;
 using System.Text.RegularExpressions;
 using System.Threading;
 using System.Threading.Tasks;
+using CoreAI.Launcher;
 using Newtonsoft.Json;
 using Newtonsoft.Json.Linq;
 
@@ -20,6 +22,7 @@ namespace CoreAI.Downloads
         /// <summary>The cache folder under a data dir (persistentDataPath): `CoreAI/models`.</summary>
         public const string RelativeFolder = "CoreAI/models";
 
+        private const int MaxManifestBytes = 64 * 1024;
         private static readonly Regex ValidName = new Regex("^[a-z0-9][a-z0-9._-]{0,63}$");
 
         /// <summary>A store in `folder` (created when a model is pulled).</summary>
@@ -38,24 +41,28 @@ namespace CoreAI.Downloads
         /// <summary>The folder.</summary>
         public string Folder { get; private set; }
 
+        /// <summary>The most bytes a pull of a URL without a known size may bring (catalogue models are held to their size).</summary>
+        public long MaxDownloadBytes { get; set; } = DownloadRequest.DefaultMaxBytes;
+
+        /// <summary>A pull never leaves less free on the disk than this.</summary>
+        public long KeepFreeBytes { get; set; } = DownloadRequest.DefaultKeepFreeBytes;
+
         /// <summary>Where the model `name` lives, pulled or not.</summary>
         public string PathOf(string name)
         {
             return Path.Combine(Folder, CheckName(name) + ".gguf");
         }
 
-        /// <summary>True when `name` is pulled and its file still has the recorded size.</summary>
+        /// <summary>True when `name` is pulled and its file still has the recorded size (a manifest that is a link or FIFO counts as none).</summary>
         public bool IsPulled(string name)
         {
-            string manifest = Path.Combine(Folder, CheckName(name) + ".json");
             string model = PathOf(name);
             try
             {
-                if (!File.Exists(manifest) || !File.Exists(model)) return false;
-                JObject data = JObject.Parse(File.ReadAllText(manifest));
-                return data["size_bytes"] != null && (long)data["size_bytes"] == new FileInfo(model).Length;
+                JObject data = ReadManifest(name);
+                return data != null && data["size_bytes"] != null && File.Exists(model) && (long)data["size_bytes"] == new FileInfo(model).Length;
             }
-            catch (Exception e) when (e is IOException || e is JsonException || e is FormatException || e is ArgumentException || e is InvalidCastException)
+            catch (Exception e) when (e is IOException || e is FormatException || e is ArgumentException || e is InvalidCastException || e is OverflowException)
             {
                 return false;
             }
@@ -103,36 +110,39 @@ namespace CoreAI.Downloads
         /// <summary>The partial download of `name` (what a paused or interrupted pull kept), pulled or not.</summary>
         public string PartialPathOf(string name)
         {
-            return Path.Combine(Path.Combine(Folder, ".partial"), CheckName(name) + ".gguf.partial");
+            return Path.Combine(PartialFolder, CheckName(name) + ".gguf" + PartialDownload.PartialSuffix);
         }
 
-        /// <summary>Deletes what a paused or interrupted pull of `name` kept (a pull given up for good leaves nothing).</summary>
+        /// <summary>
+        /// Deletes what a paused or interrupted pull of `name` kept (a pull given up for good leaves nothing); nothing while a
+        /// pull of it runs (a cancelled one deletes its bytes itself).
+        /// </summary>
         public void DiscardPartial(string name)
         {
-            string partial = PartialPathOf(name);
-            try
-            {
-                if (File.Exists(partial)) File.Delete(partial);
-            }
-            catch (Exception e) when (e is IOException || e is UnauthorizedAccessException)
-            {
-                // Held by a download still stopping: that download deletes it when it was cancelled.
-            }
+            PartialDownload.DiscardIfIdle(PartialFolder, true, CheckName(name) + ".gguf");
         }
 
-        /// <summary>Deletes the model `name` (file, manifest, partial download); false when there was nothing.</summary>
+        /// <summary>
+        /// Deletes the model `name` (file, manifest, partial download and its record); false when there was nothing. A pull
+        /// of it that is running is not interrupted: DownloadException (Busy), nothing removed.
+        /// </summary>
         public bool Remove(string name)
         {
             string checkedName = CheckName(name);
-            bool removed = false;
-            foreach (string path in new[] { Path.Combine(Folder, checkedName + ".json"), PathOf(checkedName),
-                         PartialPathOf(checkedName) })
+            if (!Directory.Exists(Folder)) return false;
+            using (PartialDownload files = PartialDownload.TryLock(PartialFolder, true, checkedName + ".gguf"))
             {
-                if (!File.Exists(path)) continue;
-                File.Delete(path);
-                removed = true;
+                if (files == null)
+                    throw new DownloadException(DownloadFailure.Busy, "a download of " + checkedName + " is running; stop it first (nothing was removed)");
+                bool removed = files.Size() > 0 || files.Remote() != null;
+                files.Discard();
+                using (ConfinedFolder folder = ConfinedFolder.Open(Folder, false))
+                {
+                    removed = folder.Delete(checkedName + ".json") | removed;
+                    removed = folder.Delete(checkedName + ".gguf") | removed;
+                }
+                return removed;
             }
-            return removed;
         }
 
         /// <summary>`name` when it is a valid model name (1-64 of a-z 0-9 . _ -); throws ArgumentException otherwise.</summary>
@@ -148,19 +158,20 @@ namespace CoreAI.Downloads
             CancellationToken cancellation, CancellationToken pause)
         {
             string model = PathOf(name);
-            string manifest = Path.Combine(Folder, name + ".json");
-            if (IsPulled(name) && (string.IsNullOrEmpty(sha256) || string.Equals(RecordedSha256(manifest), sha256, StringComparison.OrdinalIgnoreCase)))
+            if (IsPulled(name) && (string.IsNullOrEmpty(sha256) || string.Equals(RecordedSha256(name), sha256, StringComparison.OrdinalIgnoreCase)))
                 return model;
             DownloadRequest request = new DownloadRequest
             {
                 Url = url,
                 Destination = model,
-                PartialFolder = Path.Combine(Folder, ".partial"),
+                PartialFolder = PartialFolder,
                 Sha256 = sha256,
                 Size = size,
                 Validate = GgufFile.Check,
                 Label = name,
                 Pause = pause,
+                MaxBytes = MaxDownloadBytes,
+                KeepFreeBytes = KeepFreeBytes,
             };
             string digest = FileDownloader.Download(request, progress, cancellation);
             JObject data = new JObject
@@ -174,23 +185,45 @@ namespace CoreAI.Downloads
                 ["pulled_at"] = (long)(DateTime.UtcNow - new DateTime(1970, 1, 1, 0, 0, 0, DateTimeKind.Utc)).TotalSeconds,
                 ["version"] = 1,
             };
-            string temp = manifest + ".tmp";
-            File.WriteAllText(temp, data.ToString(Formatting.Indented) + "\n");
-            if (File.Exists(manifest)) File.Replace(temp, manifest, null);
-            else File.Move(temp, manifest);
+            // A new file renamed over the name: a link or FIFO planted there is replaced, never written through.
+            using (ConfinedFolder folder = ConfinedFolder.Open(Folder, false))
+                folder.WriteAtomically(name + ".json", new UTF8Encoding(false).GetBytes(data.ToString(Formatting.Indented) + "\n"));
             return model;
         }
 
-        private static string RecordedSha256(string manifest)
+        private string RecordedSha256(string name)
         {
             try
             {
-                return (string)JObject.Parse(File.ReadAllText(manifest))["sha256"];
+                JObject data = ReadManifest(name);
+                return data != null ? (string)data["sha256"] : null;
             }
-            catch (Exception e) when (e is IOException || e is JsonException || e is InvalidCastException)
+            catch (Exception e) when (e is IOException || e is InvalidCastException || e is ArgumentException)
             {
                 return null;
             }
+        }
+
+        /// <summary>The manifest of `name`; null when there is none, it is not a regular file (never followed or opened), or not JSON.</summary>
+        private JObject ReadManifest(string name)
+        {
+            if (!Directory.Exists(Folder)) return null;
+            byte[] bytes;
+            using (ConfinedFolder folder = ConfinedFolder.Open(Folder, false)) bytes = folder.ReadSmall(name + ".json", MaxManifestBytes);
+            if (bytes == null) return null;
+            try
+            {
+                return JObject.Parse(Encoding.UTF8.GetString(bytes));
+            }
+            catch (JsonException)
+            {
+                return null;
+            }
+        }
+
+        private string PartialFolder
+        {
+            get { return Path.Combine(Folder, ".partial"); }
         }
     }
 }

@@ -24,6 +24,9 @@ namespace CoreAI.Downloads
         /// <summary>The folder inside the archive (dropped on extraction).</summary>
         public const string TopFolder = "coreai-runtime";
 
+        /// <summary>The largest archive a fetch accepts (a runtime with GPU libraries is well under 1 GB).</summary>
+        public const long MaxArchiveBytes = 4L * 1000 * 1000 * 1000;
+
         /// <summary>`coreai-runtime-linux-x64.tar.gz` for ("linux", "x64"); os is windows, macos or linux, arch x64 or arm64.</summary>
         public static string ArchiveName(string os, string arch)
         {
@@ -107,7 +110,7 @@ namespace CoreAI.Downloads
             string target = Path.GetFullPath(targetFolder);
             string parent = Path.GetDirectoryName(target);
             string downloads = Path.Combine(parent, ".downloads");
-            string sha256 = PublishedSha256(baseUrl + "/" + name + ".sha256", name);
+            string sha256 = PublishedSha256(baseUrl + "/" + name + ".sha256", name, cancellation);
             string archive = Path.Combine(downloads, name);
             FileDownloader.Download(new DownloadRequest
             {
@@ -117,6 +120,7 @@ namespace CoreAI.Downloads
                 Label = name,
                 Validate = CheckGzip,
                 Pause = pause,
+                MaxBytes = MaxArchiveBytes,
             }, progress, cancellation);
 
             string staging = Path.Combine(parent, "." + Path.GetFileName(target) + ".extracting");
@@ -139,31 +143,37 @@ namespace CoreAI.Downloads
             }
         }
 
-        /// <summary>The sha256 in a `sha256sum`-style file (`HEX  NAME`), fetched over HTTP(S).</summary>
-        private static string PublishedSha256(string url, string name)
+        /// <summary>The sha256 in a `sha256sum`-style file (`HEX  NAME`), fetched over HTTP(S) with the downloads' redirect rules.</summary>
+        private static string PublishedSha256(string url, string name, CancellationToken cancellation)
         {
-            HttpWebRequest web = (HttpWebRequest)WebRequest.Create(url);
-            web.Timeout = 30000;
-            web.ReadWriteTimeout = 30000;
-            web.KeepAlive = false;
             string text;
-            try
+            using (DownloadConnection connection = new DownloadConnection(url, TimeSpan.FromSeconds(30), cancellation, CancellationToken.None))
             {
-                using (WebResponse response = web.GetResponse())
-                using (StreamReader reader = new StreamReader(response.GetResponseStream()))
+                HttpWebResponse response;
+                try
                 {
-                    char[] buffer = new char[4096];
-                    int n = reader.ReadBlock(buffer, 0, buffer.Length);
-                    text = new string(buffer, 0, n);
+                    response = connection.Get(0, null, false);
                 }
-            }
-            catch (WebException e)
-            {
-                HttpWebResponse failed = e.Response as HttpWebResponse;
-                if (failed != null && (int)failed.StatusCode == 404)
-                    throw new DownloadException(DownloadFailure.NotFound, "no runtime " + name + " in the release at " + FileDownloader.PublicUrl(url)
-                        + " (HTTP 404): the release may not have this OS/CPU, or the tag does not exist");
-                throw new DownloadException(DownloadFailure.HttpError, "the checksum of " + name + " could not be fetched (" + e.Status + ")");
+                catch (WebException e)
+                {
+                    if (connection.Stopped) throw new DownloadException(DownloadFailure.Cancelled, "the fetch of " + name + " was cancelled; nothing was kept");
+                    throw new DownloadException(DownloadFailure.HttpError, "the checksum of " + name + " could not be fetched (" + e.Status + ")");
+                }
+                using (response)
+                {
+                    int status = (int)response.StatusCode;
+                    if (status == 404)
+                        throw new DownloadException(DownloadFailure.NotFound, "no runtime " + name + " in the release at " + FileDownloader.PublicUrl(url)
+                            + " (HTTP 404): the release may not have this OS/CPU, or the tag does not exist");
+                    if (status >= 300)
+                        throw new DownloadException(DownloadFailure.HttpError, "the checksum of " + name + " could not be fetched (HTTP " + status + ")");
+                    using (StreamReader reader = new StreamReader(response.GetResponseStream()))
+                    {
+                        char[] buffer = new char[4096];
+                        int n = reader.ReadBlock(buffer, 0, buffer.Length);
+                        text = new string(buffer, 0, n);
+                    }
+                }
             }
             Match match = Regex.Match(text, @"^\s*([0-9a-fA-F]{64})\b");
             if (!match.Success) throw new DownloadException(DownloadFailure.NotUsable, FileDownloader.PublicUrl(url) + " holds no sha256");
@@ -180,19 +190,11 @@ namespace CoreAI.Downloads
             }
         }
 
-        /// <summary>Deletes what a paused or interrupted fetch of the `os`/`arch` archive for `targetFolder` kept.</summary>
+        /// <summary>Deletes what a paused or interrupted fetch of the `os`/`arch` archive for `targetFolder` kept (not while a fetch of it runs).</summary>
         public static void DiscardDownload(string targetFolder, string os, string arch)
         {
-            string partial = Path.Combine(Path.Combine(Path.GetDirectoryName(Path.GetFullPath(targetFolder)), ".downloads"),
-                ArchiveName(os, arch) + ".partial");
-            try
-            {
-                if (File.Exists(partial)) File.Delete(partial);
-            }
-            catch (Exception e) when (e is IOException || e is UnauthorizedAccessException)
-            {
-                // Still held by a fetch that is stopping: the cancelled fetch deletes it itself.
-            }
+            string downloads = Path.Combine(Path.GetDirectoryName(Path.GetFullPath(targetFolder)), ".downloads");
+            PartialDownload.DiscardIfIdle(downloads, false, ArchiveName(os, arch));
         }
 
         private static string TagOf(string baseUrl)

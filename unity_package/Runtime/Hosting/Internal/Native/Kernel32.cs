@@ -175,6 +175,9 @@ namespace CoreAI.Launcher
         [DllImport("kernel32.dll")]
         public static extern IntPtr LocalFree(IntPtr memory);
 
+        [DllImport("kernel32.dll", EntryPoint = "GetDiskFreeSpaceExW", SetLastError = true)]
+        public static extern bool GetDiskFreeSpaceEx(IntPtr folder, out ulong availableToCaller, out ulong total, out ulong totalFree);
+
         // advapi32: the current user's SID and an owner-only DACL (OwnerOnly).
 
         public const uint TokenQuery = 0x0008;

@@ -4,7 +4,8 @@ namespace CoreAI.Launcher
 {
     /// <summary>
     /// The C library calls the launcher makes on Linux and macOS: spawning and reaping processes, signals, file modes and
-    /// symbolic links (System.IO has none of them before .NET 7, and neither of Unity's API levels has Mono.Posix). Two
+    /// symbolic links, and the downloads' files opened by descriptor without following a link (System.IO has none of
+    /// them before .NET 7, and neither of Unity's API levels has Mono.Posix). Two
     /// bindings, because the libraries' names and a few constants differ: <see cref="LinuxLibc"/> (glibc's `libc.so.6`)
     /// and <see cref="MacLibc"/> (`/usr/lib/libSystem.dylib`). Each is compiled only where Unity can run it, since IL2CPP
     /// binds P/Invokes when it links: a Linux player carries no macOS binding, and WebGL, mobile and console builds
@@ -109,6 +110,45 @@ namespace CoreAI.Launcher
 
         /// <summary>The errno of the last call made with SetLastError.</summary>
         public abstract int LastError { get; }
+
+        // Files in the downloads' folders, named relative to a folder's descriptor and never through a link
+        // (DescriptorFolder).
+
+        /// <summary>open(2) flags and errno values as this OS numbers them.</summary>
+        public abstract FileConstants Files { get; }
+
+        /// <summary>openat(2): a descriptor, or -1.</summary>
+        public abstract int OpenAt(int folder, IntPtr path, int flags, int mode);
+
+        /// <summary>close(2).</summary>
+        public abstract int Close(int fd);
+
+        /// <summary>read(2): the bytes read, 0 at the end, -1 on failure.</summary>
+        public abstract long Read(int fd, IntPtr buffer, long count);
+
+        /// <summary>write(2): the bytes written, or -1.</summary>
+        public abstract long Write(int fd, IntPtr buffer, long count);
+
+        /// <summary>fsync(2).</summary>
+        public abstract int Fsync(int fd);
+
+        /// <summary>fchmod(2).</summary>
+        public abstract int Fchmod(int fd, int mode);
+
+        /// <summary>flock(2) (LOCK_EX = 2, LOCK_NB = 4 on both OSes).</summary>
+        public abstract int Flock(int fd, int operation);
+
+        /// <summary>unlinkat(2) without flags: the entry itself goes (a link, never its target).</summary>
+        public abstract int UnlinkAt(int folder, IntPtr path);
+
+        /// <summary>renameat(2).</summary>
+        public abstract int RenameAt(int fromFolder, IntPtr from, int toFolder, IntPtr to);
+
+        /// <summary>fstat(2), decoded from this OS's struct stat; false (and LastError) on failure.</summary>
+        public abstract bool Fstat(int fd, out FileStatus status);
+
+        /// <summary>The bytes an unprivileged user may still write on the file system of `fd` (fstatvfs/fstatfs); -1 on failure.</summary>
+        public abstract long FreeBytes(int fd);
 
         /// <summary>
         /// Reaps `pid` if it is this process's child and has ended: true with its exit status (exit code, or 128 + the

@@ -51,6 +51,78 @@ namespace CoreAI.Launcher
         public override long ReadLink(IntPtr path, byte[] buffer, long size) { return (long)readlink(path, buffer, (IntPtr)size); }
         public override int Symlink(IntPtr target, IntPtr link) { return symlink(target, link); }
 
+        public override FileConstants Files
+        {
+            get { return FileConstants.Linux; }
+        }
+
+        public override int OpenAt(int folder, IntPtr path, int flags, int mode) { return openat(folder, path, flags, mode); }
+        public override int Close(int fd) { return close(fd); }
+        public override long Read(int fd, IntPtr buffer, long count) { return (long)read(fd, buffer, (IntPtr)count); }
+        public override long Write(int fd, IntPtr buffer, long count) { return (long)write(fd, buffer, (IntPtr)count); }
+        public override int Fsync(int fd) { return fsync(fd); }
+        public override int Fchmod(int fd, int mode) { return fchmod(fd, mode); }
+        public override int Flock(int fd, int operation) { return flock(fd, operation); }
+        public override int UnlinkAt(int folder, IntPtr path) { return unlinkat(folder, path, 0); }
+        public override int RenameAt(int fromFolder, IntPtr from, int toFolder, IntPtr to) { return renameat(fromFolder, from, toFolder, to); }
+
+        public override bool Fstat(int fd, out FileStatus status)
+        {
+            byte[] buffer = new byte[StatBufferSize];
+            status = new FileStatus();
+            if (CallFstat(fd, buffer) != 0) return false;
+            // struct stat: st_dev and st_ino first on both; x86_64 puts st_nlink (8 bytes) before st_mode, the generic
+            // layout (aarch64) st_mode first; st_size is at 48 on both.
+            bool generic = RuntimeInformation.ProcessArchitecture == Architecture.Arm64;
+            status.Device = BitConverter.ToUInt64(buffer, 0);
+            status.Inode = BitConverter.ToUInt64(buffer, 8);
+            status.Mode = BitConverter.ToInt32(buffer, generic ? 16 : 24);
+            status.Size = BitConverter.ToInt64(buffer, 48);
+            return true;
+        }
+
+        public override long FreeBytes(int fd)
+        {
+            byte[] buffer = new byte[StatBufferSize];
+            if (fstatvfs(fd, buffer) != 0) return -1;
+            // struct statvfs: f_bsize, f_frsize, f_blocks, f_bfree, f_bavail, all 8 bytes (x86_64 and aarch64).
+            ulong available = BitConverter.ToUInt64(buffer, 32) * BitConverter.ToUInt64(buffer, 8);
+            return available > long.MaxValue ? long.MaxValue : (long)available;
+        }
+
+        private const int StatBufferSize = 256;  // larger than struct stat (144/128 bytes) and struct statvfs (112)
+        private static bool oldGlibc;
+
+        /// <summary>fstat, exported since glibc 2.33; before, only as __fxstat64 with the struct's version (1 on x86_64, 0 on aarch64).</summary>
+        private static int CallFstat(int fd, byte[] buffer)
+        {
+            if (!oldGlibc)
+            {
+                try
+                {
+                    return fstat(fd, buffer);
+                }
+                catch (EntryPointNotFoundException)
+                {
+                    oldGlibc = true;
+                }
+            }
+            return __fxstat64(RuntimeInformation.ProcessArchitecture == Architecture.Arm64 ? 0 : 1, fd, buffer);
+        }
+
+        [DllImport(Lib, SetLastError = true)] private static extern int openat(int folder, IntPtr path, int flags, int mode);
+        [DllImport(Lib, SetLastError = true)] private static extern int close(int fd);
+        [DllImport(Lib, SetLastError = true)] private static extern IntPtr read(int fd, IntPtr buffer, IntPtr count);
+        [DllImport(Lib, SetLastError = true)] private static extern IntPtr write(int fd, IntPtr buffer, IntPtr count);
+        [DllImport(Lib, SetLastError = true)] private static extern int fsync(int fd);
+        [DllImport(Lib, SetLastError = true)] private static extern int fchmod(int fd, int mode);
+        [DllImport(Lib, SetLastError = true)] private static extern int flock(int fd, int operation);
+        [DllImport(Lib, SetLastError = true)] private static extern int unlinkat(int folder, IntPtr path, int flags);
+        [DllImport(Lib, SetLastError = true)] private static extern int renameat(int fromFolder, IntPtr from, int toFolder, IntPtr to);
+        [DllImport(Lib, SetLastError = true)] private static extern int fstat(int fd, [Out] byte[] buffer);
+        [DllImport(Lib, SetLastError = true)] private static extern int __fxstat64(int version, int fd, [Out] byte[] buffer);
+        [DllImport(Lib, SetLastError = true)] private static extern int fstatvfs(int fd, [Out] byte[] buffer);
+
         [DllImport(Lib)] private static extern int posix_spawn(out int pid, IntPtr path, IntPtr fileActions, IntPtr attributes, IntPtr argv, IntPtr envp);
         [DllImport(Lib)] private static extern int posix_spawn_file_actions_init(IntPtr actions);
         [DllImport(Lib)] private static extern int posix_spawn_file_actions_destroy(IntPtr actions);

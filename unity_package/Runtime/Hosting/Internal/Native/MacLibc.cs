@@ -54,6 +54,70 @@ namespace CoreAI.Launcher
         public override long ReadLink(IntPtr path, byte[] buffer, long size) { return (long)readlink(path, buffer, (IntPtr)size); }
         public override int Symlink(IntPtr target, IntPtr link) { return symlink(target, link); }
 
+        public override FileConstants Files
+        {
+            get { return FileConstants.Mac; }
+        }
+
+        public override int OpenAt(int folder, IntPtr path, int flags, int mode)
+        {
+            // openat is variadic, and Apple's arm64 ABI passes variadic arguments on the stack, where a fixed argument
+            // list puts the mode in a register: the mode goes in both places (the padding fills the other registers).
+            return openat(folder, path, flags, mode, 0, 0, 0, 0, mode);
+        }
+
+        public override int Close(int fd) { return close(fd); }
+        public override long Read(int fd, IntPtr buffer, long count) { return (long)read(fd, buffer, (IntPtr)count); }
+        public override long Write(int fd, IntPtr buffer, long count) { return (long)write(fd, buffer, (IntPtr)count); }
+        public override int Fsync(int fd) { return fsync(fd); }
+        public override int Fchmod(int fd, int mode) { return fchmod(fd, mode); }
+        public override int Flock(int fd, int operation) { return flock(fd, operation); }
+        public override int UnlinkAt(int folder, IntPtr path) { return unlinkat(folder, path, 0); }
+        public override int RenameAt(int fromFolder, IntPtr from, int toFolder, IntPtr to) { return renameat(fromFolder, from, toFolder, to); }
+
+        public override bool Fstat(int fd, out FileStatus status)
+        {
+            byte[] buffer = new byte[BufferSize];
+            status = new FileStatus();
+            // The 64-bit-inode struct stat (fstat$INODE64 on x86_64, plain fstat on arm64): st_dev (4 bytes), st_mode
+            // (2), st_nlink (2), st_ino (8) at 8, ... st_size at 96.
+            int result = RuntimeInformation.ProcessArchitecture == Architecture.Arm64 ? fstat(fd, buffer) : fstat_inode64(fd, buffer);
+            if (result != 0) return false;
+            status.Device = BitConverter.ToUInt32(buffer, 0);
+            status.Mode = BitConverter.ToUInt16(buffer, 4);
+            status.Inode = BitConverter.ToUInt64(buffer, 8);
+            status.Size = BitConverter.ToInt64(buffer, 96);
+            return true;
+        }
+
+        public override long FreeBytes(int fd)
+        {
+            byte[] buffer = new byte[BufferSize];
+            // The 64-bit struct statfs: f_bsize (4 bytes), f_iosize (4), f_blocks, f_bfree, f_bavail (8 each, from 8).
+            // Not fstatvfs: its block counts are 32-bit and overflow on today's disks.
+            int result = RuntimeInformation.ProcessArchitecture == Architecture.Arm64 ? fstatfs(fd, buffer) : fstatfs_inode64(fd, buffer);
+            if (result != 0) return -1;
+            ulong available = BitConverter.ToUInt64(buffer, 24) * BitConverter.ToUInt32(buffer, 0);
+            return available > long.MaxValue ? long.MaxValue : (long)available;
+        }
+
+        private const int BufferSize = 4096;  // larger than struct stat (144 bytes) and struct statfs (2168)
+
+        [DllImport(Lib, SetLastError = true)] private static extern int openat(int folder, IntPtr path, int flags, int mode,
+            long pad4, long pad5, long pad6, long pad7, long stackMode);
+        [DllImport(Lib, SetLastError = true)] private static extern int close(int fd);
+        [DllImport(Lib, SetLastError = true)] private static extern IntPtr read(int fd, IntPtr buffer, IntPtr count);
+        [DllImport(Lib, SetLastError = true)] private static extern IntPtr write(int fd, IntPtr buffer, IntPtr count);
+        [DllImport(Lib, SetLastError = true)] private static extern int fsync(int fd);
+        [DllImport(Lib, SetLastError = true)] private static extern int fchmod(int fd, int mode);
+        [DllImport(Lib, SetLastError = true)] private static extern int flock(int fd, int operation);
+        [DllImport(Lib, SetLastError = true)] private static extern int unlinkat(int folder, IntPtr path, int flags);
+        [DllImport(Lib, SetLastError = true)] private static extern int renameat(int fromFolder, IntPtr from, int toFolder, IntPtr to);
+        [DllImport(Lib, SetLastError = true)] private static extern int fstat(int fd, [Out] byte[] buffer);
+        [DllImport(Lib, SetLastError = true, EntryPoint = "fstat$INODE64")] private static extern int fstat_inode64(int fd, [Out] byte[] buffer);
+        [DllImport(Lib, SetLastError = true)] private static extern int fstatfs(int fd, [Out] byte[] buffer);
+        [DllImport(Lib, SetLastError = true, EntryPoint = "fstatfs$INODE64")] private static extern int fstatfs_inode64(int fd, [Out] byte[] buffer);
+
         [DllImport(Lib)] private static extern int posix_spawn(out int pid, IntPtr path, IntPtr fileActions, IntPtr attributes, IntPtr argv, IntPtr envp);
         [DllImport(Lib)] private static extern int posix_spawn_file_actions_init(IntPtr actions);
         [DllImport(Lib)] private static extern int posix_spawn_file_actions_destroy(IntPtr actions);
