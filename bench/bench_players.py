@@ -231,8 +231,8 @@ def one_run(args: argparse.Namespace, code_root: Path, label: str, players: int,
                 args.profile.mkdir(parents=True, exist_ok=True)
                 out = args.profile / f"{label}-{transport}-{players}.txt"
                 spy = subprocess.Popen(["py-spy", "record", "-p", str(serve.pid), "-r", "250", "-f", "raw",
-                                        "-o", str(out), "--nonblocking"], stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)
+                                        "-o", str(out), "--nonblocking", *(["--gil"] if args.profile_gil else [])],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             rss0, cpu0 = rss_bytes(serve.pid), cpu_seconds(serve.pid)
             others0 = own_cpu_seconds() + (cpu_seconds(engine.pid) if engine else 0.0)
             first_token: dict[str, float] = {}
@@ -295,6 +295,9 @@ def main() -> int:
     parser.add_argument("--profile", type=Path,
                         help="write py-spy's collapsed stacks of serve per run into DIR (needs py-spy on PATH: it is "
                              "a profiler, not a dependency)")
+    parser.add_argument("--profile-gil", action="store_true",
+                        help="with --profile: only stacks that hold the GIL (the Python code's CPU; without it py-spy "
+                             "also counts threads blocked in a system call such as fsync)")
     args = parser.parse_args()
     roots = [(f"{r.name or r}", r.resolve()) for r in args.code_root] + [("this", ROOT)]
     runs = []
