@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXTRA_MODULES = {
     "serve": ["llama_cpp", "uvicorn", "h11", "httpx", "aiohttp", "multidict", "yarl", "jinja2", "prometheus_client",
               "jsonschema", "referencing", "numpy", "grpc_health", "grpc_reflection", "starlette", "fastapi",
-              "sse_starlette"],
+              "sse_starlette", "uvloop"],
     "server": ["psycopg", "psycopg_pool"],
     "ship": ["PyInstaller"],
 }
