@@ -367,23 +367,24 @@ class OpenAICompatClient:
                             events = decoder.events(lines.feed(chunk) if chunk else lines.flush())
                             if not chunk:
                                 events += [data for data in [decoder.flush()] if data is not None]
+                            received: list[StreamDelta] = []
                             for data in events:
                                 if data.strip() == "[DONE]":
                                     done = True
                                     # The body ends right after; a server that keeps it open loses the connection.
                                     end = text_by = loop.time() + DRAIN_AFTER_DONE_S
                                     break
-                                got_text = False
-                                received = parse_chunk(self._json(data.encode()))
-                                if translate is not None:
-                                    received = [out for delta in received for out in translate.feed(delta)]
-                                for delta in received:
-                                    finished = finished or isinstance(delta, FinishDelta)
-                                    got_text = got_text or isinstance(delta, TextDelta | ToolCallDelta)
-                                    yield delta
-                                if got_text and self.text_gap_s is not None:
-                                    text_by = loop.time() + self.text_gap_s  # after the consumer took the pieces
-                                    seen_text = True
+                                received += parse_chunk(self._json(data))
+                            if translate is not None:
+                                received = [out for delta in received for out in translate.feed(delta)]
+                            got_text = False
+                            for delta in received:
+                                finished = finished or isinstance(delta, FinishDelta)
+                                got_text = got_text or isinstance(delta, TextDelta | ToolCallDelta)
+                                yield delta
+                            if got_text and self.text_gap_s is not None:
+                                text_by = loop.time() + self.text_gap_s  # after the consumer took the pieces
+                                seen_text = True
                             if not chunk:
                                 break
         except TimeoutError:
@@ -457,7 +458,7 @@ class OpenAICompatClient:
         )
 
     @staticmethod
-    def _json(content: bytes) -> Mapping[str, Any]:
+    def _json(content: bytes | str) -> Mapping[str, Any]:
         try:
             data = json.loads(content)
         except ValueError as exc:
