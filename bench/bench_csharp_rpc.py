@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pyruntime.client import RuntimeClient  # noqa: E402
-from tools.build_csharp import DEFAULT_OUT, build_core, compile_assembly  # noqa: E402
+from tools.build_csharp import DEFAULT_OUT, build_client, compile_assembly  # noqa: E402
 
 TOKEN = "bench-csharp-token-0123456789abcd"
 ROLE = "BenchScribe"
@@ -91,7 +91,7 @@ def start_runtime(data_dir: Path) -> tuple[subprocess.Popen[str], dict[str, int]
 def load_csharp(assembly: str = "CoreAI.Bench.Rpc", text: str = BENCH_SOURCE) -> None:
     """Build Core and a bench helper assembly from C# text, start Mono, reference both."""
     os.environ["MONO_THREADS_SUSPEND"] = "preemptive"
-    core = build_core()
+    core = build_client()
     source = DEFAULT_OUT / "bench" / f"{assembly}.cs"
     source.parent.mkdir(parents=True, exist_ok=True)
     source.write_text(text)

@@ -58,7 +58,6 @@ __all__ = ["DEFAULT_GRACE_S", "Runtime", "RuntimeModel", "RuntimeSettings", "llm
 log = logging.getLogger(__name__)
 
 MODEL_KEY_FILE_NAME = "model_key"  # next to the token file: the model port's API key, for external clients
-TAIL_ANCHORS_FILE_NAME = "tail-anchors.json"  # in the prompt cache folder: where each conversation's tail went
 
 
 class StopClock:
@@ -240,8 +239,10 @@ class Runtime:
         """With a model, an orchestrator against it (its watchdog as the client's gate), bound to the services."""
         if model.url is None and model.client is None:
             return None
+        from pyruntime.service.erasure import TurnEngineEraser
         from pyruntime.service.turn_runner import ProtoTurnRunner
         from pyruntime.turns import build_orchestrator  # the turn engine only when there is a model
+        from pyruntime.turns.tail_anchors import FILE_NAME as TAIL_ANCHORS_FILE
 
         settings = self.settings
         # Tool mode and calls per round: the factory's model profile, the same as the chat's.
@@ -264,7 +265,7 @@ class Runtime:
         stack.push_async_callback(orchestrator.client.aclose)
         if settings.prompt_cache_dir is not None and model.server is not None:
             # With the prompt states on disk, the prompts after a restart must be the ones sent before it.
-            anchors = settings.prompt_cache_dir / TAIL_ANCHORS_FILE_NAME
+            anchors = settings.prompt_cache_dir / TAIL_ANCHORS_FILE
             orchestrator.load_tail_anchors(anchors)
             stack.push_async_callback(asyncio.to_thread, _save_tail_anchors, orchestrator, anchors)
         # Runs before the client closes (and after the RPC servers stop): memory passes still queued get what is
@@ -283,6 +284,8 @@ class Runtime:
                                             memory_design=orchestrator.memory_design.value,
                                             model_concurrency=orchestrator.queue.capacity,
                                             default_timeout_s=orchestrator.default_timeout)
+        # A deletion of saves erases what the turn engine and the model keep of those conversations too.
+        services.memory_store.attach_eraser(TurnEngineEraser(orchestrator, model.server))
         return orchestrator
 
 

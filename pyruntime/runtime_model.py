@@ -23,6 +23,7 @@ from pyruntime.model.scripted import Script
 from pyruntime.model.scripted_server import MODEL_ID, ScriptedModelServer
 from pyruntime.model.supervisor import ModelSupervisor
 from pyruntime.settings import RuntimeSettings, llm_api_key, llm_headers
+from pyruntime.stores.engine_files import ENGINE_STATES_RELATIVE_PATH
 
 if TYPE_CHECKING:
     from pyruntime.model.seam import ModelClient
@@ -90,11 +91,18 @@ async def _stop_model(server: LlamaServerProcess) -> None:
 
 
 def hosted_config(settings: RuntimeSettings) -> LlamaServerConfig:
-    """The hosted model's configuration from the settings (the embedded model unless `model` says)."""
+    """The hosted model's configuration from the settings (the embedded model unless `model` says).
+
+    With file saves, the engine's states of conversations live under the data folder
+    (`ENGINE_STATES_RELATIVE_PATH`): deleting the saves deletes them; session-only and database saves keep them in
+    the engine's private temporary folder.
+    """
     s = settings
+    files = s.data_dir is not None and not s.session_only and s.store is None
     return hosted_model_config(s.model, host=s.host, port=s.port, n_ctx=s.ctx, n_threads=s.threads,
                                n_gpu_layers=s.n_gpu_layers, slots=s.slots, prompt_cache_mb=s.prompt_cache_mb,
-                               prompt_cache_dir=s.prompt_cache_dir)
+                               prompt_cache_dir=s.prompt_cache_dir,
+                               state_dir=s.data_dir / ENGINE_STATES_RELATIVE_PATH if files and s.data_dir else None)
 
 
 async def start_model(settings: RuntimeSettings, config: Callable[[], LlamaServerConfig],

@@ -58,7 +58,7 @@ class RuntimeSettings:
     exit_on_stdin_eof: bool = False
     threads: int | None = None  # None: default_threads() (half the cores, at least 1)
     n_gpu_layers: int = 0  # layers of the hosted model on the GPU; 0: CPU only, -1: all
-    prompt_cache_mb: int | None = None  # host RAM for cold conversations' states; 0: off, None: by model size
+    prompt_cache_mb: int | None = None  # room for cold conversations' parked states; 0: off, None: by model size
     prompt_cache_dir: Path | None = None  # the slots' states saved there at a stop, restored at start; None: off
     slots: int | None = None  # parallel slots of the hosted engine; None: DEFAULT_SLOTS
     llm_api_key_file: Path | None = None  # the --llm-url server's key, in a file

@@ -2,14 +2,17 @@
 
 Assemblies, written to `unity_package/.build/` (git-ignored) next to a copy of Newtonsoft.Json.dll:
 
-- `CoreAI.Runtime.Core.dll`   from `Runtime/Core/**/*.cs` (no UnityEngine reference)
-- stub `UnityEngine.dll`      from `Tests/Stubs/**/*.cs` (a sub-folder `Tests/Stubs/<Name>/` whose name
-                              is not `UnityEngine` becomes its own `<Name>.dll`, e.g. `UnityEditor`)
-- `CoreAI.Runtime.Unity.dll`  from `Runtime/Unity/**/*.cs` against Core and the stubs
+- `CoreAI.Client.dll`         from `Runtime/Client/**/*.cs`: API, transport, generated code (every platform, no
+                              UnityEngine)
+- `CoreAI.Hosting.dll`        from `Runtime/Hosting/**/*.cs` against Client: launcher, process spawning, runtime and
+                              model downloads (desktop editors and players only, by its asmdef's platforms)
+- stub `UnityEngine.dll`      from `tests/unity_stubs/**/*.cs`, outside the package (a sub-folder whose name is not
+                              `UnityEngine` becomes its own `<Name>.dll`, e.g. `UnityEditor`); Unity never sees them
+- `CoreAI.Runtime.Unity.dll`  from `Runtime/Unity/**/*.cs` against Client, Hosting and the stubs
 - `CoreAI.Editor.dll`         from `Editor/**/*.cs` against all of the above (when present)
 - the package's NUnit test assemblies (target `tests`), each named by its asmdef as Unity names it, so the package's
   InternalsVisibleTo means the same assembly here and in Unity: `CoreAI.Tests.Runtime` from `Tests/Runtime/**/*.cs`
-  (Core, the stubs), `CoreAI.Tests.Editor` from `Tests/Editor/**/*.cs` (all of the above), both against Debian's
+  (Client, the stubs), `CoreAI.Tests.Editor` from `Tests/Editor/**/*.cs` (all of the above), both against Debian's
   NUnit 2.6.4 framework (Unity's is NUnit 3: the tests keep to what both have; docs/unity.md#testing-your-game)
 
 An assembly is rebuilt only when its sources, references or flags changed. Any compile error fails
@@ -20,7 +23,7 @@ level is mirrored by compiling with -nostdlib against Mono's 4.7.1 reference ass
 at that level (no System.Net.Http); ".NET Standard 2.1" by checking that every framework type the compiled
 assembly uses is one the netstandard facade forwards (2.0's list, a subset of 2.1's: stricter, never laxer).
 
-Usage: python tools/build_csharp.py [core|unity|editor|tests|all] [--out DIR]   (default: all)
+Usage: python tools/build_csharp.py [client|hosting|unity|editor|tests|all] [--out DIR]   (default: all)
 """
 
 from __future__ import annotations
@@ -49,7 +52,11 @@ NET_FRAMEWORK_API = Path("/usr/lib/mono/4.7.1-api")
 NET_FRAMEWORK_REFS = ("mscorlib", "System", "System.Core", "System.Runtime.Serialization", "System.Xml",
                       "System.Xml.Linq", "System.Numerics", "System.Data")
 NETSTANDARD_FACADE = NET_FRAMEWORK_API / "Facades" / "netstandard.dll"
-CORE = "CoreAI.Runtime.Core"
+CLIENT = "CoreAI.Client"
+HOSTING = "CoreAI.Hosting"
+# The stub UnityEngine/UnityEditor sources: test-only, outside the package users import.
+STUBS = ROOT / "tests" / "unity_stubs"
+TARGETS = ("client", "hosting", "unity", "editor", "tests")
 UNITY = "CoreAI.Runtime.Unity"
 EDITOR = "CoreAI.Editor"
 # The package's test folders with an asmdef; the assembly name is the asmdef's (assembly_of_tests).
@@ -156,14 +163,20 @@ def net_standard_violations(dll: Path) -> list[str]:
     return sorted(framework_type_refs(dll) - netstandard_types())
 
 
-def build_core(out_dir: Path = DEFAULT_OUT) -> Path:
-    """CoreAI.Runtime.Core.dll."""
-    return compile_assembly(CORE, sources(PACKAGE / "Runtime" / "Core"), out_dir)
+def build_client(out_dir: Path = DEFAULT_OUT, *, defines: Sequence[str] = ()) -> Path:
+    """CoreAI.Client.dll."""
+    return compile_assembly(CLIENT, sources(PACKAGE / "Runtime" / "Client"), out_dir, defines=defines)
+
+
+def build_hosting(out_dir: Path = DEFAULT_OUT, *, defines: Sequence[str] = ()) -> Path:
+    """CoreAI.Hosting.dll (against CoreAI.Client)."""
+    client = build_client(out_dir, defines=defines)
+    return compile_assembly(HOSTING, sources(PACKAGE / "Runtime" / "Hosting"), out_dir, [client], defines=defines)
 
 
 def build_stubs(out_dir: Path = DEFAULT_OUT) -> list[Path]:
-    """The stub Unity assemblies from Tests/Stubs (UnityEngine.dll first)."""
-    stubs = PACKAGE / "Tests" / "Stubs"
+    """The stub Unity assemblies from tests/unity_stubs (UnityEngine.dll first)."""
+    stubs = STUBS
     if not stubs.is_dir():
         return []
     own = sorted(p for p in stubs.iterdir() if p.is_dir() and p.name != "UnityEngine")
@@ -180,8 +193,8 @@ def build_unity(out_dir: Path = DEFAULT_OUT) -> Path | None:
     files = sources(PACKAGE / "Runtime" / "Unity")
     if not files:
         return None
-    core = build_core(out_dir)
-    return compile_assembly(UNITY, files, out_dir, [core, *_engine_stubs(out_dir)])
+    refs = [build_client(out_dir), build_hosting(out_dir), *_engine_stubs(out_dir)]
+    return compile_assembly(UNITY, files, out_dir, refs)
 
 
 def build_editor(out_dir: Path = DEFAULT_OUT) -> Path | None:
@@ -189,7 +202,7 @@ def build_editor(out_dir: Path = DEFAULT_OUT) -> Path | None:
     files = sources(PACKAGE / "Editor")
     if not files:
         return None
-    refs = [build_core(out_dir), *build_stubs(out_dir)]
+    refs = [build_client(out_dir), build_hosting(out_dir), *build_stubs(out_dir)]
     unity = build_unity(out_dir)
     if unity is not None:
         refs.append(unity)
@@ -205,10 +218,10 @@ def assembly_of_tests(folder: str) -> str:
 def build_tests(out_dir: Path = DEFAULT_OUT) -> list[Path]:
     """The package's NUnit test assemblies (Tests/Runtime, Tests/Editor), named by their asmdefs."""
     nunit = _copy_beside(NUNIT, out_dir, "install libnunit-cil-dev (Debian's mono-devel depends on it)")
-    core, stubs = build_core(out_dir), _engine_stubs(out_dir)
+    client, stubs = build_client(out_dir), _engine_stubs(out_dir)
     built = [compile_assembly(assembly_of_tests("Runtime"), sources(PACKAGE / "Tests" / "Runtime"), out_dir,
-                              [core, stubs[0], nunit])]
-    editor_refs = [core, *stubs, nunit]
+                              [client, stubs[0], nunit])]
+    editor_refs = [client, build_hosting(out_dir), *stubs, nunit]
     editor_refs += [p for p in (build_unity(out_dir), build_editor(out_dir)) if p is not None]
     editor_files = sources(PACKAGE / "Tests" / "Editor")
     built.append(compile_assembly(assembly_of_tests("Editor"), editor_files, out_dir, editor_refs))
@@ -216,11 +229,13 @@ def build_tests(out_dir: Path = DEFAULT_OUT) -> list[Path]:
 
 
 def build(targets: Sequence[str] = ("all",), out_dir: Path = DEFAULT_OUT) -> list[Path]:
-    """Build the named targets (core, unity, editor, tests, all); returns the assemblies built."""
-    wanted = {"core", "unity", "editor", "tests"} if "all" in targets else set(targets)
+    """Build the named targets (client, hosting, unity, editor, tests, all); returns the assemblies built."""
+    wanted = set(TARGETS) if "all" in targets else set(targets)
     built: list[Path] = []
-    if "core" in wanted:
-        built.append(build_core(out_dir))
+    if "client" in wanted:
+        built.append(build_client(out_dir))
+    if "hosting" in wanted:
+        built.append(build_hosting(out_dir))
     if "unity" in wanted:
         built += [p for p in (build_unity(out_dir),) if p is not None]
     if "editor" in wanted:
@@ -233,7 +248,7 @@ def build(targets: Sequence[str] = ("all",), out_dir: Path = DEFAULT_OUT) -> lis
 def _engine_stubs(out_dir: Path) -> list[Path]:
     stubs = build_stubs(out_dir)
     if not stubs:
-        raise BuildError("Runtime/Unity needs the stub UnityEngine sources under Tests/Stubs")
+        raise BuildError("Runtime/Unity needs the stub UnityEngine sources under tests/unity_stubs")
     return stubs
 
 
@@ -263,12 +278,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: prints the built assemblies, or mcs's errors and exits 1."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # No argparse `choices` here: with nargs="*" Python 3.11 checks the empty default against them and fails.
-    parser.add_argument("targets", nargs="*", help="core, unity, editor, tests or all (default: all)")
+    parser.add_argument("targets", nargs="*", help="client, hosting, unity, editor, tests or all (default: all)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
-    unknown = [t for t in args.targets if t not in ("core", "unity", "editor", "tests", "all")]
+    unknown = [t for t in args.targets if t not in (*TARGETS, "all")]
     if unknown:
-        parser.error(f"unknown target(s) {unknown}: choose from core, unity, editor, tests, all")
+        parser.error(f"unknown target(s) {unknown}: choose from {', '.join(TARGETS)}, all")
     try:
         for path in build(args.targets or ["all"], args.out):
             print(path)

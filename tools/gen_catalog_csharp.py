@@ -1,4 +1,4 @@
-"""Generate the Unity package's model catalogue (`Runtime/Core/Downloads/ModelCatalog.g.cs`) from the runtime's
+"""Generate the Unity package's model catalogue (`Runtime/Hosting/Downloads/ModelCatalog.g.cs`) from the runtime's
 (`pyruntime/models/catalog.py`): one list of models for both, never two that drift apart. The test
 tests/unity_layer/test_downloads.py fails when the committed file is not what this writes.
 
@@ -18,7 +18,7 @@ if str(ROOT) not in sys.path:
 from pyruntime.models.catalog import CATALOG  # noqa: E402
 from tools.gen_csharp import unity_meta  # noqa: E402
 
-OUT = ROOT / "unity_package" / "Runtime" / "Core" / "Downloads" / "ModelCatalog.g.cs"
+OUT = ROOT / "unity_package" / "Runtime" / "Hosting" / "Downloads" / "ModelCatalog.g.cs"
 
 
 def _text(value: str) -> str:

@@ -2,12 +2,12 @@
 
 Reads the compiled descriptors in `coreai/v1/*_pb2.py` (regenerate those first with
 `tools/gen_proto.py`) and writes one `<Proto>.g.cs` per proto file into
-`unity_package/Runtime/Core/Generated/`. The C# types follow proto3 JSON exactly: property names are
+`unity_package/Runtime/Client/Generated/`. The C# types follow proto3 JSON exactly: property names are
 the descriptors' `json_name`, int64 travels as a string, enums as their value names, and a field with
 presence (proto3 `optional`, messages, oneof members) is a nullable property that is left out of the
 JSON when null.
 
-Usage: python tools/gen_csharp.py [OUT_DIR]   (default: unity_package/Runtime/Core/Generated)
+Usage: python tools/gen_csharp.py [OUT_DIR]   (default: unity_package/Runtime/Client/Generated)
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:
 
 from coreai.v1 import common_pb2, memory_store_pb2, orchestrator_pb2  # noqa: E402
 
-DEFAULT_OUT = ROOT / "unity_package" / "Runtime" / "Core" / "Generated"
+DEFAULT_OUT = ROOT / "unity_package" / "Runtime" / "Client" / "Generated"
 NAMESPACE = "CoreAI.V1"
 # The messages and enums are the contract the familiar API's results carry (AiTaskResult.CutReport, HealthResponse):
 # public. The service clients are the package's plumbing under CoreAIRuntimeClient: internal (the test assemblies
@@ -108,8 +108,11 @@ def _field_lines(field: FieldDescriptor) -> list[str]:
     """The attributes and the property of one field."""
     _check_supported(field)
     element = _element_type(field)
-    # [Preserve]: Newtonsoft reaches the property only by reflection, so IL2CPP stripping would drop it.
-    attrs = ["[Preserve]", f'[JsonProperty("{field.json_name}", NullValueHandling = NullValueHandling.Ignore)]']
+    # [Preserve]: Newtonsoft reaches the property only by reflection, so IL2CPP stripping would drop it;
+    # [field: Preserve] puts the attribute on the compiler's backing field too, so the value the setter stores survives
+    # however the linker treats accessors (link.xml's preserve="all" says the same for every CoreAI.V1 type).
+    attrs = ["[Preserve]", "[field: Preserve]",
+             f'[JsonProperty("{field.json_name}", NullValueHandling = NullValueHandling.Ignore)]']
     name = _property_name(field)
     references = (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES)
     is_value_type = field.type not in references
@@ -160,10 +163,10 @@ def _service(service: ServiceDescriptor) -> list[str]:
         f"{CLIENT_VISIBILITY} sealed partial class {service.name}Client",
         "{",
         f'    public const string ServiceName = "{service.full_name}";',
-        "    private readonly ConnectClient _transport;",
+        "    private readonly IRuntimeTransport _transport;",
         "",
-        f"    /// <summary>A client of {service.name} over the given Connect transport.</summary>",
-        f"    public {service.name}Client(ConnectClient transport)",
+        f"    /// <summary>A client of {service.name} over the given transport (Connect, or a test's fake).</summary>",
+        f"    public {service.name}Client(IRuntimeTransport transport)",
         "    {",
         '        _transport = transport ?? throw new ArgumentNullException("transport");',
         "    }",

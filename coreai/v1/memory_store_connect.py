@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .memory_store_pb2 import AppendChatMessageRequest, AppendChatMessageResponse, ApplyMemoryToolRequest, ClearChatHistoryRequest, ClearChatHistoryResponse, ClearMemoryRequest, ClearMemoryResponse, ClearSummaryRequest, ClearSummaryResponse, DiffVersionsRequest, DiffVersionsResponse, ExportSnapshotRequest, ExportSnapshotResponse, GetChatHistoryRequest, GetChatHistoryResponse, GetTranscriptRequest, GetTranscriptResponse, ImportSnapshotRequest, ImportSnapshotResponse, ListVersionsRequest, ListVersionsResponse, LoadStateRequest, LoadStateResponse, LoadSummaryRequest, LoadSummaryResponse, MemoryToolResult, RevertMemoryRequest, SaveStateRequest, SaveStateResponse, SaveSummaryRequest, SaveSummaryResponse
+from .memory_store_pb2 import AppendChatMessageRequest, AppendChatMessageResponse, ApplyMemoryToolRequest, ClearChatHistoryRequest, ClearChatHistoryResponse, ClearMemoryRequest, ClearMemoryResponse, ClearSummaryRequest, ClearSummaryResponse, DiffVersionsRequest, DiffVersionsResponse, ExportSnapshotRequest, ExportSnapshotResponse, ForgetPlayerRequest, ForgetPlayerResponse, GetChatHistoryRequest, GetChatHistoryResponse, GetTranscriptRequest, GetTranscriptResponse, ImportSnapshotRequest, ImportSnapshotResponse, ListVersionsRequest, ListVersionsResponse, LoadStateRequest, LoadStateResponse, LoadSummaryRequest, LoadSummaryResponse, MemoryToolResult, RevertMemoryRequest, SaveStateRequest, SaveStateResponse, SaveSummaryRequest, SaveSummaryResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -102,6 +102,15 @@ class MemoryStore(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def import_snapshot(self, request: ImportSnapshotRequest, ctx: RequestContext[ImportSnapshotRequest, ImportSnapshotResponse], /) -> ImportSnapshotResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def forget_player(self, request: ForgetPlayerRequest, ctx: RequestContext[ForgetPlayerRequest, ForgetPlayerResponse], /) -> ForgetPlayerResponse:
+        """
+        "Forget this player": erases every save in a scope (a player: tenant + user, every session, topic, role
+        and actor; or part of one): memory, versions, chat history, transcript, summary, quarantined copies, the
+        identity index entry, and everything the turn engine keeps of those conversations (slot states, parked
+        and saved engine states, prewarms, folds, pending memory writes). Running turns of them finish first.
+        """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
 
@@ -293,6 +302,17 @@ class MemoryStoreASGIApplication(ConnectASGIApplication[MemoryStore]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.import_snapshot,
+                ),
+                "/coreai.v1.MemoryStore/ForgetPlayer": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ForgetPlayer",
+                        service_name="coreai.v1.MemoryStore",
+                        input=ForgetPlayerRequest,
+                        output=ForgetPlayerResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.forget_player,
                 ),
             },
             interceptors=interceptors,
@@ -670,6 +690,32 @@ class MemoryStoreClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def forget_player(
+        self,
+        request: ForgetPlayerRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ForgetPlayerResponse:
+        """
+        "Forget this player": erases every save in a scope (a player: tenant + user, every session, topic, role
+        and actor; or part of one): memory, versions, chat history, transcript, summary, quarantined copies, the
+        identity index entry, and everything the turn engine keeps of those conversations (slot states, parked
+        and saved engine states, prewarms, folds, pending memory writes). Running turns of them finish first.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ForgetPlayer",
+                service_name="coreai.v1.MemoryStore",
+                input=ForgetPlayerRequest,
+                output=ForgetPlayerResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class MemoryStoreSync(Protocol):
     def load_state(self, request: LoadStateRequest, ctx: RequestContext[LoadStateRequest, LoadStateResponse], /) -> LoadStateResponse:
@@ -736,6 +782,15 @@ class MemoryStoreSync(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def import_snapshot(self, request: ImportSnapshotRequest, ctx: RequestContext[ImportSnapshotRequest, ImportSnapshotResponse], /) -> ImportSnapshotResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def forget_player(self, request: ForgetPlayerRequest, ctx: RequestContext[ForgetPlayerRequest, ForgetPlayerResponse], /) -> ForgetPlayerResponse:
+        """
+        "Forget this player": erases every save in a scope (a player: tenant + user, every session, topic, role
+        and actor; or part of one): memory, versions, chat history, transcript, summary, quarantined copies, the
+        identity index entry, and everything the turn engine keeps of those conversations (slot states, parked
+        and saved engine states, prewarms, folds, pending memory writes). Running turns of them finish first.
+        """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
 
@@ -925,6 +980,17 @@ class MemoryStoreWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.import_snapshot,
+                ),
+                "/coreai.v1.MemoryStore/ForgetPlayer": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ForgetPlayer",
+                        service_name="coreai.v1.MemoryStore",
+                        input=ForgetPlayerRequest,
+                        output=ForgetPlayerResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.forget_player,
                 ),
             },
             interceptors=interceptors,
@@ -1296,6 +1362,32 @@ class MemoryStoreClientSync(ConnectClientSync):
                 service_name="coreai.v1.MemoryStore",
                 input=ImportSnapshotRequest,
                 output=ImportSnapshotResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def forget_player(
+        self,
+        request: ForgetPlayerRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ForgetPlayerResponse:
+        """
+        "Forget this player": erases every save in a scope (a player: tenant + user, every session, topic, role
+        and actor; or part of one): memory, versions, chat history, transcript, summary, quarantined copies, the
+        identity index entry, and everything the turn engine keeps of those conversations (slot states, parked
+        and saved engine states, prewarms, folds, pending memory writes). Running turns of them finish first.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ForgetPlayer",
+                service_name="coreai.v1.MemoryStore",
+                input=ForgetPlayerRequest,
+                output=ForgetPlayerResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

@@ -292,3 +292,17 @@ class ImportSnapshotResponse(_message.Message):
     ROLES_IMPORTED_FIELD_NUMBER: _ClassVar[int]
     roles_imported: int
     def __init__(self, roles_imported: _Optional[int] = ...) -> None: ...
+
+class ForgetPlayerRequest(_message.Message):
+    __slots__ = ("scope",)
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    scope: _common_pb2.AgentMemoryScope
+    def __init__(self, scope: _Optional[_Union[_common_pb2.AgentMemoryScope, _Mapping]] = ...) -> None: ...
+
+class ForgetPlayerResponse(_message.Message):
+    __slots__ = ("saves_erased", "unattributed_saves")
+    SAVES_ERASED_FIELD_NUMBER: _ClassVar[int]
+    UNATTRIBUTED_SAVES_FIELD_NUMBER: _ClassVar[int]
+    saves_erased: int
+    unattributed_saves: int
+    def __init__(self, saves_erased: _Optional[int] = ..., unattributed_saves: _Optional[int] = ...) -> None: ...

@@ -114,6 +114,11 @@ class MemoryStoreStub:
                 request_serializer=coreai_dot_v1_dot_memory__store__pb2.ImportSnapshotRequest.SerializeToString,
                 response_deserializer=coreai_dot_v1_dot_memory__store__pb2.ImportSnapshotResponse.FromString,
                 _registered_method=True)
+        self.ForgetPlayer = channel.unary_unary(
+                '/coreai.v1.MemoryStore/ForgetPlayer',
+                request_serializer=coreai_dot_v1_dot_memory__store__pb2.ForgetPlayerRequest.SerializeToString,
+                response_deserializer=coreai_dot_v1_dot_memory__store__pb2.ForgetPlayerResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryStoreServicer:
@@ -221,6 +226,16 @@ class MemoryStoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ForgetPlayer(self, request, context):
+        """"Forget this player": erases every save in a scope (a player: tenant + user, every session, topic, role
+        and actor; or part of one): memory, versions, chat history, transcript, summary, quarantined copies, the
+        identity index entry, and everything the turn engine keeps of those conversations (slot states, parked
+        and saved engine states, prewarms, folds, pending memory writes). Running turns of them finish first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -303,6 +318,11 @@ def add_MemoryStoreServicer_to_server(servicer, server):
                     servicer.ImportSnapshot,
                     request_deserializer=coreai_dot_v1_dot_memory__store__pb2.ImportSnapshotRequest.FromString,
                     response_serializer=coreai_dot_v1_dot_memory__store__pb2.ImportSnapshotResponse.SerializeToString,
+            ),
+            'ForgetPlayer': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForgetPlayer,
+                    request_deserializer=coreai_dot_v1_dot_memory__store__pb2.ForgetPlayerRequest.FromString,
+                    response_serializer=coreai_dot_v1_dot_memory__store__pb2.ForgetPlayerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -737,6 +757,33 @@ class MemoryStore:
             '/coreai.v1.MemoryStore/ImportSnapshot',
             coreai_dot_v1_dot_memory__store__pb2.ImportSnapshotRequest.SerializeToString,
             coreai_dot_v1_dot_memory__store__pb2.ImportSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForgetPlayer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/coreai.v1.MemoryStore/ForgetPlayer',
+            coreai_dot_v1_dot_memory__store__pb2.ForgetPlayerRequest.SerializeToString,
+            coreai_dot_v1_dot_memory__store__pb2.ForgetPlayerResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -121,6 +121,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="named actor to export (repeatable; default: no actor with --role, else every actor)")
     export.set_defaults(handler=guarded(_run_export))
 
+    forget = subparsers.add_parser(
+        "forget", help="erase everything of one player: every save of the user (all sessions, topics, roles, "
+                       "actors; --session/--topic narrow it) and what the engine keeps of those conversations")
+    _target_options(forget, role=False)
+    forget.set_defaults(handler=guarded(_run_forget))
+
     imp = subparsers.add_parser("import", help="import a snapshot, replacing the data of its identities")
     imp.add_argument("file", type=Path, help="snapshot file (proto3 JSON)")
     _save_options(imp)
@@ -252,6 +258,23 @@ def _run_history_clear(args: argparse.Namespace) -> int:
             had_summary = True  # clearing is how an unreadable summary is fixed
         saves.clear_chat_history(target)  # chat history, transcript and the rolling summary
     _print_json({"Success": True, "ClearedRows": rows, "SummaryCleared": had_summary})
+    return EXIT_OK
+
+
+def _run_forget(args: argparse.Namespace) -> int:
+    scope = _scope(args.tenant, args.user, args.session, args.topic)
+    if scope.is_empty:
+        raise UsageError("name the player: --user (with --tenant), or the --session / --topic to erase")
+    if args.runtime is None:
+        check_data_dir(args.data_dir)
+    with open_saves(args) as saves:
+        forgotten = saves.forget_player(scope)
+    _print_json({"Success": True, "SavesErased": forgotten.saves_erased,
+                 "UnattributedSaves": forgotten.unattributed_saves})
+    if forgotten.unattributed_saves:
+        print(f"warning: {forgotten.unattributed_saves} save(s) cannot be attributed to a player (written before the "
+              "identity index existed) and were left alone: they may be this player's; erase them by naming their "
+              "role (ClearMemory, history clear)", file=sys.stderr)
     return EXIT_OK
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from pyruntime.cli.guard import RuntimeUnreachableError, UsageError
 from pyruntime.client import (
+    PlayerForgotten,
     RuntimeCallError,
     RuntimeClient,
     RuntimeLimitExceededError,
@@ -31,6 +32,7 @@ from pyruntime.net.auth import TOKEN_ENV, check_token, default_token_file
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.rpc.in_process import InProcessTransport
 from pyruntime.scopes import AgentMemoryScope
+from pyruntime.service.erasure import EngineFilesEraser
 from pyruntime.service.memory_store import MemoryStoreService
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, ScopeSnapshot, TranscriptEntry, open_stores
 
@@ -63,7 +65,8 @@ class Saves:
     def open_files(cls, data_dir: Path, policy: AgentMemoryPolicy) -> Saves:
         """The file stores under data_dir/CoreAI, opened by this process, served in-process under policy."""
         stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir)
-        service = MemoryStoreService(stores, policy, workers=1)
+        # A deletion also takes what an engine left of the conversations under the data folder.
+        service = MemoryStoreService(stores, policy, workers=1, eraser=EngineFilesEraser(data_dir))
         return cls(RuntimeClient("in-process", token="", transport=InProcessTransport(service)))
 
     @classmethod
@@ -122,6 +125,10 @@ class Saves:
     def clear_chat_history(self, target: Target) -> None:
         """Delete chat history, transcript and rolling summary; memory stays."""
         self._client.clear_chat_history(target.role, **self._where(target))
+
+    def forget_player(self, scope: AgentMemoryScope) -> PlayerForgotten:
+        """Erase every save in one scope (a player), and the engine's states of those conversations."""
+        return self._client.forget_player(scope)
 
     def export_snapshot(self, scope: AgentMemoryScope, roles: Sequence[str] | None,
                         actors: Sequence[str]) -> ScopeSnapshot:

@@ -44,7 +44,13 @@ from pyruntime.cli.signals import stop_on_signals
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.llm_key import LLM_API_KEY_ENV
 from pyruntime.model.concurrency import DEFAULT_EXTERNAL_CONCURRENCY, MAX_CONCURRENCY
-from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS, MAX_SLOTS, default_threads
+from pyruntime.model.llama_server import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    DEFAULT_SLOTS,
+    MAX_SLOTS,
+    default_threads,
+)
 from pyruntime.model.scripted import Script
 from pyruntime.net.auth import TOKEN_ENV, is_loopback_host, resolve_token
 from pyruntime.observability import LOG_FORMATS, LOG_LEVELS, configure_logging
@@ -53,6 +59,7 @@ from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
 from pyruntime.rpc.tls import check_listen, tls_files
 from pyruntime.service.admission import DEFAULT_MAX_QUEUED, DEFAULT_MAX_TURNS_PER_CONVERSATION, MAX_LIMIT
 from pyruntime.stores import confined
+from pyruntime.stores.engine_files import PROMPT_CACHE_RELATIVE_PATH
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
 from pyruntime.stores.persistence import DATA_FOLDER
 from pyruntime.turns.memory_writer import MemoryDesign
@@ -63,7 +70,6 @@ log = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-PROMPT_CACHE_RELATIVE_PATH = Path("CoreAI") / "runtime" / "prompt-cache"  # --prompt-cache-dir without a folder
 _PROMPT_CACHE_PATH = PROMPT_CACHE_RELATIVE_PATH.as_posix()
 _IN_DATA_DIR = "<data-dir>"
 
@@ -98,8 +104,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help=f"parallel slots of the hosted model: NPCs decoded together, each keeping its state "
                         f"(default {DEFAULT_SLOTS}; each costs --ctx tokens of KV memory)")
     p.add_argument("--prompt-cache-mb", type=int, default=None,
-                   help="host RAM for the states of NPCs that lost their slot, restored by copy when they speak "
-                        "again (0: off; default 256 for a model under 1 GB, else 2048; "
+                   help="room for the states of NPCs that lost their slot, each parked in a file of its own and "
+                        "restored when that NPC speaks again (0: off; default 256 for a model under 1 GB, else 2048; "
                         "~22 MB per 1000-token SmolLM2 conversation)")
     p.add_argument("--prompt-cache-dir", nargs="?", const=_IN_DATA_DIR, metavar="DIR",
                    help="save the slots' states there when serve stops, so NPCs' first turns after a restart start "

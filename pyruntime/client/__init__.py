@@ -14,7 +14,7 @@ return the `coreai.v1` messages (RunTaskResponse, TurnEvent). A failed call rais
 from __future__ import annotations
 
 from pyruntime.client._async import AsyncRuntimeClient
-from pyruntime.client._messages import MemoryArguments, ModelDownloadStatus, RuntimeHealth
+from pyruntime.client._messages import MemoryArguments, ModelDownloadStatus, PlayerForgotten, RuntimeHealth
 from pyruntime.client._sync import RuntimeClient
 from pyruntime.client._tools import ClientTool
 from pyruntime.client.errors import (
@@ -36,6 +36,7 @@ __all__ = [
     "MemoryArguments",
     "ModelDownloadStatus",
     "PermissionDeniedError",
+    "PlayerForgotten",
     "RuntimeCallError",
     "RuntimeClient",
     "RuntimeHealth",

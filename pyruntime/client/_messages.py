@@ -22,6 +22,15 @@ MemoryArguments = str | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
+class PlayerForgotten:
+    """What ForgetPlayer erased: the player's saves, and how many saves nobody can be told the owner of (they may be
+    this player's; erase them by role)."""
+
+    saves_erased: int
+    unattributed_saves: int
+
+
+@dataclass(frozen=True)
 class RuntimeHealth:
     """What the Health RPC says."""
 

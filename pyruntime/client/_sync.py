@@ -13,11 +13,13 @@ from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.client import _messages as m
 from pyruntime.client import _tools as t
 from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR, CaCert, SyncTransport, sync_transport
+from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory import MemoryToolResult
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.policy import RoleMemoryConfig, config_from_proto, config_to_proto
 from pyruntime.scopes import DEFAULT_TURN_ROLE, AgentMemoryScope
 from pyruntime.stores import ChatMessage, LoadResult, ScopeSnapshot, TranscriptEntry
+from pyruntime.stores.snapshot import scope_to_proto
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -148,6 +150,16 @@ class RuntimeClient:
         request = m.import_request(snapshot, target_scope)
         response: ms.ImportSnapshotResponse = self._store("ImportSnapshot", request)
         return response.roles_imported
+
+    def forget_player(self, scope: AgentMemoryScope) -> m.PlayerForgotten:
+        """Erase everything of one player (every save whose scope has the non-blank fields of `scope`: tenant + user,
+        narrowed by a session or topic), and the engine's states of those conversations; how many saves went, and
+        how many saves nobody can be told the owner of."""
+        if not isinstance(scope, AgentMemoryScope):
+            raise InvalidArgumentError("scope must be an AgentMemoryScope (the player: tenant_id and user_id)")
+        request = ms.ForgetPlayerRequest(scope=scope_to_proto(scope))
+        response: ms.ForgetPlayerResponse = self._store("ForgetPlayer", request)
+        return m.PlayerForgotten(response.saves_erased, response.unattributed_saves)
 
     # -- orchestrator ----------------------------------------------------------------------------
 

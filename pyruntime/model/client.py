@@ -20,6 +20,8 @@ from types import TracebackType
 from typing import Any
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 from pyruntime.model.compat import (
     ForcedCall,
@@ -35,7 +37,9 @@ from pyruntime.model.compat import (
 )
 from pyruntime.model.concurrency import conversation_fields
 from pyruntime.model.errors import IncompleteStreamError, ModelError, ModelStalledError, ModelUnavailableError
+from pyruntime.model.parked_states import ParkedStates
 from pyruntime.model.seam import Gate
+from pyruntime.model.slot_moves import EngineAnswer, SlotMoves, slot_action
 from pyruntime.model.slots import SlotAffinity, SlotUse
 from pyruntime.model.sse import SSEDecoder, SSELines
 from pyruntime.model.types import ChatCompletion, FinishDelta, StreamDelta, TextDelta, ToolCallDelta
@@ -55,6 +59,8 @@ DEFAULT_DEADLINE_S = 300.0  # every call, streamed or not, ends by then (closing
 DEFAULT_FIRST_TEXT_S = 120.0
 DEFAULT_TEXT_GAP_S = 30.0
 DRAIN_AFTER_DONE_S = 1.0  # how long the end of a body may lag its [DONE] before the connection is closed
+# A slot action (park, restore, erase) waits for the slot's running request: llama-server defers it until then.
+SLOT_ACTION_TIMEOUT_S = 60.0
 
 class ChatStream:
     """The deltas of one streamed reply; leaving `async with` (or `aclose()`) closes the HTTP stream."""
@@ -107,9 +113,11 @@ class OpenAICompatClient:
         headers: Mapping[str, str] | None = None,
         unix_socket: str | Callable[[], str | None] | None = None,
         slots: SlotAffinity | None = None,
+        parked: ParkedStates | None = None,
         llama_server: bool = False,
         forced_tools_as_schema: bool = False,
         connections: int | None = None,
+        middlewares: Sequence[aiohttp.ClientMiddlewareType] = (),
     ) -> None:
         """Configure the client; `http_client` (not closed by us) replaces the internal one.
 
@@ -118,9 +126,12 @@ class OpenAICompatClient:
         `gate` is asked before every request (see `Gate`). `headers` go with every request (a provider's
         own headers; the key goes in `api_key`). `unix_socket`: the hosted engine's Unix socket to connect to
         instead of `base_url`'s host and port, or a function that names it (asked for each event loop's pool).
-        `slots`: the hosted engine's slot affinity (requests that name a
-        `conversation` keep its slot). `llama_server`: the server is llama.cpp's own (its dialect, above).
+        `slots`: the hosted engine's slot affinity (requests that name a `conversation` keep its slot), `parked`:
+        where it parks the states of conversations that lost their slot (`slot_moves.py`). `llama_server`: the
+        server is llama.cpp's own (its dialect, above).
         `connections`: the calls made at once (the request queue's capacity): the pool keeps that many alive.
+        `middlewares`: aiohttp client middlewares every request of the internal client passes (what a test puts
+        between the client and the engine: a recorder, an injected fault).
         A call that names a `conversation` names it to the server too (`model/concurrency.conversation_fields`).
         """
         for name, value in (("deadline_s", deadline_s), ("first_text_s", first_text_s), ("text_gap_s", text_gap_s)):
@@ -138,11 +149,13 @@ class OpenAICompatClient:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self.slots = slots
+        self.slot_moves = SlotMoves(slots, parked, self._engine_post) if slots is not None else None
         self.llama_server = llama_server
         self.forced_tools_as_schema = forced_tools_as_schema
         self._owns_http = http_client is None
         self._unix_socket = unix_socket
         self._connections = connections or DEFAULT_CONNECTIONS
+        self._middlewares = tuple(middlewares)
         self._given_http = http_client
         self._pool: aiohttp.ClientSession | None = None
         self._pool_loop: asyncio.AbstractEventLoop | None = None
@@ -155,8 +168,11 @@ class OpenAICompatClient:
                      if path else aiohttp.TCPConnector(limit=self._connections, keepalive_timeout=KEEPALIVE_EXPIRY_S))
         timeout = aiohttp.ClientTimeout(total=None, connect=self._timeout, sock_connect=CONNECT_TIMEOUT_S,
                                         sock_read=self._timeout)
-        # Proxies from the environment apply to a TCP engine, never to the hosted engine's socket.
-        return aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=not path)
+        # A proxy from the environment (HTTP(S)_PROXY, NO_PROXY) applies to a TCP engine, never to the hosted engine's
+        # socket; it is looked up once here (aiohttp's trust_env looks it up, and reads ~/.netrc, for every request).
+        proxy, proxy_auth = (None, None) if path else _env_proxy(self.base_url)
+        return aiohttp.ClientSession(connector=connector, timeout=timeout, proxy=proxy, proxy_auth=proxy_auth,
+                                     middlewares=self._middlewares)
 
     @property
     def _http(self) -> aiohttp.ClientSession:
@@ -261,18 +277,18 @@ class OpenAICompatClient:
     @contextlib.asynccontextmanager
     async def _slot(self, conversation: str | None, messages: Sequence[Message],
                     body: dict[str, Any]) -> AsyncIterator[SlotUse | None]:
-        """With slot affinity: the request's slot (`id_slot` in `body`), its superseded state erased first."""
-        if self.slots is None:
+        """With slot affinity: the request's slot (`id_slot` in `body`), made ready for it (`SlotMoves.prepare`)."""
+        if self.slot_moves is None:
             yield None
             return
-        use = self.slots.acquire(conversation, messages)
+        use = await self.slot_moves.acquire(conversation, messages)
         try:
             body["id_slot"] = use.slot
-            if use.erase_first:
-                await self.erase_slot(use.slot)
+            if await self.slot_moves.prepare(use):
+                body["cache_prompt"] = False  # nothing of what the slot holds is this conversation's
             yield use
         finally:
-            self.slots.release(use)
+            self.slot_moves.release(use)
 
     def _slot_failed(self, use: SlotUse | None) -> None:
         """A failed request may have cleared its slot (llama-server clears a slot whose decode failed)."""
@@ -281,18 +297,24 @@ class OpenAICompatClient:
 
     async def erase_slot(self, slot: int) -> bool:
         """Drop a slot's KV state in the hosted engine (`POST /slots/N?action=erase`); False when it refused."""
+        return await slot_action(self._engine_post, slot, "erase")
+
+    async def forget_conversations(self, conversations: Sequence[str]) -> None:
+        """Erase every state the hosted engine holds of these conversations (`SlotMoves.forget`); nothing to do for
+        a server the runtime does not host."""
+        if self.slot_moves is not None:
+            await self.slot_moves.forget(conversations)
+
+    async def _engine_post(self, path: str, params: Mapping[str, str] | None,
+                           body: Mapping[str, Any]) -> EngineAnswer | None:
+        """A POST to the engine's root (slot actions); None when it did not answer."""
         root = self.base_url.removesuffix("/v1")
         try:
-            async with await self._request("POST", f"{root}/slots/{slot}", params={"action": "erase"},
-                                           headers=self._headers,
-                                           timeout=aiohttp.ClientTimeout(total=CONNECT_TIMEOUT_S)) as response:
-                status = response.status
-                await response.read()
+            async with await self._request("POST", f"{root}{path}", params=params, json=body, headers=self._headers,
+                                           timeout=aiohttp.ClientTimeout(total=SLOT_ACTION_TIMEOUT_S)) as response:
+                return EngineAnswer(response.status, await response.read())
         except (aiohttp.ClientError, TimeoutError):
-            return False
-        if status != 200:
-            log.debug("slot %d not erased (HTTP %d)", slot, status)
-        return status == 200
+            return None
 
     def stream_chat(
         self,
@@ -495,6 +517,15 @@ class OpenAICompatClient:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+def _env_proxy(url: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
+    """The proxy the environment names for `url`, with its credentials (None: none, or NO_PROXY covers it)."""
+    try:
+        proxy, auth = get_env_proxy_for_url(URL(url))
+    except LookupError:
+        return None, None
+    return str(proxy), auth
 
 
 def _closed_before_answering(exc: aiohttp.ClientConnectionError) -> bool:

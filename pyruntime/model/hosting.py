@@ -54,6 +54,7 @@ from pyruntime.model.llama_server import (
     hosted_model_config,
     server_command,
 )
+from pyruntime.model.parked_states import ParkedStates
 from pyruntime.model.public_port import EngineProxy, GuardedPort, ModelPortAuth
 from pyruntime.model.server_log import CacheState, EngineLog
 from pyruntime.model.slot_store import SlotStateStore, engine_identity
@@ -98,6 +99,20 @@ def _free_loopback_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _state_folder(folder: Path | None) -> Path | None:
+    """`folder` (created 0700) when it is a real folder, not a link (llama-server writes through it); else None."""
+    if folder is None:
+        return None
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if folder.is_symlink() or not folder.is_dir():
+            raise NotADirectoryError(folder)
+    except OSError:
+        log.warning("the engine state folder is not a folder of its own; using the engine's private folder")
+        return None
+    return folder
+
+
 class LlamaServerProcess:
     """One hosted model: llama.cpp's llama-server in a child process, behind the guarded model port."""
 
@@ -123,6 +138,8 @@ class LlamaServerProcess:
         self._public: GuardedPort | None = None
         self._http: httpx.Client | None = None
         self._store: SlotStateStore | None = None
+        # States of conversations that lost their slot, in the engine's save folder (known once it first starts).
+        self.parked: ParkedStates | None = None
 
     # -- where it answers ----------------------------------------------------------------
 
@@ -171,7 +188,8 @@ class LlamaServerProcess:
         because a restart reuses both (`restart`).
         """
         return {"base_url": f"{self.engine_url}/v1", "api_key": self._engine_key,
-                "unix_socket": self.engine_socket, "slots": self.slots, "llama_server": True,
+                "unix_socket": self.engine_socket, "slots": self.slots, "parked": self.parked,
+                "llama_server": True,
                 "forced_tools_as_schema": not self.template_renders_tools, "model": self.config.alias}
 
     @property
@@ -259,12 +277,17 @@ class LlamaServerProcess:
             Path(listen).unlink(missing_ok=True)  # a killed engine leaves its socket file
         slot_dir = None
         if self.config.prompt_cache_dir is None:  # llama-server's save path otherwise (EngineLaunch.slot_dir)
-            slot_dir = self._private / "slots"
+            slot_dir = _state_folder(self.config.state_dir) or self._private / "slots"
             slot_dir.mkdir(mode=0o700, exist_ok=True)
         self._launch = EngineLaunch(listen=listen, port=port, key_file=key_file, n_gpu_layers=layers,
                                     slot_dir=slot_dir)
         if self.config.prompt_cache_dir is not None:
             self.config.prompt_cache_dir.mkdir(parents=True, exist_ok=True)
+        save_folder = self.config.prompt_cache_dir or slot_dir
+        assert save_folder is not None
+        if self.parked is None:
+            self.parked = ParkedStates(save_folder, self.config.prompt_cache_mb << 20)
+        self.parked.clear()  # a previous run's parked states (a crash, a restart) mean nothing to this one
         assert self.binary is not None
         command = server_command(self.binary, self.config, self._launch)
         self._log.reset(self.config.prompt_cache_mb << 20)
@@ -350,8 +373,11 @@ class LlamaServerProcess:
 
     @property
     def cache(self) -> CacheState:
-        """The host prompt cache as the engine last reported it (in its log)."""
-        return self._log.cache
+        """The parked states of conversations that lost their slot (the runtime's prompt cache)."""
+        parked = self.parked
+        if parked is None:
+            return CacheState(limit_bytes=self.config.prompt_cache_mb << 20)
+        return CacheState(used_bytes=parked.used_bytes, entries=parked.entries, limit_bytes=parked.limit_bytes)
 
     def recent_stderr(self) -> list[str]:
         """The child's last stderr lines (for debugging by hand; may contain request text)."""
@@ -366,7 +392,7 @@ class LlamaServerProcess:
         return self._http.get("/health", timeout=timeout).status_code == 200
 
     def status(self, timeout: float = 2.0) -> dict[str, object]:
-        """The slots (`GET /slots`, answered between decode steps) and the prompt cache (from the log).
+        """The slots (`GET /slots`, answered between decode steps) and the parked states (`cache`).
 
         Raises httpx errors when the engine does not answer in `timeout` (hung, stopped, dead).
         """
@@ -404,6 +430,14 @@ class LlamaServerProcess:
         if store is None or self._http is None:
             return
         self.restored_slots = restore_slots(self._http, store, self.slots, self.config.slots)
+
+    def forget_saved(self, conversations: list[str]) -> None:
+        """Remove the restart-warm states saved for these conversations (`--prompt-cache-dir`), files and index."""
+        if self.config.prompt_cache_dir is None:
+            return
+        # Before any start this runtime has no identity to write: an empty one makes the next start drop the rest.
+        store = self._slot_store() or SlotStateStore(self.config.prompt_cache_dir, "")
+        store.erase(conversations)
 
     def save_slots(self) -> int:
         """Have the engine save each slot's conversation to the disk cache (a graceful stop); how many it saved."""
@@ -453,6 +487,8 @@ class LlamaServerProcess:
                     process.wait()
             code = process.returncode
         self._close_engine_client()
+        if self.parked is not None:
+            self.parked.clear()
         self._cleanup_private()
         return code
 

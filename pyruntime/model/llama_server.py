@@ -31,8 +31,9 @@ BOOTSTRAP_COMMAND = "bash scripts/bootstrap.sh"
 # their slots); a GPU gains more from more slots (each costs n_ctx tokens of KV memory).
 DEFAULT_SLOTS = 4
 MAX_SLOTS = 64
-# The host prompt cache (`--cache-ram`): states of conversations that lost their slot, restored by copy
-# when they speak again. A GGUF below SMALL_MODEL_MAX_BYTES is a small model (SmolLM2-135M is 98 MB).
+# Parked states (`parked_states.py`): states of conversations that lost their slot, each in a file of its own,
+# restored when they speak again; this budget bounds them. A GGUF below SMALL_MODEL_MAX_BYTES is a small model
+# (SmolLM2-135M is 98 MB).
 SMALL_MODEL_MAX_BYTES = 1_000_000_000
 SMALL_MODEL_PROMPT_CACHE_MB = 256  # ~10 SmolLM2 conversations of 1000 tokens (22 KB per token)
 LARGE_MODEL_PROMPT_CACHE_MB = 2048  # a few conversations of a 7-8B model (~128 KB per token)
@@ -93,12 +94,20 @@ class LlamaServerConfig:
     # them (no driver, not enough memory) makes the engine start again on the CPU, the reason in Health.
     n_gpu_layers: int = 0
     slots: int = DEFAULT_SLOTS
-    # Host RAM for the states of conversations that lost their slot (llama-server --cache-ram). 0: off.
+    # Room for the parked states of conversations that lost their slot (`parked_states.py`). 0: none are parked.
     prompt_cache_mb: int = SMALL_MODEL_PROMPT_CACHE_MB
     # Slot states saved here at a graceful stop and restored at the next start (restart-warm NPCs). None: off.
     prompt_cache_dir: Path | None = None
+    # Where the engine writes conversations' states while it runs (parked states) when there is no prompt_cache_dir:
+    # serve gives the data folder's `CoreAI/runtime/engine-states`, so a deletion of the saves takes them too and a
+    # crashed runtime's are cleared by the next start. None: the engine's private temporary folder.
+    state_dir: Path | None = None
     # Bearer key the public port demands; None: no key (tests, benches). The engine behind it always has its own.
     api_key: str | None = field(default=None, repr=False)
+    # llama.cpp's flash attention: "auto" (its choice: on where the backend has it, the CPU included), "on", "off".
+    # With it on, a prompt's distribution depends slightly on how the prompt was split between reused cells and
+    # evaluation (up to 1.5e-3 in a probability, measured); off, it does not (the engine isolation check runs so).
+    flash_attention: str = "auto"
 
     def __post_init__(self) -> None:
         if not self.alias.strip():
@@ -113,6 +122,8 @@ class LlamaServerConfig:
             raise InvalidArgumentError(f"slots must be within 1..{MAX_SLOTS}, got {self.slots}")
         if self.prompt_cache_mb < 0:
             raise InvalidArgumentError(f"prompt_cache_mb must be 0 (off) or more, got {self.prompt_cache_mb}")
+        if self.flash_attention not in ("auto", "on", "off"):
+            raise InvalidArgumentError(f"flash_attention must be auto, on or off, got {self.flash_attention!r}")
 
     @property
     def base_url(self) -> str:
@@ -158,10 +169,11 @@ def server_command(binary: Path, config: LlamaServerConfig, launch: EngineLaunch
         "--n-gpu-layers", gpu_layers_flag(launch.n_gpu_layers),
         "--api-key-file", str(launch.key_file),
         "--jinja",  # the model's own chat template, and native tool calls
-        "--cache-ram", str(config.prompt_cache_mb),
-        # Idle slots keep their conversation (the slot affinity of model/slots.py); a copy of each in the host
-        # cache on every new request would cost a state copy per turn and keep states nobody will use.
-        "--no-cache-idle-slots",
+        # No host prompt cache: it hands a request any cached state its prompt starts like, whoever made it, and
+        # cannot forget one conversation (upstream issues 27148, 27422). The runtime parks states per conversation
+        # instead (parked_states.py); idle slots keep their conversation (slots.py).
+        "--cache-ram", "0",
+        "--flash-attn", config.flash_attention,
         "--metrics", "--slots", "--no-ui", "--offline",
         "--timeout", str(SERVER_TIMEOUT_S),
         "--log-verbosity", str(LOG_VERBOSITY), "--log-colors", "off",
@@ -219,12 +231,14 @@ def hosted_model_config(
     slots: int | None = None,
     prompt_cache_mb: int | None = None,
     prompt_cache_dir: Path | None = None,
+    state_dir: Path | None = None,
 ) -> LlamaServerConfig:
     """Config for hosting `model_path`, or the embedded SmolLM2 model when it is None.
 
     The port always demands a key: `api_key`, else a fresh random one (`generate_model_key`).
     `slots` None: DEFAULT_SLOTS; `prompt_cache_mb` None: `default_prompt_cache_mb` of the model file;
-    `prompt_cache_dir`: the slots' states saved there at a stop and restored at the next start.
+    `prompt_cache_dir`: the slots' states saved there at a stop and restored at the next start; `state_dir`: where
+    the engine writes states while it runs (see `LlamaServerConfig.state_dir`).
     """
     threads = default_threads() if n_threads is None else n_threads
     key = api_key or generate_model_key()
@@ -237,7 +251,7 @@ def hosted_model_config(
     cache = default_prompt_cache_mb(path) if prompt_cache_mb is None else prompt_cache_mb
     return LlamaServerConfig(model_path=path, alias=alias, host=host, port=port, n_ctx=n_ctx, n_threads=threads,
                              n_gpu_layers=n_gpu_layers, api_key=key, slots=DEFAULT_SLOTS if slots is None else slots,
-                             prompt_cache_mb=cache, prompt_cache_dir=prompt_cache_dir)
+                             prompt_cache_mb=cache, prompt_cache_dir=prompt_cache_dir, state_dir=state_dir)
 
 
 def generate_model_key() -> str:

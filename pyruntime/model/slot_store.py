@@ -174,6 +174,14 @@ class SlotStateStore:
             self._write_index(good)
         return good
 
+    def erase(self, conversations: list[str]) -> None:
+        """Remove the saved states of `conversations` (their data was deleted): files and index entries. An index
+        of another identity vouches for nothing and is rewritten empty."""
+        doomed = {self.file_name(c) for c in conversations}
+        self._remove_ours(lambda name: name in doomed)
+        if (self.folder / INDEX_NAME).exists():
+            self._write_index([e for e in self._read_index() if e.file not in doomed])
+
     def forget(self, entry: SavedSlot) -> None:
         """llama-server refused the file: remove it and its entry."""
         self._remove_ours(lambda name: name == entry.file)

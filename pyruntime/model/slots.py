@@ -2,14 +2,16 @@
 
 A conversation keeps its slot while it is warm, so its KV cache stays where its next turn finds it
 (llama-server alone would pick a slot by prompt similarity, and NPCs sharing a persona prefix would
-land in each other's slots). A conversation without a slot takes the least recently used idle one;
-llama-server then moves that slot's previous conversation into its host prompt cache and loads the
-newcomer's state from there, if it has one (`--cache-ram`): cold NPCs are what the cache holds, and
-they are what it evicts first, never a live conversation's state.
+land in each other's slots). A conversation without a slot takes an empty one, else the least recently
+used idle one. A slot's state is only ever used by the conversation that made it: when a slot changes
+hands, its previous conversation's state is parked under that conversation's own name
+(`SlotUse.park`, `parked_states.py`) and the newcomer gets its own parked state back (`SlotUse.restore`)
+or starts the slot afresh, reusing nothing of what was there, even where the prompts are identical.
+llama-server's own host cache, which hands any request the cached state its prompt starts like, is off.
 
 A request that keeps less than half of what its conversation's slot holds (a compaction replaced
-the head, a prewarm predicted a new one) supersedes that state: llama-server would copy it into the
-host cache, where nothing would ever use it again. `SlotUse.erase_first` says to drop it instead.
+the head, a prewarm predicted a new one) supersedes that state: parking it would keep a state nothing
+would use again. `SlotUse.erase_first` says to drop it instead.
 
 Conversations are named by a digest (`conversation_id`), never by their key: keys carry player ids.
 """
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 ANONYMOUS = "anonymous"  # requests that name no conversation (memory writer, compaction) share one slot
-SUPERSEDED_KEEP = 0.5  # llama-server's own rule: a new prompt that keeps less than half of a slot's state
+SUPERSEDED_KEEP = 0.5  # a new prompt that keeps less than half of a slot's state supersedes it
 
 
 def conversation_id(key: str) -> str:
@@ -60,11 +62,19 @@ def kept_fraction(old: Sequence[str], new: Sequence[str]) -> float:
 
 @dataclass(frozen=True)
 class SlotUse:
-    """One request's slot: send it as `id_slot`; `erase_first`: drop the slot's superseded state before."""
+    """One request's slot, sent as `id_slot`, and what must happen to the slot before the request.
+
+    `erase_first`: drop the slot's superseded state. `park`: the conversation whose state the slot held; save it
+    under that conversation's name first. `arrived`: the request's conversation was not in this slot; then
+    `restore` says to load its parked state, and without one the slot starts afresh (nothing in it is reused).
+    """
 
     slot: int
     conversation: str
     erase_first: bool = False
+    park: str | None = None
+    arrived: bool = False
+    restore: bool = False
 
 
 class SlotAffinity:
@@ -80,26 +90,42 @@ class SlotAffinity:
         self._sent: list[tuple[str, ...]] = [()] * slots
         self._used: list[int] = [0] * slots
         self._in_flight: list[int] = [0] * slots
+        self._made_by: list[str | None] = [None] * slots  # whose request ran in each slot last (kept after errors)
+        # Conversations whose state was parked when their slot changed hands -> what they last sent.
+        self._parked: dict[str, tuple[str, ...]] = {}
 
     def reset(self) -> None:
-        """Every slot empty (the engine restarted)."""
+        """Every slot empty and nothing parked (the engine restarted)."""
         self.__init__(self.slots)  # type: ignore[misc]
 
-    def acquire(self, conversation: str | None, messages: Sequence[Mapping[str, Any]]) -> SlotUse:
-        """The slot for a request of `conversation` (None: the anonymous one); call `release` when it ends."""
+    def acquire(self, conversation: str | None, messages: Sequence[Mapping[str, Any]]) -> SlotUse | None:
+        """The slot for a request of `conversation` (None: the anonymous one); call `release` when it ends.
+
+        None when the conversation holds no slot and every slot is busy: a slot changes hands only while idle
+        (its holder's state is saved first), so the caller waits for a `release` and asks again.
+        """
         name = conversation or ANONYMOUS
         fingerprint = prompt_fingerprint(messages)
         slot = self.slot_of(name)
-        erase = False
         if slot is None:
             slot = self._coldest()
+            if slot is None:
+                return None
+            park = self._holder[slot]
+            if park is not None:
+                self._parked[park] = self._sent[slot]
             self._holder[slot] = name
-        elif self._in_flight[slot] == 0:
-            erase = kept_fraction(self._sent[slot], fingerprint) < SUPERSEDED_KEEP
+            parked = self._parked.pop(name, None)
+            restore = parked is not None and kept_fraction(parked, fingerprint) >= SUPERSEDED_KEEP
+            use = SlotUse(slot, name, park=park, arrived=True, restore=restore)
+        else:
+            erase = self._in_flight[slot] == 0 and kept_fraction(self._sent[slot], fingerprint) < SUPERSEDED_KEEP
+            use = SlotUse(slot, name, erase)
         self._sent[slot] = fingerprint
+        self._made_by[slot] = name
         self._used[slot] = next(self._clock)
         self._in_flight[slot] += 1
-        return SlotUse(slot, name, erase)
+        return use
 
     def release(self, use: SlotUse) -> None:
         """The request on `use.slot` ended."""
@@ -110,8 +136,27 @@ class SlotAffinity:
         self._holder[slot] = None
         self._sent[slot] = ()
 
+    def forget_conversation(self, conversation: str) -> list[int]:
+        """`conversation`'s states are being erased: nothing of it is parked, and the slots to erase (the one it
+        holds, and any whose last request was its) are returned, empty from now on."""
+        self._parked.pop(conversation, None)
+        slots = [s for s in range(self.slots) if conversation in (self._holder[s], self._made_by[s])]
+        for slot in slots:
+            self.forget(slot)
+            self._made_by[slot] = None
+        return slots
+
+    def unpark(self, conversation: str) -> None:
+        """`conversation`'s parked state is gone (evicted for room, or never saved): it comes back afresh."""
+        self._parked.pop(conversation, None)
+
+    def is_parked(self, conversation: str) -> bool:
+        """Whether `conversation` has a state parked outside the slots."""
+        return conversation in self._parked
+
     def assign(self, conversation: str, slot: int) -> None:
         """`conversation`'s state is in `slot` (restored from disk at start)."""
+        self._parked.pop(conversation, None)
         for other in range(self.slots):
             if self._holder[other] == conversation:
                 self._holder[other] = None
@@ -139,8 +184,9 @@ class SlotAffinity:
         """Requests running on any slot now."""
         return sum(self._in_flight)
 
-    def _coldest(self) -> int:
-        """An empty slot, else the least recently used idle one, else the least recently used one."""
+    def _coldest(self) -> int | None:
+        """An empty idle slot, else the least recently used idle one; None when every slot is busy."""
         idle = [s for s in range(self.slots) if self._in_flight[s] == 0]
-        pool = idle or list(range(self.slots))
-        return min(pool, key=lambda s: (self._holder[s] is not None, self._used[s]))
+        if not idle:
+            return None
+        return min(idle, key=lambda s: (self._holder[s] is not None, self._used[s]))

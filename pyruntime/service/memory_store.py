@@ -22,7 +22,7 @@ Which failures become statuses, and which stay results:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from coreai.v1 import common_pb2
@@ -45,8 +45,9 @@ from pyruntime.memory import (
 )
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.service.erasure import ConversationEraser
 from pyruntime.service.executor import BlockingCalls, blocking
-from pyruntime.service.status import ServiceError, StatusCode
+from pyruntime.service.status import ServiceError, StatusCode, status_for
 from pyruntime.service.targets import Target, check_id, scope_from_proto, target_from_proto
 from pyruntime.stores import (
     LoadResult,
@@ -59,6 +60,7 @@ from pyruntime.stores import (
     validate_scope_snapshot,
 )
 from pyruntime.stores.base import AgentMemoryStore, ChatMessage, Mutation
+from pyruntime.stores.forget import erase_saves, player_saves
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
 from pyruntime.stores.snapshot import entry_to_proto, state_from_proto, state_to_proto
 
@@ -160,10 +162,30 @@ def _result_or_status(result: MemoryToolResult, recorder: _OutcomeRecorder) -> p
 class MemoryStoreService(BlockingCalls):
     """Implements every `coreai.v1.MemoryStore` RPC over one runtime's stores and role policy."""
 
-    def __init__(self, stores: StoreBundle, policy: AgentMemoryPolicy | None = None, *, workers: int = 16) -> None:
+    def __init__(self, stores: StoreBundle, policy: AgentMemoryPolicy | None = None, *, workers: int = 16,
+                 eraser: ConversationEraser | None = None) -> None:
+        """`eraser`: what a deletion erases besides the saves (`attach_eraser`); None: the saves only."""
         super().__init__(workers)
         self._stores = stores
         self._policy = policy if policy is not None else AgentMemoryPolicy()
+        self._eraser = eraser
+
+    def attach_eraser(self, eraser: ConversationEraser) -> None:
+        """From now on ClearChatHistory, ClearMemory and ForgetPlayer erase the conversations through `eraser` too
+        (the turn engine's and the model's states of them: `service/erasure.py`)."""
+        self._eraser = eraser
+
+    async def _deleting(self, keys: Sequence[str], clear: Callable[[], Awaitable[None]]) -> None:
+        """Run a deletion's store work through the eraser (statuses for what it raises)."""
+        if self._eraser is None:
+            await clear()
+            return
+        try:
+            await self._eraser(keys, clear)
+        except ServiceError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a status
+            raise status_for(exc) from None
 
     @property
     def stores(self) -> StoreBundle:
@@ -216,11 +238,12 @@ class MemoryStoreService(BlockingCalls):
         self._view(target).save(target.role_id, state)
         return pb.SaveStateResponse()
 
-    @blocking
-    def clear_memory(self, request: pb.ClearMemoryRequest) -> pb.ClearMemoryResponse:
-        """Store-level Clear: the document, its versions and snapshot; chat stays."""
-        target = target_from_proto(request.target)
-        self._view(target).clear(target.role_id)
+    async def clear_memory(self, request: pb.ClearMemoryRequest) -> pb.ClearMemoryResponse:
+        """Store-level Clear: the document, its versions and snapshot; chat stays. The engine's states of the
+        conversation go too (they hold the memory as it was sent)."""
+        target = await self.run(target_from_proto, request.target)
+        key = await self.run(self._key, target)
+        await self._deleting([key], lambda: self.run(self._view(target).clear, target.role_id))
         return pb.ClearMemoryResponse()
 
     @blocking
@@ -269,11 +292,12 @@ class MemoryStoreService(BlockingCalls):
         return pb.GetChatHistoryResponse(messages=[chat_message_to_proto(m) for m in messages],
                                          integrity=_integrity(view, target.role_id))
 
-    @blocking
-    def clear_chat_history(self, request: pb.ClearChatHistoryRequest) -> pb.ClearChatHistoryResponse:
-        """Chat history, transcript and rolling summary; memory stays."""
-        target = target_from_proto(request.target)
-        self._view(target).clear_chat_history(target.role_id)
+    async def clear_chat_history(self, request: pb.ClearChatHistoryRequest) -> pb.ClearChatHistoryResponse:
+        """Chat history, transcript and rolling summary; memory stays. The engine's states of the conversation
+        (slot, parked and saved states, folds and prewarms of it) go too."""
+        target = await self.run(target_from_proto, request.target)
+        key = await self.run(self._key, target)
+        await self._deleting([key], lambda: self.run(self._view(target).clear_chat_history, target.role_id))
         return pb.ClearChatHistoryResponse()
 
     @blocking
@@ -319,6 +343,14 @@ class MemoryStoreService(BlockingCalls):
         candidates = [c.role_id for c in self._policy.roles()]
         snapshot = export_scope_snapshot(self._stores, scope, role_ids, actors, candidate_roles=candidates)
         return pb.ExportSnapshotResponse(snapshot=snapshot.to_proto())
+
+    async def forget_player(self, request: pb.ForgetPlayerRequest) -> pb.ForgetPlayerResponse:
+        """Erase every save in one scope (a player: tenant + user), and the engine's states of those conversations."""
+        scope = await self.run(scope_from_proto, request.scope)
+        saves = await self.run(player_saves, self._stores, scope)
+        if saves.keys:
+            await self._deleting(saves.keys, lambda: self.run(erase_saves, self._stores, saves.keys))
+        return pb.ForgetPlayerResponse(saves_erased=len(saves.keys), unattributed_saves=saves.unattributed)
 
     @blocking
     def import_snapshot(self, request: pb.ImportSnapshotRequest) -> pb.ImportSnapshotResponse:

@@ -301,7 +301,8 @@ class FileAgentMemoryStore:
         return rows
 
     def clear_chat_history(self, key: str) -> None:
-        """Delete the history file and the unpersisted rows of key, this process's and other instances' alike."""
+        """Delete the history file (and the copies quarantine kept of it) and the unpersisted rows of key, this
+        process's and other instances' alike."""
         stem = self._stem(key)
         with self._locked(stem) as ks:
             # Migrating first also empties a legacy conversation still held in <stem>.json.
@@ -313,6 +314,7 @@ class FileAgentMemoryStore:
             counter_file = counter_path(ks.lock_path)
             counter = read_counter(counter_file, self.root)
             self.files.remove(self._history_file(stem))
+            self.files.remove_kept_aside(stem, HISTORY_SUFFIX)  # copies of its unreadable lines: history too
             # Every session-only row any instance holds has an order up to the counter's: they go too. Orders
             # go on from there, so no order of a cleared row is handed out again.
             last = counter.next_after(known, ks.overlay[-1].order if ks.overlay else 0) - 1
@@ -320,6 +322,12 @@ class FileAgentMemoryStore:
             ks.overlay = []
             ks.history = CachedHistory()
             ks.quarantined = ""
+
+    def remove_leftovers(self, key: str) -> None:
+        """After the key's data was erased for good: its lock file and identity index entry go too."""
+        stem = self._stem(key)
+        self._keys.remove_lock_file(stem)
+        self.identities.forget(key)
 
     # --- internals ----------------------------------------------------------------------------
 

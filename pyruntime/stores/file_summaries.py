@@ -85,6 +85,10 @@ class FileConversationSummaryStore:
             self.files.write(self._keys.folder / (stem + MEMORY_SUFFIX), data, SaveKind.SUMMARY, read_previous=True)
             self._session.discard(key)  # the persisted summary is the newer one
 
+    def remove_leftovers(self, key: str) -> None:
+        """After the key's summary was erased for good: its lock file goes too."""
+        self._keys.remove_lock_file(self._stem(key))
+
     def check_import(self, key: str, state: AgentMemoryState | None, history: Sequence[TranscriptEntry],
                      summary: str | None) -> None:
         """Raise what saving summary for key would raise (its id, the file limit), writing nothing (see the memory

@@ -118,6 +118,16 @@ class IdentityIndex:
             while len(self._recorded) > MAX_NOTED:
                 self._recorded.popitem(last=False)
 
+    def forget(self, key: str) -> None:
+        """Remove key's identity (its saves were erased): the index file, and every note of it in this process."""
+        with self._guard:
+            for cache in (self._noted, self._recorded, self._verified):
+                cache.pop(key, None)
+            self._memory.pop(key, None)
+        if self._folder is not None:
+            assert self._files is not None
+            self._files.remove(self._folder / (file_stem(key) + MEMORY_SUFFIX))
+
     def verify(self, key: str, stem: str) -> None:
         """Refuse key when its stem's index file records a different key (KeyCollisionError); idempotent.
 

@@ -191,6 +191,10 @@ class InMemoryAgentMemoryStore:
                 data.chat_rows = 0
                 data.volatile = set()
 
+    def remove_leftovers(self, key: str) -> None:
+        """After the key's data was erased for good: its identity goes too."""
+        self.identities.forget(key)
+
     def append_transcript(self, key: str, entries: Sequence[TranscriptEntry], persist: bool = True) -> None:
         """Append rows; each gets the next order, and the current time unless it carries a timestamp."""
         require_key(key)

@@ -134,6 +134,29 @@ class KeyedFolder:
         with self._guard:
             self._moved.add(stem)
 
+    def remove_lock_file(self, stem: str) -> None:
+        """Remove the stem's lock file and what is kept beside it under the same name (its order counter), its save
+        being erased for good. Named by a hash of the stem, they would still say the save existed. Removed right
+        after the locks are released (Windows cannot remove an open file); a process that takes the lock at that
+        instant keeps the removed file's (a deletion is a rare, final act)."""
+        with self.locked(stem) as ks:
+            prefix = ks.lock_path.stem + "."
+        try:
+            with confined.open_folder(self._lock_folder, self._root) as folder:
+                for name in folder.names():
+                    if name.startswith(prefix):
+                        try:
+                            folder.unlink(name)
+                        except OSError as exc:
+                            logger.warning("a lock file of an erased save could not be removed (%s)",
+                                           type(exc).__name__)
+        except FileNotFoundError:
+            pass
+        with self._guard:
+            state = self._states.get(stem)
+            if state is not None and state.users == 0:
+                del self._states[stem]
+
     @staticmethod
     def _release(ks: KeyState) -> None:
         """Give up what a holder took: the file lock if it had it, then the in-process lock."""

@@ -131,6 +131,13 @@ class PostgresIdentityIndex(IdentityIndex):
                 self._written.clear()
             self._written.add(key)
 
+    def forget(self, key: str) -> None:
+        """Remove key's identity row (its saves were erased), and this process's notes of it."""
+        super().forget(key)
+        self._written.discard(key)
+        with self._db.connection() as conn:
+            conn.execute("DELETE FROM coreai_identities WHERE key = %s", (key,))
+
     def verify(self, key: str, stem: str) -> None:
         """Nothing to check: database keys are exact, so ids differing only in case never share a save."""
 
@@ -277,6 +284,14 @@ class PostgresAgentMemoryStore:
                 conn.execute("DELETE FROM coreai_transcript WHERE key = %s", (key,))
             with self._overlay_guard:
                 self._overlay.pop(key, None)
+
+    def remove_leftovers(self, key: str) -> None:
+        """After the key's data was erased for good: its row (the order counter) and its identity go too."""
+        _check_key(key)
+        with self.db.transaction() as conn:
+            if lock_save(conn, key, self.db.lock_timeout) is not None:
+                conn.execute("DELETE FROM coreai_saves WHERE key = %s", (key,))
+        self.identities.forget(key)
 
     # --- internals ----------------------------------------------------------------------------
 

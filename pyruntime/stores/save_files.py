@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +99,16 @@ class SaveFiles:
     def remove(self, path: Path) -> bool:
         """Delete the entry (a link itself, never its target); True when it existed."""
         return fileio.remove(path, root=self.root)
+
+    def remove_kept_aside(self, stem: str, suffix: str) -> int:
+        """Delete the copies `keep_aside` made of the save `stem` + `suffix` (its data was erased); how many."""
+        copy = re.compile(re.escape(stem) + r"\.\d{8}T\d{6}Z(?:\.\d+)?" + re.escape(suffix))
+        try:
+            with confined.open_folder(self.root / QUARANTINE_DIR, self.root) as folder:
+                names = [n for n in folder.names() if copy.fullmatch(n)]
+        except FileNotFoundError:
+            return 0
+        return sum(self.remove(self.root / QUARANTINE_DIR / name) for name in names)
 
     def keep_aside(self, path: Path, data: bytes, suffix: str) -> str:
         """A durable copy of data in `Quarantine/`; its path relative to root."""

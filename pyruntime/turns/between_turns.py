@@ -113,6 +113,10 @@ class StagedFolds:
         if fold is not None and not readying.cancelled:
             self.mark_ready(conversation, fold)
 
+    def forget(self, conversation: str) -> None:
+        """Drop whatever is kept for `conversation` (its saves are being erased)."""
+        self._entries.pop(conversation, None)
+
     def discard(self, conversation: str, fold: Fold | None = None) -> None:
         """Drop `conversation`'s fold (only if it is `fold`, when given): sent and stored, or no longer valid."""
         entry = self._entries.get(conversation)

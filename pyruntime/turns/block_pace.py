@@ -51,6 +51,10 @@ class BlockPace:
         self._paces: OrderedDict[str, _Pace] = OrderedDict()
         self.turns_stayed = self.turns_moved = 0  # turns of the memory-last layout, by where their block went
 
+    def forget(self, conversation: str) -> None:
+        """Drop the conversation's pace (its saves are being erased)."""
+        self._paces.pop(conversation, None)
+
     def _pace(self, conversation: str) -> _Pace:
         pace = self._paces.get(conversation)
         if pace is None:

@@ -245,6 +245,16 @@ class MemoryPasses:
             await asyncio.wait(pending, timeout=max(0.0, deadline - time.monotonic()))
         return [t.result() for t in tasks if t.done()], any(not t.done() for t in tasks)
 
+    async def forget(self, conversation: str) -> None:
+        """Stop the conversation's running passes (its saves are being erased) and drop its landed outcomes."""
+        tasks = list(self._by_conversation.get(conversation, ()))
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=_CANCEL_S)
+        for landed in [k for k in self._by_turn if k[0] == conversation]:
+            del self._by_turn[landed]
+
     async def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> list[MemoryPassOutcome]:
         """Wait (up to `timeout` s) for the running passes; returns and forgets every outcome so far."""
         if self._running:

@@ -21,9 +21,9 @@ import functools
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.history import HeuristicTokenCounter, LlmCompactionOptions, TokenCounter
@@ -45,6 +45,7 @@ from pyruntime.turns.client_tools import (
 )
 from pyruntime.turns.context import native_tools
 from pyruntime.turns.events import CutReportEvent, FinalEvent, MemoryWriteEvent, TaskResult, TurnEvent, TurnStatus
+from pyruntime.turns.forgetting import forget_conversations
 from pyruntime.turns.memory_last import assemble_memory_last
 from pyruntime.turns.memory_pass import NO_STATEMENT, MemoryPasses, MemoryPassOutcome, run_memory_pass
 from pyruntime.turns.memory_writer import MemoryDesign, statements
@@ -74,6 +75,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("pyruntime.turns")
+T = TypeVar("T")
 
 DEFAULT_TURN_TIMEOUT_S = 120.0
 DEFAULT_MEMORY_WAIT_S = 30.0  # wait_memory_writes without a timeout
@@ -181,6 +183,7 @@ class AiOrchestrator:
         self._recent_conversations: deque[str] = deque(maxlen=RECENT_TURNS)
         # Where each conversation's tail and memory notes were last sent (issue 13): they stay there.
         self._anchors = TailAnchors()
+        self._anchors_path: Path | None = None  # where they are saved (with the disk prompt cache)
         self.planner = RequestPlanner(
             client, self.queue, token_counter=self.token_counter, model_context_tokens=model_context_tokens,
             system_messages_after_first=system_messages_after_first,
@@ -427,9 +430,26 @@ class AiOrchestrator:
                 log.info("context overflow: retry %d of %d with a smaller history budget",
                          turn.overflow_retries, MAX_OVERFLOW_RETRIES)
 
+    async def forget_conversations(self, keys: Sequence[str], clear: Callable[[], Awaitable[T]]) -> T:
+        """Delete conversations (storage `keys`) wherever the turn engine keeps them; `clear` erases their saves
+        (turns/forgetting.py); returns `clear`'s result."""
+        return await forget_conversations(self, keys, clear)
+
+    def forget_places(self, conversations: Sequence[str]) -> None:
+        """Drop where these conversations' tails were sent (digests), and from the saved file at once (a few KB)."""
+        recent = [c for c in self._recent_conversations if c not in conversations]
+        self._recent_conversations.clear()
+        self._recent_conversations.extend(recent)
+        for conversation in conversations:
+            self._anchors.forget(conversation)
+        if self._anchors_path is not None:
+            self._anchors.save(self._anchors_path)
+
     def load_tail_anchors(self, path: Path) -> None:
-        """Take the places saved by `save_tail_anchors` (a runtime restarted with the disk prompt cache)."""
+        """Take the places saved by `save_tail_anchors` (a runtime restarted with the disk prompt cache); a deletion
+        rewrites that file at once."""
         self._anchors.load(path)
+        self._anchors_path = path
 
     def save_tail_anchors(self, path: Path) -> None:
         """Save where each conversation's tail and notes were last sent (digests only), for `load_tail_anchors`."""

@@ -143,6 +143,7 @@ class Prewarms:
         self._running: set[asyncio.Task[None]] = set()
         self._due: dict[str, object] = {}  # conversation -> the token of its one prewarm still due
         self._last: dict[str, asyncio.Task[None]] = {}  # conversation -> its latest work, while it runs
+        self._of: dict[str, set[asyncio.Task[None]]] = {}  # conversation -> its works still running
 
     @property
     def pending(self) -> int:
@@ -192,13 +193,27 @@ class Prewarms:
         task = asyncio.ensure_future(run())
         self._running.add(task)
         self._last[conversation] = task
+        self._of.setdefault(conversation, set()).add(task)
 
         def done(finished: asyncio.Task[None]) -> None:
             self._running.discard(finished)
             if self._last.get(conversation) is finished:
                 del self._last[conversation]
+            mine = self._of.get(conversation)
+            if mine is not None:
+                mine.discard(finished)
+                if not mine:
+                    del self._of[conversation]
 
         task.add_done_callback(done)
+
+    async def forget(self, conversation: str) -> None:
+        """Stop every work of `conversation` (its saves are being erased): nothing of it is evaluated again."""
+        self.supersede(conversation)
+        tasks = set(self._of.get(conversation, ()))
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> None:
         """Wait (up to `timeout` s) for the running prewarms."""

@@ -65,6 +65,10 @@ class SessionStarts:
             self._starts.move_to_end(conversation)
         return order
 
+    def forget(self, conversation: str) -> None:
+        """Drop where the conversation's session began (its saves are being erased)."""
+        self._starts.pop(conversation, None)
+
     def begin(self, conversation: str, last_stored_order: int) -> int:
         """Record where the session began (the newest stored order now, 0 for none); returns it."""
         self._starts[conversation] = last_stored_order

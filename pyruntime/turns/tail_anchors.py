@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 # Rows [key, tail digest, tail order, [[note order, note version], ...], head's folded version]; format 1
 # had the first three only.
 FORMAT = 2
+FILE_NAME = "tail-anchors.json"  # in the prompt cache's folder
 MAX_TAIL_ANCHORS = 4096  # conversations whose tail placement is remembered (a few hundred bytes each)
 
 
@@ -104,6 +105,10 @@ class TailAnchors:
         self._anchors.move_to_end(conversation)
         while len(self._anchors) > self.limit:
             self._anchors.popitem(last=False)
+
+    def forget(self, conversation: str) -> None:
+        """Drop the conversation's places (its saves are being erased)."""
+        self._anchors.pop(conversation, None)
 
     def load(self, path: Path) -> None:
         """Take the places saved by `save` (a runtime restarted with the disk prompt cache)."""

@@ -1,9 +1,9 @@
-"""NPCs in parallel slots, the host prompt cache and restart-warm slots, on the real llama-server (tiny model).
+"""NPCs in parallel slots, their parked states and restart-warm slots, on the real llama-server (tiny model).
 
 Through the runtime's own client (`LlamaServerProcess.client_options`): each conversation keeps its slot,
-a conversation that lost its slot comes back from llama-server's host prompt cache (`--cache-ram`), a
-state superseded by a compaction is dropped instead of cached (issue 24 item 3), and the slots saved at a
-graceful stop are restored at the next start, only when they pass the store's checks.
+a conversation that lost its slot comes back from its own parked state (`model/parked_states.py`), a
+state superseded by a compaction is dropped instead of parked, and the slots saved at a graceful stop are
+restored at the next start, only when they pass the store's checks.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_two_npcs_keep_their_own_slots_and_never_evaluate_each_others_prompt(tin
 
 
 @pytest.mark.parametrize("cache_mb", [0, 64])
-def test_an_npc_that_lost_its_slot_comes_back_warm_only_with_the_host_cache(tiny_model_path: Path,
+def test_an_npc_that_lost_its_slot_comes_back_warm_only_with_room_to_park_it(tiny_model_path: Path,
                                                                            cache_mb: int) -> None:
     server = start_llama_server(tiny_model_path, slots=1, prompt_cache_mb=cache_mb)
     try:
@@ -70,8 +70,8 @@ def test_an_npc_that_lost_its_slot_comes_back_warm_only_with_the_host_cache(tiny
     finally:
         server.stop()
     if cache_mb:
-        assert again.cached_tokens >= first.prompt_tokens - 1  # Bram's state came back from the host cache
-        assert entries >= 1  # Elda's state went there in turn
+        assert again.cached_tokens >= first.prompt_tokens - 1  # Bram's parked state came back
+        assert entries >= 1  # Elda's state was parked in turn
     else:
         assert again.cached_tokens < first.prompt_tokens // 2  # Elda's turn replaced it (one slot, no cache)
 

@@ -116,3 +116,15 @@ def test_the_minimal_http_server_serves_the_engine_streamed_and_whole_on_one_kep
     assert asyncio.run(calls()) == (["ok ok ok ok"] * 2, "ok ok ok ok")
     assert len({r.peer_port for r in engine.requests}) == 1
     assert [(r.user, r.stream) for r in engine.requests] == [("c0ffee", True), ("c0ffee", True), (None, False)]
+
+
+def test_a_tcp_engine_is_reached_through_the_proxy_the_environment_names_unless_no_proxy_covers_it(monkeypatch) -> None:
+    from pyruntime.model.client import _env_proxy
+
+    monkeypatch.setenv("HTTP_PROXY", "http://user:secret@proxy.studio.example:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    proxy, auth = _env_proxy("http://gpu-engine.studio.example:8000/v1")
+    assert proxy == "http://proxy.studio.example:3128" and auth is not None and auth.login == "user"
+    monkeypatch.setenv("NO_PROXY", "gpu-engine.studio.example")
+    assert _env_proxy("http://gpu-engine.studio.example:8000/v1") == (None, None)

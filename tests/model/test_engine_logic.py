@@ -16,6 +16,7 @@ from pyruntime.model.server_log import (
     gpu_missing_in_build,
     offloaded_layers,
 )
+from pyruntime.model.parked_states import ParkedStates
 from pyruntime.model.slot_store import SlotStateStore
 from pyruntime.model.slots import ANONYMOUS, SlotAffinity, conversation_id, kept_fraction, prompt_fingerprint
 from pyruntime.model.supervisor import SlotProgress, WatchdogSettings, next_backoff
@@ -76,6 +77,54 @@ def test_requests_without_a_conversation_share_one_slot():
     two = slots.acquire(None, [{"role": "system", "content": "writer " * 50}, {"role": "user", "content": "b"}])
     slots.release(two)
     assert one.slot == two.slot and one.conversation == ANONYMOUS and not two.erase_first
+
+
+def test_a_slot_changes_hands_with_its_state_parked_and_the_newcomer_brings_back_only_its_own():
+    slots = SlotAffinity(1)
+    a, b = conversation_id("Bram/p1"), conversation_id("Bram/p2")  # two players, the same NPC and prompt
+    first = slots.acquire(a, chat("hi"))
+    assert first.arrived and first.park is None and not first.restore  # an empty slot: nothing to reuse
+    slots.release(first)
+    twin = slots.acquire(b, chat("hi"))  # byte-identical prompt: still b's slot starts afresh, a's state is parked
+    assert twin.arrived and twin.park == a and not twin.restore and slots.is_parked(a)
+    slots.release(twin)
+    slots.release(slots.acquire(b, chat("hi", *[f"line {i} " * 30 for i in range(8)])))
+    back = slots.acquire(a, chat("hi", "Hello!", "a sword?"))
+    assert back.park == b and back.restore and not slots.is_parked(a)  # its own parked state, restored
+    slots.release(back)
+    folded = slots.acquire(b, [SYSTEM, {"role": "system", "content": "Summary. " * 80}, {"role": "user", "content": "x"}])
+    assert folded.arrived and not folded.restore  # what it parked keeps less than half of the new prompt: dropped
+
+
+def test_a_newcomer_waits_while_every_slot_is_busy_and_a_deleted_conversation_leaves_its_slots():
+    slots = SlotAffinity(1)
+    a, b = conversation_id("a"), conversation_id("b")
+    running = slots.acquire(a, chat("x"))
+    assert running is not None and slots.acquire(b, chat("y")) is None  # a busy slot never changes hands
+    slots.release(running)
+    failed = slots.acquire(a, chat("x", "y", "z"))
+    assert failed is not None
+    slots.forget(failed.slot)  # a failed request: the slot is nobody's, but its last request was a's
+    slots.release(failed)
+    assert slots.forget_conversation(a) == [failed.slot] and slots.forget_conversation(a) == []
+
+
+def test_parked_states_stay_within_their_budget_and_only_their_own_files_are_removed(tmp_path: Path):
+    a, b, c = (conversation_id(k) for k in "abc")
+    parked = ParkedStates(tmp_path, 250)
+    for conversation in (a, b):
+        (tmp_path / parked.prepare(conversation)).write_bytes(b"x" * 100)
+        assert parked.record(conversation, 100) == []
+    (tmp_path / parked.prepare(c)).write_bytes(b"x" * 100)
+    assert parked.record(c, 100) == [a]  # the oldest makes room
+    assert not (tmp_path / f"{a}.parked").exists() and parked.entries == 2 and parked.used_bytes == 200
+    assert parked.claim(b) == f"{b}.parked" and parked.claim(b) is None  # claimed: out of the budget
+    (tmp_path / f"{a}.slot").write_bytes(b"restart-warm state")
+    (tmp_path / "notes.txt").write_text("the game's")
+    parked.clear()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"{a}.slot", "notes.txt"])
+    with pytest.raises(ValueError):
+        parked.file_name("../escape")
 
 
 def test_kept_fraction_counts_the_characters_before_the_first_difference():

@@ -192,7 +192,9 @@ def test_the_command_line_carries_the_settings_and_never_the_key(tiny_model_path
     argv = server_command(Path("/bin/llama-server"), config, launch)
     flags = {flag: value for flag, value in zip(argv, argv[1:]) if flag.startswith("--")}
     assert flags["--ctx-size"] == "1536" and flags["--parallel"] == "3"  # 512 tokens in each of 3 slots
-    assert flags["--threads"] == "2" and flags["--cache-ram"] == "64" and flags["--n-gpu-layers"] == "auto"
+    assert flags["--threads"] == "2" and flags["--n-gpu-layers"] == "auto" and flags["--flash-attn"] == "auto"
+    assert flags["--cache-ram"] == "0"  # llama-server's content-addressed host cache is off: states are parked per
+    # conversation by the runtime, within prompt_cache_mb (model/parked_states.py)
     assert flags["--api-key-file"] == str(tmp_path / "key") and flags["--slot-save-path"] == str(tmp_path)
     assert flags["--host"].endswith(".sock") and "public-key" not in " ".join(argv)
     assert "--no-ui" in argv and "--api-key" not in argv

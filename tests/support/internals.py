@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-CORE = "CoreAI.Runtime.Core"
+# The package's plain-C# assemblies, searched in this order when no assembly is named.
+ASSEMBLIES = ("CoreAI.Client", "CoreAI.Hosting")
 
 
 def _reflection() -> Any:
@@ -28,14 +29,16 @@ def _reflection() -> Any:
     return BindingFlags.Public | BindingFlags.NonPublic | BindingFlags.Static | BindingFlags.Instance
 
 
-def clr_type(full_name: str, assembly: str = CORE) -> Any:
-    """The System.Type of a (possibly internal) type of a loaded assembly; raises LookupError when it is not there."""
+def clr_type(full_name: str, assembly: str | None = None) -> Any:
+    """The System.Type of a (possibly internal) type of a loaded assembly (default: Client, then Hosting); raises
+    LookupError when it is not there."""
     from System import Type
 
-    found = Type.GetType(f"{full_name}, {assembly}")
-    if found is None:
-        raise LookupError(f"no type {full_name} in {assembly} (is the assembly loaded?)")
-    return found
+    for name in (assembly,) if assembly else ASSEMBLIES:
+        found = Type.GetType(f"{full_name}, {name}")
+        if found is not None:
+            return found
+    raise LookupError(f"no type {full_name} in {assembly or ASSEMBLIES} (is the assembly loaded?)")
 
 
 def _as_type(t: Any) -> Any:
@@ -156,8 +159,8 @@ class InternalType:
         raise AttributeError(f"{self.clr.FullName} has no static member {name}")
 
 
-def internal(full_name: str, assembly: str = CORE) -> InternalType:
-    """The internal type `full_name` of `assembly` (default: the Core) as a Python stand-in for its class."""
+def internal(full_name: str, assembly: str | None = None) -> InternalType:
+    """The internal type `full_name` of `assembly` (default: Client, then Hosting) as a Python stand-in for its class."""
     return InternalType(clr_type(full_name, assembly))
 
 

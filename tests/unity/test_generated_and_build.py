@@ -44,10 +44,10 @@ def test_generated_csharp_covers_every_message_and_method() -> None:
                 assert f'ServiceName, "{method.name}"' in text
 
 
-def test_every_core_file_and_folder_has_a_unique_unity_meta() -> None:
+def test_every_runtime_file_and_folder_has_a_unique_unity_meta() -> None:
     # A git-URL package is immutable: Unity ignores any asset without a .meta file.
-    core = ROOT / "unity_package" / "Runtime" / "Core"
-    own = [p for p in core.rglob("*") if p.suffix != ".meta" and p.relative_to(core).parts[0] != "Launcher"]
+    core = ROOT / "unity_package" / "Runtime"
+    own = [p for p in core.rglob("*") if p.suffix != ".meta"]
     paths = [core, *own]
     guids: dict[str, str] = {}
     for path in paths:
@@ -81,8 +81,8 @@ def test_csharp_8_is_refused(tmp_path: Path) -> None:
 
 
 def test_build_script_exits_nonzero_on_errors(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "build_csharp.py"), "core", "--out", str(tmp_path)],
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "build_csharp.py"), "client", "--out", str(tmp_path)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "CoreAI.Runtime.Core.dll").exists()
+    assert (tmp_path / "CoreAI.Client.dll").exists()
     assert (tmp_path / "Newtonsoft.Json.dll").exists()

@@ -82,7 +82,7 @@ def test_breaking_out_of_the_enumeration_stops_the_turn(client: Any, main_thread
 def test_the_pattern_has_the_shape_await_foreach_binds_to(assemblies: Any) -> None:
     from System import Type
 
-    stream = Type.GetType("CoreAI.Ai.AiTaskStream, CoreAI.Runtime.Core")
+    stream = Type.GetType("CoreAI.Ai.AiTaskStream, CoreAI.Client")
     enumerator = stream.GetMethod("GetAsyncEnumerator").ReturnType
     move_next = enumerator.GetMethod("MoveNextAsync").ReturnType.ToString()
     assert move_next == "System.Threading.Tasks.Task`1[System.Boolean]"

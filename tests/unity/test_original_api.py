@@ -57,7 +57,7 @@ def test_original_forms_refuse_bad_input_and_change_nothing(assemblies: Any) -> 
     # The string-returning and the full-result forms sit side by side.
     from System import Type
 
-    methods = Type.GetType("CoreAI.Ai.AiOrchestrator, CoreAI.Runtime.Core").GetMethods()
+    methods = Type.GetType("CoreAI.Ai.AiOrchestrator, CoreAI.Client").GetMethods()
     returns = {m.Name: m.ReturnType.ToString() for m in methods if "RunTask" in m.Name}
     assert returns["RunTaskAsync"].endswith("Task`1[System.String]")
     assert returns["RunTaskWithResultAsync"].endswith("Task`1[CoreAI.Ai.AiTaskResult]")

@@ -177,3 +177,24 @@ def test_snapshot_export_import_for_save_slots(client: Any) -> None:
     assert [m.Content for m in s2.GetChatHistory("BlacksmithNPC")] == ["hi smith"]
     with pytest.raises(Exception, match="not a snapshot|empty"):
         AgentMemorySnapshot.FromJson("")
+
+
+def test_forget_player_erases_every_save_of_the_player_and_no_other(client: Any, runtime: Any) -> None:
+    from CoreAI.Ai import AgentMemoryScope, MemoryToolCall
+
+    store = client.CreateMemoryStore()
+    for session in ("slot-1", "slot-2"):
+        alice = store.ForScope(AgentMemoryScope("game", "alice", session, ""), "guard-7")
+        alice.ExecuteMemoryTool("BlacksmithNPC", MemoryToolCall.Write("alice's blade"))
+        alice.AppendChatMessage("BlacksmithNPC", "user", "I am Alice")
+    bob = store.ForScope(AgentMemoryScope("game", "bob", "slot-1", ""))
+    bob.ExecuteMemoryTool("BlacksmithNPC", MemoryToolCall.Write("bob's shield"))
+    forgotten = wait(store.ForgetPlayerAsync(AgentMemoryScope("game", "alice", "", "")))
+    assert forgotten.SavesErased == 2 and forgotten.UnattributedSaves == 0
+    assert store.ForScope(AgentMemoryScope("game", "alice", "slot-1", ""), "guard-7").TryLoad("BlacksmithNPC",
+                                                                                               None)[0] is False
+    assert bob.TryLoad("BlacksmithNPC", None)[1].Memory == "bob's shield"
+    written = b"".join(p.read_bytes() for p in runtime.data_dir.rglob("*") if p.is_file())
+    assert b"alice" not in written and b"Alice" not in written and b"bob's shield" in written
+    with pytest.raises(Exception, match="scope"):
+        store.ForgetPlayerAsync(AgentMemoryScope.Empty)

@@ -27,7 +27,7 @@ def assemblies() -> Path:
     The stub engine enforces Unity's main-thread rule from here on: Application.persistentDataPath and the other
     main-thread-only members throw a UnityException on any other thread, as in a real editor.
     """
-    built = load_assemblies("core", "unity", "editor")
+    built = load_assemblies("client", "hosting", "unity", "editor")
     from System.Threading import SynchronizationContext
     from UnityEngine import StubEngine
 
@@ -63,7 +63,7 @@ def scenarios(assemblies: Path) -> Path:
     import clr
 
     refs = sorted(DEFAULT_OUT.glob("Unity*.dll")) + [DEFAULT_OUT / f"{n}.dll" for n in
-                                                     ("CoreAI.Runtime.Core", "CoreAI.Runtime.Unity", "CoreAI.Editor")]
+                                                     ("CoreAI.Client", "CoreAI.Hosting", "CoreAI.Runtime.Unity", "CoreAI.Editor")]
     dll = compile_assembly(SCENARIOS, sources(Path(__file__).parent / "csharp"), DEFAULT_OUT, refs)
     clr.AddReference(str(dll))
     return assemblies

@@ -8,19 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from tools.build_csharp import (CORE, EDITOR, PACKAGE, UNITY, BuildError, build_core, build_editor, build_stubs,
+from tools.build_csharp import (CLIENT, EDITOR, HOSTING, PACKAGE, UNITY, BuildError, build_client, build_editor,
+                                build_hosting, build_stubs,
                                 build_unity, compile_assembly, compile_for_api_level, net_standard_violations,
                                 sources)
 
 
 def test_core_unity_layer_editor_and_sample_compile_at_the_net_framework_level(tmp_path: Path) -> None:
     stubs = build_stubs()
-    core = compile_for_api_level(CORE, sources(PACKAGE / "Runtime" / "Core"), tmp_path)
-    unity = compile_for_api_level(UNITY, sources(PACKAGE / "Runtime" / "Unity"), tmp_path, [core, *stubs])
-    editor = compile_for_api_level(EDITOR, sources(PACKAGE / "Editor"), tmp_path, [core, *stubs, unity])
+    core = compile_for_api_level(CLIENT, sources(PACKAGE / "Runtime" / "Client"), tmp_path)
+    hosting = compile_for_api_level(HOSTING, sources(PACKAGE / "Runtime" / "Hosting"), tmp_path, [core])
+    unity = compile_for_api_level(UNITY, sources(PACKAGE / "Runtime" / "Unity"), tmp_path, [core, hosting, *stubs])
+    editor = compile_for_api_level(EDITOR, sources(PACKAGE / "Editor"), tmp_path, [core, hosting, *stubs, unity])
     sample = compile_for_api_level("CoreAI.Samples.BlacksmithNpc", sources(PACKAGE / "Samples~" / "BlacksmithNpc"),
                                    tmp_path, [core, *stubs, unity])
-    assert all(p.exists() for p in (core, unity, editor, sample))
+    assert all(p.exists() for p in (core, hosting, unity, editor, sample))
 
 
 def test_the_net_framework_set_really_lacks_system_net_http(tmp_path: Path) -> None:
@@ -33,7 +35,7 @@ def test_the_net_framework_set_really_lacks_system_net_http(tmp_path: Path) -> N
 
 
 def test_every_framework_type_used_is_in_net_standard() -> None:
-    for dll in (build_core(), build_unity(), build_editor()):
+    for dll in (build_client(), build_hosting(), build_unity(), build_editor()):
         assert dll is not None
         assert net_standard_violations(dll) == [], dll.name
 

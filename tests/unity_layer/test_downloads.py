@@ -130,8 +130,8 @@ def test_a_cut_download_resumes_and_bad_files_are_refused_leaving_nothing(assemb
     assert page.Kind == DownloadFailure.NotUsable and "not a GGUF model file" in page.Message
     short = _error(pull("short", "/tiny.gguf", None, len(gguf) + 10))
     assert short.Kind == DownloadFailure.Truncated
-    left = sorted(p.name for p in (tmp_path / "models").rglob("*") if p.is_file() and not p.name.endswith(".lock"))
-    assert left == ["cut.gguf", "cut.json"]
+    left = sorted(p.name for p in (tmp_path / "models").rglob("*") if p.is_file())
+    assert left == ["cut.gguf", "cut.json"], "no partial and no lock file of a refused download stays"
 
 
 def _fake_runtime(folder: Path, marker: str) -> Path:
@@ -163,7 +163,10 @@ def test_the_runtime_archive_is_fetched_checked_and_swapped_in(assemblies, serve
                                      MainThreadProgress(queue, _on_main_thread(seen)), CancellationToken(False))
     _pump(queue, task)
     assert _error(task) is None
-    exe = Path(task.Result)
+    exe = Path(task.Result.Executable)
+    assert not task.Result.WaitsForNextStart, "no runtime ran from the folder: swapped in at once"
+    assert task.Result.Version.startswith("v2 coreai-runtime-linux-x64.tar.gz sha256:")
+    assert (target / "coreai-runtime.version").read_text().strip() == task.Result.Version
     assert exe == target / "coreai-runtime" and os.stat(exe).st_mode & stat.S_IXUSR
     assert subprocess.run([str(exe)], capture_output=True, text=True, timeout=10).stdout.strip() == "v2"
     assert (target / "_internal" / "libllama.so").is_symlink()
@@ -311,3 +314,54 @@ def test_a_player_downloads_its_model_on_first_launch_then_starts_the_runtime_wi
     finally:
         bootstrap.StopRuntime()
         StubState.IsPlaying, StubState.IsEditor, StubState.PersistentDataPath, StubState.DataPath = False, False, "", ""
+
+
+def test_extraction_restores_modes_and_links_without_spawning_anything(assemblies, tmp_path: Path, monkeypatch) -> None:
+    import io
+    import tarfile
+
+    from CoreAI.Downloads import TarGzArchive
+
+    archive = tmp_path / "runtime.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, mode, data in (("coreai-runtime", 0o755, b"#!/bin/sh\n"), ("llama-server", 0o700, b"\x7fELF"),
+                                 ("_internal/base_library.zip", 0o644, b"PK")):
+            info = tarfile.TarInfo("coreai-runtime/" + name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("coreai-runtime/_internal/Current")
+        link.type, link.linkname = tarfile.SYMTYPE, "base_library.zip"
+        tar.addfile(link)
+    monkeypatch.setenv("PATH", "")  # no chmod or ln to find: the modes and links come through P/Invoke
+    target = tmp_path / "out"
+    TarGzArchive.Extract(str(archive), str(target), 1)
+    modes = {name: stat.S_IMODE((target / name).stat().st_mode) for name in ("coreai-runtime", "llama-server",
+                                                                             "_internal/base_library.zip")}
+    assert modes == {"coreai-runtime": 0o755, "llama-server": 0o700, "_internal/base_library.zip": 0o644}
+    assert os.readlink(target / "_internal" / "Current") == "base_library.zip"
+
+
+@pytest.mark.parametrize(("os_name", "reported", "translated", "expected"), [
+    ("macos", "x64", False, "x64"),     # an Intel Mac
+    ("macos", "arm64", False, "arm64"),  # Apple Silicon, a native (arm64) editor
+    ("macos", "x64", True, "arm64"),    # Apple Silicon, an x64 editor under Rosetta 2: the machine's arm64 runtime
+    ("windows", "x64", False, "x64"),
+    ("windows", "arm64", False, "x64"),  # Windows on ARM runs the x64 runtime emulated (none is released for arm64)
+    ("linux", "x64", False, "x64"),
+    ("linux", "arm64", False, None),    # no Linux arm64 archive is released
+    ("linux", None, False, None),       # a 32-bit OS
+])
+def test_the_runtime_fetched_fits_the_machines_real_cpu(assemblies, os_name: str, reported, translated: bool,
+                                                        expected) -> None:
+    from CoreAI.Downloads import RuntimeArchive
+
+    assert RuntimeArchive.PickArch(os_name, reported, translated) == expected
+    assert sorted(RuntimeArchive.Released) == ["linux-x64", "macos-arm64", "macos-x64", "windows-x64"]
+
+
+def test_this_machine_gets_its_archive(assemblies) -> None:
+    import platform
+
+    from CoreAI.Downloads import RuntimeArchive
+
+    assert RuntimeArchive.HostArch("linux") == ("x64" if platform.machine() in ("x86_64", "AMD64") else None)

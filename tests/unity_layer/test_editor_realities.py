@@ -11,6 +11,7 @@ stub engine that enforces Unity's rules:
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +193,49 @@ def test_remote_mode_gets_androids_internet_permission_and_ios_local_network_tex
         assert RemoteModeBuildStep.IsLocalNetwork(host), host
     for host in ("8.8.8.8", "runtime.example.com", "127.0.0.1", "172.32.0.1"):
         assert not RemoteModeBuildStep.IsLocalNetwork(host), host
+
+
+def _inspect(window) -> str:
+    from UnityEngine import StubEngine, StubGUI
+
+    StubGUI.Click("Connect")
+    StubEngine.Send(window, "OnGUI")
+
+    def connected() -> bool:
+        StubEngine.Send(window, "OnInspectorUpdate")
+        status = _field(window, "status")
+        assert not status.startswith("Error"), status
+        return status.startswith("Started a runtime") or status.startswith("Connected")
+
+    wait_for(connected, 120, "the inspector to connect")
+    return _field(window, "status")
+
+
+def test_the_memory_inspector_never_replaces_nor_restarts_the_play_sessions_runtime(editor: Path, tiny_model: Path) -> None:
+    from CoreAI.EditorTools import MemoryInspectorWindow
+    from CoreAI.Launcher import RuntimeLauncher
+    from CoreAI.UnityIntegration import ProjectIdentity, ProjectPaths
+    from System import TimeSpan
+    from UnityEditor import EditorWindow, StubAssets
+    from UnityEngine import StubEngine
+
+    settings = _settings(tiny_model)
+    StubAssets.ByPath["Assets/Settings/CoreAIRuntimeSettings.asset"] = settings
+    # The play session's runtime, started as the bootstrap starts it in the editor.
+    options = settings.ToLaunchOptions(str(editor), ProjectPaths.Root(), ProjectIdentity.Current()).UseEditorInstance()
+    game = RuntimeLauncher(options)
+    pid = game.Start().ProcessId
+    try:
+        settings.ChatHistoryMessageCap = 77  # edited while Play runs: the asset no longer matches the running runtime
+        window = EditorWindow.GetWindow[MemoryInspectorWindow]("CoreAI Memory")
+        assert _inspect(window).startswith("Connected to the running runtime")
+        assert is_alive(pid) and game.IsHealthy(), "the play session keeps its runtime"
+
+        game.Stop()  # the game (or the user) stopped it
+        time.sleep(3)  # several of the inspector launcher's watch intervals
+        StubEngine.Send(window, "OnInspectorUpdate")
+        assert not is_alive(pid)
+        assert RuntimeLauncher.StopRecorded(str(editor), TimeSpan.FromSeconds(5)) is False, "nobody started it again"
+        assert _field(window, "status") == "The runtime was stopped. Connect to start it again."
+    finally:
+        game.Stop()

@@ -33,23 +33,11 @@ def test_a_started_runtime_watches_the_game(make_options, launchers) -> None:
     assert argv[argv.index("--parent-pid") + 1] == str(os.getpid())
 
 
-def test_the_windows_job_limits_have_the_layout_windows_expects(assemblies) -> None:
-    """JOBOBJECT_EXTENDED_LIMIT_INFORMATION is 144 bytes in a 64-bit process (checked by marshalling, on any OS)."""
-    import clr  # noqa: F401 - pythonnet
-    from System import IntPtr
-    from System.Reflection import Assembly
-    from System.Runtime.InteropServices import Marshal
-
-    core = Assembly.LoadFrom(str(assemblies / "CoreAI.Runtime.Core.dll"))
-    limits = core.GetType("CoreAI.Launcher.ProcessLifeline+JobObjectExtendedLimits", True)
-    assert Marshal.SizeOf(limits) == (144 if IntPtr.Size == 8 else 112)
-
-
 GAME = """
 import json, sys, time
 sys.path.insert(0, {root!r})
 from tests.unity_layer.dotnet import load_assemblies
-load_assemblies("core")
+load_assemblies("client", "hosting")
 from CoreAI.Launcher import RuntimeLaunchOptions, RuntimeLauncher
 options = RuntimeLaunchOptions()
 options.RuntimePath = {runtime!r}

@@ -33,10 +33,11 @@ KEY_VARIABLE = "COREAI_TEST_LLM_KEY"
 
 
 def _private(type_name: str, method: str) -> Any:
-    from System import Type
     from System.Reflection import BindingFlags
 
-    found = Type.GetType(type_name + ", CoreAI.Runtime.Core")
+    from tests.support.internals import clr_type
+
+    found = clr_type(type_name)
     return found.GetMethod(method, BindingFlags.Static | BindingFlags.Public | BindingFlags.NonPublic)
 
 
@@ -101,36 +102,6 @@ def test_the_launcher_gives_the_runtime_its_log_file_and_no_pipe(make_options, l
     for fd in (1, 2):
         assert not os.readlink(f"/proc/{endpoint.ProcessId}/fd/{fd}").startswith("pipe:")
     assert "ready;" in Path(launcher.LogFilePath).read_text()
-
-
-def test_the_windows_start_redirects_nothing_and_the_runtime_logs_and_stops_by_itself(make_options, tmp_path: Path) -> None:
-    from System.Collections.Generic import Dictionary
-
-    options = make_options(tmp_path / "persistent")
-    Path(options.RuntimeFolder).mkdir(parents=True)
-    token = "windows-start-token-0123456789abcdef"
-    env = Dictionary[str, str]()
-    env["PYTHONPATH"], env["COREAI_RUNTIME_TOKEN"] = str(ROOT), token
-    start_info = _private("CoreAI.Launcher.ProcessControl", "StartInfo")
-    info = start_info.Invoke(None, [str(PYTHON), options.BuildArguments(), env, str(ROOT), options.LogFilePath, True])
-    assert info.FileName == str(PYTHON), "Windows: the runtime itself, no shell"
-    assert not info.RedirectStandardOutput and not info.RedirectStandardError and not info.RedirectStandardInput
-    from System.Diagnostics import Process
-
-    process = Process.Start(info)  # the Windows form, run here: nothing reads its output, it must not need that
-    try:
-        log = Path(options.LogFilePath)
-        wait_for(lambda: log.exists() and "ready;" in log.read_text(), 90, "the runtime's ready line in its own log")
-        url = f"http://127.0.0.1:{options.ConnectPort}"
-        request_shutdown = _private("CoreAI.Launcher.HealthProbe", "RequestShutdown")
-        from System import TimeSpan
-
-        assert request_shutdown.Invoke(None, [url, token, TimeSpan.FromSeconds(10)])
-        assert process.WaitForExit(30000) and process.ExitCode == 0
-        assert "stop requested by a Shutdown call" in log.read_text()
-    finally:
-        if not process.HasExited:
-            process.Kill()
 
 
 def test_detach_during_the_first_model_load_leaves_the_runtime_to_the_next_launcher(make_options, launchers, gated_model,

@@ -11,13 +11,15 @@ import pytest
 
 from tests.unity_layer.dotnet import ROOT
 from tools.build_csharp import (
-    CORE,
+    CLIENT,
     EDITOR,
+    HOSTING,
+    STUBS,
     TEST_FOLDERS,
     UNITY,
     BuildError,
     build,
-    build_core,
+    build_client,
     build_stubs,
     build_unity,
     compile_assembly,
@@ -26,16 +28,16 @@ from tools.build_csharp import (
 
 PACKAGE = ROOT / "unity_package"
 OWN_FOLDERS = ["Runtime", "Editor", "Tests"]
-OWN_CODE = ["Runtime/Unity", "Runtime/Core/Launcher", "Editor", "Samples~/BlacksmithNpc", "Tests/Editor", "Tests/Runtime"]
+OWN_CODE = ["Runtime/Unity", "Runtime/Hosting", "Editor", "Samples~/BlacksmithNpc", "Tests/Editor", "Tests/Runtime"]
 
 
 def test_core_unity_layer_and_editor_compile() -> None:
-    built = {p.name for p in build(("core", "unity", "editor"))}
-    assert {f"{CORE}.dll", f"{UNITY}.dll", f"{EDITOR}.dll"} <= built
+    built = {p.name for p in build(("client", "hosting", "unity", "editor"))}
+    assert {f"{CLIENT}.dll", f"{HOSTING}.dll", f"{UNITY}.dll", f"{EDITOR}.dll"} <= built
 
 
 def test_the_sample_compiles_against_the_package(tmp_path: Path) -> None:
-    refs = [build_core(), *build_stubs(), build_unity()]
+    refs = [build_client(), *build_stubs(), build_unity()]
     files = sorted((PACKAGE / "Samples~" / "BlacksmithNpc").rglob("*.cs"))
     assert compile_assembly("CoreAI.Samples.BlacksmithNpc", files, tmp_path, refs).exists()
 
@@ -53,12 +55,13 @@ def _own_sources() -> list[Path]:
 
 
 def test_no_async_void_and_every_type_in_a_namespace() -> None:
-    sources = _own_sources() + sorted((PACKAGE / "Tests" / "Stubs").rglob("*.cs"))
+    sources = _own_sources() + sorted(STUBS.rglob("*.cs"))
     assert sources
     for path in sources:
         text = path.read_text()
         assert not re.search(r"\basync\s+void\b", text), f"async void in {path.name}"
-        assert re.search(r"^namespace \S+", text, re.M), f"{path.name} declares types outside a namespace"
+        declares = re.search(r"^\s*(?:public|internal)?\s*(?:static |sealed |abstract |partial )*(?:class|struct|enum|interface) ", text, re.M)
+        assert not declares or re.search(r"^namespace \S+", text, re.M), f"{path.name} declares types outside a namespace"
 
 
 _PUBLIC_TYPE = re.compile(
@@ -94,23 +97,31 @@ def test_assembly_definitions() -> None:
     def asmdef(rel: str) -> dict:
         return json.loads((PACKAGE / rel).read_text())
 
+    client = asmdef("Runtime/Client/CoreAI.Client.asmdef")
+    assert client["name"] == CLIENT and client["references"] == [] and client["includePlatforms"] == []
+    assert client["noEngineReferences"]
+    # The launcher, spawning and downloads: only where a runtime can be started (desktop editors and players).
+    hosting = asmdef("Runtime/Hosting/CoreAI.Hosting.asmdef")
+    assert hosting["name"] == HOSTING and hosting["references"] == [CLIENT] and hosting["noEngineReferences"]
+    assert set(hosting["includePlatforms"]) == {"Editor", "LinuxStandalone64", "macOSStandalone", "WindowsStandalone32",
+                                                "WindowsStandalone64"}
     unity = asmdef("Runtime/Unity/CoreAI.Runtime.Unity.asmdef")
-    assert unity["name"] == UNITY and unity["references"] == [CORE]
+    assert unity["name"] == UNITY and unity["references"] == [CLIENT, HOSTING]
     editor = asmdef("Editor/CoreAI.Editor.asmdef")
     assert editor["name"] == EDITOR and editor["includePlatforms"] == ["Editor"]
-    assert set(editor["references"]) == {CORE, UNITY}
+    assert set(editor["references"]) == {CLIENT, HOSTING, UNITY}
     sample = asmdef("Samples~/BlacksmithNpc/CoreAI.Samples.BlacksmithNpc.asmdef")
-    assert set(sample["references"]) == {CORE, UNITY}
-    # Unity must never compile the stubs (they redefine UnityEngine types): an unmet define constraint.
-    stubs = asmdef("Tests/Stubs/CoreAI.Tests.Stubs.asmdef")
-    assert stubs["defineConstraints"] and not stubs["autoReferenced"]
+    assert set(sample["references"]) == {CLIENT, UNITY}
+    # The stubs (fake UnityEngine types) are test-only: outside the package, so nothing of them ships or is imported.
+    assert STUBS.is_dir() and not (PACKAGE / "Tests" / "Stubs").exists()
+    assert not list(PACKAGE.rglob("Stub*.cs"))
     # The NUnit test assemblies, as Unity's Test Framework expects them: compiled only with UNITY_INCLUDE_TESTS (the
     # project lists the package under "testables"), NUnit as a precompiled reference, the test runner referenced.
     for folder in TEST_FOLDERS:
         tests = asmdef(f"Tests/{folder}/{assembly_of_tests(folder)}.asmdef")
         assert tests["defineConstraints"] == ["UNITY_INCLUDE_TESTS"] and not tests["autoReferenced"]
         assert tests["overrideReferences"] and "nunit.framework.dll" in tests["precompiledReferences"]
-        assert {"UnityEngine.TestRunner", CORE} <= set(tests["references"])
+        assert {"UnityEngine.TestRunner", CLIENT} <= set(tests["references"])
     editor_tests = asmdef(f"Tests/Editor/{assembly_of_tests('Editor')}.asmdef")
     assert editor_tests["includePlatforms"] == ["Editor"] and "UnityEditor.TestRunner" in editor_tests["references"]
 
@@ -121,9 +132,13 @@ def test_internals_are_visible_to_the_test_assemblies_by_their_asmdef_names() ->
     # harness's own scenario assembly).
     from tests.unity_layer.conftest import SCENARIOS
 
-    info = (PACKAGE / "Runtime/Core/AssemblyInfo.cs").read_text()
-    declared = re.findall(r'^\[assembly: InternalsVisibleTo\("([^"]+)"\)\]', info, re.M)
-    assert sorted(declared) == sorted([UNITY, *(assembly_of_tests(f) for f in TEST_FOLDERS), SCENARIOS])
+    def declared(rel: str) -> list[str]:
+        info = (PACKAGE / rel).read_text()
+        return sorted(re.findall(r'^\[assembly: InternalsVisibleTo\("([^"]+)"\)\]', info, re.M))
+
+    tests = [assembly_of_tests(f) for f in TEST_FOLDERS]
+    assert declared("Runtime/Client/AssemblyInfo.cs") == sorted([HOSTING, UNITY, *tests, SCENARIOS])
+    assert declared("Runtime/Hosting/AssemblyInfo.cs") == sorted([assembly_of_tests("Editor"), SCENARIOS])
 
 
 def test_every_own_file_and_folder_has_a_unique_meta() -> None:
@@ -207,5 +222,28 @@ def test_the_linker_callback_hands_over_the_packages_link_xml(assemblies, tmp_pa
         path = Path(CoreAILinkXml().GenerateAdditionalLinkXmlFile(None, None))
     finally:
         os.chdir(before)
-    assert path.is_absolute() and path.read_text() == (PACKAGE / "Runtime" / "Core" / "link.xml").read_text()
+    assert path.is_absolute() and path.read_text() == (PACKAGE / "Runtime" / "Client" / "link.xml").read_text()
     assert "CoreAI.V1.*" in path.read_text()
+
+
+# What Unity defines for players that cannot start processes; CoreAI.Hosting is not compiled there (its asmdef's platforms).
+NO_HOSTING = {
+    "iOS": ["UNITY_5_3_OR_NEWER", "UNITY_IOS"],
+    "Android": ["UNITY_5_3_OR_NEWER", "UNITY_ANDROID"],
+    "WebGL": ["UNITY_5_3_OR_NEWER", "UNITY_WEBGL"],
+    "PS5": ["UNITY_5_3_OR_NEWER", "UNITY_PS5"],
+}
+
+
+@pytest.mark.parametrize("platform", sorted(NO_HOSTING))
+def test_the_unity_layer_and_the_sample_compile_without_hosting(platform: str, tmp_path: Path) -> None:
+    # Users who connect to a remote runtime compile no launcher: the Unity layer leaves out what needs CoreAI.Hosting
+    # (its asmdef reference is dropped on these platforms), and the game code (the sample) still compiles against it.
+    defines = NO_HOSTING[platform]
+    client = compile_assembly(CLIENT, sorted((PACKAGE / "Runtime" / "Client").rglob("*.cs")), tmp_path, defines=defines)
+    stubs = build_stubs()
+    unity = compile_assembly(UNITY, sorted((PACKAGE / "Runtime" / "Unity").rglob("*.cs")), tmp_path, [client, stubs[0]],
+                             defines=defines)
+    sample = compile_assembly("CoreAI.Samples.BlacksmithNpc", sorted((PACKAGE / "Samples~" / "BlacksmithNpc").rglob("*.cs")),
+                              tmp_path, [client, stubs[0], unity], defines=defines)
+    assert sample.exists()

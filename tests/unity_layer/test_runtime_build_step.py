@@ -176,21 +176,51 @@ def test_a_target_without_its_runtime_folder_fails_the_build_naming_the_folder(p
     assert not (tmp_path / "Build").exists()
 
 
+def test_a_player_that_could_reach_no_runtime_is_refused_at_build_time(project) -> None:
+    from CoreAI.EditorTools import RuntimeBuildStep
+    from UnityEditor.Build import BuildFailedException
+
+    _, settings = project
+    for target in ("Android", "iOS", "PS5", "Switch"):
+        with pytest.raises(BuildFailedException, match=f"{target} cannot start the CoreAI runtime.*no player ships without"):
+            RuntimeBuildStep.Refuse(settings, target)
+    with pytest.raises(BuildFailedException, match="WebGL is not supported"):
+        RuntimeBuildStep.Refuse(settings, "WebGL")
+    for target in ("StandaloneWindows64", "StandaloneOSX", "StandaloneLinux64"):
+        RuntimeBuildStep.Refuse(settings, target)  # they start their own
+    settings.RemoteUrlFromCode = True  # the game sets RemoteUrl at run time
+    RuntimeBuildStep.Refuse(settings, "Android")
+    settings.RemoteUrlFromCode = False
+    settings.RemoteUrl = "https://game.example:13335"  # remote mode
+    RuntimeBuildStep.Refuse(settings, "iOS")
+    with pytest.raises(BuildFailedException, match="WebGL is not supported"):
+        RuntimeBuildStep.Refuse(settings, "WebGL")  # neither a runtime of its own nor a remote one
+
+
+def test_the_refusal_runs_before_the_build(project, tmp_path: Path) -> None:
+    from CoreAI.EditorTools import RuntimeBuildStep
+    from UnityEditor import BuildTarget, StubAssets
+    from UnityEditor.Build import BuildFailedException
+    from UnityEditor.Build.Reporting import BuildReport, BuildSummary
+
+    _, settings = project
+    StubAssets.ByPath["Assets/CoreAIRuntimeSettings.asset"] = settings
+    summary = BuildSummary()
+    summary.platform, summary.outputPath = BuildTarget.Android, str(tmp_path / "Build" / "game.apk")
+    try:
+        with pytest.raises(BuildFailedException, match="Android cannot start"):
+            RuntimeBuildStep().OnPreprocessBuild(BuildReport(summary))
+    finally:
+        StubAssets.ByPath.Clear()
+
+
 def test_process_less_targets_and_bundling_off_copy_nothing(project, tmp_path: Path) -> None:
     from CoreAI.EditorTools import RuntimeBuildStep
 
-    from UnityEngine import StubLog
-
     root, settings = project
-    StubLog.Clear()
-    for target in ("Android", "iOS", "WebGL"):
+    settings.RemoteUrl = "https://game.example:13335"
+    for target in ("Android", "iOS"):
         assert RuntimeBuildStep.Bundle(settings, target, str(tmp_path / "Build" / "game"), str(root)) is None
-    warnings = [line for line in StubLog.Lines if line.startswith("Warning: [CoreAI] CoreAI: ")]
-    assert len(warnings) == 3 and "remote runtime URL" in warnings[1]
-    assert "WebGL is not supported" in warnings[2]  # neither a runtime of its own nor a remote one
-    settings.RemoteUrl = "https://game.example:13335"  # remote mode: nothing to warn about
-    assert RuntimeBuildStep.Bundle(settings, "Android", str(tmp_path / "Build" / "game"), str(root)) is None
-    assert len([line for line in StubLog.Lines if line.startswith("Warning: [CoreAI] CoreAI: ")]) == 3
     settings.BundleRuntimeInBuilds = False
     assert RuntimeBuildStep.Bundle(settings, "StandaloneLinux64", str(tmp_path / "Build" / "Game.x86_64"),
                                    str(root)) is None

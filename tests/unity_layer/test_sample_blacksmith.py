@@ -13,7 +13,7 @@ import pytest
 from tests.rpc.conftest import TOKEN, RuntimeProcess, spawn_runtime
 from tests.unity_layer.dotnet import ROOT
 from tests.unity_layer.frames import pump_until, wait_on_main
-from tools.build_csharp import build_core, build_stubs, build_unity, compile_assembly
+from tools.build_csharp import build_client, build_stubs, build_unity, compile_assembly
 
 SCRIPT = {
     "rules": [
@@ -36,7 +36,7 @@ def sample(assemblies: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     files = sorted((ROOT / "unity_package" / "Samples~" / "BlacksmithNpc").rglob("*.cs"))
     dll = compile_assembly("CoreAI.Samples.BlacksmithNpc", files, tmp_path_factory.mktemp("sample"),
-                           [build_core(), *build_stubs(), build_unity()])
+                           [build_client(), *build_stubs(), build_unity()])
     clr.AddReference(str(dll))
     return dll
 

@@ -14,8 +14,8 @@ def _write(path: Path, token: str) -> None:
     from System import Activator, Int32, Type
     from System.Reflection import BindingFlags
 
-    state_type = Type.GetType("CoreAI.Launcher.RuntimeState, CoreAI.Runtime.Core")
-    file_type = Type.GetType("CoreAI.Launcher.RuntimeStateFile, CoreAI.Runtime.Core")
+    state_type = Type.GetType("CoreAI.Launcher.RuntimeState, CoreAI.Hosting")
+    file_type = Type.GetType("CoreAI.Launcher.RuntimeStateFile, CoreAI.Hosting")
     state = Activator.CreateInstance(state_type, True)
     state_type.GetField("ProcessId").SetValue(state, Int32(4242))
     state_type.GetField("Token").SetValue(state, token)
@@ -23,7 +23,7 @@ def _write(path: Path, token: str) -> None:
     write.Invoke(None, [str(path), state])
 
 
-@pytest.mark.skipif(os.name == "nt", reason="POSIX modes; Windows gets a user-only ACL through icacls")
+@pytest.mark.skipif(os.name == "nt", reason="POSIX modes; Windows gets a DACL for the user's SID (test_spawn_windows.py)")
 def test_state_file_is_mode_0600_even_over_a_readable_one(assemblies: Path, tmp_path: Path) -> None:
     path = tmp_path / "launcher.json"
     old = os.umask(0o022)

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.unity_layer.test_sample_blacksmith import sample  # noqa: F401 - fixture
-from tools.build_csharp import DEFAULT_OUT, PACKAGE, BuildError, build_core, compile_assembly, sources
+from tools.build_csharp import CLIENT, DEFAULT_OUT, HOSTING, PACKAGE, BuildError, build_client, compile_assembly, sources
 
 TOKEN = "transport-test-token-0123456789"
 
@@ -124,7 +124,7 @@ def test_an_idle_service_point_loses_no_tuning_and_idles_below_the_runtimes_keep
         client.Dispose()
     finally:
         ServicePointManager.MaxServicePointIdleTime = before
-    idle = Type.GetType("CoreAI.Runtime.HttpRequests, CoreAI.Runtime.Core").GetField(
+    idle = Type.GetType("CoreAI.Runtime.HttpRequests, CoreAI.Client").GetField(
         "ConnectionIdleTime", BindingFlags.Static | BindingFlags.Public).GetValue(None)
     assert idle.TotalSeconds < DEFAULT_IDLE_TIMEOUT_S, "a kept connection must never be one the runtime is closing"
     assert point.MaxIdleTime == int(idle.TotalMilliseconds)
@@ -234,7 +234,7 @@ namespace Probe
 }
 """)
     with pytest.raises(BuildError, match="CS0310"):
-        compile_assembly("CoreAI.Tests.NoDefaultConstructor", [probe], tmp_path, [build_core()])
+        compile_assembly("CoreAI.Tests.NoDefaultConstructor", [probe], tmp_path, [build_client()])
 
 
 def _pinvokes(dll: Path) -> set[str]:
@@ -242,14 +242,21 @@ def _pinvokes(dll: Path) -> set[str]:
     return set(re.findall(r'pinvokeimpl\s*\(\s*"([^"]+)"', il))
 
 
+WINDOWS = {"kernel32.dll", "advapi32.dll"}
+LINUX = {"libc.so.6"}
+MACOS = {"/usr/lib/libSystem.dylib"}
+
+
 @pytest.mark.parametrize(("build", "defines", "expected"), [
-    ("outside Unity", [], {"kernel32.dll", "libc", "libc.so.6", "/usr/lib/libSystem.dylib"}),
-    ("Windows editor", ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_WIN", "UNITY_STANDALONE_WIN"], {"kernel32.dll"}),
-    ("Windows player", ["UNITY_5_3_OR_NEWER", "UNITY_STANDALONE", "UNITY_STANDALONE_WIN"], {"kernel32.dll"}),
-    ("macOS player", ["UNITY_5_3_OR_NEWER", "UNITY_STANDALONE", "UNITY_STANDALONE_OSX"],
-     {"libc", "libc.so.6", "/usr/lib/libSystem.dylib"}),
-    ("Linux server", ["UNITY_5_3_OR_NEWER", "UNITY_STANDALONE", "UNITY_STANDALONE_LINUX", "UNITY_SERVER"],
-     {"libc", "libc.so.6", "/usr/lib/libSystem.dylib"}),
+    ("outside Unity", [], WINDOWS | LINUX | MACOS),
+    ("Windows editor", ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_WIN", "UNITY_STANDALONE_WIN"], WINDOWS),
+    ("Windows editor, Linux target", ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_WIN", "UNITY_STANDALONE_LINUX"],
+     WINDOWS),
+    ("Linux editor, Windows target", ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_LINUX", "UNITY_STANDALONE_WIN"], LINUX),
+    ("macOS editor", ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_OSX", "UNITY_STANDALONE_OSX"], MACOS),
+    ("Windows player", ["UNITY_5_3_OR_NEWER", "UNITY_STANDALONE", "UNITY_STANDALONE_WIN"], WINDOWS),
+    ("macOS player", ["UNITY_5_3_OR_NEWER", "UNITY_STANDALONE", "UNITY_STANDALONE_OSX"], MACOS),
+    ("Linux server", ["UNITY_5_3_OR_NEWER", "UNITY_STANDALONE", "UNITY_STANDALONE_LINUX", "UNITY_SERVER"], LINUX),
     ("WebGL", ["UNITY_5_3_OR_NEWER", "UNITY_WEBGL"], set()),
     ("iOS", ["UNITY_5_3_OR_NEWER", "UNITY_IOS"], set()),
     ("Android", ["UNITY_5_3_OR_NEWER", "UNITY_ANDROID"], set()),
@@ -258,14 +265,27 @@ def _pinvokes(dll: Path) -> set[str]:
 ])
 def test_builds_carry_only_the_p_invokes_their_platform_can_bind(tmp_path: Path, build: str, defines: list,
                                                                  expected: set) -> None:
-    dll = compile_assembly("CoreAI.Runtime.Core", sources(PACKAGE / "Runtime" / "Core"), tmp_path, defines=defines)
-    assert _pinvokes(dll) == expected, build
+    client = compile_assembly(CLIENT, sources(PACKAGE / "Runtime" / "Client"), tmp_path, defines=defines)
+    hosting = compile_assembly(HOSTING, sources(PACKAGE / "Runtime" / "Hosting"), tmp_path, [client], defines=defines)
+    assert _pinvokes(client) == set(), build  # the Client runs everywhere: no native calls at all
+    assert _pinvokes(hosting) == expected, build
+
+
+def test_no_assembly_a_player_runs_uses_system_diagnostics_process(assemblies) -> None:
+    # IL2CPP's class library has no Process.Start on desktop players (and Process is missing on mobile and consoles):
+    # the launcher spawns through the OS (posix_spawn, CreateProcessW) instead, on every scripting backend.
+    from tools.build_csharp import build_client, build_hosting, build_unity
+
+    for dll in (build_client(), build_hosting(), build_unity()):
+        il = subprocess.run(["ikdasm", str(dll)], capture_output=True, text=True, check=True).stdout
+        used = sorted(set(re.findall(r"System\.Diagnostics\.Process\w*", il)))
+        assert used == [], f"{dll.name} uses {used}"
 
 
 def test_the_familiar_api_and_the_proto_types_share_no_name(assemblies: Path, tmp_path: Path) -> None:
     from System.Reflection import Assembly
 
-    core = Assembly.LoadFrom(str(DEFAULT_OUT / "CoreAI.Runtime.Core.dll"))
+    core = Assembly.LoadFrom(str(DEFAULT_OUT / "CoreAI.Client.dll"))
     names: dict[str, set[str]] = {}
     for t in core.GetExportedTypes():
         names.setdefault(t.Namespace, set()).add(t.Name)
@@ -289,4 +309,4 @@ namespace Probe
     }
 }
 """)
-    assert compile_assembly("CoreAI.Tests.BothNamespaces", [both], tmp_path, [build_core()]).exists()
+    assert compile_assembly("CoreAI.Tests.BothNamespaces", [both], tmp_path, [build_client()]).exists()

@@ -12,7 +12,7 @@ namespace CoreAI.EditorTools
     public sealed class CoreAILinkXml : IUnityLinkerProcessor
     {
         /// <summary>The package's link.xml as Unity addresses it (Path.GetFullPath resolves Packages/ paths).</summary>
-        public const string PackageLinkXml = "Packages/com.coreai.agent-memory/Runtime/Core/link.xml";
+        public const string PackageLinkXml = "Packages/com.coreai.agent-memory/Runtime/Client/link.xml";
 
         /// <inheritdoc />
         public int callbackOrder => 0;

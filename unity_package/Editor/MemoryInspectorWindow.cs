@@ -1,6 +1,5 @@
 using System;
 using System.Collections.Generic;
-using System.IO;
 using System.Threading.Tasks;
 using CoreAI.Ai;
 using CoreAI.Launcher;
@@ -14,9 +13,12 @@ namespace CoreAI.EditorTools
     /// <summary>
     /// CoreAI → Memory Inspector: lists roles and shows a role's memory document, its versions (diff,
     /// revert) and its chat history, through the runtime (reused when the game or an earlier window
-    /// started it, else started for the editor with the project's CoreAIRuntimeSettings). Everything it reads
-    /// of Unity (the settings asset, persistentDataPath, the project's identity) is read on the main thread before
-    /// the first await; the work after it runs on the thread pool and reports back through a main-thread queue.
+    /// started it, else started for the editor with the project's CoreAIRuntimeSettings). It only reads, so it never
+    /// takes a runtime away: one running with other settings than the asset's now (a play session started before an
+    /// edit) is used as it is, and one that stopped or died is not restarted by the window (Connect starts one again).
+    /// Everything it reads of Unity (the settings asset, persistentDataPath, the project's identity) is read on the main
+    /// thread before the first await; the work after it runs on the thread pool and reports back through a main-thread
+    /// queue. Repaints only draw: the strings they show are made when what they show was loaded.
     /// </summary>
     public sealed class MemoryInspectorWindow : EditorWindow
     {
@@ -27,8 +29,12 @@ namespace CoreAI.EditorTools
         private CoreAIRuntimeClient client;
         private MemoryInspectorModel model;
         private List<string> roles = new List<string>();
+        private string[] roleNames = new string[0];
         private int selectedRole = -1;
         private RoleMemoryView view;
+        private string memoryLength = "";
+        private string[] versionLabels = new string[0];
+        private string[] historyLines = new string[0];
         private int tab;
         private string diff = "";
         private string status = "Not connected.";
@@ -73,7 +79,9 @@ namespace CoreAI.EditorTools
         private static bool WasStopped(RuntimeLauncher watched)
         {
             RuntimeLauncherEvent[] events = watched.RecentEvents;
-            return events.Length > 0 && events[events.Length - 1].Kind == RuntimeLauncherEventKind.Stopped;
+            if (events.Length == 0) return false;
+            RuntimeLauncherEventKind last = events[events.Length - 1].Kind;
+            return last == RuntimeLauncherEventKind.Stopped || last == RuntimeLauncherEventKind.Exited;
         }
 
         private void OnGUI()
@@ -86,7 +94,7 @@ namespace CoreAI.EditorTools
             EditorGUILayout.EndHorizontal();
             if (model == null) return;
 
-            int picked = EditorGUILayout.Popup("Role", selectedRole, roles.ToArray());
+            int picked = EditorGUILayout.Popup("Role", selectedRole, roleNames);
             if (picked != selectedRole && picked >= 0 && picked < roles.Count)
             {
                 selectedRole = picked;
@@ -109,7 +117,7 @@ namespace CoreAI.EditorTools
                 EditorGUILayout.HelpBox("This role has no memory document.", MessageType.Info);
                 return;
             }
-            EditorGUILayout.LabelField(view.Memory.Length + " chars", EditorStyles.boldLabel);
+            EditorGUILayout.LabelField(memoryLength, EditorStyles.boldLabel);
             EditorGUILayout.SelectableLabel(view.Memory, GUILayout.ExpandHeight(true));
         }
 
@@ -124,7 +132,7 @@ namespace CoreAI.EditorTools
             {
                 AgentMemoryVersion v = view.Versions[i];
                 EditorGUILayout.BeginHorizontal();
-                EditorGUILayout.LabelField("v" + v.Version + "  " + DateTimeOffset.FromUnixTimeSeconds(v.Timestamp).LocalDateTime + "  " + v.Action + "  " + v.Note);
+                EditorGUILayout.LabelField(versionLabels[i]);
                 GUI.enabled = !busy;
                 int previous = i > 0 ? view.Versions[i - 1].Version : 0;
                 int version = v.Version;
@@ -146,7 +154,7 @@ namespace CoreAI.EditorTools
                 EditorGUILayout.HelpBox("No chat history.", MessageType.Info);
                 return;
             }
-            foreach (ChatMessage m in view.ChatHistory) EditorGUILayout.SelectableLabel(m.Role + ": " + m.Content);
+            foreach (string line in historyLines) EditorGUILayout.SelectableLabel(line);
         }
 
         private void Run(Func<Task> start)
@@ -181,9 +189,10 @@ namespace CoreAI.EditorTools
             if (settings == null) throw new InvalidOperationException("create a CoreAIRuntimeSettings asset first (Assets/Create/CoreAI/Runtime Settings)");
             string persistentDataPath = Application.persistentDataPath;
             if (settings.UsesRemoteRuntime) return ConnectRemoteAsync(settings.ToRemoteOptions(), persistentDataPath);
-            string projectRoot = Directory.GetParent(Application.dataPath) == null ? "" : Directory.GetParent(Application.dataPath).FullName;
             // The editor instance: the same runtime Play Mode uses (see CoreAIRuntimeBootstrap.StartRuntime).
-            RuntimeLaunchOptions options = settings.ToLaunchOptions(persistentDataPath, projectRoot, ProjectIdentity.Current()).UseEditorInstance();
+            RuntimeLaunchOptions options = settings.ToLaunchOptions(persistentDataPath, ProjectPaths.Root(), ProjectIdentity.Current()).UseEditorInstance();
+            options.ReuseAnySettings = true;  // never replace the runtime a play session uses
+            options.RestartOnExit = false;    // never start again a runtime the user (or the game) stopped
             return StartAndConnectAsync(new RuntimeLauncher(options), persistentDataPath);
         }
 
@@ -199,7 +208,7 @@ namespace CoreAI.EditorTools
                 launcher = started;
                 client = connected;
                 model = opened;
-                roles = listed;
+                ShowRoles(listed);
                 status = (started.Reused ? "Connected to the running runtime" : "Started a runtime") + " on port " + endpoint.ConnectPort + ".";
             });
         }
@@ -217,7 +226,7 @@ namespace CoreAI.EditorTools
             {
                 client = connected;
                 model = opened;
-                roles = listed;
+                ShowRoles(listed);
                 status = "Connected to the remote runtime.";
             });
         }
@@ -225,7 +234,7 @@ namespace CoreAI.EditorTools
         private async Task RefreshRolesAsync()
         {
             List<string> listed = await model.ListRolesAsync().ConfigureAwait(false);
-            mainThread.Post(() => roles = listed);
+            mainThread.Post(() => ShowRoles(listed));
             if (view != null) await LoadRoleAsync(view.RoleId).ConfigureAwait(false);
         }
 
@@ -234,9 +243,29 @@ namespace CoreAI.EditorTools
             RoleMemoryView loaded = await model.LoadAsync(roleId).ConfigureAwait(false);
             mainThread.Post(() =>
             {
-                view = loaded;
+                Show(loaded);
                 diff = "";
             });
+        }
+
+        private void ShowRoles(List<string> listed)
+        {
+            roles = listed;
+            roleNames = listed.ToArray();
+        }
+
+        private void Show(RoleMemoryView loaded)
+        {
+            view = loaded;
+            memoryLength = loaded.Memory.Length + " chars";
+            versionLabels = new string[loaded.Versions.Count];
+            for (int i = 0; i < versionLabels.Length; i++)
+            {
+                AgentMemoryVersion v = loaded.Versions[i];
+                versionLabels[i] = "v" + v.Version + "  " + DateTimeOffset.FromUnixTimeSeconds(v.Timestamp).LocalDateTime + "  " + v.Action + "  " + v.Note;
+            }
+            historyLines = new string[loaded.ChatHistory.Length];
+            for (int i = 0; i < historyLines.Length; i++) historyLines[i] = loaded.ChatHistory[i].Role + ": " + loaded.ChatHistory[i].Content;
         }
 
         private async Task DiffAsync(string roleId, int from, int to)

@@ -1,20 +1,18 @@
 using System;
 using System.IO;
-using System.Threading;
 using System.Threading.Tasks;
 using CoreAI.Downloads;
 using CoreAI.UnityIntegration;
 using Newtonsoft.Json.Linq;
-using UnityEditor;
 using UnityEngine;
 
 namespace CoreAI.EditorTools
 {
     /// <summary>
-    /// What the Models window does, apart from drawing: pull a catalogue model into the project's `CoreAIModels/`
-    /// (the runtime's cache layout) and assign it to the settings; fetch the released runtime for an OS into the
-    /// settings' runtime folder. Downloads run on pool threads; their progress and results reach the main thread
-    /// through <see cref="Pump"/>, which the window calls every editor update.
+    /// What the Models window shows and starts, apart from drawing: the catalogue with what is pulled, the release the
+    /// package came from, and the downloads, which <see cref="EditorDownloads"/> runs for the editor (so they outlive the
+    /// window, script reloads and Play). What needs the disk or JSON is read by <see cref="Refresh"/> — when the window
+    /// opens, gets focus, or a download ends — never on a repaint.
     /// </summary>
     public sealed class ModelsPanel
     {
@@ -24,24 +22,32 @@ namespace CoreAI.EditorTools
         /// <summary>The package's name in Packages/manifest.json.</summary>
         public const string PackageName = "com.coreai.agent-memory";
 
-        private readonly MainThreadQueue mainThread = new MainThreadQueue();
         private readonly CoreAIRuntimeSettings settings;
         private readonly string projectRoot;
-        private CancellationTokenSource cancel;
+        private string[] modelLabels = new string[0];
+        private string releaseUrl;
 
-        /// <summary>A panel for `settings` in the project at `projectRoot`.</summary>
+        /// <summary>A panel for `settings` in the project at `projectRoot` (read once here: see Refresh).</summary>
         public ModelsPanel(CoreAIRuntimeSettings settings, string projectRoot)
         {
             this.settings = settings;
             this.projectRoot = projectRoot;
-            Status = "";
+            Refresh();
         }
 
         /// <summary>Raised on the main thread with each progress report of the running download.</summary>
-        public event Action<DownloadProgress> ProgressChanged;
+        public event Action<DownloadProgress> ProgressChanged
+        {
+            add { EditorDownloads.ProgressChanged += value; }
+            remove { EditorDownloads.ProgressChanged -= value; }
+        }
 
         /// <summary>Raised on the main thread when a download ended: null on success, else the error.</summary>
-        public event Action<Exception> Finished;
+        public event Action<Exception> Finished
+        {
+            add { EditorDownloads.Finished += value; }
+            remove { EditorDownloads.Finished -= value; }
+        }
 
         /// <summary>The store models are pulled into: `&lt;project&gt;/CoreAIModels`.</summary>
         public ModelStore Store
@@ -49,34 +55,64 @@ namespace CoreAI.EditorTools
             get { return new ModelStore(Path.Combine(projectRoot, ModelsFolderName)); }
         }
 
+        /// <summary>The catalogue's names, " (pulled)" after those in the store, as of the last Refresh.</summary>
+        public string[] ModelLabels
+        {
+            get { return modelLabels; }
+        }
+
+        /// <summary>The release download URL of the tag the package came from, as of the last Refresh (null: unknown).</summary>
+        public string ReleaseUrl
+        {
+            get { return releaseUrl; }
+        }
+
+        /// <summary>How many times the disk was read for the window (tests: repaints must not).</summary>
+        public int Refreshes { get; private set; }
+
         /// <summary>The latest progress of the running download (null when none ran yet).</summary>
-        public DownloadProgress Progress { get; private set; }
+        public DownloadProgress Progress
+        {
+            get { return EditorDownloads.Progress; }
+        }
 
         /// <summary>A line for the window: what is happening, or what went wrong.</summary>
-        public string Status { get; private set; }
+        public string Status
+        {
+            get { return EditorDownloads.Status; }
+        }
 
         /// <summary>True while a download runs.</summary>
-        public bool Busy { get; private set; }
+        public bool Busy
+        {
+            get { return EditorDownloads.Busy; }
+        }
+
+        /// <summary>Reads what the window shows from the disk: which models are pulled, the release URL.</summary>
+        public void Refresh()
+        {
+            Refreshes++;
+            ModelStore store = Store;
+            string[] labels = new string[ModelCatalog.Entries.Count];
+            for (int i = 0; i < labels.Length; i++)
+            {
+                CatalogModel entry = ModelCatalog.Entries[i];
+                labels[i] = entry.Name + (store.IsPulled(entry.Name) ? "  (pulled)" : "");
+            }
+            modelLabels = labels;
+            releaseUrl = InstalledReleaseUrl();
+        }
 
         /// <summary>Runs what the downloads posted (progress, results) on the calling, main thread; returns how many ran.</summary>
         public int Pump()
         {
-            return mainThread.Drain(int.MaxValue, e => CoreAILog.Exception("a Models panel callback failed", e));
+            return EditorDownloads.Pump();
         }
 
         /// <summary>Pulls `model` (kept if already pulled); on success Model Name and Model Path point at it.</summary>
-        public Task Pull(CatalogModel model)
+        public Task<bool> Pull(CatalogModel model)
         {
-            if (model == null) throw new ArgumentNullException(nameof(model));
-            CancellationToken token = Begin("downloading " + model.Name);
-            Task<string> pulling = Store.PullAsync(model, new MainThreadProgress(mainThread, OnProgress), token);
-            return Complete(pulling, path =>
-            {
-                settings.ModelName = model.Name;
-                settings.ModelPath = ModelsFolderName + "/" + model.FileName; // relative: the project can move
-                EditorUtility.SetDirty(settings);
-                Status = model.Name + " is pulled and assigned to " + settings.name + " (" + model.License + ")";
-            });
+            return EditorDownloads.PullModel(settings, projectRoot, model);
         }
 
         /// <summary>
@@ -84,33 +120,28 @@ namespace CoreAI.EditorTools
         /// (null: the release of the tag the package was installed from) into the settings' runtime folder for that OS.
         /// Fetched for the editor's own OS, the settings then start that runtime (Bundled Executable).
         /// </summary>
-        public Task FetchRuntime(string os, string arch, string releaseBaseUrl)
+        public Task<bool> FetchRuntime(string os, string arch, string releaseBaseUrl)
         {
-            string baseUrl = string.IsNullOrWhiteSpace(releaseBaseUrl) ? InstalledReleaseUrl() : releaseBaseUrl.Trim();
-            if (baseUrl == null)
-            {
-                Status = "The package was not installed from a GitHub git URL, so its release is unknown: enter the release URL.";
-                return Task.FromResult(0);
-            }
-            string folder = settings.RuntimeFolderFor(os, projectRoot);
-            CancellationToken token = Begin("downloading the " + os + "-" + arch + " runtime");
-            Task<string> fetching = RuntimeArchive.FetchAsync(baseUrl, os, arch, folder, new MainThreadProgress(mainThread, OnProgress), token);
-            return Complete(fetching, executable =>
-            {
-                if (os == EditorOs())
-                {
-                    settings.RuntimeProgram = RuntimeProgram.BundledExecutable;
-                    settings.RuntimePath = Relative(executable);
-                    EditorUtility.SetDirty(settings);
-                }
-                Status = "the " + os + "-" + arch + " runtime is in " + Relative(folder);
-            });
+            string baseUrl = string.IsNullOrWhiteSpace(releaseBaseUrl) ? releaseUrl : releaseBaseUrl.Trim();
+            if (baseUrl == null) return Task.FromResult(false);
+            if (arch == null) return Task.FromResult(false);
+            return EditorDownloads.FetchRuntime(settings, projectRoot, os, arch, baseUrl, EditorOs(), Application.persistentDataPath);
         }
 
-        /// <summary>Stops the running download (its partial file is kept: the next one resumes).</summary>
+        /// <summary>Why FetchRuntime would not start (no release URL, no archive for this machine), or null.</summary>
+        public string FetchRefusal(string arch, string releaseBaseUrl)
+        {
+            if (string.IsNullOrWhiteSpace(releaseBaseUrl) && releaseUrl == null)
+                return "The package was not installed from a GitHub git URL, so its release is unknown: enter the release URL.";
+            if (arch == null)
+                return "No runtime is released for this machine's CPU (released: " + string.Join(", ", RuntimeArchive.Released) + ").";
+            return null;
+        }
+
+        /// <summary>Stops the running download; nothing of it is kept.</summary>
         public void Cancel()
         {
-            if (cancel != null) cancel.Cancel();
+            EditorDownloads.Cancel();
         }
 
         /// <summary>The release download URL of the package's git URL in Packages/manifest.json, or null.</summary>
@@ -119,6 +150,7 @@ namespace CoreAI.EditorTools
             string manifest = Path.Combine(Path.Combine(projectRoot, "Packages"), "manifest.json");
             try
             {
+                if (!File.Exists(manifest)) return null;
                 JToken url = JObject.Parse(File.ReadAllText(manifest))["dependencies"]?[PackageName];
                 return url == null ? null : RuntimeArchive.ReleaseBaseUrl((string)url, CoreAIPackage.Version);
             }
@@ -140,44 +172,6 @@ namespace CoreAI.EditorTools
                 default:
                     return "linux";
             }
-        }
-
-        private CancellationToken Begin(string what)
-        {
-            if (Busy) throw new InvalidOperationException("a download is already running");
-            Busy = true;
-            Progress = null;
-            Status = what + " …";
-            cancel = new CancellationTokenSource();
-            return cancel.Token;
-        }
-
-        private Task Complete(Task<string> download, Action<string> onSuccess)
-        {
-            TaskCompletionSource<bool> done = new TaskCompletionSource<bool>();
-            download.ContinueWith(t => mainThread.Post(() =>
-            {
-                Busy = false;
-                Exception error = t.IsFaulted ? t.Exception.GetBaseException() : t.IsCanceled ? new OperationCanceledException("cancelled") : null;
-                if (error == null) onSuccess(t.Result);
-                else Status = error.Message;
-                if (Finished != null) Finished(error);
-                done.TrySetResult(error == null);
-            }));
-            return done.Task;
-        }
-
-        private void OnProgress(DownloadProgress progress)
-        {
-            Progress = progress;
-            if (ProgressChanged != null) ProgressChanged(progress);
-        }
-
-        private string Relative(string path)
-        {
-            string root = Path.GetFullPath(projectRoot).TrimEnd(Path.DirectorySeparatorChar) + Path.DirectorySeparatorChar;
-            string full = Path.GetFullPath(path);
-            return full.StartsWith(root, StringComparison.Ordinal) ? full.Substring(root.Length).Replace('\\', '/') : full;
         }
 
         private string PackageVersion()

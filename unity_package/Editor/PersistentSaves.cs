@@ -15,7 +15,8 @@ namespace CoreAI.EditorTools
             "Delete the whole persistentDataPath/CoreAI folder?\n\n"
             + "This removes AgentMemory (memory documents + persisted chat), ConversationSummaries, LuaScriptVersions "
             + "and DataOverlayVersions, and every other CoreAI folder there too (skills, Lua mods and mod logs, world "
-            + "state, the audit log, saved endpoint settings).\n\nA running CoreAI runtime of this project is stopped first. "
+            + "state, the audit log, saved endpoint settings) and the model's saved conversation states (runtime/).\n\n"
+            + "A running CoreAI runtime of this project is stopped first (its model keeps no conversation once stopped). "
             + "This cannot be undone.";
 
         /// <summary>`&lt;persistentDataPath&gt;/CoreAI`.</summary>

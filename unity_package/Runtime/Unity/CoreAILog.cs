@@ -1,4 +1,5 @@
 using System;
+using CoreAI.Launcher;
 using UnityEngine;
 
 namespace CoreAI.UnityIntegration
@@ -38,6 +39,34 @@ namespace CoreAI.UnityIntegration
         public static void Exception(string what, Exception e)
         {
             Error(what + ": " + e.GetType().Name + ": " + e.Message);
+        }
+
+        /// <summary>The Console line of a launcher event, at its level (none for the quiet ones: started, reused, stopped).</summary>
+        public static void LauncherEvent(RuntimeLauncherEvent e)
+        {
+            string detail = e.Message.Length > 0 ? " (" + e.Message + ")" : "";
+            switch (e.Kind)
+            {
+                case RuntimeLauncherEventKind.Exited:
+                    Warning("the runtime (pid " + e.ProcessId + ") exited unexpectedly" + detail);
+                    break;
+                case RuntimeLauncherEventKind.Restarting:
+                    Info("restarting the runtime in " + e.Delay.TotalSeconds.ToString("0.#") + " s (attempt " + e.Attempt + ")");
+                    break;
+                case RuntimeLauncherEventKind.RestartFailed:
+                    Warning("restart attempt " + e.Attempt + " failed: " + e.Message);
+                    break;
+                case RuntimeLauncherEventKind.GaveUp:
+                    Error("the runtime keeps failing; stopped restarting it: " + e.Message);
+                    break;
+                case RuntimeLauncherEventKind.PortsChosen:
+                case RuntimeLauncherEventKind.Updated:
+                    Warning(e.Message);
+                    break;
+                case RuntimeLauncherEventKind.Restarted:
+                    Info("runtime restarted (pid " + e.ProcessId + ")");
+                    break;
+            }
         }
     }
 }

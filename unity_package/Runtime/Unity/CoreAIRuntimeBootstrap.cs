@@ -1,6 +1,4 @@
 using System;
-using System.IO;
-using System.Threading;
 using System.Threading.Tasks;
 using CoreAI.Ai;
 using CoreAI.Downloads;
@@ -12,14 +10,20 @@ namespace CoreAI.UnityIntegration
 {
     /// <summary>
     /// Starts the CoreAI runtime for the game (or reuses the one this project already runs), with
-    /// Application.persistentDataPath as its data dir, and stops it when the application quits.
-    /// Launcher events and results reach the main thread through <see cref="MainThread"/>, drained in Update.
-    /// Add it to a GameObject in the first scene and assign a <see cref="CoreAIRuntimeSettings"/> asset.
+    /// Application.persistentDataPath as its data dir, and stops it when the application quits; in remote mode it connects
+    /// to a runtime on a server instead. Launcher events and results reach the main thread through <see cref="MainThread"/>,
+    /// drained in Update. Add it to a GameObject in the first scene and assign a <see cref="CoreAIRuntimeSettings"/> asset.
+    /// It runs before the game's own scripts (DefaultExecutionOrder), so their Awake and OnEnable find
+    /// <see cref="Instance"/> and can call StartRuntime.
     /// </summary>
     [DisallowMultipleComponent]
+    [DefaultExecutionOrder(ExecutionOrder)]
     [AddComponentMenu("CoreAI/CoreAI Runtime Bootstrap")]
     public sealed class CoreAIRuntimeBootstrap : MonoBehaviour
     {
+        /// <summary>The bootstrap's DefaultExecutionOrder: before the game's scripts (0).</summary>
+        public const int ExecutionOrder = -1000;
+
         [Tooltip("Program, model, ports, persistence and caps of the runtime.")]
         [SerializeField] private CoreAIRuntimeSettings settings;
 
@@ -33,11 +37,14 @@ namespace CoreAI.UnityIntegration
         [SerializeField] private bool stopWithPlayMode;
 
         private readonly MainThreadQueue mainThread = new MainThreadQueue();
-        private RuntimeLauncher launcher;
+#if !UNITY_5_3_OR_NEWER || UNITY_EDITOR || UNITY_STANDALONE
+        private LocalRuntime local;  // this game starts its own runtime (desktop editors and players)
+#endif
         private RemoteRuntime remote; // remote mode: the runtime at CoreAIRuntimeSettings.RemoteUrl
         private RuntimeEndpoint remoteEndpoint;
         private Task<RuntimeEndpoint> unsupported; // this platform can neither launch nor has a URL: failed once, reported once
         private Task<RuntimeEndpoint> starting;
+        private AgentMemoryScope defaultScope;  // a Multiplayer Play Mode virtual player's own scope (read on the main thread)
         private bool quitting;
 
         /// <summary>The active bootstrap, or null.</summary>
@@ -49,8 +56,10 @@ namespace CoreAI.UnityIntegration
         /// <summary>Raised on the main thread when the runtime could not be started; the argument says why.</summary>
         public event Action<Exception> RuntimeFailed;
 
+#pragma warning disable 67  // never raised where nothing is downloaded (no CoreAI.Hosting: mobile, WebGL, consoles)
         /// <summary>Raised on the main thread while a player downloads its model on first launch (CoreAIRuntimeSettings).</summary>
         public event Action<DownloadProgress> ModelDownloadProgress;
+#pragma warning restore 67
 
         /// <summary>Raised on the main thread for every launcher event (exited, restarting, restarted …).</summary>
         public event Action<RuntimeLauncherEvent> RuntimeEvent;
@@ -71,14 +80,22 @@ namespace CoreAI.UnityIntegration
         /// <summary>Where the runtime answers; null until it is ready.</summary>
         public RuntimeEndpoint Endpoint
         {
-            get { return launcher != null ? launcher.Endpoint : remoteEndpoint; }
+            get
+            {
+#if !UNITY_5_3_OR_NEWER || UNITY_EDITOR || UNITY_STANDALONE
+                if (local != null) return local.Endpoint;
+#endif
+                return remoteEndpoint;
+            }
         }
 
-        /// <summary>The launcher (null before StartRuntime).</summary>
+#if !UNITY_5_3_OR_NEWER || UNITY_EDITOR || UNITY_STANDALONE
+        /// <summary>The launcher (null before StartRuntime, in remote mode, and while a first-launch download runs). Desktop only.</summary>
         public RuntimeLauncher Launcher
         {
-            get { return launcher; }
+            get { return local == null ? null : local.Launcher; }
         }
+#endif
 
         /// <summary>True once the runtime answers health.</summary>
         public bool IsReady
@@ -95,8 +112,8 @@ namespace CoreAI.UnityIntegration
         /// <summary>
         /// Starts the runtime (idempotent), or in remote mode (a Remote URL in the settings) connects to it; completes
         /// with its endpoint, or faults with a RuntimeLaunchException. On a platform that cannot start processes and
-        /// has no Remote URL it fails once, naming the platform and both options. Awaiting it from a MonoBehaviour
-        /// resumes on the main thread.
+        /// has no Remote URL it fails once, naming the platform and both options (the build step refuses to build such a
+        /// player in the first place). Awaiting it from a MonoBehaviour resumes on the main thread.
         /// </summary>
         public Task<RuntimeEndpoint> StartRuntime()
         {
@@ -109,66 +126,19 @@ namespace CoreAI.UnityIntegration
                 return starting;
             }
             string platform = Application.platform.ToString();
+            defaultScope = settings.SeparateVirtualPlayerMemory ? ProjectPaths.VirtualPlayerScope(ProjectPaths.VirtualPlayerId()) : null;
             if (!RuntimePlatforms.CanReachARuntime(platform)) return Unsupported(platform);
             if (settings.UsesRemoteRuntime) return StartRemote();
             if (!RuntimePlatforms.CanStartProcesses(platform)) return Unsupported(platform);
-            string projectRoot = Directory.GetParent(Application.dataPath) == null ? "" : Directory.GetParent(Application.dataPath).FullName;
-            RuntimeLaunchOptions options;
-            try
-            {
-                options = settings.ToLaunchOptions(Application.persistentDataPath, projectRoot, ProjectIdentity.Current());
-            }
-            catch (RuntimeLaunchException e)
-            {
-                return Failed(e);
-            }
-            // A player runs the runtime (and model) its build carries, copied there by the editor's RuntimeBuildStep.
-            if (!Application.isEditor) BundledRuntime.UseBundled(options, Application.streamingAssetsPath);
-            // The editor's runtime outlives Play Mode: its own state folder and ports keep a built player of the game free.
-            else options.UseEditorInstance();
-            if (FirstLaunchModel.IsNeeded(settings, Application.isEditor)) return StartAfterModelDownload(options);
-            return Launch(options);
+            return StartLocal(platform);
         }
 
-        private Task<RuntimeEndpoint> Launch(RuntimeLaunchOptions options)
+        /// <summary>Cancels the model download of a player's first launch: nothing of it is kept, and RuntimeFailed says so.</summary>
+        public void CancelModelDownload()
         {
-            if (launcher != null) launcher.Detach();
-            ForgetRemote();
-            launcher = new RuntimeLauncher(options);
-            launcher.EventRaised += e => mainThread.Post(() => OnLauncherEvent(e));
-            RuntimeLauncher started = launcher;
-            starting = started.StartAsync();
-            starting.ContinueWith(t => mainThread.Post(() => OnStartFinished(started, t)));
-            return starting;
-        }
-
-        // First launch of a player that does not bundle its model: download it (progress on the main thread), then launch.
-        private Task<RuntimeEndpoint> StartAfterModelDownload(RuntimeLaunchOptions options)
-        {
-            TaskCompletionSource<RuntimeEndpoint> done = new TaskCompletionSource<RuntimeEndpoint>();
-            starting = done.Task;
-            FirstLaunchModel.DownloadAsync(settings, Application.persistentDataPath, mainThread,
-                    p => { if (ModelDownloadProgress != null) ModelDownloadProgress(p); }, CancellationToken.None)
-                .ContinueWith(download => mainThread.Post(() =>
-                {
-                    if (download.IsFaulted || download.IsCanceled)
-                    {
-                        Exception error = download.IsFaulted ? download.Exception.GetBaseException() : new OperationCanceledException("the model download was cancelled");
-                        CoreAILog.Exception("the model could not be downloaded", error);
-                        if (RuntimeFailed != null) RuntimeFailed(error);
-                        done.TrySetException(error);
-                        return;
-                    }
-                    CoreAILog.Info("model " + settings.ModelName + " is ready in persistentDataPath/CoreAI/models");
-                    options.ModelPath = download.Result;
-                    Launch(options).ContinueWith(t =>
-                    {
-                        if (t.IsFaulted) done.TrySetException(t.Exception.InnerExceptions);
-                        else if (t.IsCanceled) done.TrySetCanceled();
-                        else done.TrySetResult(t.Result);
-                    });
-                }));
-            return done.Task;
+#if !UNITY_5_3_OR_NEWER || UNITY_EDITOR || UNITY_STANDALONE
+            if (local != null) local.CancelDownload();
+#endif
         }
 
         /// <summary>A client of the ready runtime (the caller disposes it); policy null uses AgentMemoryPolicy.Default.</summary>
@@ -177,21 +147,32 @@ namespace CoreAI.UnityIntegration
         {
             RuntimeEndpoint endpoint = Endpoint;
             if (endpoint == null) throw new InvalidOperationException("the CoreAI runtime is not ready yet; wait for RuntimeReady");
-            // The play session: Unity's main thread for main-thread tools, and a lifetime that ends with Play Mode.
+            // The play session: Unity's main thread for main-thread tools, a lifetime that ends with Play Mode, and a
+            // virtual player's own memory scope.
             GameHost host = CoreAIPlaySession.Host();
+            host.DefaultScope = defaultScope;
             if (remote != null) return remote.CreateClient(policy, host);
+#if !UNITY_5_3_OR_NEWER || UNITY_EDITOR || UNITY_STANDALONE
             // The token is read per call: after a restart (new token) the same client carries on by itself.
-            return launcher.CreateClient(policy, host);
+            return local.Launcher.CreateClient(policy, host);
+#else
+            throw new InvalidOperationException("the CoreAI runtime is not ready yet; wait for RuntimeReady");
+#endif
         }
 
-        /// <summary>Stops the runtime now (it is also stopped when the application quits).</summary>
+        /// <summary>
+        /// Stops the runtime now (it is also stopped when the application quits). The main thread waits only briefly
+        /// (Quit Timeout): a runtime that has not stopped by then is killed, and the rest finishes off the main thread.
+        /// </summary>
         public void StopRuntime()
         {
             ForgetRemote(); // remote mode: the server's runtime is not ours to stop
-            if (launcher == null) return;
-            launcher.Stop();
-            launcher = null;
+#if !UNITY_5_3_OR_NEWER || UNITY_EDITOR || UNITY_STANDALONE
+            if (local == null) return;
+            local.Stop();
+            local = null;
             starting = null;
+#endif
         }
 
         private void Awake()
@@ -232,13 +213,7 @@ namespace CoreAI.UnityIntegration
         private void OnDisable()
         {
             // Disabled or about to be reloaded: let go without stopping, so a reload reuses the runtime.
-            if (!quitting && launcher != null)
-            {
-                launcher.Detach();
-                launcher = null;
-                starting = null;
-            }
-            if (!quitting && remote != null) ForgetRemote();
+            if (!quitting) LetGo();
         }
 
         private void OnApplicationQuit()
@@ -246,15 +221,14 @@ namespace CoreAI.UnityIntegration
             quitting = true;
             // Session Only keeps memory and chats in the runtime for one play session: a kept runtime would carry them into the next Play.
             bool sessionOnly = settings != null && settings.PersistenceMode == AgentMemoryPersistenceMode.SessionOnly;
-            if (Application.isEditor && !stopWithPlayMode && !sessionOnly)
+            // A Multiplayer Play Mode virtual player shares the main editor's runtime: only the main editor stops it.
+            bool sharedByVirtualPlayer = ProjectPaths.VirtualPlayerId() != null;
+            if (Application.isEditor && (sharedByVirtualPlayer || (!stopWithPlayMode && !sessionOnly)))
             {
                 // Leaving Play Mode is not quitting the editor: keep the runtime (and its loaded model) for the next
                 // Play and for the Memory Inspector; the next launcher reuses it when the settings digest matches,
                 // and --parent-pid still ends it with the editor.
-                if (launcher != null) launcher.Detach();
-                launcher = null;
-                starting = null;
-                ForgetRemote();
+                LetGo();
                 return;
             }
             StopRuntime();
@@ -263,6 +237,49 @@ namespace CoreAI.UnityIntegration
         private void OnDestroy()
         {
             if (Instance == this) Instance = null;
+        }
+
+        private void LetGo()
+        {
+#if !UNITY_5_3_OR_NEWER || UNITY_EDITOR || UNITY_STANDALONE
+            if (local != null)
+            {
+                local.Detach();
+                local = null;
+                starting = null;
+            }
+#endif
+            ForgetRemote();
+        }
+
+        private Task<RuntimeEndpoint> StartLocal(string platform)
+        {
+#if !UNITY_5_3_OR_NEWER || UNITY_EDITOR || UNITY_STANDALONE
+            RuntimeLaunchOptions options;
+            try
+            {
+                options = settings.ToLaunchOptions(Application.persistentDataPath, ProjectPaths.Root(), ProjectIdentity.Current());
+            }
+            catch (RuntimeLaunchException e)
+            {
+                return Failed(e);
+            }
+            // A player runs the runtime (and model) its build carries, copied there by the editor's RuntimeBuildStep.
+            if (!Application.isEditor) BundledRuntime.UseBundled(options, Application.streamingAssetsPath);
+            // The editor's runtime outlives Play Mode: its own state folder and ports keep a built player of the game free.
+            else options.UseEditorInstance();
+            if (local != null) local.Detach();
+            ForgetRemote();
+            LocalRuntime started = new LocalRuntime(mainThread, OnLauncherEvent);
+            local = started;
+            bool download = FirstLaunchModel.IsNeeded(settings, Application.isEditor);
+            starting = started.Start(options, settings, download, Application.persistentDataPath,
+                p => { if (ModelDownloadProgress != null) ModelDownloadProgress(p); });
+            starting.ContinueWith(t => mainThread.Post(() => OnStartFinished(started, t)));
+            return starting;
+#else
+            return Unsupported(platform);
+#endif
         }
 
         private Task<RuntimeEndpoint> Unsupported(string platform)
@@ -295,13 +312,12 @@ namespace CoreAI.UnityIntegration
             }
             catch (RuntimeLaunchException e)
             {
-                CoreAILog.Error(e.Message);
-                mainThread.Post(() => { if (RuntimeFailed != null) RuntimeFailed(e); });
-                starting = Task.FromException<RuntimeEndpoint>(e);
-                return starting;
+                return Failed(e);
             }
-            if (launcher != null) launcher.Detach();
-            launcher = null;
+#if !UNITY_5_3_OR_NEWER || UNITY_EDITOR || UNITY_STANDALONE
+            if (local != null) local.Detach();
+            local = null;
+#endif
             remote = connecting;
             remoteEndpoint = null;
             starting = Task.Run(() =>
@@ -336,45 +352,30 @@ namespace CoreAI.UnityIntegration
             if (RuntimeReady != null) RuntimeReady(task.Result);
         }
 
-        private void OnStartFinished(RuntimeLauncher started, Task<RuntimeEndpoint> task)
+#if !UNITY_5_3_OR_NEWER || UNITY_EDITOR || UNITY_STANDALONE
+        private void OnStartFinished(LocalRuntime started, Task<RuntimeEndpoint> task)
         {
             if (task.IsFaulted)
             {
                 Exception error = task.Exception.GetBaseException();
-                CoreAILog.Exception("the runtime could not be started", error);
+                DownloadException download = error as DownloadException;
+                if (download != null && download.Kind == DownloadFailure.Paused) return;  // the game quit mid-download
+                CoreAILog.Exception(download != null ? "the model could not be downloaded" : "the runtime could not be started", error);
                 if (RuntimeFailed != null) RuntimeFailed(error);
                 return;
             }
-            if (task.IsCanceled || started != launcher) return;
+            if (task.IsCanceled || started != local) return;
             RuntimeEndpoint endpoint = task.Result; // completed: no blocking
-            CoreAILog.Info((started.Reused ? "reusing the runtime" : "runtime started") + " on port " + endpoint.ConnectPort + " (pid " + endpoint.ProcessId + ")");
+            CoreAILog.Info((started.Launcher.Reused ? "reusing the runtime" : "runtime started") + " on port " + endpoint.ConnectPort
+                + " (pid " + endpoint.ProcessId + ")");
             if (RuntimeReady != null) RuntimeReady(endpoint);
         }
+#endif
 
         private void OnLauncherEvent(RuntimeLauncherEvent e)
         {
-            switch (e.Kind)
-            {
-                case RuntimeLauncherEventKind.Exited:
-                    CoreAILog.Warning("the runtime (pid " + e.ProcessId + ") exited unexpectedly" + (e.Message.Length > 0 ? " (" + e.Message + ")" : ""));
-                    break;
-                case RuntimeLauncherEventKind.Restarting:
-                    CoreAILog.Info("restarting the runtime in " + e.Delay.TotalSeconds.ToString("0.#") + " s (attempt " + e.Attempt + ")");
-                    break;
-                case RuntimeLauncherEventKind.RestartFailed:
-                    CoreAILog.Warning("restart attempt " + e.Attempt + " failed: " + e.Message);
-                    break;
-                case RuntimeLauncherEventKind.GaveUp:
-                    CoreAILog.Error("the runtime keeps failing; stopped restarting it: " + e.Message);
-                    break;
-                case RuntimeLauncherEventKind.PortsChosen:
-                    CoreAILog.Warning(e.Message);
-                    break;
-                case RuntimeLauncherEventKind.Restarted:
-                    CoreAILog.Info("runtime restarted (pid " + e.ProcessId + ")");
-                    if (RuntimeReady != null && launcher != null && launcher.Endpoint != null) RuntimeReady(launcher.Endpoint);
-                    break;
-            }
+            CoreAILog.LauncherEvent(e);
+            if (e.Kind == RuntimeLauncherEventKind.Restarted && RuntimeReady != null && Endpoint != null) RuntimeReady(Endpoint);
             if (RuntimeEvent != null) RuntimeEvent(e);
         }
     }

@@ -55,9 +55,9 @@ namespace CoreAI.UnityIntegration
         [SerializeField] private int contextTokens;
 
         [Header("Ports (loopback)")]
-        [SerializeField] private int connectPort = RuntimeLaunchOptions.DefaultConnectPort;
-        [SerializeField] private int grpcPort = RuntimeLaunchOptions.DefaultGrpcPort;
-        [SerializeField] private int modelPort = RuntimeLaunchOptions.DefaultModelPort;
+        [SerializeField] private int connectPort = RuntimeEndpoint.DefaultConnectPort;
+        [SerializeField] private int grpcPort = RuntimeEndpoint.DefaultGrpcPort;
+        [SerializeField] private int modelPort = RuntimeEndpoint.DefaultModelPort;
 
         [Tooltip("When a port above is taken by another program (another game's runtime, say), start on ports chosen for this project instead (the same ones each time) and log them. Off: fail with the port's name.")]
         [SerializeField] private bool choosePortsWhenTaken = true;
@@ -98,9 +98,16 @@ namespace CoreAI.UnityIntegration
         [TextArea(2, 8)]
         [SerializeField] private string remoteTrustedCertificate = "";
 
+        [Tooltip("The game sets RemoteUrl (and the token) from code before StartRuntime, e.g. from its login service: Android, iOS and console builds are then not refused for an empty Remote Url.")]
+        [SerializeField] private bool remoteUrlFromCode;
+
         [Tooltip("Seconds to wait for the remote runtime to answer.")]
         [Min(1)]
         [SerializeField] private float remoteConnectTimeoutSeconds = 30f;
+
+        [Header("Unity 6 Multiplayer Play Mode")]
+        [Tooltip("Each virtual player gets its own memory scope (its own player id) by default, so players sharing the project's runtime do not share NPC memory. A scope provider your code passes always wins.")]
+        [SerializeField] private bool separateVirtualPlayerMemory = true;
 
         [Header("Lifecycle")]
         [Tooltip("Seconds the runtime may take until it answers health (model loading included).")]
@@ -204,8 +211,14 @@ namespace CoreAI.UnityIntegration
         /// <summary>PEM certificate the remote runtime's chain must end at; empty: the platform's roots.</summary>
         public string RemoteTrustedCertificate { get { return remoteTrustedCertificate; } set { remoteTrustedCertificate = value; } }
 
+        /// <summary>The game sets RemoteUrl from code: builds that need a remote runtime are not refused for an empty one.</summary>
+        public bool RemoteUrlFromCode { get { return remoteUrlFromCode; } set { remoteUrlFromCode = value; } }
+
         /// <summary>Seconds to wait for the remote runtime.</summary>
         public float RemoteConnectTimeoutSeconds { get { return remoteConnectTimeoutSeconds; } set { remoteConnectTimeoutSeconds = value; } }
+
+        /// <summary>Each Multiplayer Play Mode virtual player gets its own default memory scope.</summary>
+        public bool SeparateVirtualPlayerMemory { get { return separateVirtualPlayerMemory; } set { separateVirtualPlayerMemory = value; } }
 
         /// <summary>True when a remote URL is set: the game connects instead of starting a runtime.</summary>
         public bool UsesRemoteRuntime
@@ -244,8 +257,10 @@ namespace CoreAI.UnityIntegration
             return string.IsNullOrWhiteSpace(modelPath) ? null : Resolve(modelPath, projectRoot, false);
         }
 
+#if !UNITY_5_3_OR_NEWER || UNITY_EDITOR || UNITY_STANDALONE
         /// <summary>
-        /// Launch options for these settings. `persistentDataPath` is Application.persistentDataPath;
+        /// Launch options for these settings (desktop editors and players only: CoreAI.Hosting exists nowhere else).
+        /// `persistentDataPath` is Application.persistentDataPath;
         /// `projectRoot` resolves relative paths (the project folder in the Editor, the player's data folder in a build).
         /// </summary>
         public RuntimeLaunchOptions ToLaunchOptions(string persistentDataPath, string projectRoot, string projectId)
@@ -271,6 +286,7 @@ namespace CoreAI.UnityIntegration
             if (options.RestartBackoffInitial > options.RestartBackoffMax) options.RestartBackoffInitial = options.RestartBackoffMax;
             return options;
         }
+#endif
 
         /// <summary>
         /// The LLM URL server's API key: set from code, else the named environment variable, else the key file; null when

@@ -1,3 +1,4 @@
+#if !UNITY_5_3_OR_NEWER || UNITY_EDITOR || UNITY_STANDALONE
 using System;
 using System.IO;
 using System.Threading;
@@ -27,6 +28,16 @@ namespace CoreAI.UnityIntegration
         public static Task<string> DownloadAsync(CoreAIRuntimeSettings settings, string persistentDataPath, MainThreadQueue mainThread,
             Action<DownloadProgress> onProgress, CancellationToken cancellation)
         {
+            return DownloadAsync(settings, persistentDataPath, mainThread, onProgress, cancellation, CancellationToken.None);
+        }
+
+        /// <summary>
+        /// DownloadAsync where `cancellation` cancels it for good (nothing kept: the player chose not to download) and
+        /// `pause` stops it keeping what arrived (the game quits mid-download: the next launch resumes).
+        /// </summary>
+        public static Task<string> DownloadAsync(CoreAIRuntimeSettings settings, string persistentDataPath, MainThreadQueue mainThread,
+            Action<DownloadProgress> onProgress, CancellationToken cancellation, CancellationToken pause)
+        {
             if (settings == null) throw new ArgumentNullException(nameof(settings));
             if (string.IsNullOrEmpty(persistentDataPath)) throw new ArgumentException("persistentDataPath is empty");
             CatalogModel entry = ModelCatalog.Find(settings.ModelName);
@@ -41,7 +52,7 @@ namespace CoreAI.UnityIntegration
             ModelStore store = ModelStore.UnderDataDir(persistentDataPath);
             try
             {
-                return store.PullAsync(settings.ModelName, url, sha256, size, entry != null ? "catalogue" : "url", progress, cancellation);
+                return store.PullAsync(settings.ModelName, url, sha256, size, entry != null ? "catalogue" : "url", progress, cancellation, pause);
             }
             catch (ArgumentException e)
             {
@@ -55,3 +66,4 @@ namespace CoreAI.UnityIntegration
         }
     }
 }
+#endif

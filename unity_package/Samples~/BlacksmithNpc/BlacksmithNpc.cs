@@ -71,7 +71,7 @@ namespace CoreAI.Samples.BlacksmithNpc
             if (orchestrator == null) return "(the runtime is not ready yet)";
             AiTaskResult result = await orchestrator.RunTaskWithResultAsync(
                 new AiTaskRequest { RoleId = RoleId, Hint = line }, cancellationToken);
-            return result.Succeeded ? result.Text : "(Brom scratches his head: " + result.Status + ")";
+            return result.Completed ? result.Text : "(Brom scratches his head: " + result.Status + ")";
         }
 
         /// <summary>What the Say button does: a turn for `line` that lives as long as this NPC is enabled.</summary>

@@ -1,9 +1,0 @@
-using System.Runtime.CompilerServices;
-
-// The Unity layer resets the Core's static state at every play (CoreAI.StaticState).
-[assembly: InternalsVisibleTo("CoreAI.Runtime.Unity")]
-// The test assemblies: the package's NUnit tests (names from their asmdefs) and the pytest harness's own scenarios
-// (tests/unity_layer/csharp). tests/unity_layer/test_package.py checks that this list and the asmdefs agree.
-[assembly: InternalsVisibleTo("CoreAI.Tests.Editor")]
-[assembly: InternalsVisibleTo("CoreAI.Tests.Runtime")]
-[assembly: InternalsVisibleTo("CoreAI.Tests.UnityLayer")]
