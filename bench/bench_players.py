@@ -1,10 +1,12 @@
-"""Benchmark a headless game server: N players talking through the public async client to one `serve` process.
+"""Benchmark a headless game server: N players talking through a Connect or gRPC client to one `serve` process.
 
 `serve --llm-url` against the recording test engine (`pyruntime/testing/engine.py`: every request served at once,
-first token after 28 ms, 24 tokens 4 ms apart), or against the hosted engine (`--engine hosted`: the embedded
-SmolLM2-135M on this CPU). Each player is one conversation of the built-in `SmartChat` role (memory tool on,
-history saved to files), streaming its turns (`StreamTask`) over gRPC or Connect, with 1-2 s (seeded) between a
-reply and its next line; players start spread over the first pause.
+first token after 28 ms, 24 tokens 4 ms apart; served by `testing/minimal_http.py`, so the engine's own HTTP
+server takes little of the machine), or against the hosted engine (`--engine hosted`: the embedded SmolLM2-135M
+on this CPU). Each player is one conversation of the built-in `SmartChat` role (memory tool on, history saved to
+files), streaming its turns (`StreamTask`) over gRPC or Connect, with 1-2 s (seeded) between a reply and its next
+line; players start spread over the first pause. The players' client is the public async client (`--client sdk`)
+or, for Connect, `raw_connect.py` (`--client raw`: a hand-parsed HTTP/1.1 stream, a fraction of the CPU per turn).
 
 Reported per run: turns/s; the player's first token p50/p90/p99 and the part the runtime adds (the player's
 first token minus the engine's own, matched per turn through the line's marker; test engine only); turns refused
@@ -16,10 +18,13 @@ runtime); `serve`'s RSS per player; and two checks: nothing lost (every acknowle
 saved history, once) and no request mixing two players (every engine request carries one player's markers only,
 and one conversation identity per player, a different one for each).
 
-`--code-root DIR` runs `serve` from another checkout (e.g. `git archive main | tar -x -C /tmp/main`): the same
-run measures the code before and after a change, which is the comparison to trust.
+`--pin` puts `serve` on every CPU but the last and the players and the engine on the last, so that on a small
+machine the load generator does not take `serve`'s cores (the runtime-added latency is then `serve`'s own, up to
+what the cores left to it carry). `--code-root DIR` runs `serve` from another checkout (e.g. `git archive main |
+tar -x -C /tmp/main`): the same run measures the code before and after a change, which is the comparison to trust.
 
 Run:  .venv/bin/python bench/bench_players.py --players 1 16 100 200 --transports grpc connect
+      .venv/bin/python bench/bench_players.py --players 100 200 --transports connect --client raw --pin
       .venv/bin/python bench/bench_players.py --players 16 --code-root /tmp/main --turns 8   (before/after CPU)
       .venv/bin/python bench/bench_players.py --engine hosted --players 1 4 --turns 6
 """
@@ -47,7 +52,9 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
+from bench.raw_connect import RawConnectPlayer, RefusedError  # noqa: E402
 from pyruntime.client import AsyncRuntimeClient, RuntimeCallError  # noqa: E402
+from pyruntime.client._messages import affinity, task_request  # noqa: E402
 from pyruntime.scopes import AgentMemoryScope  # noqa: E402
 from tests.support.fixtures import free_port  # noqa: E402
 
@@ -85,9 +92,14 @@ def line_of(player: int, turn: int) -> str:
 class Process:
     """A child process that prints one JSON line when ready."""
 
-    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None,
+                 cpus: set[int] | None = None) -> None:
+        def pinned() -> None:
+            if cpus is not None:
+                os.sched_setaffinity(0, cpus)
+
         self.proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     env={**os.environ, **(env or {})})
+                                     env={**os.environ, **(env or {})}, preexec_fn=pinned)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
@@ -138,30 +150,81 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000 if ordered else float("nan")
 
 
+class Refused(Exception):
+    """A turn the runtime refused, with its retry hint (None: none)."""
+
+    def __init__(self, retry_after: float | None) -> None:
+        super().__init__("refused")
+        self.retry_after = retry_after
+
+
+class SdkPlayer:
+    """A player on the public async client (gRPC or Connect)."""
+
+    def __init__(self, url: str) -> None:
+        self.client = AsyncRuntimeClient(url, token=TOKEN, timeout=120)
+
+    async def turn(self, line: str, scope: AgentMemoryScope) -> tuple[float | None, Any]:
+        """(when its first text came, its final result); Refused when the runtime refused it."""
+        first, final = None, None
+        try:
+            async for event in self.client.stream_task(line, role_id=ROLE, scope=scope, max_output_tokens=32):
+                if first is None and event.HasField("text_delta"):
+                    first = time.time()
+                if event.HasField("final"):
+                    final = event.final
+        except RuntimeCallError as exc:
+            raise Refused(getattr(exc, "retry_after", None)) from None
+        return first, final
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+class RawPlayer:
+    """A player on `raw_connect.RawConnectPlayer`: Connect only, a fraction of the public client's CPU per turn."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        self.connection = RawConnectPlayer(host, int(port), TOKEN)
+
+    async def turn(self, line: str, scope: AgentMemoryScope) -> tuple[float | None, Any]:
+        """(when its first text came, its final result); Refused when the runtime refused it."""
+        first: list[float] = []
+
+        def seen(event: Any) -> None:
+            if not first and event.HasField("text_delta"):
+                first.append(time.time())
+
+        request = task_request(line, ROLE, scope, None, {"max_output_tokens": 32})
+        try:
+            outcome = await self.connection.stream_task(request, affinity(request), seen)
+        except RefusedError as exc:
+            raise Refused(exc.retry_after_s) from None
+        return (first[0] if first else None), outcome.final
+
+    async def close(self) -> None:
+        self.connection.close()
+
+
 async def play(url: str, run: Run, player: int, turns: int, first_token: dict[str, float], think: tuple[float, float],
-               seed: int) -> None:
+               seed: int, raw: bool) -> None:
     """One player: `turns` lines, each after a pause; a refused line is sent again after its retry hint."""
     rng = random.Random(seed * 100_003 + player)
     scope = AgentMemoryScope(tenant_id="bench", user_id=f"player-{player:04d}")
-    async with AsyncRuntimeClient(url, token=TOKEN, timeout=120) as client:
+    client = RawPlayer(url) if raw else SdkPlayer(url)
+    try:
         await asyncio.sleep(rng.uniform(0, think[1]))
         for turn in range(turns):
             line = line_of(player, turn)
             while True:
                 began = time.time()
-                first = None
                 try:
-                    final = None
-                    async for event in client.stream_task(line, role_id=ROLE, scope=scope, max_output_tokens=32):
-                        if first is None and event.HasField("text_delta"):
-                            first = time.time()
-                        if event.HasField("final"):
-                            final = event.final
-                except RuntimeCallError as exc:
+                    first, final = await client.turn(line, scope)
+                except Refused as refused:
                     run.refused += 1
-                    hint = getattr(exc, "retry_after", None)
-                    run.retry_hints += hint is not None
-                    await asyncio.sleep(hint if hint is not None else 0.5)
+                    run.retry_hints += refused.retry_after is not None
+                    await asyncio.sleep(refused.retry_after if refused.retry_after is not None else 0.5)
                     continue
                 break
             if final is None or final.status != 1 or first is None:  # TURN_STATUS_OK
@@ -171,6 +234,8 @@ async def play(url: str, run: Run, player: int, turns: int, first_token: dict[st
                 run.ttft.append(first - began)
                 first_token[line.split()[0]] = first - began
             await asyncio.sleep(rng.uniform(*think))
+    finally:
+        await client.close()
 
 
 def check_engine(run: Run, records: list[dict[str, Any]], first_token: dict[str, float]) -> None:
@@ -206,23 +271,28 @@ async def verify_saved(url: str, run: Run) -> None:
             run.lost += sum(1 for line in lines if said.count(line) != 1)
 
 
-def start_serve(code_root: Path, data_dir: Path, engine_url: str | None, extra: list[str]) -> Process:
+def start_serve(code_root: Path, data_dir: Path, engine_url: str | None, extra: list[str],
+                cpus: set[int] | None = None) -> Process:
     argv = [sys.executable, "-m", "pyruntime.cli", "serve", "--data-dir", str(data_dir),
             "--grpc-port", str(free_port()), "--connect-port", str(free_port()), "--log-level", "warning"]
     argv += ["--llm-url", engine_url] if engine_url else ["--port", str(free_port())]
     env = {"COREAI_RUNTIME_TOKEN": TOKEN, "PYTHONPATH": str(code_root)}
-    return Process(argv + extra, code_root, env)
+    return Process(argv + extra, code_root, env, cpus)
 
 
 def one_run(args: argparse.Namespace, code_root: Path, label: str, players: int, transport: str) -> Run:
     run = Run(f"{label} {transport}", players)
     work = Path(tempfile.mkdtemp(prefix="bench-players-"))
     engine = None
+    every_cpu = os.sched_getaffinity(0)
+    if args.pin:  # this process (the players) and the engine it starts on the last CPU, serve on the others
+        os.sched_setaffinity(0, {max(every_cpu)})
     try:
         if args.engine == "test":
-            engine = Process([sys.executable, "-m", "pyruntime.testing.engine", "--marker", MARKER], ROOT,
-                             {"PYTHONPATH": str(ROOT)})
-        serve = start_serve(code_root, work / "data", engine.ready["base_url"] if engine else None, args.serve_arg)
+            engine = Process([sys.executable, "-m", "pyruntime.testing.engine", "--marker", MARKER,
+                              "--http", "minimal"], ROOT, {"PYTHONPATH": str(ROOT)})
+        serve = start_serve(code_root, work / "data", engine.ready["base_url"] if engine else None, args.serve_arg,
+                            every_cpu - {max(every_cpu)} if args.pin else None)
         try:
             url = (f"grpc://127.0.0.1:{serve.ready['grpc_port']}" if transport == "grpc"
                    else f"http://127.0.0.1:{serve.ready['connect_port']}")
@@ -231,16 +301,16 @@ def one_run(args: argparse.Namespace, code_root: Path, label: str, players: int,
                 args.profile.mkdir(parents=True, exist_ok=True)
                 out = args.profile / f"{label}-{transport}-{players}.txt"
                 spy = subprocess.Popen(["py-spy", "record", "-p", str(serve.pid), "-r", "250", "-f", "raw",
-                                        "-o", str(out), "--nonblocking"], stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)
+                                        "-o", str(out), "--nonblocking", *(["--gil"] if args.profile_gil else [])],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             rss0, cpu0 = rss_bytes(serve.pid), cpu_seconds(serve.pid)
             others0 = own_cpu_seconds() + (cpu_seconds(engine.pid) if engine else 0.0)
             first_token: dict[str, float] = {}
             began = time.perf_counter()
 
             async def everyone() -> None:
-                await asyncio.gather(*[play(url, run, p, args.turns, first_token, tuple(args.think_s), args.seed)
-                                       for p in range(players)])
+                await asyncio.gather(*[play(url, run, p, args.turns, first_token, tuple(args.think_s), args.seed,
+                                            args.client == "raw") for p in range(players)])
 
             asyncio.run(everyone())
             run.seconds = time.perf_counter() - began
@@ -262,6 +332,7 @@ def one_run(args: argparse.Namespace, code_root: Path, label: str, players: int,
         if engine is not None:
             engine.stop()
         shutil.rmtree(work, ignore_errors=True)
+        os.sched_setaffinity(0, every_cpu)
     return run
 
 
@@ -288,14 +359,25 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=10, help="lines per player")
     parser.add_argument("--think-s", type=float, nargs=2, default=[1.0, 2.0])
     parser.add_argument("--engine", choices=["test", "hosted"], default="test")
+    parser.add_argument("--client", choices=["sdk", "raw"], default="sdk",
+                        help="the players' client: the public async client, or raw_connect.py's (Connect only; a "
+                             "fraction of the CPU per turn, so hundreds of players leave the cores to serve)")
     parser.add_argument("--code-root", type=Path, action="append", default=[],
                         help="also run serve from this checkout (before/after in one run); repeatable")
     parser.add_argument("--serve-arg", action="append", default=[], help="an extra serve flag (repeatable)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--pin", action="store_true",
+                        help="serve on every CPU but the last, the players and the engine on the last (Linux): on a "
+                             "small machine they no longer take serve's cores, so its latency is its own")
     parser.add_argument("--profile", type=Path,
                         help="write py-spy's collapsed stacks of serve per run into DIR (needs py-spy on PATH: it is "
                              "a profiler, not a dependency)")
+    parser.add_argument("--profile-gil", action="store_true",
+                        help="with --profile: only stacks that hold the GIL (the Python code's CPU; without it py-spy "
+                             "also counts threads blocked in a system call such as fsync)")
     args = parser.parse_args()
+    if args.client == "raw" and "grpc" in args.transports:
+        parser.error("--client raw speaks Connect only: add --transports connect")
     roots = [(f"{r.name or r}", r.resolve()) for r in args.code_root] + [("this", ROOT)]
     runs = []
     for players in args.players:

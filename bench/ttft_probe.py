@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import json
 import statistics
 import sys
 import time
@@ -72,24 +70,15 @@ def _conversation(tag: str, tokens: int, counter: LlamaTokenCounter) -> list[dic
 
 def _timings(client: OpenAICompatClient, into: dict[str, Any]) -> None:
     """Keep the last `timings` object the server streamed (llama-server's own counts) in `into`."""
-    opened = client._open_stream
+    parse = client._json
 
-    @contextlib.asynccontextmanager
-    async def open_stream(body: Any) -> Any:
-        async with opened(body) as response:
-            lines = response.aiter_lines
+    def kept(content: bytes) -> Any:
+        data = parse(content)
+        if isinstance(data.get("timings"), dict):
+            into["timings"] = data["timings"]
+        return data
 
-            async def kept() -> Any:
-                async for line in lines():
-                    if '"timings"' in line and line.startswith("data:"):
-                        with contextlib.suppress(ValueError):
-                            into["timings"] = json.loads(line[5:]).get("timings") or into.get("timings")
-                    yield line
-
-            response.aiter_lines = kept  # type: ignore[method-assign]
-            yield response
-
-    client._open_stream = open_stream  # type: ignore[method-assign]
+    client._json = kept  # type: ignore[method-assign]
 
 
 async def _turn(client: OpenAICompatClient, messages: list[dict[str, str]], series: Series, seen: dict[str, Any],
@@ -116,8 +105,7 @@ async def _turn(client: OpenAICompatClient, messages: list[dict[str, str]], seri
 
 async def run(args: argparse.Namespace, server: LlamaServerProcess, counter: LlamaTokenCounter) -> None:
     engine = server.client_options()
-    plain = {k: engine[k] for k in ("base_url", "api_key", "transport", "model")}
-    plain["transport"] = server.engine_transport()  # a transport of its own
+    plain = {k: engine[k] for k in ("base_url", "api_key", "unix_socket", "model")}  # a pool of its own
     clients = {
         "direct": OpenAICompatClient(**engine),
         "direct-plain": OpenAICompatClient(**plain),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import unicodedata
 from dataclasses import dataclass
@@ -95,6 +96,13 @@ def check_visible_id(name: str, value: str) -> str:
     return value
 
 
+# A turn derives its conversation's key a dozen times (each store call, the prompt cache's anchors): the checks
+# below walk every character through Unicode tables, so the answers for recent ids are kept. Only answers are kept:
+# an id refused is checked again each time (it raises).
+_RECENT_IDS = 4096
+
+
+@functools.lru_cache(maxsize=_RECENT_IDS)
 def normalize_role_id(role_id: str | None) -> str:
     """Trimmed role id; a blank one is an error (store calls never default the role)."""
     role = (role_id or "").strip()
@@ -114,6 +122,7 @@ def normalize_role_id(role_id: str | None) -> str:
     return role
 
 
+@functools.lru_cache(maxsize=_RECENT_IDS)
 def storage_key(role_id: str | None, scope: AgentMemoryScope = EMPTY_SCOPE, actor: str | None = None) -> str:
     """The storage key of one identity: bare role, `scope-v1-<sha256>` or `actor-v1-<sha256>`."""
     role = normalize_role_id(role_id)

@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Top-level import names of what the extras install (and their own dependencies that the base lacks).
 EXTRA_MODULES = {
-    "serve": ["llama_cpp", "uvicorn", "h11", "httpx", "jinja2", "prometheus_client", "jsonschema", "referencing",
-              "numpy", "grpc_health", "grpc_reflection", "starlette", "fastapi", "sse_starlette"],
+    "serve": ["llama_cpp", "uvicorn", "h11", "httpx", "aiohttp", "multidict", "yarl", "jinja2", "prometheus_client",
+              "jsonschema", "referencing", "numpy", "grpc_health", "grpc_reflection", "starlette", "fastapi",
+              "sse_starlette", "uvloop"],
     "server": ["psycopg", "psycopg_pool"],
     "ship": ["PyInstaller"],
 }

@@ -103,6 +103,18 @@ class Fold:
         return all(anchor_of(m) == a for m, a in zip(unfolded, self.covered, strict=False))
 
 
+@dataclass(frozen=True)
+class FoldHeadroom:
+    """How far a history was below its compaction trigger: the tokens it could still gain without reaching it, and
+    the messages (None: no message cap)."""
+
+    tokens: int
+    messages: int | None
+
+
+NEVER_FOLDS = FoldHeadroom(tokens=1 << 62, messages=None)  # a history without a rolling summary is never folded
+
+
 @dataclass
 class PreparedHistory:
     """The history of one turn: recent messages (verbatim), the summary text, the cut report, the pending summary."""
@@ -114,6 +126,8 @@ class PreparedHistory:
     dispositions: tuple[Disposition, ...]  # one per stored message, oldest first
     history_tokens: int  # tokens the summary and the verbatim messages cost
     fold: Fold | None = None  # the compaction this history applies (made now or between turns), if any
+    # Below the trigger (and nothing staged): how far; None when it reached it, or a fold is staged or applied.
+    fold_headroom: FoldHeadroom | None = None
     _save: Callable[[str], None] | None = field(default=None, repr=False)
     _committed: bool = field(default=False, repr=False)
 
@@ -222,6 +236,9 @@ async def prepare_turn_history(
     trigger = (max_messages > 0 and len(kept) > max_messages) or (
         sum(tokens) + prior_cut.tokens >= ratio * budget.history_tokens
     )
+    headroom = None if trigger or staged is not None else FoldHeadroom(
+        int(ratio * budget.history_tokens) - (sum(tokens) + prior_cut.tokens),
+        max_messages - len(kept) if max_messages > 0 else None)
     between_turns = timing is CompactionTiming.BETWEEN_TURNS and budget.overflow_attempt == 0
     # Everything unfolded fits as it is (the budget, and the window with its slack): a turn may wait for its fold.
     slack_window = max_messages + max(1, int(max_messages * DEFER_WINDOW_SLACK)) if max_messages > 0 else 0
@@ -325,6 +342,7 @@ async def prepare_turn_history(
         dispositions=tuple(disposition),
         history_tokens=history_tokens,
         fold=fold,
+        fold_headroom=headroom if fold is None else None,
         _save=save_summary,
     )
 
@@ -485,6 +503,7 @@ def _prepare_without_summary(
         pending_summary=None,
         dispositions=tuple(disposition),
         history_tokens=history_tokens,
+        fold_headroom=NEVER_FOLDS,
     )
 
 

@@ -3,6 +3,10 @@
 Over 400 lines as one job, the HTTP side of a call (deadlines, stall limits, the keep-alive retry, slot
 affinity), which splitting would scatter across the streamed and unary paths that share it; what goes on
 the wire and how replies are read is `compat.py`'s, the SSE framing `sse.py`'s.
+
+The HTTP client is aiohttp's: every turn is a streamed call of a few dozen events, and aiohttp's C parser and
+reader cost ~0.7 ms of CPU per such call where httpx (pure-Python h11 under anyio) cost ~4.7 ms, the largest
+part of a turn's CPU in `serve` (docs/benchmarks.md, "Players on one server").
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-import httpx
+import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 from pyruntime.model.compat import (
     ForcedCall,
@@ -33,34 +39,19 @@ from pyruntime.model.concurrency import conversation_fields
 from pyruntime.model.errors import IncompleteStreamError, ModelError, ModelStalledError, ModelUnavailableError
 from pyruntime.model.parked_states import ParkedStates
 from pyruntime.model.seam import Gate
-from pyruntime.model.slot_moves import SlotMoves, slot_action
+from pyruntime.model.slot_moves import EngineAnswer, SlotMoves, slot_action
 from pyruntime.model.slots import SlotAffinity, SlotUse
-from pyruntime.model.sse import SSEDecoder
+from pyruntime.model.sse import SSEDecoder, SSELines
 from pyruntime.model.types import ChatCompletion, FinishDelta, StreamDelta, TextDelta, ToolCallDelta
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 300.0  # a long non-streamed reply on a slow CPU
 CONNECT_TIMEOUT_S = 5.0
-# A kept-alive connection the engine closed between two requests fails the next one before any answer: with
-# "disconnected without a response" if the close was seen, else a reset on the read or a broken pipe on the
-# write (on the Unix socket, under load). Nothing was generated then; one retry on a new connection is safe.
-RETRIED_ONCE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
-# llama-server (cpp-httplib) closes a connection idle for 5 s (CPPHTTPLIB_KEEPALIVE_TIMEOUT_SECOND); httpx keeps
-# one for 5 s too, so a reuse at that boundary races the close. Ours expire first.
+# llama-server (cpp-httplib) closes a connection idle for 5 s (CPPHTTPLIB_KEEPALIVE_TIMEOUT_SECOND); a client
+# that keeps one for 5 s too races the close on reuse at that boundary. Ours expire first.
 KEEPALIVE_EXPIRY_S = 2.0
-
-
-def engine_limits(connections: int | None) -> httpx.Limits:
-    """The connection pool for `connections` calls at once (None: httpx's default), each kept alive between calls:
-    a pool that keeps fewer than run at once opens a new connection for most calls."""
-    if connections is None:
-        return httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S)
-    return httpx.Limits(max_connections=connections, max_keepalive_connections=connections,
-                        keepalive_expiry=KEEPALIVE_EXPIRY_S)
-
-
-ENGINE_KEEPALIVE = engine_limits(None)
+DEFAULT_CONNECTIONS = 100  # the pool's size when the caller does not say how many calls run at once
 
 DEFAULT_DEADLINE_S = 300.0  # every call, streamed or not, ends by then (closing the stream stops the generation)
 # A stream that sends no text for this long is stopped and reported (ModelStalledError). Before the
@@ -114,30 +105,33 @@ class OpenAICompatClient:
         model: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         json_schema_as_json_object: bool = True,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: aiohttp.ClientSession | None = None,
         deadline_s: float | None = DEFAULT_DEADLINE_S,
         first_text_s: float | None = DEFAULT_FIRST_TEXT_S,
         text_gap_s: float | None = DEFAULT_TEXT_GAP_S,
         gate: Gate | None = None,
         headers: Mapping[str, str] | None = None,
-        transport: httpx.AsyncBaseTransport | Callable[[], httpx.AsyncBaseTransport | None] | None = None,
+        unix_socket: str | Callable[[], str | None] | None = None,
         slots: SlotAffinity | None = None,
         parked: ParkedStates | None = None,
         llama_server: bool = False,
         forced_tools_as_schema: bool = False,
         connections: int | None = None,
+        middlewares: Sequence[aiohttp.ClientMiddlewareType] = (),
     ) -> None:
         """Configure the client; `http_client` (not closed by us) replaces the internal one.
 
         `deadline_s` bounds every call; `first_text_s` / `text_gap_s` stop a stream that sends no
         text (or tool-call piece) for that long from its start / after its last text. None: no limit.
         `gate` is asked before every request (see `Gate`). `headers` go with every request (a provider's
-        own headers; the key goes in `api_key`). `transport`: how the internal HTTP client connects (the
-        hosted engine's Unix socket), or a function that makes one (each event loop's pool then gets its own).
+        own headers; the key goes in `api_key`). `unix_socket`: the hosted engine's Unix socket to connect to
+        instead of `base_url`'s host and port, or a function that names it (asked for each event loop's pool).
         `slots`: the hosted engine's slot affinity (requests that name a `conversation` keep its slot), `parked`:
         where it parks the states of conversations that lost their slot (`slot_moves.py`). `llama_server`: the
         server is llama.cpp's own (its dialect, above).
         `connections`: the calls made at once (the request queue's capacity): the pool keeps that many alive.
+        `middlewares`: aiohttp client middlewares every request of the internal client passes (what a test puts
+        between the client and the engine: a recorder, an injected fault).
         A call that names a `conversation` names it to the server too (`model/concurrency.conversation_fields`).
         """
         for name, value in (("deadline_s", deadline_s), ("first_text_s", first_text_s), ("text_gap_s", text_gap_s)):
@@ -159,18 +153,29 @@ class OpenAICompatClient:
         self.llama_server = llama_server
         self.forced_tools_as_schema = forced_tools_as_schema
         self._owns_http = http_client is None
-        def new_http() -> httpx.AsyncClient:
-            made = transport() if callable(transport) else transport
-            return httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S), transport=made,
-                                     limits=engine_limits(connections))
-
-        self._new_http = new_http
+        self._unix_socket = unix_socket
+        self._connections = connections or DEFAULT_CONNECTIONS
+        self._middlewares = tuple(middlewares)
         self._given_http = http_client
-        self._pool: httpx.AsyncClient | None = None
+        self._pool: aiohttp.ClientSession | None = None
         self._pool_loop: asyncio.AbstractEventLoop | None = None
 
+    def _new_http(self) -> aiohttp.ClientSession:
+        """A session whose pool keeps alive as many connections as calls run at once (a pool that keeps fewer opens
+        a new connection for most calls). Waiting for a pooled connection counts against `timeout`, as reading does."""
+        path = self._unix_socket() if callable(self._unix_socket) else self._unix_socket
+        connector = (aiohttp.UnixConnector(path, limit=self._connections, keepalive_timeout=KEEPALIVE_EXPIRY_S)
+                     if path else aiohttp.TCPConnector(limit=self._connections, keepalive_timeout=KEEPALIVE_EXPIRY_S))
+        timeout = aiohttp.ClientTimeout(total=None, connect=self._timeout, sock_connect=CONNECT_TIMEOUT_S,
+                                        sock_read=self._timeout)
+        # A proxy from the environment (HTTP(S)_PROXY, NO_PROXY) applies to a TCP engine, never to the hosted engine's
+        # socket; it is looked up once here (aiohttp's trust_env looks it up, and reads ~/.netrc, for every request).
+        proxy, proxy_auth = (None, None) if path else _env_proxy(self.base_url)
+        return aiohttp.ClientSession(connector=connector, timeout=timeout, proxy=proxy, proxy_auth=proxy_auth,
+                                     middlewares=self._middlewares)
+
     @property
-    def _http(self) -> httpx.AsyncClient:
+    def _http(self) -> aiohttp.ClientSession:
         """The HTTP client of the running event loop. Kept-alive connections belong to the loop that opened them: a
         client used from a new loop (a script calling `asyncio.run` per turn) starts a new pool; the old loop's
         connections cannot be closed from this one and are left to it."""
@@ -178,16 +183,19 @@ class OpenAICompatClient:
             return self._given_http
         loop = asyncio.get_running_loop()
         if self._pool is None or self._pool_loop is not loop:
+            if self._pool is not None:
+                _abandon(self._pool)
             self._pool, self._pool_loop = self._new_http(), loop
         return self._pool
 
     async def models(self) -> list[str]:
         """Ids of the models the server offers (`GET /models`)."""
         with self._transport_errors():
-            response = await self._http.get(f"{self.base_url}/models", headers=self._headers)
-        if response.status_code >= 400:
-            raise error_from_response(response.status_code, response.content)
-        data = self._json(response.content)
+            async with await self._request("GET", f"{self.base_url}/models", headers=self._headers) as response:
+                status, content = response.status, await response.read()
+        if status >= 400:
+            raise error_from_response(status, content)
+        data = self._json(content)
         return [str(m.get("id")) for m in data.get("data") or [] if isinstance(m, Mapping)]
 
     async def chat(
@@ -213,16 +221,18 @@ class OpenAICompatClient:
         limit = asyncio.timeout(self.deadline_s)
         try:
             async with limit, self._slot(conversation, messages, body) as use:
-                response = await self._post_with_retry(body, headers)
-                if response.status_code >= 400:
+                with self._transport_errors():
+                    async with await self._post(body, headers) as response:
+                        status, content = response.status, await response.read()
+                if status >= 400:
                     self._slot_failed(use)
         except TimeoutError:
             if limit.expired():
                 raise self._deadline_error() from None
             raise
-        if response.status_code >= 400:
-            raise error_from_response(response.status_code, response.content)
-        completion = parse_completion(self._json(response.content))
+        if status >= 400:
+            raise error_from_response(status, content)
+        completion = parse_completion(self._json(content))
         return forced_completion(forced, completion) if forced is not None else completion
 
     def _forced(self, body: dict[str, Any]) -> ForcedCall | None:
@@ -244,19 +254,25 @@ class OpenAICompatClient:
             body.setdefault(name, value)
         return {**self._headers, **headers}
 
-    async def _post_with_retry(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> httpx.Response:
-        """POST a completion; a kept-alive connection the server closed before answering is retried once.
+    async def _post(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> aiohttp.ClientResponse:
+        """POST a completion, up to its response's head (`_request`)."""
+        return await self._request("POST", f"{self.base_url}/chat/completions", json=body, headers=headers)
 
-        llama-server sometimes closes a reused keep-alive connection without a response (toolchain notes);
-        nothing was generated then, so sending it again on a new connection is safe. Which error that shows
-        as depends on when the close lands (see `RETRIED_ONCE`).
+    async def _request(self, method: str, url: str, **options: Any) -> aiohttp.ClientResponse:
+        """Send a request, up to its response's head; a kept-alive connection the server closed before answering is
+        retried once.
+
+        llama-server closes its connection after every streamed reply, a moment after the reply's end: a request
+        sent at once may go out on the connection it is closing (toolchain notes); nothing was received or
+        generated then, so sending it again on a new connection is safe. Which error that shows as depends on when
+        the close lands (`_closed_before_answering`).
         """
-        url = f"{self.base_url}/chat/completions"
-        with self._transport_errors():
-            try:
-                return await self._http.post(url, json=body, headers=headers)
-            except RETRIED_ONCE:
-                return await self._http.post(url, json=body, headers=headers)
+        try:
+            return await self._http.request(method, url, **options)
+        except aiohttp.ClientConnectionError as exc:
+            if not _closed_before_answering(exc):
+                raise
+            return await self._http.request(method, url, **options)
 
     @contextlib.asynccontextmanager
     async def _slot(self, conversation: str | None, messages: Sequence[Message],
@@ -290,13 +306,14 @@ class OpenAICompatClient:
             await self.slot_moves.forget(conversations)
 
     async def _engine_post(self, path: str, params: Mapping[str, str] | None,
-                           body: Mapping[str, Any]) -> httpx.Response | None:
+                           body: Mapping[str, Any]) -> EngineAnswer | None:
         """A POST to the engine's root (slot actions); None when it did not answer."""
         root = self.base_url.removesuffix("/v1")
         try:
-            return await self._http.post(f"{root}{path}", params=params, json=body, headers=self._headers,
-                                         timeout=SLOT_ACTION_TIMEOUT_S)
-        except httpx.HTTPError:
+            async with await self._request("POST", f"{root}{path}", params=params, json=body, headers=self._headers,
+                                           timeout=aiohttp.ClientTimeout(total=SLOT_ACTION_TIMEOUT_S)) as response:
+                return EngineAnswer(response.status, await response.read())
+        except (aiohttp.ClientError, TimeoutError):
             return None
 
     def stream_chat(
@@ -356,36 +373,33 @@ class OpenAICompatClient:
             async with limit, self._slot(conversation, messages, body) as use:
                 with self._transport_errors():
                     async with self._open_stream(body, headers) as response:
-                        if response.status_code >= 400:
+                        if response.status >= 400:
                             self._slot_failed(use)
-                            raise error_from_response(response.status_code, await response.aread())
-                        decoder = SSEDecoder()
-                        lines = response.aiter_lines()
+                            raise error_from_response(response.status, await response.read())
+                        lines, decoder = SSELines(), SSEDecoder()
+                        read = response.content.readany
                         while True:
                             limit.reschedule(_earliest(end, text_by))
-                            try:
-                                line = await anext(lines)
-                            except StopAsyncIteration:
-                                line = None
+                            chunk = await read()
                             limit.reschedule(None)
                             if done:  # past [DONE]: read to the body's end, so the connection is kept for reuse
-                                if line is None:
+                                if not chunk:
                                     break
                                 continue
-                            data = decoder.feed(line) if line is not None else decoder.flush()
-                            if data is None:
-                                if line is None:
+                            events = decoder.events(lines.feed(chunk) if chunk else lines.flush())
+                            if not chunk:
+                                events += [data for data in [decoder.flush()] if data is not None]
+                            received: list[StreamDelta] = []
+                            for data in events:
+                                if data.strip() == "[DONE]":
+                                    done = True
+                                    # The body ends right after; a server that keeps it open loses the connection.
+                                    end = text_by = loop.time() + DRAIN_AFTER_DONE_S
                                     break
-                                continue
-                            if data.strip() == "[DONE]":
-                                done = True
-                                # The body ends right after; a server that keeps it open loses the connection.
-                                end = text_by = loop.time() + DRAIN_AFTER_DONE_S
-                                continue
-                            got_text = False
-                            received = parse_chunk(self._json(data.encode()))
+                                received += parse_chunk(self._json(data))
                             if translate is not None:
                                 received = [out for delta in received for out in translate.feed(delta)]
+                            got_text = False
                             for delta in received:
                                 finished = finished or isinstance(delta, FinishDelta)
                                 got_text = got_text or isinstance(delta, TextDelta | ToolCallDelta)
@@ -393,7 +407,7 @@ class OpenAICompatClient:
                             if got_text and self.text_gap_s is not None:
                                 text_by = loop.time() + self.text_gap_s  # after the consumer took the pieces
                                 seen_text = True
-                            if line is None:
+                            if not chunk:
                                 break
         except TimeoutError:
             if not limit.expired():
@@ -415,19 +429,18 @@ class OpenAICompatClient:
 
     @contextlib.asynccontextmanager
     async def _open_stream(self, body: Mapping[str, Any], headers: Mapping[str, str]
-                           ) -> AsyncIterator[httpx.Response]:
-        """The streamed response; retried once when a kept-alive connection closes before any answer."""
-        url = f"{self.base_url}/chat/completions"
-        try:
-            response = await self._http.send(self._http.build_request("POST", url, json=body, headers=headers),
-                                             stream=True)
-        except RETRIED_ONCE:
-            response = await self._http.send(self._http.build_request("POST", url, json=body, headers=headers),
-                                             stream=True)
+                           ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """The streamed response. Left with its body read to the end, its connection goes back to the pool; left
+        earlier (cancelled, stopped, failed), the connection is closed, which stops the generation."""
+        response = await self._post(body, headers)
         try:
             yield response
         finally:
-            await response.aclose()
+            if response.content.at_eof():
+                response.release()
+            else:
+                response.close()
+                await asyncio.sleep(0)  # the socket closes on the loop's next turn: before the caller goes on
 
     def check_available(self) -> None:
         """Raise `ModelUnavailableError` (with a retry hint) when the gate says the model is not ready."""
@@ -467,7 +480,7 @@ class OpenAICompatClient:
         )
 
     @staticmethod
-    def _json(content: bytes) -> Mapping[str, Any]:
+    def _json(content: bytes | str) -> Mapping[str, Any]:
         try:
             data = json.loads(content)
         except ValueError as exc:
@@ -478,20 +491,23 @@ class OpenAICompatClient:
 
     @contextlib.contextmanager
     def _transport_errors(self) -> Iterator[None]:
-        """Map httpx transport failures to `ModelUnavailableError` (names the server, not the request)."""
+        """Map HTTP transport failures to `ModelUnavailableError` (names the server, not the request)."""
         try:
             yield
-        except httpx.ConnectError as exc:
+        except aiohttp.ClientConnectorError as exc:
             raise ModelUnavailableError(f"cannot connect to the model server at {self.base_url}") from exc
-        except httpx.TimeoutException as exc:
+        except TimeoutError as exc:  # aiohttp's own (connect, read); the call's deadline arrives as a cancel here
             raise ModelUnavailableError(f"model server did not answer within {self._timeout:.0f} s") from exc
-        except httpx.TransportError as exc:  # peer closed mid-body, connection reset, ...
+        except aiohttp.ClientError as exc:  # peer closed mid-body, connection reset, malformed HTTP, ...
             raise ModelUnavailableError("connection to the model server broke mid-request") from exc
 
     async def aclose(self) -> None:
         """Close the internal HTTP client (a passed-in one is left open)."""
-        if self._owns_http and self._pool is not None and self._pool_loop is asyncio.get_running_loop():
-            await self._pool.aclose()
+        if self._owns_http and self._pool is not None:
+            if self._pool_loop is asyncio.get_running_loop():
+                await self._pool.close()
+            else:
+                _abandon(self._pool)
         self._pool = None
 
     async def __aenter__(self) -> OpenAICompatClient:
@@ -501,6 +517,34 @@ class OpenAICompatClient:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+def _env_proxy(url: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
+    """The proxy the environment names for `url`, with its credentials (None: none, or NO_PROXY covers it)."""
+    try:
+        proxy, auth = get_env_proxy_for_url(URL(url))
+    except LookupError:
+        return None, None
+    return str(proxy), auth
+
+
+def _closed_before_answering(exc: aiohttp.ClientConnectionError) -> bool:
+    """A kept-alive connection the engine closed between two requests fails the next one before any answer: with
+    "disconnected" if the close was seen, else a reset on the read or a broken pipe on the write (on the Unix socket,
+    under load). Nothing was generated then; one retry on a new connection is safe. A refused connect is no such
+    case (nothing kept alive failed), nor is a timeout."""
+    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ServerTimeoutError):
+        return False
+    return isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError | aiohttp.ClientConnectionResetError)
+
+
+def _abandon(session: aiohttp.ClientSession) -> None:
+    """Let go of a session whose event loop has ended: its connections cannot be closed from another loop, and
+    leaving them to the old loop must not log an "unclosed" error when they are collected."""
+    connector = session.connector
+    session.detach()
+    if connector is not None:
+        connector._close()  # the synchronous part of `close()`: marks it closed; nothing to await on a dead loop
 
 
 def _earliest(*times: float | None) -> float | None:

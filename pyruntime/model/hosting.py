@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from pyruntime.model.client import ENGINE_KEEPALIVE
+from pyruntime.model.client import KEEPALIVE_EXPIRY_S
 from pyruntime.model.errors import ModelUnavailableError
 from pyruntime.model.gguf_info import read_gguf_info
 from pyruntime.model.lifeline import kill_model_server, spawn_model_server
@@ -77,6 +77,7 @@ MALLOC_MMAP_THRESHOLD_BYTES = "131072"
 # must not change how the engine runs nor where it writes.
 _SCRUBBED_ENV_PREFIXES = ("LLAMA_",)
 ENGINE_HOST = "http://engine"  # the Host of requests over the Unix socket (any name: only we connect)
+ENGINE_KEEPALIVE = httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S)  # the model port's proxy to the engine
 _POLL_S = 0.05
 _TICK_S = 2.0
 
@@ -170,21 +171,24 @@ class LlamaServerProcess:
         """Headers that authenticate a request to the engine itself."""
         return {"Authorization": f"Bearer {self._engine_key}"}
 
-    def engine_transport(self) -> httpx.AsyncHTTPTransport | None:
-        """An async transport to the engine (None: plain TCP to `engine_url`)."""
+    def engine_socket(self) -> str | None:
+        """The engine's Unix socket (None: it listens on TCP at `engine_url`)."""
         launch = self._launch
-        if launch is not None and launch.listen.endswith(".sock"):
-            return httpx.AsyncHTTPTransport(uds=launch.listen, limits=ENGINE_KEEPALIVE)
-        return None
+        return launch.listen if launch is not None and launch.listen.endswith(".sock") else None
+
+    def engine_transport(self) -> httpx.AsyncHTTPTransport | None:
+        """An async httpx transport to the engine, for the model port's proxy (None: plain TCP to `engine_url`)."""
+        path = self.engine_socket()
+        return httpx.AsyncHTTPTransport(uds=path, limits=ENGINE_KEEPALIVE) if path else None
 
     def client_options(self) -> dict[str, Any]:
         """Keyword arguments of an `OpenAICompatClient` that talks to the engine directly (no hop), in its dialect.
 
-        The key and the transport are those of this start: a client made before a restart keeps working
+        The key and the socket are those of this start: a client made before a restart keeps working
         because a restart reuses both (`restart`).
         """
         return {"base_url": f"{self.engine_url}/v1", "api_key": self._engine_key,
-                "transport": self.engine_transport, "slots": self.slots, "parked": self.parked,
+                "unix_socket": self.engine_socket, "slots": self.slots, "parked": self.parked,
                 "llama_server": True,
                 "forced_tools_as_schema": not self.template_renders_tools, "model": self.config.alias}
 

@@ -29,7 +29,6 @@ from typing import Any
 import httpx
 import uvicorn
 
-from pyruntime.model.client import RETRIED_ONCE
 from pyruntime.net.auth import bearer_matches, host_header_allowed, origin_allowed
 from pyruntime.net.http_guard import ConnectionGuard
 from pyruntime.net.limits import (
@@ -56,6 +55,10 @@ FORWARDED = frozenset({
     ("POST", "/v1/embeddings"), ("POST", "/embeddings"),
 })
 _RESPONSE_HEADERS = (b"content-type", b"cache-control")
+# A kept-alive upstream connection the engine closed between two requests fails the next one before any answer:
+# "disconnected without a response" if the close was seen, else a reset on the read or a broken pipe on the write.
+# Nothing was generated then; one retry on a new connection is safe.
+RETRIED_ONCE = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
 def _headers(scope: dict[str, Any]) -> dict[str, str]:

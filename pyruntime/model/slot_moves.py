@@ -13,12 +13,12 @@ is still being written waits for the file, and a slot changes hands only while i
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-import httpx
 
 from pyruntime.model.errors import ModelUnavailableError
 from pyruntime.model.parked_states import ParkedStates
@@ -30,7 +30,21 @@ log = logging.getLogger(__name__)
 # /slots) until another request runs there, even after an erase; this one replaces it with nothing.
 SCRUB_REQUEST = {"prompt": "", "n_predict": 0, "cache_prompt": False}
 FREE_SLOT_POLL_S = 0.02
-Post = Callable[[str, Mapping[str, str] | None, Mapping[str, Any]], Awaitable[httpx.Response | None]]
+
+
+@dataclass(frozen=True)
+class EngineAnswer:
+    """The engine's answer to a POST: its HTTP status and body."""
+
+    status_code: int
+    body: bytes
+
+    def json(self) -> Any:
+        """The body as JSON (ValueError when it is not)."""
+        return json.loads(self.body)
+
+
+Post = Callable[[str, Mapping[str, str] | None, Mapping[str, Any]], Awaitable[EngineAnswer | None]]
 
 
 class SlotMoves:
@@ -137,7 +151,7 @@ async def slot_action(post: Post, slot: int, action: str, filename: str | None =
     return True
 
 
-def _int(response: httpx.Response, name: str) -> int:
+def _int(response: EngineAnswer, name: str) -> int:
     try:
         value = response.json().get(name)
     except (ValueError, AttributeError):

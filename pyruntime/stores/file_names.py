@@ -6,6 +6,8 @@ escaped, as the C# side computes it); the folders and suffixes around it; the Wi
 
 from __future__ import annotations
 
+import functools
+
 from pyruntime.errors import InvalidArgumentError, UnsafeKeyError
 from pyruntime.scopes import check_visible_id
 
@@ -71,6 +73,13 @@ def file_stem(key: str) -> str:
     """
     if not isinstance(key, str) or not key.strip():
         raise InvalidArgumentError("key is required and must not be blank")
+    return _file_stem(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_stem(key: str) -> str:
+    """`file_stem` of a non-blank string key; recent answers are kept (every store call derives its stem, walking the
+    key through Unicode tables). A key that is refused is checked again each time."""
     check_visible_id("key", key.translate(_CONTROL_TO_SPACE))  # control characters are escaped below
     replaced = "".join("_" if ch in INVALID_FILE_NAME_CHARS else ch for ch in key)
     device = is_windows_device_name(replaced)

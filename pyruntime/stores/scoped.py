@@ -32,6 +32,7 @@ class ScopedAgentMemoryStore:
         self._summaries = summaries
         self._scope = scope or EMPTY_SCOPE
         self._actor = actor
+        self._keys: dict[str, str] = {}  # role id -> storage key, for this view's scope and actor
 
     @property
     def store(self) -> AgentMemoryStore:
@@ -60,10 +61,25 @@ class ScopedAgentMemoryStore:
     def key(self, role_id: str) -> str:
         """The storage key of role_id in this scope; a blank role is an InvalidArgumentError.
 
-        The key's identity is noted in the stores' identity index (when they keep one), so the
-        store can record it on its first write and an export can find the save again.
+        The key's identity is noted in the stores' identity index (when they keep one) the first time this view
+        derives it, and again before every write (`_key_to_write`), so the store can record it on its first write
+        and an export can find the save again. A turn asks for its key a dozen times, most of them on the event
+        loop while worker threads write: noting each time made them queue on the index's lock.
         """
-        key = storage_key(role_id, self._scope, self._actor)
+        key = self._keys.get(role_id)
+        if key is None:
+            key = storage_key(role_id, self._scope, self._actor)
+            self._note(key, role_id)
+            self._keys[role_id] = key
+        return key
+
+    def _key_to_write(self, role_id: str) -> str:
+        """`key`, its identity noted again: the index keeps the newest notes, and a write records its key's."""
+        key = self.key(role_id)
+        self._note(key, role_id)
+        return key
+
+    def _note(self, key: str, role_id: str) -> None:
         identity: Identity | None = None
         for store in (self._store, self._summaries):
             index = getattr(store, "identities", None)
@@ -73,7 +89,6 @@ class ScopedAgentMemoryStore:
                     identity = Identity(normalize_role_id(role_id), self._scope,
                                         actor if actor and actor != ANONYMOUS_ACTOR else None)
                 index.note(key, identity)
-        return key
 
     # -- memory document -------------------------------------------------
 
@@ -83,21 +98,21 @@ class ScopedAgentMemoryStore:
 
     def save(self, role_id: str, state: AgentMemoryState) -> None:
         """Replace the role's state."""
-        self._store.save(self.key(role_id), state)
+        self._store.save(self._key_to_write(role_id), state)
 
     def mutate(self, role_id: str, fn: Mutation) -> AgentMemoryState:
         """Atomic read-modify-write of the role's state."""
-        return self._store.mutate(self.key(role_id), fn)
+        return self._store.mutate(self._key_to_write(role_id), fn)
 
     def clear(self, role_id: str) -> None:
         """Delete the role's memory document and versions; chat history stays."""
-        self._store.clear(self.key(role_id))
+        self._store.clear(self._key_to_write(role_id))
 
     # -- chat history and transcript --------------------------------------
 
     def append_chat_message(self, role_id: str, role: str, content: str, persist: bool = True) -> None:
         """Append one chat message to the role's history."""
-        self._store.append_chat_message(self.key(role_id), role, content, persist)
+        self._store.append_chat_message(self._key_to_write(role_id), role, content, persist)
 
     def get_chat_history(self, role_id: str, max_messages: int = 0, *,
                          persisted_only: bool = False) -> list[ChatMessage]:
@@ -108,13 +123,13 @@ class ScopedAgentMemoryStore:
 
     def clear_chat_history(self, role_id: str) -> None:
         """Delete the role's chat history, transcript and rolling summary; memory stays."""
-        key = self.key(role_id)
+        key = self._key_to_write(role_id)
         self._store.clear_chat_history(key)
         self._summaries.clear_summary(key)
 
     def append_transcript(self, role_id: str, entries: Sequence[TranscriptEntry], persist: bool = True) -> None:
         """Append transcript rows to the role's history."""
-        self._store.append_transcript(self.key(role_id), entries, persist)
+        self._store.append_transcript(self._key_to_write(role_id), entries, persist)
 
     def get_transcript(self, role_id: str, max_entries: int = 0, *,
                        persisted_only: bool = False) -> list[TranscriptEntry]:
@@ -139,10 +154,10 @@ class ScopedAgentMemoryStore:
     def save_summary(self, role_id: str, summary: str, persist: bool = True) -> None:
         """Replace the role's rolling summary (persist=False, for session-only chat: this process only)."""
         if persist:
-            self._summaries.save_summary(self.key(role_id), summary)
+            self._summaries.save_summary(self._key_to_write(role_id), summary)
         else:
-            self._summaries.save_summary(self.key(role_id), summary, persist=False)
+            self._summaries.save_summary(self._key_to_write(role_id), summary, persist=False)
 
     def clear_summary(self, role_id: str) -> None:
         """Delete the role's rolling summary."""
-        self._summaries.clear_summary(self.key(role_id))
+        self._summaries.clear_summary(self._key_to_write(role_id))

@@ -241,15 +241,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gap-ms", type=float, default=4.0)
     parser.add_argument("--slots", type=int, default=None, help="answer /props with this total_slots")
     parser.add_argument("--marker", default=None, help="regex whose matches in the messages are recorded")
+    parser.add_argument("--http", choices=["guarded", "minimal"], default="guarded",
+                        help="guarded: the model port's server (uvicorn under its guard); minimal: "
+                             "testing/minimal_http on uvloop where installed, a fraction of the CPU per reply "
+                             "(load benchmarks)")
     args = parser.parse_args(argv)
     latency = LatencyModel(args.first_token_ms / 1000, args.tokens, args.gap_ms / 1000)
-    server = LatencyEngineServer(LatencyEngine(latency, slots=args.slots, marker=args.marker), port=args.port).start()
+    engine = LatencyEngine(latency, slots=args.slots, marker=args.marker)
+    if args.http == "minimal":
+        return _serve_minimal(engine, args.port)
+    server = LatencyEngineServer(engine, port=args.port).start()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     print(json.dumps({"base_url": server.base_url}), flush=True)
     stop.wait()
     server.stop()
+    return 0
+
+
+def _serve_minimal(engine: LatencyEngine, port: int) -> int:
+    """Serve `engine` with `minimal_http` until SIGINT/SIGTERM."""
+    from pyruntime.cli import event_loop
+    from pyruntime.testing.minimal_http import serve_minimal
+
+    async def serve() -> None:
+        server = await serve_minimal(engine, "127.0.0.1", port)
+        bound = server.sockets[0].getsockname()[1]
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        print(json.dumps({"base_url": f"http://127.0.0.1:{bound}/v1"}), flush=True)
+        await stop.wait()
+        server.close()
+
+    event_loop.run(serve(), event_loop.resolve("auto"))
     return 0
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyruntime.history.llm_fold import CompactionAbandoned
+from pyruntime.history.tokens import count_message_tokens
 from pyruntime.model.queue import ModelRequestQueue
 from pyruntime.model.seam import ModelClient
 from pyruntime.turns.between_turns import CompactionStats, StagedFolds
@@ -85,6 +86,8 @@ class NextTurn:
             return
         # Native tools: the server renders the schemas into the prompt its own way (no prewarm can match it).
         warm = self.prewarm and not turn.parts.tools_sent
+        if not warm and not self._fold_may_come(turn):
+            return  # nothing to warm and no fold to make: preparing the next turn now would be thrown away
         conversation = conversation_digest(turn.store.key(turn.role_id))
 
         async def work(still_due: Callable[[], bool]) -> int | None:
@@ -142,6 +145,21 @@ class NextTurn:
                 return evaluated
 
         self.prewarms.start(conversation, work)
+
+    def _fold_may_come(self, turn: TurnState) -> bool:
+        """Whether the next turn's history may reach its compaction trigger: unless this turn's was below it by more
+        than twice what this turn adds to it (the next turn's budget may be a little smaller: a longer line, a grown
+        memory block). A fold missed by a margin that was too small costs little: the next turn finds its history at
+        the trigger, sends it whole while it fits, and its own work after the reply makes the fold."""
+        if not self.background_compaction:
+            return False
+        headroom = turn.prepared.fold_headroom if turn.prepared is not None else None
+        if headroom is None:
+            return True
+        added = [turn.request.hint, "".join(turn.text)]
+        tokens = sum(count_message_tokens(self.planner.token_counter, text) for text in added)
+        messages = len(added) + len(turn.rounds)
+        return headroom.tokens <= 2 * tokens or (headroom.messages is not None and headroom.messages <= 2 * messages)
 
     async def _timed_prewarm(self, conversation: str, prefix: list[dict[str, Any]], still_due: Callable[[], bool],
                              on_sent: Callable[[], None], *, moved_block: bool) -> int | None:

@@ -183,7 +183,7 @@ class RequestPlanner:
             return None if updated == state else updated
 
         try:
-            await asyncio.to_thread(turn.store.mutate, turn.role_id, change)
+            await asyncio.to_thread(_mutate_if_changed, turn, change)
         except MemoryUnreadableError:
             log.warning("memory document is unreadable: the turn runs without the memory blocks")
             return plan_memory_blocks(None)
@@ -376,6 +376,21 @@ class RequestPlanner:
             except FixedPartOverflowError:
                 return None
         return Prediction(base[:-1] if turn.request.hint else base, ghost.prepared, ghost.memory_seen)
+
+
+def _mutate_if_changed(turn: TurnState, change: Callable[[AgentMemoryState], AgentMemoryState | None]) -> None:
+    """`change` applied to the stored state: read first, and only a state it changes is written, atomically (a
+    read-modify-write under the save's locks, the inter-process one included). Most turns change nothing (the
+    snapshot and the system prompt are the ones stored), and a read takes no inter-process lock."""
+    loaded = turn.store.try_load(turn.role_id)
+    if loaded.status is LoadStatus.LOADED and loaded.state is not None:
+        current = loaded.state
+    elif loaded.status is LoadStatus.NOT_FOUND:
+        current = AgentMemoryState()
+    else:
+        current = None  # unreadable: the read-modify-write says how
+    if current is None or change(current) is not None:
+        turn.store.mutate(turn.role_id, change)
 
 
 def _with_snapshot(state: AgentMemoryState, blocks: MemoryBlocks) -> AgentMemoryState:

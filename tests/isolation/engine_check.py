@@ -1,7 +1,7 @@
 """Run an isolation schedule (`workload.py`) against the hosted llama-server and check it.
 
 Every request goes through the runtime's own client (`OpenAICompatClient` with the engine's slot affinity), as the
-orchestrator sends them. A transport under that client sees what reaches the engine: each compared turn's first-token
+orchestrator sends them. A middleware under that client sees what reaches the engine: each compared turn's first-token
 distribution (`top_logprobs` at temperature 0), how many prompt tokens the engine reused (`timings.cache_n`) and from
 which slot, and every slot action (erase, save, restore). Two checks come out of it:
 
@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import aiohttp
 
 from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.hosting import LlamaServerProcess
@@ -43,7 +43,7 @@ CANCEL_AFTER_S = 0.05  # a cancelled prompt is abandoned this long after it was 
 
 _current: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("isolation_turn", default=None)
 StartEngine = Callable[[], LlamaServerProcess]
-Wrap = Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport]  # what stands between the client and engine
+Wrap = aiohttp.ClientMiddlewareType  # what stands between the recorder and the engine
 
 
 @dataclass
@@ -76,23 +76,25 @@ def _top(choice: dict[str, Any]) -> dict[int, float]:
     return {int(item["id"]): math.exp(float(item["logprob"])) for item in content.get("top_logprobs") or []}
 
 
-class RecordingTransport(httpx.AsyncBaseTransport):
-    """Passes requests to the engine and notes what each one was: slot actions, and the answers of compared turns."""
+class Recorder:
+    """A client middleware: passes requests to the engine and notes what each one was: slot actions, and the answers
+    of compared turns."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, report: Report, names: dict[str, str]) -> None:
-        self._inner = inner
+    def __init__(self, report: Report, names: dict[str, str]) -> None:
         self._report = report
         self._names = names  # digest -> conversation name
         self.held: dict[int, str] = {}  # slot -> the digest of the conversation whose state it holds
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        body: dict[str, Any] = json.loads(request.content) if request.content else {}
+    async def __call__(self, request: aiohttp.ClientRequest,
+                       handler: aiohttp.ClientHandlerType) -> aiohttp.ClientResponse:
+        raw = await request.body.as_bytes() if request.body else b""
+        body: dict[str, Any] = json.loads(raw) if raw else {}
         path = request.url.path
         held = dict(self.held)
-        response = await self._inner.handle_async_request(request)
+        response = await handler(request)
         if path.startswith("/slots/"):
-            if response.status_code == 200:
-                self._slot_action(int(path.rsplit("/", 1)[1]), request.url.params.get("action", ""), body)
+            if response.status == 200:
+                self._slot_action(int(path.rsplit("/", 1)[1]), request.url.query.get("action", ""), body)
             return response
         if not path.endswith("/chat/completions") or "id_slot" not in body:
             return response
@@ -102,12 +104,10 @@ class RecordingTransport(httpx.AsyncBaseTransport):
             self.held[slot] = turn.conversation.digest
         if body.get("stream") or turn is None:
             return response
-        content = await response.aread()
-        if response.status_code == 200:
+        content = await response.read()  # kept by the response: the client reads it again
+        if response.status == 200:
             self._observe(turn, slot, held.get(slot, ""), json.loads(content))
-        headers = [(k, v) for k, v in response.headers.items() if k.lower() not in ("content-encoding",
-                                                                                   "transfer-encoding")]
-        return httpx.Response(response.status_code, headers=headers, content=content, request=request)
+        return response
 
     def _slot_action(self, slot: int, action: str, body: dict[str, Any]) -> None:
         self._report.slot_actions[action] = self._report.slot_actions.get(action, 0) + 1
@@ -129,13 +129,10 @@ class RecordingTransport(httpx.AsyncBaseTransport):
                 f"{turn.label} (seed {self._report.seed}) reused {observation.cache_n} cached tokens in slot {slot}, "
                 f"which held {owner}'s state: a state crossed from one conversation to another")
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
-
-def _client(server: LlamaServerProcess, transport: RecordingTransport) -> OpenAICompatClient:
+def _client(server: LlamaServerProcess, recorder: Recorder, wrap: Wrap | None = None) -> OpenAICompatClient:
     options = server.client_options()
-    options["transport"] = transport
+    options["middlewares"] = (recorder, wrap) if wrap is not None else (recorder,)
     return OpenAICompatClient(**options)
 
 
@@ -170,31 +167,26 @@ async def _cancelled(client: OpenAICompatClient, step: Step) -> None:
         await task
 
 
-def _transport(server: LlamaServerProcess, wrap: Wrap | None, report: Report,
-               names: dict[str, str]) -> RecordingTransport:
-    inner = server.engine_transport() or httpx.AsyncHTTPTransport()
-    return RecordingTransport(wrap(inner) if wrap is not None else inner, report, names)
-
-
 async def run_schedule(schedule: Schedule, start: StartEngine, wrap: Wrap | None = None) -> Report:
     """Run the schedule on engines from `start` (a new one after each restart step); the engine is stopped after.
 
-    `wrap` puts a transport of the caller's between the recorder and the engine (a self-test's injected fault).
+    `wrap` puts a client middleware of the caller's between the recorder and the engine (a self-test's injected
+    fault).
     """
     report = Report(schedule.seed)
     names = {c.digest: c.name for c in schedule.conversations}
     server = await asyncio.to_thread(start)
-    transport = _transport(server, wrap, report, names)
-    client = _client(server, transport)
+    recorder = Recorder(report, names)
+    client = _client(server, recorder, wrap)
     try:
         for step in schedule.steps:
             if step.kind == "restart":
                 await client.aclose()
                 await asyncio.to_thread(server.stop)  # a graceful stop: the slots' states are saved
                 server = await asyncio.to_thread(start)
-                transport = _transport(server, wrap, report, names)
-                transport.held = dict(server.slots.holders())  # restored from their files at start
-                client = _client(server, transport)
+                recorder = Recorder(report, names)
+                recorder.held = dict(server.slots.holders())  # restored from their files at start
+                client = _client(server, recorder, wrap)
                 report.restarts += 1
             elif step.kind == "turns":
                 await asyncio.gather(*(_probe(client, turn, turn.conversation.digest) for turn in step.turns))
@@ -211,7 +203,7 @@ async def fresh_distributions(turns: Sequence[Turn], start: StartEngine) -> dict
     """Each turn's first-token distribution on a fresh engine: one slot, no host cache, erased before each request."""
     report = Report(0)
     server = await asyncio.to_thread(start)
-    client = _client(server, _transport(server, None, report, {}))
+    client = _client(server, Recorder(report, {}))
     fresh: dict[str, dict[int, float]] = {}
     try:
         for turn in turns:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import aiohttp
 
 from pyruntime.memory import MEMORY_TOOL_NAME
 from pyruntime.model.scripted import Answer, ScriptedCall, request_facts, scripted_answer
@@ -148,7 +148,7 @@ class RecordingModel:
         return [f for i, b in enumerate(bodies) if (f := self.cast.finding(f"request {i}", b)) is not None]
 
 
-class EngineRecorder(httpx.AsyncBaseTransport):
+class EngineRecorder:
     """Under the runtime's engine client: records chat requests and slot actions, and checks slot provenance.
 
     A request of a named conversation must find its slot empty, holding its own state, or be sent with
@@ -156,8 +156,7 @@ class EngineRecorder(httpx.AsyncBaseTransport):
     (their prompts start alike; docs/design/engine.md) but never a named conversation's state.
     """
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, cast: Cast) -> None:
-        self._inner = inner
+    def __init__(self, cast: Cast) -> None:
         self.cast = cast
         self.bodies: list[dict[str, Any]] = []
         self.findings: list[str] = []
@@ -165,14 +164,17 @@ class EngineRecorder(httpx.AsyncBaseTransport):
         self._held: dict[int, str] = {}  # slot -> whose state: a conversation name, "shared" (writer/summarizer)
         self._by_digest = cast.by_digest()
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        body: dict[str, Any] = json.loads(request.content) if request.content else {}
+    async def __call__(self, request: aiohttp.ClientRequest,
+                       handler: aiohttp.ClientHandlerType) -> aiohttp.ClientResponse:
+        """A client middleware under the runtime's engine client."""
+        raw = await request.body.as_bytes() if request.body else b""
+        body: dict[str, Any] = json.loads(raw) if raw else {}
         path = request.url.path
         if path.endswith("/chat/completions") and "id_slot" in body:
             self._request(body)
-        response = await self._inner.handle_async_request(request)
-        if path.startswith("/slots/") and response.status_code == 200:
-            self._slot_action(int(path.rsplit("/", 1)[1]), request.url.params.get("action", ""), body)
+        response = await handler(request)
+        if path.startswith("/slots/") and response.status == 200:
+            self._slot_action(int(path.rsplit("/", 1)[1]), request.url.query.get("action", ""), body)
         return response
 
     def _request(self, body: dict[str, Any]) -> None:
@@ -205,6 +207,3 @@ class EngineRecorder(httpx.AsyncBaseTransport):
     def restored(self, holders: Mapping[int, str]) -> None:
         """The engine restarted and restored these slots (slot -> digest) from disk."""
         self._held = {s: (self._by_digest[d].name if d in self._by_digest else "shared") for s, d in holders.items()}
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 import pytest
 
 from pyruntime.model.hosting import LlamaServerProcess
@@ -69,20 +69,21 @@ def test_the_check_names_a_turn_that_reused_another_conversations_state(tiny_mod
     assert f"(seed {SEED}) reused" in crossed[0] and "which held" in crossed[0]
 
 
-class SystemPromptLeak(httpx.AsyncBaseTransport):
-    """The engine answers one turn as if another conversation's system prompt were its own (llama.cpp issue 27422)."""
+class SystemPromptLeak:
+    """The engine answers one turn as if another conversation's system prompt were its own (llama.cpp issue 27422):
+    a client middleware that rewrites that turn's request on its way."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, leaked: str, victim: Turn) -> None:
-        self._inner, self._leaked, self._victim = inner, leaked, victim
+    def __init__(self, leaked: str, victim: Turn) -> None:
+        self._leaked, self._victim = leaked, victim
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def __call__(self, request: aiohttp.ClientRequest,
+                       handler: aiohttp.ClientHandlerType) -> aiohttp.ClientResponse:
         if request.url.path.endswith("/chat/completions"):
-            body = json.loads(request.content)
+            body = json.loads(await request.body.as_bytes())
             if not body.get("stream") and body["messages"] == list(self._victim.messages):
                 body["messages"][0]["content"] = self._leaked
-                headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
-                request = httpx.Request(request.method, request.url, headers=headers, json=body)
-        return await self._inner.handle_async_request(request)
+                await request.update_body(json.dumps(body).encode())
+        return await handler(request)
 
 
 def test_the_check_names_a_turn_the_engine_answered_with_another_conversations_prompt(tiny_model_path: Path,
@@ -91,7 +92,7 @@ def test_the_check_names_a_turn_the_engine_answered_with_another_conversations_p
     leaked = next(c.system for c in schedule.conversations if c.group == "one-token")
     victim = next(turn for turn in schedule.probes if turn.conversation.group == "shared-system")
     report = asyncio.run(run_schedule(schedule, engine(tiny_model_path, slots=2, prompt_cache_dir=tmp_path / "c"),
-                                      lambda inner: SystemPromptLeak(inner, leaked, victim)))
+                                      SystemPromptLeak(leaked, victim)))
     fresh = asyncio.run(fresh_distributions(schedule.probes, engine(tiny_model_path, slots=1, prompt_cache_mb=0)))
     found = compare(report, fresh)
     assert len(found) == 1 and found[0].startswith(f"{victim.label} (seed {SEED})"), found

@@ -154,10 +154,9 @@ class RecordingEngine(DebugSlotsEngine):
 
     def client_options(self) -> dict[str, Any]:
         options = super().client_options()
-        inner = options["transport"]
-        self.recorder = EngineRecorder(inner() if callable(inner) else inner, self.people)
+        self.recorder = EngineRecorder(self.people)
         self.recorder.restored(self.slots.holders())
-        options["transport"] = self.recorder
+        options["middlewares"] = (self.recorder,)
         return options
 
 

@@ -11,6 +11,7 @@ import struct
 import threading
 import time
 
+import aiohttp
 import httpx
 import pytest
 
@@ -215,7 +216,8 @@ def test_killing_the_server_mid_stream_raises_model_unavailable(llama_server_fac
 def test_cancelling_a_stream_closes_its_connection(endless_server):
     async def go():
         # One connection only: if the cancelled stream kept it, models() could not get one.
-        http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1), timeout=httpx.Timeout(10, pool=3))
+        http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1),
+                                     timeout=aiohttp.ClientTimeout(total=None, connect=3, sock_read=10))
         client = OpenAICompatClient(endless_server.base_url, model=TINY_MODEL_ALIAS, http_client=http)
         first = asyncio.Event()
 
@@ -229,7 +231,7 @@ def test_cancelling_a_stream_closes_its_connection(endless_server):
         with pytest.raises(asyncio.CancelledError):
             await task
         models = await client.models()
-        await http.aclose()
+        await http.close()
         return models
 
     assert run(go()) == [TINY_MODEL_ALIAS]

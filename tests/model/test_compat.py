@@ -6,7 +6,7 @@ import pytest
 
 from pyruntime.model.compat import build_chat_request, error_from_response, parse_chunk
 from pyruntime.model.errors import ContextOverflowError, ModelError, ModelUnavailableError
-from pyruntime.model.sse import SSEDecoder
+from pyruntime.model.sse import SSEDecoder, SSELines
 from pyruntime.model.types import FinishDelta, TextDelta, ToolCall, ToolCallDelta
 
 
@@ -43,6 +43,16 @@ def test_sse_decoder_joins_data_lines_and_drops_comments():
     assert events == ['{"a":\n1}']
     assert decoder.flush() == "[DONE]"
     assert decoder.flush() is None
+
+
+def test_sse_lines_are_whole_however_the_bytes_arrive():
+    stream = ": ping\r\ndata: {\"t\":\"é\"}\r\n\r\ndata: a\rdata: b\n\ndata: [DONE]".encode()
+    expected = [": ping", 'data: {"t":"é"}', "", "data: a", "data: b", "", "data: [DONE]"]
+    for size in (1, 2, 3, 7, len(stream)):  # cuts inside `\r\n` and inside the two bytes of "é"
+        lines = SSELines()
+        got = [line for i in range(0, len(stream), size) for line in lines.feed(stream[i:i + size])]
+        assert got + lines.flush() == expected, size
+        assert lines.flush() == []
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.concurrency import slots_from_props
 from pyruntime.model.types import TextDelta
 from pyruntime.testing.engine import LatencyEngine, LatencyEngineServer, LatencyModel
+from pyruntime.testing.minimal_http import serve_minimal
 
 FAST = LatencyModel(first_token_s=0.001, tokens=4, token_gap_s=0.001)
 
@@ -94,3 +95,36 @@ def test_a_client_used_from_one_event_loop_after_another_keeps_working() -> None
         client = OpenAICompatClient(engine.base_url, model="m")
         assert [asyncio.run(_text(client)) for _ in range(2)] == ["ok ok ok ok"] * 2
         asyncio.run(client.aclose())
+
+
+def test_the_minimal_http_server_serves_the_engine_streamed_and_whole_on_one_kept_alive_connection() -> None:
+    # What load benchmarks run the test engine on (a fraction of uvicorn's CPU per reply): the same answers.
+    engine = LatencyEngine(FAST)
+
+    async def calls() -> tuple[list[str], str]:
+        server = await serve_minimal(engine, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with OpenAICompatClient(f"http://127.0.0.1:{port}/v1", connections=4) as client:
+                streamed = [await _text(client, conversation="c0ffee") for _ in range(2)]
+                whole = await client.chat([{"role": "user", "content": "hi"}])
+                assert await client.models() == ["latency-engine"]
+            return streamed, whole.text
+        finally:
+            server.close()
+
+    assert asyncio.run(calls()) == (["ok ok ok ok"] * 2, "ok ok ok ok")
+    assert len({r.peer_port for r in engine.requests}) == 1
+    assert [(r.user, r.stream) for r in engine.requests] == [("c0ffee", True), ("c0ffee", True), (None, False)]
+
+
+def test_a_tcp_engine_is_reached_through_the_proxy_the_environment_names_unless_no_proxy_covers_it(monkeypatch) -> None:
+    from pyruntime.model.client import _env_proxy
+
+    monkeypatch.setenv("HTTP_PROXY", "http://user:secret@proxy.studio.example:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    proxy, auth = _env_proxy("http://gpu-engine.studio.example:8000/v1")
+    assert proxy == "http://proxy.studio.example:3128" and auth is not None and auth.login == "user"
+    monkeypatch.setenv("NO_PROXY", "gpu-engine.studio.example")
+    assert _env_proxy("http://gpu-engine.studio.example:8000/v1") == (None, None)

@@ -28,6 +28,7 @@ from pyruntime.model.hosting import SMALL_MODEL_PROMPT_CACHE_MB, port_is_free
 from pyruntime.model.llama_server import DEFAULT_SLOTS
 from pyruntime.net.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope, storage_key
+from pyruntime.testing.engine import LatencyEngine, LatencyEngineServer, LatencyModel
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
 from tests.support.fixtures import free_port
 from tests.unity_layer.processes import cmdline, is_alive, processes_mentioning, wait_for
@@ -380,6 +381,24 @@ def test_serve_with_llm_url_runs_turns_there_and_hosts_nothing(tiny_server_url, 
     assert ready["model_url"] == tiny_server_url
     assert "external model server answers with 1 model(s)" in serve.err
     assert "loading model" not in serve.err
+
+
+@pytest.mark.parametrize("loop", ["auto", "asyncio", "uvloop"])
+def test_serve_runs_its_turns_on_the_event_loop_asked_for(tmp_path, loop):
+    # uvloop by default where it is installed (every platform but Windows); the standard loop when asked.
+    with LatencyEngineServer(LatencyEngine(LatencyModel(first_token_s=0.001, tokens=4, token_gap_s=0.001))) as engine:
+        serve = Serve(tmp_path, "--llm-url", engine.base_url, "--session-only", "--event-loop", loop, *RPC_ANY_PORT)
+        try:
+            ready = serve.ready()
+            token = read_token_file(Path(ready["token_file"]))
+            for url in (f"grpc://127.0.0.1:{ready['grpc_port']}", f"http://127.0.0.1:{ready['connect_port']}"):
+                with RuntimeClient(url, token=token, timeout=60) as client:
+                    events = list(client.stream_task("hi", role_id="PlainChat", max_output_tokens=8))
+                    assert events[-1].final.status == pb.TURN_STATUS_OK and events[-1].final.text == "ok ok ok ok"
+        finally:
+            rc = serve.stop()
+    assert rc == 0
+    assert f"event loop: {'uvloop' if loop == 'auto' else loop}" in serve.err
 
 
 def test_no_model_session_only_serves_stores_and_refuses_turns(tmp_path):

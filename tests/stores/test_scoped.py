@@ -148,3 +148,19 @@ def test_null_stores_keep_nothing():
     assert view.mutate(ROLE, lambda s: s.evolve(memory="m")).memory == "m"
     assert view.mutate(ROLE, lambda s: None) == AgentMemoryState()
     assert view.try_load(ROLE).status is LoadStatus.NOT_FOUND
+
+
+def test_a_write_long_after_the_key_was_first_derived_still_records_its_identity(tmp_path, monkeypatch):
+    # A view notes its key's identity once, not at every call; a write notes it again, so the index still records it
+    # however many other conversations were noted in between (the index keeps only the newest notes).
+    from pyruntime.stores import AgentMemoryPersistenceMode, identity_index, open_stores
+
+    monkeypatch.setattr(identity_index, "MAX_NOTED", 4)
+    stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path)
+    view = stores.scoped(ALICE)
+    key = view.key(ROLE)
+    for n in range(10):  # other players' turns, noted meanwhile
+        stores.scoped(AgentMemoryScope("studio", f"player-{n}", "", "")).key(ROLE)
+    view.append_chat_message(ROLE, "user", "hello")
+    recorded = stores.memory.identities.identities()
+    assert recorded[key].role_id == ROLE and recorded[key].key == key

@@ -367,3 +367,39 @@ def test_a_memory_edit_after_the_prewarm_is_a_note_and_the_warmed_head_is_sent_a
     # (before, the note went before the tail and the tail was evaluated again: 84 instead of 61 tokens).
     assert sent[: len(prewarm)] == prewarm
     assert sent[len(prewarm)] == note and sent[len(prewarm) + 1:] == [{"role": "user", "content": sent[-1]["content"]}]
+
+
+def test_without_a_prewarm_the_next_turn_is_prepared_only_near_its_fold(tiny_server_url: str) -> None:
+    # With nothing to warm, preparing the next turn between turns serves only its fold: a history far below its
+    # compaction trigger skips it (it cost a whole preparation per turn); one near it still gets its fold staged.
+    window = 12  # the eighth turn finds 14 stored messages: past the window
+
+    def prepared_after(flag: bool) -> tuple[list[TaskResult], list[dict[str, Any]], list[str]]:
+        orchestrator, client = _orchestrator(tiny_server_url, prewarm=False, background_compaction=flag)
+        orchestrator.policy.configure_role("Smith", system_prompt="You are Smith, the village blacksmith.",
+                                           max_chat_history_messages=window, with_chat_history=True,
+                                           use_memory_tool=False, max_output_tokens=8, temperature=0.0)
+        predict = orchestrator.planner.predict_prefix
+        after: list[str] = []  # the line of each turn whose next turn was prepared
+
+        async def counted(turn: Any, **options: Any) -> Any:
+            after.append(turn.request.hint)
+            return await predict(turn, **options)
+
+        orchestrator.planner.predict_prefix = counted  # type: ignore[method-assign]
+
+        async def go() -> list[TaskResult]:
+            try:
+                return await _turns(orchestrator, range(len(HINTS)))
+            finally:
+                await client.aclose()
+
+        return run(go()), _turn_bodies(client), after
+
+    on, on_bodies, on_after = prepared_after(True)
+    off, off_bodies, off_after = prepared_after(False)
+    assert all(r.ok for r in on + off)
+    assert on_bodies == off_bodies  # the same requests as folding in the turn
+    assert [r.cut_report.folded_between_turns for r in on] == [False] * 7 + [True]
+    assert [r.cut_report.compaction is not CompactionKind.NONE for r in off] == [False] * 7 + [True]
+    assert on_after == HINTS[4:] and off_after == []
