@@ -33,6 +33,10 @@ SCRIPT = {"rules": [
     {"when": {"system": WRITER_SYSTEM[:30], "hint": "gold"}, "reply": _decision("debt", "25 gold")},
     {"when": {"system": WRITER_SYSTEM[:30], "hint": "Clover"}, "reply": _decision("horse", "Clover")},
     {"when": {"system": WRITER_SYSTEM[:30], "hint": "apples"}, "reply": _decision("food", "apples")},
+    # The last turn's write is held back so the conversation-wide wait finds it running (a pass that already
+    # landed is not "pending now" and would not be returned).
+    {"when": {"system": WRITER_SYSTEM[:30], "hint": "smith"}, "first_delay_ms": 2000,
+     "reply": json.dumps({"kind": "nothing", "topic": "", "value": ""})},
     {"when": {"system": WRITER_SYSTEM[:30]}, "reply": json.dumps({"kind": "nothing", "topic": "", "value": ""})},
 ], "default": {"reply": "Good day to you."}}
 
