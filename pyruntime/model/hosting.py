@@ -375,10 +375,6 @@ class LlamaServerProcess:
             return CacheState(limit_bytes=self.config.prompt_cache_mb << 20)
         return CacheState(used_bytes=parked.used_bytes, entries=parked.entries, limit_bytes=parked.limit_bytes)
 
-    def recent_stderr(self) -> list[str]:
-        """The child's last stderr lines (for debugging by hand; may contain request text)."""
-        return self._log.recent()
-
     # -- what the watchdog and Health read -------------------------------------------------
 
     def health(self, timeout: float = 2.0) -> bool:
