@@ -1,9 +1,10 @@
 """Where a warm turn's time to first token goes in the server: the client path and the prompt's length, apart.
 
-Issue 24: the runtime's warm turns took 1.31x the naive game's time to the first token although both
-evaluated ~25 new tokens. This plays the same append-only conversation (each request = the previous
-one, its reply and a ~25-token player line; 16-token replies, temperature 0) through three client paths
-of one hosted SmolLM2-135M, round-robin so that load hits all alike:
+Two turns that evaluate the same ~25 new tokens can differ in their time to the first token by the route and
+dialect of the request and by the prompt's length (attention over the whole context). This plays the same
+append-only conversation (each request = the previous one, its reply and a ~25-token player line; 16-token
+replies, temperature 0) through three client paths of one hosted SmolLM2-135M, round-robin so that load hits
+all alike:
 
 - `direct`: what `build_orchestrator(server=...)` uses (the engine's Unix socket, llama-server's dialect:
   `id_slot`, `timings_per_token`);
@@ -27,9 +28,12 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -38,6 +42,7 @@ from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.model.slots import conversation_id
 from pyruntime.model.types import TextDelta
 from tests.support.fixtures import free_port
 
@@ -70,26 +75,43 @@ def _conversation(tag: str, tokens: int, counter: LlamaTokenCounter) -> list[dic
     return messages
 
 
-def _timings(client: OpenAICompatClient, into: dict[str, Any]) -> None:
-    """Keep the last `timings` object the server streamed (llama-server's own counts) in `into`."""
-    opened = client._open_stream
+class TimingsTransport(httpx.AsyncBaseTransport):
+    """Hands requests to `inner` and keeps the last `timings` object (llama-server's own counts) a streamed response
+    carried in `into`: the client is given it through its public `transport` argument, so it runs unchanged."""
 
-    @contextlib.asynccontextmanager
-    async def open_stream(body: Any) -> Any:
-        async with opened(body) as response:
-            lines = response.aiter_lines
+    def __init__(self, inner: httpx.AsyncBaseTransport, into: dict[str, Any]) -> None:
+        self._inner = inner
+        self._into = into
 
-            async def kept() -> Any:
-                async for line in lines():
-                    if '"timings"' in line and line.startswith("data:"):
-                        with contextlib.suppress(ValueError):
-                            into["timings"] = json.loads(line[5:]).get("timings") or into.get("timings")
-                    yield line
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        return httpx.Response(response.status_code, headers=response.headers, request=request,
+                              stream=_TimingsStream(response.stream, self._into), extensions=response.extensions)
 
-            response.aiter_lines = kept  # type: ignore[method-assign]
-            yield response
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
-    client._open_stream = open_stream  # type: ignore[method-assign]
+
+class _TimingsStream(httpx.AsyncByteStream):
+    """The response's bytes, unchanged; each SSE `data:` line with `timings` is read on the way."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, into: dict[str, Any]) -> None:
+        self._inner = inner
+        self._into = into
+        self._pending = b""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            *lines, self._pending = (self._pending + chunk).split(b"\n")
+            for line in lines:
+                if line.startswith(b"data:") and b'"timings"' in line:
+                    with contextlib.suppress(ValueError, AttributeError):
+                        self._into["timings"] = json.loads(line[5:]).get("timings") or self._into.get("timings")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 async def _turn(client: OpenAICompatClient, messages: list[dict[str, str]], series: Series, seen: dict[str, Any],
@@ -115,17 +137,19 @@ async def _turn(client: OpenAICompatClient, messages: list[dict[str, str]], seri
 
 
 async def run(args: argparse.Namespace, server: LlamaServerProcess, counter: LlamaTokenCounter) -> None:
-    engine = server.client_options()
-    plain = {k: engine[k] for k in ("base_url", "api_key", "transport", "model")}
-    plain["transport"] = server.engine_transport()  # a transport of its own
+    seen: dict[str, dict[str, Any]] = {name: {} for name in ("direct", "direct-plain", "public")}
+
+    def engine(into: dict[str, Any]) -> TimingsTransport:
+        return TimingsTransport(server.engine_transport() or httpx.AsyncHTTPTransport(), into)
+
+    options = server.client_options()
+    plain = {k: options[k] for k in ("base_url", "api_key", "model")}
     clients = {
-        "direct": OpenAICompatClient(**engine),
-        "direct-plain": OpenAICompatClient(**plain),
-        "public": OpenAICompatClient(server.base_url, model=server.config.alias),
+        "direct": OpenAICompatClient(**{**options, "transport": lambda: engine(seen["direct"])}),
+        "direct-plain": OpenAICompatClient(**plain, transport=engine(seen["direct-plain"])),  # a transport of its own
+        "public": OpenAICompatClient(server.base_url, model=server.config.alias,
+                                     transport=TimingsTransport(httpx.AsyncHTTPTransport(), seen["public"])),
     }
-    seen: dict[str, dict[str, Any]] = {name: {} for name in clients}
-    for name, client in clients.items():
-        _timings(client, seen[name])
     # (path, size) -> conversation; the paths at the first size, then `direct` at the others
     cases = [(name, args.sizes[0]) for name in clients] + [("direct", size) for size in args.sizes[1:]]
     conversations = {case: _conversation(f"{case[0]} {case[1]}", case[1], counter) for case in cases}
@@ -136,7 +160,7 @@ async def run(args: argparse.Namespace, server: LlamaServerProcess, counter: Lla
             messages = conversations[case]
             messages.append({"role": "user", "content": f"{_line(turn + case[1], 18)}? (turn {turn + 1})"})
             await _turn(clients[name], messages, series[case], seen[name],
-                        f"probe {case}" if name == "direct" else None, counter, turn > 0)
+                        conversation_id(f"probe {case}") if name == "direct" else None, counter, turn > 0)
     for client in clients.values():
         await client.aclose()
     print("| path | prompt tokens sent, median | evaluated (prompt_n) | TTFT median ms | server prompt_ms | "
