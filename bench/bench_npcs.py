@@ -237,7 +237,7 @@ class Pass:
     rss_mb: float = 0.0
     rss_trace: list[tuple[int, float]] = field(default_factory=list)  # (turns so far, server RSS MB), --rss-every
     prewarm_tokens: int = 0  # prompt tokens the runtime's prewarms evaluated between turns (not in `evaluated`)
-    past: list[bool] = field(default_factory=list)  # per recorded turn: past the window (where the long-session ratios are taken)
+    past: list[bool] = field(default_factory=list)  # per recorded turn: past the window (the long-session ratios)
     setup: Setup | None = None  # the setup this pass played when not its row's (`--then-npcs`)
     memory_design: str = ""  # the runtime's: "tool" (the memory tool in the reply) or "writer" (a pass after it)
     breakdown: Breakdown | None = None  # --breakdown: where the time to first token went
