@@ -7,8 +7,8 @@ The cache-stable layout (docs/design/prompt-layout.md) sends each change as a no
 where it was (`prompt.place_notes`); a compaction, which rewrites everything after the summary anyway,
 folds the notes into one updates block right after the summary, and the snapshot before the summary
 stays byte-identical, so the model keeps its cached state of both. Only a rewrite of the memory (not an
-append), an overflow retry or a block that can no longer be rebuilt consolidates the snapshot (snapshot
-:= current memory). Every text is rebuilt each turn from the memory versions it spans, so the same bytes
+append), an overflow retry or a block that can no longer be rebuilt consolidates the snapshot (snapshot :=
+current memory). Every text is rebuilt each turn from the memory versions it spans, so the same bytes
 go out turn after turn and after a restart, and only version numbers are remembered.
 """
 
