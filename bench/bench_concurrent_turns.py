@@ -1,4 +1,4 @@
-"""Benchmark: four NPC turns submitted together against the same four one after the other (issue 13).
+"""Benchmark: four NPC turns submitted together against the same four one after the other.
 
 The runtime as `serve` ships it for the embedded SmolLM2-135M (`hosted_model_config(None)`: the
 256 MB RAM prompt cache; `build_orchestrator` with the model's profile: structured tool calls, the

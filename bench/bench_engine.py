@@ -1,4 +1,4 @@
-"""Benchmark: the hosted engine against a bare llama-server of the same build and threads, side by side (issue 23).
+"""Benchmark: the hosted engine against a bare llama-server of the same build and threads, side by side.
 
 Same GGUF (the embedded SmolLM2-135M Q4_1 unless --model), same binary (the one the runtime finds), same
 threads, the OpenAI chat API streamed, temperature 0, `--max-tokens` per reply. Three targets:

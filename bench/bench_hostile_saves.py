@@ -1,4 +1,4 @@
-"""Hostile saves bench (issue 22): links, FIFOs, devices, sockets, huge and corrupt files in a real data folder.
+"""Hostile saves bench: links, FIFOs, devices, sockets, huge and corrupt files in a real data folder.
 
 One `coreai-runtime serve --no-model` child on a data folder where a hostile local process has put, in
 place of the saves of `--roles` roles each: a link out of the folder (to a file holding a secret), a
@@ -31,16 +31,16 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from coreai.v1 import common_pb2  # noqa: E402
-from coreai.v1 import memory_store_pb2 as ms  # noqa: E402
 from pyruntime.client import RuntimeCallError, RuntimeClient  # noqa: E402
-from pyruntime.client._transports import MEMORY_STORE  # noqa: E402
+from pyruntime.stores import LoadResult, LoadStatus  # noqa: E402
 from tests.support.hostile_files import make_outside, outside_state, plant  # noqa: E402
 
 TOKEN = "hostile-bench-token-0123456789"
@@ -59,8 +59,17 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def target(role: str) -> common_pb2.AgentTarget:
-    return common_pb2.AgentTarget(role_id=role)
+def hostile_calls(client: RuntimeClient, role: str) -> list[tuple[str, Callable[[], object]]]:
+    """Each MemoryStore RPC that touches a save, through the public client, as (name, call)."""
+    return [
+        ("LoadState", partial(client.load_state, role)),
+        ("ApplyMemoryTool read", partial(client.apply_memory_tool, role, {"action": "read"})),
+        ("ApplyMemoryTool append", partial(client.apply_memory_tool, role, {"action": "append", "content": "x"})),
+        ("GetChatHistory", partial(client.get_chat_history, role)),
+        ("AppendChatMessage", partial(client.append_chat_message, role, "user", "x", persist=True)),
+        ("LoadSummary", partial(client.load_summary, role)),
+        ("ExportSnapshot", partial(client.export_snapshot, role_ids=[role])),
+    ]
 
 
 def attack(url: str, roles: list[str], deadline: float) -> dict[str, Any]:
@@ -70,24 +79,16 @@ def attack(url: str, roles: list[str], deadline: float) -> dict[str, Any]:
     examples: list[str] = []
     with RuntimeClient(url, token=TOKEN, timeout=deadline) as client:
         for role in roles:
-            requests = [
-                ("LoadState", ms.LoadStateRequest(target=target(role))),
-                ("ApplyMemoryTool", ms.ApplyMemoryToolRequest(target=target(role), action="read")),
-                ("ApplyMemoryTool", ms.ApplyMemoryToolRequest(target=target(role), action="append", content="x")),
-                ("GetChatHistory", ms.GetChatHistoryRequest(target=target(role))),
-                ("AppendChatMessage", ms.AppendChatMessageRequest(target=target(role), role="user", content="x",
-                                                                  persist=True)),
-                ("LoadSummary", ms.LoadSummaryRequest(target=target(role))),
-                ("ExportSnapshot", ms.ExportSnapshotRequest(role_ids=[role])),
-            ]
-            for rpc, request in requests:
+            calls = hostile_calls(client, role)
+            for rpc, call in calls:
                 tried += 1
                 start = time.perf_counter()
                 ok, said = False, ""
                 try:
-                    answer = client._transport.unary(MEMORY_STORE, rpc, request)
+                    answer = call()
                     said = str(answer)
-                    ok = rpc == "LoadState" and answer.status == ms.LOAD_STATUS_FAILED and bool(answer.reason)
+                    ok = (isinstance(answer, LoadResult) and answer.status == LoadStatus.FAILED
+                          and bool(answer.reason))
                 except RuntimeCallError as exc:
                     said = str(exc)
                     ok = exc.code.name == "FAILED_PRECONDITION" and len(said) > 20
@@ -108,10 +109,9 @@ def writer(url: str, stop: threading.Event, record: dict[str, Any]) -> None:
             role = f"Fine{i % 8}"
             start = time.perf_counter()
             try:
-                client._transport.unary(MEMORY_STORE, "AppendChatMessage", ms.AppendChatMessageRequest(
-                    target=target(role), role="user", content=f"row {i}", persist=True))
+                client.append_chat_message(role, "user", f"row {i}", persist=True)
                 record["acked"].setdefault(role, []).append(f"row {i}")
-                client._transport.unary(MEMORY_STORE, "GetChatHistory", ms.GetChatHistoryRequest(target=target(role)))
+                client.get_chat_history(role)
                 record["latencies"].append(time.perf_counter() - start)
             except RuntimeCallError as exc:
                 record["failed"].append(str(exc)[:120])
@@ -172,15 +172,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             lost = 0
             with RuntimeClient(urls["grpc"], token=TOKEN, timeout=30) as client:
                 for role, rows in record["acked"].items():
-                    have = [m.content for m in client._transport.unary(
-                        MEMORY_STORE, "GetChatHistory", ms.GetChatHistoryRequest(target=target(role))).messages]
+                    have = [message.content for message in client.get_chat_history(role)]
                     lost += sum(1 for row in rows if row not in have)
                 kept = 0
+                quarantine = data / "CoreAI" / "Quarantine"
                 for role in corrupt:
-                    answer = client._transport.unary(MEMORY_STORE, "AppendChatMessage", ms.AppendChatMessageRequest(
-                        target=target(role), role="user", content="after", persist=True))
-                    kept_as = answer.integrity.quarantine_file if hasattr(answer, "integrity") else ""
-                    if kept_as and (data / "CoreAI" / kept_as).read_bytes() == CORRUPT:
+                    client.append_chat_message(role, "user", "after", persist=True)
+                    # The append keeps the unreadable file aside first, as `Quarantine/<role>.<time>.history.jsonl`.
+                    copies = sorted(quarantine.glob(f"{role}.*.history.jsonl")) if quarantine.is_dir() else []
+                    if any(copy.read_bytes() == CORRUPT for copy in copies):
                         kept += 1
                     else:
                         lost += 1

@@ -42,6 +42,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -106,6 +108,8 @@ async def _noise(model: Path, flash_attention: str, prompts: int, seed: int) -> 
     report = engine_check.Report(seed)
     server = await asyncio.to_thread(starter(model, flash_attention, slots=4, prompt_cache_mb=0))
     client = engine_check._client(server, engine_check._transport(server, None, report, {}))
+    engine = httpx.AsyncClient(base_url=server.engine_url, headers=server.engine_headers,
+                               transport=server.engine_transport(), timeout=120)
     found: dict[str, list[float]] = {k: [] for k in ("split", "beside", "batch", "token", "other")}
 
     async def probe(turn: Turn, conversation: str | None = None) -> dict[int, float]:
@@ -119,16 +123,15 @@ async def _noise(model: Path, flash_attention: str, prompts: int, seed: int) -> 
         return await probe(turn)
 
     async def batched(turn: Turn) -> dict[int, float]:
-        template = await client._engine_post("/apply-template", None, {"messages": list(turn.messages)})
-        assert template is not None
-        text = template.json()["prompt"]
+        # llama-server's own endpoints (not the OpenAI API): a prompt evaluated in one batch with three others
+        template = await engine.post("/apply-template", json={"messages": list(turn.messages)})
+        text = template.raise_for_status().json()["prompt"]
         others = [" ".join(rng.choice(("river", "oath", "ember", "wolf", "bread")) for _ in range(rng.randint(2, 60)))
                   for _ in range(3)]
-        response = await client._engine_post("/completion", None, {
+        response = await engine.post("/completion", json={
             "prompt": [text, *others], "n_predict": 1, "n_probs": engine_check.TOP_K, "cache_prompt": False,
             "temperature": 0})
-        assert response is not None
-        first = next(r for r in response.json() if r["index"] == 0)
+        first = next(r for r in response.raise_for_status().json() if r["index"] == 0)
         return {int(t["id"]): math.exp(float(t["logprob"]))
                 for t in first["completion_probabilities"][0]["top_logprobs"]}
 
@@ -152,6 +155,7 @@ async def _noise(model: Path, flash_attention: str, prompts: int, seed: int) -> 
             found["other"].append(engine_check.difference(await fresh(Turn("o", other, tuple(other.messages(5)))),
                                                           base))
     finally:
+        await engine.aclose()
         await client.aclose()
         await asyncio.to_thread(server.stop)
     return found

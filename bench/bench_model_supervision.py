@@ -1,4 +1,4 @@
-"""Model supervision figures (issue 9): how fast a cancelled generation stops, how fast the watchdog restarts.
+"""Model supervision figures: how fast a cancelled generation stops, how fast the watchdog restarts.
 
 1. Cancel: the runtime's client streams from the tiny "stuck UTF-8" model (it emits only the byte 0xF0,
    so the engine holds every token back and sends no text - the failure that froze a game) and

@@ -4,12 +4,12 @@ One hosted SmolLM2-135M (the product's llama.cpp server, game settings), and for
 4 NPCs, ... each with `--players` players) the same scripted session played three ways, one after
 the other on the same server:
 
-- **runtime**: `AiOrchestrator.stream_task` as shipped (issue 13: compaction with hysteresis, memory
-  snapshot and summary in one head message after the system prompt, the memory delta in the tail);
-- **runtime, no prewarm** (`--passes no-prewarm`): the runtime with the prewarm off (issue 13: after a
-  turn the shipped runtime evaluates the next turn's predicted prefix in the background,
-  `pyruntime/turns/prewarm.py`); `--think-s` pauses between turns, as a player reading the reply
-  does, which is when the prewarm runs (with no pause the next turn supersedes it);
+- **runtime**: `AiOrchestrator.stream_task` as shipped (the layout `serve` picks for the model, compaction with
+  hysteresis and between turns, the prewarm; docs/design/prompt-layout.md);
+- **runtime, no prewarm** (`--passes no-prewarm`): the runtime with the prewarm off (after a turn the shipped
+  runtime evaluates the next turn's predicted prefix in the background, `pyruntime/turns/prewarm.py`);
+  `--think-s` pauses between turns, as a player reading the reply does, which is when the prewarm runs (with
+  no pause the next turn supersedes it);
 - **runtime, design-note order**: the same runtime with the design note's order (contract §7) (summary first,
   `## Memory` snapshot after the history) and no hysteresis (fold only what no longer fits): what
   shipped before the current layout, for comparison (`bench/design_note_layout.py`, given to the
@@ -31,7 +31,7 @@ from the usage chunk the hosted server ends each stream with, i.e. `TurnUsage.ev
 server's RSS. Statistics skip each conversation's first turn (cold for every approach). Once the naive
 game's whole history no longer fits the context, it drops its oldest exchange (what a game would do).
 
-Issue 24 (long conversations without pauses): `--turns` and `--edit-every` take several values (every
+Long conversations: `--turns` and `--edit-every` take several values (every
 combination is a setup), `--think-s 1 2` pauses a seeded random 1-2 s after each reply, and after each
 setup one line gives the runtime against the naive game past the window (each conversation's turns after
 its stored history outgrew `--window`): TTFT p50 / p90 / max, tokens evaluated (median, and the runtime's
@@ -42,15 +42,16 @@ memory edit, prewarms sent or skipped and folds made since the turn before, a fo
 The runtime runs the memory design `serve` picks for the served model (`--memory-design auto`, the default:
 for SmolLM2-135M the writer pass after the reply and the memory-last layout, model_profile); `--memory-design
 tool` puts the memory tool in the reply (its ~290-token contract in the system prompt), as bigger models get.
-`--breakdown` times each warm turn from its start to its HTTP request leaving the client (and the
-orchestrator's steps before it), to the first SSE line, to the first visible text, for the runtime and the
-naive game. `--then-npcs 4` has the same runtime and server play four other NPCs in rotation right after the
-session (`--then-turns`, default 10 each), against the session's TTFT p50 (issue 24: <= 1.3x). `--rss-every
-50` records the model server's RSS every 50 turns of the runtime pass (issue 24: after 500 <= 1.2x after 50).
+`--breakdown` times each warm turn, for the runtime and the naive game, at the public model seam (a `ModelClient`
+in front of the engine client): from the turn's start to its first streamed model call, to the first delta back
+(the engine's prompt evaluation and first token), to the first text delta, to the first visible text the turn
+streamed. `--then-npcs 4` has the same runtime and server play four other NPCs in rotation right after the
+session (`--then-turns`, default 10 each), against the session's TTFT p50 (target: <= 1.3x). `--rss-every 50`
+records the model server's RSS every 50 turns of the runtime pass (target: after 500 <= 1.2x after 50).
 
 Run: `nice -n 10 .venv/bin/python bench/bench_npcs.py [--turns 30] [--npcs 1 4] [--players 1]`
-Issue 24: `nice -n 10 .venv/bin/python bench/bench_npcs.py --npcs 1 --turns 40 200 --edit-every 2 8 --window 10
---think-s 1 2 --passes runtime naive`
+Long sessions against the naive game: `nice -n 10 .venv/bin/python bench/bench_npcs.py --npcs 1 --turns 40 200
+--edit-every 2 8 --window 10 --think-s 1 2 --passes runtime naive`
 """
 
 from __future__ import annotations
@@ -58,12 +59,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import contextvars
 import random
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -75,10 +77,12 @@ from pyruntime.history import LlamaTokenCounter, count_chat_tokens
 from pyruntime.history.budget import COMPACTION_TARGET_RATIO
 from pyruntime.memory import MemoryTool
 from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.compat import Message
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.llama_server import DEFAULT_N_CTX, LlamaServerConfig
-from pyruntime.model.types import TextDelta, UsageDelta
+from pyruntime.model.seam import Gate, ModelClient
+from pyruntime.model.types import ChatCompletion, TextDelta, UsageDelta
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service.model_memory import process_rss_bytes
@@ -131,114 +135,86 @@ HINTS = [
 
 # -- --breakdown: where a turn's time to first token goes ---------------------------------------------------------
 
-# The orchestrator's steps before a turn's request (turns/request_plan.py, turns/tool_rounds.py), then the client's.
-STAGES = ("prepare", "request_as_sent", "_model_slot", "write_gate", "erase_slot", "_request_body")
+# The turn a model call belongs to: set around each timed turn, inherited by the tasks the turn starts (a prewarm
+# or writer pass started by an earlier turn carries that turn's value, so it is never taken for this one's call).
+_TIMED_TURN: contextvars.ContextVar[object | None] = contextvars.ContextVar("timed_turn", default=None)
 
 
 @dataclass
 class Breakdown:
-    """Per warm turn, seconds: from the turn's start to its HTTP request leaving the client, to the first SSE line,
-    to the first SSE line with text, to the first visible text the caller got; and the pre-request stages."""
+    """Per warm turn, seconds: from the turn's start to its first streamed model call, to the first delta back, to
+    the first text delta, to the first visible text the caller got."""
 
     pre: list[float] = field(default_factory=list)
     server: list[float] = field(default_factory=list)
     to_text: list[float] = field(default_factory=list)
     post: list[float] = field(default_factory=list)
-    stages: dict[str, list[float]] = field(default_factory=dict)
 
     def line(self, name: str) -> str:
         """One line of medians in ms."""
         def ms(values: list[float]) -> str:
             return f"{1000 * statistics.median(values):.1f}" if values else "-"
-        stages = ", ".join(f"{k} {ms(v)}" for k, v in self.stages.items() if v)
-        return (f"  {name}: TTFT breakdown, median ms: turn start -> request sent {ms(self.pre)} ({stages}); "
-                f"-> first SSE line {ms(self.server)}; -> first SSE line with text {ms(self.to_text)}; "
+        return (f"  {name}: TTFT breakdown, median ms: turn start -> model call {ms(self.pre)}; "
+                f"-> first delta {ms(self.server)}; -> first text delta {ms(self.to_text)}; "
                 f"-> first visible text {ms(self.post)}")
 
 
-class TurnTimer:
-    """Wraps a client (and an orchestrator's pre-request steps) to time one turn at a time; bench only."""
+class TimedModel:
+    """A `ModelClient` (pyruntime/model/seam.py) that hands every call to `inner` and marks, for the timed turn, when
+    its first streamed call starts, its first delta and its first text delta arrive; bench only."""
 
-    def __init__(self, client: OpenAICompatClient, orchestrator: Any = None) -> None:
+    def __init__(self, inner: ModelClient) -> None:
+        self.inner = inner
         self.marks: dict[str, float] = {}
-        self.stage_s: dict[str, float] = {}
-        self.active = False
-        opened = client._open_stream
+        self._turn: object | None = None
 
-        @contextlib.asynccontextmanager
-        async def open_stream(body: Any) -> Any:
-            first_request = self.active and "sent" not in self.marks
-            if first_request:
-                self.marks["sent"] = time.perf_counter()
-            async with opened(body) as response:
-                if first_request:
-                    lines = response.aiter_lines
+    @property
+    def gate(self) -> Gate | None:
+        """The inner client's gate."""
+        return self.inner.gate
 
-                    async def timed_lines() -> Any:
-                        async for line in lines():
-                            now = time.perf_counter()
-                            self.marks.setdefault("line", now)
-                            if '"content":"' in line and '"content":""' not in line:
-                                self.marks.setdefault("text", now)
-                            yield line
+    @gate.setter
+    def gate(self, value: Gate | None) -> None:
+        self.inner.gate = value
 
-                    response.aiter_lines = timed_lines
-                yield response
+    async def chat(self, messages: Sequence[Message], **options: Any) -> ChatCompletion:
+        """The inner client's reply (not timed: a turn's reply streams)."""
+        return await self.inner.chat(messages, **options)
 
-        client._open_stream = open_stream  # type: ignore[method-assign]
-        self._wrap(client, "erase_slot")
-        self._wrap(client, "_request_body")
-        if orchestrator is not None:
-            for name in ("prepare", "request_as_sent"):
-                self._wrap(orchestrator.planner, name)
-            self._wrap_cm(orchestrator.rounds, "_model_slot")
-            self._wrap_cm(orchestrator.write_gate, "turn", "write_gate")
+    @contextlib.asynccontextmanager
+    async def stream_chat(self, messages: Sequence[Message], **options: Any) -> AsyncIterator[AsyncIterator[Any]]:
+        """The inner client's stream; the timed turn's first one is marked."""
+        timed = self._turn is not None and _TIMED_TURN.get() is self._turn and "sent" not in self.marks
+        if timed:
+            self.marks["sent"] = time.perf_counter()
+        async with self.inner.stream_chat(messages, **options) as deltas:
+            yield self._marked(deltas) if timed else deltas
 
-    def _wrap(self, owner: Any, name: str) -> None:
-        original = getattr(owner, name)
+    async def _marked(self, deltas: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for delta in deltas:
+            now = time.perf_counter()
+            self.marks.setdefault("line", now)
+            if isinstance(delta, TextDelta) and delta.text:
+                self.marks.setdefault("text", now)
+            yield delta
 
-        async def timed(*args: Any, **kwargs: Any) -> Any:
-            if not self._counts(args):
-                return await original(*args, **kwargs)
-            began = time.perf_counter()
-            try:
-                return await original(*args, **kwargs)
-            finally:
-                self._add(name, time.perf_counter() - began)
+    def check_available(self) -> None:
+        """The inner client's check."""
+        self.inner.check_available()
 
-        setattr(owner, name, timed)
-
-    def _wrap_cm(self, owner: Any, name: str, label: str | None = None) -> None:
-        original = getattr(owner, name)
-
-        @contextlib.asynccontextmanager
-        async def timed(*args: Any, **kwargs: Any) -> Any:
-            counts = self._counts(args)
-            began = time.perf_counter()
-            async with original(*args, **kwargs) as value:
-                if counts:
-                    self._add(label or name, time.perf_counter() - began)
-                yield value
-
-        setattr(owner, name, timed)
-
-    def _counts(self, args: tuple[Any, ...]) -> bool:
-        """Only the turn's own work, before its request (a prediction between turns is not the turn's)."""
-        if not self.active or "sent" in self.marks:
-            return False
-        return not (args and getattr(args[0], "predicted", False))
-
-    def _add(self, name: str, seconds: float) -> None:
-        self.stage_s[name] = self.stage_s.get(name, 0.0) + seconds
+    async def aclose(self) -> None:
+        """Close the inner client."""
+        await self.inner.aclose()
 
     def start(self) -> float:
-        """A turn starts now."""
-        self.marks, self.stage_s, self.active = {}, {}, True
+        """A turn starts now (call in the task that runs the turn)."""
+        self.marks, self._turn = {}, object()
+        _TIMED_TURN.set(self._turn)
         return time.perf_counter()
 
     def stop(self, began: float, first_visible: float | None, into: Breakdown, record: bool) -> None:
         """The turn's first visible text came `first_visible` s after `began`: add its breakdown to `into`."""
-        self.active = False
+        self._turn = None
         sent, line, text = self.marks.get("sent"), self.marks.get("line"), self.marks.get("text")
         if not record or sent is None or line is None or first_visible is None:
             return
@@ -247,8 +223,6 @@ class TurnTimer:
         if text is not None:
             into.to_text.append(text - sent)
             into.post.append(began + first_visible - text)
-        for name in STAGES:
-            into.stages.setdefault(name, []).append(self.stage_s.get(name, 0.0))
 
 
 @dataclass
@@ -263,7 +237,7 @@ class Pass:
     rss_mb: float = 0.0
     rss_trace: list[tuple[int, float]] = field(default_factory=list)  # (turns so far, server RSS MB), --rss-every
     prewarm_tokens: int = 0  # prompt tokens the runtime's prewarms evaluated between turns (not in `evaluated`)
-    past: list[bool] = field(default_factory=list)  # per recorded turn: past the window (issue 24's targets)
+    past: list[bool] = field(default_factory=list)  # per recorded turn: past the window (the long-session ratios)
     setup: Setup | None = None  # the setup this pass played when not its row's (`--then-npcs`)
     memory_design: str = ""  # the runtime's: "tool" (the memory tool in the reply) or "writer" (a pass after it)
     breakdown: Breakdown | None = None  # --breakdown: where the time to first token went
@@ -352,7 +326,7 @@ def server_rss_mb(server: LlamaServerProcess) -> float:
 
 
 async def timed_turn(orchestrator: Any, request: AiTaskRequest, name: str,
-                     completed_is_enough: bool = False, timer: TurnTimer | None = None,
+                     completed_is_enough: bool = False, timer: TimedModel | None = None,
                      breakdown: Breakdown | None = None, record: bool = False) -> tuple[TurnUsage, float, float]:
     """One streamed turn: its usage, the time to its first visible text, its whole time (s); exits if it failed
     (`completed_is_enough`: a tool loop ended with a reply counts too). `timer`: its breakdown into `breakdown`."""
@@ -439,10 +413,11 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
                 policy.configure_role(f"Npc{npc}", system_prompt=npc_prompt(npc),
                                       max_chat_history_messages=phase.window, with_chat_history=True,
                                       persist_chat_history=True, use_memory_tool=True, temperature=0.0)
-        orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, memory_design=MEMORY_DESIGN,
-                                          prewarm=prewarm, memory_last_stays=MEMORY_LAST_STAYS,
-                                          **orchestrator_options)
-        timer = TurnTimer(orchestrator.client, orchestrator) if BREAKDOWN else None
+        # --breakdown: the engine client the runtime would build, behind the timing seam
+        timer = TimedModel(OpenAICompatClient(**server.client_options())) if BREAKDOWN else None
+        orchestrator = build_orchestrator(server=server, client=timer, stores=stores, policy=policy,
+                                          memory_design=MEMORY_DESIGN, prewarm=prewarm,
+                                          memory_last_stays=MEMORY_LAST_STAYS, **orchestrator_options)
         done = 0
         since_last = _counters(orchestrator)
         memory_seen: dict[str, str] = {}  # conversation key -> its memory as the last turn found it
@@ -506,8 +481,10 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
 async def naive_pass(server: LlamaServerProcess, setup: Setup) -> Pass:
     """The session as a game without the runtime sends it: memory in the system prompt, the whole history."""
     result = Pass("naive (memory in system prompt, whole history)")
-    client = OpenAICompatClient(server.base_url, model=server.config.alias)
-    timer = TurnTimer(client) if BREAKDOWN else None
+    client: ModelClient = OpenAICompatClient(server.base_url, model=server.config.alias)
+    timer = None
+    if BREAKDOWN:
+        client = timer = TimedModel(client)
     result.breakdown = Breakdown() if BREAKDOWN else None
     memories = {(n, p): _initial_facts(setup, p) for n in range(setup.npcs) for p in range(setup.players)}
     histories: dict[tuple[int, int], list[dict[str, str]]] = {pair: [] for pair in memories}
@@ -605,7 +582,7 @@ def row(setup: Setup, p: Pass) -> str:
 
 
 def past_window_ratios(runtime: Pass, naive: Pass) -> str:
-    """Issue 24's targets past the window, runtime against the naive game in this run."""
+    """The long-session ratios past the window (docs/benchmarks.md), runtime against the naive game in this run."""
     r_ttft, n_ttft = runtime.past_window(runtime.ttft), naive.past_window(naive.ttft)
     r_eval, n_eval = runtime.past_window(runtime.evaluated), naive.past_window(naive.evaluated)
     r_sent, n_sent = runtime.past_window(runtime.prompt), naive.past_window(naive.prompt)
@@ -637,7 +614,7 @@ def main() -> None:
     add_memory_block_argument(parser)
     parser.add_argument("--then-npcs", type=int, default=0,
                         help="right after the runtime pass's session, the same runtime and server play this many "
-                             "other NPCs in rotation (issue 24: four NPCs right after a long game session)")
+                             "other NPCs in rotation (four NPCs right after a long game session)")
     parser.add_argument("--then-turns", type=int, default=0,
                         help="turns of the --then-npcs rotation (default: 10 per NPC)")
     parser.add_argument("--breakdown", action="store_true",
@@ -693,7 +670,7 @@ def main() -> None:
             print(f"{setup.npcs} NPC(s), {setup.turns} turns, then {others} other "
                   f"NPCs in rotation on the same runtime: TTFT p50 {statistics.median(rotation.ttft):.2f} s vs "
                   f"{statistics.median(runtime.ttft):.2f} s in the session before: "
-                  f"{statistics.median(rotation.ttft) / statistics.median(runtime.ttft):.2f}x (issue 24: <= 1.3x); "
+                  f"{statistics.median(rotation.ttft) / statistics.median(runtime.ttft):.2f}x (target: <= 1.3x); "
                   f"tokens evaluated median {statistics.median(rotation.evaluated):g} vs "
                   f"{statistics.median(runtime.evaluated):g}")
         if runtime is not None and naive is not None:

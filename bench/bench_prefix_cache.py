@@ -7,7 +7,7 @@ turns interleaved so both see the same machine load:
 - tail (the design note's placement, contract §7, `bench/design_note_layout.py`): byte-identical system
   prompt; the `## Memory` snapshot first sent and the `## Memory (updates)` delta go in the tail
   after the history (`plan_memory_blocks` + `assemble_messages`, the product's own pure functions).
-  The runtime's placement since issue 13 (snapshot before the history, each edit a note where it was
+  The runtime's own placement (snapshot before the history, each edit a note where it was
   first sent) is measured over whole sessions by `bench/bench_npcs.py`;
 - system: the current memory appended to the system prompt (`## Memory` block), so the prefix
   changes whenever the memory does.

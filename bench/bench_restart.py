@@ -9,7 +9,7 @@ NPC gets one more turn:
 - **warm**: the session's own turns after each NPC's first (the server had everything in RAM);
 - **after restart, disk cache**: the next turn of each NPC on the restarted server with the same folder;
 - **after restart, RAM cache only**: the same turn (same stored history, a copy made before the
-  restart) on a restarted server without the folder: what a restart cost before.
+  restart) on a restarted server without the folder.
 
 Tokens evaluated are llama.cpp's own counts (`TurnUsage.evaluated_prompt_tokens`); times are noisy on
 a loaded machine, the token counts are exact.
@@ -95,7 +95,7 @@ def main() -> None:
         finally:
             server.stop()
         shutil.copytree(data, copy)
-        files = list(cache_dir.glob("*/*.state"))
+        files = list(cache_dir.glob("*.slot"))  # slot_store.py: one <conversation digest>.slot per slot saved
         print(f"{len(files)} state files, {sum(f.stat().st_size for f in files) / 1e6:.1f} MB on disk", flush=True)
         server = hosted(disk)
         try:

@@ -1,4 +1,4 @@
-"""Benchmark of the store fixes of issue 9, each against a baseline run in the same process.
+"""Benchmark of the stores' reliability rules, each against a baseline run in the same process.
 
 1. ImportSnapshot of N roles (memory, one chat row, a summary each): the batched, parallel import
    against the one-role-at-a-time path (every rename followed by its own folder fsync, in series —

@@ -1,4 +1,4 @@
-"""Token counts: llama-cpp-python in-process (vocabulary-only load) against llama-server's `/tokenize` (issue 23).
+"""Token counts: llama-cpp-python in-process (vocabulary-only load) against llama-server's `/tokenize`.
 
 The runtime counts tokens for every message it budgets (history, memory, tails): thousands of counts per
 turn, most of them of text counted before (an LRU cache), the rest new. Two ways to count with the same
@@ -13,6 +13,7 @@ Run: `.venv/bin/python bench/bench_token_counts.py [--texts 400] [--model PATH]`
 from __future__ import annotations
 
 import argparse
+import asyncio
 import resource
 import statistics
 import sys
@@ -52,6 +53,26 @@ def chats(count: int) -> list[list[dict[str, str]]]:
              {"role": "user", "content": "And then?"}] for i in range(count)]
 
 
+async def engine_counts(server: LlamaServerProcess, sample: list[str],
+                        prompts: list[list[dict[str, str]]]) -> tuple[list[int], float, list[int]]:
+    """Over the engine's own socket, one request at a time: each text's `/tokenize` count, the seconds they took,
+    and each chat prompt's `usage.prompt_tokens`."""
+    async with httpx.AsyncClient(base_url=server.engine_url, headers=server.engine_headers,
+                                 transport=server.engine_transport(), timeout=30) as http:
+        began = time.perf_counter()
+        remote = []
+        for text in sample:
+            answer = await http.post("/tokenize", json={"content": text, "add_special": False, "parse_special": True})
+            remote.append(len(answer.raise_for_status().json()["tokens"]))
+        remote_s = time.perf_counter() - began
+        prompt_tokens = []
+        for messages in prompts:
+            answer = await http.post("/v1/chat/completions", json={"messages": messages, "max_tokens": 1,
+                                                                  "temperature": 0})
+            prompt_tokens.append(answer.raise_for_status().json()["usage"]["prompt_tokens"])
+    return remote, remote_s, prompt_tokens
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure and print."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -70,22 +91,13 @@ def main(argv: list[str] | None = None) -> int:
                                                   n_threads=1, slots=1))
     server.start()
     try:
-        transport = httpx.HTTPTransport(uds=server._launch.listen) if server._launch else None
-        with httpx.Client(base_url=server.engine_url, headers=server.engine_headers, transport=transport,
-                          timeout=30) as http:
-            began = time.perf_counter()
-            local = [len(counter.tokenize(t)) for t in sample]
-            local_s = time.perf_counter() - began
-            began = time.perf_counter()
-            remote = [len(http.post("/tokenize", json={"content": t, "add_special": False,
-                                                       "parse_special": True}).json()["tokens"]) for t in sample]
-            remote_s = time.perf_counter() - began
-            disagree = sum(a != b for a, b in zip(local, remote, strict=True))
-            prompt_gaps = []
-            for messages in chats(args.chats):
-                usage = http.post("/v1/chat/completions", json={"messages": messages, "max_tokens": 1,
-                                                                "temperature": 0}).json()["usage"]
-                prompt_gaps.append(counter.count_messages(messages) - usage["prompt_tokens"])
+        began = time.perf_counter()
+        local = [len(counter.tokenize(t)) for t in sample]
+        local_s = time.perf_counter() - began
+        remote, remote_s, prompt_tokens = asyncio.run(engine_counts(server, sample, chats(args.chats)))
+        disagree = sum(a != b for a, b in zip(local, remote, strict=True))
+        prompt_gaps = [counter.count_messages(messages) - tokens
+                       for messages, tokens in zip(chats(args.chats), prompt_tokens, strict=True)]
     finally:
         server.stop()
     print(f"model {model.name}: {args.texts} distinct texts, {args.chats} chat prompts")

@@ -43,9 +43,13 @@ from bench.bench_npcs import (
 from pyruntime.history import LlamaTokenCounter
 from pyruntime.memory import MemoryTool
 from pyruntime.model.client import OpenAICompatClient
+from pyruntime.model.compat import Message, build_chat_request
+from pyruntime.model.concurrency import DEFAULT_EXTERNAL_CONCURRENCY
 from pyruntime.model.embedded import embedded_model_path
 from pyruntime.model.scripted import Script
 from pyruntime.model.scripted_server import ScriptedModelServer
+from pyruntime.model.seam import Gate, ModelStream
+from pyruntime.model.types import ChatCompletion
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiTaskRequest, build_orchestrator
@@ -99,17 +103,45 @@ class KvSequence:
         return max(1, len(prompt) - min(common, len(prompt) - 1))
 
 
-class RecordingClient(OpenAICompatClient):
-    """The real client; it also keeps every request it sent, in order (messages and max_tokens)."""
+class RecordingClient:
+    """A `ModelClient` (pyruntime/model/seam.py) that keeps the body of every request it is asked for, in order, as
+    the client builds it (`compat.build_chat_request`), then hands the call to the real client."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, inner: OpenAICompatClient) -> None:
+        self.inner = inner
         self.requests: list[dict[str, Any]] = []
 
-    async def _request_body(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        body = await super()._request_body(*args, **kwargs)
-        self.requests.append(body)
-        return body
+    @property
+    def gate(self) -> Gate | None:
+        """The inner client's gate."""
+        return self.inner.gate
+
+    @gate.setter
+    def gate(self, value: Gate | None) -> None:
+        self.inner.gate = value
+
+    def _record(self, messages: Sequence[Message], stream: bool, options: dict[str, Any]) -> None:
+        fields = ("tools", "tool_choice", "response_format", "temperature", "max_tokens", "extra")
+        self.requests.append(build_chat_request(self.inner.model, messages, stream=stream,
+                                                **{k: options[k] for k in fields if k in options}))
+
+    async def chat(self, messages: Sequence[Message], **options: Any) -> ChatCompletion:
+        """The inner client's reply, recorded."""
+        self._record(messages, False, options)
+        return await self.inner.chat(messages, **options)
+
+    def stream_chat(self, messages: Sequence[Message], **options: Any) -> ModelStream:
+        """The inner client's stream, recorded."""
+        self._record(messages, True, options)
+        return self.inner.stream_chat(messages, **options)
+
+    def check_available(self) -> None:
+        """The inner client's check."""
+        self.inner.check_available()
+
+    async def aclose(self) -> None:
+        """Close the inner client."""
+        await self.inner.aclose()
 
 
 @dataclass
@@ -144,13 +176,13 @@ async def runtime_counts(setup: Setup, reply_chars: int, counter: LlamaTokenCoun
             policy.configure_role("Npc0", system_prompt=npc_prompt(0), max_chat_history_messages=setup.window,
                                   with_chat_history=True, persist_chat_history=True, use_memory_tool=True,
                                   temperature=0.0)
-            orchestrator = build_orchestrator(base_url=server.base_url, model_path=model_path, token_counter=counter,
-                                              model_context_tokens=CONTEXT_TOKENS, stores=stores, policy=policy,
-                                              tool_mode="structured", memory_design=memory_design, prewarm=True,
+            client = RecordingClient(OpenAICompatClient(server.base_url))
+            orchestrator = build_orchestrator(base_url=server.base_url, client=client,
+                                              concurrency=DEFAULT_EXTERNAL_CONCURRENCY, model_path=model_path,
+                                              token_counter=counter, model_context_tokens=CONTEXT_TOKENS,
+                                              stores=stores, policy=policy, tool_mode="structured",
+                                              memory_design=memory_design, prewarm=True,
                                               memory_last_stays=memory_last_stays)
-            client = RecordingClient(server.base_url)
-            await orchestrator.client.aclose()
-            orchestrator.client = client
             key = stores.scoped(_scope(0)).key("Npc0")
             for fact in _initial_facts(setup, 0):
                 MemoryTool(stores.memory, key).execute({"action": "append", "content": fact})

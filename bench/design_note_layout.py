@@ -1,12 +1,12 @@
 """The design note's request layout, kept for the benchmarks that compare it with the runtime's.
 
-The note's order (contract §7 before the measured change): system prompt, `## Conversation Summary`,
+The note's order (the one contract §7 departs from): system prompt, `## Conversation Summary`,
 the history, then one tail message with every block — request instructions, `## Memory` (the
 snapshot), `## Memory (updates)` (the cumulative delta), tool availability, world state — and the
-player's line. The runtime's own layout (`pyruntime.turns.prompt.assemble_messages`) moved the snapshot
-and the summary into a head before the history and each memory change into its own note; the figures
-are in docs/design/prompt-layout.md. With `compaction_target_ratio=1.0` (no hysteresis) this is the
-runtime as it was before that change:
+player's line. The runtime's own layout (`pyruntime.turns.prompt.assemble_messages`) puts the snapshot
+and the summary in a head before the history and each memory change in a note of its own (the reasons are
+in docs/design/prompt-layout.md, the figures in docs/benchmarks.md#prompt-layout). With
+`compaction_target_ratio=1.0` (no hysteresis) this is the design note's runtime:
 
     build_orchestrator(..., assemble=assemble_design_note, compaction_target_ratio=1.0)
 """

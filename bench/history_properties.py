@@ -1,4 +1,4 @@
-"""The long profile of the history property suite (issue 12): many generated sessions, counts reported.
+"""The long profile of the history property suite: many generated sessions, counts reported.
 
 The same generator and invariant checks as `tests/history/test_history_properties.py` (see
 `tests/history/session_sim.py`): repeated messages, tool rounds, tight and loose budgets, restarts,

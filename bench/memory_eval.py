@@ -694,7 +694,7 @@ def fraction(part: int | None, whole: int) -> str:
 
 
 def table(results: Sequence[ConfigResult]) -> str:
-    """The results table (docs/design/memory-writer.md)."""
+    """The results table (docs/benchmarks.md#the-memory-eval)."""
     baseline = next((r for r in results if r.name == "a"), None)
     rows = ["| configuration | facts captured | captured at turn return | captured when written | junk writes "
             "| corrections applied | recall, history saved | recall, history not saved | memory talk in recall "

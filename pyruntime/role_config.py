@@ -20,7 +20,7 @@ from pyruntime.scopes import normalize_role_id
 DEFAULT_MAX_CHAT_HISTORY_MESSAGES = 30
 DEFAULT_MAX_TOOL_CALL_ROUNDTRIPS = 20
 # Visible reply tokens per model round when a role sets no cap: enough for a long NPC answer, and a
-# bound on a runaway generation (an uncapped one ran ~8k tokens at 0.4 tok/s and froze a game; issue 9).
+# bound on a runaway generation (an uncapped one ran ~8k tokens at 0.4 tok/s and froze a game).
 DEFAULT_MAX_OUTPUT_TOKENS = 512
 DEFAULT_COMPACTION_TRIGGER_RATIO = 0.8
 DEFAULT_MAX_MEMORY_CHARS = 16000

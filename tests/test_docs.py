@@ -244,3 +244,37 @@ def test_contract_sections_cited_in_code_exist() -> None:
     assert cited, "no source cites the contract"
     assert [(p, n) for p, n in cited if n not in sections] == []
 
+
+
+# -- no comment or doc speaks of its history by issue number --------------------------------------------
+
+_ISSUE_CITATION = re.compile(r"\b[Ii]ssues?\s+#?\d+")
+_UPSTREAM_PROJECT = re.compile(r"(llama\.cpp|upstream)\s*$", re.IGNORECASE)
+
+
+def own_issue_citations(text: str) -> list[str]:
+    """Where a text cites one of this project's issues by number ("issue 24"); another project's issue, named as
+    such ("llama.cpp issue 27148"), is a useful reference and not one of them."""
+    return [m.group(0) for m in _ISSUE_CITATION.finditer(text)
+            if not _UPSTREAM_PROJECT.search(text[max(0, m.start() - 24):m.start()])]
+
+
+def test_the_issue_checker_tells_the_projects_issues_from_upstream_ones() -> None:
+    text = "fixed in issue 24; Issues 9 and 13 too; llama.cpp issue 27148, llama.cpp issues\n27422; upstream issue 5"
+    assert own_issue_citations(text) == ["issue 24", "Issues 9"]
+
+
+def test_no_comment_or_doc_cites_an_issue_number() -> None:
+    # A reader needs what is true and why, not which issue asked for it: say that instead.
+    here = Path(__file__).resolve()
+    paths = {*source_files(), *markdown_files(), *(ROOT / ".github").rglob("*.yml")}
+    offenders = []
+    for path in sorted(paths):
+        if path.resolve() == here:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        offenders += [f"{path.relative_to(ROOT)}: {cited}" for cited in own_issue_citations(text)]
+    assert offenders == []

@@ -137,7 +137,7 @@ def test_role_ids_shaped_like_hashed_keys_are_refused(role: str) -> None:
         storage_key(role)
 
 
-# Issue 22 item 8: ids that name save files may not have invisible or look-alike twins.
+# Ids that name save files may not have invisible or look-alike twins.
 LOOK_ALIKES = {
     "zero-width space": "Teacher\u200b",
     "zero-width joiner after a letter": "Guard\u200d",

@@ -11,11 +11,11 @@ FIXED_OVERHEAD_TOKENS = 64
 MIN_HISTORY_TOKENS = 32
 MAX_OVERFLOW_RETRIES = 3
 OVERFLOW_SHRINK = 0.75
-# Compaction with hysteresis (issue 13): once the history reaches its trigger, fold down to half the
+# Compaction with hysteresis: once the history reaches its trigger, fold down to half the
 # window and half the verbatim room, so about half a window of turns append only before the next
 # fold and the summary, and the model's cached prompt after it, stay unchanged meanwhile.
 COMPACTION_TARGET_RATIO = 0.5
-# The deterministic summary's bound (issue 24): this share of the history a bare request could hold
+# The deterministic summary's bound: this share of the history a bare request could hold
 # (760 tokens of SmolLM2's 8192-token context), so a long conversation's prompt stops growing well below
 # the naive game's whole history; past it the oldest lines are condensed first (fold.SummaryShape).
 DETERMINISTIC_SUMMARY_SHARE = 1 / 8

@@ -104,11 +104,11 @@ class CutReport:
     overflow_retries: int = 0
     lossy: bool = False
     already_folded: int = 0  # stored messages an earlier turn folded
-    # Compaction between turns (issue 24): the history reached its trigger and this turn sent the previous
+    # Compaction between turns: the history reached its trigger and this turn sent the previous
     # head, the fold being prepared in the background; or the fold this turn sent was prepared after the last.
     compaction_deferred: bool = False
     folded_between_turns: bool = False
-    # Stored messages of earlier sessions the turn left out (RoleMemoryConfig.send_earlier_sessions; issue 25).
+    # Stored messages of earlier sessions the turn left out (RoleMemoryConfig.send_earlier_sessions).
     earlier_session_ids: list[str] = field(default_factory=list)
 
     def to_proto(self) -> orchestrator_pb2.CutReport:

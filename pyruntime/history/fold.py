@@ -8,8 +8,8 @@ different history (a session-only history after a restart). The marker is stripp
 prompt use. Older saves carry `[fold:v1:h1,…]` (content hashes only) or no marker; both are still
 read, and the first turn that finds their fold point rewrites the marker as v2.
 
-Over 400 lines for now: the marker and fold-point code (up to `summary_lines`) is a seam that could stand
-alone, left in place while the between-turns compaction work (issue 24) edits this module.
+Over 400 lines: the marker and fold-point code (up to `summary_lines`) is a seam that could stand alone as
+a module of its own.
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ class FoldResult:
 
 @dataclass(frozen=True)
 class SummaryShape:
-    """How small a deterministic summary stays (issue 24): a share of what it replaces, and a bound.
+    """How small a deterministic summary stays: a share of what it replaces, and a bound.
 
     `fold_share`: the bullets of one fold cost at most this share of the tokens their messages cost
     verbatim, so the summary is smaller than what it replaces (the longest lines are clipped first, an

@@ -5,7 +5,7 @@ summary, and hands back a `PreparedHistory` whose new summary reaches the store 
 `commit()`, which the turn calls after it succeeded (a failed overflow retry persists nothing).
 
 A compaction is a `Fold`: computed by the turn that sends it (`CompactionTiming.IN_TURN`, the design
-note's way), or between turns (issue 24): after a reply, the runtime prepares the next turn's history
+note's way), or between turns: after a reply, the runtime prepares the next turn's history
 in the background, which computes the fold; the next turn sends that `Fold` (`staged`) as computed,
 and until it is ready, sends the previous summary while the history still fits its budget
 (`CompactionTiming.BETWEEN_TURNS`). Either way the fold reaches the store only with the turn that sent it.
@@ -65,7 +65,7 @@ class Disposition(enum.Enum):
 
 
 class CompactionTiming(enum.Enum):
-    """When a compaction is computed: by the turn that sends it, or between turns (issue 24)."""
+    """When a compaction is computed: by the turn that sends it, or between turns."""
 
     IN_TURN = "in turn"  # fold when the trigger is reached, in the turn (an LLM fold's call too)
     # The turn sends the `Fold` prepared after the previous reply once it is ready; until then the previous
@@ -383,7 +383,7 @@ async def _compute_fold(
             clip = None
             if folded_body is not None:
                 clip = clip_summary(folded_body, options.max_summary_chars)
-                # Where the model can write the summary (issue 24): smaller than what it replaces, keeping the
+                # Only where the model can write the summary: smaller than what it replaces, keeping the
                 # player's names and numbers; a small model's repetitions or inventions fall back to the fold.
                 consumed = to_fold[: payload.consumed]
                 replaced = (counter.count(prior_body) if prior_body else 0) + sum(
@@ -518,6 +518,6 @@ async def prepare_scoped_turn_history(store: Any, role_id: str, **kwargs: Any) -
     prior = store.load_summary(role_id) if summarize else None
     return await prepare_turn_history(
         stored, prior, **kwargs,
-        # The summary of session-only chat stays in process memory like that chat (issue 9 item 7).
+        # The summary of session-only chat stays in process memory like that chat: nothing of it reaches a file.
         save_summary=lambda summary: store.save_summary(role_id, summary, persist=config.persist_chat_history),
     )

@@ -71,7 +71,7 @@ __all__ = [
 
 MALLOC_MMAP_THRESHOLD_ENV = "MALLOC_MMAP_THRESHOLD_"
 # glibc keeps freed prompt-cache state copies in its heap; a fixed threshold gives them back to the OS
-# (issue 13: 767 vs 950 MB after 100 turns with llama-cpp-python; llama-server copies states the same way).
+# (docs/benchmarks.md#model-server-memory-over-long-sessions; llama-server copies slot states the same way).
 MALLOC_MMAP_THRESHOLD_BYTES = "131072"
 # Variables llama-server reads as flags or keys (LLAMA_ARG_*, LLAMA_API_KEY, ...): a game's environment
 # must not change how the engine runs nor where it writes.
@@ -378,10 +378,6 @@ class LlamaServerProcess:
         if parked is None:
             return CacheState(limit_bytes=self.config.prompt_cache_mb << 20)
         return CacheState(used_bytes=parked.used_bytes, entries=parked.entries, limit_bytes=parked.limit_bytes)
-
-    def recent_stderr(self) -> list[str]:
-        """The child's last stderr lines (for debugging by hand; may contain request text)."""
-        return self._log.recent()
 
     # -- what the watchdog and Health read -------------------------------------------------
 

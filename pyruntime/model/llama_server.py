@@ -57,8 +57,8 @@ def default_threads() -> int:
     """llama.cpp threads that leave the game half the cores: max(1, cores // 2).
 
     llama.cpp's threads spin at every barrier, so a thread that loses its core to the game stalls
-    all the others: a 32-token turn took 35.5 s on 2 threads against 2.2 s on 1 thread with other
-    load on a 2-core machine (issue 9).
+    all the others: on a 2-core machine with the game busy, a short reply takes about 16 times as long
+    on 2 threads as on 1 (docs/benchmarks.md#model-supervision).
     """
     return max(1, available_cores() // 2)
 
@@ -170,7 +170,7 @@ def server_command(binary: Path, config: LlamaServerConfig, launch: EngineLaunch
         "--api-key-file", str(launch.key_file),
         "--jinja",  # the model's own chat template, and native tool calls
         # No host prompt cache: it hands a request any cached state its prompt starts like, whoever made it, and
-        # cannot forget one conversation (upstream issues 27148, 27422). The runtime parks states per conversation
+        # cannot forget one conversation (llama.cpp issues 27148, 27422). The runtime parks states per conversation
         # instead (parked_states.py); idle slots keep their conversation (slots.py).
         "--cache-ram", "0",
         "--flash-attn", config.flash_attention,

@@ -1,14 +1,14 @@
 """Parked states: the KV state of a conversation that lost its slot, kept in a file named after that conversation
 alone, loaded back only into that conversation's next request.
 
-llama-server has a host prompt cache of its own (`--cache-ram`) for such states, but it is addressed by content:
-a request whose prompt starts like a cached state gets that state, whichever conversation made it, and no call
-removes one conversation's entry. Upstream, that cache has restored an unrelated conversation into a fresh slot
-while reporting no cached tokens (llama.cpp issue 27148), and system prompts have leaked between clients (issue
-27422). The runtime therefore runs llama-server with that cache off and parks states itself: llama-server writes
-and reads the files (`POST /slots/N?action=save|restore`, under its `--slot-save-path`), this module names them,
-counts them against the budget (`--prompt-cache-mb`), evicts the oldest first, and deletes them, one conversation
-at a time. Which conversation is parked is `slots.SlotAffinity`'s (pure); the HTTP calls are `slot_moves.py`'s.
+llama-server has a host prompt cache of its own (`--cache-ram`) for such states, but it is addressed by content: a
+request whose prompt starts like a cached state gets that state, whichever conversation made it, and no call removes
+one conversation's entry. Upstream, that cache has restored an unrelated conversation into a fresh slot while
+reporting no cached tokens (llama.cpp issue 27148), and system prompts have leaked between clients (llama.cpp issue
+27422). The runtime therefore runs llama-server with that cache off and parks states itself: llama-server writes and
+reads the files (`POST /slots/N?action=save|restore`, under its `--slot-save-path`), this module names them, counts
+them against the budget (`--prompt-cache-mb`), evicts the oldest first, and deletes them, one conversation at a
+time. Which conversation is parked is `slots.SlotAffinity`'s (pure); the HTTP calls are `slot_moves.py`'s.
 
 The files hold token ids and KV tensors of player text: they live only in the engine's save folder (private, or
 the disk prompt cache's), are removed when restored, evicted, erased, and at every start and stop of the engine.

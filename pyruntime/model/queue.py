@@ -14,7 +14,7 @@ interleave their calls and each call can find another turn's prompt where its ow
 Background work that can be redone (a prewarm, a compaction between turns) holds its slot
 `preemptible`: a player call that finds no free slot stops one such holder (its body raises
 `Preempted`, which closes its stream) and is handed that slot, so a player never waits for work
-nobody is watching (issue 24).
+nobody is watching.
 """
 
 from __future__ import annotations

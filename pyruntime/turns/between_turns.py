@@ -1,7 +1,7 @@
-"""Compaction between turns (issue 24): a conversation's next fold is made after the reply, off the player's path.
+"""Compaction between turns: a conversation's next fold is made after the reply, off the player's path.
 
-Folding inside a turn made the player wait twice: for the summarizer's call (an LLM fold), and for the
-model to evaluate the new head (summary and everything after it, 400-1,300 tokens, seconds on a CPU). Now,
+Folding inside a turn makes the player wait twice: for the summarizer's call (an LLM fold), and for the
+model to evaluate the new head (summary and everything after it, 400-1,300 tokens, seconds on a CPU). So,
 after a reply, the work between turns (`NextTurn.prepare` in turns/next_turn.py, run by `prewarm.Prewarms`
 behind player turns in the model queue) prepares the next turn's history as that turn would: when it
 reaches the trigger, that preparation makes the fold (the LLM call is background work a player's call

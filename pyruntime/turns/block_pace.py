@@ -1,8 +1,8 @@
-"""Whether a conversation's memory-last block moves before each player line or stays where it was sent (issue 24).
+"""Whether a conversation's memory-last block moves before each player line or stays where it was sent.
 
 The two placements of `memory_last.assemble_memory_last` trade recall for work between turns. Right
 before the player's line, SmolLM2-135M answered 17 of the memory eval's 25 second questions of a session;
-one exchange back, 10 (`bench/memory_eval.py`, docs/design/compaction.md#the-memory-block-that-stays).
+one exchange back, 10 (`bench/memory_eval.py`, docs/benchmarks.md#the-memory-block-moves-stays-auto).
 But moving the block costs it and the last exchange again after every reply: the prewarm evaluates them
 while the player reads, which takes milliseconds on a GPU and 1-2 s on a 2-core CPU, and a player who
 answers sooner waits for that evaluation in the conversation's slot (TTFT p50 2-3x the naive game's).

@@ -43,7 +43,7 @@ class ModelProfile:
     def memory_last(self) -> bool:
         """The memory-last prompt layout (turns/memory_last.py): for the writer design's models, too small to find
         a memory block across a saved history (SmolLM2-135M recalled 12/65 of the memory eval's questions with it
-        in the head, 32/65 with it last; docs/design/memory-writer.md)."""
+        in the head, 32/65 with it last; docs/benchmarks.md#recall-layouts)."""
         return self.memory_design is MemoryDesign.WRITER
 
 

@@ -3,13 +3,13 @@
 The snapshot is the memory as first sent to the model. Later turns send the same snapshot plus
 only what changed since, so the memory text the model saw earlier never changes under it.
 
-The cache-stable layout (issue 13) sends each change as a note, sent once and left where it was
-(`prompt.place_notes`); a compaction, which rewrites everything after the summary anyway, folds the
-notes into one updates block right after the summary, and the snapshot before the summary stays
-byte-identical, so the model keeps its cached state of both. Only a rewrite of the memory (not an
-append), an overflow retry or a block that can no longer be rebuilt consolidates the snapshot
-(snapshot := current memory). Every text is rebuilt each turn from the memory versions it spans, so
-the same bytes go out turn after turn and after a restart, and only version numbers are remembered.
+The cache-stable layout (docs/design/prompt-layout.md) sends each change as a note, sent once and left
+where it was (`prompt.place_notes`); a compaction, which rewrites everything after the summary anyway,
+folds the notes into one updates block right after the summary, and the snapshot before the summary
+stays byte-identical, so the model keeps its cached state of both. Only a rewrite of the memory (not an
+append), an overflow retry or a block that can no longer be rebuilt consolidates the snapshot (snapshot :=
+current memory). Every text is rebuilt each turn from the memory versions it spans, so the same bytes
+go out turn after turn and after a restart, and only version numbers are remembered.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def plan_memory_blocks(state: AgentMemoryState | None, *, fold: NoteFold = NoteF
 
     `head_version` and `sent_notes`: the memory versions of the head's updates block (0: none) and of
     the notes this conversation's last request carried (`PromptAnchors`). `fold_up_to` (a compaction
-    prepared between turns, issue 24): the memory version its head was evaluated with; a change the game
+    prepared between turns): the memory version its head was evaluated with; a change the game
     made since is a note after the history, so the new head stays the one already evaluated.
     """
     state = state or AgentMemoryState()

@@ -1,10 +1,10 @@
 """The memory-last request layout (pure): the whole memory after the history, before the player's line.
 
 For models too small to find a memory block across a saved history (the writer design's models;
-issue 25, measured with SmolLM2-135M in `bench/recall_layouts.py`, docs/design/memory-writer.md). With
-today's head layout (`prompt.assemble_messages`: the snapshot and its update notes before and inside
-the history) SmolLM2-135M answered 12 of the memory eval's 65 recall questions in a new process with
-the history saved; with the memory last, 32. Everything else is `assemble_messages`' layout: the
+measured with SmolLM2-135M in `bench/recall_layouts.py`, docs/benchmarks.md#recall-layouts). With the
+head layout of `prompt.assemble_messages` (the snapshot and its update notes before and inside the
+history) SmolLM2-135M answered 12 of the memory eval's 65 recall questions in a new process with the
+history saved; with the memory last, 32. Everything else is `assemble_messages`' layout: the
 summary after the system prompt, the history, the tail where it was first sent.
 
 The memory is the current document, consolidated every turn (no snapshot and notes: a small model
@@ -19,7 +19,7 @@ not an append puts both last again) turns append only, and lines appended since 
 the game added) are each one more block under the same heading, right before the player's line where
 they were first sent (`place_memory_with_tail`): an append costs its own lines. A turn whose block moved
 keeps it as such a run (`anchors_of_the_block_that_moves`), so switching between the two moves nothing.
-Measured in docs/design/compaction.md#the-memory-block-that-stays.
+Measured in docs/benchmarks.md#the-memory-block-moves-stays-auto.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from pyruntime.turns.prompt import (
 # 7 of 65 recall replies). Measured with the block last and the earlier sessions left out (recall of 65,
 # bench/recall_layouts.py on the memory eval's saves): "## Notes about the player" 40, "## What you know
 # about the player" 38, "## Memory" 37, "## Your notes about the player" 37, "## About the player" 36,
-# "What you remember about the player:" 34, "What you know about the player:" 31 (docs/design/memory-writer.md).
+# "What you remember about the player:" 34, "What you know about the player:" 31 (docs/benchmarks.md#recall-layouts).
 LAST_MEMORY_HEADING = "## Notes about the player"
 # Blocks of appended lines kept where they were first sent; one more puts the whole memory last again as
 # one block (a fold does that anyway, every few turns past the window).

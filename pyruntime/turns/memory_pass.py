@@ -165,10 +165,6 @@ class MemoryPasses:
         """Passes not finished yet."""
         return len(self._running)
 
-    def pending_for(self, conversation: str) -> int:
-        """Passes of one conversation not finished yet."""
-        return len(self._by_conversation.get(conversation, ()))
-
     def last_of(self, conversation: str) -> asyncio.Task[MemoryPassOutcome] | None:
         """The newest pass of the conversation still running (the next pass lands after it)."""
         running = self._by_conversation.get(conversation)

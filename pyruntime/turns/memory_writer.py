@@ -2,7 +2,7 @@
 
 Some models cannot use the `memory` tool inside their reply: SmolLM2-135M stored a stated fact 0 of
 15 times that way, pasted the tool contract's example as a fact and wrote memory on small talk
-(issue 10). For them the runtime runs a separate, grammar-constrained decision after the reply
+(docs/design/memory-writer.md). For them the runtime runs a separate, grammar-constrained decision after the reply
 (`MemoryDesign.WRITER`): one small JSON object, `{"kind": "fact"|"nothing", "topic": ..., "value": ...}`.
 The runtime, not the model, turns it into a memory edit:
 
@@ -125,7 +125,7 @@ def small_talk(text: str) -> bool:
     """True when a first-person line states nothing to keep: only small-talk words, or a wish or an opinion.
 
     Measured on SmolLM2-135M: asked about "I'll look around a bit" it stored `Player's name: I'll look
-    around a bit` next to the player's real name (issue 25). A line with any other word is not small talk
+    around a bit` next to the player's real name. A line with any other word is not small talk
     (a correction carries its new value, so it never is).
     """
     words = _words(text)

@@ -81,7 +81,7 @@ DEFAULT_TURN_TIMEOUT_S = 120.0
 DEFAULT_MEMORY_WAIT_S = 30.0  # wait_memory_writes without a timeout
 # Room for the JSON wrapper and tool calls on top of a role's visible output cap, when tools are
 # offered: the cap bounds the reply the player sees, never the calls (a 32-48 token cap sent as
-# max_tokens cut the JSON of 69 of 72 structured turns; issue 9).
+# max_tokens cut the JSON of most structured turns; docs/benchmarks.md#model-supervision).
 TOOL_CALL_ALLOWANCE_TOKENS = 512
 DEFAULT_MODEL_CONTEXT_TOKENS = 8192
 
@@ -136,7 +136,7 @@ class AiOrchestrator:
         `memory_last_stays`: where that block goes (turns/block_pace.py): None (default) - before each player line
         while the model keeps up with the player, where it was first sent (lines appended later each where they were
         first sent, until a fold or a rewrite) once a turn finds its prewarm still running; True or False - always
-        the one or the other (measured against each other in docs/design/compaction.md).
+        the one or the other (measured against each other in docs/benchmarks.md#the-memory-block-moves-stays-auto).
         `background_compaction`: fold between turns (turns/between_turns.py): after a reply, the next turn's
         fold is made in the background (and its head prewarmed, with `prewarm`); a turn never waits for it.
         """
@@ -181,7 +181,7 @@ class AiOrchestrator:
         self.session_starts = SessionStarts()  # where each conversation's session began (turns/sessions.py)
         self.compaction_target_ratio = compaction_target_ratio
         self._recent_conversations: deque[str] = deque(maxlen=RECENT_TURNS)
-        # Where each conversation's tail and memory notes were last sent (issue 13): they stay there.
+        # Where each conversation's tail and memory notes were last sent: they stay there.
         self._anchors = TailAnchors()
         self._anchors_path: Path | None = None  # where they are saved (with the disk prompt cache)
         self.planner = RequestPlanner(

@@ -1,4 +1,4 @@
-"""Warm the next turn's prefix while the player reads the reply (issue 13, "Warm first tokens").
+"""Warm the next turn's prefix while the player reads the reply (docs/design/prompt-layout.md).
 
 Past the history window most turns only append, but a turn that compacts changes the head message
 (new summary, memory notes folded into the head), so llama.cpp evaluates the head and the whole history
@@ -72,7 +72,7 @@ def in_own_slot(slots: int, recent: Sequence[str], conversation: str) -> bool:
     (model/slots.py), the prewarm goes there and the next turn looks there; the host cache is llama-server's
     LRU store for conversations that lost their slot, full by design in a long session. Gating on its room
     skipped 180 of 240 prewarms in a 200-turn session (every one after ~60 turns), so each turn evaluated
-    the memory block again (440 tokens median against 22 over 40 turns; docs/design/compaction.md).
+    the memory block again (440 tokens median against 26; docs/benchmarks.md#long-conversations-against-the-naive-game).
     """
     return slots > 1 and len({*recent, conversation}) <= slots
 

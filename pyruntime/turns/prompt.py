@@ -280,10 +280,11 @@ def assemble_messages(
         return len(history) if at is None else max(0, min(at, len(history)))
 
     # (place, kind, text): the tail before the notes where both follow the same message. They share a place only
-    # when both were placed by one request; a tail that moved then (a compaction) keeps its text, which the
-    # prewarm evaluated, so the new note after it costs the note alone (issue 24: 84 -> 61 tokens on a memory
-    # edit that comes with a fold). A tail that changes every turn (world state) moves again next turn and
-    # takes what follows it along: the note, in the prewarm between turns, not in the player's turn.
+    # when both were placed by one request; a tail that moved then (a compaction) keeps its text, which the prewarm
+    # evaluated, so the new note after it costs the note alone (84 -> 62 tokens on a memory edit that comes with a
+    # fold; docs/benchmarks.md#compaction-tokens-sent-and-evaluated). A tail that changes every turn (world state)
+    # moves again next turn and takes what follows it along: the note, in the prewarm between turns, not in the
+    # player's turn.
     notes = tail.memory_notes
     places = notes_after if notes_after is not None and len(notes_after) == len(notes) else [None] * len(notes)
     inserts: list[tuple[int, int, str]] = [

@@ -1,10 +1,10 @@
-"""Earlier sessions: the saved history a small model does not see (issue 25).
+"""Earlier sessions: the saved history a small model does not see.
 
 A session is this runtime's lifetime for a conversation (a game's play session): the messages stored
 before the runtime first served the conversation are its earlier sessions. SmolLM2-135M, asked in a
 new session about what the player told it before, recalled 32 of the memory eval's 65 questions with
 the earlier sessions' raw lines in its prompt, 37 with them left out and its memory last
-(bench/recall_layouts.py, docs/design/memory-writer.md): the lines pull it into continuing its own old
+(bench/recall_layouts.py, docs/benchmarks.md#recall-layouts): the lines pull it into continuing its own old
 replies, and the memory already carries their facts. So for the memory-last layout (the writer
 design's models) with memory on, the earlier sessions' verbatim messages are left out; a summary of
 them stays; a role that asks for its whole history (`send_earlier_sessions=True`) gets it.

@@ -1,4 +1,4 @@
-"""Where each conversation's tail was last sent, kept across restarts (issue 13, with the disk prompt cache).
+"""Where each conversation's tail was last sent, kept across restarts (with the engine's states on disk).
 
 A restarted runtime whose model finds an NPC's prompt state on disk must send the same prompt as
 before the restart, or the state is useless after the point where the two differ: the sticky tail
@@ -89,7 +89,7 @@ def load_anchors(path: Path, limit: int) -> OrderedDict[str, PromptAnchors]:
 
 
 class TailAnchors:
-    """Where each conversation's tail and memory notes were last sent (issue 13): they stay there."""
+    """Where each conversation's tail and memory notes were last sent: they stay there."""
 
     def __init__(self, limit: int = MAX_TAIL_ANCHORS) -> None:
         self.limit = limit

@@ -1,4 +1,4 @@
-"""Issue 22 through the saves CLI: links, FIFOs and oversized files are refused at once with one clear line,
+"""Hostile saves through the saves CLI: links, FIFOs and oversized files are refused at once with one clear line,
 nothing outside the data folder is read or written, and `history clear` / `memory clear` remove them."""
 
 from __future__ import annotations

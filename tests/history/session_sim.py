@@ -1,4 +1,4 @@
-"""Generated game sessions over the runtime's own history code, checking issue 12's invariants after every turn.
+"""Generated game sessions over the runtime's own history code, checking the history's invariants after every turn.
 
 Everything but the model is real: stores (in-memory, or files with small caps that trim, reopened
 to simulate a restart), recording (`record_turn`), the pipeline, prompt assembly and the fit to the

@@ -1,4 +1,4 @@
-"""The history pipeline's side of compaction between turns (issue 24): a `Fold` made once, sent by a later turn.
+"""The history pipeline's side of compaction between turns: a `Fold` made once, sent by a later turn.
 
 Pure: stored messages in, a `PreparedHistory` out (heuristic token counts, no model).
 """

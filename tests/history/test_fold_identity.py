@@ -1,4 +1,4 @@
-"""Fold bookkeeping on stored messages' identities (issue 12): repeats, old markers, stored summary limits."""
+"""Fold bookkeeping on stored messages' identities: repeats, old markers, stored summary limits."""
 
 from __future__ import annotations
 

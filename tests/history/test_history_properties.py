@@ -1,4 +1,4 @@
-"""Property suite (issue 12): generated sessions keep the history invariants after every turn.
+"""Property suite: generated sessions keep the history invariants after every turn.
 
 Bounded for CI; `bench/history_properties.py` runs the long profile and reports its counts.
 """

@@ -104,7 +104,7 @@ def test_the_token_trigger_keeps_the_newest_that_fit_next_to_the_summary_reserve
 
 
 def test_a_newest_message_larger_than_the_budget_is_folded_not_sent_to_overflow() -> None:
-    # It used to be sent regardless, so every attempt of the turn overflowed the context (issue 12).
+    # Sent regardless, it would overflow the context on every attempt of the turn.
     history = [M("user", "old"), M("user", "x" * 8000)]
     budget = compute_history_budget(model_context_tokens=512)
     prepared = prepare(history, budget=budget)
@@ -290,7 +290,7 @@ def test_cut_report_proto_has_every_dataclass_field() -> None:
 
 
 def test_compaction_with_hysteresis_folds_down_to_the_target_then_appends_only() -> None:
-    # Issue 13: a window of 10 reached folds down to 5, so the next turns keep the summary unchanged.
+    # A window of 10 reached folds down to 5, so the next turns keep the summary unchanged.
     config = RoleMemoryConfig("AINpc", max_chat_history_messages=10)
     history = dialogue(11)
     first = prepare(history, config=config, compaction_target_ratio=0.5)
@@ -319,7 +319,7 @@ def test_hysteresis_keeps_the_newest_message_when_it_fits_the_full_room() -> Non
 
 
 def test_a_summary_past_its_bound_is_condensed_below_it_with_hysteresis_then_appended_to() -> None:
-    # Issue 13: the summary sits near the prompt's start; condensed to half its bound, the next folds append to it
+    # The summary sits near the prompt's start; condensed to half its bound, the next folds append to it
     # (the model keeps its cached state of the older lines) instead of each fold condensing its start again.
     config = RoleMemoryConfig("AINpc", max_chat_history_messages=4)
     budget = roomy_budget(max_rolled_summary_tokens=200)

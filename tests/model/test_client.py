@@ -72,7 +72,7 @@ def test_stream_yields_the_same_reply_as_chat(endless_server):
     acc = ChatCompletionAccumulator()
     for delta in deltas:
         acc.add(delta)
-    *reply, usage = deltas  # the hosted server ends a stream with llama.cpp's counts (issue 13)
+    *reply, usage = deltas  # the hosted server ends a stream with llama.cpp's counts
     assert isinstance(reply[-1], FinishDelta) and isinstance(usage, UsageDelta)
     assert (usage.usage.prompt_tokens, usage.usage.completion_tokens) == (
         whole.usage.prompt_tokens, whole.usage.completion_tokens)

@@ -57,7 +57,7 @@ def test_a_busy_slot_is_not_given_to_another_conversation():
 
 def test_a_prompt_that_drops_most_of_the_slots_state_erases_it_first():
     # A compaction replaces the head: llama-server would copy the old state into its host cache, where no
-    # request would ever find it again. It is dropped instead (issue 24 item 3).
+    # request would ever find it again. It is dropped instead.
     slots = SlotAffinity(1)
     a = conversation_id("Bram/p1")
     long_history = chat(*[f"line {i} " * 30 for i in range(8)])

@@ -48,7 +48,7 @@ def test_context_defaults_to_8192_clamped_to_the_trained_context(tiny_llama_serv
     # Each slot holds one conversation of n_ctx tokens (llama-server splits -c over the slots).
     slots = tiny_llama_server.status()["slots"]
     assert len(slots) == tiny_llama_server.config.slots and {s["n_ctx"] for s in slots} == {TINY_CONTEXT_LENGTH}
-    # Half the cores, at least one: llama.cpp must leave cores to the game (issue 9).
+    # Half the cores, at least one: llama.cpp must leave cores to the game.
     assert hosted_model_config(None).n_threads == max(1, len(os.sched_getaffinity(0)) // 2)
     assert effective_n_ctx(None, 32768) == 8192
     assert effective_n_ctx(16384, 8192) == 8192
@@ -357,7 +357,7 @@ def test_the_prompt_cache_folder_flows_from_the_serve_flag_to_the_child(tiny_mod
     assert folder_of("--session-only", "--prompt-cache-dir", str(tmp_path / "c")) == tmp_path / "c"
     with pytest.raises(InvalidArgumentError, match="needs --data-dir"):
         folder_of("--session-only", "--prompt-cache-dir")
-    # Issue 22: the default folder under the data folder must not lead out of it through a link.
+    # The default folder under the data folder must not lead out of it through a link.
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (data / "CoreAI").mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""Model faults, for real (issue 9): a model server killed, hung (SIGSTOP) or producing no text mid-turn,
+"""Model faults, for real: a model server killed, hung (SIGSTOP) or producing no text mid-turn,
 a cancelled turn, output caps in both tool-call modes, the turn timeout and the queue, the guarded port.
 
 Real llama-server children hosting tiny GGUFs on loopback; every wait is bounded (a hang fails the test,

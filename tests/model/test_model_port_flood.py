@@ -1,4 +1,4 @@
-"""The model port is guarded like the RPC ports (issue 22): a flood of half-open connections cannot end the runtime.
+"""The model port is guarded like the RPC ports: a flood of half-open connections cannot end the runtime.
 
 The runtime runs as `serve` under a 1,024 file-handle limit (a desktop's default) hosting the tiny model; the
 model port (our guard in front of llama-server, model/public_port.py) gets two floods of 1,100 connections that

@@ -127,7 +127,7 @@ def test_the_endpoint_streams_pieces_makes_calls_and_fails_as_scripted() -> None
 
 
 def test_the_scripted_port_takes_the_model_ports_key_and_host_origin_rules() -> None:
-    # Issue 22 item 6: a web page could call the scripted port (a foreign Origin, text/plain: a 200 completion).
+    # Without the model port's rules a web page could call the scripted port (a foreign Origin, text/plain).
     async def go() -> None:
         server = ScriptedModelServer(Script.from_dict(SCRIPT), api_key="scripted-key-0123456789")
         await server.start()

@@ -172,7 +172,7 @@ def test_serve_runs_the_whole_runtime_over_both_transports_and_stops_cleanly(tin
 
 
 def test_with_the_disk_prompt_cache_a_restarted_runtime_starts_the_npc_warm(tiny_model_path, tmp_path):
-    # Issue 13: the first turn after a restart evaluates about what the same turn evaluates on a warm runtime.
+    # The first turn after a restart evaluates about what the same turn evaluates on a warm runtime.
     def run(data_dir: Path, *hints: str) -> list[pb.TurnUsage]:
         port = free_port()
         serve = Serve(tmp_path, "--model", str(tiny_model_path), "--port", str(port), "--data-dir", str(data_dir),
@@ -227,7 +227,7 @@ def test_serve_restarts_its_model_server_when_it_dies(tiny_endless_model_path, t
 
 def test_a_model_that_cannot_be_kept_up_leaves_memory_served_and_comes_back_without_a_restart_of_serve(
         tiny_model_path, tmp_path):
-    # Degrade, never die (issue 22): every restart fails while the model file is broken; serve keeps serving
+    # Degrade, never die: every restart fails while the model file is broken; serve keeps serving
     # memory and health (modelState failed, with why), turns answer UNAVAILABLE; once the file is back,
     # the watchdog's next attempt brings the model back and a turn runs, in the same serve.
     serve, model = serve_with_model(tmp_path, tiny_model_path)
@@ -481,7 +481,7 @@ def test_serve_without_a_model_flag_hosts_the_embedded_smollm2_and_it_chats(tmp_
 
 
 def test_llm_url_with_a_key_runs_a_turn_against_a_keyed_server_and_without_it_is_refused(tiny_model_path, tmp_path):
-    # Issue 22 item 7: a keyed OpenAI-compatible server (here our own guarded llama-server, which demands a key).
+    # A keyed OpenAI-compatible server (here our own guarded llama-server, which demands a key).
     from tests.support.fixtures import start_llama_server
 
     key = "external-key-0123456789abcdef"

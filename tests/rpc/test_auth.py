@@ -87,8 +87,8 @@ def test_host_and_origin_rules() -> None:
 
 
 def test_a_planted_link_never_receives_the_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Issue 22: the token used to be written through `.token.<pid>.tmp` opened with O_TRUNC (a link planted
-    # under that name received it), and the runtime folder was chmod-ed through a link.
+    # A token written through a predictable `.token.<pid>.tmp` opened with O_TRUNC would reach a link planted
+    # under that name, and a chmod of the runtime folder would follow a link.
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     outside = tmp_path / "elsewhere"
     outside.mkdir(mode=0o755)

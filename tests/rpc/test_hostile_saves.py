@@ -1,4 +1,4 @@
-"""Issue 9 through both transports: hostile input and saves get the right status, change nothing, and a stuck
+"""Through both transports: hostile input and saves get the right status, change nothing, and a stuck
 lock holder fails only its own save. Requests are built as raw protos, so the server (not the client) judges them."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_deeply_nested_tool_arguments_are_invalid_argument(runtime: Runtime, cli
 
 
 @pytest.mark.parametrize("role", ["..", ".", "a" * 237, "a" * 241, "x" * (MAX_ROLE_ID_BYTES + 1),
-                                  # Issue 22: look-alikes of other ids (zero-width, bidi override and isolate,
+                                  # look-alikes of other ids (zero-width, bidi override and isolate,
                                   # a no-break space, a decomposed accent)
                                   "Teacher\u200b", "\u202eGuard", "Guard\u2066x", "Old\u00a0Guard", "Cafe\u0301"])
 @pytest.mark.parametrize("rpc,request_of", [
@@ -185,7 +185,8 @@ def test_disk_full_or_read_only_is_unavailable_and_keeps_the_previous_version(ru
 
 
 def test_a_full_disk_says_the_same_on_every_path(runtime: Runtime, client: RuntimeClient, monkeypatch) -> None:
-    # Issue 22 item 8: the memory tool said "PersistenceError", a chat append "No space left on device".
+    # One message on every path: not "PersistenceError" from the memory tool and "No space left on device" from
+    # a chat append.
     write(client, "Teacher", "v1")
     call(client, "SaveSummary", ms.SaveSummaryRequest(target=target("Teacher"), summary="s"))
     snapshot = call(client, "ExportSnapshot", ms.ExportSnapshotRequest(role_ids=["Teacher"])).snapshot
@@ -285,7 +286,7 @@ def test_a_stuck_lock_holder_fails_only_its_own_save(quick_lock_runtime: Runtime
         assert write(client, "Stuck", "after").success
 
 
-# -- issue 22: links, FIFOs, devices and oversized files in the data folder ------------------------
+# -- links, FIFOs, devices and oversized files in the data folder -----------------------------------
 
 @pytest.fixture
 def outside(tmp_path: Path) -> Path:
@@ -341,7 +342,7 @@ def test_a_hostile_save_gets_a_clear_status_and_nothing_outside_is_touched(runti
 
 
 def test_fifos_probed_once_each_leave_every_worker_to_the_other_saves(runtime: Runtime, transport: str) -> None:
-    # Issue 22 item 3: 16-18 FIFOs named like saves, each probed once, used to take every one of the 16 workers.
+    # Opened, 16-18 FIFOs named like saves, each probed once, would hold every one of the 16 workers.
     runtime.memory_dir.mkdir(parents=True)
     for i in range(18):
         os.mkfifo(runtime.memory_dir / f"Npc{i}.json")

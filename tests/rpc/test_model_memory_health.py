@@ -1,4 +1,4 @@
-"""Health and /metrics report the hosted model server's memory (issue 13) and slots (issue 23): its RSS, the host
+"""Health and /metrics report the hosted model server's memory and slots: its RSS, the host
 prompt cache's use and budget, the slots busy and idle, read from the real tiny llama-server (RSS from /proc, the
 cache from llama-server's log, the slots from the watchdog's probe)."""
 

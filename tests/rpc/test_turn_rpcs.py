@@ -110,7 +110,7 @@ def test_run_task_and_health(turns: TurnRuntime, transport: str) -> None:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_turn_usage_carries_the_cached_and_evaluated_prompt_tokens(turns: TurnRuntime, transport: str) -> None:
-    # Issue 13: llama.cpp's counts reach the client: a repeated turn reuses its prompt from the model's cache.
+    # llama.cpp's counts reach the client: a repeated turn reuses its prompt from the model's cache.
     role = f"Echo{transport}"
     with turns.runtime.client(transport) as client:
         client.configure_role(RoleMemoryConfig(role, use_memory_tool=False, with_chat_history=False,

@@ -87,7 +87,7 @@ def test_smollm2_correction_replaces_the_old_fact(smollm2_server: LlamaServerPro
 
 def test_smollm2_keeps_one_name_among_small_talk_and_other_names(smollm2_server: LlamaServerProcess,
                                                                  tmp_path: Path) -> None:
-    # Issue 25: `Player's name: I'll look around a bit` and `Player's name: Saltmere` beside the real name.
+    # Seen with SmolLM2: `Player's name: I'll look around a bit` and `Player's name: Saltmere` beside the real name.
     # Lines that are not in the eval's data file.
     outcomes = converse(smollm2_server, tmp_path, "My name is Berengar.", "I'll look around a bit.",
                         "I need some rest.", "My mule is called Turnip.", "I need a ride to Westmarch.")

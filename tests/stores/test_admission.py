@@ -1,4 +1,4 @@
-"""A stuck save never blocks other saves (issue 9 item 4): calls waiting for a save hold no worker thread.
+"""A stuck save never blocks other saves: calls waiting for a save hold no worker thread.
 
 A real second process holds one save's file lock; 40 calls pile onto that save at once through the
 service's worker pool (16 threads), and calls for 10 other saves still answer. No timing is asserted:

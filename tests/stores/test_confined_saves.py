@@ -1,4 +1,4 @@
-"""Issue 22: saves stay inside the data folder. Links, FIFOs, devices and oversized files in place of saves
+"""Saves stay inside the data folder. Links, FIFOs, devices and oversized files in place of saves
 are refused with a clear error, without blocking, and without reading or writing one byte outside the folder;
 an unreadable history is kept aside, never overwritten. Real files, bounded: every call that could block runs in
 a thread joined with a deadline."""

@@ -347,7 +347,7 @@ def test_a_database_restart_costs_no_call():
 
 
 def test_a_full_database_disk_says_what_a_full_disk_says_on_files(db):
-    # Issue 22 item 8: one disk-full message on every path, the database's (sqlstate 53100) included.
+    # One disk-full message on every path, the database's (sqlstate 53100) included.
     from pyruntime.errors import DISK_FULL_MESSAGE, DiskFullError
     from pyruntime.service.status import StatusCode, status_for
 

@@ -1,4 +1,4 @@
-"""Issue 9 on the file stores: stuck lock holders, lock files from reads, bounded per-key state, hostile saves,
+"""The file stores under faults: stuck lock holders, lock files from reads, bounded per-key state, hostile saves,
 disk full and read-only at the write call, the identity index and session-only rows in snapshots."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The rolling summary of session-only chat stays in process memory (issue 9 item 7), on real files."""
+"""The rolling summary of session-only chat stays in process memory, on real files."""
 
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ def write_tiny_model(path: Path, *, context_length: int = TINY_CONTEXT_LENGTH, e
     to max_tokens (for tests that need a long stream); grammars still end it.
     `stuck_utf8`: the model emits only the byte 0xF0, forever: llama-cpp-python holds incomplete UTF-8
     back, so a stream sends no text at all while it decodes (and slows down, re-decoding every token:
-    the "no visible text" failure of issue 9).
+    the "no visible text" failure the stall detection is for).
     """
     path = Path(path)
     tokens, scores, types = _vocabulary()

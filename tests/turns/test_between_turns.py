@@ -1,4 +1,4 @@
-"""Compaction between turns (issue 24): the fold and its prewarm run after the reply; a player's turn never waits.
+"""Compaction between turns: the fold and its prewarm run after the reply; a player's turn never waits.
 
 Against the real tiny llama.cpp server. The races are made deterministic by holding one kind of request
 (the summarizer call, the prewarm) at the client until the test lets it go; a player's turn that comes

@@ -1,4 +1,4 @@
-"""Where the memory-last block goes, by the player's pace (turns/block_pace.py; issue 24)."""
+"""Where the memory-last block goes, by the player's pace (turns/block_pace.py)."""
 
 from __future__ import annotations
 

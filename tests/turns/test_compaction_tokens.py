@@ -1,9 +1,9 @@
-"""Issue 24's token targets on a scripted session, counted with SmolLM2's own tokenizer (deterministic, no decoding).
+"""The long-session token targets on a scripted session, counted with SmolLM2's own tokenizer (deterministic, no decoding).
 
 `bench/compaction_tokens.py` plays `bench_npcs.py`'s session (one NPC, a 10-message window, a fact every
 8 turns) through the runtime as `build_orchestrator` wires it and as the naive game sends it, and
 counts the prompt tokens sent and those llama.cpp's KV sequence evaluates. The figures are in
-docs/design/compaction.md; this keeps them from sliding back.
+docs/benchmarks.md#compaction-tokens-sent-and-evaluated; this keeps them from sliding back.
 """
 
 from __future__ import annotations

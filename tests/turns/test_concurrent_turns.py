@@ -1,4 +1,4 @@
-"""Concurrent turns keep their model calls together (issue 13): no other turn's call between two rounds of one turn.
+"""Concurrent turns keep their model calls together: no other turn's call between two rounds of one turn.
 
 Against the scripted model server (real HTTP), each turn makes a memory-tool round and a reply round.
 """

@@ -1,4 +1,4 @@
-"""Budgets that match what is sent (issue 12), against the real tiny llama.cpp server (2048-token context).
+"""Budgets that match what is sent, against the real tiny llama.cpp server (2048-token context).
 
 Counted, never timed: every turn's status, model calls, overflow retries and the server's own
 prompt token count.

@@ -230,11 +230,11 @@ def test_rolling_summary_is_committed_only_after_a_successful_turn(
     assert failed_stores.scoped().load_summary("Folder") is None
     summary = good_client.bodies[-1]["messages"][1]  # the next turn sends it right after the system prompt
     assert summary["role"] == "system" and summary["content"].startswith("## Conversation Summary\n")
-    assert "[fold:" not in summary["content"]  # the hidden marker (v2 since issue 12) never reaches the model
+    assert "[fold:" not in summary["content"]  # the hidden marker never reaches the model
 
 
 def test_a_turn_that_times_out_after_streaming_text_reports_its_completion_tokens(memory_stores: StoreBundle) -> None:
-    # Issue 22 item 8: a timed-out turn that had streamed 13,026 characters reported completion_tokens 0.
+    # A timed-out turn that streamed text reports the tokens it streamed, not completion_tokens 0.
     from pyruntime.model.scripted import Script
     from pyruntime.model.scripted_server import ScriptedModelServer
 

@@ -119,7 +119,7 @@ def test_a_compaction_folds_the_notes_into_one_block_and_keeps_the_snapshot() ->
 
 
 def test_a_compaction_prepared_between_turns_folds_the_memory_it_was_warmed_with_and_notes_what_came_after() -> None:
-    # Issue 24: the game edited the memory after the next turn's head was evaluated; that head stays as evaluated.
+    # The game edited the memory after the next turn's head was evaluated; that head stays as evaluated.
     later = _edited("likes swords", "likes swords\nhates rain", "likes swords\nhates rain\nowns a boat")
     blocks = plan_memory_blocks(later, fold=NoteFold.INTO_HEAD, fold_up_to=2)
     assert blocks.folded == MemoryNote(2, f"{APPENDED_FRAMING}\nhates rain")

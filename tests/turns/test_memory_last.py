@@ -1,4 +1,4 @@
-"""The memory-last request layout (pure): the whole memory as one block after the history (issues 25, 24)."""
+"""The memory-last request layout (pure): the whole memory as one block after the history."""
 
 from __future__ import annotations
 

@@ -193,7 +193,7 @@ def test_uncollected_outcomes_are_bounded(memory_stores: StoreBundle) -> None:
 
 
 def test_a_stop_gives_passes_the_grace_period_then_cancels_the_rest() -> None:
-    # serve's stop: a pass waiting behind a hung engine must not hold it up (issue 22's soak: 60 s after SIGTERM).
+    # serve's stop: a pass waiting behind a hung engine must not hold it up (unbounded, a stop took 60 s+).
     passes = MemoryPasses()
 
     async def quick() -> MemoryPassOutcome:

@@ -134,7 +134,7 @@ def test_plan_edit_appends_refuses_and_deduplicates() -> None:
 
 
 def test_a_name_is_kept_only_when_the_line_names_the_player() -> None:
-    # SmolLM2 labels a town and a horse "name" (issue 25: a second, wrong name line beside the real one).
+    # SmolLM2 labels a town and a horse "name" (a second, wrong name line beside the real one).
     memory = "Player's name: Quentin"
     assert plan_edit(memory, fact("name", "Saltmere"), "I need passage to Saltmere.") == MemoryEdit(
         line="Player's passage: Saltmere")

@@ -156,8 +156,8 @@ def test_a_write_never_lands_while_the_next_turn_of_its_conversation_runs(memory
 @pytest.mark.parametrize("send_earlier", [None, True])
 def test_the_writer_design_sends_the_whole_memory_last_and_leaves_earlier_sessions_out(
         tmp_path, send_earlier) -> None:
-    # Issue 25: SmolLM2-135M recalled 12/65 with the memory before a saved history, 32/65 with it last,
-    # 37/65 with the earlier sessions' lines left out as well (bench/recall_layouts.py).
+    # SmolLM2-135M recalled 12/65 with the memory before a saved history, 32/65 with it last,
+    # 37/65 with the earlier sessions' lines left out as well (docs/benchmarks.md#recall-layouts).
     from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
     from pyruntime.turns import build_orchestrator
 

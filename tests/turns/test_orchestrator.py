@@ -130,7 +130,7 @@ def test_memory_snapshot_then_updates_across_turns(tiny_server_url: str, memory_
 
 def test_each_memory_edit_is_a_note_that_stays_where_it_was_sent(tiny_server_url: str, memory_stores: StoreBundle,
                                                                   tmp_path: Path) -> None:
-    # Issue 13: an edit costs the model its own note; the request before it is the start of the next one,
+    # An edit costs the model its own note; the request before it is the start of the next one,
     # also after a restart that kept the places (the disk prompt cache's case).
     orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=_policy())
     _write_memory(memory_stores, ALICE, "Smith", {"action": "write", "content": "likes swords"})
@@ -256,7 +256,7 @@ def test_chat_source_borrows_history_for_programmer(tiny_server_url: str, file_s
 
 def test_turn_usage_reports_the_prompt_and_what_the_model_cache_saved(tiny_server_url: str,
                                                                         memory_stores: StoreBundle) -> None:
-    # Issue 13: TurnUsage used to be 0 (streams carried no usage); the hosted server now sends llama.cpp's counts.
+    # TurnUsage carries llama.cpp's counts: the hosted server ends each stream with them.
     orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, policy=_policy())
     _write_memory(memory_stores, ALICE, "Smith", {"action": "write", "content": "likes swords"})
 

@@ -1,4 +1,4 @@
-"""The prewarm (issue 13): after a turn, the next turn's prefix is evaluated in the background.
+"""The prewarm: after a turn, the next turn's prefix is evaluated in the background.
 
 Against the real tiny llama.cpp server: token counts only (never times). The same session runs with
 the prewarm on and off; the turns must send and store the same bytes either way.

@@ -37,7 +37,7 @@ HISTORY = [
 
 
 def test_messages_follow_the_cache_stable_order() -> None:
-    # Issue 13: what changes only at a compaction (snapshot, summary) before the history; the rest after it.
+    # What changes only at a compaction (snapshot, summary) before the history; the rest after it.
     messages = assemble_messages(
         system_prompt="SYS", summary="they met", history=HISTORY, tail=FULL_TAIL, user_payload="what now?"
     )

@@ -413,7 +413,7 @@ def _notes_at(messages: list[dict[str, str]]) -> list[int]:
 
 def test_the_memory_block_stays_where_it_was_first_sent_and_appended_lines_follow_where_they_were_sent() -> None:
     # The memory-last layout with `memory_last_stays`: turns that change nothing append only, so llama.cpp reuses the
-    # whole previous request and reply (issue 24); an appended fact is a block of its own right before the
+    # whole previous request and reply; an appended fact is a block of its own right before the
     # player's line, which stays there too, so an append costs its own line.
     sent = _turns_with_the_block_that_stays({3: {"action": "append", "content": "The player owes 5 gold."}})
     notes = [_notes_at(messages) for messages in sent]

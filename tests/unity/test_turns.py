@@ -43,7 +43,7 @@ def test_builder_role_reaches_the_runtime_and_a_turn_runs(client: Any) -> None:
     result = wait(client.CreateOrchestrator().RunTaskWithResultAsync(request))
     assert result.Succeeded, result.Error
     assert result.TraceId == "trace-42" and result.Usage.ModelCalls >= 1
-    usage = result.Usage  # issue 13: llama.cpp's counts, the cached part included
+    usage = result.Usage  # llama.cpp's counts, the cached part included
     assert usage.PromptTokens > 0 and usage.EvaluatedPromptTokens == usage.PromptTokens - usage.CachedPromptTokens
     pushed = wait(client.GetRoleConfigAsync("Smith"))
     assert (str(pushed.DefaultAction), pushed.ContextTokens, pushed.PersistChatHistory, pushed.MaxOutputTokens,

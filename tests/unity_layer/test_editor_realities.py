@@ -1,4 +1,4 @@
-"""The Unity layer and the editor tools where a real editor differs from a compiler (issue 28 items 2, 4, 13), under the
+"""The Unity layer and the editor tools where a real editor differs from a compiler, under the
 stub engine that enforces Unity's rules:
 
 - the Memory Inspector connects although Unity's API may only be read on the main thread;

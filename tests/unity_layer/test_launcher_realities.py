@@ -1,4 +1,4 @@
-"""The launcher against what real editors and players do (issue 28 items 1, 7, 9, 10, 12, 13), with the real runtime:
+"""The launcher against what real editors and players do, with the real runtime:
 
 - no pipe anywhere: the runtime writes its own log (`serve --log-file`), so nothing goes silent or blocks after a
   domain reload; the Windows start (no shell) is run here too;

@@ -1,4 +1,4 @@
-"""Turns belong to the play session that started them (issue 28 items 5 and 6), through the compiled C# under the
+"""Turns belong to the play session that started them, through the compiled C# under the
 stub engine: Unity's main thread is this test thread (its context runs work only when a frame runs), Play Mode is
 entered and left with StubPlayMode, and the runtime is a real one on the tiny llama.cpp model.
 

@@ -1,4 +1,4 @@
-"""Remote mode against a server certificate signed through an intermediate CA (issue 28 item 13): a private PKI
+"""Remote mode against a server certificate signed through an intermediate CA: a private PKI
 rarely signs servers with its root. The server sends its chain (leaf + intermediate); the game trusts the root only.
 The intermediate links the leaf to the root; it never becomes an authority of its own."""
 

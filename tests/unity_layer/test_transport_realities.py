@@ -1,4 +1,4 @@
-"""The client and the package as a Unity player runs them (issue 28 items 3, 8, 11, 13; issue 26's timeout), through
+"""The client and the package as a Unity player runs them, through
 the compiled C#: real sockets to small HTTP servers here that stand in for the runtime where only the bytes on the
 wire matter (how many connections, which proxy, which timeout was sent), and the IL of builds for other platforms.
 
