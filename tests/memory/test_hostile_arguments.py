@@ -48,7 +48,7 @@ def test_deep_already_parsed_arguments_are_refused() -> None:
 def test_the_memory_tool_returns_a_failure_and_writes_nothing() -> None:
     store = InMemoryAgentMemoryStore()
     result = MemoryTool(store, "Teacher").execute(deep_arguments())
-    assert not result.success and "nesting deeper than" in result.error
+    assert not result.success and result.error is not None and "nesting deeper than" in result.error
     assert store.try_load("Teacher").state is None
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import pytest
 
 from pyruntime.errors import InvalidArgumentError
@@ -115,16 +118,16 @@ def test_blank_role_is_an_error_and_writes_nothing_anywhere(role, tmp_path):
              ScopedAgentMemoryStore(FileAgentMemoryStore(root), FileConversationSummaryStore(root), ALICE, "npc")]
     entry = TranscriptEntry(TranscriptKind.USER, "user", "x", is_chat_message=True)
     for view in views:
-        calls = [
-            lambda: view.save(role, AgentMemoryState(memory="x")),
-            lambda: view.mutate(role, lambda s: s.evolve(memory="x")),
-            lambda: view.append_chat_message(role, "user", "x"),
-            lambda: view.append_transcript(role, [entry]),
-            lambda: view.save_summary(role, "x"),
-            lambda: view.clear(role),
-            lambda: view.clear_chat_history(role),
-            lambda: view.try_load(role),
-            lambda: view.get_chat_history(role),
+        calls: list[Callable[[], object]] = [
+            partial(view.save, role, AgentMemoryState(memory="x")),
+            partial(view.mutate, role, lambda s: s.evolve(memory="x")),
+            partial(view.append_chat_message, role, "user", "x"),
+            partial(view.append_transcript, role, [entry]),
+            partial(view.save_summary, role, "x"),
+            partial(view.clear, role),
+            partial(view.clear_chat_history, role),
+            partial(view.try_load, role),
+            partial(view.get_chat_history, role),
         ]
         for call in calls:
             with pytest.raises(InvalidArgumentError, match="role_id"):

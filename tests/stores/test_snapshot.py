@@ -148,15 +148,16 @@ def _valid_role() -> RoleSnapshot:
         (lambda s: s.roles.append(RoleSnapshot("  ", None, STATE, [], None)), r"roles\[1\].role_id"),
         (lambda s: s.roles.append(_valid_role()), r"roles\[1\] repeats an identity"),
         (lambda s: s.roles.append(RoleSnapshot("Teacher", "local", None, [], None)), r"roles\[1\] repeats"),
-        (lambda s: s.roles.append(RoleSnapshot("B", None, None, [dataclasses.replace(HISTORY[0], kind=7)], None)),
-         r"roles\[1\].history\[0\].kind"),
+        # a hostile snapshot: a kind and a summary of the wrong type
+        (lambda s: s.roles.append(RoleSnapshot("B", None, None, [dataclasses.replace(HISTORY[0], kind=7)],  # type: ignore[arg-type]
+                                               None)), r"roles\[1\].history\[0\].kind"),
         (lambda s: s.roles.append(RoleSnapshot("B", None, None, [dataclasses.replace(HISTORY[0], timestamp=-1)],
                                                None)), r"roles\[1\].history\[0\].timestamp"),
         (lambda s: s.roles.append(RoleSnapshot("B", None, STATE.evolve(versions=STATE.versions[:1] * 2), [], None)),
          r"roles\[1\].state.versions\[1\].version 1 is repeated"),
         (lambda s: s.roles.append(RoleSnapshot("B", None, STATE.evolve(memory=None), [], None)),
          r"roles\[1\].state.memory must be a string"),
-        (lambda s: s.roles.append(RoleSnapshot("B", None, None, [], 42)), r"roles\[1\].summary"),
+        (lambda s: s.roles.append(RoleSnapshot("B", None, None, [], 42)), r"roles\[1\].summary"),  # type: ignore[arg-type]
     ],
 )
 def test_malformed_snapshot_raises_and_writes_nothing(bundle, tmp_path, broken, message):
