@@ -135,7 +135,7 @@ def spawn_runtime(data_dir: Path, *, grpc_port: int = 0, connect_port: int = 0,
             import resource
             resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
 
-    stderr = open(log, "w") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - the child owns it
+    stderr = open(log, "w") if log is not None else subprocess.DEVNULL  # the child owns it
     try:
         process = subprocess.Popen(
             [sys.executable, "-m", "pyruntime.cli", "serve", *model, "--data-dir", str(data_dir),

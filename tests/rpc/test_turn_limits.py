@@ -15,21 +15,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coreai.v1 import orchestrator_pb2 as pb
+from pyruntime.app import RuntimeModel
 from pyruntime.client import RuntimeCallError
 from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.app import RuntimeModel
 from pyruntime.net.limits import TransportLimits
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service import StatusCode, TurnAdmission
 from pyruntime.turns import AiOrchestrator, ToolCallMode
 from tests.rpc.conftest import TRANSPORTS, Runtime, start_runtime
-from tests.support.fixtures import tiny_llama_server, tiny_model_path  # noqa: F401  (pytest fixtures)
 
 SHORT_S = 0.5  # connection timeouts far below how long the held turns wait
 
@@ -52,7 +50,7 @@ class HeldModel:
             self._held.set()
             await self._release.wait()
 
-    def __enter__(self) -> "HeldModel":
+    def __enter__(self) -> HeldModel:
         self._done = asyncio.run_coroutine_threadsafe(self._hold(), self._loop)
         assert self._held.wait(30)
         return self
@@ -82,7 +80,8 @@ class LimitedRuntime:
 
 
 @pytest.fixture(scope="module")
-def limited(tiny_llama_server: LlamaServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LimitedRuntime]:
+def limited(tiny_llama_server: LlamaServerProcess,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[LimitedRuntime]:
     data_dir = tmp_path_factory.mktemp("limited") / "data"
     admission = TurnAdmission(max_running=2, max_queued=2, max_per_conversation=2)
     model = RuntimeModel(tiny_llama_server.base_url, tiny_llama_server.config.alias, tiny_llama_server)
