@@ -1,4 +1,4 @@
-"""What a hostile local process puts in a data folder (issue 22): links out of it, FIFOs, devices, sockets, huge files."""
+"""What a hostile local process puts in a data folder: links out of it, FIFOs, devices, sockets, huge files."""
 
 from __future__ import annotations
 
