@@ -244,7 +244,7 @@ def previous_setup(cache_mb: int) -> Iterator[None]:
 
 def run_parking(args: argparse.Namespace, model: Path) -> int:
     seed = args.seed if args.seed is not None else 1
-    results = {}
+    results: dict[str, Any] = {}
     for setup in ("parked", "host cache", "parked ", "host cache "):  # twice each, alternating
         with previous_setup(args.parked_mb) if setup.strip() == "host cache" else contextlib.nullcontext():
             server = starter(model, "auto", slots=args.slots, prompt_cache_mb=args.parked_mb)()

@@ -46,7 +46,9 @@ POLL_S = 1.2
 
 
 def _busy(server: LlamaServerProcess) -> int:
-    return int(server.status()["slots_busy"])
+    busy = server.status()["slots_busy"]
+    assert isinstance(busy, int)
+    return busy
 
 
 async def cancel_then_idle(server: LlamaServerProcess, neighbour: bool, cancel_after: float, limit: float) -> float:

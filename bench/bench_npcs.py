@@ -63,7 +63,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -166,11 +166,11 @@ class TurnTimer:
         opened = client._open_stream
 
         @contextlib.asynccontextmanager
-        async def open_stream(body: Any) -> Any:
+        async def open_stream(body: Any, headers: Any) -> Any:
             first_request = self.active and "sent" not in self.marks
             if first_request:
                 self.marks["sent"] = time.perf_counter()
-            async with opened(body) as response:
+            async with opened(body, headers) as response:
                 if first_request:
                     lines = response.aiter_lines
 
@@ -182,10 +182,10 @@ class TurnTimer:
                                 self.marks.setdefault("text", now)
                             yield line
 
-                    response.aiter_lines = timed_lines
+                    response.aiter_lines = timed_lines  # type: ignore[method-assign]  # timing the lines it reads
                 yield response
 
-        client._open_stream = open_stream  # type: ignore[method-assign]
+        client._open_stream = open_stream  # type: ignore[method-assign]  # timing the requests it sends
         self._wrap(client, "erase_slot")
         self._wrap(client, "_request_body")
         if orchestrator is not None:
@@ -442,7 +442,9 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
         orchestrator = build_orchestrator(server=server, stores=stores, policy=policy, memory_design=MEMORY_DESIGN,
                                           prewarm=prewarm, memory_last_stays=MEMORY_LAST_STAYS,
                                           **orchestrator_options)
-        timer = TurnTimer(orchestrator.client, orchestrator) if BREAKDOWN else None
+        client = orchestrator.client
+        assert isinstance(client, OpenAICompatClient)  # the hosted server's HTTP client, which TurnTimer wraps
+        timer = TurnTimer(client, orchestrator) if BREAKDOWN else None
         done = 0
         since_last = _counters(orchestrator)
         memory_seen: dict[str, str] = {}  # conversation key -> its memory as the last turn found it
@@ -553,7 +555,7 @@ def _scope(player: int) -> AgentMemoryScope:
     return AgentMemoryScope(user_id=f"player{player}")
 
 
-def _p(values: list[float], q: int) -> float:
+def _p(values: Sequence[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) >= 2 else (values[0] if values else 0.0)
 
 
@@ -580,12 +582,12 @@ async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | Non
                                      assemble=assemble_design_note, compaction_target_ratio=NO_HYSTERESIS)
     if "naive" in only:
         passes.append(await naive_pass(server, setup))
-    with_cache = cached is not None and runs_cached(setup.npcs, only)
-    if with_cache and "cached" in only:
-        passes += await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB")
-    if with_cache and "cached-no-prewarm" in only:
-        passes += await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB, "
-                                     "no prewarm", prewarm=False)
+    if cached is not None and runs_cached(setup.npcs, only):
+        if "cached" in only:
+            passes += await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB")
+        if "cached-no-prewarm" in only:
+            passes += await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB, "
+                                         "no prewarm", prewarm=False)
     print(f"  passes done in {time.perf_counter() - began:.0f} s", flush=True)
     return passes
 
