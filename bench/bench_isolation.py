@@ -105,7 +105,7 @@ async def _noise(model: Path, flash_attention: str, prompts: int, seed: int) -> 
     rng = random.Random(seed)
     report = engine_check.Report(seed)
     server = await asyncio.to_thread(starter(model, flash_attention, slots=4, prompt_cache_mb=0))
-    client = engine_check._client(server, engine_check._transport(server, None, report, {}))
+    client = engine_check._client(server, engine_check.Recorder(report, {}))
     found: dict[str, list[float]] = {k: [] for k in ("split", "beside", "batch", "token", "other")}
 
     async def probe(turn: Turn, conversation: str | None = None) -> dict[int, float]:
@@ -289,7 +289,9 @@ def run_runtime(args: argparse.Namespace, model: Path) -> int:
                 play(clients_of(served.handle), people, rounds)
             finally:
                 served.stop()
-            recorder = served.engine.recorder  # type: ignore[attr-defined]
+            engine = served.engine
+            assert isinstance(engine, RecordingEngine) and engine.recorder is not None
+            recorder = engine.recorder
             findings += recorder.findings
             requests += len(recorder.bodies)
             for action, count in recorder.slot_actions.items():

@@ -172,17 +172,18 @@ class TurnTimer:
                 self.marks["sent"] = time.perf_counter()
             async with opened(body, headers) as response:
                 if first_request:
-                    lines = response.aiter_lines
+                    read = response.content.readany
 
-                    async def timed_lines() -> Any:
-                        async for line in lines():
-                            now = time.perf_counter()
+                    async def timed_read() -> bytes:
+                        chunk = await read()
+                        now = time.perf_counter()
+                        if chunk:
                             self.marks.setdefault("line", now)
-                            if '"content":"' in line and '"content":""' not in line:
+                            if b'"content":"' in chunk and b'"content":""' not in chunk:
                                 self.marks.setdefault("text", now)
-                            yield line
+                        return chunk
 
-                    response.aiter_lines = timed_lines  # type: ignore[method-assign]  # timing the lines it reads
+                    response.content.readany = timed_read  # type: ignore[method-assign]  # timing what it reads
                 yield response
 
         client._open_stream = open_stream  # type: ignore[method-assign]  # timing the requests it sends

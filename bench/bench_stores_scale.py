@@ -264,7 +264,10 @@ def growth_part(cluster: PostgresCluster, work: Path, sizes: list[int], operatio
         try:
             for size in sizes:
                 log(f"growth {kind}: filling to {size} saves")
-                (_fill_database if url else _fill_folder)(url or root, stored, size)  # type: ignore[arg-type]
+                if url:
+                    _fill_database(url, stored, size)
+                else:
+                    _fill_folder(root, stored, size)
                 stored = size
                 p50s, p99s = [], []
                 for rep in range(repeat):  # the machine is shared: the median of several runs

@@ -73,13 +73,13 @@ def _timings(client: OpenAICompatClient, into: dict[str, Any]) -> None:
     """Keep the last `timings` object the server streamed (llama-server's own counts) in `into`."""
     parse = client._json
 
-    def kept(content: bytes) -> Any:
+    def kept(content: bytes | str) -> Any:
         data = parse(content)
         if isinstance(data.get("timings"), dict):
             into["timings"] = data["timings"]
         return data
 
-    client._json = kept  # type: ignore[method-assign]
+    client._json = kept  # type: ignore[method-assign]  # keeping the timings it parses
 
 
 async def _turn(client: OpenAICompatClient, messages: list[dict[str, str]], series: Series, seen: dict[str, Any],

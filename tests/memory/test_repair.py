@@ -14,6 +14,7 @@ VALID_ARGUMENTS = "Valid arguments: action, content, old_text, new_text, anchor,
 
 
 def parse(raw: object) -> MemoryToolArgs:
+    """What a model sends, whatever its type: the hostile cases here are not the declared argument types."""
     return parse_memory_tool_arguments(raw)  # type: ignore[arg-type]
 
 

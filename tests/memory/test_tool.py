@@ -217,7 +217,7 @@ def test_bad_calls_fail_specifically_and_change_nothing(tool: MemoryTool, store:
     tool.execute({"action": "write", "content": "fact one\nfact two"})
     store.append_chat_message(KEY, "user", "hello")
     before = (state_of(store), store.get_chat_history(KEY), store.get_transcript(KEY))
-    result = tool.execute(arguments)  # type: ignore[arg-type]
+    result = tool.execute(arguments)  # type: ignore[arg-type]  # a model's bad call: not always the declared types
     assert result.success is False
     assert result.error is not None and result.error.startswith(error)
     assert result.message is None and result.memory is None

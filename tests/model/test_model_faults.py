@@ -15,6 +15,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -111,19 +112,19 @@ def supervised(tiny_endless_model_path: Path) -> Iterator[ModelSupervisor]:
 
 
 def plain_orchestrator(server: LlamaServerProcess, supervisor: ModelSupervisor | None = None, *,
-                       client_options: dict[str, object] | None = None, **settings: object) -> AiOrchestrator:
+                       client_options: dict[str, object] | None = None, **settings: Any) -> AiOrchestrator:
     """Session-only stores, the server's key passed by the factory, the watchdog as the client's gate;
     `client_options`: the client's own settings (its stall and deadline limits), given at construction."""
     gate = supervisor.check_available if supervisor is not None else None
     if client_options is None:
-        return build_orchestrator(server=server, gate=gate, **settings)  # type: ignore[arg-type]
+        return build_orchestrator(server=server, gate=gate, **settings)
     client = OpenAICompatClient(**{**server.client_options(), "gate": gate, **client_options})
-    return build_orchestrator(server=server, client=client, **settings)  # type: ignore[arg-type]
+    return build_orchestrator(server=server, client=client, **settings)
 
 
-def plain_turn(hint: str = "hello", **fields: object) -> AiTaskRequest:
+def plain_turn(hint: str = "hello", **fields: Any) -> AiTaskRequest:
     """A PlainChat turn (no tools): the reply streams as free text."""
-    return AiTaskRequest(hint=hint, role_id="PlainChat", **fields)  # type: ignore[arg-type]
+    return AiTaskRequest(hint=hint, role_id="PlainChat", **fields)
 
 
 async def first_text_then(orchestrator: AiOrchestrator, request: AiTaskRequest,

@@ -29,8 +29,8 @@ from pyruntime.model.hosting import SMALL_MODEL_PROMPT_CACHE_MB, port_is_free
 from pyruntime.model.llama_server import DEFAULT_SLOTS
 from pyruntime.net.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope, storage_key
-from pyruntime.testing.engine import LatencyEngine, LatencyEngineServer, LatencyModel
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
+from pyruntime.testing.engine import LatencyEngine, LatencyEngineServer, LatencyModel
 from tests.support.fixtures import free_port
 from tests.support.loads import loaded
 from tests.unity_layer.processes import cmdline, is_alive, processes_mentioning, wait_for

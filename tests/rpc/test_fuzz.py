@@ -10,6 +10,7 @@ from typing import Any
 import grpc
 import httpx
 import pytest
+from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -88,17 +89,17 @@ def test_proto_fuzz_over_grpc_never_yields_internal(fuzz_runtime: Runtime, data:
             assert exc.details()
 
 
-def json_message(message_class: type, data: st.DataObject) -> bytes:
+def json_message(message_class: type[Message], data: st.DataObject) -> bytes:
     """A serialized message whose scalar fields (nested too) hold drawn values."""
     message = message_class()
     fill(message, data, depth=0)
     return message.SerializeToString()
 
 
-def fill(message: object, data: st.DataObject, depth: int) -> None:
+def fill(message: Message, data: st.DataObject, depth: int) -> None:
     from google.protobuf.descriptor import FieldDescriptor as F
 
-    for field in message.DESCRIPTOR.fields:  # type: ignore[attr-defined]
+    for field in message.DESCRIPTOR.fields:
         if not data.draw(st.booleans()):
             continue
         if field.type == F.TYPE_MESSAGE:

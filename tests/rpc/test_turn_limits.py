@@ -192,5 +192,7 @@ def test_the_queue_and_its_limits_are_in_health_and_the_metrics(limited: Limited
     assert 'coreai_turns_total{status="ok"}' in text
     assert 'coreai_turns_total{status="resource_exhausted"}' in text
     assert "coreai_turns_in_flight 0.0" in text
-    waited = float(re.search(r"^coreai_turn_queue_wait_seconds_sum (\S+)$", text, re.M).group(1))  # type: ignore[union-attr]
+    waited_sum = re.search(r"^coreai_turn_queue_wait_seconds_sum (\S+)$", text, re.M)
+    assert waited_sum is not None
+    waited = float(waited_sum.group(1))
     assert waited > 0  # jon and kay waited for a place

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -35,8 +36,8 @@ SCOPE = AgentMemoryScope(user_id="player-1")
 class ObservedRunner(ProtoTurnRunner):
     """The real proto runner, also noting streams that were closed before their final event."""
 
-    def __init__(self, *args: object) -> None:
-        super().__init__(*args)  # type: ignore[arg-type]
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         self.closed_early = 0
         self.finished = 0
 

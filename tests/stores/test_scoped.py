@@ -157,6 +157,7 @@ def test_a_write_long_after_the_key_was_first_derived_still_records_its_identity
     # A view notes its key's identity once, not at every call; a write notes it again, so the index still records it
     # however many other conversations were noted in between (the index keeps only the newest notes).
     from pyruntime.stores import AgentMemoryPersistenceMode, identity_index, open_stores
+    from pyruntime.stores.file_store import FileAgentMemoryStore
 
     monkeypatch.setattr(identity_index, "MAX_NOTED", 4)
     stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path)
@@ -165,5 +166,6 @@ def test_a_write_long_after_the_key_was_first_derived_still_records_its_identity
     for n in range(10):  # other players' turns, noted meanwhile
         stores.scoped(AgentMemoryScope("studio", f"player-{n}", "", "")).key(ROLE)
     view.append_chat_message(ROLE, "user", "hello")
+    assert isinstance(stores.memory, FileAgentMemoryStore)
     recorded = stores.memory.identities.identities()
     assert recorded[key].role_id == ROLE and recorded[key].key == key

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.protobuf import json_format
@@ -46,14 +47,15 @@ HISTORY = [
 ]
 
 
-def _open(kind: object, tmp_path: Path, request: pytest.FixtureRequest, **caps: int) -> StoreBundle:
+def _open(kind: object, tmp_path: Path, request: pytest.FixtureRequest, **caps: Any) -> StoreBundle:
     """Stores of one kind: a persistence mode (memory or files), or "postgres" (a fresh database)."""
     if kind == "postgres":
         bundle = open_stores(AgentMemoryPersistenceMode.PERSISTENT, None, **caps,
                              database_url=request.getfixturevalue("postgres_url"))
         request.addfinalizer(bundle.close)
         return bundle
-    return open_stores(kind, tmp_path / "game", **caps)  # type: ignore[arg-type]
+    assert isinstance(kind, AgentMemoryPersistenceMode)
+    return open_stores(kind, tmp_path / "game", **caps)
 
 
 STORE_KINDS = [AgentMemoryPersistenceMode.SESSION_ONLY, AgentMemoryPersistenceMode.PERSISTENT, "postgres"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pyruntime.history import CompactionKind, LlmCompactionOptions, strip_fold_marker
+from pyruntime.history import CompactionKind, CutReport, LlmCompactionOptions, strip_fold_marker
 from pyruntime.memory import MemoryTool
 from pyruntime.model.queue import ModelRequestQueue, Priority
 from pyruntime.model.types import StreamDelta
@@ -119,6 +119,11 @@ async def _turns(orchestrator: AiOrchestrator, indexes: range) -> list[TaskResul
         results.append(await orchestrator.run_task(_request(index)))
         await orchestrator.prewarms.drain()
     return results
+
+
+def _cut(result: TaskResult) -> CutReport:
+    assert result.cut_report is not None, result
+    return result.cut_report
 
 
 def _compacted(result: TaskResult) -> bool:
@@ -390,7 +395,7 @@ def test_without_a_prewarm_the_next_turn_is_prepared_only_near_its_fold(tiny_ser
             after.append(turn.request.hint)
             return await predict(turn, **options)
 
-        orchestrator.planner.predict_prefix = counted  # type: ignore[method-assign]
+        orchestrator.planner.predict_prefix = counted  # type: ignore[method-assign]  # counting its calls
 
         async def go() -> list[TaskResult]:
             try:
@@ -404,6 +409,6 @@ def test_without_a_prewarm_the_next_turn_is_prepared_only_near_its_fold(tiny_ser
     off, off_bodies, off_after = prepared_after(False)
     assert all(r.ok for r in on + off)
     assert on_bodies == off_bodies  # the same requests as folding in the turn
-    assert [r.cut_report.folded_between_turns for r in on] == [False] * 7 + [True]
-    assert [r.cut_report.compaction is not CompactionKind.NONE for r in off] == [False] * 7 + [True]
+    assert [_cut(r).folded_between_turns for r in on] == [False] * 7 + [True]
+    assert [_cut(r).compaction is not CompactionKind.NONE for r in off] == [False] * 7 + [True]
     assert on_after == HINTS[4:] and off_after == []

@@ -24,6 +24,7 @@ from pyruntime.model.queue import ModelRequestQueue
 from pyruntime.model.scripted import scripted_usage
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, TranscriptKind, open_stores
+from pyruntime.stores.in_memory import InMemoryAgentMemoryStore
 from pyruntime.testing import (
     Answer,
     ChatRequest,
@@ -609,7 +610,7 @@ def test_the_example_in_the_testing_docs_runs() -> None:
 
 
 def test_a_turn_the_store_fails_to_save_is_not_acknowledged(memory_stores: StoreBundle) -> None:
-    class FullDisk(type(memory_stores.memory)):  # type: ignore[misc]
+    class FullDisk(InMemoryAgentMemoryStore):  # the store memory_stores holds
         def append_transcript(self, key: str, entries: Any, persist: bool = True) -> None:
             raise OSError("no space left on device")
 
