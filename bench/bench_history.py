@@ -22,6 +22,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -54,7 +55,7 @@ def dialogue(count: int, seed: int = 7) -> list[HistoryMessage]:
     return [HistoryMessage("user" if i % 2 == 0 else "assistant", sentence(rng)) for i in range(count)]
 
 
-def prepare(stored: list[HistoryMessage], summary: str | None, **kwargs: object):
+def prepare(stored: list[HistoryMessage], summary: str | None, **kwargs: Any):
     """One turn's history (the pipeline has no I/O: asyncio.run only drives the coroutine)."""
     return asyncio.run(
         prepare_turn_history(stored, summary, config=CONFIG, counter=COUNTER, budget=BUDGET, **kwargs)

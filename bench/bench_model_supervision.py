@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -46,7 +47,9 @@ POLL_S = 1.2
 
 
 def _busy(server: LlamaServerProcess) -> int:
-    return int(server.status()["slots_busy"])
+    busy = server.status()["slots_busy"]
+    assert isinstance(busy, int)
+    return busy
 
 
 async def cancel_then_idle(server: LlamaServerProcess, neighbour: bool, cancel_after: float, limit: float) -> float:
@@ -54,9 +57,9 @@ async def cancel_then_idle(server: LlamaServerProcess, neighbour: bool, cancel_a
     client = OpenAICompatClient(**server.client_options())
     client.first_text_s = client.text_gap_s = None
 
-    async def stream(conversation: str, max_tokens: int, **options: object) -> None:
+    async def stream(conversation: str, max_tokens: int, **options: Any) -> None:
         async with client.stream_chat([{"role": "user", "content": "hi"}], max_tokens=max_tokens,
-                                      conversation=conversation, **options) as deltas:  # type: ignore[arg-type]
+                                      conversation=conversation, **options) as deltas:
             async for _ in deltas:
                 pass
 

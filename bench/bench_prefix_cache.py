@@ -29,13 +29,15 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import llama_cpp
+from llama_cpp.llama_types import ChatCompletionRequestMessage
 
 from bench.design_note_layout import assemble_design_note
 from pyruntime.memory import memory_tool_definition
@@ -107,10 +109,14 @@ def run_turn(session: Session, hint: str, fact: str) -> None:
     before = llama_cpp.llama_perf_context(session.llm._ctx.ctx).n_p_eval
     began = time.perf_counter()
     first: float | None = None
-    reply = []
-    for chunk in session.llm.create_chat_completion(messages, max_tokens=MAX_TOKENS, temperature=0.0, stream=True):
+    reply: list[str] = []
+    # llama-cpp-python types each role's message as its own TypedDict; these are the plain dicts of the same shape
+    request = cast(list[ChatCompletionRequestMessage], messages)
+    stream = session.llm.create_chat_completion(request, max_tokens=MAX_TOKENS, temperature=0.0, stream=True)
+    assert isinstance(stream, Iterator)
+    for chunk in stream:
         piece = chunk["choices"][0]["delta"].get("content")
-        if piece:
+        if isinstance(piece, str) and piece:
             first = first if first is not None else time.perf_counter() - began
             reply.append(piece)
     session.ttft.append(first if first is not None else time.perf_counter() - began)

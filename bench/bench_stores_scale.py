@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,7 +184,7 @@ def verify(outcome: Outcome, bundle: StoreBundle, players: int) -> None:
 def load_part(cluster: PostgresCluster, work: Path, runtimes: int, clients: int, mutations: int, players: int,
               kill: bool) -> list[Outcome]:
     """The PostgreSQL runs (R runtimes with a kill; one runtime) and the file-store run."""
-    outcomes = []
+    outcomes: list[Outcome] = []
     plans = [(f"PostgreSQL, {runtimes} runtimes" + (", 1 SIGKILLed" if kill else ""), "pg", runtimes, kill),
              ("PostgreSQL, 1 runtime", "pg", 1, False),
              ("files, 1 runtime", "files", 1, False)]
@@ -233,14 +234,21 @@ def _fill_folder(root: Path, start: int, stop: int) -> None:
         (folder / (file_stem(key) + MEMORY_SUFFIX)).write_bytes(encode_memory_document(state))
 
 
+def _with_line(line: str, state: AgentMemoryState) -> AgentMemoryState:
+    return state.evolve(memory=f"{state.memory}\n{line}")
+
+
 def _stored_bytes(kind: str, url: str | None, root: Path) -> int:
     """Space the saves take: the store's tables with their indexes and TOAST, or the files' allocated blocks."""
     if kind == "pg":
         import psycopg
 
+        assert url is not None
         with psycopg.connect(url) as conn:
-            return int(conn.execute("SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
-                                    "WHERE c.relkind = 'r' AND c.relname LIKE 'coreai%'").fetchone()[0])
+            row = conn.execute("SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
+                               "WHERE c.relkind = 'r' AND c.relname LIKE 'coreai%'").fetchone()
+            assert row is not None
+            return int(row[0])
     return sum(p.stat().st_blocks * 512 for p in (root / "CoreAI").rglob("*") if p.is_file())
 
 
@@ -256,7 +264,10 @@ def growth_part(cluster: PostgresCluster, work: Path, sizes: list[int], operatio
         try:
             for size in sizes:
                 log(f"growth {kind}: filling to {size} saves")
-                (_fill_database if url else _fill_folder)(url or root, stored, size)  # type: ignore[arg-type]
+                if url:
+                    _fill_database(url, stored, size)
+                else:
+                    _fill_folder(root, stored, size)
                 stored = size
                 p50s, p99s = [], []
                 for rep in range(repeat):  # the machine is shared: the median of several runs
@@ -265,7 +276,7 @@ def growth_part(cluster: PostgresCluster, work: Path, sizes: list[int], operatio
                     for n in range(operations):
                         key = storage_key(ROLE, scope_of(rng.randrange(size)))
                         began = time.perf_counter()
-                        bundle.memory.mutate(key, lambda s, n=n: s.evolve(memory=f"{s.memory}\nline {n}"))
+                        bundle.memory.mutate(key, partial(_with_line, f"line {n}"))
                         assert bundle.memory.try_load(key).status is LoadStatus.LOADED
                         latencies.append(time.perf_counter() - began)
                     p50s.append(statistics.median(latencies) * 1000)

@@ -38,7 +38,7 @@ def _urls(runtime: Runtime, tls: bool) -> dict[str, str]:
             "Connect": f"{'https' if tls else 'http'}://{host}:{runtime.handle.connect_port}"}
 
 
-def _per_call_ms(calls: int, call: Callable[[], None]) -> float:
+def _per_call_ms(calls: int, call: Callable[[], object]) -> float:
     started = time.perf_counter()
     for _ in range(calls):
         call()
@@ -84,8 +84,8 @@ def main() -> int:
                 runtime.services.close()
     print(f"| transport | call | plain ms | TLS ms | TLS / plain |   (median of {args.runs} runs x {args.calls} calls)")
     print("|---|---|---|---|---|")
-    for transport, kind, base, tls in rows:
-        print(f"| {transport} | {kind} | {base:.2f} | {tls:.2f} | {tls / base:.2f}x |")
+    for transport, kind, plain_ms, tls_ms in rows:
+        print(f"| {transport} | {kind} | {plain_ms:.2f} | {tls_ms:.2f} | {tls_ms / plain_ms:.2f}x |")
     print(f"\n.venv/bin/python bench/bench_tls.py --runs {args.runs} --calls {args.calls}")
     return 0
 

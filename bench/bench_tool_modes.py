@@ -36,7 +36,7 @@ from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.llama_server import LlamaServerConfig
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator, tool_loop
-from pyruntime.turns.modes import MAX_CALLS_PER_ROUND
+from pyruntime.turns.modes import MAX_CALLS_PER_ROUND, copies_format_example
 from tests.support.fixtures import free_port
 
 ROLE = "SmartChat"
@@ -50,7 +50,7 @@ MODES = {  # mode: (tool-call mode, calls per round, format-example guard on)
     "structured-1": (ToolCallMode.STRUCTURED, 1, True),
     "structured-1-noguard": (ToolCallMode.STRUCTURED, 1, False),
 }
-_GUARD = tool_loop.copies_format_example
+_GUARD = copies_format_example
 
 
 @dataclass
@@ -71,7 +71,8 @@ async def one_turn(server: LlamaServerProcess, mode: str, hint: str, seed: int, 
                    ) -> tuple[str, float, int, str]:
     """(memory on disk afterwards, seconds, model calls, status) of one turn in a fresh data dir."""
     tool_mode, max_calls, guard = MODES[mode]
-    tool_loop.copies_format_example = _GUARD if guard else (lambda arguments, player_text: False)
+    # no switch for the guard: the bench replaces the tool loop's own name for it
+    tool_loop.copies_format_example = _GUARD if guard else (lambda arguments, player_text: False)  # type: ignore[attr-defined]
     with tempfile.TemporaryDirectory() as data_dir:
         orchestrator = build_orchestrator(server=server, data_dir=Path(data_dir), tool_mode=tool_mode,
                                           max_calls_per_round=max_calls)

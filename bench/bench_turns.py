@@ -44,6 +44,7 @@ from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.llama_server import LlamaServerConfig
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.stores.file_store import FileAgentMemoryStore
 from pyruntime.turns import AiTaskRequest, build_orchestrator
 from tests.support.fixtures import free_port
 from tests.support.tiny_model import write_tiny_model
@@ -95,6 +96,7 @@ async def paired_pass(server: LlamaServerProcess, http: httpx.AsyncClient, row: 
         client = orchestrator.client = RecordingClient(server.base_url, model=server.config.alias)
         await warm_up(http, server.base_url)
         previous: dict[str, Any] | None = None  # None: the warm-up request
+        assert isinstance(stores.memory, FileAgentMemoryStore)
         appends = stores.memory.stats.history_appends
         for i in range(turns):
             request = AiTaskRequest(hint=f"Turn {i + 1}: tell me something about my sword.", role_id=ROLE,

@@ -30,9 +30,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from memory_eval import (  # noqa: E402
+from bench.memory_eval import (  # noqa: E402
     DATA,
     MAX_TOKENS,
     ROLE,
@@ -43,7 +42,6 @@ from memory_eval import (  # noqa: E402
     scope_of,
     talks_of_memory,
 )
-
 from pyruntime.cli.chat import free_port  # noqa: E402
 from pyruntime.model.client import OpenAICompatClient  # noqa: E402
 from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config  # noqa: E402
@@ -182,11 +180,11 @@ def transform_of(name: str) -> Transform:
 class TransformingClient(OpenAICompatClient):
     """The model client, with a layout applied to each request's messages."""
 
-    transform: Transform = staticmethod(lambda m, o: m)  # type: ignore[assignment]
+    transform: Transform = staticmethod(lambda m, o: m)
     old_count = 0
     sent: list[Messages] = []
 
-    def stream_chat(self, messages: Sequence[Any], **kwargs: Any) -> Any:  # type: ignore[override]
+    def stream_chat(self, messages: Sequence[Any], **kwargs: Any) -> Any:
         changed = self.transform(list(messages), self.old_count)
         self.sent.append(changed)
         return super().stream_chat(changed, **kwargs)
@@ -201,6 +199,7 @@ async def run_layout(name: str, saves: Path, conversations: Sequence[Any], base_
         shutil.copytree(saves, data)
         orchestrator = build_orchestrator(base_url=base_url, api_key=api_key, model_path=model_path, data_dir=data,
                                           tool_mode="structured", memory_design="writer", policy=AgentMemoryPolicy())
+        assert isinstance(orchestrator.client, OpenAICompatClient)
         client = TransformingClient(base_url, api_key=api_key, model=orchestrator.client.model,
                                     timeout=TURN_TIMEOUT_S)
         await orchestrator.client.aclose()

@@ -36,6 +36,7 @@ from pyruntime.model.client import OpenAICompatClient
 from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.model.slots import conversation_id
 from pyruntime.model.types import TextDelta
 from tests.support.fixtures import free_port
 
@@ -72,13 +73,13 @@ def _timings(client: OpenAICompatClient, into: dict[str, Any]) -> None:
     """Keep the last `timings` object the server streamed (llama-server's own counts) in `into`."""
     parse = client._json
 
-    def kept(content: bytes) -> Any:
+    def kept(content: bytes | str) -> Any:
         data = parse(content)
         if isinstance(data.get("timings"), dict):
             into["timings"] = data["timings"]
         return data
 
-    client._json = kept  # type: ignore[method-assign]
+    client._json = kept  # type: ignore[method-assign]  # keeping the timings it parses
 
 
 async def _turn(client: OpenAICompatClient, messages: list[dict[str, str]], series: Series, seen: dict[str, Any],
@@ -124,7 +125,7 @@ async def run(args: argparse.Namespace, server: LlamaServerProcess, counter: Lla
             messages = conversations[case]
             messages.append({"role": "user", "content": f"{_line(turn + case[1], 18)}? (turn {turn + 1})"})
             await _turn(clients[name], messages, series[case], seen[name],
-                        f"probe {case}" if name == "direct" else None, counter, turn > 0)
+                        conversation_id(f"probe {case}") if name == "direct" else None, counter, turn > 0)
     for client in clients.values():
         await client.aclose()
     print("| path | prompt tokens sent, median | evaluated (prompt_n) | TTFT median ms | server prompt_ms | "

@@ -19,10 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from memory_eval import DATA, ConfigResult, count_lines, fraction, load_conversations, score_memory  # noqa: E402
-
+from bench.memory_eval import DATA, ConfigResult, count_lines, fraction, load_conversations, score_memory  # noqa: E402
 from pyruntime.cli.chat import free_port  # noqa: E402
 from pyruntime.memory import MemoryTool  # noqa: E402
 from pyruntime.model.client import OpenAICompatClient  # noqa: E402

@@ -158,7 +158,8 @@ def test_the_release_builds_every_desktop_archive_with_the_names_the_unity_packa
     build = _release()["jobs"]["build"]
     assert build["strategy"] == _job()["strategy"] and build["runs-on"] == "${{ matrix.os }}"
     assert _platforms(build) == sorted(PLATFORMS)
-    csharp = (ROOT / "unity_package" / "Runtime" / "Hosting" / "Downloads" / "RuntimeArchive.cs").read_text(encoding="utf-8")
+    csharp = (ROOT / "unity_package" / "Runtime" / "Hosting" / "Downloads" / "RuntimeArchive.cs").read_text(
+        encoding="utf-8")
     assert '"coreai-runtime-" + os + "-" + arch + ".tar.gz"' in csharp  # the name the C# side builds ...
     assert [archive_name(*p) for p in sorted(PLATFORMS)] == [  # ... is the one the packer writes, for every archive
         "coreai-runtime-linux-x64.tar.gz", "coreai-runtime-macos-arm64.tar.gz", "coreai-runtime-macos-x64.tar.gz",
@@ -206,7 +207,8 @@ def _tool(name: str) -> str:
 
 
 def _actionlint(*paths: Path) -> subprocess.CompletedProcess[str]:
-    # shellcheck from the dev extra checks every run: script (the same version everywhere); no pyflakes (no Python steps)
+    # shellcheck from the dev extra checks every run: script (the same version everywhere); no pyflakes (no Python
+    # steps)
     return subprocess.run([_tool("actionlint"), "-no-color", "-shellcheck", _tool("shellcheck"), "-pyflakes=",
                            *map(str, paths)], capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
 

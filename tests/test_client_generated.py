@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _generator():
     spec = importlib.util.spec_from_file_location("gen_sync_client", ROOT / "tools" / "gen_sync_client.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("gen_sync_client", module)
     spec.loader.exec_module(module)

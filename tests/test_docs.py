@@ -231,7 +231,8 @@ def test_no_source_cites_a_spec_outside_the_repository() -> None:
 
 
 def test_contract_sections_cited_in_code_exist() -> None:
-    sections = {m.group(1) for m in re.finditer(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", CONTRACT.read_text(encoding="utf-8"), re.MULTILINE)}
+    sections = {m.group(1) for m in re.finditer(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", CONTRACT.read_text(encoding="utf-8"),
+                                                re.MULTILINE)}
     assert {"1", "2", "3", "3.1", "4", "5", "6", "7", "8"} <= sections
     cited = []
     for path in source_files():

@@ -99,7 +99,12 @@ def test_the_base_install_requires_only_what_the_client_and_saves_cli_import() -
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
     def names(requirements: list[str]) -> set[str]:
-        return {re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower() for r in requirements}
+        found = set()
+        for requirement in requirements:
+            name = re.match(r"[A-Za-z0-9_.-]+", requirement)
+            assert name is not None, requirement
+            found.add(name.group(0).lower())
+        return found
 
     assert names(project["dependencies"]) == BASE_REQUIREMENTS
     extras = {name: names(reqs) for name, reqs in project["optional-dependencies"].items()}

@@ -130,7 +130,8 @@ def test_the_package_readme_stands_on_its_own() -> None:
     assert '[AddComponentMenu("CoreAI/CoreAI Runtime Bootstrap")]' in bootstrap
     assert "Add Component → CoreAI →\n   **CoreAI Runtime Bootstrap**" in text
     sample = (PACKAGE / "Samples~" / "BlacksmithNpc" / "BlacksmithNpc.cs").read_text(encoding="utf-8")
-    assert '[AddComponentMenu("CoreAI/Samples/Blacksmith NPC")]' in sample and "CoreAI → Samples → **Blacksmith NPC**" in text
+    assert '[AddComponentMenu("CoreAI/Samples/Blacksmith NPC")]' in sample
+    assert "CoreAI → Samples → **Blacksmith NPC**" in text
 
 
 def test_the_readme_check_catches_what_a_package_readme_cannot_have() -> None:

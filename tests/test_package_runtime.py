@@ -80,8 +80,10 @@ def test_an_archive_of_the_right_binaries_is_packed(tmp_path: Path, capsys: pyte
 
 
 @pytest.mark.parametrize(("runtime", "engine", "suffix", "os_name", "arch", "message"), [
-    (_macho(0x0100000C), _macho(0x0100000C), "", "macos", "x64", "coreai-runtime is built for macos-arm64, not macos-x64"),
-    (_macho(0x01000007), _macho(0x0100000C), "", "macos", "x64", "llama-server is built for macos-arm64, not macos-x64"),
+    (_macho(0x0100000C), _macho(0x0100000C), "", "macos", "x64",
+     "coreai-runtime is built for macos-arm64, not macos-x64"),
+    (_macho(0x01000007), _macho(0x0100000C), "", "macos", "x64",
+     "llama-server is built for macos-arm64, not macos-x64"),
     (_pe(0x8664), _pe(0x8664), ".exe", "linux", "x64", "is missing"),  # a Windows build named for Linux
     (_pe(0xAA64), None, ".exe", "windows", "x64", "coreai-runtime.exe is built for windows-arm64, not windows-x64"),
     (b"#!/bin/sh\n", None, "", "linux", "x64", "is not a native executable"),

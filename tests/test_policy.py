@@ -345,8 +345,8 @@ def test_proto_invalid_values_are_errors() -> None:
         config_from_proto(common_pb2.RoleMemoryConfig(role_id="  "))
     with pytest.raises(InvalidArgumentError, match="max_memory_chars"):
         config_from_proto(common_pb2.RoleMemoryConfig(role_id="R", max_memory_chars=-1))
-    with pytest.raises(InvalidArgumentError, match="MemoryToolAction value 99"):
-        config_from_proto(common_pb2.RoleMemoryConfig(role_id="R", default_action=99))
+    with pytest.raises(InvalidArgumentError, match="MemoryToolAction value 99"):  # an enum value no version defines
+        config_from_proto(common_pb2.RoleMemoryConfig(role_id="R", default_action=99))  # type: ignore[arg-type]
 
 
 def test_concurrent_configuration_loses_no_update() -> None:
@@ -370,7 +370,6 @@ def test_concurrent_configuration_loses_no_update() -> None:
 def test_proto_unset_fields_keep_the_base_config() -> None:
     """ConfigureRole over the wire is a patch: unset fields keep the role's current values."""
     from coreai.v1 import common_pb2
-
     from pyruntime.policy import AgentMemoryPolicy, ToolResultMemory, config_from_proto
 
     base = AgentMemoryPolicy().get("Programmer")

@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_generated_code_is_current(tmp_path: Path) -> None:
     subprocess.run([sys.executable, str(ROOT / "tools" / "gen_proto.py"), str(tmp_path)], check=True)
     fresh = sorted(p.relative_to(tmp_path) for p in (tmp_path / "coreai").rglob("*") if p.is_file())
-    committed = sorted(p.relative_to(ROOT) for p in (ROOT / "coreai").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    committed = sorted(p.relative_to(ROOT) for p in (ROOT / "coreai").rglob("*")
+                       if p.is_file() and "__pycache__" not in p.parts)
     assert fresh == committed, "coreai/ is stale: run `python tools/gen_proto.py`"
     stale = [str(p) for p in fresh if (tmp_path / p).read_bytes() != (ROOT / p).read_bytes()]
     assert not stale, f"stale generated files (run `python tools/gen_proto.py`): {stale}"

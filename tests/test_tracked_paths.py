@@ -202,7 +202,8 @@ namespace UnityEngine
 }
 """
 STUB_ASMDEF = '{"name": "CoreAI.Tests.Stubs", "defineConstraints": ["COREAI_BUILD_UNITY_STUBS_OUTSIDE_UNITY"]}'
-CLEAN = "using UnityEngine;\nnamespace CoreAI.X\n{\n    // Tested with StubEngine outside Unity.\n    public class A : MonoBehaviour { string s = \"StubEngine\"; }\n}\n"
+CLEAN = ("using UnityEngine;\nnamespace CoreAI.X\n{\n    // Tested with StubEngine outside Unity.\n"
+         "    public class A : MonoBehaviour { string s = \"StubEngine\"; }\n}\n")
 
 
 def _stubbed(extra: dict[str, str], stubs_at: str = "unity_package/Tests/Stubs") -> dict[str, str]:
@@ -235,11 +236,13 @@ def test_tests_may_use_the_stubs_and_shipped_code_only_unitys_names(stubs_at: st
 
 @pytest.mark.parametrize("stubs_at", ["unity_package/Tests/Stubs", "tests/unity_stubs"])
 @pytest.mark.parametrize(("path", "text", "expected"), [
-    ("unity_package/Runtime/B.cs", "namespace CoreAI.X { class B { void F() { UnityEngine.StubEngine.BecomeMainThread();"
+    ("unity_package/Runtime/B.cs", "namespace CoreAI.X { class B { void F() {"
+                                   " UnityEngine.StubEngine.BecomeMainThread();"
                                    " } } }", "references StubEngine"),
     ("unity_package/Runtime/B.cs", "namespace CoreAI.X { [UnityEngine.StubEngineState] class B { } }",
      "references StubEngineState"),
-    ("unity_package/Runtime/B.cs", "#if COREAI_BUILD_UNITY_STUBS_OUTSIDE_UNITY\nnamespace CoreAI.X { class B { } }\n#endif",
+    ("unity_package/Runtime/B.cs",
+     "#if COREAI_BUILD_UNITY_STUBS_OUTSIDE_UNITY\nnamespace CoreAI.X { class B { } }\n#endif",
      "references COREAI_BUILD_UNITY_STUBS_OUTSIDE_UNITY"),
     ("unity_package/Runtime/Fake/Application.cs", "namespace UnityEngine { public static class Application { } }",
      "declares Unity's own namespace"),

@@ -34,6 +34,7 @@ HEADER = (
 NAMES = {
     "AsyncRuntimeClient": "RuntimeClient",
     "AsyncIterator": "Iterator",
+    "AsyncGenerator": "Generator",
     "AsyncTransport": "SyncTransport",
     "async_transport": "sync_transport",
     "AsyncToolCalls": "ToolCalls",

@@ -7,7 +7,7 @@ from it by `tools/gen_sync_client.py`, and a test fails when the two differ. Edi
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 from coreai.v1 import memory_store_pb2 as ms
@@ -174,7 +174,7 @@ class AsyncRuntimeClient:
         return response
 
     async def stream_task(self, hint: str, *, role_id: str = "", scope: AgentMemoryScope | None = None,
-                          actor: str | None = None, **options: Any) -> AsyncIterator[orch.TurnEvent]:
+                          actor: str | None = None, **options: Any) -> AsyncGenerator[orch.TurnEvent]:
         """The same turn as events; closing the iterator early cancels the turn."""
         request = m.task_request(hint, role_id, scope, actor, options)
         affinity = m.affinity(request, DEFAULT_TURN_ROLE)
@@ -183,7 +183,7 @@ class AsyncRuntimeClient:
 
     async def stream_task_with_tools(self, hint: str, tools: Sequence[t.ClientTool], *, role_id: str = "",
                                      scope: AgentMemoryScope | None = None, actor: str | None = None,
-                                     **options: Any) -> AsyncIterator[orch.TurnEvent]:
+                                     **options: Any) -> AsyncGenerator[orch.TurnEvent]:
         """StreamTask with game tools: each `client_tool_call` runs its handler here and its result is submitted;
         every event is yielded too. The async client runs handlers (sync or async) concurrently with the stream,
         the blocking one runs each, in order, before it reads the next event. Closing the iterator cancels the turn."""

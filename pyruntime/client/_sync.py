@@ -5,7 +5,7 @@ GENERATED from `_async.py` by `tools/gen_sync_client.py`: do not edit; edit `_as
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from coreai.v1 import memory_store_pb2 as ms
@@ -172,7 +172,7 @@ class RuntimeClient:
         return response
 
     def stream_task(self, hint: str, *, role_id: str = "", scope: AgentMemoryScope | None = None,
-                    actor: str | None = None, **options: Any) -> Iterator[orch.TurnEvent]:
+                    actor: str | None = None, **options: Any) -> Generator[orch.TurnEvent]:
         """The same turn as events; closing the iterator early cancels the turn."""
         request = m.task_request(hint, role_id, scope, actor, options)
         affinity = m.affinity(request, DEFAULT_TURN_ROLE)
@@ -180,7 +180,7 @@ class RuntimeClient:
 
     def stream_task_with_tools(self, hint: str, tools: Sequence[t.ClientTool], *, role_id: str = "",
                                scope: AgentMemoryScope | None = None, actor: str | None = None,
-                               **options: Any) -> Iterator[orch.TurnEvent]:
+                               **options: Any) -> Generator[orch.TurnEvent]:
         """StreamTask with game tools: each `client_tool_call` runs its handler here and its result is submitted;
         every event is yielded too. The async client runs handlers (sync or async) concurrently with the stream,
         the blocking one runs each, in order, before it reads the next event. Closing the iterator cancels the turn."""

@@ -21,7 +21,7 @@ import functools
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -240,7 +240,7 @@ class AiOrchestrator:
         """Hand a client's game-tool result to the waiting call (errors: see `ClientCallRegistry.submit`)."""
         self.client_calls.submit(turn_id, call_id, success, content)
 
-    async def stream_task(self, request: AiTaskRequest) -> AsyncIterator[TurnEvent]:
+    async def stream_task(self, request: AiTaskRequest) -> AsyncGenerator[TurnEvent, None]:
         """Run one turn, yielding its events as they happen; the last one is a `FinalEvent`.
 
         Closing the iterator early (or cancelling its consumer) cancels the turn; it is still recorded.

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.coreai_bootstrap import host, install, llama, plan
+from tools.coreai_bootstrap import host, install, llama, plan, progress
 
 HOST = host.probe()
 LAYOUT = plan.venv_layout(HOST, Path(sys.prefix))
@@ -67,7 +67,9 @@ def test_no_shipped_file_searches_the_current_directory_for_libraries() -> None:
     if HOST.system != "linux":
         assert plan.elf_runpaths(HOST) is None  # Mach-O and PE have no padded string rpaths
         return
-    binary_rpath, lib_rpath = plan.elf_runpaths(HOST)
+    runpaths = plan.elf_runpaths(HOST)
+    assert runpaths is not None
+    binary_rpath, lib_rpath = runpaths
     assert _readelf("-d", _installed(), "runpath") == binary_rpath
     for lib in LAYOUT.server_libs.iterdir():
         if not lib.is_symlink():
@@ -88,7 +90,7 @@ def test_the_server_still_runs_when_its_prefix_is_moved(tmp_path: Path) -> None:
     assert llama.server_version(moved, NO_LIBRARY_PATH).startswith("version: ")
     for lib in libs:
         (tmp_path / lib_dir / lib.name).unlink()
-    with pytest.raises(llama.StepFailed):  # and it really was using the moved copies
+    with pytest.raises(progress.StepFailed):  # and it really was using the moved copies
         llama.server_version(moved, NO_LIBRARY_PATH)
 
 
@@ -132,6 +134,7 @@ def test_the_installed_server_serves_the_embedded_model_with_two_slots() -> None
     server = subprocess.Popen([str(_installed()), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
                                "-np", "2", "-c", "4096", "-t", "2", "--no-webui"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=NO_LIBRARY_PATH)
+    assert server.stderr is not None
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,8 +16,9 @@ LINUX_TOOLS = frozenset({"apt-get", "cc", "c++", "gcc", "g++", "cmake", "ninja",
 
 
 def debian(**kw) -> Host:
-    facts = dict(system="linux", machine="x86_64", is_root=True, distro=("debian",), commands=LINUX_TOOLS,
-                 cmake_version=(3, 25, 1), newtonsoft=True, postgres=True, nginx=True)
+    facts: dict[str, Any] = dict(system="linux", machine="x86_64", is_root=True, distro=("debian",),
+                                 commands=LINUX_TOOLS, cmake_version=(3, 25, 1), newtonsoft=True, postgres=True,
+                                 nginx=True)
     facts.update(kw)
     return Host(**facts)
 
@@ -145,7 +147,8 @@ def test_windows_with_choco_only_or_neither() -> None:
     choco = Host("windows", "x86_64", commands=frozenset({"choco"}))
     assert by_name(plan.requirements(choco), "Mono").fix == "choco install -y mono"
     bare = Host("windows", "x86_64")
-    assert by_name(plan.requirements(bare), "Mono").fix == "winget install -e --id Mono.Mono  (or: choco install -y mono)"
+    assert by_name(plan.requirements(bare), "Mono").fix == (
+        "winget install -e --id Mono.Mono  (or: choco install -y mono)")
     assert by_name(plan.requirements(WINDOWS), "PostgreSQL").fix == \
         r"winget install -e --id PostgreSQL.PostgreSQL.16 && set COREAI_PG_BIN=C:\Program Files\PostgreSQL\16\bin"
 
@@ -230,7 +233,9 @@ def test_an_install_stamp_round_trips_and_refuses_garbage() -> None:
 
 
 def test_shipped_elf_files_get_exact_runpaths_without_the_empty_entry_cmake_pads_with() -> None:
-    binary, libs = plan.elf_runpaths(debian())
+    runpaths = plan.elf_runpaths(debian())
+    assert runpaths is not None
+    binary, libs = runpaths
     assert binary == "$ORIGIN/../lib/llama-server:$ORIGIN" and libs == "$ORIGIN"
     assert "" not in binary.split(":") and "" not in libs.split(":")  # glibc reads "" as the current directory
     assert plan.elf_runpaths(MAC) is None and plan.elf_runpaths(WINDOWS) is None

@@ -1,49 +1,15 @@
-"""Helpers of the saves CLI tests: run the real CLI in-process against real files in tmp_path."""
+"""Helpers of the saves CLI tests: the real CLI runs in-process (the `cli` fixture) against real files in tmp_path."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import pytest
-
-from pyruntime.cli import main
 from pyruntime.scopes import EMPTY_SCOPE, AgentMemoryScope, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.stores.file_layout import file_stem
 
 RESULT_KEYS = ["Success", "Message", "Error", "Version", "MemoryLength", "Memory"]
-
-
-@dataclass
-class CliRun:
-    """Exit code and captured output of one CLI call."""
-
-    rc: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        """stdout parsed as one JSON document."""
-        return json.loads(self.out)
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]):
-    """Run `coreai-runtime ARGS...` in-process; argparse usage errors count as their exit code."""
-
-    def run(*argv: object) -> CliRun:
-        capsys.readouterr()
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as exc:
-            rc = int(exc.code or 0)
-        captured = capsys.readouterr()
-        return CliRun(rc, captured.out, captured.err)
-
-    return run
 
 
 def memory_file(data_dir: Path, role: str, scope: AgentMemoryScope = EMPTY_SCOPE, actor: str | None = None) -> Path:

@@ -13,7 +13,6 @@ from pyruntime.memory import MemoryTool
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.turns import ToolCallEvent, ToolResultEvent
 from tests.cli.conftest import file_bundle, memory_on_disk
-from tests.support.fixtures import tiny_model_path  # noqa: F401  (pytest fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAT_TIMEOUT_S = 90

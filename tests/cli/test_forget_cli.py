@@ -10,8 +10,10 @@ runtime's, stay.
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
+from pyruntime.memory.state import AgentMemoryState
 from pyruntime.model.slots import conversation_id
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores.engine_files import ENGINE_STATES_RELATIVE_PATH, PROMPT_CACHE_RELATIVE_PATH
@@ -19,6 +21,10 @@ from tests.cli.conftest import file_bundle
 
 ALICE = [AgentMemoryScope("t", "alice", "s1"), AgentMemoryScope("t", "alice", "s2", "quest")]
 BOB = AgentMemoryScope("t", "bob", "s1")
+
+
+def _met(who: str, state: AgentMemoryState) -> AgentMemoryState:
+    return state.evolve(memory=f"met {who}")
 
 
 def seed(data_dir: Path) -> list[str]:
@@ -31,7 +37,7 @@ def seed(data_dir: Path) -> list[str]:
             who = f"{scope.user_id}-{role}"
             view.append_chat_message(role, "user", f"I am {who}")
             view.save_summary(role, f"- {who} came by")
-            view.mutate(role, lambda state, w=who: state.evolve(memory=f"met {w}"))
+            view.mutate(role, partial(_met, who))
             if scope.user_id == "alice":
                 keys.append(view.key(role))
     return keys

@@ -108,7 +108,7 @@ def test_a_repeated_key_that_is_not_field_like_is_not_echoed(tmp_path: Path, gam
     assert "an object repeats the key;" in caplog.text and "secret" not in caplog.text
 
 
-def _small_file_stores(root: Path, limits: SaveLimits, **caps: int) -> StoreBundle:
+def _small_file_stores(root: Path, limits: SaveLimits, **caps: Any) -> StoreBundle:
     index = IdentityIndex(root)
     return StoreBundle(FileAgentMemoryStore(root, identities=index, limits=limits, **caps),
                        FileConversationSummaryStore(root, identities=index, limits=limits),

@@ -25,8 +25,9 @@ from pyruntime.client import RuntimeClient
 from pyruntime.net.auth import TOKEN_ENV
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import TranscriptEntry, TranscriptKind
-from tests.cli.conftest import CliRun, file_bundle, memory_file, memory_on_disk
+from tests.cli.conftest import file_bundle, memory_file, memory_on_disk
 from tests.rpc.conftest import ROOT, TOKEN, RuntimeProcess, spawn_runtime
+from tests.support.cli import CliRun
 
 BASE = "Name: Alex\nClass: Mage"
 TIMESTAMP_KEYS = {"Timestamp", "timestamp", "exportedAt", "exported_at"}
@@ -279,7 +280,7 @@ def test_export_and_import_print_and_write_what_the_files_do(both: Both, tmp_pat
     assert both.same("export", "--out", tmp_path, rc=2).out == ""  # --out is a directory: refused alike
     outs = [tmp_path / "files.json", tmp_path / "served.json"]
     for out, flag_dir in zip(outs, (["--data-dir", both.files], ["--runtime", both.url, "--data-dir",
-                                                                  both.served.data_dir])):
+                                                                  both.served.data_dir]), strict=True):
         run = both.cli("export", "--out", out, "--role", "SmartChat", "--role", "BlacksmithNPC", "--actor", "local",
                        "--actor", "Smith", *flag_dir, *both.flags)
         assert (run.rc, run.json()) == (0, {"Success": True, "RolesExported": 2})

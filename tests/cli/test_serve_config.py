@@ -3,6 +3,7 @@ defaults), keys derived from the flags, bad values refused naming the key."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -29,7 +30,7 @@ def test_every_serve_flag_has_an_environment_variable_and_a_config_key() -> None
     parser = build_parser()
     args = parser.parse_args(["serve"])
     table = {o.dest: o for o in layers.options_of(args)}
-    serve = parser._subparsers._group_actions[0].choices["serve"]
+    serve = next(a.choices["serve"] for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     flags = {a.dest for a in serve._actions if a.option_strings and a.dest not in ("help", "config")}
     assert set(table) == flags  # one table: nothing left out, nothing parsed twice
     assert table["grpc_port"].env == "COREAI_GRPC_PORT" and table["session_only"].env == "COREAI_SESSION_ONLY"

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyruntime.cli import main
-from pyruntime.net.auth import read_token_file
 from pyruntime.client import RuntimeClient
+from pyruntime.net.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from tests.model.test_serve_cli import RPC_ANY_PORT, Serve
+from tests.support.loads import loaded
 
 SCOPE = AgentMemoryScope("studio", "player-1", None, None)
 
@@ -27,7 +28,7 @@ def test_two_runtimes_on_one_database_see_each_others_writes(tmp_path: Path, pos
                                             scope=SCOPE).success
             client.append_chat_message("Blacksmith", "user", f"hello from {n}", scope=SCOPE)
         for client in clients:  # each runtime reads what the other wrote
-            assert client.load_state("Blacksmith", scope=SCOPE).state.memory.splitlines() == [
+            assert loaded(client.load_state("Blacksmith", scope=SCOPE)).memory.splitlines() == [
                 "via runtime 0", "via runtime 1"]
             assert [r.content for r in client.get_transcript("Blacksmith", scope=SCOPE)] == [
                 "hello from 0", "hello from 1"]
@@ -39,7 +40,7 @@ def test_two_runtimes_on_one_database_see_each_others_writes(tmp_path: Path, pos
     assert not (tmp_path / "CoreAI").exists()
     database = open_stores(AgentMemoryPersistenceMode.PERSISTENT, None, database_url=postgres_url)
     try:
-        assert database.scoped(SCOPE).try_load("Blacksmith").state.memory.splitlines() == [
+        assert loaded(database.scoped(SCOPE).try_load("Blacksmith")).memory.splitlines() == [
             "via runtime 0", "via runtime 1"]
     finally:
         database.close()

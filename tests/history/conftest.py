@@ -1,20 +1,9 @@
-"""Fixtures of the history pipeline tests: the tiny real GGUF model and small builders."""
+"""Helpers of the history pipeline tests: small builders (the tiny real GGUF model is tests/conftest.py's)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from pyruntime.history.budget import HistoryBudget, compute_history_budget
 from pyruntime.history.messages import HistoryMessage
-from tests.support.tiny_model import write_tiny_model
-
-
-@pytest.fixture(scope="session")
-def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny random-weight llama GGUF, written once per session."""
-    return write_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny.gguf")
 
 
 def dialogue(count: int, *, size: int = 0, prefix: str = "message") -> list[HistoryMessage]:

@@ -282,7 +282,7 @@ async def _turn(plan: SessionPlan, stores: StoreBundle, config: RoleMemoryConfig
                 plan.tool_result_memory, persist=True)
     if completed and prepared is not None:
         prepared.commit()
-        for message, disposition in zip(stored, prepared.dispositions):
+        for message, disposition in zip(stored, prepared.dispositions, strict=False):  # _check reports a mismatch
             if disposition is Disposition.FOLDED:
                 folded[message.order] = folded.get(message.order, 0) + 1
                 tally.folds += 1
@@ -305,7 +305,7 @@ def _check(plan: SessionPlan, fit, stored: list[HistoryMessage], prior: str | No
     lost = {o for o in seen if o not in orders and not folded.get(o)}
     if lost:
         problems.append(f"{len(lost)} message(s) left the store's window without being folded")
-    for message, d in zip(stored, dispositions):
+    for message, d in zip(stored, dispositions, strict=True):
         times = folded.get(message.order, 0)
         if times > 1:
             problems.append(f"order {message.order} folded {times} times")
@@ -315,12 +315,12 @@ def _check(plan: SessionPlan, fit, stored: list[HistoryMessage], prior: str | No
             problems.append(f"order {message.order} was folded before and is now {d.name}")
         if d is Disposition.LEFT_OUT:
             problems.append(f"order {message.order} left out")
-    seen.update(m.order for m, d in zip(stored, dispositions) if d is not Disposition.ALREADY_FOLDED)
+    seen.update(m.order for m, d in zip(stored, dispositions, strict=True) if d is not Disposition.ALREADY_FOLDED)
 
     # The history sent is the SENT messages, in order, where the request has them.
-    sent = [m for m, d in zip(stored, dispositions) if d is Disposition.SENT]
+    sent = [m for m, d in zip(stored, dispositions, strict=True) if d is Disposition.SENT]
     if [m.role for m in prepared.messages] != [m.role for m in sent] or any(
-        p.content not in (m.content, strip_think(m.content)) for p, m in zip(prepared.messages, sent)
+        p.content not in (m.content, strip_think(m.content)) for p, m in zip(prepared.messages, sent, strict=True)
     ):
         problems.append("the history sent is not the stored messages marked sent")
     # The head message (memory snapshot, summary) sits between the system prompt and the history.
@@ -333,7 +333,7 @@ def _check(plan: SessionPlan, fit, stored: list[HistoryMessage], prior: str | No
     limit = stored_summary_tokens(fit.max_ctx)
     body = prior_body
     report = prepared.cut_report
-    folded_now = [m for m, d in zip(stored, dispositions) if d is Disposition.FOLDED]
+    folded_now = [m for m, d in zip(stored, dispositions, strict=True) if d is Disposition.FOLDED]
     if report.folded_ids or report.deferred_ids:
         pending_body, anchors = split_marker(prepared.pending_summary)
         if compactor.reply is not None and compactor.reply.strip() and not report.compaction_fell_back:
@@ -357,7 +357,7 @@ def _check(plan: SessionPlan, fit, stored: list[HistoryMessage], prior: str | No
 
     # The cut report and the log line agree with the dispositions.
     def ids(kind: Disposition) -> list[str]:
-        return [m.id for m, d in zip(stored, dispositions) if d is kind]
+        return [m.id for m, d in zip(stored, dispositions, strict=True) if d is kind]
 
     counts = {kind: dispositions.count(kind) for kind in Disposition}
     if (report.stored_messages, report.sent_verbatim, report.already_folded) != (

@@ -24,7 +24,7 @@ from tests.history.conftest import dialogue
 
 
 def test_message_id_is_the_first_12_hex_of_sha256_of_trimmed_role_and_content() -> None:
-    expected = hashlib.sha256("user\nhello there".encode()).hexdigest()[:12]
+    expected = hashlib.sha256(b"user\nhello there").hexdigest()[:12]
     assert message_id(" user ", "  hello there\n") == expected
     assert M("user", "hello there").id == expected
 
@@ -155,7 +155,8 @@ def test_a_clip_whose_marker_costs_what_it_saves_is_not_made() -> None:
 def test_a_summary_past_its_bound_is_condensed_oldest_lines_first_then_dropped_and_counted() -> None:
     counter = HeuristicTokenCounter()
     prior = SUMMARY_HEADER + "\n" + "\n".join(f"- user: line {i} " + "w" * 150 for i in range(12))
-    fold = deterministic_fold(prior, [M("user", "newest " + "n" * 150)], _shape(limit_tokens=400, target_ratio=0.5, fold_share=1.0))
+    fold = deterministic_fold(prior, [M("user", "newest " + "n" * 150)],
+                              _shape(limit_tokens=400, target_ratio=0.5, fold_share=1.0))
     lines = fold.body.splitlines()
     assert counter.count(fold.body) <= 200 and fold.condensed is not None
     assert lines[0] == SUMMARY_HEADER and lines[1].startswith("…[+") and lines[1].endswith(" earlier lines]")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import llama_cpp
@@ -51,6 +52,7 @@ def tiny_completion(tiny_model_path: Path):
             model.create_chat_completion, messages,
             temperature=options.temperature, max_tokens=options.max_output_tokens,
         )
+        assert not isinstance(reply, Iterator)  # not streamed
         return reply["choices"][0]["message"]["content"] or ""
 
     return complete

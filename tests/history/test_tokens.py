@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Iterator
 from pathlib import Path
 
 import llama_cpp
@@ -58,6 +59,7 @@ def test_exact_chat_count_equals_llama_cpp_prompt_tokens(
 ) -> None:
     counter = LlamaTokenCounter(tiny_model_path)
     reply = model.create_chat_completion(chat, max_tokens=1, temperature=0.0)
+    assert not isinstance(reply, Iterator)  # not streamed
     assert count_chat_tokens(counter, chat) == reply["usage"]["prompt_tokens"]
 
 

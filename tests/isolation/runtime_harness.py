@@ -34,8 +34,9 @@ class DebugSlotsEngine(LlamaServerProcess):
 
     def slot_texts(self) -> list[str]:
         """Every slot's prompt and generated text, as `/slots` shows them now."""
-        return [f"{s.get('prompt', '')}\n{s.get('generated', '')}" for s in self.status(timeout=30.0)["slots"]
-                if isinstance(s, dict)]
+        slots = self.status(timeout=30.0)["slots"]
+        assert isinstance(slots, list)
+        return [f"{s.get('prompt', '')}\n{s.get('generated', '')}" for s in slots if isinstance(s, dict)]
 
     def token_bytes(self, text: str) -> bytes:
         """The token ids of `text` as llama.cpp writes them in a state file (int32, little-endian)."""

@@ -79,7 +79,8 @@ class SystemPromptLeak:
     async def __call__(self, request: aiohttp.ClientRequest,
                        handler: aiohttp.ClientHandlerType) -> aiohttp.ClientResponse:
         if request.url.path.endswith("/chat/completions"):
-            body = json.loads(await request.body.as_bytes())
+            sent = request.body
+            body = json.loads(sent if isinstance(sent, bytes) else await sent.as_bytes())
             if not body.get("stream") and body["messages"] == list(self._victim.messages):
                 body["messages"][0]["content"] = self._leaked
                 await request.update_body(json.dumps(body).encode())

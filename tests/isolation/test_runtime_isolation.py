@@ -52,7 +52,7 @@ def play(clients: Callable[[str], RuntimeClient], people: Cast, rounds: range) -
     """Every conversation at once (half over gRPC, half over Connect), one turn after the other in each."""
     def talk(index: int) -> None:
         conversation = people.conversations[index]
-        where = {"scope": conversation.scope, "actor": conversation.actor}
+        where: dict[str, Any] = {"scope": conversation.scope, "actor": conversation.actor}
         with clients("grpc" if index % 2 else "connect") as client:
             for number in rounds:
                 if number % 3 == 1:  # the game writes memory too

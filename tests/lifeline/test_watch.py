@@ -1,4 +1,5 @@
-"""Process watches and lifelines against real processes: alive, SIGKILLed (zombie and reaped), missing pid, stdin EOF."""
+"""Process watches and lifelines against real processes: alive, SIGKILLed (zombie and reaped), missing pid,
+stdin EOF."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from pyruntime.cli import lifeline
 from pyruntime.cli.lifeline import PidfdWatch, PollWatch, lifelines, watch_process
 from tests.unity_layer.processes import wait_for
 
@@ -81,7 +81,8 @@ def test_the_poll_watch_sees_its_own_parent_die_through_re_parenting(tmp_path: P
         open({str(seen)!r}, 'w').write(str(watch.exited()))
     """)
     parent = subprocess.Popen([sys.executable, "-c",
-                               f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child_code!r}]);"
+                               "import subprocess, sys, time;"
+                               f" subprocess.Popen([sys.executable, '-c', {child_code!r}]);"
                                " time.sleep(120)"])
     try:
         wait_for((tmp_path / "watching").exists, 60, "the child to start watching")
@@ -129,11 +130,16 @@ def test_lifelines_call_once_when_the_parent_dies_and_never_after_leaving() -> N
 def test_lifelines_call_when_standard_input_reaches_eof(monkeypatch: pytest.MonkeyPatch) -> None:
     read_end, write_end = os.pipe()
     reader = os.fdopen(read_end, "rb", buffering=0)
-    monkeypatch.setattr(lifeline.sys, "stdin", reader)  # a real pipe standing in for the launcher's
+    monkeypatch.setattr(sys, "stdin", reader)  # a real pipe standing in for the launcher's
     fired = threading.Event()
     reasons: list[str] = []
+
+    def lost(reason: str) -> None:
+        reasons.append(reason)
+        fired.set()
+
     try:
-        with lifelines(lambda r: (reasons.append(r), fired.set()), stdin_eof=True):
+        with lifelines(lost, stdin_eof=True):
             os.write(write_end, b"data is read and dropped\n")
             assert not fired.wait(0.3)
             os.close(write_end)
@@ -147,7 +153,7 @@ def test_lifelines_refuse_a_missing_parent_and_a_missing_stdin(monkeypatch: pyte
     with pytest.raises(ProcessLookupError):
         with lifelines(lambda r: None, parent_pid=_dead_pid()):
             pass
-    monkeypatch.setattr(lifeline.sys, "stdin", None)
+    monkeypatch.setattr(sys, "stdin", None)
     with pytest.raises(ValueError, match="standard input"):
         with lifelines(lambda r: None, stdin_eof=True):
             pass

@@ -73,7 +73,12 @@ def test_stop_on_signals_uses_the_loop_where_it_can() -> None:
         loop = asyncio.get_running_loop()
         calls: list[str] = []
         stopped = asyncio.Event()
-        with stop_on_signals(loop, lambda: (calls.append("stop"), stopped.set())):
+
+        def stop() -> None:
+            calls.append("stop")
+            stopped.set()
+
+        with stop_on_signals(loop, stop):
             assert signal.getsignal(signal.SIGTERM) is not before  # asyncio's own handler
             os.kill(os.getpid(), signal.SIGTERM)
             await asyncio.wait_for(stopped.wait(), 10)

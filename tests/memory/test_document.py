@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory import MemoryEditError, MemoryToolArgs, TextNotFoundError, apply_edit, closest_lines
 from pyruntime.memory import document as doc
+from pyruntime.memory.actions import MemoryActionName
 
 CRAFTS = "Crafts:\nCraft#1: Iron Blade damage:45\nCraft#2: Steel Longsword damage:72"
 
@@ -175,7 +178,8 @@ def test_insert_line_wins_over_anchor() -> None:
 
 def test_insert_after_the_first_line_containing_anchor() -> None:
     edit = doc.insert(CRAFTS, "Craft#3: Frost Axe damage:61", anchor="Crafts:")
-    assert edit.text == "Crafts:\nCraft#3: Frost Axe damage:61\nCraft#1: Iron Blade damage:45\nCraft#2: Steel Longsword damage:72"
+    assert edit.text == ("Crafts:\nCraft#3: Frost Axe damage:61\nCraft#1: Iron Blade damage:45\n"
+                         "Craft#2: Steel Longsword damage:72")
     assert doc.insert("k a\nk b", "X", anchor="k").text == "k a\nX\nk b"
     assert doc.insert("a\nlast", "X", anchor="ast").text == "a\nlast\nX"
 
@@ -296,7 +300,7 @@ def test_rename_not_found_lists_closest_lines() -> None:
 
 
 def test_apply_edit_dispatches_every_mutating_action() -> None:
-    cases = {
+    cases: dict[MemoryActionName, tuple[dict[str, Any], str | None]] = {
         "write": ({"content": "w"}, "w"),
         "append": ({"content": "z"}, "a b\nz"),
         "clear": ({}, ""),

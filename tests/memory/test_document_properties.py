@@ -129,7 +129,7 @@ def test_rename_touches_only_the_label(lines: list[str], old: str, new: str, pre
     except TextNotFoundError:
         raise AssertionError("the labelled line exists, so rename must find it") from None
     before_lines, after_lines = text.split("\n"), edit.text.split("\n")
-    changed = [i for i, (a, b) in enumerate(zip(before_lines, after_lines)) if a != b]
+    changed = [i for i, (a, b) in enumerate(zip(before_lines, after_lines, strict=True)) if a != b]
     assert len(before_lines) == len(after_lines)
     assert len(changed) == 1
     row = changed[0]
@@ -143,6 +143,7 @@ def test_insert_at_anchor_keeps_every_other_line(text: str, content: str) -> Non
     lines = text.split("\n")
     anchor_line = next((line for line in lines if line.strip()), None)
     assume(anchor_line is not None and "\n" not in content)
+    assert anchor_line is not None  # assume() filtered it out; this tells the type checker
     after = doc.insert(text, content, anchor=anchor_line).text.split("\n")
     at = lines.index(anchor_line)
     assert after[at + 1] == content

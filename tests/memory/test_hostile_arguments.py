@@ -16,6 +16,7 @@ from pyruntime.model.types import ToolCall
 from pyruntime.stores import InMemoryAgentMemoryStore
 from pyruntime.turns.modes import parse_structured_reply
 from pyruntime.turns.tool_loop import MemoryToolAdapter
+from pyruntime.turns.tools import ToolContext
 
 DEEP = 1000
 
@@ -48,7 +49,7 @@ def test_deep_already_parsed_arguments_are_refused() -> None:
 def test_the_memory_tool_returns_a_failure_and_writes_nothing() -> None:
     store = InMemoryAgentMemoryStore()
     result = MemoryTool(store, "Teacher").execute(deep_arguments())
-    assert not result.success and "nesting deeper than" in result.error
+    assert not result.success and result.error is not None and "nesting deeper than" in result.error
     assert store.try_load("Teacher").state is None
 
 
@@ -57,7 +58,7 @@ def test_a_models_deep_tool_call_reaches_the_model_as_a_tool_error() -> None:
     assert call.parsed_arguments is None and "nest deeper than" in (call.arguments_error or "")
     store = InMemoryAgentMemoryStore()
     adapter = MemoryToolAdapter(MemoryTool(store, "Teacher"), MemoryToolAction.Append)
-    outcome = asyncio.run(adapter.run(call, None))  # type: ignore[arg-type]
+    outcome = asyncio.run(adapter.run(call, ToolContext("Teacher")))
     assert outcome.success is False and "nesting deeper than" in json.loads(outcome.content)["Error"]
     assert store.try_load("Teacher").state is None
 

@@ -20,13 +20,13 @@ from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores.base import LoadStatus
 from pyruntime.stores.in_memory import InMemoryAgentMemoryStore, InMemoryConversationSummaryStore
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
+from tests.support.loads import loaded
 
 from .conftest import KEY, NOW, StepClock
 
 
-def state_of(store: InMemoryAgentMemoryStore, key: str = KEY) -> AgentMemoryState | None:
-    loaded = store.try_load(key)
-    return loaded.state if loaded.status is LoadStatus.LOADED else None
+def state_of(store: InMemoryAgentMemoryStore, key: str = KEY) -> AgentMemoryState:
+    return loaded(store.try_load(key))
 
 
 # -- result format -----------------------------------------------------------------------------
@@ -148,7 +148,7 @@ def test_every_action_through_the_tool(tool: MemoryTool, store: InMemoryAgentMem
     for number, (arguments, expected) in enumerate(steps, start=1):
         result = tool.execute(arguments)
         assert result.success, (arguments, result.error)
-        assert result.message.startswith(f"DONE: {arguments['action']}: ")
+        assert result.message is not None and result.message.startswith(f"DONE: {arguments['action']}: ")
         assert (result.memory, result.version, result.memory_length) == (expected, number, len(expected))
         assert state_of(store).memory == expected
     assert [v.action for v in list_versions(store, KEY)] == [
@@ -169,7 +169,7 @@ def test_an_unchanged_mutation_records_no_version(tool: MemoryTool, store: InMem
     tool.execute({"action": "write", "content": "same"})
     result = tool.execute({"action": "write", "content": "same"})
     assert result.success and result.version == 1
-    assert "no version was recorded" in result.message
+    assert result.message is not None and "no version was recorded" in result.message
     assert len(list_versions(store, KEY)) == 1
     # clear of an empty, never-written document creates nothing.
     other = MemoryTool(store, "Other")
@@ -217,9 +217,9 @@ def test_bad_calls_fail_specifically_and_change_nothing(tool: MemoryTool, store:
     tool.execute({"action": "write", "content": "fact one\nfact two"})
     store.append_chat_message(KEY, "user", "hello")
     before = (state_of(store), store.get_chat_history(KEY), store.get_transcript(KEY))
-    result = tool.execute(arguments)  # type: ignore[arg-type]
+    result = tool.execute(arguments)  # type: ignore[arg-type]  # a model's bad call: not always the declared types
     assert result.success is False
-    assert result.error.startswith(error)
+    assert result.error is not None and result.error.startswith(error)
     assert result.message is None and result.memory is None
     assert "DONE" not in result.to_json()
     assert (state_of(store), store.get_chat_history(KEY), store.get_transcript(KEY)) == before
@@ -229,6 +229,7 @@ def test_a_failure_reports_the_unchanged_document_when_it_was_read(tool: MemoryT
     tool.execute({"action": "write", "content": "fact one"})
     result = tool.execute({"action": "delete", "old_text": "fact 1"})
     assert (result.version, result.memory_length) == (1, 8)
+    assert result.error is not None
     assert result.error.startswith('old_text was not found in memory. Closest existing lines: ["fact one"]')
     # Arguments that never reached the store report nothing about it.
     assert (tool.execute("oops").version, tool.execute("oops").memory_length) == (0, 0)
@@ -255,6 +256,7 @@ def test_max_memory_chars_refuses_growth_past_the_limit(store: InMemoryAgentMemo
     before = state_of(store)
     result = tool.execute({"action": "append", "content": "y"})
     assert result.success is False
+    assert result.error is not None
     assert result.error.startswith("memory would be 22 chars, over the limit of 20 chars (MaxMemoryChars)")
     assert (result.version, result.memory_length) == (1, 20)
     assert state_of(store) == before
@@ -264,7 +266,8 @@ def test_max_memory_chars_default_is_16000(store: InMemoryAgentMemoryStore) -> N
     tool = MemoryTool(store, KEY)
     assert tool.max_memory_chars == 16000
     assert tool.execute({"action": "write", "content": "x" * 16000}).success
-    assert "limit of 16000 chars" in tool.execute({"action": "append", "content": "y"}).error
+    refused = tool.execute({"action": "append", "content": "y"})
+    assert refused.error is not None and "limit of 16000 chars" in refused.error
 
 
 def test_max_memory_chars_zero_is_unlimited(store: InMemoryAgentMemoryStore) -> None:

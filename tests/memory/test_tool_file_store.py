@@ -7,6 +7,7 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,10 +15,11 @@ from pyruntime.errors import MemoryUnreadableError
 from pyruntime.memory import MemoryTool, diff_versions, list_versions, revert_memory
 from pyruntime.stores.base import LoadStatus
 from pyruntime.stores.file_store import FileAgentMemoryStore
+from tests.support.loads import loaded
 
 from .conftest import KEY, StepClock
 
-EVERY_ACTION = [
+EVERY_ACTION: list[dict[str, Any]] = [
     {"action": "read"},
     {"action": "write", "content": "new"},
     {"action": "append", "content": "more"},
@@ -52,10 +54,10 @@ def test_edits_are_on_disk_when_the_call_returns(file_store: FileAgentMemoryStor
     assert tool.execute({"action": "write", "content": "Crafts: Iron Blade"}).success
     assert tool.execute({"action": "rename", "old_text": "Crafts", "new_text": "Items"}).success
     reopened = FileAgentMemoryStore(tmp_path)
-    assert reopened.try_load(KEY).state.memory == "Items: Iron Blade"
+    assert loaded(reopened.try_load(KEY)).memory == "Items: Iron Blade"
     assert [(v.version, v.action) for v in list_versions(reopened, KEY)] == [(1, "write"), (2, "rename")]
     assert revert_memory(reopened, KEY, 1).memory == "Crafts: Iron Blade"
-    assert FileAgentMemoryStore(tmp_path).try_load(KEY).state.latest_version == 3
+    assert loaded(FileAgentMemoryStore(tmp_path).try_load(KEY)).latest_version == 3
 
 
 def test_a_write_that_does_not_become_durable_is_a_failure(file_store: FileAgentMemoryStore) -> None:
@@ -65,7 +67,7 @@ def test_a_write_that_does_not_become_durable_is_a_failure(file_store: FileAgent
     before = path.read_bytes()
     with file_size_limit(4096):
         result = tool.execute({"action": "append", "content": "x" * 20_000})
-    assert result.success is False
+    assert result.success is False and result.error is not None
     assert result.error.startswith("the change could not be saved (PersistenceError")
     assert result.error.endswith("nothing was changed")
     assert (result.version, result.memory_length, result.memory) == (1, 10, None)
@@ -84,12 +86,13 @@ def test_an_unreadable_document_fails_every_action_and_stays_byte_identical(
     tool = MemoryTool(file_store, KEY)
     for arguments in EVERY_ACTION:
         result = tool.execute(arguments)
-        assert result.success is False, arguments
+        assert result.success is False and result.error is not None, arguments
         assert result.error.startswith("memory could not be read"), arguments
         assert "empty" not in result.error and "DONE" not in result.to_json()
         assert path.read_bytes() == garbage, arguments
     failed_revert = revert_memory(file_store, KEY, 1)
-    assert failed_revert.success is False and failed_revert.error.startswith("cannot revert: memory could not be read")
+    assert failed_revert.success is False and failed_revert.error is not None
+    assert failed_revert.error.startswith("cannot revert: memory could not be read")
     with pytest.raises(MemoryUnreadableError):
         list_versions(file_store, KEY)
     with pytest.raises(MemoryUnreadableError):

@@ -18,6 +18,7 @@ from pyruntime.memory import (
 )
 from pyruntime.stores.base import LoadStatus
 from pyruntime.stores.in_memory import InMemoryAgentMemoryStore
+from tests.support.loads import loaded
 
 from .conftest import KEY, NOW, StepClock
 
@@ -118,7 +119,7 @@ def test_revert_restores_a_snapshot_as_a_new_version(store: InMemoryAgentMemoryS
         '"Version":4,"MemoryLength":3,"Memory":"a\\nb"}')
     newest = list_versions(store, KEY)[-1]
     assert newest == MemoryVersion(4, 1_700_000_003, "revert", "a\nb", "Reverted to version 1.")
-    assert store.try_load(KEY).state.memory == "a\nb"
+    assert loaded(store.try_load(KEY)).memory == "a\nb"
 
 
 def test_revert_of_an_unknown_version_is_a_clear_failure(store: InMemoryAgentMemoryStore, clock: StepClock) -> None:

@@ -9,13 +9,7 @@ from typing import Any
 import pytest
 
 from pyruntime.model.hosting import LlamaServerProcess
-from tests.support.fixtures import (  # noqa: F401 - fixtures re-exported for this directory
-    start_llama_server,
-    tiny_endless_model_path,
-    tiny_llama_server,
-    tiny_model_path,
-    tiny_server_url,
-)
+from tests.support.fixtures import start_llama_server
 
 
 @pytest.fixture

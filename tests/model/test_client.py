@@ -10,6 +10,7 @@ import socket
 import struct
 import threading
 import time
+from typing import Any
 
 import aiohttp
 import httpx
@@ -82,7 +83,7 @@ def test_stream_yields_the_same_reply_as_chat(endless_server):
 
 
 def test_assistant_content_none_is_accepted_after_normalisation(tiny_server_url):
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": None},
         {"role": "assistant"},
@@ -199,7 +200,7 @@ def test_killing_the_server_mid_stream_raises_model_unavailable(llama_server_fac
     async def go():
         seen = 0
         async with OpenAICompatClient(server.base_url) as client:
-            async for delta in client.stream_chat(HI, max_tokens=1500):
+            async for _delta in client.stream_chat(HI, max_tokens=1500):
                 seen += 1
                 if seen == 3:
                     os.kill(server.pid, signal.SIGKILL)
@@ -304,7 +305,8 @@ def _reset_after_one_answer_server() -> tuple[int, list[int], socket.socket]:
                 return False
             data += chunk
         head, _, rest = data.partition(b"\r\n\r\n")
-        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length"))
         while len(rest) < length:
             rest += conn.recv(65536)
         return True

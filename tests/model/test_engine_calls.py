@@ -85,8 +85,8 @@ def test_a_body_left_open_after_done_ends_the_call_whole_and_soon() -> None:
 
 def test_props_give_the_slots_only_when_they_are_a_positive_count() -> None:
     assert slots_from_props({"total_slots": 8}) == 8
-    assert [slots_from_props(b) for b in ({"total_slots": 0}, {"total_slots": True}, {"total_slots": "8"}, [], None,
-                                          {})] == [None] * 6
+    bodies: tuple[object, ...] = ({"total_slots": 0}, {"total_slots": True}, {"total_slots": "8"}, [], None, {})
+    assert [slots_from_props(b) for b in bodies] == [None] * 6
 
 
 def test_a_client_used_from_one_event_loop_after_another_keeps_working() -> None:

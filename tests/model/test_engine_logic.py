@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pyruntime.model.parked_states import ParkedStates
 from pyruntime.model.server_log import (
     STDERR_LINES,
     EngineLog,
@@ -16,9 +18,8 @@ from pyruntime.model.server_log import (
     gpu_missing_in_build,
     offloaded_layers,
 )
-from pyruntime.model.parked_states import ParkedStates
 from pyruntime.model.slot_store import SlotStateStore
-from pyruntime.model.slots import ANONYMOUS, SlotAffinity, conversation_id, kept_fraction, prompt_fingerprint
+from pyruntime.model.slots import ANONYMOUS, SlotAffinity, SlotUse, conversation_id, kept_fraction, prompt_fingerprint
 from pyruntime.model.supervisor import SlotProgress, WatchdogSettings, next_backoff
 
 SYSTEM = {"role": "system", "content": "You are Bram, the blacksmith of Eldham. " * 5}
@@ -28,18 +29,25 @@ def chat(*lines: str) -> list[dict[str, str]]:
     return [SYSTEM] + [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(lines)]
 
 
+def take(slots: SlotAffinity, conversation: str | None, messages: list[dict[str, str]]) -> SlotUse:
+    """The slot a request gets (fails the test when every slot is busy)."""
+    use = slots.acquire(conversation, messages)
+    assert use is not None, "every slot is busy"
+    return use
+
+
 def test_a_conversation_keeps_its_slot_and_a_new_one_takes_the_least_recently_used():
     slots = SlotAffinity(2)
     a, b, c = (conversation_id(k) for k in ("Bram/p1", "Elda/p1", "Tom/p1"))
-    first = slots.acquire(a, chat("hi"))
+    first = take(slots, a, chat("hi"))
     slots.release(first)
-    second = slots.acquire(b, chat("hello"))
+    second = take(slots, b, chat("hello"))
     slots.release(second)
     assert first.slot != second.slot
-    again = slots.acquire(a, chat("hi", "Hello!", "a sword?"))
+    again = take(slots, a, chat("hi", "Hello!", "a sword?"))
     slots.release(again)
     assert again.slot == first.slot and not again.erase_first  # the same conversation, only appended
-    third = slots.acquire(c, chat("hey"))  # two slots, three NPCs: the coldest (b's) is taken
+    third = take(slots, c, chat("hey"))  # two slots, three NPCs: the coldest (b's) is taken
     slots.release(third)
     assert third.slot == second.slot and slots.slot_of(b) is None and slots.slot_of(a) == first.slot
 
@@ -47,10 +55,10 @@ def test_a_conversation_keeps_its_slot_and_a_new_one_takes_the_least_recently_us
 def test_a_busy_slot_is_not_given_to_another_conversation():
     slots = SlotAffinity(2)
     a, b, c = (conversation_id(k) for k in ("a", "b", "c"))
-    busy = slots.acquire(a, chat("x"))  # still running
-    idle = slots.acquire(b, chat("y"))
+    busy = take(slots, a, chat("x"))  # still running
+    idle = take(slots, b, chat("y"))
     slots.release(idle)
-    newcomer = slots.acquire(c, chat("z"))
+    newcomer = take(slots, c, chat("z"))
     assert newcomer.slot == idle.slot != busy.slot
     assert slots.in_flight == 2
 
@@ -61,20 +69,20 @@ def test_a_prompt_that_drops_most_of_the_slots_state_erases_it_first():
     slots = SlotAffinity(1)
     a = conversation_id("Bram/p1")
     long_history = chat(*[f"line {i} " * 30 for i in range(8)])
-    slots.release(slots.acquire(a, long_history))
+    slots.release(take(slots, a, long_history))
     compacted = [SYSTEM, {"role": "system", "content": "Summary: they haggled."}, {"role": "user", "content": "hi"}]
-    use = slots.acquire(a, compacted)
+    use = take(slots, a, compacted)
     assert use.erase_first
     slots.release(use)
-    slots.release(follow := slots.acquire(a, compacted + [{"role": "assistant", "content": "Hm?"}]))
+    slots.release(follow := take(slots, a, compacted + [{"role": "assistant", "content": "Hm?"}]))
     assert not follow.erase_first
 
 
 def test_requests_without_a_conversation_share_one_slot():
     slots = SlotAffinity(3)
-    one = slots.acquire(None, [{"role": "system", "content": "writer " * 50}, {"role": "user", "content": "a"}])
+    one = take(slots, None, [{"role": "system", "content": "writer " * 50}, {"role": "user", "content": "a"}])
     slots.release(one)
-    two = slots.acquire(None, [{"role": "system", "content": "writer " * 50}, {"role": "user", "content": "b"}])
+    two = take(slots, None, [{"role": "system", "content": "writer " * 50}, {"role": "user", "content": "b"}])
     slots.release(two)
     assert one.slot == two.slot and one.conversation == ANONYMOUS and not two.erase_first
 
@@ -82,17 +90,18 @@ def test_requests_without_a_conversation_share_one_slot():
 def test_a_slot_changes_hands_with_its_state_parked_and_the_newcomer_brings_back_only_its_own():
     slots = SlotAffinity(1)
     a, b = conversation_id("Bram/p1"), conversation_id("Bram/p2")  # two players, the same NPC and prompt
-    first = slots.acquire(a, chat("hi"))
+    first = take(slots, a, chat("hi"))
     assert first.arrived and first.park is None and not first.restore  # an empty slot: nothing to reuse
     slots.release(first)
-    twin = slots.acquire(b, chat("hi"))  # byte-identical prompt: still b's slot starts afresh, a's state is parked
+    twin = take(slots, b, chat("hi"))  # byte-identical prompt: still b's slot starts afresh, a's state is parked
     assert twin.arrived and twin.park == a and not twin.restore and slots.is_parked(a)
     slots.release(twin)
-    slots.release(slots.acquire(b, chat("hi", *[f"line {i} " * 30 for i in range(8)])))
-    back = slots.acquire(a, chat("hi", "Hello!", "a sword?"))
+    slots.release(take(slots, b, chat("hi", *[f"line {i} " * 30 for i in range(8)])))
+    back = take(slots, a, chat("hi", "Hello!", "a sword?"))
     assert back.park == b and back.restore and not slots.is_parked(a)  # its own parked state, restored
     slots.release(back)
-    folded = slots.acquire(b, [SYSTEM, {"role": "system", "content": "Summary. " * 80}, {"role": "user", "content": "x"}])
+    folded = take(slots, b, [SYSTEM, {"role": "system", "content": "Summary. " * 80},
+                               {"role": "user", "content": "x"}])
     assert folded.arrived and not folded.restore  # what it parked keeps less than half of the new prompt: dropped
 
 
@@ -144,10 +153,10 @@ def test_a_fold_that_appends_to_the_summary_keeps_the_slots_state():
     a = conversation_id("Bram/p1")
     summary = "## Conversation Summary\n" + "".join(f"- player said thing {i} about the road\n" for i in range(20))
     before = [SYSTEM, {"role": "system", "content": summary}, *chat("x" * 60, "y" * 60, "z" * 60)[1:]]
-    slots.release(slots.acquire(a, before))
+    slots.release(take(slots, a, before))
     folded = [SYSTEM, {"role": "system", "content": summary + "- player said x\n- smith said y\n"},
               {"role": "user", "content": "z" * 60}]
-    use = slots.acquire(a, folded)
+    use = take(slots, a, folded)
     assert not use.erase_first
     slots.release(use)
 
@@ -187,15 +196,15 @@ def test_an_engine_log_keeps_the_facts_and_the_last_lines_and_forgets_them_for_a
 
 def test_the_watchdog_sees_a_slot_that_makes_no_progress_and_backs_off_when_starts_fail():
     progress = SlotProgress()
-    busy = [{"id": 0, "is_processing": True, "id_task": 7, "n_prompt_tokens_processed": 10,
-             "next_token": [{"n_decoded": 3}]}, {"id": 1, "is_processing": False}]
+    busy: list[dict[str, Any]] = [{"id": 0, "is_processing": True, "id_task": 7, "n_prompt_tokens_processed": 10,
+                                   "next_token": [{"n_decoded": 3}]}, {"id": 1, "is_processing": False}]
     assert progress.update(busy, now=100.0) == 0.0
     assert progress.update(busy, now=130.0) == 30.0  # the same counters for 30 s
     moved = [dict(busy[0], next_token=[{"n_decoded": 4}])]
     assert progress.update(moved, now=131.0) == 0.0  # one more token: progress
     assert progress.update([], now=500.0) == 0.0  # nothing busy: nothing stuck
     settings = WatchdogSettings(first_backoff_s=1, max_backoff_s=8)
-    waits = [None]
+    waits: list[float | None] = [None]
     for _ in range(5):
         waits.append(next_backoff(waits[-1], settings))
     assert waits[1:] == [1, 2, 4, 8, 8]

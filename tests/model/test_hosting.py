@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -10,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import httpx
@@ -145,7 +145,8 @@ def test_the_child_exits_when_its_parent_dies(tiny_model_path, tmp_path, kind):
         lifeline.lifeline_kind = lambda: {kind!r}
         from pyruntime.model.hosting import LlamaServerProcess
         from pyruntime.model.llama_server import LlamaServerConfig
-        config = LlamaServerConfig(model_path=Path({str(tiny_model_path)!r}), alias="t", port={free_port()}, n_threads=1)
+        config = LlamaServerConfig(model_path=Path({str(tiny_model_path)!r}), alias="t", port={free_port()},
+                                   n_threads=1)
         s = LlamaServerProcess(config)
         s.start(timeout=60)
         Path({str(pid_file)!r}).write_text(str(s.pid))
@@ -190,7 +191,7 @@ def test_the_command_line_carries_the_settings_and_never_the_key(tiny_model_path
                                prompt_cache_mb=64, prompt_cache_dir=tmp_path, api_key="public-key")
     launch = EngineLaunch(listen=str(tmp_path / "engine.sock"), port=0, key_file=tmp_path / "key", n_gpu_layers=-1)
     argv = server_command(Path("/bin/llama-server"), config, launch)
-    flags = {flag: value for flag, value in zip(argv, argv[1:]) if flag.startswith("--")}
+    flags = {flag: value for flag, value in pairwise(argv) if flag.startswith("--")}
     assert flags["--ctx-size"] == "1536" and flags["--parallel"] == "3"  # 512 tokens in each of 3 slots
     assert flags["--threads"] == "2" and flags["--n-gpu-layers"] == "auto" and flags["--flash-attn"] == "auto"
     assert flags["--cache-ram"] == "0"  # llama-server's content-addressed host cache is off: states are parked per
@@ -226,6 +227,7 @@ def test_llama_server_variables_of_the_game_do_not_reach_the_engine(tiny_model_p
     try:
         raw = Path(f"/proc/{server.pid}/environ").read_bytes().decode()
         assert "LLAMA_ARG_HOST" not in raw and "LLAMA_API_KEY" not in raw
+        assert server._launch is not None
         with httpx.Client(transport=httpx.HTTPTransport(uds=server._launch.listen), base_url="http://e") as direct:
             assert direct.get("/v1/models", headers={"Authorization": "Bearer guessable"}).status_code == 401
     finally:
@@ -342,7 +344,8 @@ def test_the_serve_flag_decides_the_prompt_cache_and_its_absence_leaves_the_defa
 
 def test_the_prompt_cache_folder_flows_from_the_serve_flag_to_the_child(tiny_model_path, tmp_path):
     from pyruntime.cli import build_parser
-    from pyruntime.cli.serve import PROMPT_CACHE_RELATIVE_PATH, options_from_args, validate
+    from pyruntime.cli.serve import options_from_args, validate
+    from pyruntime.stores.engine_files import PROMPT_CACHE_RELATIVE_PATH
 
     def folder_of(*flags: str) -> Path | None:
         options = options_from_args(build_parser().parse_args(["serve", "--model", str(tiny_model_path), *flags]))

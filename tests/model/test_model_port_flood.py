@@ -22,6 +22,7 @@ from pyruntime.net.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope
 from tests.rpc.conftest import TOKEN, spawn_runtime
 from tests.support.fixtures import free_port
+from tests.support.loads import loaded
 
 FILE_LIMIT = 1024
 FLOOD = 1100
@@ -88,7 +89,7 @@ def test_two_floods_of_half_open_connections_on_the_model_port_leave_the_runtime
                 models = httpx.get(f"http://127.0.0.1:{model_port}/v1/models", timeout=HANG_GUARD_S,
                                    headers={"Authorization": f"Bearer {model_key}"})
                 assert models.status_code == 200
-            assert client.load_state("Scribe", scope=SCOPE).state.memory.splitlines() == ["flood 0", "flood 1"]
+            assert loaded(client.load_state("Scribe", scope=SCOPE)).memory.splitlines() == ["flood 0", "flood 1"]
     finally:
         assert runtime.terminate() == 0
     print(f"slowest /healthz during the floods: {slowest:.3f} s")  # the bound is 1 s (machine-dependent)

@@ -22,6 +22,7 @@ from pyruntime.model.scripted_server import ScriptedModelServer
 from pyruntime.model.types import TextDelta
 from pyruntime.net.auth import read_token_file
 from tests.model.test_serve_cli import RPC_ANY_PORT, Serve
+from tests.support.loads import loaded
 
 SCRIPT = {
     "rules": [
@@ -143,7 +144,8 @@ def test_the_scripted_port_takes_the_model_ports_key_and_host_origin_rules() -> 
                 wrong_port = await raw.post(url, json=user("x"), headers={**key, "Host": "127.0.0.1:1"})
                 assert wrong_port.status_code == 403
                 assert (await raw.post(url, json=user("x"))).status_code == 401
-                assert (await raw.post(url, json=user("x"), headers={"Authorization": "Bearer nope"})).status_code == 401
+                refused = await raw.post(url, json=user("x"), headers={"Authorization": "Bearer nope"})
+                assert refused.status_code == 401
                 ok = await raw.post(url, json=user("x"), headers={**key, "Origin": f"http://127.0.0.1:{server.port}"})
                 assert ok.status_code == 200 and ok.json()["choices"][0]["message"]["content"] == "Hm?"
             client = OpenAICompatClient(server.base_url, api_key="scripted-key-0123456789")
@@ -200,7 +202,7 @@ def test_a_turn_through_serve_with_a_scripted_model(tmp_path: Path) -> None:
             turn = client.run_task("I want a sword", role_id="BlacksmithNPC")
             assert turn.status == pb.TURN_STATUS_OK
             assert turn.text.startswith("Thirty gold for the sword.")
-            assert client.load_state("BlacksmithNPC").state.memory == "Wants a sword"
+            assert loaded(client.load_state("BlacksmithNPC")).memory == "Wants a sword"
             again = client.run_task("hello", role_id="BlacksmithNPC")
             assert (again.status, again.text) == (pb.TURN_STATUS_OK, "Hm?")
     finally:

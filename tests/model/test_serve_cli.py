@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
@@ -28,9 +29,10 @@ from pyruntime.model.hosting import SMALL_MODEL_PROMPT_CACHE_MB, port_is_free
 from pyruntime.model.llama_server import DEFAULT_SLOTS
 from pyruntime.net.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope, storage_key
-from pyruntime.testing.engine import LatencyEngine, LatencyEngineServer, LatencyModel
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
+from pyruntime.testing.engine import LatencyEngine, LatencyEngineServer, LatencyModel
 from tests.support.fixtures import free_port
+from tests.support.loads import loaded
 from tests.unity_layer.processes import cmdline, is_alive, processes_mentioning, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +42,8 @@ SCOPE = AgentMemoryScope(user_id="player-1")
 
 class Serve:
     """A running `coreai-runtime serve`; stdout and stderr go to files the test can poll."""
+
+    port: int  # the model port, where serve_with_model chose it
 
     def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
         stamp = time.monotonic_ns()
@@ -113,7 +117,7 @@ def serve_with_model(tmp_path: Path, model: Path, *extra: str, env: dict[str, st
     copy = own_copy(tmp_path, model)
     serve = Serve(tmp_path, "--model", str(copy), "--port", str(port), "--data-dir", str(tmp_path / "data"),
                   *RPC_ANY_PORT, *extra, env=env)
-    serve.port = port  # type: ignore[attr-defined]
+    serve.port = port
     return serve, copy
 
 
@@ -329,7 +333,8 @@ def test_while_the_first_model_load_runs_health_says_loading_and_turns_answer_un
                                 "--connect-port", str(connect_port), env=slow_engine(tmp_path, 3))
     token_file = tmp_path / "data" / "CoreAI" / "runtime" / "token"
     healthz = f"http://127.0.0.1:{connect_port}/healthz"
-    during_load = []  # (healthz body, grpc health, turn error), kept only when /healthz still said 503 after them
+    # (healthz body, grpc health, turn error), kept only when /healthz still said 503 after them
+    during_load: list[tuple[Any, int, str]] = []
     try:
         # From the moment the port accepts until the ready line: the load is in progress, observably.
         while not serve.stdout_lines() and not during_load:
@@ -342,8 +347,8 @@ def test_while_the_first_model_load_runs_health_says_loading_and_turns_answer_un
             if answer.status_code != 503:
                 continue
             with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-                check = health_pb2_grpc.HealthStub(channel).Check
-                grpc_status = check(health_pb2.HealthCheckRequest(service=""), timeout=10).status
+                stub: Any = health_pb2_grpc.HealthStub(channel)  # types-grpcio's HealthStub declares no methods
+                grpc_status = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=10).status
             with RuntimeClient(f"http://127.0.0.1:{connect_port}", token=read_token_file(token_file),
                                timeout=10) as client:
                 with pytest.raises(RuntimeUnavailableError) as refused:
@@ -408,7 +413,7 @@ def test_no_model_session_only_serves_stores_and_refuses_turns(tmp_path):
         token_file = Path(ready["token_file"])
         with RuntimeClient(f"http://127.0.0.1:{ready['connect_port']}", token=read_token_file(token_file)) as client:
             assert client.apply_memory_tool("Merchant", {"action": "write", "content": "prices"}).success
-            assert client.load_state("Merchant").state.memory == "prices"
+            assert loaded(client.load_state("Merchant")).memory == "prices"
             assert not client.health().model_ready and client.health().memory_design == ""
             with pytest.raises(RuntimeUnavailableError, match="no model"):
                 client.run_task("hi")
@@ -514,7 +519,7 @@ def test_llm_headers_reach_the_external_server(tmp_path):
     seen: list[dict[str, str]] = []
 
     class Models(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        def do_GET(self) -> None:
             seen.append({k.lower(): v for k, v in self.headers.items()})
             body = b'{"object": "list", "data": [{"id": "provider-model"}]}'
             self.send_response(200)

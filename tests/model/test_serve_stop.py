@@ -1,6 +1,7 @@
 """SIGTERM stops a real `serve` promptly, however busy or stuck its engine is (a soak saw serve still up 60 s after it).
 
-serve hosts the tiny model with the restart-warm disk cache; a conversation holds a slot (the stop saves it), a memory write is acknowledged,
+serve hosts the tiny model with the restart-warm disk cache; a conversation holds a slot (the stop saves it), a
+memory write is acknowledged,
 then players talk back to back on both transports (turns, and the memory passes behind them) and the
 engine is frozen (SIGSTOP: a hung llama-server) with that work in flight. SIGTERM must
 then end serve with exit code 0, no llama-server left, the acknowledged saves on disk. The bound below is a

@@ -1,4 +1,4 @@
-"""Fixtures of the models tests: a generated GGUF, a real loopback HTTP server that serves it, and the CLI in-process."""
+"""Fixtures of the models tests: a generated GGUF, a real loopback HTTP server that serves it, the CLI in-process."""
 
 from __future__ import annotations
 

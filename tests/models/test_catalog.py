@@ -37,6 +37,7 @@ def test_the_smollm2_entry_is_the_embedded_models_file() -> None:
 
 def test_a_catalogue_name_pulls_its_url_with_its_checks() -> None:
     entry = catalog.find("llama3.2-1b")
+    assert entry is not None
     request = PullRequest.of("llama3.2-1b")
     assert (request.url, request.sha256, request.source) == (entry.url, entry.sha256, "catalogue")
     url_request = PullRequest.of("https://host.example/files/Qwen2.5-0.5B-Instruct-Q4_K_M.gguf?token=secret")

@@ -1,5 +1,6 @@
 """`coreai-runtime models pull` against a real HTTP server on loopback: progress, resume after a cut, servers that
-ignore ranges, stall, answer 404 or send the wrong bytes; and what is left in the cache each time (nothing half-written).
+ignore ranges, stall, answer 404 or send the wrong bytes; and what is left in the cache each time (nothing
+half-written).
 """
 
 from __future__ import annotations

@@ -88,9 +88,13 @@ def test_serve_downloads_a_named_model_first_and_health_reports_the_download(
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
 
+    def stop_when_watched() -> None:
+        watcher.join(30)
+        os.kill(os.getpid(), signal.SIGTERM)
+
     def on_ready(ready: dict[str, Any]) -> None:
         seen["ready"] = ready
-        threading.Thread(target=lambda: (watcher.join(30), os.kill(os.getpid(), signal.SIGTERM)), daemon=True).start()
+        threading.Thread(target=stop_when_watched, daemon=True).start()
 
     assert asyncio.run(serve(options, on_ready=on_ready)) == EXIT_OK
     assert (models_dir / "tiny-npc.gguf").read_bytes() == gguf_bytes  # pulled into the cache, checked

@@ -135,15 +135,16 @@ def spawn_runtime(data_dir: Path, *, grpc_port: int = 0, connect_port: int = 0,
             import resource
             resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
 
-    stderr = open(log, "w") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - the child owns it
+    log_file = open(log, "w") if log is not None else None  # the child owns it
     try:
         process = subprocess.Popen(
             [sys.executable, "-m", "pyruntime.cli", "serve", *model, "--data-dir", str(data_dir),
              "--grpc-port", str(grpc_port), "--connect-port", str(connect_port), "--grace", "10", *extra],
-            stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=ROOT, preexec_fn=limit_files)
+            stdout=subprocess.PIPE, stderr=log_file if log_file is not None else subprocess.DEVNULL, text=True,
+            env=env, cwd=ROOT, preexec_fn=limit_files)
     finally:
-        if log is not None:
-            stderr.close()  # type: ignore[union-attr]
+        if log_file is not None:
+            log_file.close()
     assert process.stdout is not None
     line = process.stdout.readline()
     if not line:

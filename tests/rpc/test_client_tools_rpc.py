@@ -11,7 +11,6 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -176,7 +175,12 @@ def test_a_tool_from_a_pydantic_model_gets_an_instance(client: RuntimeClient) ->
         item: str
 
     given: list[Give] = []
-    tool = ClientTool.from_model("give_item", "Hand an item to the player.", Give, lambda a: given.append(a) or "ok")
+
+    def give(item: Give) -> str:
+        given.append(item)
+        return "ok"
+
+    tool = ClientTool.from_model("give_item", "Hand an item to the player.", Give, give)
     assert json.loads(tool.definition().parameters_json_schema) == {
         "type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"],
         "additionalProperties": False}

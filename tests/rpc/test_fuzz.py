@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
 import pytest
+from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from coreai.v1 import memory_store_pb2, orchestrator_pb2
 from tests.rpc.conftest import Runtime, start_runtime
@@ -75,7 +78,8 @@ def test_proto_fuzz_over_grpc_never_yields_internal(fuzz_runtime: Runtime, data:
         # A well-formed message of the right type with random field values.
         body = json_message(GetMessageClass(method.input_type), data)
     with grpc.insecure_channel(f"127.0.0.1:{fuzz_runtime.handle.grpc_port}") as channel:
-        call = (channel.unary_stream if method.server_streaming else channel.unary_unary)(f"/{procedure}")
+        kind = channel.unary_stream if method.server_streaming else channel.unary_unary
+        call: Callable[..., Any] = kind(f"/{procedure}")
         try:
             result = call(body, metadata=(("authorization", f"Bearer {fuzz_runtime.token}"),), timeout=30)
             if method.server_streaming:
@@ -85,17 +89,17 @@ def test_proto_fuzz_over_grpc_never_yields_internal(fuzz_runtime: Runtime, data:
             assert exc.details()
 
 
-def json_message(message_class: type, data: st.DataObject) -> bytes:
+def json_message(message_class: type[Message], data: st.DataObject) -> bytes:
     """A serialized message whose scalar fields (nested too) hold drawn values."""
     message = message_class()
     fill(message, data, depth=0)
     return message.SerializeToString()
 
 
-def fill(message: object, data: st.DataObject, depth: int) -> None:
+def fill(message: Message, data: st.DataObject, depth: int) -> None:
     from google.protobuf.descriptor import FieldDescriptor as F
 
-    for field in message.DESCRIPTOR.fields:  # type: ignore[attr-defined]
+    for field in message.DESCRIPTOR.fields:
         if not data.draw(st.booleans()):
             continue
         if field.type == F.TYPE_MESSAGE:

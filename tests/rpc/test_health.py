@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
@@ -20,12 +21,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from prometheus_client.parser import text_string_to_metric_families
 
+from pyruntime.app import RuntimeModel
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.llama_server import LlamaServerConfig
 from pyruntime.model.supervisor import ModelSupervisor, WatchdogSettings
-from pyruntime.app import RuntimeModel
 from tests.rpc.conftest import Runtime, start_runtime
-from tests.support.fixtures import free_port, tiny_model_path  # noqa: F401  (pytest fixtures)
+from tests.support.fixtures import free_port
 from tests.support.tiny_model import TINY_MODEL_ALIAS
 
 ANSWER_WITHIN_S = 5.0  # a hang guard for each probe, not a speed target
@@ -46,7 +47,7 @@ class Supervised:
 
     def grpc_health(self, service: str = "") -> int:
         with grpc.insecure_channel(self.runtime.handle.grpc_target) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
+            stub: Any = health_pb2_grpc.HealthStub(channel)  # types-grpcio's HealthStub declares no methods
             return stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=ANSWER_WITHIN_S).status
 
     def wait_for(self, status: int, service: str = "") -> None:
@@ -107,6 +108,7 @@ def test_a_frozen_model_server_does_not_freeze_health_and_its_restart_shows(
     for name, value in slow_engine(tmp_path, 2).items():
         monkeypatch.setenv(name, value)
     seen: list[tuple[int, str]] = []
+    assert supervised.server.pid is not None
     os.kill(supervised.server.pid, signal.SIGSTOP)  # a hung llama.cpp: it answers nothing any more
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -130,7 +132,7 @@ def test_standard_health_and_reflection_answer_without_a_token(tmp_path: Path) -
     runtime = start_runtime(tmp_path / "data")  # no model: stores only, ready
     try:
         with grpc.insecure_channel(runtime.handle.grpc_target) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
+            stub: Any = health_pb2_grpc.HealthStub(channel)  # types-grpcio's HealthStub declares no methods
             for service in ("", "coreai.v1.MemoryStore", "coreai.v1.Orchestrator"):
                 assert stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10).status == SERVING
             with pytest.raises(grpc.RpcError) as unknown:
@@ -151,8 +153,9 @@ def test_health_watch_streams_the_change_to_not_serving_at_shutdown(tmp_path: Pa
 
     def watch() -> None:
         with grpc.insecure_channel(runtime.handle.grpc_target) as channel:
+            stub: Any = health_pb2_grpc.HealthStub(channel)  # types-grpcio's HealthStub declares no methods
             try:
-                for reply in health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(), timeout=30):
+                for reply in stub.Watch(health_pb2.HealthCheckRequest(), timeout=30):
                     statuses.append(reply.status)
                     first.set()
             except grpc.RpcError:

@@ -4,7 +4,6 @@ lock holder fails only its own save. Requests are built as raw protos, so the se
 from __future__ import annotations
 
 import errno
-import json
 import os
 import subprocess
 import sys
@@ -15,15 +14,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from coreai.v1 import common_pb2, memory_store_pb2 as ms, orchestrator_pb2 as orch
+from coreai.v1 import common_pb2
+from coreai.v1 import memory_store_pb2 as ms
+from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.client import RuntimeCallError, RuntimeClient
-from pyruntime.errors import DISK_FULL_MESSAGE
 from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR
-from pyruntime.scopes import MAX_ROLE_ID_BYTES, AgentMemoryScope
+from pyruntime.errors import DISK_FULL_MESSAGE
+from pyruntime.scopes import MAX_ROLE_ID_BYTES
 from pyruntime.service import StatusCode
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
-from pyruntime.stores import fileio
+from pyruntime.stores import AgentMemoryPersistenceMode, fileio, open_stores
 from pyruntime.stores.file_layout import file_stem
+from pyruntime.stores.file_store import FileAgentMemoryStore
 from tests.rpc.conftest import Runtime, files_snapshot, start_runtime
 from tests.support.hostile_files import make_outside, outside_state, plant
 
@@ -106,7 +107,8 @@ def test_a_json_array_for_a_message_is_invalid_argument_and_never_blanks_a_save(
     with runtime.client("connect") as client:
         write(client, "Teacher", "precious")
     before = files_snapshot(runtime.data_dir)
-    for body in ({"target": {"roleId": "Teacher"}, "state": []}, []):
+    bodies: tuple[object, ...] = ({"target": {"roleId": "Teacher"}, "state": []}, [])
+    for body in bodies:
         response = httpx.post(f"{runtime.handle.connect_url}/coreai.v1.MemoryStore/SaveState", json=body,
                               headers={"Authorization": f"Bearer {runtime.token}"}, timeout=30)
         assert response.status_code == 400 and response.json()["code"] == "invalid_argument"
@@ -117,7 +119,8 @@ def test_a_json_array_for_a_message_is_invalid_argument_and_never_blanks_a_save(
 # -- unreadable saves: FAILED_PRECONDITION (LoadState: FAILED), never rewritten --------------------
 
 
-@pytest.mark.parametrize("document", [b'{"memory":"x","maxMemoryVersions":NaN}', b'{"memory":"x","maxMemoryVersions":Infinity}',
+@pytest.mark.parametrize("document", [b'{"memory":"x","maxMemoryVersions":NaN}',
+                                      b'{"memory":"x","maxMemoryVersions":Infinity}',
                                       b'{"memory":"x","systemPromptMemoryVersion":1e999}',
                                       b'{"memory":"x","systemPromptMemoryVersion":8589934592}'],
                          ids=["nan", "infinity", "1e999", "int-over-32-bits"])
@@ -255,12 +258,14 @@ def quick_lock_runtime(tmp_path: Path) -> Iterator[Runtime]:
 def test_a_stuck_lock_holder_fails_only_its_own_save(quick_lock_runtime: Runtime, transport: str) -> None:
     runtime = quick_lock_runtime
     store = runtime.services.memory_store.stores.memory
+    assert isinstance(store, FileAgentMemoryStore)
     with runtime.client(transport) as client:
         write(client, "Stuck", "before")
         with store._keys.locked(file_stem("Stuck")) as ks:
             lock_path = ks.lock_path
         holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock_path)], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
+        assert holder.stdin is not None and holder.stdout is not None
         try:
             assert holder.stdout.readline().strip() == "held"
             stuck: list[tuple[StatusCode, str]] = []
@@ -348,7 +353,7 @@ def test_fifos_probed_once_each_leave_every_worker_to_the_other_saves(runtime: R
         os.mkfifo(runtime.memory_dir / f"Npc{i}.json")
         os.mkfifo(runtime.memory_dir / f"Npc{i}.history.jsonl")
     with RuntimeClient(runtime.url(transport), token=runtime.token, timeout=SAVE_DEADLINE_S) as client:
-        results: list[object] = []
+        results: list[int] = []
 
         def probe(i: int) -> None:
             with RuntimeClient(runtime.url(transport), token=runtime.token, timeout=SAVE_DEADLINE_S) as own:

@@ -14,6 +14,7 @@ from pyruntime.policy import RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, TranscriptKind, open_stores
 from tests.rpc.conftest import TRANSPORTS, Runtime
+from tests.support.loads import loaded
 
 ALICE = AgentMemoryScope(tenant_id="t", user_id="alice", session_id="s1")
 BOB = AgentMemoryScope(tenant_id="t", user_id="bob", session_id="s1")
@@ -48,7 +49,7 @@ def test_scopes_and_actors_are_isolated(runtime: Runtime, client: RuntimeClient)
     client.apply_memory_tool("Merchant", {"action": "append", "content": "alice owes 5 gold"}, scope=ALICE)
     client.apply_memory_tool("Merchant", {"action": "append", "content": "guard memory"}, scope=ALICE, actor="guard1")
     assert client.load_state("Merchant", scope=BOB).status is LoadStatus.NOT_FOUND
-    assert client.load_state("Merchant", scope=ALICE).state.memory == "alice owes 5 gold"  # type: ignore[union-attr]
+    assert loaded(client.load_state("Merchant", scope=ALICE)).memory == "alice owes 5 gold"
     guard = client.load_state("Merchant", scope=ALICE, actor="guard1")
     assert guard.state is not None and guard.state.memory == "guard memory"
     assert disk_state(runtime, "Merchant", ALICE, "guard1").memory == "guard memory"

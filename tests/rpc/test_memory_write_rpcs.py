@@ -9,13 +9,12 @@ from collections.abc import Iterator
 import pytest
 
 from coreai.v1 import orchestrator_pb2 as pb
-from pyruntime.client.errors import InvalidArgumentError
+from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope
 from tests.rpc.conftest import TRANSPORTS
 from tests.rpc.test_turn_rpcs import TurnRuntime, turn_runtime
-from tests.support.fixtures import tiny_llama_server, tiny_model_path  # noqa: F401  (pytest fixtures)
 
 SCOPE = AgentMemoryScope(user_id="player-7")
 

@@ -15,16 +15,17 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from coreai.v1 import orchestrator_pb2 as pb
+from pyruntime.app import RuntimeModel
+from pyruntime.client import RuntimeHealth
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.model.llama_server import LlamaServerConfig
 from pyruntime.model.supervisor import ModelSupervisor, WatchdogSettings
-from pyruntime.app import RuntimeModel
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service.model_memory import process_rss_bytes
 from pyruntime.turns import ToolCallMode
 from tests.rpc.conftest import TRANSPORTS, Runtime, start_runtime
-from tests.support.fixtures import free_port, tiny_model_path  # noqa: F401  (pytest fixtures)
+from tests.support.fixtures import free_port
 from tests.support.tiny_model import TINY_MODEL_ALIAS
 
 CACHE_MB = 8
@@ -57,7 +58,7 @@ def hosted(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         supervisor.close()
 
 
-def _idle_health(client) -> pb.HealthResponse:
+def _idle_health(client) -> RuntimeHealth:
     """Health once the slot is free: the previous test's last turn may still have its prewarm on the model."""
     deadline = time.monotonic() + 60
     while True:
@@ -67,7 +68,7 @@ def _idle_health(client) -> pb.HealthResponse:
         time.sleep(0.05)
 
 
-def _cache_used_after(hosted: Hosted, transport: str, above: int) -> pb.HealthResponse:
+def _cache_used_after(hosted: Hosted, transport: str, above: int) -> RuntimeHealth:
     """Health once the watchdog's probe has seen the cache hold more than `above` bytes (bounded wait)."""
     deadline = time.monotonic() + 60
     with hosted.runtime.client(transport) as client:

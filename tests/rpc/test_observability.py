@@ -18,7 +18,7 @@ from pyruntime.observability.metrics import RuntimeMetrics
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.turns.prewarm import PrewarmStats
 from tests.rpc.conftest import TOKEN, Runtime, spawn_runtime
-from tests.support.fixtures import free_port, tiny_model_path  # noqa: F401  (pytest fixtures)
+from tests.support.fixtures import free_port
 
 SECRET_HINT = "my-secret-sword-name-zyxwv"
 PLAYER = "player-id-qwerty-42"

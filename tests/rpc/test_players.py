@@ -10,6 +10,7 @@ import asyncio
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,7 @@ def engine() -> Iterator[LatencyEngineServer]:
         yield server
 
 
-def external(tmp_path: Path, engine: LatencyEngineServer, **settings: object) -> Runtime:
+def external(tmp_path: Path, engine: LatencyEngineServer, **settings: Any) -> Runtime:
     """`serve --llm-url` at the test engine, started as serve starts it (the engine asked for its concurrency)."""
     return start_runtime(tmp_path / "data", no_model=False, llm_url=engine.base_url, **settings)
 

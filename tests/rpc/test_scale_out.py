@@ -12,6 +12,7 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -20,12 +21,14 @@ from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import AsyncRuntimeClient, RuntimeCallError
 from pyruntime.scopes import AgentMemoryScope, conversation_id
 from pyruntime.stores.persistence import AgentMemoryPersistenceMode, open_stores
+from tests.support.loads import loaded
 from tests.support.scale_out import NGINX_CONF, ROOT, TOKEN, AccessLine, Deployment, scripted_deployment
 
 ROLE = "SmartChat"  # built in: memory tool on, chat history persisted (the defaults keep it in the process)
 REPLY = "Aye, traveller."
 # Each piece 40 ms apart: a turn lasts long enough that the kill finds turns in flight.
-SCRIPT = {"rules": [], "default": {"reply": REPLY, "pieces": ["Aye", ", ", "traveller", "."], "delay_ms": 40}}
+SCRIPT: dict[str, object] = {
+    "rules": [], "default": {"reply": REPLY, "pieces": ["Aye", ", ", "traveller", "."], "delay_ms": 40}}
 TRANSPORTS = ("grpc", "connect")
 
 
@@ -76,8 +79,9 @@ class Player:
     async def play(self, progress: asyncio.Event, count: list[int], kill_at: int) -> None:
         for i in range(self.rounds):
             await self._until_stored(f"{self.name} fact {i}", self._write, self._has_fact)
-            await self._until_stored(f"{self.name} line {i}", lambda line, i=i: _turn(
-                self.runtime, line, self.scope, streamed=i % 2 == 1), self._has_line)
+            await self._until_stored(f"{self.name} line {i}",
+                                     partial(_turn, self.runtime, scope=self.scope, streamed=i % 2 == 1),
+                                     self._has_line)
             count[0] += 1
             if count[0] >= kill_at:
                 progress.set()
@@ -201,7 +205,7 @@ def test_a_runtime_killed_mid_run_loses_no_acknowledged_write_and_its_players_go
             facts = [a for a in player.acked if " fact " in a]
             lines = [a for a in player.acked if " line " in a]
             assert len(facts) == len(lines) == rounds
-            assert view.try_load(ROLE).state.memory.split("\n") == facts
+            assert loaded(view.try_load(ROLE)).memory.split("\n") == facts
             history = [(m.role, m.content) for m in view.get_chat_history(ROLE)]
             assert history == [row for line in lines for row in (("user", line), ("assistant", REPLY))]
     finally:

@@ -7,7 +7,7 @@ the evidence (the in-process model records it).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -66,7 +66,7 @@ def test_a_conversation_back_on_its_first_runtime_sees_what_the_other_stored(two
                        "reply to: what do you know of me?", "and now?", "reply to: and now?"]
 
 
-def _wait_for(check, what: str, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+def _wait_for(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
     """Poll until check() (a liveness bound for a notification, never a speed claim)."""
     deadline = time.monotonic() + timeout
     while not check():

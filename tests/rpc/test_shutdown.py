@@ -18,7 +18,7 @@ from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.service import StatusCode
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
 from tests.rpc.conftest import TOKEN, TRANSPORTS, spawn_runtime, start_runtime
-from tests.support.fixtures import free_port, tiny_endless_model_path  # noqa: F401  (pytest fixtures)
+from tests.support.fixtures import free_port
 
 WRITERS = 6
 

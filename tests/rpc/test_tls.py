@@ -49,7 +49,8 @@ def test_both_transports_serve_tls_with_the_token(tls_runtime: Runtime, certific
         result = client.apply_memory_tool("Teacher", {"action": "append", "content": "likes swords"}, scope=SCOPE)
         assert result.success
         loaded = client.load_state("Teacher", scope=SCOPE)
-        assert loaded.status is LoadStatus.LOADED and "likes swords" in loaded.state.memory
+        assert loaded.status is LoadStatus.LOADED and loaded.state is not None
+        assert "likes swords" in loaded.state.memory
     with RuntimeClient(url, token="wrong-token-0123456789", ca_cert=certificates.ca_cert.read_bytes(),
                        timeout=60) as stranger:
         with pytest.raises(UnauthenticatedError):

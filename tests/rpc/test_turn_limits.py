@@ -15,21 +15,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coreai.v1 import orchestrator_pb2 as pb
+from pyruntime.app import RuntimeModel
 from pyruntime.client import RuntimeCallError
 from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.app import RuntimeModel
 from pyruntime.net.limits import TransportLimits
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service import StatusCode, TurnAdmission
 from pyruntime.turns import AiOrchestrator, ToolCallMode
 from tests.rpc.conftest import TRANSPORTS, Runtime, start_runtime
-from tests.support.fixtures import tiny_llama_server, tiny_model_path  # noqa: F401  (pytest fixtures)
 
 SHORT_S = 0.5  # connection timeouts far below how long the held turns wait
 
@@ -52,7 +50,7 @@ class HeldModel:
             self._held.set()
             await self._release.wait()
 
-    def __enter__(self) -> "HeldModel":
+    def __enter__(self) -> HeldModel:
         self._done = asyncio.run_coroutine_threadsafe(self._hold(), self._loop)
         assert self._held.wait(30)
         return self
@@ -82,7 +80,8 @@ class LimitedRuntime:
 
 
 @pytest.fixture(scope="module")
-def limited(tiny_llama_server: LlamaServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LimitedRuntime]:
+def limited(tiny_llama_server: LlamaServerProcess,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[LimitedRuntime]:
     data_dir = tmp_path_factory.mktemp("limited") / "data"
     admission = TurnAdmission(max_running=2, max_queued=2, max_per_conversation=2)
     model = RuntimeModel(tiny_llama_server.base_url, tiny_llama_server.config.alias, tiny_llama_server)
@@ -193,5 +192,7 @@ def test_the_queue_and_its_limits_are_in_health_and_the_metrics(limited: Limited
     assert 'coreai_turns_total{status="ok"}' in text
     assert 'coreai_turns_total{status="resource_exhausted"}' in text
     assert "coreai_turns_in_flight 0.0" in text
-    waited = float(re.search(r"^coreai_turn_queue_wait_seconds_sum (\S+)$", text, re.M).group(1))  # type: ignore[union-attr]
+    waited_sum = re.search(r"^coreai_turn_queue_wait_seconds_sum (\S+)$", text, re.M)
+    assert waited_sum is not None
+    waited = float(waited_sum.group(1))
     assert waited > 0  # jon and kay waited for a place

@@ -13,26 +13,22 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from coreai.v1 import orchestrator_pb2 as pb
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.client import RuntimeClient
 from pyruntime.app import RuntimeModel
+from pyruntime.client import RuntimeClient
+from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service.turn_runner import ProtoTurnRunner
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiOrchestrator, ToolCallMode
 from tests.rpc.conftest import TOKEN, TRANSPORTS, Runtime, spawn_runtime, start_runtime
-from tests.support.fixtures import (  # noqa: F401  (pytest fixtures)
-    start_llama_server,
-    tiny_endless_model_path,
-    tiny_llama_server,
-    tiny_model_path,
-)
+from tests.support.fixtures import start_llama_server
 
 SCOPE = AgentMemoryScope(user_id="player-1")
 
@@ -40,8 +36,8 @@ SCOPE = AgentMemoryScope(user_id="player-1")
 class ObservedRunner(ProtoTurnRunner):
     """The real proto runner, also noting streams that were closed before their final event."""
 
-    def __init__(self, *args: object) -> None:
-        super().__init__(*args)  # type: ignore[arg-type]
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         self.closed_early = 0
         self.finished = 0
 

@@ -17,14 +17,7 @@ import pytest
 
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.stores.file_store import FileAgentMemoryStore
-from tests.cli.conftest import cli  # noqa: F401  (the in-process CLI fixture)
-from tests.unity.conftest import (  # noqa: F401  (the compiled C# assemblies, and pythonnet's quick exit)
-    Runtime,
-    assemblies,
-    pytest_sessionfinish,
-    pytest_unconfigure,
-    start_runtime,
-)
+from tests.unity.conftest import Runtime, load_assemblies, start_runtime
 
 ROLE = "Teacher"
 """The role CoreAI's tests call `_roleId` (a bare role id is its own storage key, contract §4)."""
@@ -70,8 +63,14 @@ def loaded_memory(store: FileAgentMemoryStore, key: str = ROLE) -> AgentMemorySt
     return result.state
 
 
+@pytest.fixture(scope="session")
+def assemblies() -> Path:
+    """The C# client and the package's test assemblies, loaded (those of tests/unity)."""
+    return load_assemblies()
+
+
 @pytest.fixture
-def csharp_runtime(assemblies: Path, tmp_path: Path) -> Iterator[Runtime]:  # noqa: F811
+def csharp_runtime(assemblies: Path, tmp_path: Path) -> Iterator[Runtime]:
     """A runtime serving the file stores of `tmp_path/data` (no model: the memory store is what these tests use)."""
     runtime = start_runtime(tmp_path / "data", no_model=True)
     yield runtime

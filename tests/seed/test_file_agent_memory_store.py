@@ -27,7 +27,7 @@ from pyruntime.scopes import EMPTY_SCOPE
 from pyruntime.stores.base import LoadStatus, TranscriptEntry, TranscriptKind
 from pyruntime.stores.file_store import FileAgentMemoryStore, FileConversationSummaryStore, TrimEvent
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
-from tests.seed.conftest import ROLE, StoreFactory, history_lines, history_path, loaded_memory, memory_path
+from tests.seed.conftest import ROLE, history_lines, history_path, loaded_memory, memory_path
 from tests.unity.conftest import wait
 
 STORE_LOGGER = "pyruntime.stores"
@@ -99,11 +99,10 @@ def test_async_store_operation_releases_locks_without_pumping_caller_context(kin
     inside a long frame) while another call holds the save; once that lets go, synchronous calls from elsewhere
     must not wait for the caller's context. The runtime holds the save for a mutation that blocks until released.
     """
+    from CoreAI.Ai import AgentMemoryState as CsState
+    from CoreAI.Tests import HeldSynchronizationContext
     from System import Func
     from System.Threading.Tasks import Task
-    from CoreAI.Tests import HeldSynchronizationContext
-
-    from CoreAI.Ai import AgentMemoryState as CsState
 
     seed = CsState()
     seed.Memory = "seed"
@@ -367,7 +366,7 @@ def test_save_after_unreadable_document_heals_the_role(root, new_store):
 
 
 def test_append_chat_message_with_unreadable_memory_document_still_persists_the_conversation(root, new_store):
-    """Ports FileAgentMemoryStoreEditModeTests.AppendChatMessage_WithUnreadableMemoryDocument_StillPersistsTheConversation."""
+    """Ports FileAgentMemoryStoreEditModeTests.AppendChatMessage_WithUnreadableMemoryDocument_StillPersistsTheConversation."""  # noqa: E501 - named verbatim (test_seed_table.py)
     write_unreadable_document(root)
     new_store().append_chat_message(ROLE, "user", "still here")
     assert contents(new_store().get_chat_history(ROLE)) == ["still here"]
@@ -569,7 +568,7 @@ def test_save_on_legacy_v1_document_migrates_the_conversation_before_rewriting(r
 
 
 def test_session_only_append_never_reaches_disk_even_through_later_persisted_writes_and_compaction(root, new_store):
-    """Ports FileAgentMemoryStoreEditModeTests.SessionOnlyAppend_NeverReachesDisk_EvenThroughLaterPersistedWritesAndCompaction."""
+    """Ports FileAgentMemoryStoreEditModeTests.SessionOnlyAppend_NeverReachesDisk_EvenThroughLaterPersistedWritesAndCompaction."""  # noqa: E501 - named verbatim (test_seed_table.py)
     store = new_store(3, 3)
     store.append_chat_message(ROLE, "user", "secret", persist=False)
     store.append_chat_message(ROLE, "assistant", "public 1")
@@ -708,7 +707,7 @@ def test_clear_after_chat_history_cleared_removes_the_role_key(new_store):
 
 
 def test_clear_with_persisted_conversation_removes_the_memory_document_and_keeps_the_conversation(new_store):
-    """Ports FileAgentMemoryStoreEditModeTests.Clear_WithPersistedConversation_RemovesTheMemoryDocument_AndKeepsTheConversation."""
+    """Ports FileAgentMemoryStoreEditModeTests.Clear_WithPersistedConversation_RemovesTheMemoryDocument_AndKeepsTheConversation."""  # noqa: E501 - named verbatim (test_seed_table.py)
     store = new_store()
     store.save(ROLE, AgentMemoryState(memory="clear_directly", system_prompt_memory_snapshot="clear_directly",
                                       system_prompt_memory_version=4,

@@ -1,4 +1,5 @@
-"""CoreAI's `InMemoryAgentMemoryStoreEditModeTests`, ported: the session-only store (AgentMemoryPersistenceMode.SessionOnly).
+"""CoreAI's `InMemoryAgentMemoryStoreEditModeTests`, ported: the session-only store
+(AgentMemoryPersistenceMode.SessionOnly).
 
 Each runs on the store API, and the C# cases on a runtime started session-only, which serves this store to the
 C# client: what a game in SessionOnly mode calls.
@@ -16,8 +17,7 @@ import pytest
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.stores.base import LoadStatus, TranscriptEntry, TranscriptKind
 from pyruntime.stores.in_memory import InMemoryAgentMemoryStore
-from tests.seed.conftest import Runtime, start_runtime
-from tests.unity.conftest import wait
+from tests.unity.conftest import Runtime, start_runtime, wait
 
 KEY = "role"
 
@@ -98,9 +98,9 @@ def test_clear_preserves_conversation_and_atomic_mutation_persists_memory(sessio
     caller's (contract §3, `Mutate(key, fn)`); the C# client mutates through the memory tool, whose cancelled
     call throws OperationCanceledException and changes nothing, as CoreAI's cancelled MutateAsync does.
     """
-    from System.Threading import CancellationToken
     from CoreAI.Ai import AgentMemoryState as CsState
     from CoreAI.Ai import MemoryToolCall
+    from System.Threading import CancellationToken
 
     store = InMemoryAgentMemoryStore()
     store.append_chat_message(KEY, "user", "keep chat")

@@ -33,7 +33,9 @@ def _ported() -> dict[tuple[str, str], str]:
     tests: dict[tuple[str, str], str] = {}
     for path in sorted((ROOT / "tests" / "seed").glob("test_*.py")):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            doc = ast.get_docstring(node) if isinstance(node, ast.FunctionDef) else None
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            doc = ast.get_docstring(node)
             if doc and "Ports " in doc:
                 tests[(str(path.relative_to(ROOT)), node.name)] = doc
     return tests

@@ -77,7 +77,8 @@ def test_smollm2_stores_a_stated_fact_through_the_memory_tool(smollm2_server: Ll
         data_dir = tmp_path / f"try{seed}"
         result = turn(smollm2_server, data_dir, FACT_HINT, seed)
         stored_by_tool = any(c.name == "memory" and r.success and FACT in c.arguments_json
-                             for c, r in zip(result.tool_calls, result.tool_results))
+                             # a call cut off has no result
+                             for c, r in zip(result.tool_calls, result.tool_results, strict=False))
         outcomes.append((stored_by_tool and FACT in memory_on_disk(data_dir), result.status.name,
                          result.usage.model_calls))
     stored = sum(ok for ok, _, _ in outcomes)

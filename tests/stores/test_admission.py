@@ -20,6 +20,7 @@ from pyruntime.service.status import ServiceError, StatusCode
 from pyruntime.stores.admission import Admission, SaveBusy, admitted
 from pyruntime.stores.file_layout import file_stem
 from pyruntime.stores.file_store import FileAgentMemoryStore
+from tests.support.loads import loaded
 from tests.support.lock_holder import hold_lock_in_another_process, release
 
 LOCK_TIMEOUT = 5.0
@@ -69,12 +70,12 @@ def test_forty_calls_on_a_stuck_save_leave_the_workers_to_the_other_saves(root):
             assert isinstance(outcome, ServiceError), outcome
             assert outcome.code == StatusCode.UNAVAILABLE
             assert "locked by another process" in outcome.message and "nothing was done" in outcome.message
-        assert store.try_load("Stuck").state.memory == "before"
+        assert loaded(store.try_load("Stuck")).memory == "before"
         assert store.get_chat_history("Stuck") == []
     finally:
         release(proc)
         calls.close()
-    assert [store.try_load(f"Other{i}").state.memory for i in range(10)] == [f"memory {i}" for i in range(10)]
+    assert [loaded(store.try_load(f"Other{i}")).memory for i in range(10)] == [f"memory {i}" for i in range(10)]
     assert store.mutate("Stuck", lambda s: s.evolve(memory="after")).memory == "after"  # free again
 
 
@@ -94,7 +95,7 @@ def test_a_busy_but_moving_save_still_takes_every_call(root):
         asyncio.run(scenario())
     finally:
         calls.close()
-    assert store.try_load("Busy").state.memory == "x" * 30
+    assert loaded(store.try_load("Busy")).memory == "x" * 30
     assert sorted(m.content for m in store.get_chat_history("Busy")) == sorted(f"m{i}" for i in range(30))
 
 
@@ -106,10 +107,10 @@ def test_an_admitted_call_is_turned_away_before_it_changes_anything_and_later_lo
         admission = Admission()
         with admitted(admission), pytest.raises(SaveBusy):
             store.save("Stuck", AgentMemoryState(memory="after"))
-        assert admission.saw_other_process and store.try_load("Stuck").state.memory == "before"
+        assert admission.saw_other_process and loaded(store.try_load("Stuck")).memory == "before"
         # A read takes no file lock: admitted or not, it answers while the other process holds the save.
         with admitted(Admission()):
-            assert store.try_load("Stuck").state.memory == "before"
+            assert loaded(store.try_load("Stuck")).memory == "before"
     finally:
         release(proc)
     # Once a try holds its first lock it may have changed something: its later locks wait, never bounce.
@@ -131,7 +132,7 @@ def test_an_admitted_call_is_turned_away_before_it_changes_anything_and_later_lo
         threading.Timer(0.2, done.set).start()
         store.save("B", AgentMemoryState(memory="b"))  # waits for the other thread instead of SaveBusy
         t.join(timeout=30)
-    assert store.try_load("B").state.memory == "b"
+    assert loaded(store.try_load("B")).memory == "b"
 
 
 def test_threads_started_by_an_admitted_call_wait_as_usual(root):

@@ -9,6 +9,7 @@ import os
 import stat
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,13 @@ from pyruntime.errors import LimitExceededError, MemoryUnreadableError
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, confined, open_stores
-from pyruntime.stores.base import LoadStatus
+from pyruntime.stores.base import LoadStatus, chat_row
 from pyruntime.stores.confined import SaveLimits
 from pyruntime.stores.file_layout import encode_history_rows, parse_history
 from pyruntime.stores.file_store import FileAgentMemoryStore, FileConversationSummaryStore
-from pyruntime.stores.base import chat_row
 from pyruntime.stores.identity_index import IdentityIndex
 from tests.support.hostile_files import SECRET, make_outside, outside_state, plant
+from tests.support.loads import loaded
 
 KEY = "Teacher"
 DEADLINE_S = 20.0  # a call that blocks on a FIFO never returns; a refused one returns at once
@@ -111,7 +112,7 @@ def test_save_replaces_a_hostile_entry_without_writing_through_it(root, outside,
     before = outside_state(outside)
     within(lambda: store.save(KEY, AgentMemoryState(memory="healed")))
     assert stat.S_ISREG(os.lstat(store.memory_path(KEY)).st_mode)
-    assert store.try_load(KEY).state.memory == "healed"
+    assert loaded(store.try_load(KEY)).memory == "healed"
     assert outside_state(outside) == before
 
 
@@ -121,7 +122,8 @@ def test_a_linked_save_folder_is_refused_and_nothing_is_created_outside(root, ou
     (outside / "Teacher.json").write_bytes(SECRET)
     before = outside_state(outside)
     store = FileAgentMemoryStore(root)
-    assert "link" in store.try_load(KEY).reason
+    reason = store.try_load(KEY).reason
+    assert reason is not None and "link" in reason
     refused(lambda: store.append_chat_message(KEY, "user", "hi"), "link")
     refused(lambda: store.save(KEY, AgentMemoryState(memory="x")), "link")
     refused(lambda: store.get_chat_history(KEY), "link")
@@ -150,7 +152,7 @@ def test_a_write_over_the_limit_is_refused_and_the_save_stays_readable(root):
     with pytest.raises(LimitExceededError):
         store.save(KEY, AgentMemoryState(memory="y" * 5000))
     assert store.memory_path(KEY).read_bytes() == before
-    assert store.try_load(KEY).state.memory == "small"
+    assert loaded(store.try_load(KEY)).memory == "small"
 
 
 # -- chat history ---------------------------------------------------------------------------------
@@ -220,7 +222,8 @@ def test_a_history_with_unreadable_lines_is_kept_aside_before_it_is_rewritten(ro
     assert status.unreadable_lines == 1 and status.quarantine_file == ""
     store.append_chat_message(KEY, "user", "new line")
     status = store.history_status(KEY)
-    assert status.quarantine_file.startswith("Quarantine/Teacher.") and status.quarantine_file.endswith(".history.jsonl")
+    assert status.quarantine_file.startswith("Quarantine/Teacher.")
+    assert status.quarantine_file.endswith(".history.jsonl")
     assert (root / status.quarantine_file).read_bytes() == original  # every byte the player wrote
     assert status.unreadable_lines == 0
     rows = parse_history(path.read_bytes())
@@ -315,8 +318,8 @@ def test_many_fifos_each_fail_at_once(root):
         os.mkfifo(folder / f"Npc{i}.json")
         os.mkfifo(folder / f"Npc{i}.history.jsonl")
     for i in range(18):
-        assert within(lambda: store.try_load(f"Npc{i}")).status is LoadStatus.FAILED
-        refused(lambda: store.get_chat_history(f"Npc{i}"), "FIFO")
+        assert within(partial(store.try_load, f"Npc{i}")).status is LoadStatus.FAILED
+        refused(partial(store.get_chat_history, f"Npc{i}"), "FIFO")
 
 
 def test_an_export_never_lists_a_folder_behind_a_link(root, outside):

@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 import signal
 import stat
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from pyruntime.errors import MemoryUnreadableError, PersistenceError
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
-from pyruntime.stores import fileio
 from pyruntime.stores.base import LoadStatus
 from pyruntime.stores.file_layout import decode_memory_document, parse_history
 from pyruntime.stores.file_store import FileAgentMemoryStore, FileConversationSummaryStore
+from tests.support.loads import loaded
 
 KEY = "Teacher"
 REPO = Path(__file__).resolve().parents[2]
@@ -69,7 +67,7 @@ def test_corrupt_memory_document_fails_to_load_and_is_never_overwritten(root):
     assert [m.content for m in store.get_chat_history(KEY)] == ["hi"]  # history unaffected
 
     store.save(KEY, AgentMemoryState(memory="healed"))
-    assert store.try_load(KEY).state.memory == "healed"
+    assert loaded(store.try_load(KEY)).memory == "healed"
 
 
 def test_clear_removes_a_corrupt_memory_document_with_a_warning(root, caplog):
@@ -144,7 +142,7 @@ def test_failed_fsync_of_a_mutation_raises_and_changes_nothing(root, monkeypatch
         store.mutate(KEY, add_line("two"))
     monkeypatch.undo()
     assert data_files(root) == before
-    assert store.try_load(KEY).state.memory == "one"
+    assert loaded(store.try_load(KEY)).memory == "one"
 
 
 def test_failed_directory_fsync_puts_the_old_document_back(root, monkeypatch):
@@ -279,7 +277,7 @@ for i in range(count):
 """
 
 
-def spawn(tmp_path: Path, root: Path, name: str, count: int, *caps: int) -> subprocess.Popen:
+def spawn(tmp_path: Path, root: Path, name: str, count: int, *caps: int) -> subprocess.Popen[str]:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     args = [sys.executable, str(script), str(REPO), str(root), name, str(count), *map(str, caps)]
@@ -288,7 +286,7 @@ def spawn(tmp_path: Path, root: Path, name: str, count: int, *caps: int) -> subp
 
 def check_nothing_lost(root: Path, names: list[str], count: int) -> None:
     store = FileAgentMemoryStore(root)
-    state = store.try_load(KEY).state
+    state = loaded(store.try_load(KEY))
     lines = state.memory.split("\n")
     expected = {f"{n}-{i}" for n in names for i in range(count)}
     assert sorted(lines) == sorted(expected)
@@ -317,6 +315,7 @@ def test_sigkill_mid_burst_keeps_files_parseable_and_acknowledged_writes(tmp_pat
     # Small caps so the burst also rewrites (trims) the history while it may be killed.
     chat_cap, transcript_cap = 40, 64
     worker = spawn(tmp_path, root, "w", 100000, chat_cap, transcript_cap)
+    assert worker.stdout is not None
     assert worker.stdout.readline().strip() == "ready"
     acked = {"M": -1, "A": -1}
     seen = 0
@@ -339,7 +338,7 @@ def test_sigkill_mid_burst_keeps_files_parseable_and_acknowledged_writes(tmp_pat
             parse_history(path.read_bytes())
 
     store = FileAgentMemoryStore(root, chat_cap=chat_cap, transcript_cap=transcript_cap)
-    lines = store.try_load(KEY).state.memory.split("\n")
+    lines = loaded(store.try_load(KEY)).memory.split("\n")
     # Memory holds exactly w-0 .. w-k in order, k >= the last acknowledged mutation (k + 1 if killed after durability).
     assert lines == [f"w-{i}" for i in range(len(lines))]
     assert acked["M"] <= len(lines) - 1 <= acked["M"] + 1

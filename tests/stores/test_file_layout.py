@@ -98,7 +98,7 @@ def test_hand_checked_stems():
     assert reference_fnv("A/B") == 0x7E560F81
     assert file_stem("A/B") == "A_B_7e560f81"
     assert file_stem("a") == "a"
-    assert file_stem("a:") == "a__" + "%08x" % reference_fnv("a:")
+    assert file_stem("a:") == f"a__{reference_fnv('a:'):08x}"
 
 
 def test_fnv_intermediate_steps_of_a_slash_b():
@@ -221,7 +221,8 @@ def test_legacy_rows_without_order_and_ms_timestamps_are_read():
 
 def test_torn_and_corrupt_lines_are_skipped_and_counted():
     good = encode_history_rows(GOLDEN_ROWS[:2])
-    data = good + b'{"k":9,"r":"x","c":"y","t":1}\n' + b"garbage\n" + encode_history_rows(GOLDEN_ROWS[2:3]) + b'{"k":0,"r":"us'
+    data = (good + b'{"k":9,"r":"x","c":"y","t":1}\n' + b"garbage\n" + encode_history_rows(GOLDEN_ROWS[2:3])
+            + b'{"k":0,"r":"us')
     parsed = parse_history(data)
     assert parsed.rows == GOLDEN_ROWS[:3]
     assert parsed.skipped == 3
@@ -261,8 +262,10 @@ def test_legacy_golden_file_yields_every_message_and_entry_once_in_seconds():
 
 def test_legacy_wrapper_objects_named_kinds_and_iso_timestamps_are_understood():
     chat = json.dumps({"Messages": [{"Role": "system", "Content": "be nice", "Timestamp": "2023-11-14T22:13:20Z"}]})
-    transcript = json.dumps({"items": [{"kind": "ToolCall", "toolName": "memory", "content": "{}", "timestamp": "1700000000"}]})
-    document = decode_memory_document(json.dumps({"chatHistoryJson": chat, "transcriptEntriesJson": transcript}).encode())
+    transcript = json.dumps(
+        {"items": [{"kind": "ToolCall", "toolName": "memory", "content": "{}", "timestamp": "1700000000"}]})
+    document = decode_memory_document(
+        json.dumps({"chatHistoryJson": chat, "transcriptEntriesJson": transcript}).encode())
     assert legacy_conversation_rows(document) == [
         TranscriptEntry(TranscriptKind.TOOL_CALL, "memory", "{}", None, 1_700_000_000, 0, False),
         TranscriptEntry(TranscriptKind.USER, "system", "be nice", None, 1_700_000_000, 0, True),

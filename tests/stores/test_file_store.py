@@ -15,6 +15,7 @@ from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.stores.base import LoadStatus, TranscriptEntry, TranscriptKind
 from pyruntime.stores.file_layout import decode_memory_document, file_stem, parse_history
 from pyruntime.stores.file_store import FileAgentMemoryStore, FileConversationSummaryStore, TrimEvent
+from tests.support.loads import loaded
 
 GOLDEN = Path(__file__).parent / "golden"
 KEY = "Teacher"
@@ -44,16 +45,20 @@ def test_save_writes_the_golden_memory_document(root):
 
 def test_transcript_appends_write_the_golden_history_file(root):
     store = FileAgentMemoryStore(root)
-    store.append_transcript(KEY, [TranscriptEntry(TranscriptKind.USER, "user", "Hallo, Lehrerin ✏", None, 1_700_000_000, is_chat_message=True)])
+    store.append_transcript(KEY, [TranscriptEntry(TranscriptKind.USER, "user", "Hallo, Lehrerin ✏", None, 1_700_000_000,
+                                                  is_chat_message=True)])
     store.append_transcript(
         KEY,
         [
-            TranscriptEntry(TranscriptKind.TOOL_CALL, "memory", '{"action":"append","content":"likes swords"}', "call_1", 1_700_000_001),
+            TranscriptEntry(TranscriptKind.TOOL_CALL, "memory", '{"action":"append","content":"likes swords"}',
+                            "call_1", 1_700_000_001),
             TranscriptEntry(TranscriptKind.TOOL_RESULT, "memory", "DONE: appended", "call_1", 1_700_000_002),
         ],
     )
-    store.append_transcript(KEY, [TranscriptEntry(TranscriptKind.ASSISTANT, "assistant", "Gut!\n\tWie geht's?", None, 1_700_000_003, is_chat_message=True)])
-    assert (root / "AgentMemory" / "Teacher.history.jsonl").read_bytes() == (GOLDEN / "Teacher.history.jsonl").read_bytes()
+    store.append_transcript(KEY, [TranscriptEntry(TranscriptKind.ASSISTANT, "assistant", "Gut!\n\tWie geht's?", None,
+                                                  1_700_000_003, is_chat_message=True)])
+    history_file = root / "AgentMemory" / "Teacher.history.jsonl"
+    assert history_file.read_bytes() == (GOLDEN / "Teacher.history.jsonl").read_bytes()
     assert [m.content for m in store.get_chat_history(KEY)] == ["Hallo, Lehrerin ✏", "Gut!\n\tWie geht's?"]
 
 
@@ -92,7 +97,7 @@ def test_keys_with_unsafe_characters_live_under_their_stem(root):
     store = FileAgentMemoryStore(root)
     store.save("A/B", AgentMemoryState(memory="ab"))
     assert (root / "AgentMemory" / f"{file_stem('A/B')}.json").exists()
-    assert store.try_load("A/B").state.memory == "ab"
+    assert loaded(store.try_load("A/B")).memory == "ab"
     assert store.try_load("A_B").status is LoadStatus.NOT_FOUND
 
 
@@ -166,7 +171,8 @@ def test_a_row_leaves_the_file_only_when_out_of_both_windows(root):
     assert store.stats.history_rewrites >= 1
     contents = [r.content for r in rows_of(store.history_path(KEY))]
     assert contents[0] == "old chat"
-    assert [m.content for m in FileAgentMemoryStore(root, chat_cap=2, transcript_cap=16).get_chat_history(KEY)] == ["old chat"]
+    reopened = FileAgentMemoryStore(root, chat_cap=2, transcript_cap=16)
+    assert [m.content for m in reopened.get_chat_history(KEY)] == ["old chat"]
 
     store.append_chat_message(KEY, "user", "newer 1")
     store.append_chat_message(KEY, "user", "newer 2")  # "old chat" leaves the chat window now
@@ -350,7 +356,7 @@ def test_clear_chat_history_also_removes_a_legacy_conversation(root):
     store = FileAgentMemoryStore(root)
     store.clear_chat_history(KEY)
     assert FileAgentMemoryStore(root).get_chat_history(KEY) == []
-    assert FileAgentMemoryStore(root).try_load(KEY).state.memory == "likes swords"
+    assert loaded(FileAgentMemoryStore(root).try_load(KEY)).memory == "likes swords"
 
 
 # -- logs carry no personal data ---------------------------------------------------------
@@ -381,7 +387,8 @@ def test_logs_never_name_keys_stems_or_content(root, caplog):
 
 def test_versions_survive_a_round_trip_through_the_file(root):
     store = FileAgentMemoryStore(root)
-    state = AgentMemoryState(memory="b", versions=(MemoryVersion(1, 5, "write", "a", "n1"), MemoryVersion(2, 6, "append", "b", "n2")))
+    state = AgentMemoryState(memory="b", versions=(MemoryVersion(1, 5, "write", "a", "n1"),
+                                                   MemoryVersion(2, 6, "append", "b", "n2")))
     store.save(KEY, state)
     assert decode_memory_document(store.memory_path(KEY).read_bytes()).state == state
     assert FileAgentMemoryStore(root).try_load(KEY).state == state

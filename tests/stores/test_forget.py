@@ -3,6 +3,9 @@ identity that found them; another player's stay."""
 
 from __future__ import annotations
 
+from functools import partial
+
+from pyruntime.memory.state import AgentMemoryState
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, StoreBundle
 from pyruntime.stores.base import AgentMemoryStore, ConversationSummaryStore
@@ -13,13 +16,17 @@ BOB = AgentMemoryScope("t", "bob", "s1")
 IDENTITIES = [("Smith", None), ("Guard", "guard-7")]
 
 
+def _met(who: str | None, state: AgentMemoryState) -> AgentMemoryState:
+    return state.evolve(memory=f"met {who}")
+
+
 def test_forget_erases_every_save_of_one_player_and_none_of_another(store: AgentMemoryStore,
                                                                     summaries: ConversationSummaryStore) -> None:
     bundle = StoreBundle(store, summaries, AgentMemoryPersistenceMode.PERSISTENT)
     for scope in [*ALICE, BOB]:
         for role, actor in IDENTITIES:
             view = bundle.scoped(scope, actor)
-            view.mutate(role, lambda state, who=scope.user_id: state.evolve(memory=f"met {who}"))
+            view.mutate(role, partial(_met, scope.user_id))
             view.append_chat_message(role, "user", f"I am {scope.user_id}")
             view.save_summary(role, f"- {scope.user_id} came by")
     saves = player_saves(bundle, AgentMemoryScope(" t ", "alice"))

@@ -12,6 +12,7 @@ from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores.base import AgentMemoryStore, ConversationSummaryStore, TranscriptEntry, TranscriptKind
 from pyruntime.stores.persistence import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
+from tests.support.loads import loaded
 
 SCOPE = AgentMemoryScope("studio", "alice", "", "")
 
@@ -35,7 +36,7 @@ def test_session_only_creates_no_files_or_folders(tmp_path):
     data_dir.mkdir()
     bundle = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, data_dir)
     view = _use_all_four_data_sets(bundle)
-    assert view.try_load("Merchant").state.memory == "sells potions\nprefers gold"
+    assert loaded(view.try_load("Merchant")).memory == "sells potions\nprefers gold"
     assert view.load_summary("Merchant") == "summary"
     assert _files(data_dir) == []
 
@@ -66,7 +67,7 @@ def test_persistent_writes_under_core_ai_and_survives_reopening(tmp_path):
     reopened = open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir)
     assert reopened.mode is AgentMemoryPersistenceMode.PERSISTENT
     view = reopened.scoped(SCOPE, "npc_1")
-    assert view.try_load("Merchant").state.memory == "sells potions\nprefers gold"
+    assert loaded(view.try_load("Merchant")).memory == "sells potions\nprefers gold"
     assert [m.content for m in view.get_chat_history("Merchant")] == ["hi"]
     assert [r.call_id for r in view.get_transcript("Merchant")] == [None, "c1"]
     assert view.load_summary("Merchant") == "summary"

@@ -6,6 +6,7 @@ statement timeouts, admission, and the bundle / serve wiring. A real throwaway c
 from __future__ import annotations
 
 import threading
+from functools import partial
 
 import psycopg
 import pytest
@@ -25,9 +26,14 @@ from pyruntime.stores.admission import Admission, SaveBusy, admitted
 from pyruntime.stores.base import LoadStatus, TranscriptEntry, TranscriptKind
 from pyruntime.stores.persistence import AgentMemoryPersistenceMode, open_stores
 from pyruntime.stores.postgres import PostgresAgentMemoryStore, PostgresConversationSummaryStore, PostgresDatabase
+from tests.support.loads import loaded
 
 KEY = "Teacher"
 ALEX = AgentMemoryScope("studio", "alex", "slot1", None)
+
+
+def _with_line(line: str, state: AgentMemoryState) -> AgentMemoryState:
+    return state.evolve(memory=f"{state.memory}\n{line}")
 
 
 @pytest.fixture
@@ -79,8 +85,8 @@ def test_runtimes_starting_together_migrate_once(postgres_url):
         database.close()
     assert errors == [] and len(opened) == 4
     with psycopg.connect(postgres_url) as conn:
-        assert conn.execute("SELECT count(*) FROM coreai_schema_migrations").fetchone()[0] == len(
-            postgres_schema.MIGRATIONS)
+        assert conn.execute("SELECT count(*) FROM coreai_schema_migrations").fetchone() == (
+            len(postgres_schema.MIGRATIONS),)
 
 
 def test_a_database_of_a_newer_runtime_is_refused(postgres_url):
@@ -134,7 +140,7 @@ def test_text_the_database_cannot_hold_as_text_round_trips(db):
     store.save(KEY, AgentMemoryState(memory="a\x00b"))
     store.append_chat_message(KEY, "user", "nul \x00 and \ud800")
     summaries.save_summary(KEY, "s\x00")
-    assert store.try_load(KEY).state.memory == "a\x00b"
+    assert loaded(store.try_load(KEY)).memory == "a\x00b"
     assert store.get_chat_history(KEY)[0].content == "nul \x00 and \ud800"
     assert summaries.load_summary(KEY) == "s\x00"
 
@@ -147,13 +153,13 @@ def test_an_unreadable_document_is_failed_and_never_rewritten(db):
         conn.execute("UPDATE coreai_saves SET document = %s WHERE key = %s", (bad, KEY))
     assert store.try_load(KEY).status is LoadStatus.FAILED
     result = MemoryTool(store, KEY).execute({"action": "append", "content": "new"})
-    assert not result.success and "could not be read" in result.error
+    assert not result.success and result.error is not None and "could not be read" in result.error
     with pytest.raises(MemoryUnreadableError):
         store.mutate(KEY, lambda s: s.evolve(memory="y"))
     with db.connection() as conn:
         assert bytes(conn.execute("SELECT document FROM coreai_saves WHERE key = %s", (KEY,)).fetchone()[0]) == bad
     store.save(KEY, AgentMemoryState(memory="healed"))  # save heals it, as on files
-    assert store.try_load(KEY).state.memory == "healed"
+    assert loaded(store.try_load(KEY)).memory == "healed"
 
 
 def test_an_unreadable_summary_is_unreadable_not_none(db):
@@ -224,7 +230,7 @@ def test_a_row_held_past_the_lock_timeout_fails_only_that_call(db, postgres_url)
     finally:
         holder.close()
     store.mutate(KEY, lambda s: s.evolve(memory="after"))
-    assert store.try_load(KEY).state.memory == "after"
+    assert loaded(store.try_load(KEY)).memory == "after"
     assert [m.content for m in store.get_chat_history(KEY)] == []
 
 
@@ -250,10 +256,10 @@ def test_an_admitted_call_on_a_held_row_is_turned_away_before_writing(db, postgr
         # the holder's backend exiting (it was turned away as busy now and then on a loaded machine).
         holder.rollback()
         holder.close()
-    assert store.try_load(KEY).state.memory == "before"
+    assert loaded(store.try_load(KEY)).memory == "before"
     with admitted(Admission()):
         store.mutate(KEY, lambda s: s.evolve(memory="after"))
-    assert store.try_load(KEY).state.memory == "after"
+    assert loaded(store.try_load(KEY)).memory == "after"
 
 
 def test_a_statement_past_the_statement_timeout_is_unavailable(postgres_url):
@@ -263,7 +269,7 @@ def test_a_statement_past_the_statement_timeout_is_unavailable(postgres_url):
             with database.connection() as conn:
                 conn.execute("SELECT pg_sleep(5)")
         with database.connection() as conn:  # the pool still works
-            assert conn.execute("SELECT 1").fetchone()[0] == 1
+            assert conn.execute("SELECT 1").fetchone() == (1,)
     finally:
         database.close()
 
@@ -283,9 +289,10 @@ def test_open_stores_with_a_database_url_survives_reopening(postgres_url, tmp_pa
     reopened = open_stores(AgentMemoryPersistenceMode.PERSISTENT, None, database_url=postgres_url)
     again = reopened.scoped(ALEX, "npc_1")
     try:
-        assert again.try_load("Merchant").state.memory == "likes gold"
+        assert loaded(again.try_load("Merchant")).memory == "likes gold"
         assert [m.content for m in again.get_chat_history("Merchant")] == ["m0", "m1", "m2", "m3", "m4"]
         assert again.load_summary("Merchant") == "summary"
+        assert isinstance(reopened.memory, PostgresAgentMemoryStore)
         identities = reopened.memory.identities.identities()
         assert [(i.role_id, i.actor) for i in identities.values()] == [("Merchant", "npc_1")]
     finally:
@@ -338,8 +345,8 @@ def test_a_database_restart_costs_no_call():
             store.save(KEY, AgentMemoryState(memory="before"))
             cluster.restart()
             for i in range(5):  # every pooled connection was dropped; none reaches a call
-                store.mutate(KEY, lambda s, i=i: s.evolve(memory=f"{s.memory}\n{i}"))
-            assert store.try_load(KEY).state.memory.splitlines() == ["before", "0", "1", "2", "3", "4"]
+                store.mutate(KEY, partial(_with_line, str(i)))
+            assert loaded(store.try_load(KEY)).memory.splitlines() == ["before", "0", "1", "2", "3", "4"]
         finally:
             database.close()
     finally:

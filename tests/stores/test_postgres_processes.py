@@ -118,7 +118,7 @@ def test_a_process_killed_inside_an_append_leaves_nothing_and_releases_the_save(
     assert [r.order for r in store.get_transcript(KEY)] == list(range(1, 7))
     with psycopg.connect(postgres_url) as conn:
         assert conn.execute("SELECT count(*) FROM coreai_transcript WHERE row::text LIKE %s",
-                            ("%dead%",)).fetchone()[0] == 0
+                            ("%dead%",)).fetchone() == (0,)
     assert last_order == 3
 
 

@@ -21,15 +21,22 @@ from pyruntime.errors import (
     StoreLockedError,
     UnsafeKeyError,
 )
-from pyruntime.memory.state import AgentMemoryState, MemoryVersion
+from pyruntime.memory.state import AgentMemoryState
 from pyruntime.memory.tool import MemoryTool
 from pyruntime.scopes import MAX_ROLE_ID_BYTES, AgentMemoryScope, normalize_role_id, storage_key
-from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, export_scope_snapshot, import_scope_snapshot, open_stores
-from pyruntime.stores import StoreBundle, fileio
+from pyruntime.stores import (
+    AgentMemoryPersistenceMode,
+    LoadStatus,
+    StoreBundle,
+    export_scope_snapshot,
+    fileio,
+    import_scope_snapshot,
+    open_stores,
+)
 from pyruntime.stores.file_store import MAX_WAITERS_PER_KEY, FileAgentMemoryStore, FileConversationSummaryStore
 from pyruntime.stores.snapshot import UnattributedSavesError
+from tests.support.loads import loaded
 from tests.support.lock_holder import hold_lock_in_another_process, release
-
 
 ALEX = AgentMemoryScope(user_id="alex")
 REPO = Path(__file__).resolve().parents[2]
@@ -106,7 +113,7 @@ def test_a_stuck_holder_fails_only_its_own_save_and_the_others_go_on(root):
         assert len(outcomes) == len(threads) and "written" not in outcomes
         assert any("locked by another process" in str(o) for o in outcomes)
         assert all("locked by another process" in str(o) or "busy" in str(o) for o in outcomes)
-        assert store.try_load("Stuck").state.memory == "before"  # reads take no file lock
+        assert loaded(store.try_load("Stuck")).memory == "before"  # reads take no file lock
     finally:
         release(proc)
     assert store.mutate("Stuck", lambda s: s.evolve(memory="after")).memory == "after"  # free again
@@ -121,8 +128,8 @@ def test_memory_tool_reports_a_locked_save_as_a_failure_without_changing_it(root
         result = MemoryTool(store, "Stuck").execute({"action": "append", "content": "lost?"})
     finally:
         release(proc)
-    assert not result.success and "StoreLockedError" in result.error
-    assert store.try_load("Stuck").state.memory == "kept"
+    assert not result.success and result.error is not None and "StoreLockedError" in result.error
+    assert loaded(store.try_load("Stuck")).memory == "kept"
 
 
 # -- lock files and per-key state -----------------------------------------------------------------
@@ -181,7 +188,7 @@ def test_non_finite_or_out_of_range_numbers_make_a_save_consistently_unreadable(
     loaded = store.try_load("Teacher")
     assert loaded.status is LoadStatus.FAILED and "x" not in (loaded.reason or "").split()
     result = MemoryTool(store, "Teacher").execute({"action": "append", "content": "new"})
-    assert not result.success and "could not be read" in result.error
+    assert not result.success and result.error is not None and "could not be read" in result.error
     with pytest.raises(MemoryUnreadableError):
         store.mutate("Teacher", lambda s: s.evolve(memory="y"))
     assert path.read_bytes() == document  # never rewritten
@@ -245,7 +252,7 @@ def test_the_longest_role_id_round_trips_in_every_file(root):
     for i in range(40):  # enough rows to force a history rewrite (its temp file)
         view.append_chat_message(role, "user", f"m{i}")
     view.save_summary(role, "s")
-    assert view.try_load(role).state.memory == "ok" and view.load_summary(role) == "s"
+    assert loaded(view.try_load(role)).memory == "ok" and view.load_summary(role) == "s"
     assert len(view.get_chat_history(role)) == 40
 
 
@@ -289,7 +296,8 @@ def test_disk_full_or_read_only_keeps_the_previous_version_and_leaves_nothing_ha
     monkeypatch.setattr(fileio, "_write_all", _fail_half_way(code))
     result = MemoryTool(bundle.memory, key).execute({"action": "append", "content": "v2"})
     full = code in (errno.ENOSPC, errno.EDQUOT)
-    assert not result.success and (result.error == DISK_FULL_MESSAGE if full else "could not be saved" in result.error)
+    assert not result.success and result.error is not None
+    assert result.error == DISK_FULL_MESSAGE if full else "could not be saved" in result.error
     for call in (lambda: view.append_chat_message("Teacher", "user", "lost"),
                  lambda: view.save_summary("Teacher", "new"),
                  lambda: view.save("Teacher", AgentMemoryState(memory="new"))):
@@ -298,7 +306,7 @@ def test_disk_full_or_read_only_keeps_the_previous_version_and_leaves_nothing_ha
         assert isinstance(info.value, DiskFullError) is full and (str(info.value) == DISK_FULL_MESSAGE) is full
     assert data_files(root) == before  # nothing half-written, no temp file left
     monkeypatch.undo()
-    assert view.try_load("Teacher").state.memory == "v1"
+    assert loaded(view.try_load("Teacher")).memory == "v1"
     assert [m.content for m in view.get_chat_history("Teacher")] == ["hi"]
 
 
@@ -313,7 +321,7 @@ def test_read_only_folder_at_temp_file_creation(root, monkeypatch):
     with pytest.raises(PersistenceError, match="temporary file"):
         store.save("Teacher", AgentMemoryState(memory="v2"))
     monkeypatch.undo()
-    assert store.try_load("Teacher").state.memory == "v1"
+    assert loaded(store.try_load("Teacher")).memory == "v1"
 
 
 # -- exports: the identity index and session-only rows -----------------------------------------
@@ -394,7 +402,12 @@ def test_a_large_import_writes_every_role_and_fsyncs_each_folder_once(root, monk
 
     synced: list[Path] = []
     real = fileio._fsync_dir_now
-    monkeypatch.setattr(fileio, "_fsync_dir_now", lambda folder: (synced.append(folder), real(folder)))
+
+    def fsync_dir_now(folder: Path) -> None:
+        synced.append(folder)
+        real(folder)
+
+    monkeypatch.setattr(fileio, "_fsync_dir_now", fsync_dir_now)
     roles = [RoleSnapshot(f"Role{i}", "npc" if i % 2 else None, AgentMemoryState(memory=f"fact {i}"),
                           [TranscriptEntry(TranscriptKind.USER, "user", f"hi {i}", timestamp=5, is_chat_message=True)],
                           f"summary {i}") for i in range(60)]
@@ -404,7 +417,7 @@ def test_a_large_import_writes_every_role_and_fsyncs_each_folder_once(root, monk
     fresh = open_stores(AgentMemoryPersistenceMode.PERSISTENT, root.parent)
     for i in range(60):
         view = fresh.scoped(ALEX, "npc" if i % 2 else None)
-        assert view.try_load(f"Role{i}").state.memory == f"fact {i}"
+        assert loaded(view.try_load(f"Role{i}")).memory == f"fact {i}"
         assert [m.content for m in view.get_chat_history(f"Role{i}")] == [f"hi {i}"]
         assert view.load_summary(f"Role{i}") == f"summary {i}"
     assert len(export_scope_snapshot(fresh, ALEX, None, None).roles) == 60

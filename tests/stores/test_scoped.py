@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import pytest
 
 from pyruntime.errors import InvalidArgumentError
@@ -115,16 +118,16 @@ def test_blank_role_is_an_error_and_writes_nothing_anywhere(role, tmp_path):
              ScopedAgentMemoryStore(FileAgentMemoryStore(root), FileConversationSummaryStore(root), ALICE, "npc")]
     entry = TranscriptEntry(TranscriptKind.USER, "user", "x", is_chat_message=True)
     for view in views:
-        calls = [
-            lambda: view.save(role, AgentMemoryState(memory="x")),
-            lambda: view.mutate(role, lambda s: s.evolve(memory="x")),
-            lambda: view.append_chat_message(role, "user", "x"),
-            lambda: view.append_transcript(role, [entry]),
-            lambda: view.save_summary(role, "x"),
-            lambda: view.clear(role),
-            lambda: view.clear_chat_history(role),
-            lambda: view.try_load(role),
-            lambda: view.get_chat_history(role),
+        calls: list[Callable[[], object]] = [
+            partial(view.save, role, AgentMemoryState(memory="x")),
+            partial(view.mutate, role, lambda s: s.evolve(memory="x")),
+            partial(view.append_chat_message, role, "user", "x"),
+            partial(view.append_transcript, role, [entry]),
+            partial(view.save_summary, role, "x"),
+            partial(view.clear, role),
+            partial(view.clear_chat_history, role),
+            partial(view.try_load, role),
+            partial(view.get_chat_history, role),
         ]
         for call in calls:
             with pytest.raises(InvalidArgumentError, match="role_id"):
@@ -154,6 +157,7 @@ def test_a_write_long_after_the_key_was_first_derived_still_records_its_identity
     # A view notes its key's identity once, not at every call; a write notes it again, so the index still records it
     # however many other conversations were noted in between (the index keeps only the newest notes).
     from pyruntime.stores import AgentMemoryPersistenceMode, identity_index, open_stores
+    from pyruntime.stores.file_store import FileAgentMemoryStore
 
     monkeypatch.setattr(identity_index, "MAX_NOTED", 4)
     stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path)
@@ -162,5 +166,6 @@ def test_a_write_long_after_the_key_was_first_derived_still_records_its_identity
     for n in range(10):  # other players' turns, noted meanwhile
         stores.scoped(AgentMemoryScope("studio", f"player-{n}", "", "")).key(ROLE)
     view.append_chat_message(ROLE, "user", "hello")
+    assert isinstance(stores.memory, FileAgentMemoryStore)
     recorded = stores.memory.identities.identities()
     assert recorded[key].role_id == ROLE and recorded[key].key == key

@@ -66,7 +66,7 @@ def test_the_counter_holds_no_content_and_a_damaged_one_orders_persisted_rows_st
     store = FileAgentMemoryStore(root)
     store.append_chat_message(KEY, "user", "SECRET session line", persist=False)
     assert not any(b"SECRET" in p.read_bytes() for p in root.rglob("*") if p.is_file())
-    with store._keys.locked(KEY) as ks:  # noqa: SLF001 - where this key's counter lives
+    with store._keys.locked(KEY) as ks:  # where this key's counter lives
         counter = counter_path(ks.lock_path)
     record = counter.read_bytes()
     assert len(record) == 64 and (json.loads(record)["o"], json.loads(record)["c"]) == (1, 0)
@@ -83,7 +83,7 @@ def test_a_half_written_counter_reads_as_damaged_not_as_other_numbers(root, capl
     store = FileAgentMemoryStore(root)
     store.append_chat_message(KEY, "user", "one", persist=False)
     store.append_chat_message(KEY, "user", "two", persist=False)
-    with store._keys.locked(KEY) as ks:  # noqa: SLF001 - where this key's counter lives
+    with store._keys.locked(KEY) as ks:  # where this key's counter lives
         counter = counter_path(ks.lock_path)
     record = counter.read_bytes()
     # A record whose numbers were torn between two writes (the cleared-through value of another one).

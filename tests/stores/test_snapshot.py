@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.protobuf import json_format
@@ -46,14 +47,15 @@ HISTORY = [
 ]
 
 
-def _open(kind: object, tmp_path: Path, request: pytest.FixtureRequest, **caps: int) -> StoreBundle:
+def _open(kind: object, tmp_path: Path, request: pytest.FixtureRequest, **caps: Any) -> StoreBundle:
     """Stores of one kind: a persistence mode (memory or files), or "postgres" (a fresh database)."""
     if kind == "postgres":
         bundle = open_stores(AgentMemoryPersistenceMode.PERSISTENT, None, **caps,
                              database_url=request.getfixturevalue("postgres_url"))
         request.addfinalizer(bundle.close)
         return bundle
-    return open_stores(kind, tmp_path / "game", **caps)  # type: ignore[arg-type]
+    assert isinstance(kind, AgentMemoryPersistenceMode)
+    return open_stores(kind, tmp_path / "game", **caps)
 
 
 STORE_KINDS = [AgentMemoryPersistenceMode.SESSION_ONLY, AgentMemoryPersistenceMode.PERSISTENT, "postgres"]
@@ -148,15 +150,16 @@ def _valid_role() -> RoleSnapshot:
         (lambda s: s.roles.append(RoleSnapshot("  ", None, STATE, [], None)), r"roles\[1\].role_id"),
         (lambda s: s.roles.append(_valid_role()), r"roles\[1\] repeats an identity"),
         (lambda s: s.roles.append(RoleSnapshot("Teacher", "local", None, [], None)), r"roles\[1\] repeats"),
-        (lambda s: s.roles.append(RoleSnapshot("B", None, None, [dataclasses.replace(HISTORY[0], kind=7)], None)),
-         r"roles\[1\].history\[0\].kind"),
+        # a hostile snapshot: a kind and a summary of the wrong type
+        (lambda s: s.roles.append(RoleSnapshot("B", None, None, [dataclasses.replace(HISTORY[0], kind=7)],  # type: ignore[arg-type]
+                                               None)), r"roles\[1\].history\[0\].kind"),
         (lambda s: s.roles.append(RoleSnapshot("B", None, None, [dataclasses.replace(HISTORY[0], timestamp=-1)],
                                                None)), r"roles\[1\].history\[0\].timestamp"),
         (lambda s: s.roles.append(RoleSnapshot("B", None, STATE.evolve(versions=STATE.versions[:1] * 2), [], None)),
          r"roles\[1\].state.versions\[1\].version 1 is repeated"),
         (lambda s: s.roles.append(RoleSnapshot("B", None, STATE.evolve(memory=None), [], None)),
          r"roles\[1\].state.memory must be a string"),
-        (lambda s: s.roles.append(RoleSnapshot("B", None, None, [], 42)), r"roles\[1\].summary"),
+        (lambda s: s.roles.append(RoleSnapshot("B", None, None, [], 42)), r"roles\[1\].summary"),  # type: ignore[arg-type]
     ],
 )
 def test_malformed_snapshot_raises_and_writes_nothing(bundle, tmp_path, broken, message):

@@ -33,6 +33,7 @@ from pyruntime.stores.file_layout import (
 from pyruntime.stores.file_store import FileAgentMemoryStore, FileConversationSummaryStore
 from pyruntime.stores.identity_index import IDENTITIES_DIR, IdentityIndex
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
+from tests.support.loads import loaded
 
 
 @pytest.fixture
@@ -97,7 +98,7 @@ def test_a_device_named_role_is_saved_in_an_ordinary_file(root):
                             file_stem("nul.x") + MEMORY_SUFFIX, file_stem("nul.x") + HISTORY_SUFFIX])
     assert not any(is_windows_device_name(n) for n in names)
     reopened = FileAgentMemoryStore(root)
-    assert reopened.try_load("nul.x").state.memory == "memory of nul.x"
+    assert loaded(reopened.try_load("nul.x")).memory == "memory of nul.x"
     assert [m.content for m in reopened.get_chat_history("CON")] == ["hi"]
 
 
@@ -113,7 +114,7 @@ def test_a_device_named_save_written_before_the_escape_is_moved_to_its_new_name(
     (memory / "Con.history.jsonl").write_bytes(b'{"k":0,"r":"user","c":"old line","t":1700000000,"o":1,"m":true}\n')
     (summaries / "Con.json").write_bytes(b'{"Summary":"old summary"}')
 
-    assert store.try_load("Con").state.memory == "old memory"
+    assert loaded(store.try_load("Con")).memory == "old memory"
     assert [m.content for m in store.get_chat_history("Con")] == ["old line"]
     assert FileConversationSummaryStore(root).load_summary("Con") == "old summary"
     stem = file_stem("Con")
@@ -152,7 +153,7 @@ def test_an_id_differing_only_in_case_is_refused_and_changes_nothing(root):
         assert status_for(info.value).code == StatusCode.INVALID_ARGUMENT
         assert "teacher" not in str(info.value).lower()  # the message names no id
     assert files(root) == before
-    assert other.try_load("Teacher").state.memory == "Teacher's memory"  # the original is untouched and usable
+    assert loaded(other.try_load("Teacher")).memory == "Teacher's memory"  # the original is untouched and usable
 
 
 def test_ids_differing_in_case_coexist_where_the_file_system_tells_them_apart(root):
@@ -160,8 +161,8 @@ def test_ids_differing_in_case_coexist_where_the_file_system_tells_them_apart(ro
     store.save("Teacher", AgentMemoryState(memory="upper"))
     store.save("teacher", AgentMemoryState(memory="lower"))
     fresh = view(root)
-    assert fresh.try_load("Teacher").state.memory == "upper"
-    assert fresh.try_load("teacher").state.memory == "lower"
+    assert loaded(fresh.try_load("Teacher")).memory == "upper"
+    assert loaded(fresh.try_load("teacher")).memory == "lower"
 
 
 # -- a rename or delete over a file another handle keeps open (Windows) -----------------------
@@ -194,7 +195,7 @@ def test_a_rename_over_an_open_file_is_retried_until_it_works(root, monkeypatch,
     calls = failing(monkeypatch, "replace", 3)
     store.save("Teacher", AgentMemoryState(memory="new"))
     assert calls[0] == 4
-    assert FileAgentMemoryStore(root).try_load("Teacher").state.memory == "new"
+    assert loaded(FileAgentMemoryStore(root).try_load("Teacher")).memory == "new"
 
 
 def test_a_rename_that_stays_refused_is_unavailable_and_keeps_the_previous_version(root, monkeypatch,
@@ -210,7 +211,7 @@ def test_a_rename_that_stays_refused_is_unavailable_and_keeps_the_previous_versi
     assert status.code == StatusCode.UNAVAILABLE and "another program may keep it open" in status.message
     monkeypatch.undo()
     assert files(root) == before  # old version, no temp file left
-    assert FileAgentMemoryStore(root).try_load("Teacher").state.memory == "old"
+    assert loaded(FileAgentMemoryStore(root).try_load("Teacher")).memory == "old"
 
 
 def test_a_delete_of_an_open_file_is_retried(root, monkeypatch, windows_retries):
@@ -291,4 +292,4 @@ def test_a_save_beyond_max_path_is_refused_up_front_on_windows(tmp_path, monkeyp
     assert not (root / "AgentMemory").exists() or not any((root / "AgentMemory").iterdir())
     monkeypatch.setattr(fileio, "IS_WINDOWS", False)  # Linux itself allows the path
     store.save("Teacher", AgentMemoryState(memory="x"))
-    assert store.try_load("Teacher").state.memory == "x"
+    assert loaded(store.try_load("Teacher")).memory == "x"

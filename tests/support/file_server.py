@@ -60,10 +60,10 @@ class FileServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+            def log_message(self, format: str, *args: object) -> None:
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            def do_GET(self) -> None:
                 server.requests.append(Request(self.path, self.headers.get("Range"), self.headers.get("If-Range")))
                 served = server.files.get(self.path.split("?")[0])
                 if served is not None and served.redirect is not None:

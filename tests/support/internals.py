@@ -160,7 +160,7 @@ class InternalType:
 
 
 def internal(full_name: str, assembly: str | None = None) -> InternalType:
-    """The internal type `full_name` of `assembly` (default: Client, then Hosting) as a Python stand-in for its class."""
+    """The internal type `full_name` of `assembly` (default: Client, then Hosting), a Python stand-in for its class."""
     return InternalType(clr_type(full_name, assembly))
 
 

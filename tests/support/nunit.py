@@ -117,5 +117,5 @@ def run(assembly: Path, name: str, frame: Callable[[], None], timeout_s: float =
         if kind == "SuccessException":  # Assert.Pass
             return
         if kind in ("AssertionException", "IgnoreException", "InconclusiveException"):
-            pytest.fail(f"{name}: {kind}: {e.Message}", pytrace=False)
+            pytest.fail(f"{name}: {kind}: {getattr(e, 'Message', e)}", pytrace=False)  # a .NET exception's text
         raise

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import sys
 import time
+from functools import partial
 
+from pyruntime.memory.state import AgentMemoryState
 from pyruntime.stores.base import TranscriptEntry, TranscriptKind
 from pyruntime.stores.postgres import PostgresAgentMemoryStore, PostgresDatabase
 
@@ -23,6 +25,11 @@ def rows(tag: str) -> list[TranscriptEntry]:
     return [TranscriptEntry(TranscriptKind.TOOL_CALL, "memory", tag, call_id=tag),
             TranscriptEntry(TranscriptKind.TOOL_RESULT, "memory", tag, call_id=tag),
             TranscriptEntry(TranscriptKind.ASSISTANT, "assistant", tag, is_chat_message=True)]
+
+
+def _with_tag(tag: str, state: AgentMemoryState) -> AgentMemoryState:
+    """The memory with one more line, `tag`."""
+    return state.evolve(memory=f"{state.memory}\n{tag}" if state.memory else tag)
 
 
 def _stop_here(*_args: object) -> None:
@@ -37,12 +44,13 @@ def main(url: str, mode: str, key: str, worker: int, count: int) -> None:
     if mode == "write":
         for i in range(count):
             tag = f"w{worker}-{i}"
-            store.mutate(key, lambda s, tag=tag: s.evolve(memory=f"{s.memory}\n{tag}" if s.memory else tag))
+            store.mutate(key, partial(_with_tag, tag))
             store.append_transcript(key, rows(tag))
             print(f"ack {i}", flush=True)
     elif mode == "die-in-append":
         store.trim_every = 1  # _trim runs inside the append's transaction, after its inserts
-        PostgresAgentMemoryStore._trim = lambda self, conn, k: _stop_here()  # type: ignore[method-assign]
+        # the fault injected: the process stops inside the append's transaction
+        PostgresAgentMemoryStore._trim = lambda self, conn, key: _stop_here()  # type: ignore[method-assign]
         store.append_transcript(key, rows(f"w{worker}-dead"))
     elif mode == "die-in-mutate":
         store.mutate(key, lambda s: _stop_here())

@@ -5,7 +5,7 @@ or `$COREAI_PG_BIN`. The cluster listens on no TCP port at all (`listen_addresse
 socket lives in its own temp folder, so parallel test runs never collide on a port. PostgreSQL
 refuses to run as root, so as root the server runs as `nobody` (`runuser`, util-linux, on every
 Debian): the folder is handed to that user. Missing binaries raise PostgresMissing, which the
-fixtures turn into a failure (never a skip).
+fixtures (tests/conftest.py) turn into a failure (never a skip).
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ import subprocess
 import tempfile
 import uuid
 from pathlib import Path
-
-import pytest
 
 SERVER_USER = "nobody"  # who runs the server when we are root
 SUPERUSER = "coreai"
@@ -110,24 +108,3 @@ class PostgresCluster:
             self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
-
-
-# --- pytest fixtures (imported by tests/conftest.py) ---------------------------------------------
-
-@pytest.fixture(scope="session")
-def postgres_cluster():
-    """One throwaway cluster for the whole run, started on first use; missing PostgreSQL FAILS the test."""
-    try:
-        cluster = PostgresCluster()
-    except PostgresMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield cluster
-    cluster.stop()
-
-
-@pytest.fixture
-def postgres_url(postgres_cluster: PostgresCluster):
-    """A fresh empty database of the cluster (dropped afterwards)."""
-    url = postgres_cluster.database()
-    yield url
-    postgres_cluster.drop(url)

@@ -17,7 +17,6 @@ from pyruntime.app import Runtime
 from pyruntime.rpc.runtime import ServedEndpoints
 
 if TYPE_CHECKING:
-    from pyruntime.rpc import RpcServers
     from pyruntime.service import RuntimeServices
     from pyruntime.turns import AiOrchestrator
 
@@ -41,6 +40,8 @@ class RuntimeThread(ServedEndpoints):
         except BaseException:
             self.stop()
             raise
+        if runtime.servers is not None:  # started with `rpc` on: what ServedEndpoints reads
+            self.servers = runtime.servers
 
     def call(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run a coroutine on the runtime's loop and wait for its result."""
@@ -50,12 +51,6 @@ class RuntimeThread(ServedEndpoints):
     def loop(self) -> asyncio.AbstractEventLoop:
         """The event loop the runtime (its servers, services and turns) runs on."""
         return self._loop
-
-    @property
-    def servers(self) -> RpcServers:
-        """The RPC servers (the runtime was started with `rpc` on)."""
-        assert self.runtime.servers is not None
-        return self.runtime.servers
 
     @property
     def services(self) -> RuntimeServices:

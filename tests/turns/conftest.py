@@ -16,12 +16,6 @@ from pyruntime.model.seam import Gate
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.turns import AiOrchestrator, ToolRegistry
-from tests.support.fixtures import (  # noqa: F401  (pytest fixtures)
-    tiny_endless_model_path,
-    tiny_llama_server,
-    tiny_model_path,
-    tiny_server_url,
-)
 
 T = TypeVar("T")
 

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from pyruntime.history import CompactionKind, LlmCompactionOptions, strip_fold_marker
+from pyruntime.history import CompactionKind, CutReport, LlmCompactionOptions, strip_fold_marker
 from pyruntime.memory import MemoryTool
+from pyruntime.model.queue import ModelRequestQueue, Priority
 from pyruntime.model.types import StreamDelta
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiOrchestrator, AiTaskRequest, TaskResult
 from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS
-from pyruntime.model.queue import ModelRequestQueue, Priority
 from pyruntime.turns.prompt import SUMMARY_HEADING
 from pyruntime.turns.tail_anchors import conversation_digest
 from tests.turns.conftest import RecordingClient, run
@@ -105,7 +105,7 @@ def _has_summary(body: dict[str, Any]) -> bool:
 
 
 def _turn_bodies(client: HoldingClient) -> list[dict[str, Any]]:
-    return [b for b, k in zip(client.bodies, _kinds_of(client.bodies)) if k == "turn"]
+    return [b for b, k in zip(client.bodies, _kinds_of(client.bodies), strict=True) if k == "turn"]
 
 
 def _kinds_of(bodies: list[dict[str, Any]]) -> list[str]:
@@ -119,6 +119,11 @@ async def _turns(orchestrator: AiOrchestrator, indexes: range) -> list[TaskResul
         results.append(await orchestrator.run_task(_request(index)))
         await orchestrator.prewarms.drain()
     return results
+
+
+def _cut(result: TaskResult) -> CutReport:
+    assert result.cut_report is not None, result
+    return result.cut_report
 
 
 def _compacted(result: TaskResult) -> bool:
@@ -176,7 +181,8 @@ def test_a_player_turn_during_the_prewarm_pre_empts_it_and_sends_the_fold_the_pr
         try:
             results = await _turns(orchestrator, range(2))
             client.hold("prewarm")
-            results.append(await orchestrator.run_task(_request(2)))  # the fold for the fourth is made, its prewarm held
+            # the fold for the fourth is made, its prewarm held
+            results.append(await orchestrator.run_task(_request(2)))
             await asyncio.wait_for(client.arrived["prewarm"].wait(), HANG_GUARD_S)
             staged = _staged(orchestrator)
             assert staged is not None and staged.ready  # its prewarm went out: the server holds the new head
@@ -191,7 +197,7 @@ def test_a_player_turn_during_the_prewarm_pre_empts_it_and_sends_the_fold_the_pr
     results = run(go())
     assert all(r.ok for r in results)
     fourth = results[3].cut_report
-    assert orchestrator.prewarms.stats.preempted == 1
+    assert fourth is not None and orchestrator.prewarms.stats.preempted == 1
     # The prewarm had gone out: the model server holds (a single-slot one: is evaluating) the new head, so the
     # turn sends it rather than the previous head, which such a server would evaluate again in full.
     assert fourth.folded_between_turns and fourth.compaction is CompactionKind.DETERMINISTIC
@@ -226,6 +232,7 @@ def test_a_player_turn_before_the_prewarm_reached_the_model_sends_the_previous_h
     results = run(go())
     assert all(r.ok for r in results)
     fourth, fifth = results[3].cut_report, results[4].cut_report
+    assert fourth is not None and fifth is not None
     assert fourth.compaction_deferred and fourth.compaction is CompactionKind.NONE
     assert client.kinds[:5] == ["turn"] * 3 + ["turn", "prewarm"]  # the superseded prewarm never went out
     # The same fold (made once, after the third turn) was warmed after the fourth and sent by the fifth.
@@ -251,7 +258,7 @@ def test_a_fold_whose_messages_changed_before_its_turn_is_dropped_whole(tiny_ser
 
     results = run(go())
     fourth = results[3].cut_report
-    assert results[3].ok and fourth.stored_messages == 0
+    assert results[3].ok and fourth is not None and fourth.stored_messages == 0
     assert fourth.compaction is CompactionKind.NONE and not fourth.folded_between_turns
     assert _summary(orchestrator) is None and not _has_summary(_turn_bodies(client)[3])
     assert len(orchestrator.staged_folds) == 0  # the work after the fourth turn dropped it
@@ -279,6 +286,7 @@ def test_past_the_slack_a_turn_folds_itself_deterministically_rather_than_wait(t
     results = run(go())
     assert all(r.ok for r in results)
     fourth, fifth = results[3].cut_report, results[4].cut_report
+    assert fourth is not None and fifth is not None
     assert fourth.compaction_deferred and fourth.stored_messages == SLACK
     # 8 stored messages > the window and its slack: the turn folds, deterministically (no summarizer wait).
     assert fifth.compaction is CompactionKind.DETERMINISTIC and fifth.compaction_fell_back
@@ -290,17 +298,17 @@ def test_past_the_slack_a_turn_folds_itself_deterministically_rather_than_wait(t
 @pytest.fixture(scope="module")
 def sessions(tiny_server_url: str) -> dict[bool, dict[str, Any]]:
     """The same session with compaction between turns on and off (the player reads each reply)."""
+
+    async def session(orchestrator: AiOrchestrator, client: HoldingClient) -> list[TaskResult]:
+        try:
+            return await _turns(orchestrator, range(len(HINTS)))
+        finally:
+            await client.aclose()
+
     out = {}
     for flag in (True, False):
         orchestrator, client = _orchestrator(tiny_server_url, background_compaction=flag)
-
-        async def go() -> list[TaskResult]:
-            try:
-                return await _turns(orchestrator, range(len(HINTS)))
-            finally:
-                await client.aclose()
-
-        results = run(go())
+        results = run(session(orchestrator, client))
         assert all(r.ok for r in results)
         out[flag] = {"results": results, "bodies": _turn_bodies(client), "summary": _summary(orchestrator),
                      "history": orchestrator.stores.scoped(PLAYER).get_chat_history("Smith"),
@@ -317,7 +325,7 @@ def test_folds_made_between_turns_send_and_store_what_folds_in_the_turn_did(sess
     off_reports = [r.cut_report for r in off["results"]]
     compacting = [i for i, r in enumerate(off_reports) if r.compaction is not CompactionKind.NONE]
     assert len(compacting) >= 2
-    for i, (a, b) in enumerate(zip(on_reports, off_reports)):
+    for i, (a, b) in enumerate(zip(on_reports, off_reports, strict=True)):
         assert a.folded_between_turns == (i in compacting) and not a.compaction_deferred and not b.folded_between_turns
         a.folded_between_turns = False
         assert a == b  # the same cut report otherwise: what was folded, when, exactly once
@@ -356,8 +364,9 @@ def test_a_memory_edit_after_the_prewarm_is_a_note_and_the_warmed_head_is_sent_a
 
     results = run(go())
     fourth = results[3]
-    assert fourth.ok and fourth.cut_report.folded_between_turns
-    prewarm = [b for b, k in zip(client.bodies, _kinds_of(client.bodies)) if k == "prewarm"][-1]["messages"]
+    assert fourth.ok and fourth.cut_report is not None and fourth.cut_report.folded_between_turns
+    prewarms = [b for b, k in zip(client.bodies, _kinds_of(client.bodies), strict=True) if k == "prewarm"]
+    prewarm = prewarms[-1]["messages"]
     sent = _turn_bodies(client)[3]["messages"]
     assert sent[1] == prewarm[1] and "owes 30 gold" in sent[1]["content"]  # the head as warmed
     assert "fears spiders" not in sent[1]["content"]
@@ -386,7 +395,7 @@ def test_without_a_prewarm_the_next_turn_is_prepared_only_near_its_fold(tiny_ser
             after.append(turn.request.hint)
             return await predict(turn, **options)
 
-        orchestrator.planner.predict_prefix = counted  # type: ignore[method-assign]
+        orchestrator.planner.predict_prefix = counted  # type: ignore[method-assign]  # counting its calls
 
         async def go() -> list[TaskResult]:
             try:
@@ -400,6 +409,6 @@ def test_without_a_prewarm_the_next_turn_is_prepared_only_near_its_fold(tiny_ser
     off, off_bodies, off_after = prepared_after(False)
     assert all(r.ok for r in on + off)
     assert on_bodies == off_bodies  # the same requests as folding in the turn
-    assert [r.cut_report.folded_between_turns for r in on] == [False] * 7 + [True]
-    assert [r.cut_report.compaction is not CompactionKind.NONE for r in off] == [False] * 7 + [True]
+    assert [_cut(r).folded_between_turns for r in on] == [False] * 7 + [True]
+    assert [_cut(r).compaction is not CompactionKind.NONE for r in off] == [False] * 7 + [True]
     assert on_after == HINTS[4:] and off_after == []

@@ -17,13 +17,14 @@ from pydantic import BaseModel
 
 from pyruntime.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, ToolCallEndedError
 from pyruntime.model.scripted import Script
+from pyruntime.model.types import ToolCall
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import StoreBundle, TranscriptKind
 from pyruntime.testing import ScriptedModel
 from pyruntime.turns import AiOrchestrator, AiTaskRequest, ToolCallEvent, ToolRegistry, ToolResultEvent, TurnStatus
 from pyruntime.turns.client_tools import ClientToolSpec, client_tool_spec, repair_and_validate
 from pyruntime.turns.events import ClientToolCallEvent, FinalEvent, TurnEvent
-from pyruntime.model.types import ToolCall
+from tests.support.loads import loaded
 from tests.turns.conftest import make_orchestrator, run
 
 ROLE = "Smith"
@@ -57,6 +58,16 @@ def script(calls: list[dict[str, Any]], after: str = "Thirty gold.") -> Script:
 
 
 Answer = Callable[[ClientToolCallEvent], tuple[bool, str] | None]
+
+
+def recording(seen: list[ClientToolCallEvent], reply: tuple[bool, str] | None) -> Answer:
+    """An answer that keeps each call in `seen` and gives `reply` (None: never answers)."""
+
+    def answer(event: ClientToolCallEvent) -> tuple[bool, str] | None:
+        seen.append(event)
+        return reply
+
+    return answer
 
 
 async def drive(orchestrator, request: AiTaskRequest, answer: Answer | None) -> list[TurnEvent]:
@@ -132,7 +143,7 @@ def test_arguments_are_repaired_before_they_reach_the_client(memory_stores: Stor
     seen: list[ClientToolCallEvent] = []
     events, _, _ = scripted_turn(
         memory_stores, script([{"name": "quote_price", "arguments": {"Item": "SWORD", "qty": "2"}}]),
-        AiTaskRequest("sword?", ROLE, client_tools=(price_tool(),)), lambda e: seen.append(e) or (True, "30"))
+        AiTaskRequest("sword?", ROLE, client_tools=(price_tool(),)), recording(seen, (True, "30")))
     assert json.loads(seen[0].arguments_json) == {"item": "sword", "qty": 2}
     assert events[-1].result.status is TurnStatus.OK
 
@@ -141,7 +152,7 @@ def test_arguments_failing_the_schema_are_a_tool_error_and_never_reach_the_clien
     seen: list[ClientToolCallEvent] = []
     events, bodies, _ = scripted_turn(
         memory_stores, script([{"name": "quote_price", "arguments": {"item": "hammer", "qty": "many"}}]),
-        AiTaskRequest("sword?", ROLE, client_tools=(price_tool(),)), lambda e: seen.append(e) or (True, "30"))
+        AiTaskRequest("sword?", ROLE, client_tools=(price_tool(),)), recording(seen, (True, "30")))
     assert seen == []
     result = of(events, ToolResultEvent)[0]
     assert not result.success and result.content.startswith("invalid arguments for tool 'quote_price': ")
@@ -156,7 +167,7 @@ def test_a_call_nobody_answers_times_out_as_a_tool_error_and_a_late_result_is_re
     events, _, orchestrator = scripted_turn(
         memory_stores, script([{"name": "give_item", "arguments": {"item": "sword"}}]),
         AiTaskRequest("sword?", ROLE, client_tools=(give_tool(),), client_tool_timeout=0.05),
-        lambda e: seen.append(e) and None)
+        recording(seen, None))
     result = of(events, ToolResultEvent)[0]
     assert (result.success, result.content) == (False, "tool 'give_item' timed out: the game did not answer "
                                                        "within 0.05 s")
@@ -169,7 +180,7 @@ def test_result_for_an_unknown_call_and_a_second_result_are_refused(memory_store
     seen: list[ClientToolCallEvent] = []
     _, _, orchestrator = scripted_turn(
         memory_stores, script([{"name": "give_item", "arguments": {"item": "sword"}}]),
-        AiTaskRequest("sword?", ROLE, client_tools=(give_tool(),)), lambda e: seen.append(e) or (True, "given"))
+        AiTaskRequest("sword?", ROLE, client_tools=(give_tool(),)), recording(seen, (True, "given")))
     with pytest.raises(AlreadyExistsError):
         orchestrator.submit_tool_result(seen[0].turn_id, seen[0].call_id, True, "given again")
     with pytest.raises(NotFoundError):
@@ -235,10 +246,10 @@ def test_a_client_tool_and_a_memory_write_in_one_round(memory_stores: StoreBundl
     seen: list[ClientToolCallEvent] = []
     events, _, _ = scripted_turn(memory_stores, script(calls, after="Here you go."),
                                  AiTaskRequest("I'll buy the sword", ROLE, client_tools=(give_tool(),)),
-                                 lambda e: seen.append(e) or (True, "given"), mode=mode, memory=True)
+                                 recording(seen, (True, "given")), mode=mode, memory=True)
     assert [e.name for e in seen] == ["give_item"]
     assert [(r.name, r.success) for r in of(events, ToolResultEvent)] == [("memory", True), ("give_item", True)]
-    assert "Bought a sword for 30 gold" in memory_stores.scoped().try_load(ROLE).state.memory
+    assert "Bought a sword for 30 gold" in loaded(memory_stores.scoped().try_load(ROLE)).memory
     rows = memory_stores.scoped().get_transcript(ROLE)
     assert [(r.kind, r.name) for r in rows if r.kind in (TranscriptKind.TOOL_CALL, TranscriptKind.TOOL_RESULT)] == [
         (TranscriptKind.TOOL_CALL, "memory"), (TranscriptKind.TOOL_CALL, "give_item"),
@@ -298,7 +309,7 @@ def test_tiny_model_round_trip_in_both_modes(tiny_server_url: str, memory_stores
         try:
             # An enum argument: the random-weight model's free strings run to max_tokens unterminated.
             request = AiTaskRequest("how much?", ROLE, client_tools=(price_tool(),), forced_tool_mode="quote_price")
-            return await drive(orchestrator, request, lambda e: seen.append(e) or (True, "30 gold"))
+            return await drive(orchestrator, request, recording(seen, (True, "30 gold")))
         finally:
             await client.aclose()
 

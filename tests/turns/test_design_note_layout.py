@@ -8,6 +8,7 @@ honest: it is the note's order, not a second copy of the runtime's.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from bench.design_note_layout import NO_HYSTERESIS, assemble_design_note
 from pyruntime.history.messages import HistoryMessage
@@ -65,7 +66,7 @@ def test_empty_blocks_are_left_out_as_in_the_runtime() -> None:
 
 def test_an_orchestrator_given_the_layout_sends_its_requests_in_it(tiny_server_url: str) -> None:
     # The benchmark's design-note pass: the layout is an argument, no module global is patched.
-    def bodies(**options: object) -> list[dict]:
+    def bodies(**options: Any) -> list[dict]:
         stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
         MemoryTool(stores.memory, stores.scoped().key("Smith")).execute({"action": "write", "content": "likes swords"})
         policy = AgentMemoryPolicy()

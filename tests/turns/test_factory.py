@@ -6,10 +6,10 @@ import pytest
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.llama_server import SMALL_MODEL_MAX_BYTES
 from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator
 from pyruntime.turns.factory import (
     HOSTED_STRUCTURED_CALLS_PER_ROUND,
-    SMALL_MODEL_MAX_BYTES,
     ModelProfile,
     model_profile,
 )

@@ -16,8 +16,9 @@ from pyruntime.memory.state import AgentMemoryState
 from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
-from pyruntime.turns import AiTaskRequest, CutReportEvent, TextDeltaEvent, TurnStatus
+from pyruntime.turns import AiTaskRequest, CutReportEvent, FinalEvent, TaskResult, TextDeltaEvent, TurnEvent, TurnStatus
 from tests.support.fixtures import free_port, start_llama_server
+from tests.support.loads import loaded
 from tests.turns.conftest import make_orchestrator, run
 
 HINT = "tell me everything"
@@ -45,6 +46,8 @@ def test_server_killed_mid_turn_fails_and_records_the_hint_once(
     tiny_endless_model_path: Path, memory_stores: StoreBundle
 ) -> None:
     server = start_llama_server(tiny_endless_model_path)
+    assert server.pid is not None
+    pid = server.pid
     orchestrator, client = make_orchestrator(server.base_url, memory_stores, policy=_policy())
 
     async def turn() -> list:
@@ -52,7 +55,7 @@ def test_server_killed_mid_turn_fails_and_records_the_hint_once(
         async for event in orchestrator.stream_task(AiTaskRequest(HINT, "Talker")):
             events.append(event)
             if isinstance(event, TextDeltaEvent) and server.is_alive():
-                os.kill(server.pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
         await client.aclose()
         return events
 
@@ -145,12 +148,12 @@ def test_overflow_retries_with_a_smaller_history_and_consolidates_memory(
                                              token_counter=LlamaTokenCounter(tiny_model_path))
     result = run(orchestrator.run_task(AiTaskRequest("so?", "Chatter", forced_tool_mode="none")))
     run(client.aclose())
-    assert result.status is TurnStatus.OK
+    assert result.status is TurnStatus.OK and result.cut_report is not None
     assert 1 <= result.cut_report.overflow_retries <= 3
     assert result.usage.model_calls == result.cut_report.overflow_retries + 1
     sizes = [len(b["messages"]) for b in client.bodies]
     assert sizes == sorted(sizes, reverse=True) and sizes[-1] < sizes[0]  # each retry sends less history
-    state: AgentMemoryState = memory_stores.memory.try_load(key).state
+    state: AgentMemoryState = loaded(memory_stores.memory.try_load(key))
     assert state.system_prompt_memory_snapshot == "A\nB"  # consolidated
     assert "## Memory (updates)" not in client.bodies[-1]["messages"][-2]["content"]
     chat = _chat(memory_stores, "Chatter")
@@ -225,8 +228,10 @@ def test_rolling_summary_is_committed_only_after_a_successful_turn(
     run(good_client.aclose())
     run(bad_client.aclose())
     assert ok.status is TurnStatus.OK and failed.status is TurnStatus.FAILED
+    assert ok.cut_report is not None and failed.cut_report is not None
     assert ok.cut_report.compaction is failed.cut_report.compaction is CompactionKind.DETERMINISTIC
-    assert memory_stores.scoped().load_summary("Folder").startswith("Previous conversation summary:")
+    stored = memory_stores.scoped().load_summary("Folder")
+    assert stored is not None and stored.startswith("Previous conversation summary:")
     assert failed_stores.scoped().load_summary("Folder") is None
     summary = good_client.bodies[-1]["messages"][1]  # the next turn sends it right after the system prompt
     assert summary["role"] == "system" and summary["content"].startswith("## Conversation Summary\n")
@@ -240,7 +245,7 @@ def test_a_turn_that_times_out_after_streaming_text_reports_its_completion_token
 
     script = {"rules": [], "default": {"pieces": [f"word{i} " for i in range(200)], "delay_ms": 100}}
 
-    async def turn() -> tuple[list, object]:
+    async def turn() -> tuple[list[TurnEvent], TaskResult]:
         server = ScriptedModelServer(Script.from_dict(script))
         await server.start()
         orchestrator, client = make_orchestrator(server.base_url, memory_stores, policy=_policy())
@@ -249,7 +254,9 @@ def test_a_turn_that_times_out_after_streaming_text_reports_its_completion_token
         finally:
             await client.aclose()
             await server.stop()
-        return events, events[-1].result
+        final = events[-1]
+        assert isinstance(final, FinalEvent)
+        return events, final.result
 
     events, result = run(turn())
     deltas = [e for e in events if isinstance(e, TextDeltaEvent)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from pyruntime.memory import MemoryTool
 from pyruntime.memory.actions import MemoryToolAction
@@ -12,6 +13,7 @@ from pyruntime.stores import StoreBundle
 from pyruntime.turns import ToolCallMode, ToolContext
 from pyruntime.turns.modes import FORMAT_EXAMPLE_NAME, FORMAT_EXAMPLE_REFUSAL, copies_format_example, tool_contract
 from pyruntime.turns.tool_loop import CallOutcome, ExecutedCall, MemoryToolAdapter, reply_settles_round
+from tests.support.loads import loaded
 from tests.turns.conftest import run
 
 COPIED = {"action": "append", "content": "The player's horse is called Shadowfax."}
@@ -30,7 +32,7 @@ def test_copies_format_example_only_when_the_player_never_said_the_name() -> Non
     assert not copies_format_example(json.dumps({"action": "append", "content": "Sword: Dawnbreaker"}), "hi")
 
 
-def _run(stores: StoreBundle, arguments: dict[str, object], player_text: str | None) -> CallOutcome:
+def _run(stores: StoreBundle, arguments: Mapping[str, object], player_text: str | None) -> CallOutcome:
     adapter = MemoryToolAdapter(MemoryTool(stores.memory, "Keeper"), MemoryToolAction.Append, player_text)
     return run(adapter.run(ToolCall.from_raw("c", "memory", json.dumps(arguments)), ToolContext("Keeper")))
 
@@ -46,5 +48,5 @@ def test_a_pasted_example_is_refused_and_nothing_is_stored(file_stores: StoreBun
     # The same call is the player's fact when they said it; without a player text there is no guard.
     assert _run(file_stores, COPIED, "My horse is called Shadowfax, remember it.").success
     assert _run(file_stores, {"action": "append", "content": "Horse: Shadowfax"}, None).success
-    assert file_stores.memory.try_load("Keeper").state.memory == (
+    assert loaded(file_stores.memory.try_load("Keeper")).memory == (
         "The player's horse is called Shadowfax.\nHorse: Shadowfax")

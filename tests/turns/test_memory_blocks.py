@@ -7,8 +7,8 @@ from pyruntime.turns.memory_blocks import (
     APPENDED_FRAMING,
     CLEARED_TEXT,
     REPLACED_FRAMING,
-    memory_updates_text,
     NoteFold,
+    memory_updates_text,
     plan_memory_blocks,
 )
 from pyruntime.turns.prompt import MemoryNote
@@ -132,5 +132,6 @@ def test_a_compaction_prepared_between_turns_folds_the_memory_it_was_warmed_with
     fresh = plan_memory_blocks(later, fold=NoteFold.INTO_HEAD, fold_up_to=1)
     assert fresh.folded is None and fresh.notes == (MemoryNote(3, f"{APPENDED_FRAMING}\nhates rain\nowns a boat"),)
     # Nothing changed since it was warmed (or no version given): every change is folded, as before.
-    assert plan_memory_blocks(later, fold=NoteFold.INTO_HEAD, fold_up_to=3).folded.version == 3
+    folded = plan_memory_blocks(later, fold=NoteFold.INTO_HEAD, fold_up_to=3).folded
+    assert folded is not None and folded.version == 3
     assert plan_memory_blocks(later, fold=NoteFold.INTO_HEAD).notes == ()

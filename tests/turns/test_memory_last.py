@@ -24,7 +24,8 @@ from pyruntime.turns.prompt import (
 
 HISTORY = [HistoryMessage("user", "hi"), HistoryMessage("assistant", "hello")]
 TAIL = TailBlocks(request_system_instructions="be terse", memory="Player's name: Tobin", world_state="It is night.",
-                  memory_updates="Added: x", memory_folded=MemoryNote(2, "Added: y"), memory_notes=(MemoryNote(3, "z"),))
+                  memory_updates="Added: x", memory_folded=MemoryNote(2, "Added: y"),
+                  memory_notes=(MemoryNote(3, "z"),))
 
 
 def _headings(text: str) -> list[str]:

@@ -5,21 +5,22 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from pyruntime.cli.chat import free_port
 from pyruntime.memory import MemoryTool
 from pyruntime.model.client import OpenAICompatClient
-from pyruntime.cli.chat import free_port
 from pyruntime.model.queue import ModelRequestQueue, Priority
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
 from pyruntime.stores import StoreBundle
 from pyruntime.turns import AiTaskRequest, TurnStatus
 from pyruntime.turns.memory_pass import (
     KEPT_OUTCOMES,
-    MemoryPassOutcome,
     MemoryPasses,
+    MemoryPassOutcome,
     apply_decision,
     run_memory_pass,
 )
 from pyruntime.turns.memory_writer import WRITER_MAX_TOKENS, MemoryDesign, WriterDecision, writer_schema
+from tests.support.loads import loaded
 from tests.turns.conftest import RecordingClient, make_orchestrator, run
 
 ROLE = "SmartChat"
@@ -156,7 +157,7 @@ def test_apply_decision_writes_versions_replaces_on_correction_and_refuses_safel
     small = MemoryTool(file_stores.memory, file_stores.scoped().key(ROLE), max_memory_chars=25)
     over = apply_decision(small, ROLE, WriterDecision(True, "order", "a steel dagger"), "I order a steel dagger.")
     assert not over.stored and "limit" in over.reason.lower()
-    assert file_stores.scoped().try_load(ROLE).state.memory == "Player's name: Osric"
+    assert loaded(file_stores.scoped().try_load(ROLE)).memory == "Player's name: Osric"
 
 
 def test_an_unreadable_memory_document_is_never_overwritten(file_stores: StoreBundle, tmp_path: Path) -> None:
@@ -236,7 +237,8 @@ def test_a_line_with_two_statements_gets_a_decision_for_each(tiny_server_url: st
 def test_the_outcome_of_a_line_lists_every_write_first() -> None:
     nothing = MemoryPassOutcome(ROLE, reason="nothing to keep", model_calls=1)
     name = MemoryPassOutcome(ROLE, stored="Player's name: Alaric", model_calls=1)
-    horse = MemoryPassOutcome(ROLE, stored="Player's horse: Shadowfax", replaced="Player's horse: Dobbin", model_calls=1)
+    horse = MemoryPassOutcome(ROLE, stored="Player's horse: Shadowfax", replaced="Player's horse: Dobbin",
+                              model_calls=1)
     line = MemoryPassOutcome.of_line([nothing, name, horse])
     assert (line.stored, line.model_calls, line.more) == ("Player's name: Alaric", 3, (horse, nothing))
     assert line.summary() == ("stored: Player's name: Alaric; "

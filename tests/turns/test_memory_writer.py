@@ -143,7 +143,8 @@ def test_a_name_is_kept_only_when_the_line_names_the_player() -> None:
     assert plan_edit(memory, fact("name", "red one"), "I'll buy the red one.").reason == (
         "the value does not fit the topic 'name'")
     for said, name in (("My name is Tobin.", "Tobin"), ("I'm Eliza, a traveling bard.", "Eliza"),
-                       ("Call me Wren.", "Wren"), ("I am called Brigid.", "Brigid"), ("My name is Lord Aldric.", "Lord")):
+                       ("Call me Wren.", "Wren"), ("I am called Brigid.", "Brigid"),
+                       ("My name is Lord Aldric.", "Lord")):
         assert fitted_topic("name", name, said) == "name", said
     assert fitted_topic("sister", "Poppy", "My sister is called Poppy.") == "sister"  # other topics stay
 

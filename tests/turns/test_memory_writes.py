@@ -138,7 +138,7 @@ def test_a_write_never_lands_while_the_next_turn_of_its_conversation_runs(memory
             second_prompt = json.dumps(client.bodies[2]["messages"])
             await second
             writes, _ = await orchestrator.wait_memory_writes(ROLE, trace_id="t-1", timeout=30)
-            third = await orchestrator.run_task(AiTaskRequest("Good morning!", ROLE))
+            await orchestrator.run_task(AiTaskRequest("Good morning!", ROLE))  # its prompt: the last body
             return first, memory_while_second_ran, second_prompt, writes, json.dumps(client.bodies[-1]["messages"])
         finally:
             await client.aclose()

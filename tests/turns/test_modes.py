@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory import memory_tool_definition
 from pyruntime.turns.modes import (
     ReplyExtractor,
@@ -17,11 +19,10 @@ from pyruntime.turns.modes import (
     structured_schema,
     tool_contract,
 )
-from pyruntime.errors import InvalidArgumentError
 
-ROLL = {"type": "function", "function": {"name": "roll", "description": "Roll a die.",
-                                         "parameters": {"type": "object", "properties": {"sides": {"type": "integer"}},
-                                                        "required": ["sides"]}}}
+ROLL: dict[str, Any] = {"type": "function", "function": {
+    "name": "roll", "description": "Roll a die.",
+    "parameters": {"type": "object", "properties": {"sides": {"type": "integer"}}, "required": ["sides"]}}}
 
 
 def _extract(text: str, cuts: list[int]) -> tuple[str, list[str]]:
@@ -97,6 +98,7 @@ def test_calls_survive_a_reply_cut_by_max_tokens() -> None:
     for char in text:
         extractor.feed(char)
     assert extractor.text == "I am rol"
+    assert extractor.tool_calls_json is not None
     assert json.loads(extractor.tool_calls_json) == [{"name": "roll", "arguments": {"sides": 6, "note": "]}"}}]
     parsed = parse_structured_reply(text, tool_calls_json=extractor.tool_calls_json)
     assert parsed.error is not None and [c.parsed_arguments for c in parsed.tool_calls] == [{"sides": 6, "note": "]}"}]

@@ -17,6 +17,7 @@ from pyruntime.turns import (
     TurnStatus,
 )
 from pyruntime.turns.prompt import SYSTEM_CONTEXT_UPDATE_PREFIX
+from tests.support.loads import loaded
 from tests.turns.conftest import make_orchestrator, run
 
 ALICE = AgentMemoryScope(user_id="alice")
@@ -114,7 +115,7 @@ def test_memory_snapshot_then_updates_across_turns(tiny_server_url: str, memory_
     run(turn("two"))
     assert _head(client.bodies[-1]) == "## Memory\nlikes swords"
     assert "## Memory (updates)" not in _tail(client.bodies[-1])
-    state = scoped.try_load("Smith").state
+    state = loaded(scoped.try_load("Smith"))
     assert (state.system_prompt_memory_snapshot, state.system_prompt_memory_version) == ("likes swords", 1)
     assert state.last_system_prompt == client.bodies[-1]["messages"][0]["content"]
 
@@ -123,7 +124,7 @@ def test_memory_snapshot_then_updates_across_turns(tiny_server_url: str, memory_
     assert _head(client.bodies[-1]) == "## Memory\nlikes swords"  # unchanged: the cached prompt stays valid
     expected = "## Memory (updates)\nAdded to the memory since the block above:\nhates rain"
     assert expected in _tail(client.bodies[-1])
-    state = scoped.try_load("Smith").state
+    state = loaded(scoped.try_load("Smith"))
     assert (state.system_prompt_memory_snapshot, state.system_prompt_memory_version) == ("likes swords", 1)
     run(client.aclose())
 
@@ -191,7 +192,7 @@ def test_a_compaction_folds_the_memory_notes_after_the_summary_and_keeps_the_sna
     assert head.startswith("## Memory\nlikes swords\n\n## Conversation Summary\n")
     assert head.endswith("## Memory (updates)\nAdded to the memory since the block above:\nfact 1\nfact 2")
     assert not any("## Memory (updates)" in m["content"] for m in client.bodies[compacted[0]]["messages"][2:])
-    state = memory_stores.scoped(ALICE).try_load("Smith").state
+    state = loaded(memory_stores.scoped(ALICE).try_load("Smith"))
     assert state.system_prompt_memory_snapshot == "likes swords"  # not consolidated by the compaction
     # Window 4, folded down to 2: the turn after the compaction only appends to its request.
     assert compacted == [3, 4]

@@ -257,7 +257,7 @@ def test_a_turn_that_comes_first_supersedes_its_prewarm(tiny_server_url: str) ->
             await client.aclose()
 
     result = run(go())
-    assert result.ok and result.cut_report.compaction is not CompactionKind.NONE
+    assert result.ok and result.cut_report is not None and result.cut_report.compaction is not CompactionKind.NONE
     assert orchestrator.prewarms.stats.sent == 0 and orchestrator.prewarms.stats.skipped >= 1
     assert not [b for b in client.bodies if _is_prewarm(b)]  # the stale prewarm never reached the model
 

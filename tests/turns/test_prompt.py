@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pyruntime.history.messages import HistoryMessage
 from pyruntime.turns.prompt import (
     DEFAULT_ROLE_PROMPTS,
@@ -164,7 +166,7 @@ def test_tail_anchors_survive_a_save_as_digests_and_a_bad_file_loads_none(tmp_pa
     assert place_tail(loaded[key].tail, "## World State\nSun.", history, compacted=False)[0] == 2  # a changed tail
     assert list(load_anchors(path, limit=1)) == [conversation_digest("x")]  # the most recent ones
     digest = text_digest(tail)
-    path.write_text('{"format": 1, "anchors": [["k", "%s", 2]]}' % digest)  # a file from before the notes
+    path.write_text(json.dumps({"format": 1, "anchors": [["k", digest, 2]]}))  # a file from before the notes
     assert load_anchors(path, limit=10) == OrderedDict([("k", PromptAnchors(TailAnchor(digest, 2)))])
     for bad in (b"{not json", b'{"format": 1, "anchors": [["k", "Rain.", 1]]}', b'{"format": 9, "anchors": []}',
                 b'{"format": 2, "anchors": [["k", "%s", 1, [[1, -2]], 0]]}' % digest.encode(),

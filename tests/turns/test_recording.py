@@ -12,6 +12,7 @@ import pytest
 from pyruntime.errors import PersistenceError
 from pyruntime.policy import ToolResultMemory
 from pyruntime.stores import AgentMemoryPersistenceMode, TranscriptKind, open_stores
+from pyruntime.stores.file_store import FileAgentMemoryStore
 from pyruntime.turns.recording import TurnRecord, record_turn, recorded_result, truncate_middle, turn_rows
 from pyruntime.turns.tool_loop import CallOutcome, ExecutedCall
 
@@ -22,13 +23,14 @@ BAD = ExecutedCall("c2", "roll", '{"sides":5}', CallOutcome(False, "bad sides", 
 def test_modes_keep_what_they_promise() -> None:
     assert recorded_result(OK, ToolResultMemory.NONE) is None
     assert recorded_result(OK, ToolResultMemory.ERRORS_ONLY) is None
-    assert recorded_result(BAD, ToolResultMemory.ERRORS_ONLY).line == "roll (error): bad sides"
+    bad = recorded_result(BAD, ToolResultMemory.ERRORS_ONLY)
+    assert bad is not None and bad.line == "roll (error): bad sides"
     compact = recorded_result(OK, ToolResultMemory.COMPACT_SUMMARY)
-    assert compact.line.startswith("roll (ok): rolled a 666")
+    assert compact is not None and compact.line.startswith("roll (ok): rolled a 666")
     assert compact.line.endswith("…[+80 chars]") and compact.chars_dropped == 80  # 320 chars, 240 kept
     full = recorded_result(ExecutedCall("c", "t", "{}", CallOutcome(True, "a" * 1500 + "b" * 1500, "")),
                            ToolResultMemory.FULL)
-    assert full.transcript_content == "a" * 1000 + "...[truncated 1000 chars]..." + "b" * 1000
+    assert full is not None and full.transcript_content == "a" * 1000 + "...[truncated 1000 chars]..." + "b" * 1000
     assert truncate_middle("short") == ("short", 0)
 
 
@@ -63,7 +65,7 @@ def test_a_turn_is_one_durable_append_of_every_row(tmp_path: Path) -> None:
     stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path)
     record_turn(stores.scoped(), "Smith", TurnRecord("hello", [[OK], [BAD]], "done"), ToolResultMemory.FULL,
                 persist=True)
-    assert stores.memory.stats.history_appends == 1
+    assert isinstance(stores.memory, FileAgentMemoryStore) and stores.memory.stats.history_appends == 1
     rows = turn_rows(TurnRecord("hello", [[OK], [BAD]], "done"), ToolResultMemory.FULL).rows
     stored = stores.scoped().get_transcript("Smith")
     assert [(r.kind, r.name, r.content, r.is_chat_message) for r in stored] == [
@@ -75,7 +77,7 @@ def test_a_turn_is_one_durable_append_of_every_row(tmp_path: Path) -> None:
 def test_when_the_batch_cannot_be_written_the_hint_alone_is_kept(tmp_path: Path, monkeypatch) -> None:
     stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, tmp_path)
     real_fsync = os.fsync
-    failures = []
+    failures: list[int] = []
 
     def fsync_failing_once(fd: int) -> None:
         if not failures:  # the first durable write of the turn (the whole batch) does not become durable

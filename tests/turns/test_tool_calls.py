@@ -43,9 +43,13 @@ def _setup(
     policy.configure_role("Dicer", system_prompt="You are Dicer.", use_memory_tool=False, max_output_tokens=120,
                           temperature=0.0, max_tool_call_roundtrips=roundtrips)
     calls: list = []
+
+    def roll(args: BaseModel) -> dict[str, int]:
+        calls.append(args)
+        return {"rolled": 3}
+
     tools = ToolRegistry()
-    tools.register("Dicer", "roll", "Roll a die with the given number of sides.", args_model,
-                   lambda args: calls.append(args) or {"rolled": 3})
+    tools.register("Dicer", "roll", "Roll a die with the given number of sides.", args_model, roll)
     return policy, tools, calls
 
 

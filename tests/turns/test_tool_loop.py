@@ -15,6 +15,7 @@ from pyruntime.model.types import ToolCall
 from pyruntime.stores import InMemoryAgentMemoryStore
 from pyruntime.turns.tool_loop import LoopGuard, MemoryToolAdapter, ToolExecutor, offered_tools
 from pyruntime.turns.tools import ToolContext, ToolOutput, ToolRegistry
+from tests.support.loads import loaded
 
 
 class Roll(BaseModel):
@@ -46,7 +47,12 @@ def _registry(handler=lambda args: {"rolled": args.sides}) -> ToolRegistry:
 
 def test_valid_call_runs_the_handler_with_validated_args() -> None:
     seen = []
-    executor = _executor(_registry(lambda args, ctx: seen.append((args, ctx.role_id)) or "rolled"))
+
+    def roll(args: Roll, ctx: ToolContext) -> str:
+        seen.append((args, ctx.role_id))
+        return "rolled"
+
+    executor = _executor(_registry(roll))
     done = asyncio.run(executor.run_call(_call("roll", '{"sides": 6}')))
     assert done.outcome.success and done.outcome.content == "rolled"
     assert seen == [(Roll(sides=6), "R")]
@@ -105,7 +111,7 @@ def test_memory_tool_runs_against_the_store() -> None:
     executor = _executor(ToolRegistry(), store)
     done = asyncio.run(executor.run_call(_call("memory", '{"action": "append", "content": "likes swords"}')))
     assert done.outcome.success and '"Success":true' in done.outcome.content
-    assert store.try_load("K").state.memory == "likes swords"
+    assert loaded(store.try_load("K")).memory == "likes swords"
     failed = asyncio.run(executor.run_call(_call("memory", '{"action": "delete"}', "c2")))
     assert not failed.outcome.success and "old_text is required" in failed.outcome.summary
 

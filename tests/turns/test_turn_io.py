@@ -11,6 +11,7 @@ from pyruntime.history import HeuristicTokenCounter
 from pyruntime.memory import MemoryTool
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import StoreBundle, TranscriptKind
+from pyruntime.stores.file_store import FileAgentMemoryStore
 from pyruntime.turns import AiTaskRequest, ToolRegistry, TurnStatus
 from tests.turns.conftest import make_orchestrator, run
 
@@ -39,6 +40,11 @@ def _policy() -> AgentMemoryPolicy:
     return policy
 
 
+def _file_store(stores: StoreBundle) -> FileAgentMemoryStore:
+    assert isinstance(stores.memory, FileAgentMemoryStore)
+    return stores.memory
+
+
 def _turns(orchestrator, client, requests: list[AiTaskRequest]) -> list:
     async def go() -> list:
         results = [await orchestrator.run_task(r) for r in requests]
@@ -50,7 +56,7 @@ def _turns(orchestrator, client, requests: list[AiTaskRequest]) -> list:
 
 def test_each_turn_is_one_history_append(tiny_server_url: str, file_stores: StoreBundle) -> None:
     orchestrator, client = make_orchestrator(tiny_server_url, file_stores, policy=_policy())
-    stats = file_stores.memory.stats
+    stats = _file_store(file_stores).stats
     results = _turns(orchestrator, client, [AiTaskRequest(f"hello {i}", "Smith", forced_tool_mode="none")
                                             for i in range(3)])
     assert [r.status for r in results] == [TurnStatus.OK] * 3
@@ -68,7 +74,7 @@ def test_a_turn_with_tool_rounds_is_still_one_append_in_order(tiny_server_url: s
                                              tool_mode="structured")
     [result] = _turns(orchestrator, client, [AiTaskRequest("roll for me", "Dicer", forced_tool_mode="roll")])
     assert result.tool_results, "the forced tool was called"
-    assert file_stores.memory.stats.history_appends == 1
+    assert _file_store(file_stores).stats.history_appends == 1
     rows = file_stores.scoped().get_transcript("Dicer")
     kinds = [(r.kind, r.is_chat_message) for r in rows]
     calls = len(result.tool_calls)
@@ -82,7 +88,7 @@ def test_a_failed_turn_records_the_hint_once_in_one_append(file_stores: StoreBun
     orchestrator, client = make_orchestrator("http://127.0.0.1:9/v1", file_stores, policy=_policy())
     [result] = _turns(orchestrator, client, [AiTaskRequest("anyone there?", "Smith", forced_tool_mode="none")])
     assert result.status is TurnStatus.FAILED
-    assert file_stores.memory.stats.history_appends == 1
+    assert _file_store(file_stores).stats.history_appends == 1
     assert [(m.role, m.content) for m in file_stores.scoped().get_chat_history("Smith")] == [
         ("user", "anyone there?")]
 
@@ -90,7 +96,7 @@ def test_a_failed_turn_records_the_hint_once_in_one_append(file_stores: StoreBun
 def test_a_steady_turn_leaves_the_memory_document_alone(tiny_server_url: str, file_stores: StoreBundle) -> None:
     key = file_stores.scoped().key("Smith")
     assert MemoryTool(file_stores.memory, key).execute({"action": "write", "content": "Sword: Dawnbreaker"}).success
-    path = file_stores.memory.memory_path(key)
+    path = _file_store(file_stores).memory_path(key)
     orchestrator, client = make_orchestrator(tiny_server_url, file_stores, policy=_policy())
 
     async def go() -> list[tuple[int, int]]:

@@ -12,7 +12,6 @@ import ast
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from pyruntime.model.queue import ModelRequestQueue
 from pyruntime.model.scripted import scripted_usage
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, TranscriptKind, open_stores
+from pyruntime.stores.in_memory import InMemoryAgentMemoryStore
 from pyruntime.testing import (
     Answer,
     ChatRequest,
@@ -206,7 +206,8 @@ def test_a_closing_round_that_says_nothing_leaves_the_loops_reason_as_the_reply(
     assert result.status is TurnStatus.TOOL_LOOP_ENDED and result.usage.model_calls == 4
     assert len(result.tool_calls) == 3  # the closing round's call is never run
     error = "invalid arguments for tool 'roll': sides: Value error, this die cannot be rolled"
-    assert result.text == result.error == f"I stopped using tools: 3 tool-call rounds in a row failed. Last error: {error}"
+    assert result.text == result.error == (
+        f"I stopped using tools: 3 tool-call rounds in a row failed. Last error: {error}")
     assert texts(events) == [result.text]
     assert chat(memory_stores, "Dicer")[-1] == ("assistant", result.text)
 
@@ -504,12 +505,12 @@ def test_closing_the_stream_mid_reply_records_the_hint_once(memory_stores: Store
 
     async def go() -> list[str]:
         pieces: list[str] = []
-        turn: AsyncIterator[TurnEvent] = orchestrator.stream_task(AiTaskRequest("tell me", "Talker"))
+        turn = orchestrator.stream_task(AiTaskRequest("tell me", "Talker"))
         async for event in turn:
             if isinstance(event, TextDeltaEvent):
                 pieces.append(event.text)
                 break
-        await turn.aclose()  # type: ignore[attr-defined]
+        await turn.aclose()
         return pieces
 
     assert run(asyncio.wait_for(go(), 30)) == ["Once "]
@@ -609,7 +610,7 @@ def test_the_example_in_the_testing_docs_runs() -> None:
 
 
 def test_a_turn_the_store_fails_to_save_is_not_acknowledged(memory_stores: StoreBundle) -> None:
-    class FullDisk(type(memory_stores.memory)):  # type: ignore[misc]
+    class FullDisk(InMemoryAgentMemoryStore):  # the store memory_stores holds
         def append_transcript(self, key: str, entries: Any, persist: bool = True) -> None:
             raise OSError("no space left on device")
 

@@ -22,8 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.support.fixtures import tiny_llama_server, tiny_model_path  # noqa: E402,F401
-from tools.build_csharp import DEFAULT_OUT, build_client, build_tests, assembly_of_tests  # noqa: E402
+from tools.build_csharp import DEFAULT_OUT, assembly_of_tests, build_client, build_tests  # noqa: E402
 
 TOKEN = "unity-core-test-token-0123456789"
 # The package's test assemblies (unity_package/Tests/Runtime, Tests/Editor): the scenarios these tests call and the
@@ -44,9 +43,9 @@ def start_mono() -> None:
             pythonnet.load("mono")
 
 
-@pytest.fixture(scope="session")
-def assemblies() -> Path:
-    """CoreAI.Client.dll and the package's test assemblies (the design note's scenarios, NUnit tests), loaded."""
+def load_assemblies() -> Path:
+    """Compile and load CoreAI.Client.dll and the package's test assemblies (the design note's scenarios, NUnit
+    tests)."""
     core = build_client()
     tests = build_tests()
     start_mono()
@@ -58,6 +57,12 @@ def assemblies() -> Path:
 
     raise_for_a_shared_machine()  # synchronous store calls get room (their 2 s default has its own test)
     return DEFAULT_OUT
+
+
+@pytest.fixture(scope="session")
+def assemblies() -> Path:
+    """CoreAI.Client.dll and the package's test assemblies, loaded."""
+    return load_assemblies()
 
 
 def wait(task: Any, timeout_s: float = WAIT_S) -> Any:
@@ -154,25 +159,3 @@ def client(runtime: Runtime) -> Iterator[Any]:
     c = runtime.client(policy=AgentMemoryPolicy())
     yield c
     c.Dispose()
-
-
-_session: dict[str, pytest.Session] = {}
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Remember the session so pytest_unconfigure can read its final exit status."""
-    _session["s"] = session
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Skip pythonnet's slow shutdown (3-5 s) once everything is reported, keeping the exit code.
-
-    Only when Mono was started in this process and it is not an xdist worker (whose controller waits
-    for its own shutdown handshake); reports, cache and junit files are written before this hook.
-    """
-    if "clr" not in sys.modules or hasattr(config, "workerinput") or "s" not in _session:
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(int(_session["s"].exitstatus))

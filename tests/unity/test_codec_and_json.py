@@ -43,7 +43,8 @@ def _read_all(data: bytes) -> list[Any]:
     ConnectEnvelope = internal("CoreAI.Runtime.ConnectEnvelope")
     from System.Threading import CancellationToken
 
-    stream, out = _stream(data), []
+    stream = _stream(data)
+    out: list[Any] = []
     while True:
         env = wait(ConnectEnvelope.ReadAsync(stream, CancellationToken(False)))
         if env is None:

@@ -55,7 +55,7 @@ def _link_xml_patterns(assembly_name: str) -> list[str]:
     """The type patterns link.xml keeps whole (preserve="all": every member, compiler-made backing fields included)."""
     root = ET.parse(LINK_XML).getroot()
     [assembly] = [a for a in root.findall("assembly") if a.get("fullname") == assembly_name]
-    return [t.get("fullname") for t in assembly.findall("type") if t.get("preserve") == "all"]
+    return [t.attrib["fullname"] for t in assembly.findall("type") if t.get("preserve") == "all"]
 
 
 def test_every_reflected_type_and_member_is_preserved(assemblies: Path) -> None:
@@ -66,7 +66,8 @@ def test_every_reflected_type_and_member_is_preserved(assemblies: Path) -> None:
     found: dict[str, dict[str, list[str]]] = {}
     for dll in (assemblies / "CoreAI.Client.dll", build_hosting()):
         found[dll.stem] = serialized_types(Assembly.LoadFrom(str(dll)))
-    assert "CoreAI.V1.RunTaskRequest" in found["CoreAI.Client"] and "CoreAI.Launcher.RuntimeState" in found["CoreAI.Hosting"]
+    assert "CoreAI.V1.RunTaskRequest" in found["CoreAI.Client"]
+    assert "CoreAI.Launcher.RuntimeState" in found["CoreAI.Hosting"]
     assert "CoreAI.Runtime.ProtoInt64Converter" in found["CoreAI.Client"]
     for assembly, types in found.items():
         unpreserved = {name: missing for name, missing in types.items() if missing}

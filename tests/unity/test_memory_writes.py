@@ -94,7 +94,8 @@ def test_the_game_awaits_the_write_gets_memory_changed_on_the_main_thread_or_wai
         "Player's debt: 25 gold"]
     # Waiting in a stream: the reply streams, then OnMemoryWrite on the main thread, then the result with the write.
     streamed = report.StreamedTurn
-    assert [w.Lines[0].Stored for w in report.StreamedWrites] == ["Player's horse: Clover"] and report.StreamedWriteOnMain
+    assert [w.Lines[0].Stored for w in report.StreamedWrites] == ["Player's horse: Clover"]
+    assert report.StreamedWriteOnMain
     assert streamed.MemoryWrite is not None and not streamed.MemoryWritePending
     # The async-enumerable pattern ends with the write.
     assert list(report.ItemKinds)[-1] == "MemoryWrite"

@@ -15,10 +15,10 @@ from tests.support.internals import internal, member
 from tests.support.scale_out import TOKEN, Deployment, scripted_deployment
 from tests.unity.conftest import wait
 
-SCRIPT = {"rules": [{"when": {"hint": "How much"}, "reply": "Let me see.",
-                     "tool_calls": [{"name": "quote_price", "arguments": {"item": "Steel"}}],
-                     "after_tools": "That is 45 gold."}],
-          "default": {"reply": "Aye."}}
+SCRIPT: dict[str, object] = {"rules": [{"when": {"hint": "How much"}, "reply": "Let me see.",
+                                      "tool_calls": [{"name": "quote_price", "arguments": {"item": "Steel"}}],
+                                      "after_tools": "That is 45 gold."}],
+                           "default": {"reply": "Aye."}}
 SCOPES = [None, ("studio", "alex", "slot1", ""), ("studio", "alex", "", ""), ("", "", "", "topic")]
 
 
@@ -53,9 +53,11 @@ def test_calls_about_no_conversation_name_none_and_a_turn_without_a_role_is_crea
 
     affinity = internal("CoreAI.Runtime.ConversationAffinity")
     turn, load = RunTaskRequest(), LoadStateRequest()
-    turn.Target = _target("", SCOPES[1], "")
-    load.Target = _target("  ", SCOPES[1], "")
-    assert affinity.Of(turn) == conversation_id("Creator", AgentMemoryScope(*SCOPES[1]))
+    scope = SCOPES[1]
+    assert scope is not None
+    turn.Target = _target("", scope, "")
+    load.Target = _target("  ", scope, "")
+    assert affinity.Of(turn) == conversation_id("Creator", AgentMemoryScope(*scope))
     assert affinity.Of(load) is None  # refused by any runtime alike
     assert affinity.Of(HealthRequest()) is None and affinity.Of(SubmitToolResultRequest()) is None
 

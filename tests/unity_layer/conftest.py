@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.fixtures import tiny_endless_model_path  # noqa: F401  (the frozen runtime's turn)
 from tests.support.tiny_model import write_tiny_model
 from tests.unity_layer.dotnet import ROOT, load_assemblies
-from tools.build_csharp import DEFAULT_OUT, compile_assembly, sources
+from tools.build_csharp import DEFAULT_OUT, build_client, build_stubs, build_unity, compile_assembly, sources
+from tools.build_runtime import DEFAULT_DIST, DEFAULT_WORK, build
 
 SCENARIOS = "CoreAI.Tests.UnityLayer"
 
@@ -22,7 +20,8 @@ PYTHON = ROOT / ".venv" / "bin" / "python"
 
 @pytest.fixture(scope="session")
 def assemblies() -> Path:
-    """Core (with the launcher), the Unity layer and the editor, compiled and loaded; this thread is Unity's main thread.
+    """Core (with the launcher), the Unity layer and the editor, compiled and loaded; this thread is Unity's main
+    thread.
 
     The stub engine enforces Unity's main-thread rule from here on: Application.persistentDataPath and the other
     main-thread-only members throw a UnityException on any other thread, as in a real editor.
@@ -34,7 +33,8 @@ def assemblies() -> Path:
     from tests.support.sync_store_calls import raise_for_a_shared_machine
 
     StubEngine.BecomeMainThread()
-    SynchronizationContext.SetSynchronizationContext(None)  # Unity's context only inside these tests (main_thread_context)
+    # Unity's context only inside these tests (main_thread_context)
+    SynchronizationContext.SetSynchronizationContext(None)
     raise_for_a_shared_machine()  # synchronous store calls get room (their 2 s default has its own test)
     return built
 
@@ -62,11 +62,31 @@ def scenarios(assemblies: Path) -> Path:
     """The game code of these tests (tests/unity_layer/csharp) compiled against the package and the stubs, loaded."""
     import clr
 
-    refs = sorted(DEFAULT_OUT.glob("Unity*.dll")) + [DEFAULT_OUT / f"{n}.dll" for n in
-                                                     ("CoreAI.Client", "CoreAI.Hosting", "CoreAI.Runtime.Unity", "CoreAI.Editor")]
+    refs = sorted(DEFAULT_OUT.glob("Unity*.dll")) + [DEFAULT_OUT / f"{n}.dll" for n in (
+        "CoreAI.Client", "CoreAI.Hosting", "CoreAI.Runtime.Unity", "CoreAI.Editor")]
     dll = compile_assembly(SCENARIOS, sources(Path(__file__).parent / "csharp"), DEFAULT_OUT, refs)
     clr.AddReference(str(dll))
     return assemblies
+
+
+@pytest.fixture(scope="module")
+def sample(assemblies: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample assembly (Samples~/BlacksmithNpc), compiled against the package and the Unity stubs, loaded."""
+    import clr
+
+    files = sorted((ROOT / "unity_package" / "Samples~" / "BlacksmithNpc").rglob("*.cs"))
+    unity = build_unity()
+    assert unity is not None
+    dll = compile_assembly("CoreAI.Samples.BlacksmithNpc", files, tmp_path_factory.mktemp("sample"),
+                           [build_client(), *build_stubs(), unity])
+    clr.AddReference(str(dll))
+    return dll
+
+
+@pytest.fixture(scope="module")
+def frozen_runtime() -> Path:
+    """The frozen executable (built once, then reused while nothing it is made from changed)."""
+    return build(DEFAULT_DIST, DEFAULT_WORK)
 
 
 @pytest.fixture(scope="session")
@@ -122,20 +142,3 @@ def launchers() -> Iterator[list]:
     yield created
     for launcher in created:
         launcher.Stop()
-
-
-_exit_status = {"code": 0}
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Remember the exit code for pytest_unconfigure."""
-    _exit_status["code"] = int(exitstatus)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Skip pythonnet's slow shutdown (3-5 s) while keeping the exit code."""
-    if "clr" in sys.modules:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(_exit_status["code"])

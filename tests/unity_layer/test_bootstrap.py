@@ -63,7 +63,8 @@ def _until_ready(bootstrap, ready: list) -> None:
     wait_for(tick, 60, "RuntimeReady on the main thread")
 
 
-def test_bootstrap_runs_the_runtime_for_play_mode(unity_state: Path, tiny_model: Path, tmp_path: Path, monkeypatch) -> None:
+def test_bootstrap_runs_the_runtime_for_play_mode(unity_state: Path, tiny_model: Path, tmp_path: Path,
+                                                  monkeypatch) -> None:
     import threading
 
     from UnityEngine import StubLog
@@ -131,7 +132,6 @@ def test_missing_runtime_is_reported_on_the_main_thread(unity_state: Path, tiny_
 
 def test_bootstrap_without_settings_says_so(unity_state: Path) -> None:
     from System import AggregateException
-
     from UnityEngine import StubLog
 
     bootstrap = _bootstrap(None)
@@ -143,9 +143,9 @@ def test_bootstrap_without_settings_says_so(unity_state: Path) -> None:
 
 
 def test_main_thread_queue_runs_in_order_and_survives_a_failing_action(assemblies) -> None:
-    from System import Action, Exception as DotNetException
-
     from CoreAI.UnityIntegration import MainThreadQueue
+    from System import Action
+    from System import Exception as DotNetException
 
     queue = MainThreadQueue()
     ran: list = []
@@ -227,5 +227,6 @@ def test_editor_play_stop_keeps_one_runtime_shared_with_the_inspector(unity_stat
     finally:
         StubState.IsEditor = False
         family = tree(ready[0]) if ready else []
-        assert RuntimeLauncher.StopRecorded(str(unity_state), __import__("System").TimeSpan.FromSeconds(10)) or not ready
+        stopped = RuntimeLauncher.StopRecorded(str(unity_state), __import__("System").TimeSpan.FromSeconds(10))
+        assert stopped or not ready
         wait_for(lambda: not any(is_alive(p) for p in family), 15, "the runtime to stop")

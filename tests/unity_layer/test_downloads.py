@@ -11,6 +11,7 @@ import stat
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,7 +62,7 @@ def _error(task):
 
 
 def _on_main_thread(seen: list):
-    from CoreAI.Downloads import DownloadProgress  # noqa: F401 - the type the handler receives
+    from CoreAI.Downloads import DownloadProgress
     from System import Action
 
     main = threading.get_ident()
@@ -74,7 +75,8 @@ def test_the_generated_catalogue_is_the_runtimes(assemblies) -> None:
     assert gen_catalog_csharp.OUT.read_text(encoding="utf-8") == gen_catalog_csharp.render(), \
         "run python tools/gen_catalog_csharp.py"
     entry = ModelCatalog.Find("SMOLLM2-135M")
-    assert entry.Sha256 == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53" and entry.SizeBytes == 98362432
+    assert entry.Sha256 == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+    assert entry.SizeBytes == 98362432
 
 
 def test_a_model_pulled_in_csharp_reports_progress_on_the_main_thread_and_the_runtime_finds_it(
@@ -84,7 +86,8 @@ def test_a_model_pulled_in_csharp_reports_progress_on_the_main_thread_and_the_ru
     from System.Threading import CancellationToken
 
     server.files["/slow.gguf"] = Served(gguf, chunk=16 * 1024, delay_s=0.02)  # several 100 ms progress ticks
-    queue, seen = MainThreadQueue(), []
+    queue = MainThreadQueue()
+    seen: list[Any] = []
     store = ModelStore(str(tmp_path / "models"))
     sha = hashlib.sha256(gguf).hexdigest()
     task = store.PullAsync("npc-model", server.url("/slow.gguf"), sha, len(gguf), "url",
@@ -151,13 +154,15 @@ def test_the_runtime_archive_is_fetched_checked_and_swapped_in(assemblies, serve
     from CoreAI.UnityIntegration import MainThreadProgress, MainThreadQueue
     from System.Threading import CancellationToken
 
-    archive, checksum = package_runtime.package(_fake_runtime(tmp_path / "dist", "v2"), tmp_path / "release", "linux", "x64")
+    archive, checksum = package_runtime.package(_fake_runtime(tmp_path / "dist", "v2"), tmp_path / "release", "linux",
+                                                "x64")
     assert archive.name == RuntimeArchive.ArchiveName("linux", "x64") == "coreai-runtime-linux-x64.tar.gz"
     server.files["/releases/download/v2/" + archive.name] = Served(archive.read_bytes(), chunk=4096, delay_s=0.01)
     server.files["/releases/download/v2/" + checksum.name] = Served(checksum.read_bytes())
     target = tmp_path / "Project" / "CoreAIRuntime" / "Linux"
     _fake_runtime(target, "v1")  # an older runtime is there: replaced whole
-    queue, seen = MainThreadQueue(), []
+    queue = MainThreadQueue()
+    seen: list[Any] = []
     base = server.url("/releases/download/v2")
     task = RuntimeArchive.FetchAsync(base, "linux", "x64", str(target),
                                      MainThreadProgress(queue, _on_main_thread(seen)), CancellationToken(False))
@@ -183,7 +188,8 @@ def test_the_runtime_archive_is_fetched_checked_and_swapped_in(assemblies, serve
     missing = RuntimeArchive.FetchAsync(base, "macos", "arm64", str(tmp_path / "Project" / "CoreAIRuntime" / "macOS"),
                                         None, CancellationToken(False))
     _settle(missing)
-    assert _error(missing).Kind == DownloadFailure.NotFound and "coreai-runtime-macos-arm64.tar.gz" in _error(missing).Message
+    assert _error(missing).Kind == DownloadFailure.NotFound
+    assert "coreai-runtime-macos-arm64.tar.gz" in _error(missing).Message
 
 
 def test_the_release_url_follows_the_git_url_the_package_came_from(assemblies) -> None:
@@ -240,7 +246,8 @@ def test_the_models_panel_pulls_assigns_and_fetches_the_runtime(project, server:
     panel.ProgressChanged += _on_main_thread(seen)
     sha = hashlib.sha256(gguf).hexdigest()
     server.files["/npc.gguf"] = Served(gguf, chunk=16 * 1024, delay_s=0.02)
-    entry = CatalogModel("test-npc", server.url("/npc.gguf"), sha, len(gguf), "Apache-2.0", 2048, "structured", "writer",
+    entry = CatalogModel("test-npc", server.url("/npc.gguf"), sha, len(gguf), "Apache-2.0", 2048, "structured",
+                         "writer",
                          "a test model", "computed in the test")
     dirty = StubDialogs.DirtyCount
     task = panel.Pull(entry)
@@ -291,7 +298,9 @@ def test_a_player_downloads_its_model_on_first_launch_then_starts_the_runtime_wi
     StubState.PersistentDataPath, StubState.IsPlaying, StubState.IsEditor = str(persistent), True, False
     StubState.DataPath = str(tmp_path / "Game_Data")
     bootstrap = _bootstrap(settings)
-    seen, ready, failed = [], [], []
+    seen: list[Any] = []
+    ready: list[Any] = []
+    failed: list[Any] = []
     bootstrap.ModelDownloadProgress += _on_main_thread(seen)
     bootstrap.RuntimeReady += lambda endpoint: ready.append(endpoint)
     bootstrap.RuntimeFailed += lambda error: failed.append(error.Message)

@@ -1,5 +1,6 @@
 """The editor's model pulls and runtime fetches outlive the Models window, script reloads and Play: a reload pauses the
-download (the partial file stays), the reloaded editor resumes it with an HTTP range, and the result reaches the settings
+download (the partial file stays), the reloaded editor resumes it with an HTTP range, and the result reaches the
+settings
 asset. A cancelled or failed download leaves no partial and no lock file; a dropped connection is retried, resuming."""
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def _tick_until(condition, timeout: float) -> None:
 def _entry(server: FileServer, gguf: bytes, path: str = "/npc.gguf", sha: str | None = None):
     from CoreAI.Downloads import CatalogModel
 
-    return CatalogModel("test-npc", server.url(path), sha or hashlib.sha256(gguf).hexdigest(), len(gguf), "Apache-2.0", 2048,
+    return CatalogModel("test-npc", server.url(path), sha or hashlib.sha256(gguf).hexdigest(), len(gguf), "Apache-2.0",
+                        2048,
                         "structured", "writer", "a test model", "computed in the test")
 
 
@@ -185,9 +187,11 @@ def test_a_runtime_fetched_while_one_runs_from_its_folder_waits_beside_it(editor
     folder.mkdir(parents=True)
     (folder / "coreai-runtime").write_text("#!/bin/sh\necho old\n")
     # The editor's runtime runs from that folder (recorded, alive: this test process stands in for it).
-    state = Path(os.environ.get("COREAI_TEST_PERSISTENT", str(tmp_path / "persistent"))) / "CoreAI" / "runtime" / "editor"
+    persistent = Path(os.environ.get("COREAI_TEST_PERSISTENT", str(tmp_path / "persistent")))
+    state = persistent / "CoreAI" / "runtime" / "editor"
     state.mkdir(parents=True)
-    (state / "launcher.json").write_text(json.dumps({"pid": os.getpid(), "host": "127.0.0.1", "connectPort": 1, "token": "t",
+    (state / "launcher.json").write_text(json.dumps({"pid": os.getpid(), "host": "127.0.0.1", "connectPort": 1,
+                                                    "token": "t",
                                                     "runtimePath": str(folder / "coreai-runtime")}))
     dist = tmp_path / "dist"
     dist.mkdir()
@@ -201,10 +205,12 @@ def test_a_runtime_fetched_while_one_runs_from_its_folder_waits_beside_it(editor
     done = ModelsPanel(settings, str(root)).FetchRuntime("linux", "x64", server.url("/v3"))
     _tick_until(lambda: not EditorDownloads.Busy, 60)
     assert done.Result is True, EditorDownloads.Status
-    assert (folder / "coreai-runtime").read_text().endswith("echo old\n"), "the running runtime's folder was not swapped"
+    assert (folder / "coreai-runtime").read_text().endswith("echo old\n"), (
+        "the running runtime's folder was not swapped")
     pending = root / "CoreAIRuntime" / "Linux.pending"
     assert (pending / "coreai-runtime").read_text().endswith("echo new\n")
     assert os.access(pending / "llama-server", os.X_OK) and os.access(pending / "coreai-runtime", os.X_OK)
     assert (pending / "coreai-runtime.version").read_text().startswith("v3 coreai-runtime-linux-x64.tar.gz sha256:")
     assert "replaces it at its next start" in EditorDownloads.Status
-    assert settings.RuntimeProgram == RuntimeProgram.BundledExecutable and settings.RuntimePath == "CoreAIRuntime/Linux/coreai-runtime"
+    assert settings.RuntimeProgram == RuntimeProgram.BundledExecutable
+    assert settings.RuntimePath == "CoreAIRuntime/Linux/coreai-runtime"

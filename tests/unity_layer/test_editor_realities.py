@@ -121,7 +121,8 @@ def test_webgl_is_refused_up_front_even_with_a_remote_url(editor: Path, tmp_path
         task = bootstrap.StartRuntime()
         assert task.IsFaulted, "no connection is even attempted: HttpWebRequest does not exist in a browser"
         error = task.Exception.GetBaseException()
-        assert error.Failure == RuntimeLaunchFailure.PlatformUnsupported and "WebGLPlayer is not supported" in error.Message
+        assert error.Failure == RuntimeLaunchFailure.PlatformUnsupported
+        assert "WebGLPlayer is not supported" in error.Message
         assert bootstrap.Remote is None
     finally:
         StubState.Platform, StubState.IsPlaying = RuntimePlatform.LinuxEditor, False
@@ -183,7 +184,8 @@ def test_remote_mode_gets_androids_internet_permission_and_ios_local_network_tex
     plist.write_text('<?xml version="1.0" encoding="UTF-8"?>\n'
                      '<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" '
                      '"http://www.apple.com/DTDs/PropertyList-1.0.dtd">\n'
-                     '<plist version="1.0">\n<dict>\n<key>CFBundleName</key>\n<string>Game</string>\n</dict>\n</plist>\n')
+                     '<plist version="1.0">\n<dict>\n<key>CFBundleName</key>\n<string>Game</string>\n'
+                     '</dict>\n</plist>\n')
     assert RemoteModeBuildStep.Finish(settings, "iOS", str(xcode))
     text = plist.read_text()
     assert "<key>NSLocalNetworkUsageDescription</key>" in text and "<key>CFBundleName</key>" in text
@@ -211,7 +213,8 @@ def _inspect(window) -> str:
     return _field(window, "status")
 
 
-def test_the_memory_inspector_never_replaces_nor_restarts_the_play_sessions_runtime(editor: Path, tiny_model: Path) -> None:
+def test_the_memory_inspector_never_replaces_nor_restarts_the_play_sessions_runtime(editor: Path,
+                                                                                    tiny_model: Path) -> None:
     from CoreAI.EditorTools import MemoryInspectorWindow
     from CoreAI.Launcher import RuntimeLauncher
     from CoreAI.UnityIntegration import ProjectIdentity, ProjectPaths

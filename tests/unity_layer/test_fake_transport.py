@@ -31,5 +31,6 @@ def test_a_turn_over_the_fake_transport_pushes_the_role_and_carries_the_default_
     explicit = AiTaskRequest()
     explicit.RoleId, explicit.Hint, explicit.Scope = "Blacksmith", "Hi", AgentMemoryScope.ForUser("save-slot-1")
     wait(orchestrator.RunTaskAsync(explicit))
-    assert json.loads(fake.Calls[-1].Request)["target"]["scope"]["userId"] == "save-slot-1", "a scope the game passes wins"
+    assert json.loads(fake.Calls[-1].Request)["target"]["scope"]["userId"] == "save-slot-1", (
+        "a scope the game passes wins")
     assert [c.Method for c in fake.Calls].count("ConfigureRole") == 1, "pushed once while it did not change"

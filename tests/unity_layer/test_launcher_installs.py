@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 from tests.unity_layer.conftest import PYTHON
-from tests.unity_layer.dotnet import ROOT
 from tests.unity_layer.processes import is_alive
 
 
@@ -64,13 +63,15 @@ def test_the_bits_come_back_and_a_waiting_runtime_replaces_the_running_one_at_th
     assert third.Start().ProcessId == new and third.Reused
 
 
-def test_a_read_only_tool_takes_the_running_runtime_whatever_its_settings(make_options, launchers, tmp_path: Path) -> None:
+def test_a_read_only_tool_takes_the_running_runtime_whatever_its_settings(make_options, launchers,
+                                                                          tmp_path: Path) -> None:
     from CoreAI.Launcher import RuntimeLauncher
 
     game = RuntimeLauncher(make_options(tmp_path / "persistent"))
     launchers.append(game)
     pid = game.Start().ProcessId
-    changed = make_options(tmp_path / "persistent", ConnectPort=game.Endpoint.ConnectPort, GrpcPort=game.Endpoint.GrpcPort,
+    changed = make_options(tmp_path / "persistent", ConnectPort=game.Endpoint.ConnectPort,
+                           GrpcPort=game.Endpoint.GrpcPort,
                            ModelPort=game.Endpoint.ModelPort)
     changed.ExtraServeArguments.Add("--chat-history-cap")
     changed.ExtraServeArguments.Add("7")  # other settings than the play session's runtime
@@ -88,7 +89,8 @@ def test_quitting_waits_briefly_then_kills_a_runtime_that_does_not_stop(scenario
     from tests.support.internals import internal
 
     # A "runtime" that ignores SIGTERM and has no Shutdown endpoint: only a kill ends it.
-    stubborn = SpawnProbe.Spawn("/bin/sh", ["-c", "trap '' TERM; exec sleep 120"], [], str(tmp_path), str(tmp_path / "log"),
+    stubborn = SpawnProbe.Spawn("/bin/sh", ["-c", "trap '' TERM; exec sleep 120"], [], str(tmp_path),
+                                str(tmp_path / "log"),
                                 False, False)
     from System import TimeSpan
 
@@ -110,7 +112,8 @@ def test_a_bundled_folder_copied_by_a_build_keeps_its_links_and_gets_its_bits(as
     (source / "_internal").mkdir()
     (source / "_internal" / "libx.so.1").write_bytes(b"\0")
     (source / "_internal" / "libx.so").symlink_to("libx.so.1")
-    result = BundledRuntime.CopyInto("StandaloneLinux64", "linux", str(source), None, str(tmp_path / "Game_Data" / "StreamingAssets"))
+    result = BundledRuntime.CopyInto("StandaloneLinux64", "linux", str(source), None,
+                                     str(tmp_path / "Game_Data" / "StreamingAssets"))
     copied = Path(result.RuntimeFolder)
     assert os.access(copied / "coreai-runtime", os.X_OK) and os.access(copied / "llama-server", os.X_OK)
     assert os.readlink(copied / "_internal" / "libx.so") == "libx.so.1"

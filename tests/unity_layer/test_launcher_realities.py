@@ -55,7 +55,7 @@ class GatedModelServer:
         gate = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            def do_GET(self) -> None:
                 gate.authorizations.append(self.headers.get("Authorization", ""))
                 gate.asked.set()
                 gate.opened.wait(60)
@@ -104,7 +104,8 @@ def test_the_launcher_gives_the_runtime_its_log_file_and_no_pipe(make_options, l
     assert "ready;" in Path(launcher.LogFilePath).read_text()
 
 
-def test_detach_during_the_first_model_load_leaves_the_runtime_to_the_next_launcher(make_options, launchers, gated_model,
+def test_detach_during_the_first_model_load_leaves_the_runtime_to_the_next_launcher(make_options, launchers,
+                                                                                    gated_model,
                                                                                     tmp_path: Path) -> None:
     from CoreAI.Launcher import RuntimeLauncher, RuntimeLaunchFailure
 
@@ -207,7 +208,7 @@ def test_a_second_editor_process_of_the_project_shares_the_runtime(make_options,
 
 
 def test_taken_ports_are_replaced_by_the_projects_own_and_reported(make_options, launchers, tmp_path: Path) -> None:
-    from CoreAI.Launcher import RuntimeLauncher, RuntimeLaunchFailure, RuntimeLaunchException
+    from CoreAI.Launcher import RuntimeLauncher, RuntimeLaunchException, RuntimeLaunchFailure
 
     options = make_options(tmp_path / "persistent")
     squatter = socket.socket()  # another game's runtime on our Connect port
@@ -240,7 +241,8 @@ def test_taken_ports_are_replaced_by_the_projects_own_and_reported(make_options,
         squatter.close()
 
 
-def test_delete_all_saves_is_not_undone_by_a_watching_launchers_restart(make_options, launchers, tmp_path: Path) -> None:
+def test_delete_all_saves_is_not_undone_by_a_watching_launchers_restart(make_options, launchers,
+                                                                        tmp_path: Path) -> None:
     from CoreAI.EditorTools import PersistentSaves
     from CoreAI.Launcher import RuntimeLauncher
 

@@ -1,6 +1,7 @@
 """Unity 6 Multiplayer Play Mode and what a game's lifecycle asks of the bootstrap: a virtual player (a second editor
 running the project's clone from Library/VP/<id>/) is the same project with its own memory scope and shares the main
-editor's runtime; the bootstrap runs before the game's scripts; quitting holds the main thread only briefly, even when the
+editor's runtime; the bootstrap runs before the game's scripts; quitting holds the main thread only briefly, even when
+the
 runtime hangs; a player's first-launch download can be cancelled (nothing kept) and survives quitting (paused)."""
 
 from __future__ import annotations
@@ -118,7 +119,8 @@ def test_the_bootstrap_runs_before_the_games_scripts(scenarios, tmp_path: Path) 
 
 
 def test_quitting_a_player_holds_the_main_thread_briefly_even_when_the_runtime_hangs(scenarios, tiny_model: Path,
-                                                                                     tmp_path: Path, monkeypatch) -> None:
+                                                                                     tmp_path: Path,
+                                                                                     monkeypatch) -> None:
     from UnityEngine import StubState
 
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
@@ -190,7 +192,8 @@ def test_a_first_launch_download_can_be_cancelled_and_survives_quitting(scenario
             assert failed and failed[0].Kind == DownloadFailure.Cancelled
         else:
             assert error.Kind == DownloadFailure.Paused and error.Resumable, "resumed next launch"
-            assert left == ["first-launch-npc.gguf.partial", "first-launch-npc.gguf.partial.json"], "the bytes and their record"
+            assert left == ["first-launch-npc.gguf.partial", "first-launch-npc.gguf.partial.json"], (
+                "the bytes and their record")
             assert not failed, "quitting is not a failure to report"
     finally:
         server.close()

@@ -18,12 +18,12 @@ from tools.build_csharp import (
     TEST_FOLDERS,
     UNITY,
     BuildError,
+    assembly_of_tests,
     build,
     build_client,
     build_stubs,
     build_unity,
     compile_assembly,
-    assembly_of_tests,
 )
 
 PACKAGE = ROOT / "unity_package"
@@ -37,7 +37,9 @@ def test_core_unity_layer_and_editor_compile() -> None:
 
 
 def test_the_sample_compiles_against_the_package(tmp_path: Path) -> None:
-    refs = [build_client(), *build_stubs(), build_unity()]
+    unity = build_unity()
+    assert unity is not None
+    refs = [build_client(), *build_stubs(), unity]
     files = sorted((PACKAGE / "Samples~" / "BlacksmithNpc").rglob("*.cs"))
     assert compile_assembly("CoreAI.Samples.BlacksmithNpc", files, tmp_path, refs).exists()
 
@@ -60,12 +62,15 @@ def test_no_async_void_and_every_type_in_a_namespace() -> None:
     for path in sources:
         text = path.read_text()
         assert not re.search(r"\basync\s+void\b", text), f"async void in {path.name}"
-        declares = re.search(r"^\s*(?:public|internal)?\s*(?:static |sealed |abstract |partial )*(?:class|struct|enum|interface) ", text, re.M)
-        assert not declares or re.search(r"^namespace \S+", text, re.M), f"{path.name} declares types outside a namespace"
+        declares = re.search(r"^\s*(?:public|internal)?\s*(?:static |sealed |abstract |partial )*"
+                             r"(?:class|struct|enum|interface) ", text, re.M)
+        assert not declares or re.search(r"^namespace \S+", text, re.M), (
+            f"{path.name} declares types outside a namespace")
 
 
 _PUBLIC_TYPE = re.compile(
-    r"^    public\s+(?:(?:static|sealed|abstract|partial|readonly)\s+)*(?:class|struct|interface|enum|delegate)\s+(\w+)", re.M)
+    r"^    public\s+(?:(?:static|sealed|abstract|partial|readonly)\s+)*"
+    r"(?:class|struct|interface|enum|delegate)\s+(\w+)", re.M)
 
 
 def test_one_public_type_per_file_named_after_it() -> None:
@@ -147,7 +152,7 @@ def test_every_own_file_and_folder_has_a_unique_meta() -> None:
     for folder in OWN_FOLDERS:
         paths += [p for p in (PACKAGE / folder).rglob("*") if p.suffix != ".meta"]
     paths += [PACKAGE / f for f in OWN_FOLDERS if PACKAGE / f not in paths]
-    guids = {}
+    guids: dict[str, str] = {}
     for path in paths:
         meta = path.with_name(path.name + ".meta")
         assert meta.exists(), f"missing {meta.relative_to(PACKAGE)}"
@@ -226,7 +231,8 @@ def test_the_linker_callback_hands_over_the_packages_link_xml(assemblies, tmp_pa
     assert "CoreAI.V1.*" in path.read_text()
 
 
-# What Unity defines for players that cannot start processes; CoreAI.Hosting is not compiled there (its asmdef's platforms).
+# What Unity defines for players that cannot start processes; CoreAI.Hosting is not compiled there (its asmdef's
+# platforms).
 NO_HOSTING = {
     "iOS": ["UNITY_5_3_OR_NEWER", "UNITY_IOS"],
     "Android": ["UNITY_5_3_OR_NEWER", "UNITY_ANDROID"],
@@ -244,6 +250,7 @@ def test_the_unity_layer_and_the_sample_compile_without_hosting(platform: str, t
     stubs = build_stubs()
     unity = compile_assembly(UNITY, sorted((PACKAGE / "Runtime" / "Unity").rglob("*.cs")), tmp_path, [client, stubs[0]],
                              defines=defines)
-    sample = compile_assembly("CoreAI.Samples.BlacksmithNpc", sorted((PACKAGE / "Samples~" / "BlacksmithNpc").rglob("*.cs")),
+    sample = compile_assembly("CoreAI.Samples.BlacksmithNpc",
+                              sorted((PACKAGE / "Samples~" / "BlacksmithNpc").rglob("*.cs")),
                               tmp_path, [client, stubs[0], unity], defines=defines)
     assert sample.exists()

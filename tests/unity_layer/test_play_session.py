@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from tests.support.fixtures import tiny_llama_server, tiny_model_path  # noqa: F401 - fixtures
 from tests.unity.conftest import TOKEN, Runtime, start_runtime
 from tests.unity_layer.frames import pump_until
 from tests.unity_layer.processes import wait_for
@@ -35,7 +34,7 @@ def outcome(task: Any) -> str:
 
 
 @pytest.fixture
-def runtime(scenarios: Path, tiny_llama_server: Any, tmp_path: Path) -> Iterator[Runtime]:  # noqa: F811
+def runtime(scenarios: Path, tiny_llama_server: Any, tmp_path: Path) -> Iterator[Runtime]:
     """A real runtime (RPC in this process, the tiny model in a llama.cpp child) on free ports."""
     rt = start_runtime(tmp_path / "data", tiny_llama_server)
     yield rt
@@ -81,7 +80,8 @@ def _play(bootstrap: Any) -> None:
     pump_until(lambda: bootstrap.IsReady, 60, "the bootstrap to connect")
 
 
-def test_a_main_thread_tool_runs_on_the_main_thread_when_the_turn_starts_on_the_pool(edit_mode, runtime: Runtime) -> None:
+def test_a_main_thread_tool_runs_on_the_main_thread_when_the_turn_starts_on_the_pool(edit_mode,
+                                                                                     runtime: Runtime) -> None:
     from CoreAI.Ai import AgentMemoryPolicy
     from CoreAI.Tests.UnityLayer import ToolProbe
 
@@ -92,7 +92,8 @@ def test_a_main_thread_tool_runs_on_the_main_thread_when_the_turn_starts_on_the_
     request = probe.Register(policy, "Smith", True)
     client = bootstrap.CreateClient(policy)
     try:
-        turn = ToolProbe.StartFromThreadPool(client.CreateOrchestrator(), request)  # no context: after ConfigureAwait(false)
+        # no context: after ConfigureAwait(false)
+        turn = ToolProbe.StartFromThreadPool(client.CreateOrchestrator(), request)
         pump_until(lambda: turn.IsCompleted, 120, "the turn")
         assert outcome(turn) == "ok"
         assert turn.Result.ToolResults[0].Success and turn.Result.ToolResults[0].Content == "30 gold"
@@ -124,7 +125,8 @@ def test_after_a_script_edit_in_play_mode_clients_still_have_the_main_thread(edi
         client.Dispose()
 
 
-def test_without_a_main_thread_a_main_thread_tool_is_refused_not_run_on_the_pool(scenarios: Path, runtime: Runtime) -> None:
+def test_without_a_main_thread_a_main_thread_tool_is_refused_not_run_on_the_pool(scenarios: Path,
+                                                                                  runtime: Runtime) -> None:
     from CoreAI.Ai import AgentMemoryPolicy
     from CoreAI.Tests.UnityLayer import ToolProbe
 

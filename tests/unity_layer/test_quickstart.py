@@ -118,7 +118,8 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Served]:
     check_binaries(frozen, host_os(), host_arch())
     archive, checksum = package_runtime.package(frozen, tmp_path_factory.mktemp("release"), host_os(), host_arch())
     path = urlsplit(RELEASE).path
-    return {f"{path}/{archive.name}": Served(archive.read_bytes()), f"{path}/{checksum.name}": Served(checksum.read_bytes())}
+    return {f"{path}/{archive.name}": Served(archive.read_bytes()),
+            f"{path}/{checksum.name}": Served(checksum.read_bytes())}
 
 
 @pytest.fixture(scope="module")
@@ -127,8 +128,10 @@ def sample(assemblies: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     import clr
 
     files = sorted((ROOT / "unity_package" / "Samples~" / "BlacksmithNpc").rglob("*.cs"))
+    unity = build_unity()
+    assert unity is not None
     dll = compile_assembly("CoreAI.Samples.BlacksmithNpc", files, tmp_path_factory.mktemp("sample"),
-                           [build_client(), build_hosting(), *build_stubs(), build_unity()])
+                           [build_client(), build_hosting(), *build_stubs(), unity])
     clr.AddReference(str(dll))
     return dll
 

@@ -79,7 +79,8 @@ def _pump(bootstrap, events: dict, key: str) -> None:
     wait_for(tick, 60, f"{key} on the main thread")
 
 
-@pytest.mark.parametrize("platform", ["Android", "IPhonePlayer", "PS5", "Switch", "XboxOne"])  # WebGL: test_editor_realities
+# WebGL: test_editor_realities
+@pytest.mark.parametrize("platform", ["Android", "IPhonePlayer", "PS5", "Switch", "XboxOne"])
 def test_a_platform_without_processes_or_url_fails_once_naming_both_options(player, platform: str) -> None:
     from CoreAI.Launcher import RuntimeLaunchException, RuntimeLaunchFailure
     from UnityEngine import RuntimePlatform, StubLog
@@ -110,8 +111,8 @@ def test_desktop_platforms_launch_and_others_do_not(assemblies) -> None:
     for name in ("WindowsPlayer", "WindowsEditor", "OSXPlayer", "OSXEditor", "LinuxPlayer", "LinuxEditor",
                  "LinuxServer", "WindowsServer", "OSXServer"):
         assert RuntimePlatforms.CanStartProcesses(name), name
-    for name in ("Android", "IPhonePlayer", "tvOS", "WebGLPlayer", "PS4", "PS5", "XboxOne", "Switch", "", None):
-        assert not RuntimePlatforms.CanStartProcesses(name), name
+    for platform in ("Android", "IPhonePlayer", "tvOS", "WebGLPlayer", "PS4", "PS5", "XboxOne", "Switch", "", None):
+        assert not RuntimePlatforms.CanStartProcesses(platform), platform
 
 
 def test_android_connects_to_a_remote_runtime_over_tls_with_its_token(player, remote_runtime, certificates) -> None:

@@ -25,7 +25,8 @@ def _pki_with_an_intermediate(folder: Path) -> tuple[Path, Path, Path, Path]:
     _openssl(folder, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "root.key", "-out", "root.pem",
              "-days", "1", "-subj", "/CN=CoreAI Test Root", "-addext", "basicConstraints=critical,CA:TRUE",
              "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    (folder / "ca.ext").write_text("basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,cRLSign\n")
+    (folder / "ca.ext").write_text(
+        "basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,cRLSign\n")
     _openssl(folder, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "intermediate.key", "-out", "intermediate.csr",
              "-subj", "/CN=CoreAI Test Intermediate")
     _openssl(folder, "x509", "-req", "-in", "intermediate.csr", "-CA", "root.pem", "-CAkey", "root.key",

@@ -14,7 +14,6 @@ import pytest
 
 from tests.unity_layer.conftest import free_ports
 from tests.unity_layer.processes import cmdline, is_alive, wait_for
-from tests.unity_layer.test_frozen_runtime import frozen_runtime  # noqa: F401 - the (cached) frozen build
 from tools.build_runtime import scrubbed_environment
 
 pytestmark = pytest.mark.timeout(900)  # may include a cold PyInstaller build
@@ -55,7 +54,7 @@ def _files(folder: Path) -> list[str]:
 
 
 def test_a_linux_player_carries_the_frozen_runtime_and_its_bootstrap_runs_it(
-        project, frozen_runtime: Path, tiny_model: Path, tmp_path: Path, monkeypatch) -> None:  # noqa: F811
+        project, frozen_runtime: Path, tiny_model: Path, tmp_path: Path, monkeypatch) -> None:
     from CoreAI.EditorTools import RuntimeBuildStep
     from CoreAI.UnityIntegration import CoreAIRuntimeBootstrap
     from UnityEngine import GameObject, StubState
@@ -182,7 +181,8 @@ def test_a_player_that_could_reach_no_runtime_is_refused_at_build_time(project) 
 
     _, settings = project
     for target in ("Android", "iOS", "PS5", "Switch"):
-        with pytest.raises(BuildFailedException, match=f"{target} cannot start the CoreAI runtime.*no player ships without"):
+        with pytest.raises(BuildFailedException,
+                           match=f"{target} cannot start the CoreAI runtime.*no player ships without"):
             RuntimeBuildStep.Refuse(settings, target)
     with pytest.raises(BuildFailedException, match="WebGL is not supported"):
         RuntimeBuildStep.Refuse(settings, "WebGL")

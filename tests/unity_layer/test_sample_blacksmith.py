@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 
 from tests.rpc.conftest import TOKEN, RuntimeProcess, spawn_runtime
-from tests.unity_layer.dotnet import ROOT
 from tests.unity_layer.frames import pump_until, wait_on_main
-from tools.build_csharp import build_client, build_stubs, build_unity, compile_assembly
 
 SCRIPT = {
     "rules": [
@@ -27,18 +25,6 @@ SCRIPT = {
     ],
     "default": {"reply": "Hm?"},
 }
-
-
-@pytest.fixture(scope="module")
-def sample(assemblies: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The sample assembly, compiled against the package and the Unity stubs, loaded."""
-    import clr
-
-    files = sorted((ROOT / "unity_package" / "Samples~" / "BlacksmithNpc").rglob("*.cs"))
-    dll = compile_assembly("CoreAI.Samples.BlacksmithNpc", files, tmp_path_factory.mktemp("sample"),
-                           [build_client(), *build_stubs(), build_unity()])
-    clr.AddReference(str(dll))
-    return dll
 
 
 @pytest.fixture(scope="module")

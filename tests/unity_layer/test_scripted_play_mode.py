@@ -1,4 +1,5 @@
-"""Play-mode style: the game's launcher starts `serve --scripted-model`, the game's C# API plays deterministic NPC turns.
+"""Play-mode style: the game's launcher starts `serve --scripted-model`, the game's C# API plays deterministic NPC
+turns.
 
 What a game's play-mode CI does without a GGUF: the real launcher, runtime, stores, history and
 tool loop; only the model's words come from a script.

@@ -1,4 +1,5 @@
-"""The spawner the launcher uses on every scripting backend (IL2CPP included, where System.Diagnostics.Process.Start does
+"""The spawner the launcher uses on every scripting backend (IL2CPP included, where System.Diagnostics.Process.Start
+does
 not exist), run for real: posix_spawn through the compiled C# under Mono, checked from outside through /proc.
 
 Start, environment, working directory, stdout/stderr to the log file, exit code, kill, SIGTERM despite a blocked mask,

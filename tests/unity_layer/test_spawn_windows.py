@@ -73,9 +73,9 @@ def test_the_reference_splitter_follows_microsofts_examples(line: str, expected:
     assert split_arguments(line) == expected
 
 
-TRICKY = ["", " ", "plain", "two words", "tab\there", "new\nline", 'quote"inside', '"', '\\"', "trailing\\", "trailing\\\\",
-          "C:\\Program Files\\CoreAI\\", 'a\\\\"b', "back\\slash", "ünïcødé ✓", "--data-dir", "'single'", "&|<>^%!", "x y\\",
-          '\\\\server\\share\\dir with space\\']
+TRICKY = ["", " ", "plain", "two words", "tab\there", "new\nline", 'quote"inside', '"', '\\"', "trailing\\",
+          "trailing\\\\", "C:\\Program Files\\CoreAI\\", 'a\\\\"b', "back\\slash", "ünïcødé ✓", "--data-dir",
+          "'single'", "&|<>^%!", "x y\\", '\\\\server\\share\\dir with space\\']
 
 
 def test_every_argument_comes_back_as_it_was_given() -> None:
@@ -102,7 +102,8 @@ def test_each_argument_is_quoted_only_where_it_must_be(arg: str, quoted: str) ->
 
 
 def _cmd_reads(line: str) -> list[str]:
-    """What the program a batch file hands `%*` to receives: cmd.exe expands the %…% escape, /s strips the outer quotes."""
+    """What the program a batch file hands `%*` to receives: cmd.exe expands the %…% escape, /s strips the outer
+    quotes."""
     after = line.split(" /c ", 1)[1]
     assert after.startswith('"') and after.endswith('"')
     inner = after[1:-1].replace("%%cd:~,%", "%")
@@ -114,8 +115,8 @@ def test_a_batch_file_with_spaces_runs_through_cmd_from_the_system_folder() -> N
 
     cmd = "C:\\Windows\\System32\\cmd.exe"
     batch = "C:\\R&D (x86)\\My Tools\\coreai-runtime.cmd"
-    args = ["serve", "--data-dir", "C:\\Users\\Jo&Ann\\AppData\\LocalLow\\Studio\\Game", "--log-file", "C:\\100% sure\\log",
-            'say "hi"', "", "C:\\trailing\\", "a!b", "%PATH%"]
+    args = ["serve", "--data-dir", "C:\\Users\\Jo&Ann\\AppData\\LocalLow\\Studio\\Game", "--log-file",
+            "C:\\100% sure\\log", 'say "hi"', "", "C:\\trailing\\", "a!b", "%PATH%"]
     line = SpawnProbe.BatchLine(cmd, batch, args)
     assert line.startswith(f'"{cmd}" /d /e:ON /v:OFF /s /c ""{batch}" ')
     assert "%" not in line.replace("%%cd:~,%", ""), "every % is escaped: no %name% can form for cmd.exe to expand"
@@ -123,8 +124,9 @@ def test_a_batch_file_with_spaces_runs_through_cmd_from_the_system_folder() -> N
 
 
 @pytest.mark.parametrize(("arg", "written"), [  # the rows Rust's standard library checks for its own batch quoting
-    ("two", "two"), ("C:\\path\\file", "C:\\path\\file"), ("one a", '"one a"'), ("a&b", '"a&b"'), ("50%", '"50%%cd:~,%"'),
-    ("%OS%", '"%%cd:~,%OS%%cd:~,%"'), ("", '""'), ("C:\\dir\\", '"C:\\dir\\\\"'), ('say "hi"', '"say ""hi"""'), ("a!b", '"a!b"'),
+    ("two", "two"), ("C:\\path\\file", "C:\\path\\file"), ("one a", '"one a"'), ("a&b", '"a&b"'),
+    ("50%", '"50%%cd:~,%"'), ("%OS%", '"%%cd:~,%OS%%cd:~,%"'), ("", '""'), ("C:\\dir\\", '"C:\\dir\\\\"'),
+    ('say "hi"', '"say ""hi"""'), ("a!b", '"a!b"'),
 ])
 def test_batch_arguments_are_written_as_cmd_needs_them(arg: str, written: str) -> None:
     from CoreAI.Tests.UnityLayer import SpawnProbe
@@ -157,7 +159,8 @@ def test_the_environment_block_is_sorted_without_case_and_ends_with_two_nuls() -
 
     os.environ["coreai_lower"] = "parent"
     try:
-        block = SpawnProbe.WindowsEnvironment(["COREAI_RUNTIME_TOKEN=secret", "coreai_lower=child", "Zz_LAST=1", "aa_first=2"])
+        block = SpawnProbe.WindowsEnvironment(["COREAI_RUNTIME_TOKEN=secret", "coreai_lower=child", "Zz_LAST=1",
+                                               "aa_first=2"])
     finally:
         del os.environ["coreai_lower"]
     assert block.endswith("\0") and not block.endswith("\0\0"), "the writer adds the last NUL"
@@ -177,8 +180,8 @@ def test_the_win32_structures_have_the_layout_windows_expects() -> None:
     assert IntPtr.Size == 8
     startup = clr_type("CoreAI.Launcher.Kernel32+StartupInfoEx")
     assert Marshal.SizeOf(startup) == 112  # STARTUPINFOEXW
-    offsets = {name: Marshal.OffsetOf(startup, name).ToInt32() for name in ("Flags", "ShowWindow", "StdInput", "StdError",
-                                                                            "AttributeList")}
+    offsets = {name: Marshal.OffsetOf(startup, name).ToInt32()
+               for name in ("Flags", "ShowWindow", "StdInput", "StdError", "AttributeList")}
     assert offsets == {"Flags": 60, "ShowWindow": 64, "StdInput": 80, "StdError": 96, "AttributeList": 104}
     assert Marshal.SizeOf(clr_type("CoreAI.Launcher.Kernel32+ProcessInformation")) == 24
     assert Marshal.SizeOf(clr_type("CoreAI.Launcher.Kernel32+SecurityAttributes")) == 24
@@ -189,7 +192,8 @@ def test_the_owner_only_acl_names_the_user_by_sid() -> None:
     from CoreAI.Tests.UnityLayer import SpawnProbe
 
     sid = "S-1-5-21-3623811015-3361044348-30300820-1013"
-    assert SpawnProbe.OwnerOnlyDacl(sid) == f"D:P(A;;FA;;;{sid})"  # protected (no inherited entries), full access, one SID
+    # protected (no inherited entries), full access, one SID
+    assert SpawnProbe.OwnerOnlyDacl(sid) == f"D:P(A;;FA;;;{sid})"
     for name in ("DESKTOP-1\\Jo", "AzureAD\\JoAnn", "", "S-1-5-21-x"):
         with pytest.raises(Exception, match="not a SID"):
             SpawnProbe.OwnerOnlyDacl(name)

@@ -23,7 +23,8 @@ def _write(path: Path, token: str) -> None:
     write.Invoke(None, [str(path), state])
 
 
-@pytest.mark.skipif(os.name == "nt", reason="POSIX modes; Windows gets a DACL for the user's SID (test_spawn_windows.py)")
+@pytest.mark.skipif(os.name == "nt",
+                    reason="POSIX modes; Windows gets a DACL for the user's SID (test_spawn_windows.py)")
 def test_state_file_is_mode_0600_even_over_a_readable_one(assemblies: Path, tmp_path: Path) -> None:
     path = tmp_path / "launcher.json"
     old = os.umask(0o022)

@@ -26,8 +26,16 @@ from typing import Any
 
 import pytest
 
-from tests.unity_layer.test_sample_blacksmith import sample  # noqa: F401 - fixture
-from tools.build_csharp import CLIENT, DEFAULT_OUT, HOSTING, PACKAGE, BuildError, build_client, compile_assembly, sources
+from tools.build_csharp import (
+    CLIENT,
+    DEFAULT_OUT,
+    HOSTING,
+    PACKAGE,
+    BuildError,
+    build_client,
+    compile_assembly,
+    sources,
+)
 
 TOKEN = "transport-test-token-0123456789"
 
@@ -43,7 +51,8 @@ def _wait(task: Any, seconds: float = 60.0) -> Any:
 
 
 class FakeRuntime:
-    """A Connect endpoint that answers `{}` and records what it was sent; `hold` holds requests until that many are open."""
+    """A Connect endpoint that answers `{}` and records what it was sent; `hold` holds requests until that many are
+    open."""
 
     def __init__(self, *, answer: bool = True) -> None:
         self.bodies: list[dict] = []
@@ -57,7 +66,7 @@ class FakeRuntime:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as the runtime
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 if not answer:
                     time.sleep(60)
@@ -100,7 +109,8 @@ def fake_runtime(assemblies: Path):
     runtime.close()
 
 
-def test_an_idle_service_point_loses_no_tuning_and_idles_below_the_runtimes_keep_alive(fake_runtime: FakeRuntime) -> None:
+def test_an_idle_service_point_loses_no_tuning_and_idles_below_the_runtimes_keep_alive(
+        fake_runtime: FakeRuntime) -> None:
     from CoreAI.Runtime import CoreAIRuntimeClient
     from System import Type, Uri
     from System.Net import ServicePointManager
@@ -166,7 +176,6 @@ def test_a_remote_runtime_goes_through_the_system_proxy_and_loopback_never(fake_
 
 
 def test_a_synchronous_store_call_blocks_a_frame_for_at_most_two_seconds(assemblies: Path) -> None:
-    from CoreAI.Ai import RuntimeAgentMemoryStore
     from CoreAI.Runtime import CoreAIRuntimeClient, DeadlineExceededException
 
     from tests.support.sync_store_calls import built_in_default
@@ -207,7 +216,7 @@ def test_a_turn_without_a_timeout_sends_the_default_turn_timeout(fake_runtime: F
     client.Dispose()
 
 
-def test_tool_argument_types_need_a_parameterless_constructor_and_the_samples_are_preserved(sample: Any,  # noqa: F811
+def test_tool_argument_types_need_a_parameterless_constructor_and_the_samples_are_preserved(sample: Any,
                                                                                          tmp_path: Path) -> None:
     import clr
     from CoreAI.Ai import AgentBuilder, GameTool
@@ -229,7 +238,10 @@ namespace Probe
     public sealed class OrderArgs { public OrderArgs(string item) { Item = item; } public string Item; }
     public static class Tools
     {
-        public static GameTool Make() { return GameTool.Create<OrderArgs>("order", "Orders.", (a, t) => Task.FromResult(ToolResult.Ok(""))); }
+        public static GameTool Make()
+        {
+            return GameTool.Create<OrderArgs>("order", "Orders.", (a, t) => Task.FromResult(ToolResult.Ok("")));
+        }
     }
 }
 """)
@@ -250,9 +262,10 @@ MACOS = {"/usr/lib/libSystem.dylib"}
 @pytest.mark.parametrize(("build", "defines", "expected"), [
     ("outside Unity", [], WINDOWS | LINUX | MACOS),
     ("Windows editor", ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_WIN", "UNITY_STANDALONE_WIN"], WINDOWS),
-    ("Windows editor, Linux target", ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_WIN", "UNITY_STANDALONE_LINUX"],
-     WINDOWS),
-    ("Linux editor, Windows target", ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_LINUX", "UNITY_STANDALONE_WIN"], LINUX),
+    ("Windows editor, Linux target",
+     ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_WIN", "UNITY_STANDALONE_LINUX"], WINDOWS),
+    ("Linux editor, Windows target",
+     ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_LINUX", "UNITY_STANDALONE_WIN"], LINUX),
     ("macOS editor", ["UNITY_5_3_OR_NEWER", "UNITY_EDITOR", "UNITY_EDITOR_OSX", "UNITY_STANDALONE_OSX"], MACOS),
     ("Windows player", ["UNITY_5_3_OR_NEWER", "UNITY_STANDALONE", "UNITY_STANDALONE_WIN"], WINDOWS),
     ("macOS player", ["UNITY_5_3_OR_NEWER", "UNITY_STANDALONE", "UNITY_STANDALONE_OSX"], MACOS),
@@ -277,6 +290,7 @@ def test_no_assembly_a_player_runs_uses_system_diagnostics_process(assemblies) -
     from tools.build_csharp import build_client, build_hosting, build_unity
 
     for dll in (build_client(), build_hosting(), build_unity()):
+        assert dll is not None
         il = subprocess.run(["ikdasm", str(dll)], capture_output=True, text=True, check=True).stdout
         used = sorted(set(re.findall(r"System\.Diagnostics\.Process\w*", il)))
         assert used == [], f"{dll.name} uses {used}"
