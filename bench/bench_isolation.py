@@ -107,7 +107,7 @@ async def _noise(model: Path, flash_attention: str, prompts: int, seed: int) -> 
     rng = random.Random(seed)
     report = engine_check.Report(seed)
     server = await asyncio.to_thread(starter(model, flash_attention, slots=4, prompt_cache_mb=0))
-    client = engine_check._client(server, engine_check._transport(server, None, report, {}))
+    client = engine_check._client(server, engine_check.Recorder(report, {}))
     engine = httpx.AsyncClient(base_url=server.engine_url, headers=server.engine_headers,
                                transport=server.engine_transport(), timeout=120)
     found: dict[str, list[float]] = {k: [] for k in ("split", "beside", "batch", "token", "other")}
@@ -248,7 +248,7 @@ def previous_setup(cache_mb: int) -> Iterator[None]:
 
 def run_parking(args: argparse.Namespace, model: Path) -> int:
     seed = args.seed if args.seed is not None else 1
-    results = {}
+    results: dict[str, Any] = {}
     for setup in ("parked", "host cache", "parked ", "host cache "):  # twice each, alternating
         with previous_setup(args.parked_mb) if setup.strip() == "host cache" else contextlib.nullcontext():
             server = starter(model, "auto", slots=args.slots, prompt_cache_mb=args.parked_mb)()

@@ -530,7 +530,7 @@ def _scope(player: int) -> AgentMemoryScope:
     return AgentMemoryScope(user_id=f"player{player}")
 
 
-def _p(values: list[float], q: int) -> float:
+def _p(values: Sequence[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) >= 2 else (values[0] if values else 0.0)
 
 
@@ -557,10 +557,9 @@ async def run_setup(server: LlamaServerProcess, cached: LlamaServerProcess | Non
                                      assemble=assemble_design_note, compaction_target_ratio=NO_HYSTERESIS)
     if "naive" in only:
         passes.append(await naive_pass(server, setup))
-    with_cache = cached is not None and runs_cached(setup.npcs, only)
-    if with_cache and "cached" in only:
+    if cached is not None and runs_cached(setup.npcs, only) and "cached" in only:
         passes += await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB")
-    if with_cache and "cached-no-prewarm" in only:
+    if cached is not None and runs_cached(setup.npcs, only) and "cached-no-prewarm" in only:
         passes += await runtime_pass(cached, setup, f"runtime + prompt cache {cached.config.prompt_cache_mb} MB, "
                                      "no prewarm", prewarm=False)
     print(f"  passes done in {time.perf_counter() - began:.0f} s", flush=True)

@@ -1,4 +1,5 @@
-"""The long-session token targets on a scripted session, counted with SmolLM2's own tokenizer (deterministic, no decoding).
+"""The long-session token targets on a scripted session, counted with SmolLM2's own tokenizer (deterministic,
+no decoding).
 
 `bench/compaction_tokens.py` plays `bench_npcs.py`'s session (one NPC, a 10-message window, a fact every
 8 turns) through the runtime as `build_orchestrator` wires it and as the naive game sends it, and
