@@ -8,7 +8,7 @@ the other on the same server:
   snapshot and summary in one head message after the system prompt, the memory delta in the tail);
 - **runtime, no prewarm** (`--passes no-prewarm`): the runtime with the prewarm off (issue 13: after a
   turn the shipped runtime evaluates the next turn's predicted prefix in the background,
-  `pyruntime/turns/prewarm.py`); `--think-s` pauses between turns, as a player reading the reply
+  `pyruntime/turns/between/prewarm.py`); `--think-s` pauses between turns, as a player reading the reply
   does, which is when the prewarm runs (with no pause the next turn supersedes it);
 - **runtime, design-note order**: the same runtime with the design note's order (contract §7) (summary first,
   `## Memory` snapshot after the history) and no hysteresis (fold only what no longer fits): what
@@ -74,18 +74,18 @@ from bench.design_note_layout import NO_HYSTERESIS, assemble_design_note
 from pyruntime.history import LlamaTokenCounter, count_chat_tokens
 from pyruntime.history.budget import COMPACTION_TARGET_RATIO
 from pyruntime.memory import MemoryTool
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import DEFAULT_N_CTX, LlamaServerConfig
-from pyruntime.model.types import TextDelta, UsageDelta
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.types import TextDelta, UsageDelta
+from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting.llama_server import DEFAULT_N_CTX, LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service.model_memory import process_rss_bytes
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiTaskRequest, build_orchestrator
 from pyruntime.turns.events import FinalEvent, TextDeltaEvent, TurnUsage
-from pyruntime.turns.prompt import MEMORY_HEADING, assemble_messages
+from pyruntime.turns.planning.prompt import MEMORY_HEADING, assemble_messages
 from tests.support.fixtures import free_port
 
 MAX_TOKENS = 16
@@ -131,7 +131,7 @@ HINTS = [
 
 # -- --breakdown: where a turn's time to first token goes ---------------------------------------------------------
 
-# The orchestrator's steps before a turn's request (turns/request_plan.py, turns/tool_rounds.py), then the client's.
+# The orchestrator's steps before a turn's request (turns/planning/planner.py, turns/rounds/loop.py), then the client's.
 STAGES = ("prepare", "request_as_sent", "_model_slot", "write_gate", "erase_slot", "_request_body")
 
 
@@ -381,7 +381,8 @@ def add_memory_block_argument(parser: argparse.ArgumentParser) -> None:
     """`--memory-block auto|moves|stays`: the orchestrator's `memory_last_stays` (`MEMORY_BLOCK[value]`)."""
     parser.add_argument("--memory-block", choices=tuple(MEMORY_BLOCK), default="auto",
                         help="writer design: where the memory block goes: auto = before each player line while "
-                             "the model keeps up with the player, else where it was first sent (turns/block_pace.py); "
+                             "the model keeps up with the player, else where it was first sent "
+                             "(turns/between/block_pace.py); "
                              "moves = always before the player's line; stays = always where it was first sent")
 BREAKDOWN = False  # --breakdown: time each turn's steps to its first token (runtime and naive passes)
 RSS_EVERY = 0  # --rss-every: record the server's RSS every this many turns of a runtime pass (0: at its end only)

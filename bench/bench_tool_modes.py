@@ -31,12 +31,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
-from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator, tool_loop
-from pyruntime.turns.modes import MAX_CALLS_PER_ROUND
+from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator
+from pyruntime.turns.rounds import rules as tool_loop
+from pyruntime.turns.rounds.modes import MAX_CALLS_PER_ROUND
 from tests.support.fixtures import free_port
 
 ROLE = "SmartChat"

@@ -42,15 +42,15 @@ from bench.bench_npcs import (
 )
 from pyruntime.history import LlamaTokenCounter
 from pyruntime.memory import MemoryTool
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.embedded import embedded_model_path
-from pyruntime.model.scripted import Script
-from pyruntime.model.scripted_server import ScriptedModelServer
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.hosting.embedded import embedded_model_path
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.testing.scripted import Script
+from pyruntime.testing.scripted_server import ScriptedModelServer
 from pyruntime.turns import AiTaskRequest, build_orchestrator
-from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS
-from pyruntime.turns.prompt import MEMORY_HEADING, assemble_messages
+from pyruntime.turns.between.prewarm import PREWARM_MAX_TOKENS
+from pyruntime.turns.planning.prompt import MEMORY_HEADING, assemble_messages
 
 CONTEXT_TOKENS = 8192  # SmolLM2's, as the runtime hosts it
 MAX_TOKENS = 16  # bench_npcs.py's replies

@@ -370,7 +370,6 @@ def test_concurrent_configuration_loses_no_update() -> None:
 def test_proto_unset_fields_keep_the_base_config() -> None:
     """ConfigureRole over the wire is a patch: unset fields keep the role's current values."""
     from coreai.v1 import common_pb2
-
     from pyruntime.policy import AgentMemoryPolicy, ToolResultMemory, config_from_proto
 
     base = AgentMemoryPolicy().get("Programmer")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pyruntime.model.slots import conversation_id
+from pyruntime.model.client.slots import conversation_id
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores.engine_files import ENGINE_STATES_RELATIVE_PATH, PROMPT_CACHE_RELATIVE_PATH
 from tests.cli.conftest import file_bundle

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyruntime.cli import main
-from pyruntime.net.auth import read_token_file
 from pyruntime.client import RuntimeClient
+from pyruntime.net.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from tests.model.test_serve_cli import RPC_ANY_PORT, Serve

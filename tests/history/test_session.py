@@ -9,8 +9,8 @@ from collections import Counter
 from pyruntime.history.budget import compute_history_budget
 from pyruntime.history.fold import render_bullet, split_marker
 from pyruntime.history.messages import HistoryMessage
-from pyruntime.history.prune import strip_think
 from pyruntime.history.pipeline import Disposition, prepare_scoped_turn_history
+from pyruntime.history.prune import strip_think
 from pyruntime.history.tokens import HeuristicTokenCounter
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.stores import InMemoryAgentMemoryStore, InMemoryConversationSummaryStore, ScopedAgentMemoryStore

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.hosting.process import LlamaServerProcess
 from tests.support.fixtures import (  # noqa: F401 - fixtures re-exported for this directory
     start_llama_server,
     tiny_endless_model_path,

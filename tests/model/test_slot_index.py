@@ -16,9 +16,9 @@ import pytest
 
 from pyruntime.cli.serve import PROMPT_CACHE_RELATIVE_PATH
 from pyruntime.client import RuntimeClient
-from pyruntime.model.gguf_info import read_gguf_info
-from pyruntime.model.llama_server import effective_n_ctx, find_llama_server
-from pyruntime.model.slot_store import INDEX_NAME, SlotStateStore, engine_identity
+from pyruntime.model.hosting.gguf_info import read_gguf_info
+from pyruntime.model.hosting.llama_server import effective_n_ctx, find_llama_server
+from pyruntime.model.hosting.slot_store import INDEX_NAME, SlotStateStore, engine_identity
 from pyruntime.net.auth import read_token_file
 from tests.model.test_serve_cli import own_copy, serve_with_model
 from tests.unity_layer.processes import wait_for

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
-from pyruntime.rpc import RpcConfig, start_rpc_servers
 from pyruntime.net.auth import (
     TOKEN_ENV,
     bearer_matches,
@@ -21,6 +20,7 @@ from pyruntime.net.auth import (
     resolve_token,
     write_token_file,
 )
+from pyruntime.rpc import RpcConfig, start_rpc_servers
 from pyruntime.service import RuntimeServices
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 

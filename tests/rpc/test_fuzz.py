@@ -10,7 +10,8 @@ import grpc
 import httpx
 import pytest
 from google.protobuf.message_factory import GetMessageClass
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from coreai.v1 import memory_store_pb2, orchestrator_pb2
 from tests.rpc.conftest import Runtime, start_runtime

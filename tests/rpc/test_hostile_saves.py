@@ -15,14 +15,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from coreai.v1 import common_pb2, memory_store_pb2 as ms, orchestrator_pb2 as orch
+from coreai.v1 import common_pb2
+from coreai.v1 import memory_store_pb2 as ms
+from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.client import RuntimeCallError, RuntimeClient
-from pyruntime.errors import DISK_FULL_MESSAGE
 from pyruntime.client._transports import MEMORY_STORE, ORCHESTRATOR
+from pyruntime.errors import DISK_FULL_MESSAGE
 from pyruntime.scopes import MAX_ROLE_ID_BYTES, AgentMemoryScope
 from pyruntime.service import StatusCode
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
-from pyruntime.stores import fileio
+from pyruntime.stores import AgentMemoryPersistenceMode, fileio, open_stores
 from pyruntime.stores.file_layout import file_stem
 from tests.rpc.conftest import Runtime, files_snapshot, start_runtime
 from tests.support.hostile_files import make_outside, outside_state, plant

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from coreai.v1 import common_pb2, orchestrator_pb2 as orch
-from pyruntime.client._transports import ORCHESTRATOR
+from coreai.v1 import common_pb2
+from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.client import (
     RuntimeCallError,
     RuntimeClient,
@@ -16,6 +16,7 @@ from pyruntime.client import (
     RuntimeUnavailableError,
     UnauthenticatedError,
 )
+from pyruntime.client._transports import ORCHESTRATOR
 from pyruntime.errors import InvalidArgumentError, LimitExceededError, MemoryUnreadableError, NotFoundError
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.policy import RoleMemoryConfig

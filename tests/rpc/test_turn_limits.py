@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from coreai.v1 import orchestrator_pb2 as pb
-from pyruntime.client import RuntimeCallError
-from pyruntime.model.hosting import LlamaServerProcess
 from pyruntime.app import RuntimeModel
+from pyruntime.client import RuntimeCallError
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.net.limits import TransportLimits
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service import StatusCode, TurnAdmission

@@ -99,11 +99,10 @@ def test_async_store_operation_releases_locks_without_pumping_caller_context(kin
     inside a long frame) while another call holds the save; once that lets go, synchronous calls from elsewhere
     must not wait for the caller's context. The runtime holds the save for a mutation that blocks until released.
     """
+    from CoreAI.Ai import AgentMemoryState as CsState
+    from CoreAI.Tests import HeldSynchronizationContext
     from System import Func
     from System.Threading.Tasks import Task
-    from CoreAI.Tests import HeldSynchronizationContext
-
-    from CoreAI.Ai import AgentMemoryState as CsState
 
     seed = CsState()
     seed.Memory = "seed"

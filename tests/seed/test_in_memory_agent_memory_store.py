@@ -98,9 +98,9 @@ def test_clear_preserves_conversation_and_atomic_mutation_persists_memory(sessio
     caller's (contract §3, `Mutate(key, fn)`); the C# client mutates through the memory tool, whose cancelled
     call throws OperationCanceledException and changes nothing, as CoreAI's cancelled MutateAsync does.
     """
-    from System.Threading import CancellationToken
     from CoreAI.Ai import AgentMemoryState as CsState
     from CoreAI.Ai import MemoryToolCall
+    from System.Threading import CancellationToken
 
     store = InMemoryAgentMemoryStore()
     store.append_chat_message(KEY, "user", "keep chat")

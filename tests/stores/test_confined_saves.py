@@ -18,11 +18,10 @@ from pyruntime.errors import LimitExceededError, MemoryUnreadableError
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, confined, open_stores
-from pyruntime.stores.base import LoadStatus
+from pyruntime.stores.base import LoadStatus, chat_row
 from pyruntime.stores.confined import SaveLimits
 from pyruntime.stores.file_layout import encode_history_rows, parse_history
 from pyruntime.stores.file_store import FileAgentMemoryStore, FileConversationSummaryStore
-from pyruntime.stores.base import chat_row
 from pyruntime.stores.identity_index import IdentityIndex
 from tests.support.hostile_files import SECRET, make_outside, outside_state, plant
 

@@ -24,12 +24,18 @@ from pyruntime.errors import (
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
 from pyruntime.memory.tool import MemoryTool
 from pyruntime.scopes import MAX_ROLE_ID_BYTES, AgentMemoryScope, normalize_role_id, storage_key
-from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, export_scope_snapshot, import_scope_snapshot, open_stores
-from pyruntime.stores import StoreBundle, fileio
+from pyruntime.stores import (
+    AgentMemoryPersistenceMode,
+    LoadStatus,
+    StoreBundle,
+    export_scope_snapshot,
+    fileio,
+    import_scope_snapshot,
+    open_stores,
+)
 from pyruntime.stores.file_store import MAX_WAITERS_PER_KEY, FileAgentMemoryStore, FileConversationSummaryStore
 from pyruntime.stores.snapshot import UnattributedSavesError
 from tests.support.lock_holder import hold_lock_in_another_process, release
-
 
 ALEX = AgentMemoryScope(user_id="alex")
 REPO = Path(__file__).resolve().parents[2]

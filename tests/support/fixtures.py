@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
 from tests.support.tiny_model import TINY_MODEL_ALIAS, write_tiny_model
 
 SERVER_START_TIMEOUT_S = 60.0

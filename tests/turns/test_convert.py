@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from coreai.v1 import common_pb2, orchestrator_pb2 as pb
+from coreai.v1 import common_pb2
+from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.scopes import AgentMemoryScope
-from pyruntime.turns import AiTaskRequest, TurnStatus, build_orchestrator
 from pyruntime.service.turn_runner import ProtoTurnRunner, request_from_proto
+from pyruntime.turns import AiTaskRequest, TurnStatus, build_orchestrator
 from tests.turns.conftest import run
 
 

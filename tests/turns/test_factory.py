@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator
 from pyruntime.turns.factory import (
     HOSTED_STRUCTURED_CALLS_PER_ROUND,
@@ -13,8 +13,8 @@ from pyruntime.turns.factory import (
     ModelProfile,
     model_profile,
 )
-from pyruntime.turns.memory_writer import MemoryDesign
-from pyruntime.turns.modes import MAX_CALLS_PER_ROUND
+from pyruntime.turns.rounds.modes import MAX_CALLS_PER_ROUND
+from pyruntime.turns.writer.decision import MemoryDesign
 from tests.turns.conftest import RecordingClient, run
 
 

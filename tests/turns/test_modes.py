@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory import memory_tool_definition
-from pyruntime.turns.modes import (
+from pyruntime.turns.rounds.modes import (
     ReplyExtractor,
     ToolCallMode,
     native_tool_choice,
@@ -17,7 +18,6 @@ from pyruntime.turns.modes import (
     structured_schema,
     tool_contract,
 )
-from pyruntime.errors import InvalidArgumentError
 
 ROLL = {"type": "function", "function": {"name": "roll", "description": "Roll a die.",
                                          "parameters": {"type": "object", "properties": {"sides": {"type": "integer"}},

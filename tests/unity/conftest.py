@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.support.fixtures import tiny_llama_server, tiny_model_path  # noqa: E402,F401
-from tools.build_csharp import DEFAULT_OUT, build_client, build_tests, assembly_of_tests  # noqa: E402
+from tools.build_csharp import DEFAULT_OUT, assembly_of_tests, build_client, build_tests  # noqa: E402
 
 TOKEN = "unity-core-test-token-0123456789"
 # The package's test assemblies (unity_package/Tests/Runtime, Tests/Editor): the scenarios these tests call and the

@@ -8,10 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from tools.build_csharp import (CLIENT, EDITOR, HOSTING, PACKAGE, UNITY, BuildError, build_client, build_editor,
-                                build_hosting, build_stubs,
-                                build_unity, compile_assembly, compile_for_api_level, net_standard_violations,
-                                sources)
+from tools.build_csharp import (
+    CLIENT,
+    EDITOR,
+    HOSTING,
+    PACKAGE,
+    UNITY,
+    BuildError,
+    build_client,
+    build_editor,
+    build_hosting,
+    build_stubs,
+    build_unity,
+    compile_assembly,
+    compile_for_api_level,
+    net_standard_violations,
+    sources,
+)
 
 
 def test_core_unity_layer_editor_and_sample_compile_at_the_net_framework_level(tmp_path: Path) -> None:

@@ -131,7 +131,6 @@ def test_missing_runtime_is_reported_on_the_main_thread(unity_state: Path, tiny_
 
 def test_bootstrap_without_settings_says_so(unity_state: Path) -> None:
     from System import AggregateException
-
     from UnityEngine import StubLog
 
     bootstrap = _bootstrap(None)
@@ -143,9 +142,9 @@ def test_bootstrap_without_settings_says_so(unity_state: Path) -> None:
 
 
 def test_main_thread_queue_runs_in_order_and_survives_a_failing_action(assemblies) -> None:
-    from System import Action, Exception as DotNetException
-
     from CoreAI.UnityIntegration import MainThreadQueue
+    from System import Action
+    from System import Exception as DotNetException
 
     queue = MainThreadQueue()
     ran: list = []

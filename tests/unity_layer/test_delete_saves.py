@@ -36,9 +36,8 @@ def test_deletes_exactly_the_coreai_folder(assemblies, tmp_path: Path) -> None:
 
 
 def test_refused_in_play_mode_and_nothing_changes(assemblies, tmp_path: Path) -> None:
-    from System import InvalidOperationException
-
     from CoreAI.EditorTools import PersistentSaves
+    from System import InvalidOperationException
 
     _saves(tmp_path)
     before = _tree(tmp_path)
@@ -57,9 +56,8 @@ def test_no_saves_is_not_an_error(assemblies, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bad", ["", "   ", "relative/path"])
 def test_blank_or_relative_path_is_refused(assemblies, bad: str) -> None:
-    from System import ArgumentException
-
     from CoreAI.EditorTools import PersistentSaves
+    from System import ArgumentException
 
     with pytest.raises(ArgumentException):
         PersistentSaves.DeleteAll(bad, False)

@@ -14,10 +14,10 @@ import pytest
 
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import RuntimeClient
+from pyruntime.model.hosting.llama_server import LLAMA_SERVER_ENV, binary_name
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
 from tests.unity_layer.dotnet import ROOT
-from pyruntime.model.llama_server import LLAMA_SERVER_ENV, binary_name
 from tests.unity_layer.processes import cmdline, engine_of, environ, is_alive, wait_for
 from tests.unity_layer.test_launcher_lifeline import sigkill_game_and_check_runtime_gone
 from tools.build_runtime import DEFAULT_DIST, DEFAULT_WORK, build, scrubbed_environment

@@ -78,9 +78,8 @@ def test_a_taken_port_is_named(make_options, launchers) -> None:
     ],
 )
 def test_bad_options_are_refused_before_anything_starts(make_options, field, value, message) -> None:
-    from System import ArgumentException
-
     from CoreAI.Launcher import RuntimeLauncher
+    from System import ArgumentException
 
     options = make_options()
     setattr(options, field, value)
@@ -90,9 +89,8 @@ def test_bad_options_are_refused_before_anything_starts(make_options, field, val
 
 
 def test_same_ports_are_refused(make_options) -> None:
-    from System import ArgumentException
-
     from CoreAI.Launcher import RuntimeLauncher
+    from System import ArgumentException
 
     options = make_options()
     options.GrpcPort = options.ConnectPort

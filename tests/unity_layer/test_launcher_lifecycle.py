@@ -167,9 +167,8 @@ def test_stop_on_quit_leaves_no_process(make_options, launchers) -> None:
 
 
 def test_stop_recorded_stops_a_detached_runtime(make_options, launchers) -> None:
-    from System import TimeSpan
-
     from CoreAI.Launcher import RuntimeLauncher
+    from System import TimeSpan
 
     options = make_options()
     launcher = RuntimeLauncher(options)

@@ -207,7 +207,7 @@ def test_a_second_editor_process_of_the_project_shares_the_runtime(make_options,
 
 
 def test_taken_ports_are_replaced_by_the_projects_own_and_reported(make_options, launchers, tmp_path: Path) -> None:
-    from CoreAI.Launcher import RuntimeLauncher, RuntimeLaunchFailure, RuntimeLaunchException
+    from CoreAI.Launcher import RuntimeLauncher, RuntimeLaunchException, RuntimeLaunchFailure
 
     options = make_options(tmp_path / "persistent")
     squatter = socket.socket()  # another game's runtime on our Connect port

@@ -18,12 +18,12 @@ from tools.build_csharp import (
     TEST_FOLDERS,
     UNITY,
     BuildError,
+    assembly_of_tests,
     build,
     build_client,
     build_stubs,
     build_unity,
     compile_assembly,
-    assembly_of_tests,
 )
 
 PACKAGE = ROOT / "unity_package"

@@ -40,8 +40,13 @@ def test_a_client_follows_the_restarted_runtimes_token(make_options, launchers) 
 
 def test_a_call_sent_with_the_old_token_reports_the_restart(make_options, launchers) -> None:
     from CoreAI.Launcher import RuntimeLauncher
-    from CoreAI.Runtime import (ConnectClientOptions, CoreAIRuntimeClient, RuntimeRestartedException,
-                                UnauthenticatedException, UnavailableException)
+    from CoreAI.Runtime import (
+        ConnectClientOptions,
+        CoreAIRuntimeClient,
+        RuntimeRestartedException,
+        UnauthenticatedException,
+        UnavailableException,
+    )
     from System import Func, String
 
     launcher = RuntimeLauncher(make_options())

@@ -27,7 +27,16 @@ from typing import Any
 import pytest
 
 from tests.unity_layer.test_sample_blacksmith import sample  # noqa: F401 - fixture
-from tools.build_csharp import CLIENT, DEFAULT_OUT, HOSTING, PACKAGE, BuildError, build_client, compile_assembly, sources
+from tools.build_csharp import (
+    CLIENT,
+    DEFAULT_OUT,
+    HOSTING,
+    PACKAGE,
+    BuildError,
+    build_client,
+    compile_assembly,
+    sources,
+)
 
 TOKEN = "transport-test-token-0123456789"
 
