@@ -32,13 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pyruntime.client import ClientTool, RuntimeClient  # noqa: E402
-from pyruntime.model.scripted import Script  # noqa: E402
-from pyruntime.model.scripted_server import ScriptedModelServer  # noqa: E402
 from pyruntime.policy import AgentMemoryPolicy  # noqa: E402
 from pyruntime.rpc import RpcConfig, start_rpc_servers  # noqa: E402
 from pyruntime.service import RuntimeServices  # noqa: E402
 from pyruntime.service.turn_runner import ProtoTurnRunner  # noqa: E402
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
+from pyruntime.testing.scripted import Script  # noqa: E402
+from pyruntime.testing.scripted_server import ScriptedModelServer  # noqa: E402
 from pyruntime.turns import ToolRegistry, build_orchestrator  # noqa: E402
 
 WARMUP = 5

@@ -39,12 +39,12 @@ from pydantic import BaseModel
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_npcs import npc_prompt, server_rss_mb, timed_turn
-from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config
+from pyruntime.model.hosting.process import LlamaServerProcess, hosted_model_config
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiTaskRequest, build_orchestrator
-from pyruntime.turns.tools import ToolOutput, ToolRegistry
+from pyruntime.turns.rounds.registry import ToolOutput, ToolRegistry
 from tests.support.fixtures import free_port
 
 NPCS = 4

@@ -46,12 +46,12 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pyruntime.model.client import OpenAICompatClient  # noqa: E402
-from pyruntime.model.embedded import embedded_model_path  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config  # noqa: E402
-from pyruntime.model.llama_server import DEFAULT_N_CTX, DEFAULT_SLOTS, default_threads, find_llama_server  # noqa: E402
-from pyruntime.model.slots import conversation_id  # noqa: E402
-from pyruntime.model.types import TextDelta, UsageDelta  # noqa: E402
+from pyruntime.model.client.http import OpenAICompatClient  # noqa: E402
+from pyruntime.model.client.slots import conversation_id  # noqa: E402
+from pyruntime.model.client.types import TextDelta, UsageDelta  # noqa: E402
+from pyruntime.model.hosting.embedded import embedded_model_path  # noqa: E402
+from pyruntime.model.hosting.llama_server import DEFAULT_N_CTX, DEFAULT_SLOTS, default_threads, find_llama_server  # noqa: E402
+from pyruntime.model.hosting.process import LlamaServerProcess, hosted_model_config  # noqa: E402
 from pyruntime.service.model_memory import process_rss_bytes  # noqa: E402
 from tests.support.fixtures import free_port  # noqa: E402
 

@@ -47,9 +47,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pyruntime.model.embedded import embedded_model_path  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess  # noqa: E402
-from pyruntime.model.llama_server import LlamaServerConfig, default_threads  # noqa: E402
+from pyruntime.model.hosting.embedded import embedded_model_path  # noqa: E402
+from pyruntime.model.hosting.llama_server import LlamaServerConfig, default_threads  # noqa: E402
+from pyruntime.model.hosting.process import LlamaServerProcess  # noqa: E402
 from tests.isolation import engine_check  # noqa: E402
 from tests.isolation.workload import Conversation, Turn, build_schedule  # noqa: E402
 from tests.support.fixtures import SERVER_START_TIMEOUT_S, free_port  # noqa: E402
@@ -181,8 +181,8 @@ def _cpu_seconds(pid: int) -> float:
 
 
 async def _rotation(server: LlamaServerProcess, npcs: int, rounds: int, seed: int) -> dict[str, list[float]]:
-    from pyruntime.model.client import OpenAICompatClient
-    from pyruntime.model.types import TextDelta, UsageDelta
+    from pyruntime.model.client.http import OpenAICompatClient
+    from pyruntime.model.client.types import TextDelta, UsageDelta
 
     rng = random.Random(seed)
     words = ("river", "lantern", "market", "copper", "storm", "oath", "bread", "wolf", "harbor", "ember")
@@ -222,8 +222,8 @@ def previous_setup(cache_mb: int) -> Iterator[None]:
     import pytest
 
     from pyruntime.model import llama_server as llama_server_module
-    from pyruntime.model.slot_moves import SlotMoves
-    from pyruntime.model.slots import SlotUse
+    from pyruntime.model.client.slot_moves import SlotMoves
+    from pyruntime.model.client.slots import SlotUse
 
     async def previous_prepare(self: SlotMoves, use: SlotUse) -> bool:
         if use.erase_first:
@@ -239,7 +239,7 @@ def previous_setup(cache_mb: int) -> Iterator[None]:
 
     patch = pytest.MonkeyPatch()
     patch.setattr(SlotMoves, "prepare", previous_prepare)
-    patch.setattr("pyruntime.model.hosting.server_command", host_cache_command)
+    patch.setattr("pyruntime.model.hosting.process.server_command", host_cache_command)
     try:
         yield
     finally:

@@ -38,7 +38,7 @@ from bench.bench_npcs import FACTS, HINTS, npc_prompt  # noqa: E402
 from bench.bench_players import TOKEN, Process  # noqa: E402
 from pyruntime.client import AsyncRuntimeClient  # noqa: E402
 from pyruntime.history import LlamaTokenCounter, count_chat_tokens  # noqa: E402
-from pyruntime.model.embedded import embedded_model_path  # noqa: E402
+from pyruntime.model.hosting.embedded import embedded_model_path  # noqa: E402
 from pyruntime.policy import RoleMemoryConfig  # noqa: E402
 from pyruntime.scopes import AgentMemoryScope  # noqa: E402
 from tests.support.fixtures import free_port  # noqa: E402

@@ -35,10 +35,10 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pyruntime.model.client import OpenAICompatClient  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess, generate_model_key  # noqa: E402
-from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
-from pyruntime.model.supervisor import ModelSupervisor  # noqa: E402
+from pyruntime.model.client.http import OpenAICompatClient  # noqa: E402
+from pyruntime.model.hosting.llama_server import LlamaServerConfig  # noqa: E402
+from pyruntime.model.hosting.process import LlamaServerProcess, generate_model_key  # noqa: E402
+from pyruntime.model.hosting.supervisor import ModelSupervisor  # noqa: E402
 from tests.support.fixtures import free_port  # noqa: E402
 from tests.support.tiny_model import write_tiny_model  # noqa: E402
 
@@ -120,7 +120,7 @@ _BUSY = "while True: pass"
 
 def measure_threads(threads: int, runs: int) -> float:
     """Median seconds of a 32-token SmolLM2 completion on `threads` threads while one core is busy."""
-    from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+    from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
 
     key = generate_model_key()
     server = LlamaServerProcess(LlamaServerConfig(model_path=embedded_model_path(), alias=EMBEDDED_MODEL_ALIAS,
@@ -149,7 +149,7 @@ CAP_HINTS = ("Remember this: my sword is called Dawnbreaker.", "Hi! How are you 
 
 def measure_caps(seeds: int) -> dict[str, dict[str, int]]:
     """Status counts of capped structured SmartChat turns: runtime caps vs the cap as max_tokens."""
-    from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+    from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
     from pyruntime.scopes import AgentMemoryScope
     from pyruntime.turns import build_orchestrator
     from pyruntime.turns.request import AiTaskRequest
@@ -196,7 +196,7 @@ def main() -> None:
             print(f"{label}: {sum(row.values())} structured SmartChat turns, caps 32/48: {row}")
         return
     if args.threads_part:
-        from pyruntime.model.llama_server import available_cores, default_threads
+        from pyruntime.model.hosting.llama_server import available_cores, default_threads
 
         default, every = default_threads(), available_cores()
         print(f"command: .venv/bin/python bench/bench_model_supervision.py --threads-part --runs {args.runs}")

@@ -7,7 +7,7 @@ the other on the same server:
 - **runtime**: `AiOrchestrator.stream_task` as shipped (the layout `serve` picks for the model, compaction with
   hysteresis and between turns, the prewarm; docs/design/prompt-layout.md);
 - **runtime, no prewarm** (`--passes no-prewarm`): the runtime with the prewarm off (after a turn the shipped
-  runtime evaluates the next turn's predicted prefix in the background, `pyruntime/turns/prewarm.py`);
+  runtime evaluates the next turn's predicted prefix in the background, `pyruntime/turns/between/prewarm.py`);
   `--think-s` pauses between turns, as a player reading the reply does, which is when the prewarm runs (with
   no pause the next turn supersedes it);
 - **runtime, design-note order**: the same runtime with the design note's order (contract §7) (summary first,
@@ -76,20 +76,20 @@ from bench.design_note_layout import NO_HYSTERESIS, assemble_design_note
 from pyruntime.history import LlamaTokenCounter, count_chat_tokens
 from pyruntime.history.budget import COMPACTION_TARGET_RATIO
 from pyruntime.memory import MemoryTool
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.compat import Message
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import DEFAULT_N_CTX, LlamaServerConfig
-from pyruntime.model.seam import Gate, ModelClient
-from pyruntime.model.types import ChatCompletion, TextDelta, UsageDelta
+from pyruntime.model.client.compat import Message
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.seam import Gate, ModelClient
+from pyruntime.model.client.types import ChatCompletion, TextDelta, UsageDelta
+from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting.llama_server import DEFAULT_N_CTX, LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service.model_memory import process_rss_bytes
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiTaskRequest, build_orchestrator
 from pyruntime.turns.events import FinalEvent, TextDeltaEvent, TurnUsage
-from pyruntime.turns.prompt import MEMORY_HEADING, assemble_messages
+from pyruntime.turns.planning.prompt import MEMORY_HEADING, assemble_messages
 from tests.support.fixtures import free_port
 
 MAX_TOKENS = 16
@@ -160,7 +160,7 @@ class Breakdown:
 
 
 class TimedModel:
-    """A `ModelClient` (pyruntime/model/seam.py) that hands every call to `inner` and marks, for the timed turn, when
+    """A `ModelClient` (model/client/seam.py) that hands every call to `inner` and marks, for the timed turn, when
     its first streamed call starts, its first delta and its first text delta arrive; bench only."""
 
     def __init__(self, inner: ModelClient) -> None:
@@ -355,7 +355,8 @@ def add_memory_block_argument(parser: argparse.ArgumentParser) -> None:
     """`--memory-block auto|moves|stays`: the orchestrator's `memory_last_stays` (`MEMORY_BLOCK[value]`)."""
     parser.add_argument("--memory-block", choices=tuple(MEMORY_BLOCK), default="auto",
                         help="writer design: where the memory block goes: auto = before each player line while "
-                             "the model keeps up with the player, else where it was first sent (turns/block_pace.py); "
+                             "the model keeps up with the player, else where it was first sent "
+                             "(turns/between/block_pace.py); "
                              "moves = always before the player's line; stays = always where it was first sent")
 BREAKDOWN = False  # --breakdown: time each turn's steps to its first token (runtime and naive passes)
 RSS_EVERY = 0  # --rss-every: record the server's RSS every this many turns of a runtime pass (0: at its end only)

@@ -42,16 +42,16 @@ from llama_cpp.llama_types import ChatCompletionRequestMessage
 from bench.design_note_layout import assemble_design_note
 from pyruntime.memory import memory_tool_definition
 from pyruntime.memory.state import AgentMemoryState
-from pyruntime.model.embedded import embedded_model_path
-from pyruntime.turns.memory_blocks import plan_memory_blocks
-from pyruntime.turns.modes import ToolCallMode, tool_contract
-from pyruntime.turns.prompt import (
+from pyruntime.model.hosting.embedded import embedded_model_path
+from pyruntime.turns.planning.memory_blocks import plan_memory_blocks
+from pyruntime.turns.planning.prompt import (
     MEMORY_HEADING,
     TailBlocks,
     assemble_messages,
     build_system_prompt,
     role_system_prompt,
 )
+from pyruntime.turns.rounds.modes import ToolCallMode, tool_contract
 
 ROLE = "SmartChat"
 MAX_TOKENS = 16

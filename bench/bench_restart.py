@@ -1,8 +1,8 @@
 """Benchmark: the first turn of each NPC after a runtime restart, with the disk prompt cache and without it.
 
 One session of `--npcs` NPCs in rotation, `--rounds` turns each, on the hosted SmolLM2-135M with the
-slots saved on disk (`serve --prompt-cache-dir`: `pyruntime/model/slot_store.py`,
-the tail places in `pyruntime/turns/tail_anchors.py`); then the
+slots saved on disk (`serve --prompt-cache-dir`: `pyruntime/model/hosting/slot_store.py`,
+the tail places in `pyruntime/turns/planning/tail_anchors.py`); then the
 model server and the orchestrator stop (gracefully, as when the game quits) and start again, and each
 NPC gets one more turn:
 
@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_npcs import FACTS, MAX_TOKENS, _hint, _scope, npc_prompt, timed_turn
 from pyruntime.memory import MemoryTool
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiTaskRequest, build_orchestrator

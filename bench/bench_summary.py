@@ -43,10 +43,10 @@ from pyruntime.history.llm_fold import (  # noqa: E402
 )
 from pyruntime.history.messages import HistoryMessage  # noqa: E402
 from pyruntime.history.tokens import count_message_tokens  # noqa: E402
-from pyruntime.model.client import OpenAICompatClient  # noqa: E402
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess  # noqa: E402
-from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
+from pyruntime.model.client.http import OpenAICompatClient  # noqa: E402
+from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  # noqa: E402
+from pyruntime.model.hosting.llama_server import LlamaServerConfig  # noqa: E402
+from pyruntime.model.hosting.process import LlamaServerProcess  # noqa: E402
 from tests.support.fixtures import free_port  # noqa: E402
 
 CONTEXT_TOKENS = 8192

@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pyruntime.history.tokens import LlamaTokenCounter  # noqa: E402
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess  # noqa: E402
-from pyruntime.model.llama_server import LlamaServerConfig  # noqa: E402
+from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path  # noqa: E402
+from pyruntime.model.hosting.llama_server import LlamaServerConfig  # noqa: E402
+from pyruntime.model.hosting.process import LlamaServerProcess  # noqa: E402
 from tests.support.fixtures import free_port  # noqa: E402
 
 WORDS = ("sword", "village", "the blacksmith", "gold coins", "my sister Ina", "Riverwood", "a grey cat", "dragon",

@@ -31,12 +31,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator, tool_loop
-from pyruntime.turns.modes import MAX_CALLS_PER_ROUND, copies_format_example
+from pyruntime.turns.rounds.modes import MAX_CALLS_PER_ROUND, copies_format_example
 from tests.support.fixtures import free_port
 
 ROLE = "SmartChat"
@@ -72,7 +72,7 @@ async def one_turn(server: LlamaServerProcess, mode: str, hint: str, seed: int, 
     """(memory on disk afterwards, seconds, model calls, status) of one turn in a fresh data dir."""
     tool_mode, max_calls, guard = MODES[mode]
     # no switch for the guard: the bench replaces the tool loop's own name for it
-    tool_loop.copies_format_example = _GUARD if guard else (lambda arguments, player_text: False)  # type: ignore[attr-defined]
+    tool_loop.copies_format_example = _GUARD if guard else (lambda arguments, player_text: False)
     with tempfile.TemporaryDirectory() as data_dir:
         orchestrator = build_orchestrator(server=server, data_dir=Path(data_dir), tool_mode=tool_mode,
                                           max_calls_per_round=max_calls)

@@ -40,9 +40,9 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pyruntime.memory import MemoryTool
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.stores.file_store import FileAgentMemoryStore
 from pyruntime.turns import AiTaskRequest, build_orchestrator

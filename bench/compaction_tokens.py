@@ -42,19 +42,19 @@ from bench.bench_npcs import (
 )
 from pyruntime.history import LlamaTokenCounter
 from pyruntime.memory import MemoryTool
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.compat import Message, build_chat_request
-from pyruntime.model.concurrency import DEFAULT_EXTERNAL_CONCURRENCY
-from pyruntime.model.embedded import embedded_model_path
-from pyruntime.model.scripted import Script
-from pyruntime.model.scripted_server import ScriptedModelServer
-from pyruntime.model.seam import Gate, ModelStream
-from pyruntime.model.types import ChatCompletion
+from pyruntime.model.client.compat import Message, build_chat_request
+from pyruntime.model.client.concurrency import DEFAULT_EXTERNAL_CONCURRENCY
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.seam import Gate, ModelStream
+from pyruntime.model.client.types import ChatCompletion
+from pyruntime.model.hosting.embedded import embedded_model_path
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.testing.scripted import Script
+from pyruntime.testing.scripted_server import ScriptedModelServer
 from pyruntime.turns import AiTaskRequest, build_orchestrator
-from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS
-from pyruntime.turns.prompt import MEMORY_HEADING, assemble_messages
+from pyruntime.turns.between.prewarm import PREWARM_MAX_TOKENS
+from pyruntime.turns.planning.prompt import MEMORY_HEADING, assemble_messages
 
 CONTEXT_TOKENS = 8192  # SmolLM2's, as the runtime hosts it
 MAX_TOKENS = 16  # bench_npcs.py's replies
@@ -104,7 +104,7 @@ class KvSequence:
 
 
 class RecordingClient:
-    """A `ModelClient` (pyruntime/model/seam.py) that keeps the body of every request it is asked for, in order, as
+    """A `ModelClient` (model/client/seam.py) that keeps the body of every request it is asked for, in order, as
     the client builds it (`compat.build_chat_request`), then hands the call to the real client."""
 
     def __init__(self, inner: OpenAICompatClient) -> None:

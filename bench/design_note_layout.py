@@ -3,7 +3,7 @@
 The note's order (the one contract §7 departs from): system prompt, `## Conversation Summary`,
 the history, then one tail message with every block — request instructions, `## Memory` (the
 snapshot), `## Memory (updates)` (the cumulative delta), tool availability, world state — and the
-player's line. The runtime's own layout (`pyruntime.turns.prompt.assemble_messages`) puts the snapshot
+player's line. The runtime's own layout (`pyruntime.turns.planning.prompt.assemble_messages`) puts the snapshot
 and the summary in a head before the history and each memory change in a note of its own (the reasons are
 in docs/design/prompt-layout.md, the figures in docs/benchmarks.md#prompt-layout). With
 `compaction_target_ratio=1.0` (no hysteresis) this is the design note's runtime:
@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyruntime.history.messages import HistoryMessage
-from pyruntime.turns.prompt import TailBlocks, context_message, history_message, summary_block
+from pyruntime.turns.planning.prompt import TailBlocks, context_message, history_message, summary_block
 
 NO_HYSTERESIS = 1.0  # the compaction_target_ratio of the design note: fold only what does not fit
 

@@ -71,13 +71,13 @@ import uvicorn  # noqa: E402
 
 from pyruntime.cli.chat import free_port  # noqa: E402
 from pyruntime.history.tokens import LlamaTokenCounter, count_chat_tokens  # noqa: E402
-from pyruntime.model.client import OpenAICompatClient  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config  # noqa: E402
+from pyruntime.model.client.http import OpenAICompatClient  # noqa: E402
+from pyruntime.model.hosting.process import LlamaServerProcess, hosted_model_config  # noqa: E402
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig, config_to_proto  # noqa: E402
 from pyruntime.scopes import AgentMemoryScope  # noqa: E402
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
-from pyruntime.turns.memory_writer import EXAMPLE_MARKERS, only_questions  # noqa: E402
-from pyruntime.turns.modes import FORMAT_EXAMPLE_NAME  # noqa: E402
+from pyruntime.turns.rounds.modes import FORMAT_EXAMPLE_NAME  # noqa: E402
+from pyruntime.turns.writer.decision import EXAMPLE_MARKERS, only_questions  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "memory_conversations.json"
 ROLE = "SmartChat"  # the built-in role with memory and a saved history; each NPC's persona is its system prompt

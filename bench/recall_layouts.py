@@ -43,8 +43,8 @@ from bench.memory_eval import (  # noqa: E402
     talks_of_memory,
 )
 from pyruntime.cli.chat import free_port  # noqa: E402
-from pyruntime.model.client import OpenAICompatClient  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config  # noqa: E402
+from pyruntime.model.client.http import OpenAICompatClient  # noqa: E402
+from pyruntime.model.hosting.process import LlamaServerProcess, hosted_model_config  # noqa: E402
 from pyruntime.policy import AgentMemoryPolicy  # noqa: E402
 from pyruntime.turns.factory import build_orchestrator  # noqa: E402
 from pyruntime.turns.request import AiTaskRequest  # noqa: E402

@@ -32,12 +32,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pyruntime.history import LlamaTokenCounter, count_chat_tokens
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import LlamaServerConfig
-from pyruntime.model.slots import conversation_id
-from pyruntime.model.types import TextDelta
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.slots import conversation_id
+from pyruntime.model.client.types import TextDelta
+from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
 from tests.support.fixtures import free_port
 
 WORDS = ("road river smith iron blade miller flour guard wolves tower rain bridge gold sword crown cat apple "

@@ -2,7 +2,7 @@
 
 The writer pass decides on the player's line and the memory so far, never on the NPC's reply, so running
 only the passes, line by line in order, gives the memory `bench/memory_eval.py`'s (c) ends with (same
-model, temperature 0) in a fraction of its time. For iterating on the writer (turns/memory_writer.py);
+model, temperature 0) in a fraction of its time. For iterating on the writer (turns/writer/decision.py);
 the figures to report come from the eval itself.
 
 Run: `nice -n 10 .venv/bin/python bench/writer_lines.py [--conversations N] [--show]`
@@ -23,11 +23,11 @@ sys.path.insert(0, str(ROOT))
 from bench.memory_eval import DATA, ConfigResult, count_lines, fraction, load_conversations, score_memory  # noqa: E402
 from pyruntime.cli.chat import free_port  # noqa: E402
 from pyruntime.memory import MemoryTool  # noqa: E402
-from pyruntime.model.client import OpenAICompatClient  # noqa: E402
-from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config  # noqa: E402
-from pyruntime.model.queue import ModelRequestQueue  # noqa: E402
+from pyruntime.model.client.http import OpenAICompatClient  # noqa: E402
+from pyruntime.model.client.queue import ModelRequestQueue  # noqa: E402
+from pyruntime.model.hosting.process import LlamaServerProcess, hosted_model_config  # noqa: E402
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
-from pyruntime.turns.memory_pass import run_memory_pass  # noqa: E402
+from pyruntime.turns.writer.passes import run_memory_pass  # noqa: E402
 
 ROLE = "SmartChat"
 

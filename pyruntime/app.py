@@ -33,9 +33,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from coreai.v1 import orchestrator_pb2
-from pyruntime.model.hosting import port_is_free
-from pyruntime.model.llama_server import LlamaServerConfig
-from pyruntime.models.pull import ModelPull, PullStatus
+from pyruntime.catalog.pull import ModelPull, PullStatus
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import port_is_free
 from pyruntime.net.auth import default_token_file, is_loopback_host, write_token_file
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.rpc import RpcConfig, RpcServers
@@ -242,7 +242,7 @@ class Runtime:
         from pyruntime.service.erasure import TurnEngineEraser
         from pyruntime.service.turn_runner import ProtoTurnRunner
         from pyruntime.turns import build_orchestrator  # the turn engine only when there is a model
-        from pyruntime.turns.tail_anchors import FILE_NAME as TAIL_ANCHORS_FILE
+        from pyruntime.turns.planning.tail_anchors import FILE_NAME as TAIL_ANCHORS_FILE
 
         settings = self.settings
         # Tool mode and calls per round: the factory's model profile, the same as the chat's.

@@ -15,18 +15,18 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.concurrency import engine_concurrency
-from pyruntime.model.hosting import LlamaServerProcess, generate_model_key, hosted_model_config
-from pyruntime.model.llama_server import LlamaServerConfig
-from pyruntime.model.scripted import Script
-from pyruntime.model.scripted_server import MODEL_ID, ScriptedModelServer
-from pyruntime.model.supervisor import ModelSupervisor
+from pyruntime.model.client.concurrency import engine_concurrency
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess, generate_model_key, hosted_model_config
+from pyruntime.model.hosting.supervisor import ModelSupervisor
 from pyruntime.settings import RuntimeSettings, llm_api_key, llm_headers
 from pyruntime.stores.engine_files import ENGINE_STATES_RELATIVE_PATH
+from pyruntime.testing.scripted import Script
+from pyruntime.testing.scripted_server import MODEL_ID, ScriptedModelServer
 
 if TYPE_CHECKING:
-    from pyruntime.model.seam import ModelClient
+    from pyruntime.model.client.seam import ModelClient
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyruntime.catalog.pull import ModelPull
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.llm_key import LLM_API_KEY_ENV, read_llm_api_key
-from pyruntime.model.llama_server import DEFAULT_HOST, DEFAULT_PORT
-from pyruntime.models.pull import ModelPull
+from pyruntime.model.hosting.llama_server import DEFAULT_HOST, DEFAULT_PORT
 from pyruntime.net.limits import TransportLimits
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
@@ -20,8 +20,8 @@ from pyruntime.rpc.grpc_server import DEFAULT_GRPC_PORT
 from pyruntime.service.admission import DEFAULT_MAX_QUEUED, DEFAULT_MAX_TURNS_PER_CONVERSATION
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
 from pyruntime.stores.persistence import DATA_FOLDER
-from pyruntime.turns.memory_writer import MemoryDesign
-from pyruntime.turns.modes import ToolCallMode
+from pyruntime.turns.rounds.modes import ToolCallMode
+from pyruntime.turns.writer.decision import MemoryDesign
 
 DEFAULT_GRACE_S = 5.0
 
@@ -33,7 +33,7 @@ class RuntimeSettings:
     model: Path | None = None
     llm_url: str | None = None
     no_model: bool = False
-    scripted_model: Path | None = None  # a script file: serve the scripted model (pyruntime/model/scripted.py)
+    scripted_model: Path | None = None  # a script file: serve the scripted model (pyruntime/testing/scripted.py)
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     ctx: int | None = None

@@ -24,7 +24,7 @@ from tests.support.cli import CliRun  # noqa: E402
 from tests.support.postgres import PostgresCluster, PostgresMissing  # noqa: E402
 
 if TYPE_CHECKING:  # the model's modules load in ~1 s: imported by the fixtures that need them
-    from pyruntime.model.hosting import LlamaServerProcess
+    from pyruntime.model.hosting.process import LlamaServerProcess
 
 
 @pytest.fixture(autouse=True)

@@ -75,9 +75,10 @@ def test_the_turn_engine_imports_no_layer_above(module: str) -> None:
 
 def test_the_check_sees_an_arrow_back_up(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pyruntime.turns.tools import X\n"
+    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                      "    from pyruntime.turns.rounds.registry import X\n"
                       "def f():\n    import pyruntime.service.status\n", encoding="utf-8")
-    assert _imports(module)[1:] == [(3, "pyruntime.turns.tools"), (5, "pyruntime.service.status")]
+    assert _imports(module)[1:] == [(3, "pyruntime.turns.rounds.registry"), (5, "pyruntime.service.status")]
 
 
 @pytest.mark.parametrize(("package", "forbidden"), RULES.items(), ids=list(RULES))

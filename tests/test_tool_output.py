@@ -7,7 +7,7 @@ from pydantic import BaseModel
 from coreai.v1 import orchestrator_pb2 as orch
 from pyruntime.client import ClientTool, ToolOutput
 from pyruntime.client._tools import result_request
-from pyruntime.turns import tools as turn_tools
+from pyruntime.turns.rounds import registry as turn_tools
 
 CALL = orch.ClientToolCall(turn_id="t1", call_id="c1", name="quote_price", arguments_json='{"item": "sword"}')
 

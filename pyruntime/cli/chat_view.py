@@ -17,7 +17,7 @@ from typing import TextIO
 
 from pyruntime.errors import CoreAIError
 from pyruntime.memory.versions import list_versions, revert_memory
-from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import LoadStatus, ScopedAgentMemoryStore
@@ -30,8 +30,8 @@ from pyruntime.turns import (
     ToolResultEvent,
     TurnEvent,
 )
-from pyruntime.turns.memory_pass import MemoryPassOutcome
-from pyruntime.turns.memory_writer import MemoryDesign
+from pyruntime.turns.writer.decision import MemoryDesign
+from pyruntime.turns.writer.passes import MemoryPassOutcome
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -25,15 +25,15 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from pyruntime.catalog import entries
+from pyruntime.catalog.cache import ModelCache, PullRequest
+from pyruntime.catalog.cache import models_dir as models_dir_of
+from pyruntime.catalog.download import DEFAULT_KEEP_FREE, DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, size_text
+from pyruntime.catalog.pull import ModelPull
 from pyruntime.cli.chat import default_data_dir
 from pyruntime.cli.guard import EXIT_OK, UsageError, guarded
 from pyruntime.cli.progress import ProgressBar
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.models import catalog
-from pyruntime.models.cache import ModelCache, PullRequest
-from pyruntime.models.cache import models_dir as models_dir_of
-from pyruntime.models.download import DEFAULT_KEEP_FREE, DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, size_text
-from pyruntime.models.pull import ModelPull
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         return _pull(cache, args)
     if action == "remove":
         if not cache.remove(args.model):
-            log.warning("model %s was not pulled; nothing removed", catalog.check_name(args.model))
+            log.warning("model %s was not pulled; nothing removed", entries.check_name(args.model))
         return EXIT_OK
     print(cache.path(args.model))  # path
     return EXIT_OK
@@ -151,7 +151,7 @@ def _pull(cache: ModelCache, args: argparse.Namespace) -> int:
 def _list(cache: ModelCache, *, as_json: bool) -> int:
     pulled = {m.name: m for m in cache.list()}
     rows: list[dict[str, Any]] = []  # JSON lines
-    for entry in catalog.CATALOG:
+    for entry in entries.CATALOG:
         model = pulled.pop(entry.name, None)
         rows.append({"name": entry.name, "pulled": model is not None, "size_bytes": entry.size_bytes,
                      "license": entry.license, "context_length": entry.context_length, "tool_mode": entry.tool_mode,
@@ -187,7 +187,7 @@ def resolve_model_flag(model: Path | None, *, models_dir: Path | None,
     if model is None or model.suffix.lower() == ".gguf" or model.is_file():
         return model, None  # a file that is not .gguf is refused by serve's checks, naming the flag
     try:
-        name = catalog.check_name(model.name)
+        name = entries.check_name(model.name)
     except InvalidArgumentError:
         raise InvalidArgumentError("--model must be a .gguf file or a model name") from None
     caches = [ModelCache(models_dir)] if models_dir is not None else [
@@ -197,7 +197,7 @@ def resolve_model_flag(model: Path | None, *, models_dir: Path | None,
         pulled = cache.get(name)
         if pulled is not None:
             return pulled.path, None
-    if catalog.find(name) is None:
+    if entries.find(name) is None:
         raise InvalidArgumentError(f"--model must be a .gguf file or the name of a pulled or catalogue model; {name} "
                                    "is neither (coreai-runtime models list; pull a URL with: "
                                    "coreai-runtime models pull URL)")

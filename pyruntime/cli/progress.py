@@ -6,7 +6,7 @@ import sys
 import time
 from typing import TextIO
 
-from pyruntime.models.download import DownloadProgress
+from pyruntime.catalog.download import DownloadProgress
 
 _REDRAW_S = 0.2
 _MB = 1_000_000

@@ -10,7 +10,7 @@ logs go to stderr. `--log-file PATH` sends stdout and stderr (the ready line, lo
 PATH, appended: a launcher then needs no pipe (a Unity editor's pipe goes unread after a domain reload).
 Stopped in reverse: in-flight calls get `--grace` seconds, store writes finish, the model server is
 stopped (on every path, failures included). A hosted model is watched and restarted when it dies or hangs
-(model/supervisor.py); one that cannot be kept up leaves the runtime serving memory, history, exports and
+(model/hosting/supervisor.py); one that cannot be kept up leaves the runtime serving memory, history, exports and
 health (turns UNAVAILABLE, health `modelState: failed`) while the watchdog keeps trying. Exit 0 after a
 signal, 1 when something fails to start, 2 on bad arguments.
 
@@ -43,15 +43,14 @@ from pyruntime.cli.models import resolve_model_flag
 from pyruntime.cli.signals import stop_on_signals
 from pyruntime.errors import CoreAIError, InvalidArgumentError
 from pyruntime.llm_key import LLM_API_KEY_ENV
-from pyruntime.model.concurrency import DEFAULT_EXTERNAL_CONCURRENCY, MAX_CONCURRENCY
-from pyruntime.model.llama_server import (
+from pyruntime.model.client.concurrency import DEFAULT_EXTERNAL_CONCURRENCY, MAX_CONCURRENCY
+from pyruntime.model.hosting.llama_server import (
     DEFAULT_HOST,
     DEFAULT_PORT,
     DEFAULT_SLOTS,
     MAX_SLOTS,
     default_threads,
 )
-from pyruntime.model.scripted import Script
 from pyruntime.net.auth import TOKEN_ENV, is_loopback_host, resolve_token
 from pyruntime.observability import LOG_FORMATS, LOG_LEVELS, configure_logging
 from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT
@@ -62,8 +61,9 @@ from pyruntime.stores import confined
 from pyruntime.stores.engine_files import PROMPT_CACHE_RELATIVE_PATH
 from pyruntime.stores.in_memory import DEFAULT_CHAT_CAP, DEFAULT_TRANSCRIPT_CAP
 from pyruntime.stores.persistence import DATA_FOLDER
-from pyruntime.turns.memory_writer import MemoryDesign
-from pyruntime.turns.modes import ToolCallMode
+from pyruntime.testing.scripted import Script
+from pyruntime.turns.rounds.modes import ToolCallMode
+from pyruntime.turns.writer.decision import MemoryDesign
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from coreai.v1 import orchestrator_pb2
 
 log = logging.getLogger("pyruntime.history")
 
-# Set while a later turn's history is only predicted (turns/prewarm.py): nothing is cut then, so
+# Set while a later turn's history is only predicted (turns/between/prewarm.py): nothing is cut then, so
 # the lines would report cuts twice. A context variable: other turns running meanwhile still log.
 _PREDICTING: ContextVar[bool] = ContextVar("pyruntime_history_predicting", default=False)
 # Set while a fold is computed: its lines are kept with it and written by the turn that sends it (a fold

@@ -62,7 +62,7 @@ ChatCompletionFn = Callable[[list[dict[str, str]], CompactionRequestOptions], Aw
 
 class CompactionAbandoned(Exception):
     """Raised by a `ChatCompletionFn` to give the fold up altogether (no deterministic fallback): it is made
-    again later. A fold between turns whose summarizer call a player's call pre-empted (turns/between_turns.py)."""
+    again later. A fold between turns whose summarizer call a player's call pre-empted (turns/between/folds.py)."""
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,10 @@ from pyruntime.errors import (
 )
 from pyruntime.memory.actions import MEMORY_ACTIONS, MemoryToolAction, MemoryToolArgs, MemoryToolResult
 from pyruntime.memory.document import DocumentEdit, apply_edit
+from pyruntime.memory.documents import LoadStatus, MemoryDocuments
 from pyruntime.memory.repair import parse_memory_tool_arguments
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.memory.versions import record_version
-from pyruntime.stores.base import AgentMemoryStore, LoadStatus
 
 __all__ = [
     "DEFAULT_MAX_MEMORY_CHARS",
@@ -111,7 +111,7 @@ class MemoryTool:
 
     name = MEMORY_TOOL_NAME
 
-    def __init__(self, store: AgentMemoryStore, key: str, *, max_memory_chars: int = DEFAULT_MAX_MEMORY_CHARS,
+    def __init__(self, store: MemoryDocuments, key: str, *, max_memory_chars: int = DEFAULT_MAX_MEMORY_CHARS,
                  clock: Callable[[], float] = time.time) -> None:
         if not isinstance(key, str) or not key.strip():
             raise InvalidArgumentError("key is required and must not be blank")

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 from pyruntime.errors import CoreAIError, DiskFullError, MemoryUnreadableError, NotFoundError
 from pyruntime.memory.actions import MemoryToolAction, MemoryToolResult
+from pyruntime.memory.documents import LoadStatus, MemoryDocuments
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
-from pyruntime.stores.base import AgentMemoryStore, LoadStatus
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def record_version(state: AgentMemoryState, action: str | MemoryToolAction, new_
     return state.evolve(memory=new_memory, versions=tuple(kept))
 
 
-def _load(store: AgentMemoryStore, key: str) -> AgentMemoryState:
+def _load(store: MemoryDocuments, key: str) -> AgentMemoryState:
     """The state of key; NotFoundError / MemoryUnreadableError otherwise (messages name no key)."""
     loaded = store.try_load(key)
     if loaded.status is LoadStatus.FAILED:
@@ -59,7 +59,7 @@ def _retained(state: AgentMemoryState) -> str:
     return ", ".join(str(n) for n in numbers) if numbers else "none"
 
 
-def list_versions(store: AgentMemoryStore, key: str) -> list[MemoryVersion]:
+def list_versions(store: MemoryDocuments, key: str) -> list[MemoryVersion]:
     """The retained snapshots of key, oldest first ([] when key has no document)."""
     try:
         state = _load(store, key)
@@ -68,7 +68,7 @@ def list_versions(store: AgentMemoryStore, key: str) -> list[MemoryVersion]:
     return sorted(state.versions, key=lambda v: v.version)
 
 
-def revert_memory(store: AgentMemoryStore, key: str, version: int, *,
+def revert_memory(store: MemoryDocuments, key: str, version: int, *,
                   clock: Callable[[], float] = time.time) -> MemoryToolResult:
     """Set memory to version's ContentAfter and record a `revert` version; a failure result when that cannot be done."""
     try:
@@ -116,7 +116,7 @@ def _diff_lines(text: str) -> list[str]:
     return lines
 
 
-def diff_versions(store: AgentMemoryStore, key: str, from_version: int, to_version: int) -> str:
+def diff_versions(store: MemoryDocuments, key: str, from_version: int, to_version: int) -> str:
     """Unified diff between two retained versions (0 = the empty document); "" when they are equal."""
     state = _load(store, key)
     contents = {v.version: v.content_after for v in state.versions}

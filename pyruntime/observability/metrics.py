@@ -27,7 +27,7 @@ prompt_cache_limit_bytes, prompt_cache_entries, slots, slots_busy (service/model
 """(RSS, prompt cache used, prompt cache limit) of the model server in bytes, read without blocking."""
 
 PrewarmSnapshot = Callable[[], tuple[int, int, int]]
-"""(sent, skipped, failed) prewarms of next turns' prefixes so far (turns/prewarm.py)."""
+"""(sent, skipped, failed) prewarms of next turns' prefixes so far (turns/between/prewarm.py)."""
 PREWARM_OUTCOMES = ("sent", "skipped", "failed")
 
 

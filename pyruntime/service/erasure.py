@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from pyruntime.stores.engine_files import conversation_digest, erase_engine_files
 
 if TYPE_CHECKING:
-    from pyruntime.model.hosting import LlamaServerProcess
+    from pyruntime.model.hosting.process import LlamaServerProcess
     from pyruntime.turns.orchestrator import AiOrchestrator
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class TurnEngineEraser:
 
     async def __call__(self, keys: Sequence[str], clear: Callable[[], Awaitable[T]]) -> T:
         """Hold and erase the conversations in the turn engine around `clear`, then the engine's saved states."""
-        from pyruntime.model.errors import ModelUnavailableError  # a runtime with a model has the model package
+        from pyruntime.model.client.errors import ModelUnavailableError  # a runtime with a model has the model package
 
         server = self._server
         cleared: list[T] = []

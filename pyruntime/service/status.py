@@ -64,7 +64,7 @@ class ServiceError(Exception):
 
 def _model_error_type() -> type[BaseException] | None:
     try:  # The model package is optional for a store-only runtime.
-        from pyruntime.model.errors import ModelError
+        from pyruntime.model.client.errors import ModelError
     except ImportError:  # pragma: no cover - depends on what is installed
         return None
     return ModelError

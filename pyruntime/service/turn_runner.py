@@ -14,7 +14,6 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.scopes import DEFAULT_TURN_ROLE
 from pyruntime.service.targets import target_from_proto
-from pyruntime.turns.client_tools import client_tool_spec
 from pyruntime.turns.events import (
     ClientToolCallEvent,
     CutReportEvent,
@@ -26,9 +25,10 @@ from pyruntime.turns.events import (
     ToolResultEvent,
     TurnEvent,
 )
-from pyruntime.turns.memory_pass import MemoryPassOutcome
 from pyruntime.turns.orchestrator import AiOrchestrator
 from pyruntime.turns.request import AiTaskRequest
+from pyruntime.turns.rounds.client_tools import client_tool_spec
+from pyruntime.turns.writer.passes import MemoryPassOutcome
 
 
 def request_from_proto(message: pb.RunTaskRequest) -> AiTaskRequest:

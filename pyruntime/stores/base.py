@@ -2,53 +2,23 @@
 
 Stores are keyed by storage keys (see `pyruntime.scopes.storage_key`); callers reach them
 through `ScopedAgentMemoryStore`, which turns (role, scope, actor) into the key.
-Every method is thread-safe; mutations are durable before they return.
+Every method is thread-safe; mutations are durable before they return. The memory tool's part of it (a
+document's load result, a mutation) is the memory package's own (`pyruntime/memory/documents.py`), named here too.
 """
 
 from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from pyruntime.errors import InvalidArgumentError
-
-if TYPE_CHECKING:  # the contract only names the state type; importing it would cycle through pyruntime.memory
-    from pyruntime.memory.state import AgentMemoryState
-
-
-class LoadStatus(enum.Enum):
-    """Outcome of `try_load`."""
-
-    LOADED = "loaded"
-    NOT_FOUND = "not_found"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class LoadResult:
-    """Loaded (with state), NotFound, or Failed (with a reason that names no key or content)."""
-
-    status: LoadStatus
-    state: AgentMemoryState | None = None
-    reason: str | None = None
-
-    @classmethod
-    def loaded(cls, state: AgentMemoryState) -> LoadResult:
-        """A document that exists and was read."""
-        return cls(LoadStatus.LOADED, state)
-
-    @classmethod
-    def not_found(cls) -> LoadResult:
-        """No document for this key."""
-        return cls(LoadStatus.NOT_FOUND)
-
-    @classmethod
-    def failed(cls, reason: str) -> LoadResult:
-        """A document exists but cannot be read."""
-        return cls(LoadStatus.FAILED, reason=reason)
+from pyruntime.memory.documents import LoadResult as LoadResult
+from pyruntime.memory.documents import LoadStatus as LoadStatus
+from pyruntime.memory.documents import Mutation as Mutation
+from pyruntime.memory.state import AgentMemoryState
 
 
 class TranscriptKind(enum.IntEnum):
@@ -108,7 +78,6 @@ def chat_row(role: object, content: object) -> TranscriptEntry:
     return TranscriptEntry(kind=chat_kind(role), name=role, content=content, is_chat_message=True)
 
 
-Mutation = Callable[["AgentMemoryState"], "AgentMemoryState | None"]
 """Receives the current state (a fresh one when none exists); returns the new state, or None for no change."""
 
 

@@ -9,8 +9,8 @@ See docs/testing.md ("Testing your NPC logic without a model").
 
 from __future__ import annotations
 
-from pyruntime.model.scripted import Answer, Script, ScriptedCall, ScriptedError, scripted_answer
 from pyruntime.testing.models import ChatRequest, FunctionModel, InProcessModel, Reply, ReplyFunction, ScriptedModel
+from pyruntime.testing.scripted import Answer, Script, ScriptedCall, ScriptedError, scripted_answer
 
 __all__ = [
     "Answer",

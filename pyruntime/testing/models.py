@@ -1,9 +1,9 @@
 """In-process model doubles: `ScriptedModel` and `FunctionModel`, for testing turn logic without a model.
 
-Both are `ModelClient`s (`pyruntime/model/seam.py`): hand one to `AiOrchestrator` in place of the
+Both are `ModelClient`s (`pyruntime/model/client/seam.py`): hand one to `AiOrchestrator` in place of the
 HTTP client and a turn runs exactly as against llama.cpp - the queue, the tool loop, streaming, the
 output cap, recording - with replies you chose, no process and no socket. They speak the scripted
-model's vocabulary (`pyruntime/model/scripted.py`, what `serve --scripted-model FILE` serves over
+model's vocabulary (`pyruntime/testing/scripted.py`, what `serve --scripted-model FILE` serves over
 HTTP): a reply is a text, a `ScriptedCall`, a `ScriptedError` or a whole `Answer` (text pieces, tool
 calls, delays). In structured tool mode (a `response_format` whose schema has `tool_calls`) a reply is
 sent as the JSON object that mode expects, as the scripted server does; an `Answer(..., structured=True)`
@@ -21,22 +21,12 @@ import inspect
 import json
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from pyruntime.model.compat import Message, build_chat_request, error_from_body
-from pyruntime.model.errors import ModelError, ModelUnavailableError
-from pyruntime.model.scripted import (
-    Answer,
-    RequestFacts,
-    Script,
-    ScriptedCall,
-    ScriptedError,
-    request_facts,
-    scripted_answer,
-    scripted_usage,
-)
-from pyruntime.model.seam import Gate, ModelStream
-from pyruntime.model.types import (
+from pyruntime.model.client.compat import Message, build_chat_request, error_from_body
+from pyruntime.model.client.errors import ModelError, ModelUnavailableError
+from pyruntime.model.client.seam import Gate, ModelClient, ModelStream
+from pyruntime.model.client.types import (
     ChatCompletion,
     FinishDelta,
     StreamDelta,
@@ -45,6 +35,16 @@ from pyruntime.model.types import (
     ToolCallDelta,
     Usage,
     UsageDelta,
+)
+from pyruntime.testing.scripted import (
+    Answer,
+    RequestFacts,
+    Script,
+    ScriptedCall,
+    ScriptedError,
+    request_facts,
+    scripted_answer,
+    scripted_usage,
 )
 
 Reply: TypeAlias = str | ScriptedCall | ScriptedError | Answer
@@ -262,3 +262,9 @@ def _finish_reason(answer: Answer) -> str:
 def _usage(request: ChatRequest, answer: Answer) -> Usage:
     prompt, completion = scripted_usage(request.messages, answer)
     return Usage(prompt, completion)
+
+
+if TYPE_CHECKING:  # mypy holds the doubles to the seam the turn engine is typed against
+
+    def _are_model_clients(scripted: ScriptedModel, function: FunctionModel) -> list[ModelClient]:
+        return [scripted, function]

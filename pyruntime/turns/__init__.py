@@ -20,10 +20,10 @@ if TYPE_CHECKING:
         TurnUsage,
     )
     from pyruntime.turns.factory import build_orchestrator
-    from pyruntime.turns.modes import ToolCallMode
     from pyruntime.turns.orchestrator import AiOrchestrator
     from pyruntime.turns.request import AiTaskRequest
-    from pyruntime.turns.tools import RegisteredTool, ToolContext, ToolOutput, ToolRegistry
+    from pyruntime.turns.rounds.modes import ToolCallMode
+    from pyruntime.turns.rounds.registry import RegisteredTool, ToolContext, ToolOutput, ToolRegistry
 
 _EXPORTS = {
     "CutReportEvent": "pyruntime.turns.events",
@@ -37,13 +37,13 @@ _EXPORTS = {
     "TurnStatus": "pyruntime.turns.events",
     "TurnUsage": "pyruntime.turns.events",
     "build_orchestrator": "pyruntime.turns.factory",
-    "ToolCallMode": "pyruntime.turns.modes",
+    "ToolCallMode": "pyruntime.turns.rounds.modes",
     "AiOrchestrator": "pyruntime.turns.orchestrator",
     "AiTaskRequest": "pyruntime.turns.request",
-    "RegisteredTool": "pyruntime.turns.tools",
-    "ToolContext": "pyruntime.turns.tools",
-    "ToolOutput": "pyruntime.turns.tools",
-    "ToolRegistry": "pyruntime.turns.tools",
+    "RegisteredTool": "pyruntime.turns.rounds.registry",
+    "ToolContext": "pyruntime.turns.rounds.registry",
+    "ToolOutput": "pyruntime.turns.rounds.registry",
+    "ToolRegistry": "pyruntime.turns.rounds.registry",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 

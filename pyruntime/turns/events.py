@@ -8,7 +8,7 @@ from typing import TypeAlias
 
 from coreai.v1 import orchestrator_pb2
 from pyruntime.history.cut_report import CutReport
-from pyruntime.turns.memory_pass import MemoryPassOutcome
+from pyruntime.turns.writer.passes import MemoryPassOutcome
 
 
 class TurnStatus(enum.IntEnum):

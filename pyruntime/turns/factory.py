@@ -11,19 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from pyruntime.history import LlmCompactionOptions, TokenCounter
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.concurrency import DEFAULT_EXTERNAL_CONCURRENCY
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import SMALL_MODEL_MAX_BYTES
-from pyruntime.model.queue import ModelRequestQueue
-from pyruntime.model.seam import Gate, ModelClient
+from pyruntime.model.client.concurrency import DEFAULT_EXTERNAL_CONCURRENCY
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.queue import ModelRequestQueue
+from pyruntime.model.client.seam import Gate, ModelClient
+from pyruntime.model.hosting.llama_server import SMALL_MODEL_MAX_BYTES
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores.persistence import AgentMemoryPersistenceMode, StoreBundle, open_stores
-from pyruntime.turns.memory_writer import MemoryDesign
-from pyruntime.turns.modes import MAX_CALLS_PER_ROUND, ToolCallMode
 from pyruntime.turns.orchestrator import DEFAULT_MODEL_CONTEXT_TOKENS, DEFAULT_TURN_TIMEOUT_S, AiOrchestrator
-from pyruntime.turns.templates import model_accepts_later_system
-from pyruntime.turns.tools import ToolRegistry
+from pyruntime.turns.planning.templates import model_accepts_later_system
+from pyruntime.turns.rounds.modes import MAX_CALLS_PER_ROUND, ToolCallMode
+from pyruntime.turns.rounds.registry import ToolRegistry
+from pyruntime.turns.writer.decision import MemoryDesign
 
 # A hosted small model in structured mode gets one tool call per round: SmolLM2-135M then stores a
 # stated fact as often as with four, in half the median turn time and without runaway rounds
@@ -41,7 +41,7 @@ class ModelProfile:
 
     @property
     def memory_last(self) -> bool:
-        """The memory-last prompt layout (turns/memory_last.py): for the writer design's models, too small to find
+        """The memory-last prompt layout (planning/memory_last.py): for the writer design's models, too small to find
         a memory block across a saved history (SmolLM2-135M recalled 12/65 of the memory eval's questions with it
         in the head, 32/65 with it last; docs/benchmarks.md#recall-layouts)."""
         return self.memory_design is MemoryDesign.WRITER
@@ -108,7 +108,8 @@ def build_orchestrator(
     llama-server's dialect, each conversation in its own parallel slot, and the queue runs as many model
     calls at once as the engine has slots (`base_url` given too: that URL, as a plain OpenAI server).
     `concurrency`: the model calls a server we do not run is sent at once (`serve` asks the engine:
-    model/concurrency.py); None: `DEFAULT_EXTERNAL_CONCURRENCY` for a `base_url`, one for a `client` alone. A hosted
+    model/client/concurrency.py);
+    None: `DEFAULT_EXTERNAL_CONCURRENCY` for a `base_url`, one for a `client` alone. A hosted
     `server` keeps its slot count.
     With a `server` (or a `model_path`), the context size, the GGUF's chat template (does it take a
     later system message?) and the model's tokenizer are used (`exact_token_counts=None` means: exact whenever
@@ -118,10 +119,10 @@ def build_orchestrator(
     `stores` as given, else file stores under `data_dir`, else session-only stores. Close the client
     with `await orchestrator.client.aclose()`.
     `prewarm` (None: on for a hosted `server`): evaluate each conversation's next prefix in the background
-    after a turn (turns/prewarm.py). Off for a server we do not run: we cannot know that it keeps a prefix,
+    after a turn (turns/between/prewarm.py). Off for a server we do not run: we cannot know that it keeps a prefix,
     and each prewarm is one more request to it.
     `background_compaction`: a conversation's next fold is made after the reply, off the player's path, and sent
-    by a later turn once ready (turns/between_turns.py); False folds in the turn that reaches the trigger.
+    by a later turn once ready (turns/between/folds.py); False folds in the turn that reaches the trigger.
     `gate`: asked before every model request (the hosted engine's watchdog: turns fail fast while it restarts).
     `options`: further `AiOrchestrator` keyword arguments.
     """

@@ -3,7 +3,7 @@
 A deletion (ClearChatHistory, ClearMemory, ForgetPlayer) stops the conversations' memory writes and prewarms, holds
 their gates (their running turns finish first, new ones wait) while the saves are erased (the caller's `clear`),
 then drops their staged folds, tail places, block paces and session starts, rewrites the saved places, and has
-the model client erase its states of them (slots, parked states: `model/slot_moves.py`).
+the model client erase its states of them (slots, parked states: `model/client/slot_moves.py`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from pyruntime.turns.tail_anchors import conversation_digest
+from pyruntime.turns.planning.tail_anchors import conversation_digest
 
 if TYPE_CHECKING:
     from pyruntime.turns.orchestrator import AiOrchestrator

@@ -7,9 +7,9 @@ the turn. Recording runs in `finally` behind `asyncio.shield`, so a failure, a t
 still records the user's hint exactly once.
 
 This module is the coordinator; each job has its own room (docs/architecture.md has the map):
-the turn's state (turns/turn_state.py), planning and fitting its request (turns/request_plan.py), the
-model rounds of the tool loop (turns/tool_rounds.py; the loop's rules: turns/tool_loop.py), streaming its
-events (turns/streaming.py), and the work between turns after a reply (turns/next_turn.py).
+the turn's state (turns/turn_state.py), planning and fitting its request (turns/planning/planner.py), the
+model rounds of the tool loop (turns/rounds/loop.py; the loop's rules: turns/rounds/rules.py), streaming its
+events (turns/streaming.py), and the work between turns after a reply (turns/between/next_turn.py).
 Its length past ~400 lines is the constructor's: every setting a game or a benchmark passes is documented there.
 """
 
@@ -29,47 +29,47 @@ from pyruntime.errors import InvalidArgumentError
 from pyruntime.history import HeuristicTokenCounter, LlmCompactionOptions, TokenCounter
 from pyruntime.history.budget import COMPACTION_TARGET_RATIO, MAX_OVERFLOW_RETRIES
 from pyruntime.memory import MEMORY_TOOL_NAME, MemoryTool
-from pyruntime.model.errors import ContextOverflowError, ModelError
-from pyruntime.model.queue import ModelRequestQueue
-from pyruntime.model.seam import ModelClient
+from pyruntime.model.client.errors import ContextOverflowError, ModelError
+from pyruntime.model.client.queue import ModelRequestQueue
+from pyruntime.model.client.seam import ModelClient
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import DEFAULT_TURN_ROLE, EMPTY_SCOPE, AgentMemoryScope
 from pyruntime.stores.persistence import StoreBundle
-from pyruntime.turns.between_turns import CompactionStats, StagedFolds
-from pyruntime.turns.block_pace import BlockPace
-from pyruntime.turns.client_tools import (
+from pyruntime.turns.between.block_pace import BlockPace
+from pyruntime.turns.between.folds import CompactionStats, StagedFolds
+from pyruntime.turns.between.next_turn import NextTurn
+from pyruntime.turns.between.prewarm import RECENT_TURNS, Prewarms
+from pyruntime.turns.events import CutReportEvent, FinalEvent, MemoryWriteEvent, TaskResult, TurnEvent, TurnStatus
+from pyruntime.turns.forgetting import forget_conversations
+from pyruntime.turns.planning.context import native_tools
+from pyruntime.turns.planning.memory_last import assemble_memory_last
+from pyruntime.turns.planning.planner import RequestPlanner
+from pyruntime.turns.planning.prompt import assemble_messages, build_system_prompt, role_system_prompt
+from pyruntime.turns.planning.sessions import SessionStarts
+from pyruntime.turns.planning.tail_anchors import TailAnchors, conversation_digest
+from pyruntime.turns.recording import TurnRecord, record_turn
+from pyruntime.turns.request import FORCED_TOOL_NONE, AiTaskRequest, forced_tool, tool_availability
+from pyruntime.turns.rounds.client_tools import (
     DEFAULT_CLIENT_TOOL_TIMEOUT_S,
     ClientCallRegistry,
     ClientToolAdapter,
     check_client_tools,
 )
-from pyruntime.turns.context import native_tools
-from pyruntime.turns.events import CutReportEvent, FinalEvent, MemoryWriteEvent, TaskResult, TurnEvent, TurnStatus
-from pyruntime.turns.forgetting import forget_conversations
-from pyruntime.turns.memory_last import assemble_memory_last
-from pyruntime.turns.memory_pass import NO_STATEMENT, MemoryPasses, MemoryPassOutcome, run_memory_pass
-from pyruntime.turns.memory_writer import MemoryDesign, statements
-from pyruntime.turns.modes import MAX_CALLS_PER_ROUND, ToolCallMode, tool_contract
-from pyruntime.turns.next_turn import NextTurn
-from pyruntime.turns.prewarm import RECENT_TURNS, Prewarms
-from pyruntime.turns.prompt import assemble_messages, build_system_prompt, role_system_prompt
-from pyruntime.turns.recording import TurnRecord, record_turn
-from pyruntime.turns.request import FORCED_TOOL_NONE, AiTaskRequest, forced_tool, tool_availability
-from pyruntime.turns.request_plan import RequestPlanner
-from pyruntime.turns.sessions import SessionStarts
+from pyruntime.turns.rounds.loop import ROUND_SEPARATOR, ToolRounds
+from pyruntime.turns.rounds.modes import MAX_CALLS_PER_ROUND, ToolCallMode, tool_contract
+from pyruntime.turns.rounds.registry import ToolContext, ToolRegistry
+from pyruntime.turns.rounds.rules import LoopGuard, MemoryToolAdapter, ToolExecutor, offered_tools
 from pyruntime.turns.streaming import stream_events
-from pyruntime.turns.tail_anchors import TailAnchors, conversation_digest
-from pyruntime.turns.tool_loop import LoopGuard, MemoryToolAdapter, ToolExecutor, offered_tools
-from pyruntime.turns.tool_rounds import ROUND_SEPARATOR, ToolRounds
-from pyruntime.turns.tools import ToolContext, ToolRegistry
 from pyruntime.turns.turn_state import Emit, PromptParts, TurnState, discard
-from pyruntime.turns.write_gate import ConversationGate
+from pyruntime.turns.writer.decision import MemoryDesign, statements
+from pyruntime.turns.writer.gate import ConversationGate
+from pyruntime.turns.writer.passes import NO_STATEMENT, MemoryPasses, MemoryPassOutcome, run_memory_pass
 
 __all__ = [
     "DEFAULT_MEMORY_WAIT_S",
     "DEFAULT_MODEL_CONTEXT_TOKENS",
     "DEFAULT_TURN_TIMEOUT_S",
-    "ROUND_SEPARATOR",  # turns/tool_rounds.py's, kept here for the code that imports it from the orchestrator
+    "ROUND_SEPARATOR",  # turns/rounds/loop.py's, kept here for the code that imports it from the orchestrator
     "TOOL_CALL_ALLOWANCE_TOKENS",
     "AiOrchestrator",
 ]
@@ -126,18 +126,18 @@ class AiOrchestrator:
         `tool_call_allowance`: tokens for the JSON wrapper and tool calls on top of the visible output cap.
         `client_tool_timeout`: seconds a game-tool call waits for its result when the request sets none.
         `prewarm`: after each turn, evaluate the next turn's prefix in the background when it changes
-        (turns/prewarm.py); `build_orchestrator` turns it on for a model we host. `prompt_cache_status`: the
+        (turns/between/prewarm.py); `build_orchestrator` turns it on for a model we host. `prompt_cache_status`: the
         hosted server's `/coreai/status` (blocking; called off the event loop), so a prewarm is sent only
         while its prompt cache has room (`prewarm.worth_prewarming`). `assemble` (`prompt.assemble_messages`'s
         signature) and `compaction_target_ratio` (1.0: no hysteresis) let a benchmark run the design note's
         layout against this one (bench/design_note_layout.py); the defaults are the runtime's.
-        `memory_last`: the memory-last layout (turns/memory_last.py): the whole memory, consolidated every turn,
+        `memory_last`: the memory-last layout (planning/memory_last.py): the whole memory, consolidated every turn,
         right before the player's line; `build_orchestrator` gives it to the writer design's (small) models.
-        `memory_last_stays`: where that block goes (turns/block_pace.py): None (default) - before each player line
+        `memory_last_stays`: where that block goes (between/block_pace.py): None (default) - before each player line
         while the model keeps up with the player, where it was first sent (lines appended later each where they were
         first sent, until a fold or a rewrite) once a turn finds its prewarm still running; True or False - always
         the one or the other (measured against each other in docs/benchmarks.md#the-memory-block-moves-stays-auto).
-        `background_compaction`: fold between turns (turns/between_turns.py): after a reply, the next turn's
+        `background_compaction`: fold between turns (turns/between/folds.py): after a reply, the next turn's
         fold is made in the background (and its head prewarmed, with `prewarm`); a turn never waits for it.
         """
         if model_context_tokens < 1:
@@ -165,7 +165,7 @@ class AiOrchestrator:
         # How memory is written for roles with memory on: the memory tool in the reply, or a writer pass after it.
         self.memory_design = MemoryDesign.parse(memory_design)
         self.memory_passes = MemoryPasses()
-        # A memory write lands only between the turns of its conversation (turns/write_gate.py).
+        # A memory write lands only between the turns of its conversation (turns/writer/gate.py).
         self.write_gate = ConversationGate()
         self.client_tool_timeout = client_tool_timeout
         self.client_calls = ClientCallRegistry()  # game-tool calls waiting for the client's result
@@ -176,9 +176,9 @@ class AiOrchestrator:
         self.staged_folds = StagedFolds()
         self.compaction_stats = CompactionStats()
         self.prompt_cache_status = prompt_cache_status
-        # Memory-last (small models): the whole memory as one block after the history (turns/memory_last.py).
+        # Memory-last (small models): the whole memory as one block after the history (turns/planning/memory_last.py).
         self.memory_last = memory_last
-        self.session_starts = SessionStarts()  # where each conversation's session began (turns/sessions.py)
+        self.session_starts = SessionStarts()  # where each conversation's session began (turns/planning/sessions.py)
         self.compaction_target_ratio = compaction_target_ratio
         self._recent_conversations: deque[str] = deque(maxlen=RECENT_TURNS)
         # Where each conversation's tail and memory notes were last sent: they stay there.
@@ -329,7 +329,7 @@ class AiOrchestrator:
         )
 
     def _start_memory_pass(self, turn: TurnState) -> asyncio.Future[MemoryPassOutcome] | None:
-        """Writer design: the memory decision on this line, queued behind player turns (turns/memory_pass.py).
+        """Writer design: the memory decision on this line, queued behind player turns (turns/writer/passes.py).
 
         A line with no statement about the player is decided here, without the model (a finished future).
         """
@@ -385,7 +385,7 @@ class AiOrchestrator:
             memory = MemoryToolAdapter(tool, config.default_action, player_text=request.hint)
             forced_memory = request.forced_tool_mode.strip().lower() == MEMORY_TOOL_NAME
             if self.memory_design is MemoryDesign.WRITER and not forced_memory:
-                memory = None  # the writer pass after the reply keeps the memory (turns/memory_pass.py)
+                memory = None  # the writer pass after the reply keeps the memory (turns/writer/passes.py)
         allowed = request.allowed_tool_names
         if request.forced_tool_mode.lower() == FORCED_TOOL_NONE:
             allowed = ()

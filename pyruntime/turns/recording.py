@@ -17,7 +17,7 @@ from pyruntime.history.prune import strip_think
 from pyruntime.policy import ToolResultMemory
 from pyruntime.stores.base import TranscriptEntry, TranscriptKind, chat_kind
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
-from pyruntime.turns.tool_loop import ExecutedCall
+from pyruntime.turns.rounds.rules import ExecutedCall
 
 log = logging.getLogger("pyruntime.turns")
 

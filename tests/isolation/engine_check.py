@@ -27,9 +27,9 @@ from typing import Any
 
 import aiohttp
 
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.types import TextDelta
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.types import TextDelta
+from pyruntime.model.hosting.process import LlamaServerProcess
 from tests.isolation.workload import Schedule, Step, Turn
 
 TOP_K = 10

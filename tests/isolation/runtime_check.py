@@ -26,10 +26,10 @@ from typing import Any
 import aiohttp
 
 from pyruntime.memory import MEMORY_TOOL_NAME
-from pyruntime.model.scripted import Answer, ScriptedCall, request_facts, scripted_answer
-from pyruntime.model.slots import conversation_id
+from pyruntime.model.client.slots import conversation_id
 from pyruntime.scopes import AgentMemoryScope, storage_key
-from pyruntime.turns.writer_prompt import WRITER_SYSTEM
+from pyruntime.testing.scripted import Answer, ScriptedCall, request_facts, scripted_answer
+from pyruntime.turns.writer.prompt import WRITER_SYSTEM
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import httpx
 from pyruntime.app import Runtime as AppRuntime
 from pyruntime.app import RuntimeModel, RuntimeSettings
 from pyruntime.client import RuntimeClient
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.stores.engine_files import ENGINE_STATES_RELATIVE_PATH, PROMPT_CACHE_RELATIVE_PATH
 from tests.support.fixtures import SERVER_START_TIMEOUT_S, free_port

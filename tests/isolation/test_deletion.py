@@ -18,7 +18,7 @@ import pytest
 
 from coreai.v1 import orchestrator_pb2
 from pyruntime.client import RuntimeClient
-from pyruntime.model.slots import conversation_id
+from pyruntime.model.client.slots import conversation_id
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from tests.isolation.runtime_harness import Served, files_under, serve

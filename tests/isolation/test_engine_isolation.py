@@ -21,9 +21,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.slot_moves import SlotMoves
-from pyruntime.model.slots import SlotUse
+from pyruntime.model.client.slot_moves import SlotMoves
+from pyruntime.model.client.slots import SlotUse
+from pyruntime.model.hosting.process import LlamaServerProcess
 from tests.isolation.engine_check import Report, compare, fresh_distributions, run_schedule
 from tests.isolation.workload import Schedule, Turn, build_schedule
 from tests.support.fixtures import start_llama_server

@@ -25,11 +25,11 @@ from coreai.v1 import orchestrator_pb2
 from pyruntime.app import Runtime as AppRuntime
 from pyruntime.app import RuntimeSettings
 from pyruntime.client import RuntimeClient
-from pyruntime.model.scripted_server import ScriptedModelServer
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.stores.scoped import ScopedAgentMemoryStore
-from pyruntime.turns.modes import ToolCallMode
-from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS
+from pyruntime.testing.scripted_server import ScriptedModelServer
+from pyruntime.turns.between.prewarm import PREWARM_MAX_TOKENS
+from pyruntime.turns.rounds.modes import ToolCallMode
 from tests.isolation.runtime_check import Cast, EngineRecorder, RecordingModel
 from tests.isolation.runtime_harness import TOKEN, DebugSlotsEngine, Served, serve
 from tests.support.runtime import RuntimeThread

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from pyruntime.model.slots import conversation_id
+from pyruntime.model.client.slots import conversation_id
 
 # Words the tiny test model has pieces for, and ordinary ones: histories are random sentences of them.
 WORDS = ("the", "a", "to", "and", "you", "is", "it", "hello", "name", "sword", "memory", "river", "bread", "seven",

@@ -12,11 +12,11 @@ from pyruntime.jsonlimits import MAX_JSON_DEPTH, nesting_depth, value_depth
 from pyruntime.memory import parse_memory_tool_arguments
 from pyruntime.memory.actions import MemoryToolAction
 from pyruntime.memory.tool import MemoryTool
-from pyruntime.model.types import ToolCall
+from pyruntime.model.client.types import ToolCall
 from pyruntime.stores import InMemoryAgentMemoryStore
-from pyruntime.turns.modes import parse_structured_reply
-from pyruntime.turns.tool_loop import MemoryToolAdapter
-from pyruntime.turns.tools import ToolContext
+from pyruntime.turns.rounds.modes import parse_structured_reply
+from pyruntime.turns.rounds.registry import ToolContext
+from pyruntime.turns.rounds.rules import MemoryToolAdapter
 
 DEEP = 1000
 

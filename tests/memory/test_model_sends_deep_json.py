@@ -16,8 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.queue import ModelRequestQueue
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.queue import ModelRequestQueue
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiOrchestrator, AiTaskRequest, ToolRegistry

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.hosting.process import LlamaServerProcess
 from tests.support.fixtures import start_llama_server
 
 

@@ -16,9 +16,9 @@ import aiohttp
 import httpx
 import pytest
 
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.errors import ContextOverflowError, IncompleteStreamError, ModelError, ModelUnavailableError
-from pyruntime.model.types import ChatCompletionAccumulator, FinishDelta, TextDelta, ToolCallDelta, UsageDelta
+from pyruntime.model.client.errors import ContextOverflowError, IncompleteStreamError, ModelError, ModelUnavailableError
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.types import ChatCompletionAccumulator, FinishDelta, TextDelta, ToolCallDelta, UsageDelta
 from tests.support.fixtures import free_port
 from tests.support.tiny_model import TINY_MODEL_ALIAS
 

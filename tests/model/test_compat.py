@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pyruntime.model.compat import build_chat_request, error_from_response, parse_chunk
-from pyruntime.model.errors import ContextOverflowError, ModelError, ModelUnavailableError
-from pyruntime.model.sse import SSEDecoder, SSELines
-from pyruntime.model.types import FinishDelta, TextDelta, ToolCall, ToolCallDelta
+from pyruntime.model.client.compat import build_chat_request, error_from_response, parse_chunk
+from pyruntime.model.client.errors import ContextOverflowError, ModelError, ModelUnavailableError
+from pyruntime.model.client.sse import SSEDecoder, SSELines
+from pyruntime.model.client.types import FinishDelta, TextDelta, ToolCall, ToolCallDelta
 
 
 def test_requests_are_normalised_for_llama_cpp_python():

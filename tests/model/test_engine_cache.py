@@ -1,7 +1,7 @@
 """NPCs in parallel slots, their parked states and restart-warm slots, on the real llama-server (tiny model).
 
 Through the runtime's own client (`LlamaServerProcess.client_options`): each conversation keeps its slot,
-a conversation that lost its slot comes back from its own parked state (`model/parked_states.py`), a
+a conversation that lost its slot comes back from its own parked state (`model/client/parked_states.py`), a
 state superseded by a compaction is dropped instead of parked, and the slots saved at a graceful stop are
 restored at the next start, only when they pass the store's checks.
 """
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import LlamaServerConfig
-from pyruntime.model.slots import conversation_id
-from pyruntime.model.types import Usage, UsageDelta
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.slots import conversation_id
+from pyruntime.model.client.types import Usage, UsageDelta
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
 from tests.support.fixtures import start_llama_server
 
 BRAM, ELDA = conversation_id("Bram/player-1"), conversation_id("Elda/player-1")

@@ -10,9 +10,9 @@ import socket
 import threading
 import time
 
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.concurrency import slots_from_props
-from pyruntime.model.types import TextDelta
+from pyruntime.model.client.concurrency import slots_from_props
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.types import TextDelta
 from pyruntime.testing.engine import LatencyEngine, LatencyEngineServer, LatencyModel
 from pyruntime.testing.minimal_http import serve_minimal
 
@@ -119,7 +119,7 @@ def test_the_minimal_http_server_serves_the_engine_streamed_and_whole_on_one_kep
 
 
 def test_a_tcp_engine_is_reached_through_the_proxy_the_environment_names_unless_no_proxy_covers_it(monkeypatch) -> None:
-    from pyruntime.model.client import _env_proxy
+    from pyruntime.model.client.http import _env_proxy
 
     monkeypatch.setenv("HTTP_PROXY", "http://user:secret@proxy.studio.example:3128")
     monkeypatch.delenv("NO_PROXY", raising=False)

@@ -9,8 +9,16 @@ from typing import Any
 
 import pytest
 
-from pyruntime.model.parked_states import ParkedStates
-from pyruntime.model.server_log import (
+from pyruntime.model.client.parked_states import ParkedStates
+from pyruntime.model.client.slots import (
+    ANONYMOUS,
+    SlotAffinity,
+    SlotUse,
+    conversation_id,
+    kept_fraction,
+    prompt_fingerprint,
+)
+from pyruntime.model.hosting.server_log import (
     STDERR_LINES,
     EngineLog,
     cache_state,
@@ -18,9 +26,8 @@ from pyruntime.model.server_log import (
     gpu_missing_in_build,
     offloaded_layers,
 )
-from pyruntime.model.slot_store import SlotStateStore
-from pyruntime.model.slots import ANONYMOUS, SlotAffinity, SlotUse, conversation_id, kept_fraction, prompt_fingerprint
-from pyruntime.model.supervisor import SlotProgress, WatchdogSettings, next_backoff
+from pyruntime.model.hosting.slot_store import SlotStateStore
+from pyruntime.model.hosting.supervisor import SlotProgress, WatchdogSettings, next_backoff
 
 SYSTEM = {"role": "system", "content": "You are Bram, the blacksmith of Eldham. " * 5}
 

@@ -16,14 +16,14 @@ import httpx
 import pytest
 
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.model.errors import ModelUnavailableError
-from pyruntime.model.hosting import LlamaServerProcess, hosted_model_config, port_is_free
-from pyruntime.model.llama_server import (
+from pyruntime.model.client.errors import ModelUnavailableError
+from pyruntime.model.hosting.llama_server import (
     SMALL_MODEL_MAX_BYTES,
     SMALL_MODEL_PROMPT_CACHE_MB,
     LlamaServerConfig,
     effective_n_ctx,
 )
+from pyruntime.model.hosting.process import LlamaServerProcess, hosted_model_config, port_is_free
 from tests.support.fixtures import free_port
 from tests.support.tiny_model import TINY_CONTEXT_LENGTH, TINY_MODEL_ALIAS
 
@@ -141,10 +141,10 @@ def test_the_child_exits_when_its_parent_dies(tiny_model_path, tmp_path, kind):
         import sys, time
         from pathlib import Path
         sys.path.insert(0, {str(ROOT)!r})
-        import pyruntime.model.lifeline as lifeline
+        import pyruntime.model.hosting.lifeline as lifeline
         lifeline.lifeline_kind = lambda: {kind!r}
-        from pyruntime.model.hosting import LlamaServerProcess
-        from pyruntime.model.llama_server import LlamaServerConfig
+        from pyruntime.model.hosting.process import LlamaServerProcess
+        from pyruntime.model.hosting.llama_server import LlamaServerConfig
         config = LlamaServerConfig(model_path=Path({str(tiny_model_path)!r}), alias="t", port={free_port()},
                                    n_threads=1)
         s = LlamaServerProcess(config)
@@ -185,7 +185,7 @@ def _running(pid: int) -> bool:
 
 
 def test_the_command_line_carries_the_settings_and_never_the_key(tiny_model_path, tmp_path):
-    from pyruntime.model.llama_server import EngineLaunch, server_command
+    from pyruntime.model.hosting.llama_server import EngineLaunch, server_command
 
     config = LlamaServerConfig(model_path=tiny_model_path, alias="a", port=1234, n_ctx=512, slots=3, n_threads=2,
                                prompt_cache_mb=64, prompt_cache_dir=tmp_path, api_key="public-key")
@@ -195,7 +195,7 @@ def test_the_command_line_carries_the_settings_and_never_the_key(tiny_model_path
     assert flags["--ctx-size"] == "1536" and flags["--parallel"] == "3"  # 512 tokens in each of 3 slots
     assert flags["--threads"] == "2" and flags["--n-gpu-layers"] == "auto" and flags["--flash-attn"] == "auto"
     assert flags["--cache-ram"] == "0"  # llama-server's content-addressed host cache is off: states are parked per
-    # conversation by the runtime, within prompt_cache_mb (model/parked_states.py)
+    # conversation by the runtime, within prompt_cache_mb (model/client/parked_states.py)
     assert flags["--api-key-file"] == str(tmp_path / "key") and flags["--slot-save-path"] == str(tmp_path)
     assert flags["--host"].endswith(".sock") and "public-key" not in " ".join(argv)
     assert "--no-ui" in argv and "--api-key" not in argv
@@ -235,7 +235,7 @@ def test_llama_server_variables_of_the_game_do_not_reach_the_engine(tiny_model_p
 
 
 def test_a_missing_binary_is_a_clear_error_naming_the_bootstrap(tiny_model_path, tmp_path, monkeypatch):
-    from pyruntime.model.llama_server import BOOTSTRAP_COMMAND, LLAMA_SERVER_ENV, find_llama_server
+    from pyruntime.model.hosting.llama_server import BOOTSTRAP_COMMAND, LLAMA_SERVER_ENV, find_llama_server
 
     monkeypatch.setenv(LLAMA_SERVER_ENV, str(tmp_path / "nothing-here"))
     with pytest.raises(ModelUnavailableError, match=LLAMA_SERVER_ENV):
@@ -252,7 +252,7 @@ def test_a_missing_binary_is_a_clear_error_naming_the_bootstrap(tiny_model_path,
 
 
 def test_the_binary_is_found_in_the_documented_order(tmp_path, monkeypatch):
-    from pyruntime.model.llama_server import LLAMA_SERVER_ENV, binary_name, find_llama_server
+    from pyruntime.model.hosting.llama_server import LLAMA_SERVER_ENV, binary_name, find_llama_server
 
     scripts, on_path, explicit = tmp_path / "scripts", tmp_path / "path", tmp_path / "explicit"
     for folder in (scripts, on_path, explicit):
@@ -308,7 +308,7 @@ def test_a_cpu_build_hosts_with_all_layers_asked_on_the_gpu_and_says_so(tiny_mod
 
 
 def test_slots_and_the_prompt_cache_have_defaults_by_model_size(tiny_model_path, tmp_path):
-    from pyruntime.model.llama_server import DEFAULT_SLOTS, LARGE_MODEL_PROMPT_CACHE_MB
+    from pyruntime.model.hosting.llama_server import DEFAULT_SLOTS, LARGE_MODEL_PROMPT_CACHE_MB
 
     assert hosted_model_config(tiny_model_path).slots == DEFAULT_SLOTS
     assert hosted_model_config(tiny_model_path, slots=1).slots == 1
@@ -377,7 +377,7 @@ def test_the_prompt_cache_folder_flows_from_the_serve_flag_to_the_child(tiny_mod
 def test_the_model_child_returns_freed_state_copies_to_the_os(tiny_model_path, monkeypatch):
     # A fixed glibc mmap threshold in the child (freed prompt-cache state copies go back to the OS);
     # a value the game set itself wins. Reads the child's environment from /proc (Linux, as CI).
-    from pyruntime.model.hosting import MALLOC_MMAP_THRESHOLD_BYTES, MALLOC_MMAP_THRESHOLD_ENV
+    from pyruntime.model.hosting.process import MALLOC_MMAP_THRESHOLD_BYTES, MALLOC_MMAP_THRESHOLD_ENV
 
     def child_env() -> dict[str, str]:
         server = LlamaServerProcess(hosted_model_config(tiny_model_path, port=free_port(), api_key="k", n_threads=1))
@@ -397,7 +397,7 @@ def test_the_model_child_returns_freed_state_copies_to_the_os(tiny_model_path, m
 def test_a_gpu_that_refuses_the_layers_falls_back_to_the_cpu_with_the_reason(tiny_model_path, tmp_path, monkeypatch):
     # No GPU here: the GPU's refusal is played by a script in front of the real llama-server that fails, with
     # CUDA's out-of-memory line, whenever layers are asked on the GPU, and runs the binary for `-ngl 0`.
-    from pyruntime.model.llama_server import LLAMA_SERVER_ENV, find_llama_server
+    from pyruntime.model.hosting.llama_server import LLAMA_SERVER_ENV, find_llama_server
     from pyruntime.service.model_memory import hosted_model_memory
 
     real = find_llama_server()

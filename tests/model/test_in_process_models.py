@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.errors import ContextOverflowError, ModelError, ModelUnavailableError
-from pyruntime.model.scripted_server import ScriptedModelServer
-from pyruntime.model.seam import ModelClient
-from pyruntime.model.types import (
+from pyruntime.model.client.errors import ContextOverflowError, ModelError, ModelUnavailableError
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.seam import ModelClient
+from pyruntime.model.client.types import (
     ChatCompletionAccumulator,
     FinishDelta,
     StreamDelta,
@@ -36,6 +35,7 @@ from pyruntime.testing import (
     ScriptedModel,
     scripted_answer,
 )
+from pyruntime.testing.scripted_server import ScriptedModelServer
 from tests.model.test_scripted_model import SCRIPT
 
 MESSAGES = [{"role": "system", "content": "You are BlacksmithNPC."}, {"role": "user", "content": "a sword?"}]

@@ -21,18 +21,18 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.errors import ModelStalledError, ModelUnavailableError
-from pyruntime.model.hosting import LlamaServerProcess, generate_model_key
-from pyruntime.model.supervisor import ModelState, ModelSupervisor, WatchdogSettings
-from pyruntime.model.types import UsageDelta
+from pyruntime.model.client.errors import ModelStalledError, ModelUnavailableError
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.types import UsageDelta
+from pyruntime.model.hosting.process import LlamaServerProcess, generate_model_key
+from pyruntime.model.hosting.supervisor import ModelState, ModelSupervisor, WatchdogSettings
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
 from pyruntime.service.status import StatusCode, status_for
 from pyruntime.turns import build_orchestrator
 from pyruntime.turns.events import FinalEvent, TextDeltaEvent, TurnStatus, TurnUsage
 from pyruntime.turns.orchestrator import ROUND_SEPARATOR, AiOrchestrator
 from pyruntime.turns.request import AiTaskRequest
-from pyruntime.turns.tools import ToolOutput, ToolRegistry
+from pyruntime.turns.rounds.registry import ToolOutput, ToolRegistry
 from tests.support.fixtures import start_llama_server
 from tests.support.tiny_model import write_tiny_model
 
@@ -74,7 +74,7 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT_S
 
 def wait_stopped(server: LlamaServerProcess, what: str) -> None:
     """Until no slot decodes. Polled slowly: llama-server checks a silent stream's connection only after a second
-    without any result for anyone, and each /slots answer is one (see model/supervisor.py)."""
+    without any result for anyone, and each /slots answer is one (see model/hosting/supervisor.py)."""
     wait_until(lambda: busy_slots(server) == 0, what, every=1.5)
 
 

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.queue import ModelRequestQueue, Preempted, Priority
-from pyruntime.model.types import ChatCompletionAccumulator
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.queue import ModelRequestQueue, Preempted, Priority
+from pyruntime.model.client.types import ChatCompletionAccumulator
 from tests.support.tiny_model import TINY_MODEL_ALIAS
 
 

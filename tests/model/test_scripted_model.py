@@ -15,12 +15,12 @@ import pytest
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import RuntimeClient
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.errors import ContextOverflowError
-from pyruntime.model.scripted import Script
-from pyruntime.model.scripted_server import ScriptedModelServer
-from pyruntime.model.types import TextDelta
+from pyruntime.model.client.errors import ContextOverflowError
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.types import TextDelta
 from pyruntime.net.auth import read_token_file
+from pyruntime.testing.scripted import Script
+from pyruntime.testing.scripted_server import ScriptedModelServer
 from tests.model.test_serve_cli import RPC_ANY_PORT, Serve
 from tests.support.loads import loaded
 

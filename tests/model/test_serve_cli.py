@@ -23,10 +23,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import RuntimeClient, RuntimeUnavailableError
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS
-from pyruntime.model.hosting import SMALL_MODEL_PROMPT_CACHE_MB, port_is_free
-from pyruntime.model.llama_server import DEFAULT_SLOTS
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS
+from pyruntime.model.hosting.llama_server import DEFAULT_SLOTS
+from pyruntime.model.hosting.process import SMALL_MODEL_PROMPT_CACHE_MB, port_is_free
 from pyruntime.net.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
@@ -319,7 +319,7 @@ def test_an_rpc_bind_failure_fails_before_the_model_loads(tiny_model_path, tmp_p
 def slow_engine(tmp_path: Path, seconds: float) -> dict[str, str]:
     """The environment of a serve whose llama-server takes `seconds` more to start (a large model's load):
     the real binary, started through a script that waits first."""
-    from pyruntime.model.llama_server import LLAMA_SERVER_ENV, find_llama_server
+    from pyruntime.model.hosting.llama_server import LLAMA_SERVER_ENV, find_llama_server
 
     script = tmp_path / "slow-llama-server"
     script.write_text(f"#!/bin/sh\nsleep {seconds}\nexec {find_llama_server()} \"$@\"\n")

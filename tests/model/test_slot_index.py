@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from pyruntime.client import RuntimeClient
-from pyruntime.model.gguf_info import read_gguf_info
-from pyruntime.model.llama_server import effective_n_ctx, find_llama_server
-from pyruntime.model.slot_store import INDEX_NAME, SlotStateStore, engine_identity
+from pyruntime.model.hosting.gguf_info import read_gguf_info
+from pyruntime.model.hosting.llama_server import effective_n_ctx, find_llama_server
+from pyruntime.model.hosting.slot_store import INDEX_NAME, SlotStateStore, engine_identity
 from pyruntime.net.auth import read_token_file
 from pyruntime.stores.engine_files import PROMPT_CACHE_RELATIVE_PATH
 from tests.model.test_serve_cli import own_copy, serve_with_model

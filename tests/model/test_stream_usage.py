@@ -6,9 +6,9 @@ import asyncio
 
 import httpx
 
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.compat import parse_chunk
-from pyruntime.model.types import TextDelta, Usage, UsageDelta
+from pyruntime.model.client.compat import parse_chunk
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.types import TextDelta, Usage, UsageDelta
 
 FIRST = [{"role": "system", "content": "You are a blacksmith in a village."},
          {"role": "user", "content": "Hello, can you fix my sword?"}]

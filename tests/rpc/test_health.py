@@ -22,9 +22,9 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 from prometheus_client.parser import text_string_to_metric_families
 
 from pyruntime.app import RuntimeModel
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import LlamaServerConfig
-from pyruntime.model.supervisor import ModelSupervisor, WatchdogSettings
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
+from pyruntime.model.hosting.supervisor import ModelSupervisor, WatchdogSettings
 from tests.rpc.conftest import Runtime, start_runtime
 from tests.support.fixtures import free_port
 from tests.support.tiny_model import TINY_MODEL_ALIAS

@@ -10,7 +10,7 @@ import pytest
 
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope
 from tests.rpc.conftest import TRANSPORTS

@@ -17,9 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.app import RuntimeModel
 from pyruntime.client import RuntimeHealth
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import LlamaServerConfig
-from pyruntime.model.supervisor import ModelSupervisor, WatchdogSettings
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
+from pyruntime.model.hosting.supervisor import ModelSupervisor, WatchdogSettings
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service.model_memory import process_rss_bytes

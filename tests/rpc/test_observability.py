@@ -16,7 +16,7 @@ from pyruntime.client import RuntimeClient, RuntimeUnavailableError
 from pyruntime.observability import loggable_trace_id
 from pyruntime.observability.metrics import RuntimeMetrics
 from pyruntime.scopes import AgentMemoryScope
-from pyruntime.turns.prewarm import PrewarmStats
+from pyruntime.turns.between.prewarm import PrewarmStats
 from tests.rpc.conftest import TOKEN, Runtime, spawn_runtime
 from tests.support.fixtures import free_port
 

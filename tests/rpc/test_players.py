@@ -16,11 +16,11 @@ import pytest
 
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import AsyncRuntimeClient
-from pyruntime.model.concurrency import DEFAULT_EXTERNAL_CONCURRENCY
+from pyruntime.model.client.concurrency import DEFAULT_EXTERNAL_CONCURRENCY
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.service.admission import running_places
 from pyruntime.testing.engine import LatencyEngine, LatencyEngineServer
-from pyruntime.turns.tail_anchors import conversation_digest
+from pyruntime.turns.planning.tail_anchors import conversation_digest
 from tests.rpc.conftest import TOKEN, Runtime, start_runtime
 
 ROLE = "SmartChat"  # memory tool on, history saved

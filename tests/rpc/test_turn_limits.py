@@ -22,7 +22,7 @@ import pytest
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.app import RuntimeModel
 from pyruntime.client import RuntimeCallError
-from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.net.limits import TransportLimits
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service import StatusCode, TurnAdmission

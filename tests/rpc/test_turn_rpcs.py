@@ -21,7 +21,7 @@ import pytest
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.app import RuntimeModel
 from pyruntime.client import RuntimeClient
-from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service.turn_runner import ProtoTurnRunner

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
-from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting.process import LlamaServerProcess
 from tests.support.fixtures import start_llama_server
 
 

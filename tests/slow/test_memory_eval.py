@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.memory_eval import CONFIGS, LABELS, copies, has_key, load_conversations
-from pyruntime.turns.memory_writer import only_questions
+from pyruntime.turns.writer.decision import only_questions
 
 pytestmark = pytest.mark.slow
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from pyruntime.model.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
-from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.turns import AiTaskRequest, TaskResult, ToolCallMode, build_orchestrator
-from pyruntime.turns.memory_writer import MemoryDesign
-from pyruntime.turns.prompt import MEMORY_HEADING
+from pyruntime.turns.planning.prompt import MEMORY_HEADING
+from pyruntime.turns.writer.decision import MemoryDesign
 from tests.support.fixtures import start_llama_server
 from tests.turns.conftest import RecordingClient
 

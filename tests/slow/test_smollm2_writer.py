@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator
-from pyruntime.turns.memory_pass import MemoryPassOutcome
-from pyruntime.turns.memory_writer import MemoryDesign
+from pyruntime.turns.writer.decision import MemoryDesign
+from pyruntime.turns.writer.passes import MemoryPassOutcome
 
 pytestmark = pytest.mark.slow
 

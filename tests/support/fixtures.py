@@ -9,8 +9,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
 from tests.support.tiny_model import TINY_MODEL_ALIAS
 
 SERVER_START_TIMEOUT_S = 60.0

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HAMMER = """
 import sys, time
 from pathlib import Path
-from pyruntime.models import lockfile
+from pyruntime.catalog import lockfile
 from pyruntime.stores import confined
 folder_path, counter, rounds = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 done = 0

@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.queue import ModelRequestQueue
-from pyruntime.model.seam import Gate
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.queue import ModelRequestQueue
+from pyruntime.model.client.seam import Gate
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.turns import AiOrchestrator, ToolRegistry

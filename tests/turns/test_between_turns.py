@@ -15,15 +15,15 @@ import pytest
 
 from pyruntime.history import CompactionKind, CutReport, LlmCompactionOptions, strip_fold_marker
 from pyruntime.memory import MemoryTool
-from pyruntime.model.queue import ModelRequestQueue, Priority
-from pyruntime.model.types import StreamDelta
+from pyruntime.model.client.queue import ModelRequestQueue, Priority
+from pyruntime.model.client.types import StreamDelta
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiOrchestrator, AiTaskRequest, TaskResult
-from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS
-from pyruntime.turns.prompt import SUMMARY_HEADING
-from pyruntime.turns.tail_anchors import conversation_digest
+from pyruntime.turns.between.prewarm import PREWARM_MAX_TOKENS
+from pyruntime.turns.planning.prompt import SUMMARY_HEADING
+from pyruntime.turns.planning.tail_anchors import conversation_digest
 from tests.turns.conftest import RecordingClient, run
 
 PLAYER = AgentMemoryScope(user_id="player1")

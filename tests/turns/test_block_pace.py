@@ -1,4 +1,4 @@
-"""Where the memory-last block goes, by the player's pace (turns/block_pace.py)."""
+"""Where the memory-last block goes, by the player's pace (turns/between/block_pace.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.testing import ChatRequest, FunctionModel
 from pyruntime.turns import AiOrchestrator, AiTaskRequest
-from pyruntime.turns.block_pace import RECOVERY_TURNS, BlockPace
-from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS
+from pyruntime.turns.between.block_pace import RECOVERY_TURNS, BlockPace
+from pyruntime.turns.between.prewarm import PREWARM_MAX_TOKENS
 from tests.turns.conftest import run
 
 

@@ -16,14 +16,14 @@ import pytest
 from pydantic import BaseModel
 
 from pyruntime.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, ToolCallEndedError
-from pyruntime.model.scripted import Script
-from pyruntime.model.types import ToolCall
+from pyruntime.model.client.types import ToolCall
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import StoreBundle, TranscriptKind
 from pyruntime.testing import ScriptedModel
+from pyruntime.testing.scripted import Script
 from pyruntime.turns import AiOrchestrator, AiTaskRequest, ToolCallEvent, ToolRegistry, ToolResultEvent, TurnStatus
-from pyruntime.turns.client_tools import ClientToolSpec, client_tool_spec, repair_and_validate
 from pyruntime.turns.events import ClientToolCallEvent, FinalEvent, TurnEvent
+from pyruntime.turns.rounds.client_tools import ClientToolSpec, client_tool_spec, repair_and_validate
 from tests.support.loads import loaded
 from tests.turns.conftest import make_orchestrator, run
 

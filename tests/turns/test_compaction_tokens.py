@@ -17,7 +17,7 @@ import pytest
 from bench.bench_npcs import Setup
 from bench.compaction_tokens import compare, naive_counts, runtime_counts
 from pyruntime.history import LlamaTokenCounter
-from pyruntime.model.embedded import embedded_model_path
+from pyruntime.model.hosting.embedded import embedded_model_path
 
 
 @pytest.fixture(scope="module")

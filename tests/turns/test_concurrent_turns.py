@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.scripted import Script
-from pyruntime.model.scripted_server import ScriptedModelServer
+from pyruntime.model.client.http import OpenAICompatClient
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.testing.scripted import Script
+from pyruntime.testing.scripted_server import ScriptedModelServer
 from pyruntime.turns import AiTaskRequest, build_orchestrator
 
 SCRIPT = {

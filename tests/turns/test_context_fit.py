@@ -15,7 +15,7 @@ from pyruntime.history import LlamaTokenCounter, count_chat_tokens
 from pyruntime.policy import AgentBuilder, AgentMemoryPolicy
 from pyruntime.stores import StoreBundle
 from pyruntime.turns import AiTaskRequest, TurnStatus
-from pyruntime.turns.context import effective_context, fit_request, fixed_parts, overflow_error
+from pyruntime.turns.planning.context import effective_context, fit_request, fixed_parts, overflow_error
 from tests.turns.conftest import make_orchestrator, run
 
 MODEL_CTX = 2048

@@ -7,7 +7,7 @@ import pytest
 from coreai.v1 import common_pb2
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service.turn_runner import ProtoTurnRunner, request_from_proto
 from pyruntime.turns import AiTaskRequest, TurnStatus, build_orchestrator

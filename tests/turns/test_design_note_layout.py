@@ -1,6 +1,6 @@
 """The design note's request layout that the benchmarks compare against (bench/design_note_layout.py).
 
-It left production (`pyruntime.turns.prompt`) and the benchmarks stopped patching module globals: they
+It left production (`pyruntime.turns.planning.prompt`) and the benchmarks stopped patching module globals: they
 give it to the orchestrator (`assemble=`, `compaction_target_ratio=`). These tests keep the comparison
 honest: it is the note's order, not a second copy of the runtime's.
 """
@@ -16,7 +16,7 @@ from pyruntime.memory import MemoryTool
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiTaskRequest, TurnStatus
-from pyruntime.turns.prompt import MemoryNote, TailBlocks, assemble_messages
+from pyruntime.turns.planning.prompt import MemoryNote, TailBlocks, assemble_messages
 from tests.turns.conftest import make_orchestrator, run
 from tests.turns.test_prompt import FULL_TAIL, HISTORY, _headings
 

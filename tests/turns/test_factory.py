@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.model.hosting import LlamaServerProcess
-from pyruntime.model.llama_server import SMALL_MODEL_MAX_BYTES
+from pyruntime.model.hosting.llama_server import SMALL_MODEL_MAX_BYTES
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator
 from pyruntime.turns.factory import (
     HOSTED_STRUCTURED_CALLS_PER_ROUND,
     ModelProfile,
     model_profile,
 )
-from pyruntime.turns.memory_writer import MemoryDesign
-from pyruntime.turns.modes import MAX_CALLS_PER_ROUND
+from pyruntime.turns.rounds.modes import MAX_CALLS_PER_ROUND
+from pyruntime.turns.writer.decision import MemoryDesign
 from tests.turns.conftest import RecordingClient, run
 
 

@@ -13,7 +13,7 @@ import pytest
 from pyruntime.history import CompactionKind, LlamaTokenCounter
 from pyruntime.memory import MemoryTool
 from pyruntime.memory.state import AgentMemoryState
-from pyruntime.model.hosting import LlamaServerProcess
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.turns import AiTaskRequest, CutReportEvent, FinalEvent, TaskResult, TextDeltaEvent, TurnEvent, TurnStatus
@@ -240,8 +240,8 @@ def test_rolling_summary_is_committed_only_after_a_successful_turn(
 
 def test_a_turn_that_times_out_after_streaming_text_reports_its_completion_tokens(memory_stores: StoreBundle) -> None:
     # A timed-out turn that streamed text reports the tokens it streamed, not completion_tokens 0.
-    from pyruntime.model.scripted import Script
-    from pyruntime.model.scripted_server import ScriptedModelServer
+    from pyruntime.testing.scripted import Script
+    from pyruntime.testing.scripted_server import ScriptedModelServer
 
     script = {"rules": [], "default": {"pieces": [f"word{i} " for i in range(200)], "delay_ms": 100}}
 

@@ -8,11 +8,16 @@ from collections.abc import Mapping
 from pyruntime.memory import MemoryTool
 from pyruntime.memory.actions import MemoryToolAction
 from pyruntime.memory.tool import memory_tool_definition
-from pyruntime.model.types import ToolCall
+from pyruntime.model.client.types import ToolCall
 from pyruntime.stores import StoreBundle
 from pyruntime.turns import ToolCallMode, ToolContext
-from pyruntime.turns.modes import FORMAT_EXAMPLE_NAME, FORMAT_EXAMPLE_REFUSAL, copies_format_example, tool_contract
-from pyruntime.turns.tool_loop import CallOutcome, ExecutedCall, MemoryToolAdapter, reply_settles_round
+from pyruntime.turns.rounds.modes import (
+    FORMAT_EXAMPLE_NAME,
+    FORMAT_EXAMPLE_REFUSAL,
+    copies_format_example,
+    tool_contract,
+)
+from pyruntime.turns.rounds.rules import CallOutcome, ExecutedCall, MemoryToolAdapter, reply_settles_round
 from tests.support.loads import loaded
 from tests.turns.conftest import run
 

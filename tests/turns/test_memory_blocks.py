@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pyruntime.memory.state import AgentMemoryState, MemoryVersion
-from pyruntime.turns.memory_blocks import (
+from pyruntime.turns.planning.memory_blocks import (
     APPENDED_FRAMING,
     CLEARED_TEXT,
     REPLACED_FRAMING,
@@ -11,7 +11,7 @@ from pyruntime.turns.memory_blocks import (
     memory_updates_text,
     plan_memory_blocks,
 )
-from pyruntime.turns.prompt import MemoryNote
+from pyruntime.turns.planning.prompt import MemoryNote
 
 
 def _state(memory: str, version: int, snapshot: str = "", snapshot_version: int = 0) -> AgentMemoryState:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pyruntime.history.messages import HistoryMessage
-from pyruntime.turns.memory_last import (
+from pyruntime.turns.planning.memory_last import (
     LAST_MEMORY_HEADING,
     MAX_MEMORY_ADDITIONS,
     anchors_of_the_block_that_moves,
     assemble_memory_last,
     place_memory_with_tail,
 )
-from pyruntime.turns.prompt import (
+from pyruntime.turns.planning.prompt import (
     MemoryNote,
     Placement,
     PromptAnchors,
@@ -142,7 +142,7 @@ def test_a_rewrite_a_fold_or_too_many_runs_put_the_whole_memory_last_again() -> 
 
 
 def test_a_block_that_stays_after_one_that_moved_stays_where_that_one_went() -> None:
-    # turns/block_pace.py switches a conversation between the two placements: no block is moved by the switch.
+    # turns/between/block_pace.py switches a conversation between the two placements: no block is moved by the switch.
     tail = TailBlocks(world_state="night", memory="- a\n- b")
     moved = anchors_of_the_block_that_moves(TailAnchor("## World State\nnight", 2), tail.memory, _history(6))
     placement = place_memory_with_tail(moved, tail, "## World State\nnight", _history(8), compacted=False)

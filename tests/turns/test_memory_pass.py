@@ -7,19 +7,19 @@ from pathlib import Path
 
 from pyruntime.cli.chat import free_port
 from pyruntime.memory import MemoryTool
-from pyruntime.model.client import OpenAICompatClient
-from pyruntime.model.queue import ModelRequestQueue, Priority
+from pyruntime.model.client.http import OpenAICompatClient
+from pyruntime.model.client.queue import ModelRequestQueue, Priority
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
 from pyruntime.stores import StoreBundle
 from pyruntime.turns import AiTaskRequest, TurnStatus
-from pyruntime.turns.memory_pass import (
+from pyruntime.turns.writer.decision import WRITER_MAX_TOKENS, MemoryDesign, WriterDecision, writer_schema
+from pyruntime.turns.writer.passes import (
     KEPT_OUTCOMES,
     MemoryPasses,
     MemoryPassOutcome,
     apply_decision,
     run_memory_pass,
 )
-from pyruntime.turns.memory_writer import WRITER_MAX_TOKENS, MemoryDesign, WriterDecision, writer_schema
 from tests.support.loads import loaded
 from tests.turns.conftest import RecordingClient, make_orchestrator, run
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.turns.memory_writer import (
+from pyruntime.turns.writer.decision import (
     EXAMPLE_MARKERS,
     WRITER_EXAMPLES,
     MemoryDesign,

@@ -12,14 +12,14 @@ import json
 
 import pytest
 
-from pyruntime.model.scripted import Script
-from pyruntime.model.scripted_server import ScriptedModelServer
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import StoreBundle
+from pyruntime.testing.scripted import Script
+from pyruntime.testing.scripted_server import ScriptedModelServer
 from pyruntime.turns import AiTaskRequest, FinalEvent, MemoryWriteEvent, TurnStatus
-from pyruntime.turns.memory_last import LAST_MEMORY_HEADING
-from pyruntime.turns.memory_pass import NO_STATEMENT
-from pyruntime.turns.memory_writer import WRITER_SYSTEM
+from pyruntime.turns.planning.memory_last import LAST_MEMORY_HEADING
+from pyruntime.turns.writer.decision import WRITER_SYSTEM
+from pyruntime.turns.writer.passes import NO_STATEMENT
 from tests.turns.conftest import RecordingClient, make_orchestrator, run
 
 ROLE = "Bram"

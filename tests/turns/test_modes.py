@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory import memory_tool_definition
-from pyruntime.turns.modes import (
+from pyruntime.turns.rounds.modes import (
     ReplyExtractor,
     ToolCallMode,
     native_tool_choice,

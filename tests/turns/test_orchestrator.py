@@ -16,7 +16,7 @@ from pyruntime.turns import (
     TextDeltaEvent,
     TurnStatus,
 )
-from pyruntime.turns.prompt import SYSTEM_CONTEXT_UPDATE_PREFIX
+from pyruntime.turns.planning.prompt import SYSTEM_CONTEXT_UPDATE_PREFIX
 from tests.support.loads import loaded
 from tests.turns.conftest import make_orchestrator, run
 

@@ -15,13 +15,13 @@ import pytest
 
 from pyruntime.history import CompactionKind
 from pyruntime.memory import MemoryTool
-from pyruntime.model.errors import ModelUnavailableError
-from pyruntime.model.queue import Priority
+from pyruntime.model.client.errors import ModelUnavailableError
+from pyruntime.model.client.queue import Priority
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
 from pyruntime.turns import AiTaskRequest, TaskResult
-from pyruntime.turns.prewarm import (
+from pyruntime.turns.between.prewarm import (
     PREWARM_MAX_TOKENS,
     in_own_slot,
     needs_prewarm,

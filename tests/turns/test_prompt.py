@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pyruntime.history.messages import HistoryMessage
-from pyruntime.turns.prompt import (
+from pyruntime.turns.planning.prompt import (
     DEFAULT_ROLE_PROMPTS,
     SYSTEM_CONTEXT_UPDATE_PREFIX,
     MemoryNote,
@@ -14,7 +14,7 @@ from pyruntime.turns.prompt import (
     build_system_prompt,
     role_system_prompt,
 )
-from pyruntime.turns.templates import template_accepts_later_system
+from pyruntime.turns.planning.templates import template_accepts_later_system
 from tests.support.tiny_model import CHATML_TEMPLATE
 
 FULL_TAIL = TailBlocks(
@@ -120,7 +120,7 @@ def test_template_detection() -> None:
 
 
 def test_an_unchanged_tail_stays_where_it_was_first_sent() -> None:
-    from pyruntime.turns.prompt import TailAnchor, place_tail
+    from pyruntime.turns.planning.prompt import TailAnchor, place_tail
 
     turn1 = [HistoryMessage("user", "hi", order=1), HistoryMessage("assistant", "hello", order=2)]
     at, anchor = place_tail(None, "## World State\nRain.", turn1, compacted=False)
@@ -146,8 +146,8 @@ def test_an_unchanged_tail_stays_where_it_was_first_sent() -> None:
 def test_tail_anchors_survive_a_save_as_digests_and_a_bad_file_loads_none(tmp_path) -> None:
     from collections import OrderedDict
 
-    from pyruntime.turns.prompt import NoteAnchor, PromptAnchors, TailAnchor, place_tail, text_digest
-    from pyruntime.turns.tail_anchors import conversation_digest, load_anchors, save_anchors
+    from pyruntime.turns.planning.prompt import NoteAnchor, PromptAnchors, TailAnchor, place_tail, text_digest
+    from pyruntime.turns.planning.tail_anchors import conversation_digest, load_anchors, save_anchors
 
     tail = "## World State\nRain."
     history = [HistoryMessage("user", "hi", order=1), HistoryMessage("assistant", "hello", order=2)]
@@ -178,7 +178,7 @@ def test_tail_anchors_survive_a_save_as_digests_and_a_bad_file_loads_none(tmp_pa
 
 
 def test_a_memory_note_stays_where_it_was_first_sent_and_new_ones_come_last() -> None:
-    from pyruntime.turns.prompt import NoteAnchor, place_notes
+    from pyruntime.turns.planning.prompt import NoteAnchor, place_notes
 
     turn1 = [HistoryMessage("user", "hi", order=1), HistoryMessage("assistant", "hello", order=2)]
     turn2 = [*turn1, HistoryMessage("user", "and?", order=3), HistoryMessage("assistant", "wet", order=4)]

@@ -14,7 +14,7 @@ from pyruntime.policy import ToolResultMemory
 from pyruntime.stores import AgentMemoryPersistenceMode, TranscriptKind, open_stores
 from pyruntime.stores.file_store import FileAgentMemoryStore
 from pyruntime.turns.recording import TurnRecord, record_turn, recorded_result, truncate_middle, turn_rows
-from pyruntime.turns.tool_loop import CallOutcome, ExecutedCall
+from pyruntime.turns.rounds.rules import CallOutcome, ExecutedCall
 
 OK = ExecutedCall("c1", "roll", '{"sides":6}', CallOutcome(True, "x" * 300, "rolled a " + "6" * 300))
 BAD = ExecutedCall("c2", "roll", '{"sides":5}', CallOutcome(False, "bad sides", "bad sides"))

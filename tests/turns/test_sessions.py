@@ -8,7 +8,7 @@ from pyruntime.history.cut_report import CutReport
 from pyruntime.history.messages import HistoryMessage
 from pyruntime.history.pipeline import PreparedHistory
 from pyruntime.policy import RoleMemoryConfig
-from pyruntime.turns.sessions import SessionStarts, leaves_out_earlier_sessions, without_earlier_sessions
+from pyruntime.turns.planning.sessions import SessionStarts, leaves_out_earlier_sessions, without_earlier_sessions
 
 
 @pytest.mark.parametrize(("memory", "send", "memory_last", "left_out"), [

@@ -8,10 +8,10 @@ import pytest
 
 from pyruntime.memory import MemoryTool
 from pyruntime.memory.actions import MemoryToolAction
-from pyruntime.model.types import ToolCall
+from pyruntime.model.client.types import ToolCall
 from pyruntime.stores import StoreBundle
 from pyruntime.turns import ToolCallMode, ToolContext
-from pyruntime.turns.tool_loop import CallOutcome, ExecutedCall, MemoryToolAdapter, reply_settles_round
+from pyruntime.turns.rounds.rules import CallOutcome, ExecutedCall, MemoryToolAdapter, reply_settles_round
 from tests.turns.conftest import run
 
 STORED = ExecutedCall("c1", "memory", "{}", CallOutcome(True, "{}", "DONE", result_needed=False))

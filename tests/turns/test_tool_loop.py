@@ -11,10 +11,10 @@ from pydantic import BaseModel, field_validator
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory import MemoryTool
 from pyruntime.memory.actions import MemoryToolAction
-from pyruntime.model.types import ToolCall
+from pyruntime.model.client.types import ToolCall
 from pyruntime.stores import InMemoryAgentMemoryStore
-from pyruntime.turns.tool_loop import LoopGuard, MemoryToolAdapter, ToolExecutor, offered_tools
-from pyruntime.turns.tools import ToolContext, ToolOutput, ToolRegistry
+from pyruntime.turns.rounds.registry import ToolContext, ToolOutput, ToolRegistry
+from pyruntime.turns.rounds.rules import LoopGuard, MemoryToolAdapter, ToolExecutor, offered_tools
 from tests.support.loads import loaded
 
 

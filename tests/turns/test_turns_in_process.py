@@ -19,9 +19,8 @@ import pytest
 from pydantic import BaseModel, field_validator
 
 from pyruntime.memory import MemoryTool
-from pyruntime.model.errors import ModelUnavailableError
-from pyruntime.model.queue import ModelRequestQueue
-from pyruntime.model.scripted import scripted_usage
+from pyruntime.model.client.errors import ModelUnavailableError
+from pyruntime.model.client.queue import ModelRequestQueue
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, TranscriptKind, open_stores
 from pyruntime.stores.in_memory import InMemoryAgentMemoryStore
@@ -35,6 +34,7 @@ from pyruntime.testing import (
     ScriptedModel,
     scripted_answer,
 )
+from pyruntime.testing.scripted import scripted_usage
 from pyruntime.turns import (
     AiOrchestrator,
     AiTaskRequest,
@@ -47,10 +47,10 @@ from pyruntime.turns import (
     ToolResultEvent,
     TurnStatus,
 )
+from pyruntime.turns.between.prewarm import PREWARM_MAX_TOKENS
 from pyruntime.turns.events import TurnEvent
-from pyruntime.turns.memory_pass import MemoryPassOutcome
-from pyruntime.turns.memory_writer import writer_schema
-from pyruntime.turns.prewarm import PREWARM_MAX_TOKENS
+from pyruntime.turns.writer.decision import writer_schema
+from pyruntime.turns.writer.passes import MemoryPassOutcome
 from tests.turns.conftest import run
 
 HINT = "roll for me"

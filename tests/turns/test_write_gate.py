@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pyruntime.turns.write_gate import ConversationGate
+from pyruntime.turns.writer.gate import ConversationGate
 from tests.turns.conftest import run
 
 

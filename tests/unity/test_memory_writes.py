@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from pyruntime.model.scripted import Script
-from pyruntime.model.scripted_server import ScriptedModelServer
-from pyruntime.turns.memory_writer import WRITER_SYSTEM
+from pyruntime.testing.scripted import Script
+from pyruntime.testing.scripted_server import ScriptedModelServer
+from pyruntime.turns.writer.decision import WRITER_SYSTEM
 from tests.unity.conftest import Runtime, start_runtime, wait
 
 ROLE = "Bram"
@@ -59,7 +59,7 @@ def scripted_url() -> Iterator[str]:
 def writer_runtime(assemblies: Path, scripted_url: str, tmp_path: Path) -> Iterator[Runtime]:
     """A runtime whose roles write memory after the reply (the writer design)."""
     from pyruntime.turns import ToolCallMode
-    from pyruntime.turns.memory_writer import MemoryDesign
+    from pyruntime.turns.writer.decision import MemoryDesign
 
     runtime = start_runtime(tmp_path / "data", llm_url=scripted_url, tool_mode=ToolCallMode.STRUCTURED,
                             memory_design=MemoryDesign.WRITER)

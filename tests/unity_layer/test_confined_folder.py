@@ -2,7 +2,7 @@
 folders planted at the names the package writes. Both kinds run here: the descriptor one Linux and macOS use (openat,
 O_NOFOLLOW, fstat, flock through P/Invoke) and the by-path one Windows uses (Mono reports a link as a reparse point, as
 Windows does). The struct layouts the P/Invokes decode are checked against Python's own os.stat / os.statvfs, and the
-lock files against the runtime's (pyruntime/models/lockfile.py): the two exclude each other."""
+lock files against the runtime's (pyruntime/catalog/lockfile.py): the two exclude each other."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pyruntime.models import lockfile
+from pyruntime.catalog import lockfile
 from pyruntime.stores import confined
 from tests.support.lock_hammer import start_hammers
 from tests.support.tree import changes, tree

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pyruntime.models.cache import ModelCache
+from pyruntime.catalog.cache import ModelCache
 from tests.support.file_server import FileServer, Served
 from tests.support.tiny_model import write_tiny_model
 from tests.unity_layer.conftest import PYTHON, free_ports

@@ -14,7 +14,7 @@ import pytest
 
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import RuntimeClient
-from pyruntime.model.llama_server import LLAMA_SERVER_ENV, binary_name
+from pyruntime.model.hosting.llama_server import LLAMA_SERVER_ENV, binary_name
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores
 from tests.unity_layer.dotnet import ROOT

@@ -1,10 +1,10 @@
-"""The Unity package's model pulls (ModelStore, on FileDownloader: the editor's pulls, a player's first-launch download)
-against a hostile local process and a misbehaving server, as the runtime's `models pull` is tested
-(tests/models/test_hostile_pulls.py): links and FIFOs planted in the cache, endless bodies, absurd sizes, a file changed
-between two tries, redirect loops, file: targets, https down to http. Each test snapshots the tree (the cache and a
-folder beside it) and checks what changed: outside the cache nothing, inside it only what a retry needs (the bytes so
-far and their record), never a lock file. The package and the runtime share the cache's layout, its records and its
-lock files: each resumes what the other left, and neither runs while the other pulls the same model."""
+"""The Unity package's model pulls (ModelStore, on FileDownloader: the editor's pulls, a player's first-launch
+download) against a hostile local process and a misbehaving server, as the runtime's `models pull` is tested
+(tests/catalog/test_hostile_pulls.py): links and FIFOs planted in the cache, endless bodies, absurd sizes, a file
+changed between two tries, redirect loops, file: targets, https down to http. Each test snapshots the tree (the
+cache and a folder beside it) and checks what changed: outside the cache nothing, inside it only what a retry needs
+(the bytes so far and their record), never a lock file. The package and the runtime share the cache's layout, its
+records and its lock files: each resumes what the other left, and neither runs while the other pulls the same model."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pyruntime.models.cache import ModelCache, PullRequest
-from pyruntime.models.download import DownloadError
+from pyruntime.catalog.cache import ModelCache, PullRequest
+from pyruntime.catalog.download import DownloadError
 from tests.support.file_server import FileServer, Served
 from tests.support.tiny_model import write_tiny_model
 from tests.support.tls import make_certificates

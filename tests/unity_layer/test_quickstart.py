@@ -172,7 +172,7 @@ def test_the_readme_quickstart_ends_with_the_blacksmith_answering(editor: Path, 
     from CoreAI.UnityIntegration import RuntimeProgram
     from UnityEditor import StubPlayMode
 
-    from pyruntime.model.embedded import embedded_model_path
+    from pyruntime.model.hosting.embedded import embedded_model_path
 
     # 1. Add the package from the README's git URL (Package Manager writes it into Packages/manifest.json).
     project = _project(editor, _readme_git_url())

@@ -10,7 +10,7 @@ namespace CoreAI.Downloads
 {
     /// <summary>
     /// Completes the partial file of one download from the server; Run returns the whole file's sha256. The same rules
-    /// as the runtime's pull (pyruntime/models/download.py): kept bytes are continued only for the same URL, by a range
+    /// as the runtime's pull (pyruntime/catalog/download.py): kept bytes are continued only for the same URL, by a range
     /// request whose If-Range names the file they came from, and only when the answer is still that file (its length
     /// and validators), else the download starts over; bytes whose length the server never said are not kept. It stops
     /// once the file passes its size (the request's Size, else MaxBytes) and before the disk would keep less than

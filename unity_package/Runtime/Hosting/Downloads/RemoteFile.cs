@@ -11,7 +11,7 @@ namespace CoreAI.Downloads
     /// <summary>
     /// The file a partial download's bytes come from, as the server described it when the download began: the URL's
     /// sha256 (a signed URL's token is not written to disk), the file's length and its ETag / Last-Modified. Kept beside
-    /// the bytes as `&lt;name&gt;.partial.json` in the runtime's own format (pyruntime/models/partial.py), so either side
+    /// the bytes as `&lt;name&gt;.partial.json` in the runtime's own format (pyruntime/catalog/partial.py), so either side
     /// resumes what the other left, and nothing else.
     /// </summary>
     internal sealed class RemoteFile

@@ -7,7 +7,7 @@ namespace CoreAI.Launcher
     /// A <see cref="ConfinedFolder"/> held by descriptor (Linux, macOS): every file is opened with openat relative to
     /// it, with O_NOFOLLOW (a link answers ELOOP and is never followed) and O_NONBLOCK (a FIFO cannot block the open),
     /// then checked on its own descriptor (fstat), so nothing swapped in between a look and an open is written through.
-    /// Lock files follow the runtime's protocol (pyruntime/models/lockfile.py), so the runtime and the package exclude
+    /// Lock files follow the runtime's protocol (pyruntime/catalog/lockfile.py), so the runtime and the package exclude
     /// each other: flock(2); the holder deletes the file while it still holds it, and whoever locks a file checks that
     /// the name still leads to that very file.
     /// </summary>

@@ -1,0 +1,559 @@
+"""One async client for any OpenAI-compatible chat server (the hosted llama.cpp, LM Studio, Ollama, ...).
+
+Over 400 lines as one job, the HTTP side of a call (deadlines, stall limits, the keep-alive retry, slot
+affinity), which splitting would scatter across the streamed and unary paths that share it; what goes on
+the wire and how replies are read is `compat.py`'s, the SSE framing `sse.py`'s.
+
+The HTTP client is aiohttp's: every turn is a streamed call of a few dozen events, and aiohttp's C parser and
+reader cost ~0.7 ms of CPU per such call where httpx (pure-Python h11 under anyio) cost ~4.7 ms, the largest
+part of a turn's CPU in `serve` (docs/benchmarks.md, "Players on one server").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
+
+from pyruntime.model.client.compat import (
+    ForcedCall,
+    ForcedCallStream,
+    Message,
+    build_chat_request,
+    error_from_response,
+    force_tool_by_schema,
+    forced_completion,
+    named_choice_as_required,
+    parse_chunk,
+    parse_completion,
+)
+from pyruntime.model.client.concurrency import conversation_fields
+from pyruntime.model.client.errors import IncompleteStreamError, ModelError, ModelStalledError, ModelUnavailableError
+from pyruntime.model.client.parked_states import ParkedStates
+from pyruntime.model.client.seam import Gate, ModelClient
+from pyruntime.model.client.slot_moves import EngineAnswer, SlotMoves, slot_action
+from pyruntime.model.client.slots import SlotAffinity, SlotUse
+from pyruntime.model.client.sse import SSEDecoder, SSELines
+from pyruntime.model.client.types import ChatCompletion, FinishDelta, StreamDelta, TextDelta, ToolCallDelta
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 300.0  # a long non-streamed reply on a slow CPU
+CONNECT_TIMEOUT_S = 5.0
+# llama-server (cpp-httplib) closes a connection idle for 5 s (CPPHTTPLIB_KEEPALIVE_TIMEOUT_SECOND); a client
+# that keeps one for 5 s too races the close on reuse at that boundary. Ours expire first.
+KEEPALIVE_EXPIRY_S = 2.0
+DEFAULT_CONNECTIONS = 100  # the pool's size when the caller does not say how many calls run at once
+
+DEFAULT_DEADLINE_S = 300.0  # every call, streamed or not, ends by then (closing the stream stops the generation)
+# A stream that sends no text for this long is stopped and reported (ModelStalledError). Before the
+# first text the prompt is still being evaluated, which takes longer on a slow CPU with a long prompt.
+DEFAULT_FIRST_TEXT_S = 120.0
+DEFAULT_TEXT_GAP_S = 30.0
+DRAIN_AFTER_DONE_S = 1.0  # how long the end of a body may lag its [DONE] before the connection is closed
+# A slot action (park, restore, erase) waits for the slot's running request: llama-server defers it until then.
+SLOT_ACTION_TIMEOUT_S = 60.0
+
+class ChatStream:
+    """The deltas of one streamed reply; leaving `async with` (or `aclose()`) closes the HTTP stream."""
+
+    def __init__(self, deltas: AsyncIterator[StreamDelta]) -> None:
+        """Wrap the delta generator."""
+        self._deltas = deltas
+
+    def __aiter__(self) -> ChatStream:
+        return self
+
+    async def __anext__(self) -> StreamDelta:
+        return await self._deltas.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop reading and close the HTTP stream."""
+        await self._deltas.aclose()  # type: ignore[attr-defined]
+
+    async def __aenter__(self) -> ChatStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class OpenAICompatClient:
+    """Chat completions and model listing over the OpenAI HTTP API; errors become `ModelError`s.
+
+    `base_url` includes the version prefix, e.g. `http://127.0.0.1:13333/v1`. Without `model`, the
+    first model the server lists is used. For the hosted llama-server (`LlamaServerProcess.client_options`)
+    it also speaks that server's dialect: each conversation in its own parallel slot (`slots`), usage
+    counts from the per-token `timings`, a named `tool_choice` sent as `required` with only that tool.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        json_schema_as_json_object: bool = True,
+        http_client: aiohttp.ClientSession | None = None,
+        deadline_s: float | None = DEFAULT_DEADLINE_S,
+        first_text_s: float | None = DEFAULT_FIRST_TEXT_S,
+        text_gap_s: float | None = DEFAULT_TEXT_GAP_S,
+        gate: Gate | None = None,
+        headers: Mapping[str, str] | None = None,
+        unix_socket: str | Callable[[], str | None] | None = None,
+        slots: SlotAffinity | None = None,
+        parked: ParkedStates | None = None,
+        llama_server: bool = False,
+        forced_tools_as_schema: bool = False,
+        connections: int | None = None,
+        middlewares: Sequence[aiohttp.ClientMiddlewareType] = (),
+    ) -> None:
+        """Configure the client; `http_client` (not closed by us) replaces the internal one.
+
+        `deadline_s` bounds every call; `first_text_s` / `text_gap_s` stop a stream that sends no
+        text (or tool-call piece) for that long from its start / after its last text. None: no limit.
+        `gate` is asked before every request (see `Gate`). `headers` go with every request (a provider's
+        own headers; the key goes in `api_key`). `unix_socket`: the hosted engine's Unix socket to connect to
+        instead of `base_url`'s host and port, or a function that names it (asked for each event loop's pool).
+        `slots`: the hosted engine's slot affinity (requests that name a `conversation` keep its slot), `parked`:
+        where it parks the states of conversations that lost their slot (`slot_moves.py`). `llama_server`: the
+        server is llama.cpp's own (its dialect, above).
+        `connections`: the calls made at once (the request queue's capacity): the pool keeps that many alive.
+        `middlewares`: aiohttp client middlewares every request of the internal client passes (what a test puts
+        between the client and the engine: a recorder, an injected fault).
+        A call that names a `conversation` names it to the server too (`model/concurrency.conversation_fields`).
+        """
+        for name, value in (("deadline_s", deadline_s), ("first_text_s", first_text_s), ("text_gap_s", text_gap_s)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be positive or None")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.deadline_s = deadline_s
+        self.first_text_s = first_text_s
+        self.text_gap_s = text_gap_s
+        self.gate = gate
+        self._timeout = timeout
+        self._json_schema_as_json_object = json_schema_as_json_object
+        self._headers = dict(headers or {})
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self.slots = slots
+        self.slot_moves = SlotMoves(slots, parked, self._engine_post) if slots is not None else None
+        self.llama_server = llama_server
+        self.forced_tools_as_schema = forced_tools_as_schema
+        self._owns_http = http_client is None
+        self._unix_socket = unix_socket
+        self._connections = connections or DEFAULT_CONNECTIONS
+        self._middlewares = tuple(middlewares)
+        self._given_http = http_client
+        self._pool: aiohttp.ClientSession | None = None
+        self._pool_loop: asyncio.AbstractEventLoop | None = None
+
+    def _new_http(self) -> aiohttp.ClientSession:
+        """A session whose pool keeps alive as many connections as calls run at once (a pool that keeps fewer opens
+        a new connection for most calls). Waiting for a pooled connection counts against `timeout`, as reading does."""
+        path = self._unix_socket() if callable(self._unix_socket) else self._unix_socket
+        connector = (aiohttp.UnixConnector(path, limit=self._connections, keepalive_timeout=KEEPALIVE_EXPIRY_S)
+                     if path else aiohttp.TCPConnector(limit=self._connections, keepalive_timeout=KEEPALIVE_EXPIRY_S))
+        timeout = aiohttp.ClientTimeout(total=None, connect=self._timeout, sock_connect=CONNECT_TIMEOUT_S,
+                                        sock_read=self._timeout)
+        # A proxy from the environment (HTTP(S)_PROXY, NO_PROXY) applies to a TCP engine, never to the hosted engine's
+        # socket; it is looked up once here (aiohttp's trust_env looks it up, and reads ~/.netrc, for every request).
+        proxy, proxy_auth = (None, None) if path else _env_proxy(self.base_url)
+        return aiohttp.ClientSession(connector=connector, timeout=timeout, proxy=proxy, proxy_auth=proxy_auth,
+                                     middlewares=self._middlewares)
+
+    @property
+    def _http(self) -> aiohttp.ClientSession:
+        """The HTTP client of the running event loop. Kept-alive connections belong to the loop that opened them: a
+        client used from a new loop (a script calling `asyncio.run` per turn) starts a new pool; the old loop's
+        connections cannot be closed from this one and are left to it."""
+        if self._given_http is not None:
+            return self._given_http
+        loop = asyncio.get_running_loop()
+        if self._pool is None or self._pool_loop is not loop:
+            if self._pool is not None:
+                _abandon(self._pool)
+            self._pool, self._pool_loop = self._new_http(), loop
+        return self._pool
+
+    async def models(self) -> list[str]:
+        """Ids of the models the server offers (`GET /models`)."""
+        with self._transport_errors():
+            async with await self._request("GET", f"{self.base_url}/models", headers=self._headers) as response:
+                status, content = response.status, await response.read()
+        if status >= 400:
+            raise error_from_response(status, content)
+        data = self._json(content)
+        return [str(m.get("id")) for m in data.get("data") or [] if isinstance(m, Mapping)]
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        extra: Mapping[str, Any] | None = None,
+        conversation: str | None = None,
+    ) -> ChatCompletion:
+        """One non-streamed chat completion (within `deadline_s`); `conversation` (a `slots.conversation_id`)
+        keeps the hosted engine's slot of that conversation."""
+        self.check_available()
+        body = await self._request_body(
+            messages, False, tools, tool_choice, response_format, temperature, max_tokens, extra
+        )
+        forced = self._forced(body)
+        headers = self._named(body, conversation)
+        limit = asyncio.timeout(self.deadline_s)
+        try:
+            async with limit, self._slot(conversation, messages, body) as use:
+                with self._transport_errors():
+                    async with await self._post(body, headers) as response:
+                        status, content = response.status, await response.read()
+                if status >= 400:
+                    self._slot_failed(use)
+        except TimeoutError:
+            if limit.expired():
+                raise self._deadline_error() from None
+            raise
+        if status >= 400:
+            raise error_from_response(status, content)
+        completion = parse_completion(self._json(content))
+        return forced_completion(forced, completion) if forced is not None else completion
+
+    def _forced(self, body: dict[str, Any]) -> ForcedCall | None:
+        """The body in the server's dialect (in place); the forced call asked as a schema, if one was."""
+        if self.forced_tools_as_schema:
+            forced = force_tool_by_schema(body)
+            if forced is not None:
+                return forced
+        if self.llama_server:
+            named_choice_as_required(body)
+        return None
+
+    def _named(self, body: dict[str, Any], conversation: str | None) -> Mapping[str, str]:
+        """The headers of a call; one of a conversation names it in the body and a header (for the server's router)."""
+        fields, headers = conversation_fields(conversation)
+        if not fields:
+            return self._headers
+        for name, value in fields.items():
+            body.setdefault(name, value)
+        return {**self._headers, **headers}
+
+    async def _post(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> aiohttp.ClientResponse:
+        """POST a completion, up to its response's head (`_request`)."""
+        return await self._request("POST", f"{self.base_url}/chat/completions", json=body, headers=headers)
+
+    async def _request(self, method: str, url: str, **options: Any) -> aiohttp.ClientResponse:
+        """Send a request, up to its response's head; a kept-alive connection the server closed before answering is
+        retried once.
+
+        llama-server closes its connection after every streamed reply, a moment after the reply's end: a request
+        sent at once may go out on the connection it is closing (toolchain notes); nothing was received or
+        generated then, so sending it again on a new connection is safe. Which error that shows as depends on when
+        the close lands (`_closed_before_answering`).
+        """
+        try:
+            return await self._http.request(method, url, **options)
+        except aiohttp.ClientConnectionError as exc:
+            if not _closed_before_answering(exc):
+                raise
+            return await self._http.request(method, url, **options)
+
+    @contextlib.asynccontextmanager
+    async def _slot(self, conversation: str | None, messages: Sequence[Message],
+                    body: dict[str, Any]) -> AsyncIterator[SlotUse | None]:
+        """With slot affinity: the request's slot (`id_slot` in `body`), made ready for it (`SlotMoves.prepare`)."""
+        if self.slot_moves is None:
+            yield None
+            return
+        use = await self.slot_moves.acquire(conversation, messages)
+        try:
+            body["id_slot"] = use.slot
+            if await self.slot_moves.prepare(use):
+                body["cache_prompt"] = False  # nothing of what the slot holds is this conversation's
+            yield use
+        finally:
+            self.slot_moves.release(use)
+
+    def _slot_failed(self, use: SlotUse | None) -> None:
+        """A failed request may have cleared its slot (llama-server clears a slot whose decode failed)."""
+        if use is not None and self.slots is not None:
+            self.slots.forget(use.slot)
+
+    async def erase_slot(self, slot: int) -> bool:
+        """Drop a slot's KV state in the hosted engine (`POST /slots/N?action=erase`); False when it refused."""
+        return await slot_action(self._engine_post, slot, "erase")
+
+    async def forget_conversations(self, conversations: Sequence[str]) -> None:
+        """Erase every state the hosted engine holds of these conversations (`SlotMoves.forget`); nothing to do for
+        a server the runtime does not host."""
+        if self.slot_moves is not None:
+            await self.slot_moves.forget(conversations)
+
+    async def _engine_post(self, path: str, params: Mapping[str, str] | None,
+                           body: Mapping[str, Any]) -> EngineAnswer | None:
+        """A POST to the engine's root (slot actions); None when it did not answer."""
+        root = self.base_url.removesuffix("/v1")
+        try:
+            async with await self._request("POST", f"{root}{path}", params=params, json=body, headers=self._headers,
+                                           timeout=aiohttp.ClientTimeout(total=SLOT_ACTION_TIMEOUT_S)) as response:
+                return EngineAnswer(response.status, await response.read())
+        except (aiohttp.ClientError, TimeoutError):
+            return None
+
+    def stream_chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | Mapping[str, Any] | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        extra: Mapping[str, Any] | None = None,
+        conversation: str | None = None,
+    ) -> ChatStream:
+        """A streamed chat completion; ends with a `FinishDelta` or raises (never truncates silently).
+
+        Raises `ModelStalledError` when no text comes for `first_text_s` / `text_gap_s`, and
+        `ModelUnavailableError` past `deadline_s`; either way the HTTP stream is closed, which stops
+        the generation on the hosted server. `conversation`: as in `chat`.
+        """
+        self.check_available()
+        return ChatStream(
+            self._stream(messages, tools, tool_choice, response_format, temperature, max_tokens, extra,
+                         conversation)
+        )
+
+    async def _stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None,
+        tool_choice: str | Mapping[str, Any] | None,
+        response_format: Mapping[str, Any] | None,
+        temperature: float | None,
+        max_tokens: int | None,
+        extra: Mapping[str, Any] | None,
+        conversation: str | None = None,
+    ) -> AsyncIterator[StreamDelta]:
+        body = await self._request_body(
+            messages, True, tools, tool_choice, response_format, temperature, max_tokens, extra
+        )
+        body.setdefault("stream_options", {"include_usage": True})
+        forced = self._forced(body)
+        headers = self._named(body, conversation)
+        translate = ForcedCallStream(forced) if forced is not None else None
+        if self.llama_server:
+            # Every chunk then carries the prompt's counts: a stream closed early (the output cap) still has them.
+            body.setdefault("timings_per_token", True)
+        finished = done = seen_text = False
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        end = began + self.deadline_s if self.deadline_s is not None else None
+        text_by = began + self.first_text_s if self.first_text_s is not None else None
+        # The limit is armed only while we wait for the server, so the cancel never lands in the
+        # consumer's code; the deadline is absolute, the text gap counts only time spent waiting.
+        limit = asyncio.timeout(None)
+        try:
+            async with limit, self._slot(conversation, messages, body) as use:
+                with self._transport_errors():
+                    async with self._open_stream(body, headers) as response:
+                        if response.status >= 400:
+                            self._slot_failed(use)
+                            raise error_from_response(response.status, await response.read())
+                        lines, decoder = SSELines(), SSEDecoder()
+                        read = response.content.readany
+                        while True:
+                            limit.reschedule(_earliest(end, text_by))
+                            chunk = await read()
+                            limit.reschedule(None)
+                            if done:  # past [DONE]: read to the body's end, so the connection is kept for reuse
+                                if not chunk:
+                                    break
+                                continue
+                            events = decoder.events(lines.feed(chunk) if chunk else lines.flush())
+                            if not chunk:
+                                events += [data for data in [decoder.flush()] if data is not None]
+                            received: list[StreamDelta] = []
+                            for data in events:
+                                if data.strip() == "[DONE]":
+                                    done = True
+                                    # The body ends right after; a server that keeps it open loses the connection.
+                                    end = text_by = loop.time() + DRAIN_AFTER_DONE_S
+                                    break
+                                received += parse_chunk(self._json(data))
+                            if translate is not None:
+                                received = [out for delta in received for out in translate.feed(delta)]
+                            got_text = False
+                            for delta in received:
+                                finished = finished or isinstance(delta, FinishDelta)
+                                got_text = got_text or isinstance(delta, TextDelta | ToolCallDelta)
+                                yield delta
+                            if got_text and self.text_gap_s is not None:
+                                text_by = loop.time() + self.text_gap_s  # after the consumer took the pieces
+                                seen_text = True
+                            if not chunk:
+                                break
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            if done:
+                pass  # the body did not end after [DONE]: its connection was closed, the reply is whole
+            elif end is not None and loop.time() >= end:
+                log.warning("model call stopped at its deadline (%g s)", self.deadline_s)
+                raise self._deadline_error() from None
+            else:
+                waited = self.text_gap_s if seen_text else self.first_text_s
+                log.warning("generation stopped: the model sent no text for %g s", waited)
+                raise ModelStalledError(
+                    f"the model sent no text for {waited:g} s; the generation was stopped"
+                ) from None
+        if not finished:
+            how = "[DONE]" if done else "the end of the stream"
+            raise IncompleteStreamError(f"model server sent {how} without a finish_reason; the reply was cut")
+
+    @contextlib.asynccontextmanager
+    async def _open_stream(self, body: Mapping[str, Any], headers: Mapping[str, str]
+                           ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """The streamed response. Left with its body read to the end, its connection goes back to the pool; left
+        earlier (cancelled, stopped, failed), the connection is closed, which stops the generation."""
+        response = await self._post(body, headers)
+        try:
+            yield response
+        finally:
+            if response.content.at_eof():
+                response.release()
+            else:
+                response.close()
+                await asyncio.sleep(0)  # the socket closes on the loop's next turn: before the caller goes on
+
+    def check_available(self) -> None:
+        """Raise `ModelUnavailableError` (with a retry hint) when the gate says the model is not ready."""
+        if self.gate is not None:
+            self.gate()
+
+    def _deadline_error(self) -> ModelUnavailableError:
+        return ModelUnavailableError(f"the model call did not finish within {self.deadline_s:g} s; it was stopped")
+
+    async def _request_body(
+        self,
+        messages: Sequence[Message],
+        stream: bool,
+        tools: Sequence[Mapping[str, Any]] | None,
+        tool_choice: str | Mapping[str, Any] | None,
+        response_format: Mapping[str, Any] | None,
+        temperature: float | None,
+        max_tokens: int | None,
+        extra: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        if self.model is None:
+            ids = await self.models()
+            if not ids:
+                raise ModelUnavailableError("model server lists no models")
+            self.model = ids[0]
+        return build_chat_request(
+            self.model,
+            messages,
+            stream=stream,
+            tools=tools,
+            tool_choice=tool_choice,
+            response_format=response_format,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            extra=extra,
+            json_schema_as_json_object=self._json_schema_as_json_object,
+        )
+
+    @staticmethod
+    def _json(content: bytes | str) -> Mapping[str, Any]:
+        try:
+            data = json.loads(content)
+        except ValueError as exc:
+            raise ModelError("model server sent a body that is not JSON") from exc
+        if not isinstance(data, Mapping):
+            raise ModelError("model server sent JSON that is not an object")
+        return data
+
+    @contextlib.contextmanager
+    def _transport_errors(self) -> Iterator[None]:
+        """Map HTTP transport failures to `ModelUnavailableError` (names the server, not the request)."""
+        try:
+            yield
+        except aiohttp.ClientConnectorError as exc:
+            raise ModelUnavailableError(f"cannot connect to the model server at {self.base_url}") from exc
+        except TimeoutError as exc:  # aiohttp's own (connect, read); the call's deadline arrives as a cancel here
+            raise ModelUnavailableError(f"model server did not answer within {self._timeout:.0f} s") from exc
+        except aiohttp.ClientError as exc:  # peer closed mid-body, connection reset, malformed HTTP, ...
+            raise ModelUnavailableError("connection to the model server broke mid-request") from exc
+
+    async def aclose(self) -> None:
+        """Close the internal HTTP client (a passed-in one is left open)."""
+        if self._owns_http and self._pool is not None:
+            if self._pool_loop is asyncio.get_running_loop():
+                await self._pool.close()
+            else:
+                _abandon(self._pool)
+        self._pool = None
+
+    async def __aenter__(self) -> OpenAICompatClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+def _env_proxy(url: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
+    """The proxy the environment names for `url`, with its credentials (None: none, or NO_PROXY covers it)."""
+    try:
+        proxy, auth = get_env_proxy_for_url(URL(url))
+    except LookupError:
+        return None, None
+    return str(proxy), auth
+
+
+def _closed_before_answering(exc: aiohttp.ClientConnectionError) -> bool:
+    """A kept-alive connection the engine closed between two requests fails the next one before any answer: with
+    "disconnected" if the close was seen, else a reset on the read or a broken pipe on the write (on the Unix socket,
+    under load). Nothing was generated then; one retry on a new connection is safe. A refused connect is no such
+    case (nothing kept alive failed), nor is a timeout."""
+    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ServerTimeoutError):
+        return False
+    return isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError | aiohttp.ClientConnectionResetError)
+
+
+def _abandon(session: aiohttp.ClientSession) -> None:
+    """Let go of a session whose event loop has ended: its connections cannot be closed from another loop, and
+    leaving them to the old loop must not log an "unclosed" error when they are collected."""
+    connector = session.connector
+    session.detach()
+    if connector is not None:
+        connector._close()  # the synchronous part of `close()`: marks it closed; nothing to await on a dead loop
+
+
+def _earliest(*times: float | None) -> float | None:
+    """The earliest of the given loop times (None: no limit)."""
+    present = [t for t in times if t is not None]
+    return min(present) if present else None
+
+
+if TYPE_CHECKING:  # mypy holds the runtime's client to the seam the turn engine is typed against
+
+    def _is_a_model_client(client: OpenAICompatClient) -> ModelClient:
+        return client
