@@ -76,6 +76,74 @@ class ChatRequest:
         """What the scripted model's rules look at: the player's message, after tool results, structured, ..."""
         return request_facts(self.body)
 
+    @property
+    def streamed(self) -> bool:
+        """True for a streamed request (`stream_chat`: a turn's reply, a prewarm), False for `chat`."""
+        return bool(self.body.get("stream"))
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The output cap sent (None: the server's own)."""
+        value: int | None = self.body.get("max_tokens")
+        return value
+
+    @property
+    def temperature(self) -> float | None:
+        """The sampling temperature sent (None: the server's own)."""
+        value: float | None = self.body.get("temperature")
+        return value
+
+    @property
+    def tool_choice(self) -> str | dict[str, Any] | None:
+        """The native `tool_choice` sent: `"none"`, `"required"`, a named tool, or None (the server's default)."""
+        value: str | dict[str, Any] | None = self.body.get("tool_choice")
+        return value
+
+    @property
+    def response_format(self) -> dict[str, Any] | None:
+        """The `response_format` sent (structured tool mode, the memory writer's decision), or None."""
+        value: dict[str, Any] | None = self.body.get("response_format")
+        return value
+
+    @property
+    def schema(self) -> dict[str, Any] | None:
+        """The JSON schema the reply is constrained to, or None for free text."""
+        fmt = self.response_format or {}
+        schema: dict[str, Any] | None = fmt.get("schema") or (fmt.get("json_schema") or {}).get("schema")
+        return schema
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """The tools the model may call, in order: the native definitions, or the structured schema's branches."""
+        if self.tools:
+            return tuple(t["function"]["name"] for t in self.tools)
+        calls = ((self.schema or {}).get("properties") or {}).get("tool_calls")
+        if not isinstance(calls, dict):
+            return ()
+        items = calls.get("items") or {}
+        branches = items.get("anyOf", [items])
+        return tuple(b["properties"]["name"]["const"] for b in branches)
+
+    @property
+    def system_prompt(self) -> str:
+        """The first message's text when it is the system prompt, else ""."""
+        first = self.messages[0]
+        return str(first.get("content") or "") if first.get("role") == "system" else ""
+
+    @property
+    def roles(self) -> list[str]:
+        """The role of each message, in order."""
+        return [str(m["role"]) for m in self.messages]
+
+    @property
+    def last_text(self) -> str:
+        """The last message's text: the player's line of a turn, the tool results of a later round, ..."""
+        return str(self.messages[-1].get("content") or "")
+
+    def sends(self, text: str) -> bool:
+        """True when some message's text contains `text` (a fact, a block heading, a player's line)."""
+        return any(text in str(m.get("content") or "") for m in self.messages)
+
 
 ReplyFunction: TypeAlias = Callable[[ChatRequest], Reply | Awaitable[Reply]]
 
