@@ -89,10 +89,11 @@ def pauses(turns: int, seed: int) -> list[float]:
 
 async def runtime_pass(args: argparse.Namespace, work: Path) -> Pass:
     """The runtime as shipped, driven through its public client."""
-    result = Pass(f"runtime ({args.transport}, public client)")
+    extra = [a for arg in args.serve_arg for a in arg.split()]
+    result = Pass(f"runtime ({args.transport}, public client{', ' + ' '.join(extra) if extra else ''})")
     serve = Process([sys.executable, "-m", "pyruntime.cli", "serve", "--data-dir", str(work / "data"),
                      "--grpc-port", str(free_port()), "--connect-port", str(free_port()), "--port", str(free_port()),
-                     "--threads", str(args.threads), "--log-level", "warning"], ROOT,
+                     "--threads", str(args.threads), "--log-level", "warning", *extra], ROOT,
                     {"COREAI_RUNTIME_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)})
     try:
         url = (f"grpc://127.0.0.1:{serve.ready['grpc_port']}" if args.transport == "grpc"
@@ -233,6 +234,10 @@ async def main() -> None:
     parser.add_argument("--transport", choices=("grpc", "connect"), default="grpc")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of (runtime, naive), order flipped each round")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--serve-arg", action="append", default=[],
+                        help="more `serve` options for the runtime pass, e.g. --serve-arg '--prewarm off' (to find "
+                             "where the runtime's time goes)")
+    parser.add_argument("--per-turn", action="store_true", help="also print each turn's TTFT s / tokens evaluated")
     args = parser.parse_args()
     passes: list[Pass] = []
     for round_ in range(args.rounds):
@@ -243,6 +248,9 @@ async def main() -> None:
             print(f"{done.name}: {len(done.ttft)} turns, TTFT p50 {quantile(done.ttft, 0.5):.2f} s", flush=True)
             passes.append(done)
     report(passes)
+    if args.per_turn:
+        for p in passes:
+            print(f"{p.name}: " + " ".join(f"{t:.2f}/{e}" for t, e in zip(p.ttft, p.evaluated, strict=True)))
 
 
 if __name__ == "__main__":
