@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,8 +83,20 @@ class Deployment:
     def access_log(self) -> Path:
         return self.folder / "nginx" / "access.log"
 
-    def access_lines(self, start: int = 0, end: int | None = None) -> list[AccessLine]:
-        """The RPC lines of the access log between byte offsets `start` and `end` (None: its end)."""
+    def access_lines(self, start: int = 0, end: int | None = None, *, at_least: int = 0) -> list[AccessLine]:
+        """The RPC lines of the access log between byte offsets `start` and `end` (None: its end).
+
+        `at_least`: wait (up to 10 s) until that many are there - nginx logs a request once it has finalized it,
+        which can be a moment after its client read the whole response.
+        """
+        deadline = time.monotonic() + 10
+        while True:
+            lines = self._read_access_lines(start, end)
+            if len(lines) >= at_least or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.05)
+
+    def _read_access_lines(self, start: int, end: int | None) -> list[AccessLine]:
         lines = []
         with open(self.access_log, "rb") as f:
             f.seek(start)
