@@ -160,9 +160,8 @@ def measure_caps(seeds: int) -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
 
     async def run(label: str, allowance: int | None) -> None:
-        orchestrator = build_orchestrator(server=server, tool_mode="structured", memory_design="tool")
-        if allowance is not None:
-            orchestrator.tool_call_allowance = allowance
+        chosen: dict[str, Any] = {"tool_call_allowance": allowance} if allowance is not None else {}
+        orchestrator = build_orchestrator(server=server, tool_mode="structured", memory_design="tool", **chosen)
         row = counts.setdefault(label, {})
         for cap in (32, 48):
             for seed in range(seeds):

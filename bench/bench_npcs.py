@@ -424,7 +424,7 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
         memory_seen: dict[str, str] = {}  # conversation key -> its memory as the last turn found it
         for phase, first_npc, into in phases:
             into.breakdown = Breakdown() if BREAKDOWN else None
-            into.memory_design = orchestrator.memory_design.value
+            into.memory_design = orchestrator.settings.memory_design.value
             for npc in range(first_npc, first_npc + phase.npcs):
                 for player in range(phase.players):
                     tool = MemoryTool(stores.memory, stores.scoped(_scope(player)).key(f"Npc{npc}"))
@@ -471,7 +471,7 @@ async def runtime_pass(server: LlamaServerProcess, setup: Setup, name: str, *, p
         print(f"  {name}: folds made between turns {c.folded}, sent {c.sent}; turns that sent the previous head "
               f"{c.deferred}; folds made in a turn {c.in_turn}; lost {c.lost}", flush=True)
         pace = orchestrator.block_pace
-        if orchestrator.memory_last:
+        if orchestrator.settings.memory_last:
             print(f"  {name}: memory block moved before the player's line on {pace.turns_moved} turns, stayed where "
                   f"it was sent on {pace.turns_stayed}", flush=True)
     result.rss_trace.append((setup.turns, result.rss_mb))

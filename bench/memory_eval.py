@@ -77,7 +77,8 @@ from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig, config_to_prot
 from pyruntime.scopes import AgentMemoryScope  # noqa: E402
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores  # noqa: E402
 from pyruntime.turns.rounds.modes import FORMAT_EXAMPLE_NAME  # noqa: E402
-from pyruntime.turns.writer.decision import EXAMPLE_MARKERS, only_questions  # noqa: E402
+from pyruntime.turns.writer.decision import only_questions  # noqa: E402
+from pyruntime.turns.writer.prompt import EXAMPLE_MARKERS  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "memory_conversations.json"
 ROLE = "SmartChat"  # the built-in role with memory and a saved history; each NPC's persona is its system prompt

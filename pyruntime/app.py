@@ -245,13 +245,10 @@ class Runtime:
         from pyruntime.turns.planning.tail_anchors import FILE_NAME as TAIL_ANCHORS_FILE
 
         settings = self.settings
-        # Tool mode and calls per round: the factory's model profile, the same as the chat's.
+        # The turn settings: the factory's model profile (the same as the chat's), with the flags' choices over it.
         gate = model.supervisor.check_available if model.supervisor is not None else None  # fail fast in a restart
-        common: dict[str, Any] = {"stores": stores, "policy": services.orchestrator.policy,
-                                  "tool_mode": settings.tool_mode, "memory_design": settings.memory_design,
-                                  "prewarm": settings.prewarm, "gate": gate}
-        if settings.turn_timeout is not None:
-            common["default_timeout"] = settings.turn_timeout
+        common: dict[str, Any] = {"stores": stores, "policy": services.orchestrator.policy, "gate": gate,
+                                  **settings.turn_choices()}
         if model.client is not None:
             orchestrator = build_orchestrator(client=model.client, **common)
         elif model.server is not None:
@@ -276,14 +273,14 @@ class Runtime:
         stack.push_async_callback(lambda: passes.stop(clock.left()))
         # Runs first: a prewarm warms a next turn that will not come (it never holds up a memory pass).
         stack.push_async_callback(orchestrator.prewarms.cancel)
-        log.info("memory design: %s", orchestrator.memory_design.value)
+        log.info("memory design: %s", orchestrator.settings.memory_design.value)
         services.metrics.watch_model_queue(lambda: orchestrator.queue.waiting)
         services.metrics.watch_prewarms(orchestrator.prewarms.stats.counts)
         # Health reads the runtime's state from here on: ready only once the runner is bound (self.orchestrator).
         services.orchestrator.attach_runner((self._turn_runner or ProtoTurnRunner)(orchestrator), model.alias,
-                                            memory_design=orchestrator.memory_design.value,
+                                            memory_design=orchestrator.settings.memory_design.value,
                                             model_concurrency=orchestrator.queue.capacity,
-                                            default_timeout_s=orchestrator.default_timeout)
+                                            default_timeout_s=orchestrator.settings.default_timeout)
         # A deletion of saves erases what the turn engine and the model keep of those conversations too.
         services.memory_store.attach_eraser(TurnEngineEraser(orchestrator, model.server))
         return orchestrator

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pyruntime.catalog.pull import ModelPull
 from pyruntime.errors import InvalidArgumentError
@@ -79,6 +80,15 @@ class RuntimeSettings:
     def hosts_model(self) -> bool:
         """True when serve runs llama.cpp itself (neither --llm-url nor --no-model)."""
         return self.llm_url is None and not self.no_model and self.scripted_model is None
+
+    def turn_choices(self) -> dict[str, Any]:
+        """The turn settings these flags choose, as `build_orchestrator` keywords (`TurnSettings` fields): a flag left
+        unset leaves the setting to the model profile (None) or to the engine's default (absent)."""
+        choices: dict[str, Any] = {"tool_mode": self.tool_mode, "memory_design": self.memory_design,
+                                   "prewarm": self.prewarm}
+        if self.turn_timeout is not None:
+            choices["default_timeout"] = self.turn_timeout
+        return choices
 
     @property
     def token_root(self) -> Path | None:

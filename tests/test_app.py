@@ -59,7 +59,7 @@ def test_the_chat_s_runtime_opens_no_port_and_runs_its_role_and_timeout_as_given
     assert ready == {"model_url": None} and runtime.servers is None  # no RPC ports, no token file
     assert not (tmp_path / "CoreAI" / "runtime").exists()
     assert result.text == "Aye."
-    assert runtime.orchestrator is not None and runtime.orchestrator.default_timeout == 42.0
+    assert runtime.orchestrator is not None and runtime.orchestrator.settings.default_timeout == 42.0
     assert runtime.orchestrator.policy.get("Bram") == role
     assert "You are Bram." in model.requests[0].messages[0]["content"]  # the registered role's prompt was sent
     assert model.closed

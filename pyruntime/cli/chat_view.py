@@ -138,7 +138,7 @@ class ChatSession:
         config = self.config
         if not config.use_memory_tool:
             memory = "memory tool off"
-        elif self.orchestrator.memory_design is MemoryDesign.WRITER:
+        elif self.orchestrator.settings.memory_design is MemoryDesign.WRITER:
             memory = "memory on (writer pass after each reply)"
         else:
             memory = f"memory tool on ({config.default_action.wire_name})"
@@ -146,7 +146,8 @@ class ChatSession:
             history = "no chat history"
         else:
             history = "chat history saved" if config.persist_chat_history else "chat history kept for this session only"
-        self.say(f"Chatting with {self.role} ({memory}, {history}, tool calls: {self.orchestrator.tool_mode.value}).")
+        mode = self.orchestrator.settings.tool_mode.value
+        self.say(f"Chatting with {self.role} ({memory}, {history}, tool calls: {mode}).")
         self.say("Type /help for commands, /quit to leave.")
 
     # -- a turn ----------------------------------------------------------------------------

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pyruntime.turns.request import AiTaskRequest
     from pyruntime.turns.rounds.modes import ToolCallMode
     from pyruntime.turns.rounds.registry import RegisteredTool, ToolContext, ToolOutput, ToolRegistry
+    from pyruntime.turns.settings import TurnSettings
 
 _EXPORTS = {
     "CutReportEvent": "pyruntime.turns.events",
@@ -44,6 +45,7 @@ _EXPORTS = {
     "ToolContext": "pyruntime.turns.rounds.registry",
     "ToolOutput": "pyruntime.turns.rounds.registry",
     "ToolRegistry": "pyruntime.turns.rounds.registry",
+    "TurnSettings": "pyruntime.turns.settings",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
@@ -63,6 +65,7 @@ __all__ = [
     "ToolRegistry",
     "ToolResultEvent",
     "TurnEvent",
+    "TurnSettings",
     "TurnStatus",
     "TurnUsage",
     "build_orchestrator",

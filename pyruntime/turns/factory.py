@@ -1,7 +1,9 @@
 """`build_orchestrator`: an `AiOrchestrator` wired from a server URL (or a hosted server) in one call.
 
-The per-model defaults (how tool calls travel, how many run per round, how memory is written) live
-here, in `model_profile`, so the chat, `serve` and games get the same behaviour from the same model.
+The turn engine's one construction path: the runtime (pyruntime/app.py), the chat and games call it. The
+per-model defaults (how tool calls travel, how many run per round, how memory is written, the context, the chat
+template) are resolved here, in `turn_settings` from `model_profile`, into the `TurnSettings` the engine is built
+with, so the chat, `serve` and games get the same behaviour from the same model; a caller's choices override them.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyruntime.history import LlmCompactionOptions, TokenCounter
+from pyruntime.history import TokenCounter
 from pyruntime.model.client.concurrency import DEFAULT_EXTERNAL_CONCURRENCY
 from pyruntime.model.client.http import OpenAICompatClient
 from pyruntime.model.client.queue import ModelRequestQueue
@@ -19,10 +21,11 @@ from pyruntime.model.hosting.llama_server import SMALL_MODEL_MAX_BYTES
 from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores.persistence import AgentMemoryPersistenceMode, StoreBundle, open_stores
-from pyruntime.turns.orchestrator import DEFAULT_MODEL_CONTEXT_TOKENS, DEFAULT_TURN_TIMEOUT_S, AiOrchestrator
+from pyruntime.turns.orchestrator import AiOrchestrator
 from pyruntime.turns.planning.templates import model_accepts_later_system
 from pyruntime.turns.rounds.modes import MAX_CALLS_PER_ROUND, ToolCallMode
 from pyruntime.turns.rounds.registry import ToolRegistry
+from pyruntime.turns.settings import DEFAULT_MODEL_CONTEXT_TOKENS, TurnSettings
 from pyruntime.turns.writer.decision import MemoryDesign
 
 # A hosted small model in structured mode gets one tool call per round: SmolLM2-135M then stores a
@@ -69,6 +72,32 @@ def model_profile(*, hosted: bool, tool_mode: ToolCallMode | str | None = None, 
     return ModelProfile(mode, HOSTED_STRUCTURED_CALLS_PER_ROUND if one_call else MAX_CALLS_PER_ROUND, design)
 
 
+def turn_settings(*, hosted: bool, model_path: Path | None = None, model_context_tokens: int | None = None,
+                  **choices: Any) -> TurnSettings:
+    """The `TurnSettings` for a model: its `model_profile` (hosted by us or not, its file's size), its context
+    (`model_context_tokens`; None: `DEFAULT_MODEL_CONTEXT_TOKENS`) and chat template (does it take a later system
+    message?), with the prewarm on for a hosted model and compaction between turns; `choices` (`TurnSettings`
+    fields) win, and a choice of None leaves the setting to the profile (or the default)."""
+    # None is a choice only where it is a setting's value (the memory-last block's place: by the player's pace).
+    given = {name: value for name, value in choices.items() if value is not None or name == "memory_last_stays"}
+    model_bytes = _file_size(model_path) if hosted and model_path is not None else None
+    profile = model_profile(hosted=hosted, tool_mode=given.pop("tool_mode", None), model_bytes=model_bytes,
+                            memory_design=given.pop("memory_design", None))
+    later_system = given.pop("system_messages_after_first", None)
+    if later_system is None:
+        later_system = model_accepts_later_system(model_path) if model_path is not None else True
+    return TurnSettings(
+        tool_mode=profile.tool_mode,
+        max_calls_per_round=profile.max_calls_per_round,
+        memory_design=profile.memory_design,
+        memory_last=profile.memory_last,
+        model_context_tokens=model_context_tokens or DEFAULT_MODEL_CONTEXT_TOKENS,
+        system_messages_after_first=later_system,
+        prewarm=hosted,
+        background_compaction=True,
+    ).but(**given)
+
+
 def build_orchestrator(
     *,
     server: LlamaServerProcess | None = None,
@@ -83,20 +112,11 @@ def build_orchestrator(
     data_dir: Path | None = None,
     policy: AgentMemoryPolicy | None = None,
     tools: ToolRegistry | None = None,
-    tool_mode: ToolCallMode | str | None = None,
-    max_calls_per_round: int | None = None,
-    memory_design: MemoryDesign | str | None = None,
     exact_token_counts: bool | None = None,
     token_counter: TokenCounter | None = None,
-    system_messages_after_first: bool | None = None,
-    default_timeout: float = DEFAULT_TURN_TIMEOUT_S,
-    llm_compaction_enabled: bool = False,
-    llm_compaction_options: LlmCompactionOptions | None = None,
-    prewarm: bool | None = None,
-    background_compaction: bool = True,
     gate: Gate | None = None,
     concurrency: int | None = None,
-    **options: Any,
+    **choices: Any,
 ) -> AiOrchestrator:
     """An orchestrator for a hosted llama.cpp `server`, or any OpenAI-compatible `base_url`, or a `client`.
 
@@ -115,16 +135,14 @@ def build_orchestrator(
     later system message?) and the model's tokenizer are used (`exact_token_counts=None` means: exact whenever
     the model file is known; the length heuristic under-counts JSON by a third, which overflows small contexts).
     `headers` go with every request to `base_url` (a provider's own).
-    `tool_mode` and `max_calls_per_round` default to the `model_profile` of the server kind. Stores:
-    `stores` as given, else file stores under `data_dir`, else session-only stores. Close the client
+    Stores: `stores` as given, else file stores under `data_dir`, else session-only stores. Close the client
     with `await orchestrator.client.aclose()`.
-    `prewarm` (None: on for a hosted `server`): evaluate each conversation's next prefix in the background
-    after a turn (turns/between/prewarm.py). Off for a server we do not run: we cannot know that it keeps a prefix,
-    and each prewarm is one more request to it.
-    `background_compaction`: a conversation's next fold is made after the reply, off the player's path, and sent
-    by a later turn once ready (turns/between/folds.py); False folds in the turn that reaches the trigger.
     `gate`: asked before every model request (the hosted engine's watchdog: turns fail fast while it restarts).
-    `options`: further `AiOrchestrator` keyword arguments.
+    `choices`: `TurnSettings` fields (turns/settings.py) over the model's defaults (`turn_settings`): `tool_mode`
+    and `max_calls_per_round` (the model profile of the server kind), `memory_design`, `prewarm` (None: on for a
+    hosted `server`; off for a server we do not run: we cannot know that it keeps a prefix, and each prewarm is one
+    more request to it), `background_compaction` (default True: a conversation's next fold is made after the reply,
+    off the player's path; False folds in the turn that reaches the trigger), `default_timeout`, ...
     """
     direct = server is not None and base_url is None
     if server is not None:
@@ -138,11 +156,8 @@ def build_orchestrator(
         raise ValueError("build_orchestrator needs a server, a base_url or a client")
     if client is not None and gate is not None:
         raise ValueError("a given client keeps its own gate (pass it to the client)")
-    model_bytes = _file_size(model_path) if server is not None and model_path is not None else None
-    profile = model_profile(hosted=server is not None, tool_mode=tool_mode, model_bytes=model_bytes,
-                            memory_design=memory_design)
-    if system_messages_after_first is None:
-        system_messages_after_first = model_accepts_later_system(model_path) if model_path is not None else True
+    settings = turn_settings(hosted=server is not None, model_path=model_path,
+                             model_context_tokens=model_context_tokens, **choices)
     if exact_token_counts is None:
         exact_token_counts = model_path is not None
     if token_counter is None and exact_token_counts and model_path is not None:
@@ -169,26 +184,9 @@ def build_orchestrator(
         client = OpenAICompatClient(base_url, api_key=api_key, model=model, headers=headers, gate=gate,
                                     connections=capacity)
     queue = ModelRequestQueue(capacity=capacity)
-    return AiOrchestrator(
-        policy or AgentMemoryPolicy(),
-        stores,
-        client,
-        queue,
-        tools=tools,
-        tool_mode=profile.tool_mode,
-        max_calls_per_round=max_calls_per_round if max_calls_per_round is not None else profile.max_calls_per_round,
-        model_context_tokens=model_context_tokens or DEFAULT_MODEL_CONTEXT_TOKENS,
-        token_counter=token_counter,
-        system_messages_after_first=system_messages_after_first,
-        default_timeout=default_timeout,
-        llm_compaction_enabled=llm_compaction_enabled,
-        llm_compaction_options=llm_compaction_options,
-        memory_design=profile.memory_design,
-        prewarm=server is not None if prewarm is None else prewarm,
-        prompt_cache_status=server.status if server is not None else None,
-        background_compaction=background_compaction,
-        **{"memory_last": profile.memory_last, **options},
-    )
+    return AiOrchestrator(policy or AgentMemoryPolicy(), stores, client, queue, tools=tools,
+                          token_counter=token_counter, settings=settings,
+                          prompt_cache_status=server.status if server is not None else None)
 
 
 def _file_size(path: Path) -> int | None:

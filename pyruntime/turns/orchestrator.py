@@ -1,22 +1,21 @@
 """`AiOrchestrator`: one turn of a role, end to end (contract §7; docs/contract.md).
 
-A turn resolves the role's config, prepares the history (contract §5), plans the memory blocks,
-assembles the request, runs the tool loop against the model (through the request queue, streaming
-every piece of text as it arrives), retries a context overflow with a smaller history, and records
-the turn. Recording runs in `finally` behind `asyncio.shield`, so a failure, a timeout or a cancel
-still records the user's hint exactly once.
+A turn is a flow of values (turns/turn.py): the request resolves into a `TurnInput` (`_start`); `offer_turn` gives
+its `TurnOffer` (system prompt, tools); `run_attempts` (turns/attempts.py) plans the request (`TurnPlan`, by the
+planner: turns/planning/planner.py), runs the tool rounds against the model (`RoundsOutcome`, turns/rounds/loop.py),
+streaming every piece of text as it arrives, and retries a context overflow with a smaller history; the turn is
+recorded and its `TaskResult` built from those values. Recording runs in `finally` behind `asyncio.shield`, so a
+failure, a timeout or a cancel still records the user's hint exactly once. After a completed turn the writer pass
+(turns/writer/passes.py) and the work between turns (turns/between/next_turn.py) start, off the player's path.
 
-This module is the coordinator; each job has its own room (docs/architecture.md has the map):
-the turn's state (turns/turn_state.py), planning and fitting its request (turns/planning/planner.py), the
-model rounds of the tool loop (turns/rounds/loop.py; the loop's rules: turns/rounds/rules.py), streaming its
-events (turns/streaming.py), and the work between turns after a reply (turns/between/next_turn.py).
-Its length past ~400 lines is the constructor's: every setting a game or a benchmark passes is documented there.
+How every turn runs is one value, `TurnSettings` (turns/settings.py), given to each part at construction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -26,48 +25,47 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.history import HeuristicTokenCounter, LlmCompactionOptions, TokenCounter
-from pyruntime.history.budget import COMPACTION_TARGET_RATIO, MAX_OVERFLOW_RETRIES
-from pyruntime.memory import MEMORY_TOOL_NAME, MemoryTool
-from pyruntime.model.client.errors import ContextOverflowError, ModelError
+from pyruntime.history import HeuristicTokenCounter, TokenCounter
+from pyruntime.memory import MemoryTool
+from pyruntime.model.client.errors import ModelError
 from pyruntime.model.client.queue import ModelRequestQueue
 from pyruntime.model.client.seam import ModelClient
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import DEFAULT_TURN_ROLE, EMPTY_SCOPE, AgentMemoryScope
 from pyruntime.stores.persistence import StoreBundle
+from pyruntime.turns.attempts import Attempts, run_attempts, task_result
 from pyruntime.turns.between.block_pace import BlockPace
 from pyruntime.turns.between.folds import CompactionStats, StagedFolds
 from pyruntime.turns.between.next_turn import NextTurn
 from pyruntime.turns.between.prewarm import RECENT_TURNS, Prewarms
-from pyruntime.turns.events import CutReportEvent, FinalEvent, MemoryWriteEvent, TaskResult, TurnEvent, TurnStatus
+from pyruntime.turns.events import FinalEvent, MemoryWriteEvent, TaskResult, TurnEvent, TurnStatus
 from pyruntime.turns.forgetting import forget_conversations
-from pyruntime.turns.planning.context import native_tools
-from pyruntime.turns.planning.memory_last import assemble_memory_last
+from pyruntime.turns.planning.counting import RequestTokens
+from pyruntime.turns.planning.offer import offer_turn
 from pyruntime.turns.planning.planner import RequestPlanner
-from pyruntime.turns.planning.prompt import assemble_messages, build_system_prompt, role_system_prompt
 from pyruntime.turns.planning.sessions import SessionStarts
 from pyruntime.turns.planning.tail_anchors import TailAnchors, conversation_digest
 from pyruntime.turns.recording import TurnRecord, record_turn
-from pyruntime.turns.request import FORCED_TOOL_NONE, AiTaskRequest, forced_tool, tool_availability
-from pyruntime.turns.rounds.client_tools import (
-    DEFAULT_CLIENT_TOOL_TIMEOUT_S,
-    ClientCallRegistry,
-    ClientToolAdapter,
-    check_client_tools,
-)
+from pyruntime.turns.request import AiTaskRequest
+from pyruntime.turns.rounds.client_tools import ClientCallRegistry, ClientToolAdapter, check_client_tools
 from pyruntime.turns.rounds.loop import ROUND_SEPARATOR, ToolRounds
-from pyruntime.turns.rounds.modes import MAX_CALLS_PER_ROUND, ToolCallMode, tool_contract
-from pyruntime.turns.rounds.registry import ToolContext, ToolRegistry
-from pyruntime.turns.rounds.rules import LoopGuard, MemoryToolAdapter, ToolExecutor, offered_tools
+from pyruntime.turns.rounds.progress import TurnProgress
+from pyruntime.turns.rounds.registry import ToolRegistry
+from pyruntime.turns.settings import (
+    DEFAULT_MODEL_CONTEXT_TOKENS,
+    DEFAULT_TURN_TIMEOUT_S,
+    TOOL_CALL_ALLOWANCE_TOKENS,
+    TurnSettings,
+)
 from pyruntime.turns.streaming import stream_events
-from pyruntime.turns.turn_state import Emit, PromptParts, TurnState, discard
+from pyruntime.turns.turn import Emit, RoundsOutcome, TurnInput, TurnOffer, discard
 from pyruntime.turns.writer.decision import MemoryDesign, statements
 from pyruntime.turns.writer.gate import ConversationGate
 from pyruntime.turns.writer.passes import NO_STATEMENT, MemoryPasses, MemoryPassOutcome, run_memory_pass
 
 __all__ = [
     "DEFAULT_MEMORY_WAIT_S",
-    "DEFAULT_MODEL_CONTEXT_TOKENS",
+    "DEFAULT_MODEL_CONTEXT_TOKENS",  # turns/settings.py's, kept here for the code that imports them from here
     "DEFAULT_TURN_TIMEOUT_S",
     "ROUND_SEPARATOR",  # turns/rounds/loop.py's, kept here for the code that imports it from the orchestrator
     "TOOL_CALL_ALLOWANCE_TOKENS",
@@ -77,13 +75,7 @@ __all__ = [
 log = logging.getLogger("pyruntime.turns")
 T = TypeVar("T")
 
-DEFAULT_TURN_TIMEOUT_S = 120.0
 DEFAULT_MEMORY_WAIT_S = 30.0  # wait_memory_writes without a timeout
-# Room for the JSON wrapper and tool calls on top of a role's visible output cap, when tools are
-# offered: the cap bounds the reply the player sees, never the calls (a 32-48 token cap sent as
-# max_tokens cut the JSON of most structured turns; docs/benchmarks.md#model-supervision).
-TOOL_CALL_ALLOWANCE_TOKENS = 512
-DEFAULT_MODEL_CONTEXT_TOKENS = 8192
 
 
 class AiOrchestrator:
@@ -97,135 +89,68 @@ class AiOrchestrator:
         queue: ModelRequestQueue | None = None,
         *,
         tools: ToolRegistry | None = None,
-        tool_mode: ToolCallMode | str = ToolCallMode.STRUCTURED,
-        model_context_tokens: int = DEFAULT_MODEL_CONTEXT_TOKENS,
         token_counter: TokenCounter | None = None,
-        system_messages_after_first: bool = True,
-        default_timeout: float = DEFAULT_TURN_TIMEOUT_S,
-        llm_compaction_enabled: bool = False,
-        llm_compaction_options: LlmCompactionOptions | None = None,
-        max_calls_per_round: int = MAX_CALLS_PER_ROUND,
-        stream_buffer: int = 32,
-        timeout_includes_queue: bool = False,
-        tool_call_allowance: int = TOOL_CALL_ALLOWANCE_TOKENS,
-        memory_design: MemoryDesign | str = MemoryDesign.TOOL,
-        client_tool_timeout: float = DEFAULT_CLIENT_TOOL_TIMEOUT_S,
-        prewarm: bool = False,
         prompt_cache_status: Callable[[], Mapping[str, object]] | None = None,
-        background_compaction: bool = False,
-        assemble: Callable[..., list[dict[str, Any]]] = assemble_messages,
-        memory_last: bool = False,
-        memory_last_stays: bool | None = None,
-        compaction_target_ratio: float = COMPACTION_TARGET_RATIO,
+        settings: TurnSettings | None = None,
+        **choices: Any,
     ) -> None:
-        """Wire the policy, stores, model client and queue; `tool_mode` is `structured` or `native`.
+        """Wire the policy, stores, model client and queue, and the turn engine's `settings`.
 
-        `timeout_includes_queue`: False (default) - a turn's timeout counts only while the turn is not
-        waiting for the model's request queue, so a turn never times out without reaching the model;
-        True - it counts from the call. Either way a waiting turn can be cancelled.
-        `tool_call_allowance`: tokens for the JSON wrapper and tool calls on top of the visible output cap.
-        `client_tool_timeout`: seconds a game-tool call waits for its result when the request sets none.
-        `prewarm`: after each turn, evaluate the next turn's prefix in the background when it changes
-        (turns/between/prewarm.py); `build_orchestrator` turns it on for a model we host. `prompt_cache_status`: the
-        hosted server's `/coreai/status` (blocking; called off the event loop), so a prewarm is sent only
-        while its prompt cache has room (`prewarm.worth_prewarming`). `assemble` (`prompt.assemble_messages`'s
-        signature) and `compaction_target_ratio` (1.0: no hysteresis) let a benchmark run the design note's
-        layout against this one (bench/design_note_layout.py); the defaults are the runtime's.
-        `memory_last`: the memory-last layout (planning/memory_last.py): the whole memory, consolidated every turn,
-        right before the player's line; `build_orchestrator` gives it to the writer design's (small) models.
-        `memory_last_stays`: where that block goes (between/block_pace.py): None (default) - before each player line
-        while the model keeps up with the player, where it was first sent (lines appended later each where they were
-        first sent, until a fold or a rewrite) once a turn finds its prewarm still running; True or False - always
-        the one or the other (measured against each other in docs/benchmarks.md#the-memory-block-moves-stays-auto).
-        `background_compaction`: fold between turns (turns/between/folds.py): after a reply, the next turn's
-        fold is made in the background (and its head prewarmed, with `prewarm`); a turn never waits for it.
+        `choices`: `TurnSettings` fields that change `settings` (or the defaults), a convenience for games, tests and
+        benchmarks (`tool_mode="native"`); a name that is no setting is a TypeError, a bad value an
+        InvalidArgumentError. `token_counter`: the model's tokenizer (default: the length heuristic).
+        `prompt_cache_status`: the hosted server's `/coreai/status` (blocking; called off the event loop), so a
+        prewarm is sent only while its prompt cache has room (`prewarm.worth_prewarming`).
         """
-        if model_context_tokens < 1:
-            raise InvalidArgumentError("model_context_tokens must be positive")
-        if default_timeout <= 0 or client_tool_timeout <= 0:
-            raise InvalidArgumentError("default_timeout and client_tool_timeout must be positive")
-        if max_calls_per_round < 1 or stream_buffer < 1:
-            raise InvalidArgumentError("max_calls_per_round and stream_buffer must be positive")
+        self._settings = settings = (settings or TurnSettings()).but(**choices)
         self.policy = policy
         self.stores = stores
         self._client = client
         self.queue = queue or ModelRequestQueue()
         self.tools = tools or ToolRegistry()
-        self.tool_mode = ToolCallMode.parse(tool_mode)
-        self.model_context_tokens = model_context_tokens
         self.token_counter = token_counter or HeuristicTokenCounter()
-        self.system_messages_after_first = system_messages_after_first
-        self.default_timeout = default_timeout
-        self.llm_compaction_enabled = llm_compaction_enabled
-        self.llm_compaction_options = llm_compaction_options or LlmCompactionOptions()
-        self._stream_buffer = stream_buffer
-        if tool_call_allowance < 0:
-            raise InvalidArgumentError("tool_call_allowance must be >= 0")
-        self.tool_call_allowance = tool_call_allowance
-        # How memory is written for roles with memory on: the memory tool in the reply, or a writer pass after it.
-        self.memory_design = MemoryDesign.parse(memory_design)
         self.memory_passes = MemoryPasses()
         # A memory write lands only between the turns of its conversation (turns/writer/gate.py).
         self.write_gate = ConversationGate()
-        self.client_tool_timeout = client_tool_timeout
         self.client_calls = ClientCallRegistry()  # game-tool calls waiting for the client's result
-        self.prewarm = prewarm
         self.prewarms = Prewarms()
-        self.block_pace = BlockPace(memory_last_stays)  # where each conversation's memory-last block goes
-        self.background_compaction = background_compaction
+        self.block_pace = BlockPace(settings.memory_last_stays)  # where each conversation's memory-last block goes
         self.staged_folds = StagedFolds()
         self.compaction_stats = CompactionStats()
-        self.prompt_cache_status = prompt_cache_status
-        # Memory-last (small models): the whole memory as one block after the history (turns/planning/memory_last.py).
-        self.memory_last = memory_last
         self.session_starts = SessionStarts()  # where each conversation's session began (turns/planning/sessions.py)
-        self.compaction_target_ratio = compaction_target_ratio
         self._recent_conversations: deque[str] = deque(maxlen=RECENT_TURNS)
         # Where each conversation's tail and memory notes were last sent: they stay there.
         self._anchors = TailAnchors()
         self._anchors_path: Path | None = None  # where they are saved (with the disk prompt cache)
-        self.planner = RequestPlanner(
-            client, self.queue, token_counter=self.token_counter, model_context_tokens=model_context_tokens,
-            system_messages_after_first=system_messages_after_first,
-            assemble=assemble_memory_last if memory_last else assemble, memory_last=memory_last,
-            background_compaction=background_compaction, staged_folds=self.staged_folds,
-            llm_compaction_enabled=llm_compaction_enabled, llm_compaction_options=self.llm_compaction_options,
-            compaction_target_ratio=compaction_target_ratio, session_starts=self.session_starts,
-            anchors=self._anchors,
-        )
-        self.rounds = ToolRounds(client, self.queue, self.planner, max_calls_per_round=max_calls_per_round,
-                                 timeout_includes_queue=timeout_includes_queue)
+        counter = RequestTokens(self.token_counter)
+        self.planner = RequestPlanner(client, self.queue, counter, settings, staged_folds=self.staged_folds,
+                                      session_starts=self.session_starts, anchors=self._anchors)
+        self.rounds = ToolRounds(client, self.queue, counter, settings)
         self.next_turn = NextTurn(
-            client, self.queue, self.planner, prewarm=prewarm, background_compaction=background_compaction,
-            llm_compaction_enabled=llm_compaction_enabled, prewarms=self.prewarms, staged_folds=self.staged_folds,
+            client, self.queue, self.planner, settings, prewarms=self.prewarms, staged_folds=self.staged_folds,
             compaction_stats=self.compaction_stats, prompt_cache_status=prompt_cache_status,
             recent_conversations=self._recent_conversations, block_pace=self.block_pace,
         )
 
-    # -- settings the rooms share ------------------------------------------------------------
+    # -- what the parts share ----------------------------------------------------------------
+
+    @property
+    def settings(self) -> TurnSettings:
+        """How every turn runs; assigning new settings (a benchmark's sweep) reaches every part from the next turn."""
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: TurnSettings) -> None:
+        self._settings = self.planner.settings = self.rounds.settings = self.next_turn.settings = settings
 
     @property
     def client(self) -> ModelClient:
-        """The model the turns talk to; assigning one (a recording client in a test) reaches every room."""
+        """The model the turns talk to; assigning one (a recording client in a test) reaches every part."""
         return self._client
 
     @client.setter
     def client(self, client: ModelClient) -> None:
         self._client = self.planner.client = self.rounds.client = self.next_turn.client = client
-
-    @property
-    def max_calls_per_round(self) -> int:
-        """Tool calls run per model round (the rest of a round's calls are dropped)."""
-        return self.rounds.max_calls_per_round
-
-    @property
-    def timeout_includes_queue(self) -> bool:
-        """Whether a turn's timeout counts while it waits for the model's request queue (see `__init__`)."""
-        return self.rounds.timeout_includes_queue
-
-    @timeout_includes_queue.setter
-    def timeout_includes_queue(self, value: bool) -> None:
-        self.rounds.timeout_includes_queue = value
 
     # -- public API ------------------------------------------------------------------------
 
@@ -234,7 +159,7 @@ class AiOrchestrator:
         if isinstance(request, AiTaskRequest) and request.client_tools:
             raise InvalidArgumentError("client tools need the streaming call (StreamTask): only a stream can hand "
                                        "their calls to the client and wait for the results")
-        return await self._execute(request, discard)
+        return await self._run(self._start(request), discard)
 
     def submit_tool_result(self, turn_id: str, call_id: str, success: bool, content: str) -> None:
         """Hand a client's game-tool result to the waiting call (errors: see `ClientCallRegistry.submit`)."""
@@ -246,7 +171,7 @@ class AiOrchestrator:
         Closing the iterator early (or cancelling its consumer) cancels the turn; it is still recorded.
         """
         turn = self._start(request)  # bad input raises here, before anything runs
-        events = stream_events(functools.partial(self._run, turn, streamed=True), self._stream_buffer,
+        events = stream_events(functools.partial(self._run, turn, streamed=True), self._settings.stream_buffer,
                                wait_memory_write=request.wait_memory_write)
         async with contextlib.aclosing(events):  # closing this stream closes that one: it cancels the turn
             async for event in events:
@@ -254,7 +179,8 @@ class AiOrchestrator:
 
     # -- one turn --------------------------------------------------------------------------
 
-    def _start(self, request: AiTaskRequest) -> TurnState:
+    def _start(self, request: AiTaskRequest) -> TurnInput:
+        """The request resolved into the turn's input; bad input raises here, before anything runs or is written."""
         if not isinstance(request, AiTaskRequest):
             raise InvalidArgumentError("request must be an AiTaskRequest")
         config = self.policy.get(request.role_id)
@@ -263,79 +189,96 @@ class AiOrchestrator:
             # A chat-source request borrows short-term history for this run only: never persisted.
             config = config.copy(with_chat_history=True, persist_chat_history=False)
             borrowed = True
-        turn = TurnState(request, config, borrowed, self.stores.scoped(request.scope, request.actor), self.tool_mode)
-        turn.store.key(request.role_id)  # a bad role id fails now, before anything is written
+        store = self.stores.scoped(request.scope, request.actor)
+        conversation = conversation_digest(store.key(request.role_id))  # a bad role id fails now
         check_client_tools(request.client_tools, [t.name for t in self.tools.tools_for(request.role_id)])
-        turn.turn_id = self.client_calls.new_turn_id()
-        conversation = conversation_digest(turn.store.key(request.role_id))
-        if self.memory_last:
-            turn.memory_stays = self.block_pace.turn_started(conversation, time.monotonic())
+        memory_stays = None
+        if self._settings.memory_last:
+            memory_stays = self.block_pace.turn_started(conversation, time.monotonic())
+        turn = TurnInput(request, config, borrowed, store, self._settings.tool_mode, self.client_calls.new_turn_id(),
+                         conversation, memory_stays, started=time.perf_counter())
         self.prewarms.supersede(conversation)
         self._recent_conversations.append(conversation)
         self.client.check_available()  # a restarting model fails the call now (UNAVAILABLE), nothing is recorded
         return turn
 
-    async def _execute(self, request: AiTaskRequest, emit: Emit) -> TaskResult:
-        return await self._run(self._start(request), emit)
+    def _offer(self, turn: TurnInput, emit: Emit) -> TurnOffer:
+        """The turn's tools and system prompt; the client's game tools hand their calls to this turn's stream."""
+        request = turn.request
+        timeout = request.client_tool_timeout or self._settings.client_tool_timeout
+        client = [ClientToolAdapter(spec, self.client_calls, turn.turn_id, timeout, emit)
+                  for spec in request.client_tools]
+        return offer_turn(turn, self._settings, self.tools.tools_for(request.role_id), client)
 
-    async def _run(self, turn: TurnState, emit: Emit, *, streamed: bool = False) -> TaskResult:
-        timeout = turn.request.timeout or self.default_timeout
+    async def _run(self, turn: TurnInput, emit: Emit, *, streamed: bool = False) -> TaskResult:
+        timeout = turn.request.timeout or self._settings.default_timeout
+        attempts = Attempts()
+        offer: TurnOffer | None = None
+        progress: TurnProgress | None = None
+        outcome: RoundsOutcome | None = None
+        status, error = TurnStatus.FAILED, ""  # how the turn ended when its rounds did not end it
         # Held until the turn is recorded: a memory write of this conversation lands before or after it.
-        async with self.write_gate.turn(turn.store.key(turn.role_id)):
+        async with self.write_gate.turn(turn.key):
             try:
-                async with asyncio.timeout(timeout) as turn.deadline:
-                    await self._turn(turn, emit)
+                async with asyncio.timeout(timeout) as deadline:
+                    offer = self._offer(turn, emit)
+                    progress = self.rounds.begin(turn, offer)
+                    outcome = await run_attempts(self.planner, self.rounds, turn, offer, progress, attempts, emit,
+                                                 deadline)
             except TimeoutError:
-                turn.status, turn.error = TurnStatus.TIMED_OUT, f"the turn did not finish within {timeout:g} s"
+                outcome, status, error = None, TurnStatus.TIMED_OUT, f"the turn did not finish within {timeout:g} s"
             except ModelError as exc:
-                turn.status, turn.error = TurnStatus.FAILED, str(exc)
+                outcome, status, error = None, TurnStatus.FAILED, str(exc)
             except asyncio.CancelledError:
-                turn.status, turn.error = TurnStatus.CANCELLED, "the turn was cancelled"
+                outcome, status, error = None, TurnStatus.CANCELLED, "the turn was cancelled"
                 raise
             except Exception as exc:  # noqa: BLE001 - a bug or a store failure: the turn fails, the hint is still recorded
                 # The type only: a traceback's messages may quote player text.
                 log.error("turn failed with %s", type(exc).__name__)
-                turn.status, turn.error = TurnStatus.FAILED, f"internal error ({type(exc).__name__})"
+                outcome, status, error = None, TurnStatus.FAILED, f"internal error ({type(exc).__name__})"
             finally:
-                await self._finish(turn)
+                if outcome is None:  # what the rounds streamed before the turn was cut short
+                    outcome = progress.outcome(status, error) if progress is not None else RoundsOutcome(status, error)
+                outcome = await self._finish(turn, attempts, outcome)
         memory_pass = None
-        if turn.status.completed:
+        if outcome.status.completed:
             memory_pass = self._start_memory_pass(turn)
             if turn.memory_stays is not None:
-                self.block_pace.turn_ended(conversation_digest(turn.store.key(turn.role_id)), time.monotonic())
-            self.next_turn.prepare(turn, memory_pass)
+                self.block_pace.turn_ended(turn.conversation, time.monotonic())
+            if offer is not None and attempts.plan is not None:
+                self.next_turn.prepare(turn, offer, attempts.plan, outcome, memory_pass)
         waits = memory_pass is not None and turn.request.wait_memory_write
+        memory_write = None
         if waits and not streamed:
             assert memory_pass is not None
-            turn.memory_write = await asyncio.shield(memory_pass)  # a cancelled caller leaves the pass running
-        turn.memory_write_pending = memory_pass is not None and not memory_pass.done()
-        result = turn.result()
+            memory_write = await asyncio.shield(memory_pass)  # a cancelled caller leaves the pass running
+        result = task_result(turn, outcome, attempts, memory_write=memory_write,
+                             memory_write_pending=memory_pass is not None and not memory_pass.done())
         await emit(FinalEvent(result))
         if waits and streamed:
             assert memory_pass is not None
             await emit(MemoryWriteEvent(await asyncio.shield(memory_pass)))
         return result
 
-    async def _finish(self, turn: TurnState) -> None:
-        """Record the turn once; shielded so a second cancel cannot skip it."""
-        if turn.finished:
-            return
-        turn.finished = True
-        await asyncio.shield(asyncio.ensure_future(asyncio.to_thread(self._record, turn)))
+    async def _finish(self, turn: TurnInput, attempts: Attempts, outcome: RoundsOutcome) -> RoundsOutcome:
+        """Record the turn once; shielded so a second cancel cannot skip it. A turn whose record failed is FAILED."""
+        recorded = await asyncio.shield(asyncio.ensure_future(asyncio.to_thread(self._record, turn, attempts,
+                                                                                  outcome)))
         log.info(
             "turn ended: status=%s model_calls=%d tool_rounds=%d overflow_retries=%d text_chars=%d duration=%.2fs",
-            turn.status.name, turn.model_calls, len(turn.rounds), turn.overflow_retries,
-            sum(len(t) for t in turn.text), time.perf_counter() - turn.started,
+            recorded.status.name, outcome.usage.model_calls, len(outcome.rounds), attempts.overflow_retries,
+            len(outcome.text), time.perf_counter() - turn.started,
         )
+        return recorded
 
-    def _start_memory_pass(self, turn: TurnState) -> asyncio.Future[MemoryPassOutcome] | None:
+    def _start_memory_pass(self, turn: TurnInput) -> asyncio.Future[MemoryPassOutcome] | None:
         """Writer design: the memory decision on this line, queued behind player turns (turns/writer/passes.py).
 
         A line with no statement about the player is decided here, without the model (a finished future).
         """
-        if self.memory_design is not MemoryDesign.WRITER or not turn.config.use_memory_tool:
+        if self._settings.memory_design is not MemoryDesign.WRITER or not turn.config.use_memory_tool:
             return None
-        key = turn.store.key(turn.role_id)
+        key = turn.key
         trace_id = turn.request.trace_id
         if not statements(turn.request.hint):
             return self.memory_passes.record(MemoryPassOutcome(turn.role_id, reason=NO_STATEMENT, trace_id=trace_id),
@@ -355,80 +298,28 @@ class AiOrchestrator:
         key = self.stores.scoped(scope or EMPTY_SCOPE, actor).key((role_id or "").strip() or DEFAULT_TURN_ROLE)
         return await self.memory_passes.wait(key, trace_id, timeout)
 
-    def _record(self, turn: TurnState) -> None:
-        completed = turn.status.completed
+    def _record(self, turn: TurnInput, attempts: Attempts, outcome: RoundsOutcome) -> RoundsOutcome:
+        """Save the turn into its history (the hint alone when it did not complete) and commit its history's cut."""
+        completed = outcome.status.completed
         try:
             if turn.records_history:
-                record = TurnRecord(turn.request.hint, turn.rounds, "".join(turn.text) if completed else None)
+                record = TurnRecord(turn.request.hint, outcome.rounds, outcome.text if completed else None)
                 record_turn(turn.store, turn.role_id, record, turn.config.tool_result_memory,
                             persist=turn.config.persist_chat_history)
-            if completed and turn.prepared is not None:
-                turn.prepared.commit()  # the rolling summary only after a successful turn
-                if turn.prepared.fold is not None:  # stored now: the next turn folds from it
-                    self.staged_folds.discard(conversation_digest(turn.store.key(turn.role_id)), turn.prepared.fold)
-                self.compaction_stats.count_turn(turn.cut_report)
+            prepared = attempts.prepared
+            if completed and prepared is not None:
+                prepared.commit()  # the rolling summary only after a successful turn
+                if prepared.fold is not None:  # stored now: the next turn folds from it
+                    self.staged_folds.discard(turn.conversation, prepared.fold)
+                self.compaction_stats.count_turn(prepared.cut_report)
         except Exception as exc:  # noqa: BLE001 - a store failure: the turn ends FAILED, never acknowledged unsaved
             # The player may have seen the reply streamed, but a turn the history does not hold is not acknowledged:
             # the client learns it was not saved and can say the line again (the hint alone may have been kept).
             log.warning("recording the turn failed (%s)", type(exc).__name__)
             if completed:
-                turn.status = TurnStatus.FAILED
-                turn.error = f"the turn could not be saved ({type(exc).__name__}): its reply is not in the history"
-
-    async def _turn(self, turn: TurnState, emit: Emit) -> None:
-        request, config = turn.request, turn.config
-        context = ToolContext(request.role_id, request.scope, request.actor, request.trace_id)
-        memory = None
-        if config.use_memory_tool:
-            tool = MemoryTool(turn.store.store, turn.store.key(request.role_id),
-                              max_memory_chars=config.effective_max_memory_chars)
-            memory = MemoryToolAdapter(tool, config.default_action, player_text=request.hint)
-            forced_memory = request.forced_tool_mode.strip().lower() == MEMORY_TOOL_NAME
-            if self.memory_design is MemoryDesign.WRITER and not forced_memory:
-                memory = None  # the writer pass after the reply keeps the memory (turns/writer/passes.py)
-        allowed = request.allowed_tool_names
-        if request.forced_tool_mode.lower() == FORCED_TOOL_NONE:
-            allowed = ()
-        call_timeout = request.client_tool_timeout or self.client_tool_timeout
-        client = [ClientToolAdapter(spec, self.client_calls, turn.turn_id, call_timeout, emit)
-                  for spec in request.client_tools]
-        role_tools, offered = offered_tools(memory, self.tools.tools_for(request.role_id), allowed, client)
-        turn.tool_allowance = self.tool_call_allowance if offered else 0
-        turn.forced = forced_tool(request.forced_tool_mode, offered)
-        system_prompt = build_system_prompt(
-            role_system_prompt(request.role_id, config.system_prompt),
-            tool_contract([t.definition() for t in role_tools], turn.mode),
-        )
-        offered_defs = [t.definition() for t in offered]
-        availability = tool_availability(offered, turn.forced) if allowed is not None or turn.forced else ""
-        executor = ToolExecutor(offered, context)
-        guard = LoopGuard(config.effective_max_tool_call_roundtrips)
-
-        consolidate = False
-        tools_sent = native_tools(offered_defs, turn.mode is ToolCallMode.NATIVE)
-        turn.parts = parts = PromptParts(system_prompt, availability, tools_sent)
-        while True:
-            tail, fit = await self.planner.prepare(turn, parts, consolidate, self.planner.memory_blocks)
-            base = await self.planner.request_as_sent(turn, fit, system_prompt, tail, tools_sent)
-            self.planner.keep_tail_anchor(turn, tail)
-            turn.sent = base
-            if turn.prepared is not None and turn.prepared.cut_report is not turn.cut_report_sent:
-                # Once per attempt, for the history as sent (after any refit to the context): after an
-                # overflow retry the next one describes the request actually sent, as the final result does.
-                report = turn.prepared.cut_report
-                report.overflow_retries = turn.overflow_retries
-                turn.cut_report_sent = report
-                await emit(CutReportEvent(report))
-            try:
-                await self.rounds.run(turn, base, offered, offered_defs, executor, guard, emit)
-                return
-            except ContextOverflowError:
-                if turn.overflow_retries >= MAX_OVERFLOW_RETRIES:
-                    raise
-                turn.overflow_retries += 1
-                consolidate = True
-                log.info("context overflow: retry %d of %d with a smaller history budget",
-                         turn.overflow_retries, MAX_OVERFLOW_RETRIES)
+                return dataclasses.replace(outcome, status=TurnStatus.FAILED, error=f"the turn could not be saved "
+                                           f"({type(exc).__name__}): its reply is not in the history")
+        return outcome
 
     async def forget_conversations(self, keys: Sequence[str], clear: Callable[[], Awaitable[T]]) -> T:
         """Delete conversations (storage `keys`) wherever the turn engine keeps them; `clear` erases their saves

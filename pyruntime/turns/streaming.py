@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any
 
 from pyruntime.turns.events import FinalEvent, MemoryWriteEvent, TaskResult, TurnEvent
-from pyruntime.turns.turn_state import Emit
+from pyruntime.turns.turn import Emit
 
 
 class _Channel:

@@ -38,7 +38,7 @@ def converse(server: LlamaServerProcess, data_dir: Path, *lines: str) -> list[Me
     async def go() -> list[MemoryPassOutcome]:
         stores = open_stores(AgentMemoryPersistenceMode.PERSISTENT, data_dir)
         orchestrator = build_orchestrator(server=server, stores=stores, tool_mode=ToolCallMode.STRUCTURED)
-        assert orchestrator.memory_design is MemoryDesign.WRITER  # SmolLM2 is a small hosted model
+        assert orchestrator.settings.memory_design is MemoryDesign.WRITER  # SmolLM2 is a small hosted model
         outcomes = []
         try:
             for line in lines:

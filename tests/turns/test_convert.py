@@ -44,8 +44,8 @@ def test_bad_requests_are_refused() -> None:
 
 def test_proto_runner_streams_a_real_turn(tiny_llama_server: LlamaServerProcess) -> None:
     orchestrator = build_orchestrator(server=tiny_llama_server, tool_mode="native")
-    assert orchestrator.model_context_tokens == tiny_llama_server.config.n_ctx
-    assert orchestrator.system_messages_after_first  # ChatML takes a later system message
+    assert orchestrator.settings.model_context_tokens == tiny_llama_server.config.n_ctx
+    assert orchestrator.settings.system_messages_after_first  # ChatML takes a later system message
     runner = ProtoTurnRunner(orchestrator)
     request = pb.RunTaskRequest(target=common_pb2.AgentTarget(role_id="AINpc"), hint="hello", trace_id="tr-1",
                                 max_output_tokens=12, forced_tool_mode="none")

@@ -46,10 +46,10 @@ def test_model_profile_gives_the_writer_pass_to_small_hosted_models_only() -> No
 def test_a_hosted_server_gets_structured_mode_with_one_call_in_the_grammar(tiny_llama_server: LlamaServerProcess
                                                                           ) -> None:
     # The tiny test model is a small model: by default it gets the writer pass, not the tool in its reply.
-    assert build_orchestrator(server=tiny_llama_server).memory_design is MemoryDesign.WRITER
+    assert build_orchestrator(server=tiny_llama_server).settings.memory_design is MemoryDesign.WRITER
     client = RecordingClient(tiny_llama_server.base_url)
     orchestrator = build_orchestrator(server=tiny_llama_server, memory_design="tool", client=client)
-    assert (orchestrator.tool_mode, orchestrator.max_calls_per_round) == (ToolCallMode.STRUCTURED, 1)
+    assert (orchestrator.settings.tool_mode, orchestrator.settings.max_calls_per_round) == (ToolCallMode.STRUCTURED, 1)
 
     async def go() -> None:
         try:
@@ -64,9 +64,10 @@ def test_a_hosted_server_gets_structured_mode_with_one_call_in_the_grammar(tiny_
 
 def test_an_external_url_gets_native_mode_and_explicit_settings_win(tiny_server_url: str) -> None:
     external = build_orchestrator(base_url=tiny_server_url)
-    assert (external.tool_mode, external.max_calls_per_round) == (ToolCallMode.NATIVE, MAX_CALLS_PER_ROUND)
+    assert (external.settings.tool_mode, external.settings.max_calls_per_round) == (
+        ToolCallMode.NATIVE, MAX_CALLS_PER_ROUND)
     chosen = build_orchestrator(base_url=tiny_server_url, tool_mode="structured", max_calls_per_round=2)
-    assert (chosen.tool_mode, chosen.max_calls_per_round) == (ToolCallMode.STRUCTURED, 2)
+    assert (chosen.settings.tool_mode, chosen.settings.max_calls_per_round) == (ToolCallMode.STRUCTURED, 2)
     for orchestrator in (external, chosen):
         run(orchestrator.client.aclose())
 
@@ -76,7 +77,7 @@ def test_the_prewarm_is_on_for_a_hosted_model_only(tiny_llama_server: LlamaServe
     hosted = build_orchestrator(server=tiny_llama_server)
     external = build_orchestrator(base_url=tiny_llama_server.base_url)
     switched_off = build_orchestrator(server=tiny_llama_server, prewarm=False)
-    assert (hosted.prewarm, external.prewarm, switched_off.prewarm) == (True, False, False)
+    assert (hosted.settings.prewarm, external.settings.prewarm, switched_off.settings.prewarm) == (True, False, False)
 
     async def close() -> None:
         for orchestrator in (hosted, external, switched_off):

@@ -12,7 +12,7 @@ from pyruntime.model.client.queue import ModelRequestQueue, Priority
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
 from pyruntime.stores import StoreBundle
 from pyruntime.turns import AiTaskRequest, TurnStatus
-from pyruntime.turns.writer.decision import WRITER_MAX_TOKENS, MemoryDesign, WriterDecision, writer_schema
+from pyruntime.turns.writer.decision import MemoryDesign
 from pyruntime.turns.writer.passes import (
     KEPT_OUTCOMES,
     MemoryPasses,
@@ -20,6 +20,7 @@ from pyruntime.turns.writer.passes import (
     apply_decision,
     run_memory_pass,
 )
+from pyruntime.turns.writer.prompt import WRITER_MAX_TOKENS, WriterDecision, writer_schema
 from tests.support.loads import loaded
 from tests.turns.conftest import RecordingClient, make_orchestrator, run
 
@@ -173,7 +174,8 @@ def test_an_unreadable_memory_document_is_never_overwritten(file_stores: StoreBu
 
 def test_design_is_reported_by_the_orchestrator(tiny_server_url: str, memory_stores: StoreBundle) -> None:
     orchestrator, client = make_orchestrator(tiny_server_url, memory_stores)
-    assert orchestrator.memory_design is MemoryDesign.TOOL  # the orchestrator's own default: the contract's tool
+    # The orchestrator's own default: the contract's tool.
+    assert orchestrator.settings.memory_design is MemoryDesign.TOOL
     run(client.aclose())
 
 

@@ -8,12 +8,8 @@ import pytest
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.turns.writer.decision import (
-    EXAMPLE_MARKERS,
-    WRITER_EXAMPLES,
     MemoryDesign,
     MemoryEdit,
-    WriterDecision,
-    example_copies,
     fitted_topic,
     grounded,
     grounded_value,
@@ -21,13 +17,19 @@ from pyruntime.turns.writer.decision import (
     line_topic,
     memory_line,
     only_questions,
-    parse_decision,
     plan_edit,
     small_talk,
     statements,
     to_clause_end,
-    value_spans,
     worth_asking,
+)
+from pyruntime.turns.writer.prompt import (
+    EXAMPLE_MARKERS,
+    WRITER_EXAMPLES,
+    WriterDecision,
+    example_copies,
+    parse_decision,
+    value_spans,
     writer_messages,
     writer_schema,
 )

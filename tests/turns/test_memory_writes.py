@@ -18,8 +18,8 @@ from pyruntime.testing.scripted import Script
 from pyruntime.testing.scripted_server import ScriptedModelServer
 from pyruntime.turns import AiTaskRequest, FinalEvent, MemoryWriteEvent, TurnStatus
 from pyruntime.turns.planning.memory_last import LAST_MEMORY_HEADING
-from pyruntime.turns.writer.decision import WRITER_SYSTEM
 from pyruntime.turns.writer.passes import NO_STATEMENT
+from pyruntime.turns.writer.prompt import WRITER_SYSTEM
 from tests.turns.conftest import RecordingClient, make_orchestrator, run
 
 ROLE = "Bram"

@@ -49,8 +49,8 @@ from pyruntime.turns import (
 )
 from pyruntime.turns.between.prewarm import PREWARM_MAX_TOKENS
 from pyruntime.turns.events import TurnEvent
-from pyruntime.turns.writer.decision import writer_schema
 from pyruntime.turns.writer.passes import MemoryPassOutcome
+from pyruntime.turns.writer.prompt import writer_schema
 from tests.turns.conftest import run
 
 HINT = "roll for me"

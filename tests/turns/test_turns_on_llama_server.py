@@ -40,7 +40,7 @@ from pyruntime.turns import (
 )
 from pyruntime.turns.events import ClientToolCallEvent
 from pyruntime.turns.rounds.client_tools import client_tool_spec
-from pyruntime.turns.writer.decision import WRITER_MAX_TOKENS, writer_schema
+from pyruntime.turns.writer.prompt import WRITER_MAX_TOKENS, writer_schema
 from tests.support.doubles import chat_of, final, orchestrator_on, run, stream_events
 from tests.support.fixtures import start_llama_server
 

@@ -18,7 +18,7 @@ import pytest
 
 from pyruntime.testing.scripted import Script
 from pyruntime.testing.scripted_server import ScriptedModelServer
-from pyruntime.turns.writer.decision import WRITER_SYSTEM
+from pyruntime.turns.writer.prompt import WRITER_SYSTEM
 from tests.unity.conftest import Runtime, start_runtime, wait
 
 ROLE = "Bram"

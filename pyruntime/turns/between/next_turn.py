@@ -32,8 +32,8 @@ from pyruntime.turns.between.prewarm import (
     worth_prewarming,
 )
 from pyruntime.turns.planning.planner import RequestPlanner
-from pyruntime.turns.planning.tail_anchors import conversation_digest
-from pyruntime.turns.turn_state import TurnState
+from pyruntime.turns.settings import TurnSettings
+from pyruntime.turns.turn import RoundsOutcome, TurnInput, TurnOffer, TurnPlan
 from pyruntime.turns.writer.passes import MemoryPassOutcome
 
 log = logging.getLogger("pyruntime.turns")
@@ -47,10 +47,8 @@ class NextTurn:
         client: ModelClient,
         queue: ModelRequestQueue,
         planner: RequestPlanner,
+        settings: TurnSettings,
         *,
-        prewarm: bool,
-        background_compaction: bool,
-        llm_compaction_enabled: bool,
         prewarms: Prewarms,
         staged_folds: StagedFolds,
         compaction_stats: CompactionStats,
@@ -58,13 +56,11 @@ class NextTurn:
         recent_conversations: deque[str],
         block_pace: BlockPace,
     ) -> None:
-        """Take the orchestrator's settings and the state it shares (prewarms, folds, recent conversations, pace)."""
+        """Take the engine's settings and the state it shares (prewarms, folds, recent conversations, pace)."""
         self.client = client  # the prewarm's requests; `AiOrchestrator.client` keeps it current
         self.queue = queue
         self.planner = planner
-        self.prewarm = prewarm
-        self.background_compaction = background_compaction
-        self.llm_compaction_enabled = llm_compaction_enabled
+        self.settings = settings
         self.prewarms = prewarms
         self.staged_folds = staged_folds
         self.compaction_stats = compaction_stats
@@ -72,23 +68,28 @@ class NextTurn:
         self.recent_conversations = recent_conversations  # the conversations of the last turns, newest last
         self.block_pace = block_pace  # told when the prewarms run and how long they take (turns/between/block_pace.py)
 
-    def prepare(self, turn: TurnState, memory_pass: asyncio.Future[MemoryPassOutcome] | None) -> None:
+    def prepare(self, turn: TurnInput, offer: TurnOffer, plan: TurnPlan, outcome: RoundsOutcome,
+                memory_pass: asyncio.Future[MemoryPassOutcome] | None) -> None:
         """Prepare the next turn behind player turns, after this turn's writer pass: make its fold (between turns),
-        then evaluate its prefix (the prewarm); turns/between/folds.py, turns/between/prewarm.py."""
-        if not (self.prewarm or self.background_compaction) or turn.parts is None or turn.sent is None:
+        then evaluate its prefix (the prewarm); turns/between/folds.py, turns/between/prewarm.py. `plan`: the
+        request this completed turn sent last, `outcome` what its rounds said and did."""
+        settings = self.settings
+        background = settings.background_compaction
+        if not (settings.prewarm or background):
             return
         if not turn.config.with_chat_history or turn.borrowed_history:
             return  # no history (or a borrowed one that is not kept): the next prefix is this one's
-        llm_fold = self.llm_compaction_enabled and turn.config.use_llm_context_compaction
-        if llm_fold and not self.background_compaction:
+        llm_fold = settings.llm_compaction_enabled and turn.config.use_llm_context_compaction
+        if llm_fold and not background:
             # Predicting the head would take the compaction's own model call, and its summary is not
             # deterministic: the prewarm could not know what the next turn will send.
             return
         # Native tools: the server renders the schemas into the prompt its own way (no prewarm can match it).
-        warm = self.prewarm and not turn.parts.tools_sent
-        if not warm and not self._fold_may_come(turn):
+        warm = settings.prewarm and not offer.tools_sent
+        if not warm and not (background and self._fold_may_come(turn, plan, outcome)):
             return  # nothing to warm and no fold to make: preparing the next turn now would be thrown away
-        conversation = conversation_digest(turn.store.key(turn.role_id))
+        conversation = turn.conversation
+        sent = plan.messages
 
         async def work(still_due: Callable[[], bool]) -> int | None:
             if memory_pass is None or not self.pass_in_another_slot:
@@ -117,21 +118,21 @@ class NextTurn:
             # The next turn is placed as its pace stands now (block_pace.py), which may differ from this one's.
             stays = self.block_pace.next_stays(conversation) if turn.memory_stays is not None else None
             try:
-                predicted = await self.planner.predict_prefix(turn, memory_stays=stays)
+                predicted = await self.planner.predict_prefix(turn, offer=offer, memory_stays=stays)
             except CompactionAbandoned:
                 self.compaction_stats.lost += 1  # a player's call took the model: made again after the next turn
                 return None
             prefix, prepared, memory_seen = predicted if predicted is not None else (None, None, 0)
             fold = self.staged_folds.stage(conversation, prepared, self.compaction_stats, memory_seen) \
-                if self.background_compaction and stage else None
+                if background and stage else None
             folded = folded or fold is not None
             with self.staged_folds.readying(conversation, fold) as ready:
-                if not warm or prefix is None or turn.sent is None:
+                if not warm or prefix is None:
                     return None
                 if not still_due():
                     ready.cancel()  # not warmed: the turn that superseded it sends the previous head
                     return None
-                if not needs_prewarm(prefix, turn.sent, displaced=displaced):
+                if not needs_prewarm(prefix, sent, displaced=displaced):
                     return None
                 # Asked only now: most turns are warm already, and the status is a request to the model server.
                 recent = tuple(self.recent_conversations)
@@ -146,19 +147,17 @@ class NextTurn:
 
         self.prewarms.start(conversation, work)
 
-    def _fold_may_come(self, turn: TurnState) -> bool:
+    def _fold_may_come(self, turn: TurnInput, plan: TurnPlan, outcome: RoundsOutcome) -> bool:
         """Whether the next turn's history may reach its compaction trigger: unless this turn's was below it by more
         than twice what this turn adds to it (the next turn's budget may be a little smaller: a longer line, a grown
         memory block). A fold missed by a margin that was too small costs little: the next turn finds its history at
         the trigger, sends it whole while it fits, and its own work after the reply makes the fold."""
-        if not self.background_compaction:
-            return False
-        headroom = turn.prepared.fold_headroom if turn.prepared is not None else None
+        headroom = plan.prepared.fold_headroom if plan.prepared is not None else None
         if headroom is None:
             return True
-        added = [turn.request.hint, "".join(turn.text)]
-        tokens = sum(count_message_tokens(self.planner.token_counter, text) for text in added)
-        messages = len(added) + len(turn.rounds)
+        added = [turn.request.hint, outcome.text]
+        tokens = sum(count_message_tokens(self.planner.counter.counter, text) for text in added)
+        messages = len(added) + len(outcome.rounds)
         return headroom.tokens <= 2 * tokens or (headroom.messages is not None and headroom.messages <= 2 * messages)
 
     async def _timed_prewarm(self, conversation: str, prefix: list[dict[str, Any]], still_due: Callable[[], bool],

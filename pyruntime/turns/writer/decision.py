@@ -31,24 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.turns.writer.prompt import (
-    EXAMPLE_MARKERS,
-    WRITER_EXAMPLES,
-    WRITER_MAX_TOKENS,
-    WRITER_SYSTEM,
-    WriterDecision,
-    example_copies,
-    parse_decision,
-    value_spans,
-    writer_messages,
-    writer_schema,
-)
-
-# The exchange with the model is writer/prompt.py's; re-exported here, where callers always found it.
-__all__ = [
-    "EXAMPLE_MARKERS", "WRITER_EXAMPLES", "WRITER_MAX_TOKENS", "WRITER_SYSTEM", "WriterDecision", "example_copies",
-    "parse_decision", "value_spans", "writer_messages", "writer_schema",
-]
+from pyruntime.turns.writer.prompt import WriterDecision
 
 LINE_PREFIX = "Player's "
 NAME_TOPIC = "name"
