@@ -17,13 +17,14 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
 from pyruntime.model.client.compat import (
+    ChatCallOptions,
     ForcedCall,
     ForcedCallStream,
     Message,
@@ -198,24 +199,12 @@ class OpenAICompatClient:
         data = self._json(content)
         return [str(m.get("id")) for m in data.get("data") or [] if isinstance(m, Mapping)]
 
-    async def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        response_format: Mapping[str, Any] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        extra: Mapping[str, Any] | None = None,
-        conversation: str | None = None,
-    ) -> ChatCompletion:
+    async def chat(self, messages: Sequence[Message], **options: Unpack[ChatCallOptions]) -> ChatCompletion:
         """One non-streamed chat completion (within `deadline_s`); `conversation` (a `slots.conversation_id`)
         keeps the hosted engine's slot of that conversation."""
         self.check_available()
-        body = await self._request_body(
-            messages, False, tools, tool_choice, response_format, temperature, max_tokens, extra
-        )
+        conversation = options.get("conversation")
+        body = await self._request_body(messages, False, options)
         forced = self._forced(body)
         headers = self._named(body, conversation)
         limit = asyncio.timeout(self.deadline_s)
@@ -316,18 +305,7 @@ class OpenAICompatClient:
         except (aiohttp.ClientError, TimeoutError):
             return None
 
-    def stream_chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        response_format: Mapping[str, Any] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        extra: Mapping[str, Any] | None = None,
-        conversation: str | None = None,
-    ) -> ChatStream:
+    def stream_chat(self, messages: Sequence[Message], **options: Unpack[ChatCallOptions]) -> ChatStream:
         """A streamed chat completion; ends with a `FinishDelta` or raises (never truncates silently).
 
         Raises `ModelStalledError` when no text comes for `first_text_s` / `text_gap_s`, and
@@ -335,25 +313,11 @@ class OpenAICompatClient:
         the generation on the hosted server. `conversation`: as in `chat`.
         """
         self.check_available()
-        return ChatStream(
-            self._stream(messages, tools, tool_choice, response_format, temperature, max_tokens, extra,
-                         conversation)
-        )
+        return ChatStream(self._stream(messages, options))
 
-    async def _stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Mapping[str, Any]] | None,
-        tool_choice: str | Mapping[str, Any] | None,
-        response_format: Mapping[str, Any] | None,
-        temperature: float | None,
-        max_tokens: int | None,
-        extra: Mapping[str, Any] | None,
-        conversation: str | None = None,
-    ) -> AsyncIterator[StreamDelta]:
-        body = await self._request_body(
-            messages, True, tools, tool_choice, response_format, temperature, max_tokens, extra
-        )
+    async def _stream(self, messages: Sequence[Message], options: ChatCallOptions) -> AsyncIterator[StreamDelta]:
+        conversation = options.get("conversation")
+        body = await self._request_body(messages, True, options)
         body.setdefault("stream_options", {"include_usage": True})
         forced = self._forced(body)
         headers = self._named(body, conversation)
@@ -450,34 +414,15 @@ class OpenAICompatClient:
     def _deadline_error(self) -> ModelUnavailableError:
         return ModelUnavailableError(f"the model call did not finish within {self.deadline_s:g} s; it was stopped")
 
-    async def _request_body(
-        self,
-        messages: Sequence[Message],
-        stream: bool,
-        tools: Sequence[Mapping[str, Any]] | None,
-        tool_choice: str | Mapping[str, Any] | None,
-        response_format: Mapping[str, Any] | None,
-        temperature: float | None,
-        max_tokens: int | None,
-        extra: Mapping[str, Any] | None,
-    ) -> dict[str, Any]:
+    async def _request_body(self, messages: Sequence[Message], stream: bool,
+                            options: ChatCallOptions) -> dict[str, Any]:
         if self.model is None:
             ids = await self.models()
             if not ids:
                 raise ModelUnavailableError("model server lists no models")
             self.model = ids[0]
-        return build_chat_request(
-            self.model,
-            messages,
-            stream=stream,
-            tools=tools,
-            tool_choice=tool_choice,
-            response_format=response_format,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            extra=extra,
-            json_schema_as_json_object=self._json_schema_as_json_object,
-        )
+        return build_chat_request(self.model, messages, stream=stream,
+                                  json_schema_as_json_object=self._json_schema_as_json_object, **options)
 
     @staticmethod
     def _json(content: bytes | str) -> Mapping[str, Any]:
