@@ -152,10 +152,7 @@ class FileAgentMemoryStore:
         return len(self._keys)
 
     def _stem(self, key: str) -> str:
-        stem = require_key(key)
-        self.identities.verify(key, stem)
-        self._keys.move_pre_escape_files(key, stem, (MEMORY_SUFFIX, HISTORY_SUFFIX))
-        return stem
+        return self._keys.checked_stem(key, self.identities, (MEMORY_SUFFIX, HISTORY_SUFFIX))
 
     @property
     def folder(self) -> Path:
