@@ -38,8 +38,8 @@ from typing import Any
 import httpx
 
 from pyruntime.model.client.errors import ModelUnavailableError
-from pyruntime.model.client.http import KEEPALIVE_EXPIRY_S
 from pyruntime.model.client.parked_states import ParkedStates
+from pyruntime.model.client.pool import KEEPALIVE_EXPIRY_S
 from pyruntime.model.client.slots import SlotAffinity
 from pyruntime.model.hosting.gguf_info import read_gguf_info
 from pyruntime.model.hosting.lifeline import kill_model_server, spawn_model_server
