@@ -45,6 +45,7 @@ from pyruntime.memory import (
 )
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.proto_fields import to_message
 from pyruntime.service.erasure import ConversationEraser
 from pyruntime.service.executor import BlockingCalls, blocking
 from pyruntime.service.status import ServiceError, StatusCode, status_for
@@ -79,8 +80,7 @@ def tool_result_to_proto(result: MemoryToolResult) -> pb.MemoryToolResult:
 
 def chat_message_to_proto(message: ChatMessage) -> common_pb2.ChatMessage:
     """The `coreai.v1.ChatMessage` of a chat message."""
-    return common_pb2.ChatMessage(role=message.role, content=message.content, timestamp=message.timestamp,
-                                  order=message.order)
+    return to_message(message, common_pb2.ChatMessage)
 
 
 class _OutcomeRecorder:
@@ -189,6 +189,13 @@ class MemoryStoreService(BlockingCalls):
         except Exception as exc:  # noqa: BLE001 - every failure becomes a status
             raise status_for(exc) from None
 
+    async def _clear_conversation(self, message: common_pb2.AgentTarget,
+                                  clear: Callable[[ScopedAgentMemoryStore, str], None]) -> None:
+        """`clear(view, role_id)` on the target's saves, through the eraser (`_deleting`)."""
+        target = await self.run(target_from_proto, message)
+        key = await self.run(self._key, target)
+        await self._deleting([key], lambda: self.run(clear, self._view(target), target.role_id))
+
     def _view(self, target: Target) -> ScopedAgentMemoryStore:
         return self.stores.scoped(target.scope, target.actor)
 
@@ -233,9 +240,7 @@ class MemoryStoreService(BlockingCalls):
     async def clear_memory(self, request: pb.ClearMemoryRequest) -> pb.ClearMemoryResponse:
         """Store-level Clear: the document, its versions and snapshot; chat stays. The engine's states of the
         conversation go too (they hold the memory as it was sent)."""
-        target = await self.run(target_from_proto, request.target)
-        key = await self.run(self._key, target)
-        await self._deleting([key], lambda: self.run(self._view(target).clear, target.role_id))
+        await self._clear_conversation(request.target, ScopedAgentMemoryStore.clear)
         return pb.ClearMemoryResponse()
 
     @blocking
@@ -287,9 +292,7 @@ class MemoryStoreService(BlockingCalls):
     async def clear_chat_history(self, request: pb.ClearChatHistoryRequest) -> pb.ClearChatHistoryResponse:
         """Chat history, transcript and rolling summary; memory stays. The engine's states of the conversation
         (slot, parked and saved states, folds and prewarms of it) go too."""
-        target = await self.run(target_from_proto, request.target)
-        key = await self.run(self._key, target)
-        await self._deleting([key], lambda: self.run(self._view(target).clear_chat_history, target.role_id))
+        await self._clear_conversation(request.target, ScopedAgentMemoryStore.clear_chat_history)
         return pb.ClearChatHistoryResponse()
 
     @blocking
