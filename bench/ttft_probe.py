@@ -1,6 +1,6 @@
 """Where a warm turn's time to first token goes in the server: the client path and the prompt's length, apart.
 
-Issue 24: the runtime's warm turns took 1.31x the naive game's time to the first token although both
+The question: the runtime's warm turns took 1.31x the naive game's time to the first token although both
 evaluated ~25 new tokens. This plays the same append-only conversation (each request = the previous
 one, its reply and a ~25-token player line; 16-token replies, temperature 0) through three client paths
 of one hosted SmolLM2-135M, round-robin so that load hits all alike:
