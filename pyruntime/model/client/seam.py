@@ -29,8 +29,9 @@ The deltas end with a `FinishDelta` (usage comes as a `UsageDelta`), or the iter
 class ModelClient(Protocol):
     """What the turn engine asks of a model: a reply, a streamed reply, whether it is up, and closing.
 
-    `gate`, when set, is asked before every request (see `Gate`): the runtime points it at the engine's
-    watchdog so turns fail fast (UNAVAILABLE) while the model restarts.
+    A call's keywords (tools, tool_choice, response_format, temperature, max_tokens, extra, conversation) are
+    declared once, as `ChatCallOptions`. `gate`, when set, is asked before every request (see `Gate`): the runtime
+    points it at the engine's watchdog so turns fail fast (UNAVAILABLE) while the model restarts.
     """
 
     gate: Gate | None
