@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from coreai.v1 import orchestrator_pb2
 from pyruntime.catalog.pull import ModelPull, PullStatus
+from pyruntime.model.hosting.engine_place import port_is_free
 from pyruntime.model.hosting.llama_server import LlamaServerConfig
-from pyruntime.model.hosting.process import port_is_free
 from pyruntime.net.auth import default_token_file, is_loopback_host, write_token_file
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.rpc import RpcConfig, RpcServers

@@ -1,4 +1,4 @@
-"""Shared fixtures: the tiny model and its llama.cpp server, PostgreSQL, the in-process CLI.
+"""Shared fixtures: the tiny model and its llama.cpp server, a GGUF served over HTTP, PostgreSQL, the in-process CLI.
 
 pytest finds them here for every area (tests never import a fixture); fixtures of one area live in that area's
 conftest, helpers in tests/support.
@@ -25,6 +25,7 @@ from tests.support.postgres import PostgresCluster, PostgresMissing  # noqa: E40
 
 if TYPE_CHECKING:  # the model's modules load in ~1 s: imported by the fixtures that need them
     from pyruntime.model.hosting.process import LlamaServerProcess
+    from tests.support.file_server import FileServer
 
 
 @pytest.fixture(autouse=True)
@@ -69,6 +70,30 @@ def tiny_llama_server(tiny_model_path: Path) -> Iterator[LlamaServerProcess]:
 def tiny_server_url(tiny_llama_server: LlamaServerProcess) -> str:
     """OpenAI base URL (`http://127.0.0.1:PORT/v1`) of the session's tiny server."""
     return tiny_llama_server.base_url
+
+
+# --- a GGUF served over real HTTP (model downloads) ---------------------------------------------------
+
+@pytest.fixture(scope="session")
+def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The tiny random-weight GGUF (~0.5 MB) as bytes: the endless variant, so a turn served from it has text.
+
+    The plain variant may sample `<|im_end|>` first and reply nothing (a fresh-clone CI failed on it in
+    test_a_pulled_model_is_served_by_its_name_and_answers_a_turn); the pull tests only need the bytes.
+    """
+    from tests.support.tiny_model import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("gguf") / "tiny.gguf", endless=True).read_bytes()
+
+
+@pytest.fixture
+def server(gguf_bytes: bytes) -> Iterator[FileServer]:
+    """A file server with the GGUF at /tiny.gguf (tests add misbehaving paths)."""
+    from tests.support.file_server import FileServer, Served
+
+    files = FileServer({"/tiny.gguf": Served(gguf_bytes)})
+    yield files
+    files.close()
 
 
 # --- PostgreSQL --------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import unicodedata
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -213,17 +214,22 @@ def source_files() -> list[Path]:
     return found
 
 
-def test_no_source_cites_a_spec_outside_the_repository() -> None:
+def texts_but_this(paths: Iterable[Path]) -> Iterator[tuple[Path, str]]:
+    """(path, text) of each UTF-8 file of paths, this file left out (it names what the others must not say)."""
     here = Path(__file__).resolve()
-    outside = re.compile(r"shared/spec|shared/notes|\bspec (?:sections? )?\d|\bspec §")
-    offenders = []
-    for path in source_files():
+    for path in paths:
         if path.resolve() == here:
             continue
         try:
-            text = path.read_text(encoding="utf-8")
+            yield path, path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             continue
+
+
+def test_no_source_cites_a_spec_outside_the_repository() -> None:
+    outside = re.compile(r"shared/spec|shared/notes|\bspec (?:sections? )?\d|\bspec §")
+    offenders = []
+    for path, text in texts_but_this(source_files()):
         for number, line in enumerate(text.splitlines(), 1):
             if outside.search(line):
                 offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
@@ -267,15 +273,8 @@ def test_the_issue_checker_tells_the_projects_issues_from_upstream_ones() -> Non
 
 def test_no_comment_or_doc_cites_an_issue_number() -> None:
     # A reader needs what is true and why, not which issue asked for it: say that instead.
-    here = Path(__file__).resolve()
     paths = {*source_files(), *markdown_files(), *(ROOT / ".github").rglob("*.yml")}
     offenders = []
-    for path in sorted(paths):
-        if path.resolve() == here:
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            continue
+    for path, text in texts_but_this(sorted(paths)):
         offenders += [f"{path.relative_to(ROOT)}: {cited}" for cited in own_issue_citations(text)]
     assert offenders == []

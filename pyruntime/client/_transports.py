@@ -140,6 +140,12 @@ class SyncTransport(Protocol):
 _GRPC_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
 
 
+def _grpc_stubs(channel: Any) -> dict[str, Any]:
+    """Both services' stubs on one channel (blocking or grpc.aio: the stubs take either)."""
+    return {MEMORY_STORE: memory_store_pb2_grpc.MemoryStoreStub(channel),
+            ORCHESTRATOR: orchestrator_pb2_grpc.OrchestratorStub(channel)}
+
+
 def _grpc_metadata(metadata: tuple[tuple[str, str], ...], affinity: str) -> tuple[tuple[str, str], ...]:
     return (*metadata, (AFFINITY_HEADER, affinity)) if affinity else metadata
 
@@ -155,8 +161,7 @@ class AsyncGrpcTransport:
                  credentials: grpc.ChannelCredentials | None = None) -> None:
         self._channel = (aio.insecure_channel(target, options=_GRPC_OPTIONS) if credentials is None
                          else aio.secure_channel(target, credentials, options=_GRPC_OPTIONS))
-        self._stubs = {MEMORY_STORE: memory_store_pb2_grpc.MemoryStoreStub(self._channel),
-                       ORCHESTRATOR: orchestrator_pb2_grpc.OrchestratorStub(self._channel)}
+        self._stubs = _grpc_stubs(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),)
         self._timeout = timeout
 
@@ -192,8 +197,7 @@ class GrpcTransport:
                  credentials: grpc.ChannelCredentials | None = None) -> None:
         self._channel = (grpc.insecure_channel(target, options=_GRPC_OPTIONS) if credentials is None
                          else grpc.secure_channel(target, credentials, options=_GRPC_OPTIONS))
-        self._stubs = {MEMORY_STORE: memory_store_pb2_grpc.MemoryStoreStub(self._channel),
-                       ORCHESTRATOR: orchestrator_pb2_grpc.OrchestratorStub(self._channel)}
+        self._stubs = _grpc_stubs(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),)
         self._timeout = timeout
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pyruntime.history.budget import HistoryBudget, compute_history_budget, summary_token_budget
+from pyruntime.history.compaction import Fold
 from pyruntime.history.cut_report import ClippedBullet, CompactionKind, CutReport
-from pyruntime.history.fold import find_fold_point, strip_fold_marker
+from pyruntime.history.fold_marker import find_fold_point, strip_fold_marker
 from pyruntime.history.llm_fold import (
     COMPACTION_ROLE_ID,
     ChatCompletionFn,
@@ -15,7 +16,6 @@ from pyruntime.history.messages import HistoryMessage, message_id
 from pyruntime.history.pipeline import (
     CompactionTiming,
     Disposition,
-    Fold,
     PreparedHistory,
     prepare_scoped_turn_history,
     prepare_turn_history,

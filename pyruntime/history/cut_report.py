@@ -11,9 +11,9 @@ import logging
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import cast
 
 from coreai.v1 import orchestrator_pb2
+from pyruntime.proto_fields import to_message
 
 log = logging.getLogger("pyruntime.history")
 
@@ -113,33 +113,8 @@ class CutReport:
 
     def to_proto(self) -> orchestrator_pb2.CutReport:
         """The `coreai.v1.CutReport` message."""
-        return orchestrator_pb2.CutReport(
-            stored_messages=self.stored_messages,
-            sent_verbatim=self.sent_verbatim,
-            pruned_ids=self.pruned_ids,
-            folded_ids=self.folded_ids,
-            deferred_ids=self.deferred_ids,
-            left_out_ids=self.left_out_ids,
-            clipped_bullets=[
-                orchestrator_pb2.ClippedBullet(
-                    message_id=c.message_id, chars_kept=c.chars_kept, chars_dropped=c.chars_dropped
-                )
-                for c in self.clipped_bullets
-            ],
-            tokens_before=self.tokens_before,
-            tokens_after=self.tokens_after,
-            # protoc's .pyi types an enum field as the enum's class; our IntEnum carries the same numbers.
-            compaction=cast(orchestrator_pb2.CompactionKind, int(self.compaction)),
-            compaction_fell_back=self.compaction_fell_back,
-            summary_tokens_sent=self.summary_tokens_sent,
-            summary_chars_dropped=self.summary_chars_dropped,
-            overflow_retries=self.overflow_retries,
-            lossy=self.lossy,
-            already_folded=self.already_folded,
-            compaction_deferred=self.compaction_deferred,
-            folded_between_turns=self.folded_between_turns,
-            earlier_session_ids=self.earlier_session_ids,
-        )
+        bullets = [to_message(c, orchestrator_pb2.ClippedBullet) for c in self.clipped_bullets]
+        return to_message(self, orchestrator_pb2.CutReport, clipped_bullets=bullets, compaction=int(self.compaction))
 
 
 def log_fold(folded: int, clipped: int, chars_total: int, chars_kept: int, chars_dropped: int,

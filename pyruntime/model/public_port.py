@@ -22,22 +22,21 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import uvicorn
 
 from pyruntime.net.auth import bearer_matches, host_header_allowed, origin_allowed
 from pyruntime.net.http_guard import ConnectionGuard
 from pyruntime.net.limits import (
-    ACCEPT_BATCH,
     AcceptErrorHandler,
     RateLimitedLogFilter,
     TransportLimits,
     raise_open_files_limit,
 )
+from pyruntime.net.listener import GuardedUvicorn, bind_listener, guarded_uvicorn
 
 log = logging.getLogger("pyruntime.model")
 
@@ -209,34 +208,11 @@ async def _until_disconnect(receive: Receive) -> None:
         pass
 
 
-class _Uvicorn(uvicorn.Server):
-    """uvicorn without its own signal handlers: the runtime decides when to stop."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 @dataclass
 class PortStats:
     """What the port saw (for tests and Health): connections open now, accept errors."""
 
     accept_errors: int = 0
-
-
-def bind_loopback(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on host:port (IPPROTO_TCP: accepted sockets get TCP_NODELAY)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(ACCEPT_BATCH)
-    sock.setblocking(False)
-    return sock
 
 
 class GuardedPort:
@@ -254,7 +230,7 @@ class GuardedPort:
         self.stats = PortStats()
         self.guard: ConnectionGuard | None = None
         self._socket: socket.socket | None = None
-        self._server: _Uvicorn | None = None
+        self._server: GuardedUvicorn | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._failed: BaseException | None = None
@@ -271,15 +247,13 @@ class GuardedPort:
 
     def start(self, timeout: float = 10.0) -> None:
         """Bind (OSError when the port is taken) and serve until `stop`."""
-        self._socket = bind_loopback(self.host, self._port)
+        self._socket = bind_listener(self.host, self._port)
         self._port = self._socket.getsockname()[1]
         cap = self.limits.connections_per_port(raise_open_files_limit())
         self.guard = ConnectionGuard(cap, request_timeout_s=self.limits.request_timeout_s,
                                      idle_timeout_s=self.limits.idle_timeout_s)
-        self._server = _Uvicorn(uvicorn.Config(
-            self.app, lifespan="off", access_log=False, log_level="warning", server_header=False, log_config=None,
-            http=self.guard.protocol_class(), ws="none", backlog=ACCEPT_BATCH,
-            timeout_keep_alive=max(1, round(self.limits.idle_timeout_s)), timeout_graceful_shutdown=2))
+        self._server = guarded_uvicorn(self.app, self.guard, idle_timeout_s=self.limits.idle_timeout_s,
+                                       graceful_shutdown_s=2)
         started = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(started,), name=self.name, daemon=True)
         self._thread.start()

@@ -19,15 +19,9 @@ if TYPE_CHECKING:
     from pyruntime.observability.metrics import CONTENT_TYPE, RuntimeMetrics
 
 _EXPORTS = {
-    "LOG_FORMATS": "pyruntime.observability.logs",
-    "LOG_LEVELS": "pyruntime.observability.logs",
-    "configure_logging": "pyruntime.observability.logs",
-    "current_trace_id": "pyruntime.observability.logs",
-    "loggable_trace_id": "pyruntime.observability.logs",
-    "new_trace_id": "pyruntime.observability.logs",
-    "trace_context": "pyruntime.observability.logs",
-    "CONTENT_TYPE": "pyruntime.observability.metrics",
-    "RuntimeMetrics": "pyruntime.observability.metrics",
+    **dict.fromkeys(("LOG_FORMATS", "LOG_LEVELS", "configure_logging", "current_trace_id", "loggable_trace_id",
+                     "new_trace_id", "trace_context"), "pyruntime.observability.logs"),
+    **dict.fromkeys(("CONTENT_TYPE", "RuntimeMetrics"), "pyruntime.observability.metrics"),
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 

@@ -16,17 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import functools
 import logging
-import socket
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
 import grpc
-import uvicorn
 from grpc import aio
 from grpc_health.v1 import health
 
@@ -34,12 +30,12 @@ from pyruntime.errors import InvalidArgumentError
 from pyruntime.net.auth import is_loopback_host, resolve_token, write_token_file
 from pyruntime.net.http_guard import ConnectionGuard
 from pyruntime.net.limits import (
-    ACCEPT_BATCH,
     AcceptErrorHandler,
     RateLimitedLogFilter,
     TransportLimits,
     raise_open_files_limit,
 )
+from pyruntime.net.listener import GuardedUvicorn, bind_listener, guarded_uvicorn
 from pyruntime.rpc.connect_server import DEFAULT_CONNECT_PORT, END_CALLS_S, ConnectRuntimeApp
 from pyruntime.rpc.grpc_server import (
     DEFAULT_GRPC_PORT,
@@ -57,6 +53,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 READINESS_POLL_S = 0.2
+CONNECT_BACKLOG = 512  # the Connect listener's backlog (the guard admits or refuses what it accepts)
 _NOISY_LOGGERS = ("uvicorn.error", "uvicorn")  # one line per malformed request: a flood must not flood the log
 
 
@@ -106,47 +103,6 @@ class _SslOptions(TypedDict, total=False):
     ssl_keyfile: str
 
 
-class _Uvicorn(uvicorn.Server):
-    """uvicorn without its own signal handlers (the runtime decides when to stop), TLS handshakes bounded."""
-
-    handshake_timeout_s: float | None = None
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        """uvicorn's startup; with TLS, its listener also gets handshake_timeout_s as asyncio's handshake timeout."""
-        if self.handshake_timeout_s is None or not self.config.is_ssl:
-            await super().startup(sockets)
-            return
-        # uvicorn passes no ssl_handshake_timeout (asyncio's default is 60 s), and until the handshake ends a
-        # connection is invisible to the ConnectionGuard: one that never says hello would hold a handle a minute.
-        loop = asyncio.get_running_loop()
-        loop.create_server = functools.partial(loop.create_server,  # type: ignore[method-assign]
-                                               ssl_handshake_timeout=self.handshake_timeout_s)
-        try:
-            await super().startup(sockets)
-        finally:
-            del loop.create_server  # back to the loop's own method
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP, not 0: asyncio only sets TCP_NODELAY on accepted sockets of a TCP-protocol listener, and without
-    # it every response on a kept-alive connection waits ~40 ms for a delayed ACK.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(512)
-    sock.setblocking(False)
-    return sock
-
-
 class RpcServers:
     """The gRPC and Connect servers of one runtime, in the current event loop."""
 
@@ -159,7 +115,7 @@ class RpcServers:
         self.max_connections = 0  # per port, set by start()
         self._grpc: aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
-        self._uvicorn: _Uvicorn | None = None
+        self._uvicorn: GuardedUvicorn | None = None
         self._connect_app: ConnectRuntimeApp | None = None
         self._uvicorn_task: asyncio.Task[None] | None = None
         self._watch_task: asyncio.Task[None] | None = None
@@ -203,20 +159,17 @@ class RpcServers:
             self.grpc_port = 0
         if self.grpc_port == 0:
             raise OSError(errno.EADDRINUSE, f"cannot listen for gRPC on port {self.config.grpc_port}")
-        sock = _bind(self.config.host, self.config.connect_port)
+        sock = bind_listener(self.config.host, self.config.connect_port, backlog=CONNECT_BACKLOG)
         self.connect_port = sock.getsockname()[1]
         app = self._connect_app = ConnectRuntimeApp(self.services, self.token, port=self.connect_port,
                                                     check_host=self.config.is_loopback,
                                                     max_request_bytes=self.config.max_request_bytes)
         guard = ConnectionGuard(self.max_connections, request_timeout_s=limits.request_timeout_s,
                                 idle_timeout_s=limits.idle_timeout_s, metrics=self.services.metrics)
-        self._uvicorn = _Uvicorn(uvicorn.Config(
-            app, lifespan="off", access_log=False, log_level="warning", server_header=False,
-            http=guard.protocol_class(), ws="none", timeout_keep_alive=max(1, round(limits.idle_timeout_s)),
-            backlog=ACCEPT_BATCH,
-            # uvicorn's own deadline comes after ours (drain), which ends calls as UNAVAILABLE, not with a traceback.
-            timeout_graceful_shutdown=int(self.config.grace_s + 2 * END_CALLS_S + 1), log_config=None,
-            **self._ssl_options()))
+        # uvicorn's own deadline comes after ours (drain), which ends calls as UNAVAILABLE, not with a traceback.
+        self._uvicorn = guarded_uvicorn(app, guard, idle_timeout_s=limits.idle_timeout_s,
+                                        graceful_shutdown_s=int(self.config.grace_s + 2 * END_CALLS_S + 1),
+                                        **self._ssl_options())
         self._uvicorn.handshake_timeout_s = limits.request_timeout_s
         if self.config.token_file is not None:
             write_token_file(self.config.token_file, self.token, root=self.config.token_root)

@@ -21,17 +21,12 @@ if TYPE_CHECKING:
 # Lazy: `pyruntime.service.status` (the status codes the client's errors use) must not import the services.
 _EXPORTS = {
     "MemoryStoreService": "pyruntime.service.memory_store",
-    "ModelMemory": "pyruntime.service.model_memory",
-    "ModelMemorySource": "pyruntime.service.model_memory",
-    "OrchestratorService": "pyruntime.service.orchestrator",
-    "Readiness": "pyruntime.service.readiness",
-    "ReadinessSource": "pyruntime.service.readiness",
+    **dict.fromkeys(("ModelMemory", "ModelMemorySource"), "pyruntime.service.model_memory"),
+    **dict.fromkeys(("OrchestratorService", "TurnRunner"), "pyruntime.service.orchestrator"),
+    **dict.fromkeys(("Readiness", "ReadinessSource"), "pyruntime.service.readiness"),
     "RuntimeServices": "pyruntime.service.services",
-    "ServiceError": "pyruntime.service.status",
-    "StatusCode": "pyruntime.service.status",
+    **dict.fromkeys(("ServiceError", "StatusCode", "status_for"), "pyruntime.service.status"),
     "TurnAdmission": "pyruntime.service.admission",
-    "TurnRunner": "pyruntime.service.orchestrator",
-    "status_for": "pyruntime.service.status",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 

@@ -23,7 +23,7 @@ Which failures become statuses, and which stay results:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from coreai.v1 import common_pb2
 from coreai.v1 import memory_store_pb2 as pb
@@ -45,6 +45,7 @@ from pyruntime.memory import (
 )
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.policy import AgentMemoryPolicy
+from pyruntime.proto_fields import to_message
 from pyruntime.service.erasure import ConversationEraser
 from pyruntime.service.executor import BlockingCalls, blocking
 from pyruntime.service.status import ServiceError, StatusCode, status_for
@@ -79,8 +80,7 @@ def tool_result_to_proto(result: MemoryToolResult) -> pb.MemoryToolResult:
 
 def chat_message_to_proto(message: ChatMessage) -> common_pb2.ChatMessage:
     """The `coreai.v1.ChatMessage` of a chat message."""
-    return common_pb2.ChatMessage(role=message.role, content=message.content, timestamp=message.timestamp,
-                                  order=message.order)
+    return to_message(message, common_pb2.ChatMessage)
 
 
 class _OutcomeRecorder:
@@ -166,8 +166,10 @@ class MemoryStoreService(BlockingCalls):
                  eraser: ConversationEraser | None = None) -> None:
         """`eraser`: what a deletion erases besides the saves (`attach_eraser`); None: the saves only."""
         super().__init__(workers)
-        self._stores = stores
-        self._policy = policy if policy is not None else AgentMemoryPolicy()
+        self.stores: Final = stores
+        """The stores this service reads and writes."""
+        self.policy: Final = policy if policy is not None else AgentMemoryPolicy()
+        """The role policy (MaxMemoryChars, export's default roles)."""
         self._eraser = eraser
 
     def attach_eraser(self, eraser: ConversationEraser) -> None:
@@ -187,18 +189,15 @@ class MemoryStoreService(BlockingCalls):
         except Exception as exc:  # noqa: BLE001 - every failure becomes a status
             raise status_for(exc) from None
 
-    @property
-    def stores(self) -> StoreBundle:
-        """The stores this service reads and writes."""
-        return self._stores
-
-    @property
-    def policy(self) -> AgentMemoryPolicy:
-        """The role policy (MaxMemoryChars, export's default roles)."""
-        return self._policy
+    async def _clear_conversation(self, message: common_pb2.AgentTarget,
+                                  clear: Callable[[ScopedAgentMemoryStore, str], None]) -> None:
+        """`clear(view, role_id)` on the target's saves, through the eraser (`_deleting`)."""
+        target = await self.run(target_from_proto, message)
+        key = await self.run(self._key, target)
+        await self._deleting([key], lambda: self.run(clear, self._view(target), target.role_id))
 
     def _view(self, target: Target) -> ScopedAgentMemoryStore:
-        return self._stores.scoped(target.scope, target.actor)
+        return self.stores.scoped(target.scope, target.actor)
 
     def _key(self, target: Target) -> str:
         return self._view(target).key(target.role_id)
@@ -221,8 +220,8 @@ class MemoryStoreService(BlockingCalls):
         """One `memory` tool call, exactly as the model would make it."""
         target = target_from_proto(request.target)
         args = parse_memory_tool_arguments(_tool_arguments(request))
-        max_chars = self._policy.get(target.role_id).effective_max_memory_chars
-        recorder = _OutcomeRecorder(self._stores.memory)
+        max_chars = self.policy.get(target.role_id).effective_max_memory_chars
+        recorder = _OutcomeRecorder(self.stores.memory)
         result = MemoryTool(recorder, self._key(target), max_memory_chars=max_chars).execute(args)
         return _result_or_status(result, recorder)
 
@@ -241,16 +240,14 @@ class MemoryStoreService(BlockingCalls):
     async def clear_memory(self, request: pb.ClearMemoryRequest) -> pb.ClearMemoryResponse:
         """Store-level Clear: the document, its versions and snapshot; chat stays. The engine's states of the
         conversation go too (they hold the memory as it was sent)."""
-        target = await self.run(target_from_proto, request.target)
-        key = await self.run(self._key, target)
-        await self._deleting([key], lambda: self.run(self._view(target).clear, target.role_id))
+        await self._clear_conversation(request.target, ScopedAgentMemoryStore.clear)
         return pb.ClearMemoryResponse()
 
     @blocking
     def list_versions(self, request: pb.ListVersionsRequest) -> pb.ListVersionsResponse:
         """Retained versions, oldest first."""
         target = target_from_proto(request.target)
-        versions = list_versions(self._stores.memory, self._key(target))
+        versions = list_versions(self.stores.memory, self._key(target))
         return pb.ListVersionsResponse(versions=[
             common_pb2.MemoryVersion(version=v.version, timestamp=v.timestamp, action=v.action,
                                      content_after=v.content_after, note=v.note)
@@ -261,7 +258,7 @@ class MemoryStoreService(BlockingCalls):
     def revert_memory(self, request: pb.RevertMemoryRequest) -> pb.MemoryToolResult:
         """Set the memory to a retained version (recorded as a new `revert` version)."""
         target = target_from_proto(request.target)
-        recorder = _OutcomeRecorder(self._stores.memory)
+        recorder = _OutcomeRecorder(self.stores.memory)
         result = revert_memory(recorder, self._key(target), request.version)
         return _result_or_status(result, recorder)
 
@@ -269,7 +266,7 @@ class MemoryStoreService(BlockingCalls):
     def diff_versions(self, request: pb.DiffVersionsRequest) -> pb.DiffVersionsResponse:
         """Unified diff between two retained versions (0 = the empty document)."""
         target = target_from_proto(request.target)
-        diff = diff_versions(self._stores.memory, self._key(target), request.from_version, request.to_version)
+        diff = diff_versions(self.stores.memory, self._key(target), request.from_version, request.to_version)
         return pb.DiffVersionsResponse(unified_diff=diff)
 
     # -- chat history and transcript ----------------------------------------------------------
@@ -295,9 +292,7 @@ class MemoryStoreService(BlockingCalls):
     async def clear_chat_history(self, request: pb.ClearChatHistoryRequest) -> pb.ClearChatHistoryResponse:
         """Chat history, transcript and rolling summary; memory stays. The engine's states of the conversation
         (slot, parked and saved states, folds and prewarms of it) go too."""
-        target = await self.run(target_from_proto, request.target)
-        key = await self.run(self._key, target)
-        await self._deleting([key], lambda: self.run(self._view(target).clear_chat_history, target.role_id))
+        await self._clear_conversation(request.target, ScopedAgentMemoryStore.clear_chat_history)
         return pb.ClearChatHistoryResponse()
 
     @blocking
@@ -340,16 +335,16 @@ class MemoryStoreService(BlockingCalls):
         scope = scope_from_proto(request.scope)
         role_ids: Sequence[str] | None = [check_id("role_ids[]", r) for r in request.role_ids] or None
         actors: Sequence[str | None] | None = [check_id("actors[]", a) for a in request.actors] or None
-        candidates = [c.role_id for c in self._policy.roles()]
-        snapshot = export_scope_snapshot(self._stores, scope, role_ids, actors, candidate_roles=candidates)
+        candidates = [c.role_id for c in self.policy.roles()]
+        snapshot = export_scope_snapshot(self.stores, scope, role_ids, actors, candidate_roles=candidates)
         return pb.ExportSnapshotResponse(snapshot=snapshot.to_proto())
 
     async def forget_player(self, request: pb.ForgetPlayerRequest) -> pb.ForgetPlayerResponse:
         """Erase every save in one scope (a player: tenant + user), and the engine's states of those conversations."""
         scope = await self.run(scope_from_proto, request.scope)
-        saves = await self.run(player_saves, self._stores, scope)
+        saves = await self.run(player_saves, self.stores, scope)
         if saves.keys:
-            await self._deleting(saves.keys, lambda: self.run(erase_saves, self._stores, saves.keys))
+            await self._deleting(saves.keys, lambda: self.run(erase_saves, self.stores, saves.keys))
         return pb.ForgetPlayerResponse(saves_erased=len(saves.keys), unattributed_saves=saves.unattributed)
 
     @blocking
@@ -363,4 +358,4 @@ class MemoryStoreService(BlockingCalls):
             check_id(f"snapshot.roles[{index}].actor", role.actor)
         target = scope_from_proto(request.target_scope, "target_scope") if request.HasField("target_scope") else None
         snapshot = ScopeSnapshot.from_proto(request.snapshot)
-        return pb.ImportSnapshotResponse(roles_imported=import_scope_snapshot(self._stores, snapshot, target))
+        return pb.ImportSnapshotResponse(roles_imported=import_scope_snapshot(self.stores, snapshot, target))

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Protocol
+from typing import Final, Protocol
 
 import pyruntime
 from coreai.v1 import common_pb2
@@ -79,10 +79,11 @@ class OrchestratorService:
         `role_publisher` (blocking) shares a configured role with the other runtimes on the database before it is
         set here (None: this runtime alone).
         """
-        self._policy = policy
+        self.policy: Final = policy
+        """The role policy this service configures."""
         self._runner = runner
-        self._model_alias = model_alias
-        self._memory_design = memory_design
+        self.model_alias = model_alias  # as Health reports it ("" without a model); set again by attach_runner
+        self.memory_design = memory_design  # the turn engine's ("tool" | "writer"; "" without one), for Health
         self._stop_requested = stop_requested
         self._publish_role = role_publisher
         self._readiness: ReadinessSource = readiness or no_model
@@ -111,8 +112,8 @@ class OrchestratorService:
         `model_concurrency`: the model calls the engine serves at once (admission runs as many turns unless told);
         `default_timeout_s`: the engine's turn timeout, a turn's deadline when its request sets none.
         """
-        self._model_alias = model_alias
-        self._memory_design = memory_design
+        self.model_alias = model_alias
+        self.memory_design = memory_design
         if model_concurrency is not None:
             self.admission.size_to(model_concurrency)
         self.model_concurrency = model_concurrency or 0
@@ -122,21 +123,6 @@ class OrchestratorService:
     def readiness(self) -> Readiness:
         """The model's readiness as Health reports it (read from the source given at construction)."""
         return self._readiness()
-
-    @property
-    def memory_design(self) -> str:
-        """How the turn engine writes memory ("tool" | "writer"; "" without one), as Health reports it."""
-        return self._memory_design
-
-    @property
-    def model_alias(self) -> str:
-        """The model's alias as Health reports it ("" without a model)."""
-        return self._model_alias
-
-    @property
-    def policy(self) -> AgentMemoryPolicy:
-        """The role policy this service configures."""
-        return self._policy
 
     def _checked(self, request: pb.RunTaskRequest) -> tuple[TurnRunner, str]:
         """The runner and the conversation key of a valid turn request."""
@@ -285,21 +271,21 @@ class OrchestratorService:
             config = config_from_proto(request.config)
             if self._publish_role is not None:  # stored first: a failure sets it nowhere
                 await asyncio.to_thread(self._publish_role, config)
-            self._policy.set(config)
-            return config_to_proto(self._policy.get(config.role_id))
+            self.policy.set(config)
+            return config_to_proto(self.policy.get(config.role_id))
         except Exception as exc:  # noqa: BLE001
             raise status_for(exc) from None
 
     async def get_role_config(self, request: pb.GetRoleConfigRequest) -> common_pb2.RoleMemoryConfig:
         """A role's config; a role the policy does not know gets the defaults."""
         try:
-            return config_to_proto(self._policy.get(check_id("role_id", request.role_id)))
+            return config_to_proto(self.policy.get(check_id("role_id", request.role_id)))
         except Exception as exc:  # noqa: BLE001
             raise status_for(exc) from None
 
     async def list_roles(self, request: pb.ListRolesRequest) -> pb.ListRolesResponse:
         """Every built-in and configured role, sorted by id."""
-        return pb.ListRolesResponse(roles=[config_to_proto(c) for c in self._policy.roles()])
+        return pb.ListRolesResponse(roles=[config_to_proto(c) for c in self.policy.roles()])
 
     async def shutdown(self, request: pb.ShutdownRequest) -> pb.ShutdownResponse:
         """Stop the runtime gracefully for the launcher that started it (authenticated like every call but Health)."""
@@ -316,7 +302,7 @@ class OrchestratorService:
         readiness = self._readiness()
         memory = self._model_memory()
         admitted = self.admission.snapshot()
-        return pb.HealthResponse(ready=readiness.ready, model=self._model_alias, version=pyruntime.__version__,
+        return pb.HealthResponse(ready=readiness.ready, model=self.model_alias, version=pyruntime.__version__,
                                  model_ready=readiness.model_ready, memory_design=self.memory_design,
                                  model_rss_bytes=memory.rss_bytes,
                                  prompt_cache_used_bytes=memory.prompt_cache_used_bytes,

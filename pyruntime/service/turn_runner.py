@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 
 from coreai.v1 import orchestrator_pb2 as pb
+from pyruntime.proto_fields import to_message
 from pyruntime.scopes import DEFAULT_TURN_ROLE
 from pyruntime.service.targets import target_from_proto
 from pyruntime.turns.events import (
@@ -56,11 +57,11 @@ def request_from_proto(message: pb.RunTaskRequest) -> AiTaskRequest:
 
 
 def _tool_call(event: ToolCallEvent) -> pb.ToolCallEvent:
-    return pb.ToolCallEvent(call_id=event.call_id, name=event.name, arguments_json=event.arguments_json)
+    return to_message(event, pb.ToolCallEvent)
 
 
 def _tool_result(event: ToolResultEvent) -> pb.ToolResultEvent:
-    return pb.ToolResultEvent(call_id=event.call_id, name=event.name, success=event.success, content=event.content)
+    return to_message(event, pb.ToolResultEvent)
 
 
 def write_to_proto(write: MemoryPassOutcome) -> pb.MemoryWrite:
@@ -81,13 +82,7 @@ def result_to_proto(result: TaskResult) -> pb.RunTaskResponse:
         error=result.error,
         tool_calls=[_tool_call(c) for c in result.tool_calls],
         tool_results=[_tool_result(r) for r in result.tool_results],
-        usage=pb.TurnUsage(
-            prompt_tokens=result.usage.prompt_tokens,
-            completion_tokens=result.usage.completion_tokens,
-            model_calls=result.usage.model_calls,
-            cached_prompt_tokens=result.usage.cached_prompt_tokens,
-            evaluated_prompt_tokens=result.usage.evaluated_prompt_tokens,
-        ),
+        usage=to_message(result.usage, pb.TurnUsage, evaluated_prompt_tokens=result.usage.evaluated_prompt_tokens),
         trace_id=result.trace_id,
         memory_write_pending=result.memory_write_pending,
     )

@@ -7,7 +7,8 @@ and the inter-process lock files in `.locks/<folder>/<digest of stem>.lock`, awa
 The rooms: per-key locks in `key_locks`, the incremental history cache in `history_cache`, history file
 writes in `history_file`, the shared order of rows in `order_counter`, trims in `trim_notices`, legacy
 formats in `file_legacy`, the summary store in `file_summaries`; this module is the memory store, and the
-import path of both file stores.
+import path of both file stores. Just over 400 lines as that one job: each public call is a few lines under the
+key's locks, and the internals they share (merging session rows, appending, the legacy move) sit below them.
 """
 
 from __future__ import annotations
@@ -96,21 +97,7 @@ def _transcript_rows(entries: Sequence[TranscriptEntry]) -> list[TranscriptEntry
 
 def _stamped(rows: Sequence[TranscriptEntry], order: int, now: int) -> list[TranscriptEntry]:
     """rows numbered after order, the unstamped ones timed now: what one append writes."""
-    stamped = []
-    for row in rows:
-        order += 1
-        stamped.append(
-            TranscriptEntry(
-                kind=row.kind,
-                name=row.name,
-                content=row.content,
-                call_id=row.call_id,
-                timestamp=row.timestamp or now,
-                order=order,
-                is_chat_message=row.is_chat_message,
-            )
-        )
-    return stamped
+    return [replace(row, timestamp=row.timestamp or now, order=order + i) for i, row in enumerate(rows, 1)]
 
 
 class FileAgentMemoryStore:
@@ -152,10 +139,7 @@ class FileAgentMemoryStore:
         return len(self._keys)
 
     def _stem(self, key: str) -> str:
-        stem = require_key(key)
-        self.identities.verify(key, stem)
-        self._keys.move_pre_escape_files(key, stem, (MEMORY_SUFFIX, HISTORY_SUFFIX))
-        return stem
+        return self._keys.checked_stem(key, self.identities, (MEMORY_SUFFIX, HISTORY_SUFFIX))
 
     @property
     def folder(self) -> Path:

@@ -5,25 +5,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
+from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory.state import AgentMemoryState
-from pyruntime.stores.base import SessionSummaries, TranscriptEntry
+from pyruntime.stores.base import TranscriptEntry
 from pyruntime.stores.confined import DEFAULT_LIMITS, SaveLimits
 from pyruntime.stores.file_layout import (
     MEMORY_SUFFIX,
     SUMMARIES_DIR,
-    DocumentError,
-    decode_summary,
     encode_summary,
     file_stem,
 )
 from pyruntime.stores.identity_index import IdentityIndex
 from pyruntime.stores.key_locks import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_CACHED_KEYS, KeyedFolder, require_key
 from pyruntime.stores.save_files import SaveFiles, SaveKind
+from pyruntime.stores.summary_rules import PersistentSummaryStore
 
 
-class FileConversationSummaryStore:
+class FileConversationSummaryStore(PersistentSummaryStore):
     """Rolling summaries as `root/ConversationSummaries/<stem>.json` = `{"Summary":"..."}`."""
+
+    identities: IdentityIndex
 
     def __init__(self, root: Path, *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                  max_cached_keys: int = DEFAULT_MAX_CACHED_KEYS, identities: IdentityIndex | None = None,
@@ -32,7 +33,7 @@ class FileConversationSummaryStore:
         self.files = SaveFiles(self.root, limits)
         self.identities = identities if identities is not None else IdentityIndex(self.root)
         self._keys = KeyedFolder(self.root, SUMMARIES_DIR, lock_timeout=lock_timeout, max_cached=max_cached_keys)
-        self._session = SessionSummaries()
+        super().__init__()
 
     @property
     def cached_keys(self) -> int:
@@ -40,50 +41,29 @@ class FileConversationSummaryStore:
         return len(self._keys)
 
     def _stem(self, key: str) -> str:
-        stem = require_key(key)
-        self.identities.verify(key, stem)
-        self._keys.move_pre_escape_files(key, stem, (MEMORY_SUFFIX,))
-        return stem
+        return self._keys.checked_stem(key, self.identities, (MEMORY_SUFFIX,))
 
     def summary_path(self, key: str) -> Path:
         """`ConversationSummaries/<stem>.json` of key."""
         return self._keys.folder / (file_stem(key) + MEMORY_SUFFIX)
 
-    def load_summary(self, key: str, *, persisted_only: bool = False) -> str | None:
-        """The stored summary, None if there is none; an unreadable one is MemoryUnreadableError (never "none").
+    def _locate(self, key: str) -> str:
+        return self._stem(key)
 
-        A summary saved with persist=False (of session-only chat) comes first; persisted_only skips it.
-        """
-        stem = self._stem(key)
-        if not persisted_only and (session := self._session.get(key)) is not None:
-            return session
-        with self._keys.locked(stem, write=False):
-            data = self.files.read(self._keys.folder / (stem + MEMORY_SUFFIX), SaveKind.SUMMARY)
-        if data is None:
-            return None
-        try:
-            return decode_summary(data)
-        except DocumentError as exc:
-            raise MemoryUnreadableError(f"the conversation summary cannot be read: {exc}") from None
+    def _read(self, where: str) -> bytes | None:
+        with self._keys.locked(where, write=False):
+            return self.files.read(self._keys.folder / (where + MEMORY_SUFFIX), SaveKind.SUMMARY)
 
-    def save_summary(self, key: str, summary: str, persist: bool = True) -> None:
-        """Replace the summary of key (durable before return).
+    def _check_size(self, size: int) -> None:
+        self.files.check_size(size, SaveKind.SUMMARY)
 
-        persist=False (the summary of session-only chat) keeps it in this process only: no file is
-        written, and it is never exported, like the chat it summarises.
-        """
-        stem = self._stem(key)
-        if not isinstance(summary, str):
-            raise InvalidArgumentError("summary must be a string")
-        if not persist:
-            self._session.put(key, summary)
-            return
-        data = encode_summary(summary)
-        self.files.check_size(len(data), SaveKind.SUMMARY)
-        self.identities.record(key)
-        with self._keys.locked(stem):
-            self.files.write(self._keys.folder / (stem + MEMORY_SUFFIX), data, SaveKind.SUMMARY, read_previous=True)
-            self._session.discard(key)  # the persisted summary is the newer one
+    def _write(self, where: str, data: bytes) -> None:
+        with self._keys.locked(where):
+            self.files.write(self._keys.folder / (where + MEMORY_SUFFIX), data, SaveKind.SUMMARY, read_previous=True)
+
+    def _delete(self, where: str) -> None:
+        with self._keys.locked(where):
+            self.files.remove(self._keys.folder / (where + MEMORY_SUFFIX))
 
     def remove_leftovers(self, key: str) -> None:
         """After the key's summary was erased for good: its lock file goes too."""
@@ -99,10 +79,3 @@ class FileConversationSummaryStore:
             if not isinstance(summary, str):
                 raise InvalidArgumentError("summary must be a string")
             self.files.check_size(len(encode_summary(summary)), SaveKind.SUMMARY)
-
-    def clear_summary(self, key: str) -> None:
-        """Delete the summary of key (its file and a session-only one)."""
-        stem = self._stem(key)
-        with self._keys.locked(stem):
-            self._session.discard(key)
-            self.files.remove(self._keys.folder / (stem + MEMORY_SUFFIX))

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory.state import AgentMemoryState
@@ -87,24 +87,16 @@ class InMemoryAgentMemoryStore:
                  on_trim: Callable[[TrimEvent], None] | None = None) -> None:
         if chat_cap < 1 or transcript_cap < 1:
             raise InvalidArgumentError("chat_cap and transcript_cap must be positive")
-        self._chat_cap = chat_cap
-        self._transcript_cap = transcript_cap
+        self.chat_cap: Final = chat_cap
+        """Chat messages kept per key."""
+        self.transcript_cap: Final = transcript_cap
+        """Transcript rows kept per key."""
         self._trims = TrimNotices(on_trim)
         self._clock = clock
         self.identities = identities if identities is not None else IdentityIndex(None)
         self._locks = _KeyLocks()
         self._guard = threading.Lock()
         self._data: dict[str, _KeyData] = {}
-
-    @property
-    def chat_cap(self) -> int:
-        """Chat messages kept per key."""
-        return self._chat_cap
-
-    @property
-    def transcript_cap(self) -> int:
-        """Transcript rows kept per key."""
-        return self._transcript_cap
 
     def _entry(self, key: str) -> _KeyData:
         with self._guard:
@@ -179,7 +171,7 @@ class InMemoryAgentMemoryStore:
                 return []
             chat = [as_chat_message(r) for r in data.rows
                     if r.is_chat_message and not (persisted_only and r.order in data.volatile)]
-        return window(window(chat, self._chat_cap), max_messages)
+        return window(window(chat, self.chat_cap), max_messages)
 
     def clear_chat_history(self, key: str) -> None:
         """Delete chat history and transcript of key; memory stays."""
@@ -215,14 +207,14 @@ class InMemoryAgentMemoryStore:
             data = self._peek(key)
             if data is None:
                 return []
-            rows = window(data.rows, self._transcript_cap)
+            rows = window(data.rows, self.transcript_cap)
             if persisted_only:
                 rows = [r for r in rows if r.order not in data.volatile]
         return window(rows, max_entries)
 
     def _append_rows(self, key: str, data: _KeyData, rows: list[TranscriptEntry], persist: bool = True) -> None:
         trim = trim_of_append(key, data.chat_rows, len(data.rows), sum(r.is_chat_message for r in rows), len(rows),
-                              self._chat_cap, self._transcript_cap, session_only=not persist)
+                              self.chat_cap, self.transcript_cap, session_only=not persist)
         if trim is not None:
             self._trims.add(trim, first_for_key=not data.trim_logged)
             data.trim_logged = True
@@ -235,13 +227,13 @@ class InMemoryAgentMemoryStore:
                 # Session-only mode keeps every row in memory, but persist=False rows are still never exported.
                 data.volatile.add(data.last_order)
         # Compact only once the slack is large, so appends stay amortised O(1).
-        if len(data.rows) > 2 * (self._transcript_cap + self._chat_cap):
+        if len(data.rows) > 2 * (self.transcript_cap + self.chat_cap):
             self._trim(data)
 
     def _trim(self, data: _KeyData) -> None:
         # A row goes only when it has left both windows (newest transcript_cap rows, newest chat_cap chats).
-        first_in_transcript = len(data.rows) - self._transcript_cap
-        chats_to_skip = data.chat_rows - self._chat_cap
+        first_in_transcript = len(data.rows) - self.transcript_cap
+        chats_to_skip = data.chat_rows - self.chat_cap
         kept: list[TranscriptEntry] = []
         for index, row in enumerate(data.rows):
             in_chat = False

@@ -31,6 +31,7 @@ from pyruntime.stores.file_layout import file_stem, pre_escape_stem
 
 if TYPE_CHECKING:
     from pyruntime.stores.history_cache import CachedHistory
+    from pyruntime.stores.identity_index import IdentityIndex
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +118,14 @@ class KeyedFolder:
                     f"the save is busy: {ks.users} calls already hold or wait for its lock; try again later")
             ks.users += 1
             return ks
+
+    def checked_stem(self, key: str, identities: IdentityIndex, suffixes: Sequence[str]) -> str:
+        """The file stem of key, once the identity index agrees it is key's and files saved under its pre-escape
+        name moved to it (`move_pre_escape_files`)."""
+        stem = require_key(key)
+        identities.verify(key, stem)
+        self.move_pre_escape_files(key, stem, suffixes)
+        return stem
 
     def move_pre_escape_files(self, key: str, stem: str, suffixes: Sequence[str]) -> None:
         """Move the files a device-named key (`CON`) was saved under before the escape to its stem, once."""

@@ -15,8 +15,9 @@ Errors: a lock held past lock_timeout is StoreLockedError; an unreachable databa
 statement_timeout or any other database failure is PersistenceError (UNAVAILABLE). Messages never
 carry the URL, keys or content.
 
-About 400 lines as one job, the stores' SQL: the memory and summary stores share the key rules, the
-identity index and the layout's codec; the pool and row locks (`postgres_db`) and the schema are apart.
+Just over 400 lines as one job, the stores' SQL: the memory and summary stores share the key rules, the
+identity index and the layout's codec; the pool and row locks (`postgres_db`), the schema and the summary rules
+(`summary_rules`) are apart.
 """
 
 from __future__ import annotations
@@ -32,15 +33,13 @@ from pyruntime.errors import InvalidArgumentError, MemoryUnreadableError
 from pyruntime.memory.state import AgentMemoryState
 from pyruntime.stores import postgres_schema
 from pyruntime.stores.admission import current as current_admission
-from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, SessionSummaries, TranscriptEntry, chat_row
+from pyruntime.stores.base import ChatMessage, LoadResult, Mutation, TranscriptEntry, chat_row
 from pyruntime.stores.file_layout import (
     DocumentError,
     decode_history_row,
     decode_memory_document,
-    decode_summary,
     encode_history_row,
     encode_memory_document,
-    encode_summary,
     file_stem,
     normalize_timestamp,
     retained_mask,
@@ -57,6 +56,7 @@ from pyruntime.stores.postgres_db import (
     is_database_url,
     lock_save,
 )
+from pyruntime.stores.summary_rules import PersistentSummaryStore
 
 try:  # the `server` extra (PostgresDatabase refuses to open without it)
     import psycopg
@@ -365,49 +365,33 @@ class PostgresAgentMemoryStore:
             logger.debug("History trimmed: %d row(s) outside both windows dropped", deleted)
 
 
-class PostgresConversationSummaryStore:
-    """Rolling summaries in `coreai_summaries` (the layout's `{"Summary":…}` bytes)."""
+class PostgresConversationSummaryStore(PersistentSummaryStore):
+    """Rolling summaries in `coreai_summaries` (the layout's `{"Summary":…}` bytes); each write is committed before
+    it returns."""
+
+    identities: IdentityIndex
 
     def __init__(self, db: PostgresDatabase, *, identities: IdentityIndex | None = None) -> None:
         self.db = db
         self.identities = identities if identities is not None else PostgresIdentityIndex(db)
-        self._session = SessionSummaries()
+        super().__init__()
 
-    def load_summary(self, key: str, *, persisted_only: bool = False) -> str | None:
-        """The stored summary, None if there is none; an unreadable one is MemoryUnreadableError (never "none")."""
-        _check_key(key)
-        if not persisted_only and (session := self._session.get(key)) is not None:
-            return session
+    def _locate(self, key: str) -> str:
+        return _check_key(key)
+
+    def _read(self, where: str) -> bytes | None:
         with self.db.connection() as conn:
-            row = conn.execute("SELECT summary FROM coreai_summaries WHERE key = %s", (key,)).fetchone()
-        if row is None:
-            return None
-        try:
-            return decode_summary(bytes(row[0]))
-        except DocumentError as exc:
-            raise MemoryUnreadableError(f"the conversation summary cannot be read: {exc}") from None
+            row = conn.execute("SELECT summary FROM coreai_summaries WHERE key = %s", (where,)).fetchone()
+        return None if row is None else bytes(row[0])
 
-    def save_summary(self, key: str, summary: str, persist: bool = True) -> None:
-        """Replace the summary of key (committed before return; persist=False: this process only)."""
-        _check_key(key)
-        if not isinstance(summary, str):
-            raise InvalidArgumentError("summary must be a string")
-        if not persist:
-            self._session.put(key, summary)
-            return
-        data = encode_summary(summary)
-        self.identities.record(key)
+    def _write(self, where: str, data: bytes) -> None:
         with self.db.connection() as conn:
             conn.execute("INSERT INTO coreai_summaries (key, summary) VALUES (%s, %s) "
-                         "ON CONFLICT (key) DO UPDATE SET summary = EXCLUDED.summary", (key, data))
-        self._session.discard(key)  # the persisted summary is the newer one
+                         "ON CONFLICT (key) DO UPDATE SET summary = EXCLUDED.summary", (where, data))
 
-    def clear_summary(self, key: str) -> None:
-        """Delete the summary of key (its row and a session-only one)."""
-        _check_key(key)
-        self._session.discard(key)
+    def _delete(self, where: str) -> None:
         with self.db.connection() as conn:
-            conn.execute("DELETE FROM coreai_summaries WHERE key = %s", (key,))
+            conn.execute("DELETE FROM coreai_summaries WHERE key = %s", (where,))
 
 
 def open_postgres_stores(url: str, *, chat_cap: int = DEFAULT_CHAT_CAP, transcript_cap: int = DEFAULT_TRANSCRIPT_CAP,

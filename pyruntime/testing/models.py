@@ -19,11 +19,11 @@ import contextlib
 import copy
 import inspect
 import json
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, Unpack
 
-from pyruntime.model.client.compat import Message, build_chat_request, error_from_body
+from pyruntime.model.client.compat import ChatCallOptions, Message, build_chat_request, error_from_body
 from pyruntime.model.client.errors import ModelError, ModelUnavailableError
 from pyruntime.model.client.seam import Gate, ModelClient, ModelStream
 from pyruntime.model.client.types import (
@@ -58,6 +58,12 @@ class ChatRequest:
     body: dict[str, Any]  # the `POST /chat/completions` JSON (messages normalized, `stream`, tools, ...)
     conversation: str | None  # the conversation the request belongs to (the hosted engine's slot key)
     number: int  # 1 for the model's first request, 2 for the next, ...
+
+    @classmethod
+    def of(cls, messages: Sequence[Message], stream: bool, options: ChatCallOptions, number: int) -> ChatRequest:
+        """The request a call with these arguments sends: a snapshot (the caller may reuse its lists)."""
+        body = build_chat_request(None, messages, stream=stream, **options)
+        return cls(copy.deepcopy(body), options.get("conversation"), number)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -162,22 +168,10 @@ class InProcessModel:
     async def _answer(self, request: ChatRequest) -> Answer:
         raise NotImplementedError
 
-    async def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        response_format: Mapping[str, Any] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        extra: Mapping[str, Any] | None = None,
-        conversation: str | None = None,
-    ) -> ChatCompletion:
+    async def chat(self, messages: Sequence[Message], **options: Unpack[ChatCallOptions]) -> ChatCompletion:
         """One whole reply."""
         self.check_available()
-        request = self._record(messages, False, tools, tool_choice, response_format, temperature, max_tokens,
-                               extra, conversation)
+        request = self._record(messages, False, options)
         answer = await self._sent(request)
         if answer.first_delay_ms:
             await asyncio.sleep(answer.first_delay_ms / 1000)
@@ -190,22 +184,10 @@ class InProcessModel:
             model=self.model_name,
         )
 
-    def stream_chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        response_format: Mapping[str, Any] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        extra: Mapping[str, Any] | None = None,
-        conversation: str | None = None,
-    ) -> ModelStream:
+    def stream_chat(self, messages: Sequence[Message], **options: Unpack[ChatCallOptions]) -> ModelStream:
         """A streamed reply: the text piece by piece, then the tool calls, the usage and the finish."""
         self.check_available()
-        request = self._record(messages, True, tools, tool_choice, response_format, temperature, max_tokens,
-                               extra, conversation)
+        request = self._record(messages, True, options)
         return contextlib.aclosing(self._deltas(request))
 
     async def _deltas(self, request: ChatRequest) -> AsyncGenerator[StreamDelta, None]:
@@ -235,15 +217,8 @@ class InProcessModel:
         """Refuse further requests (as a closed HTTP client would)."""
         self.closed = True
 
-    def _record(self, messages: Sequence[Message], stream: bool, tools: Sequence[Mapping[str, Any]] | None,
-                tool_choice: str | Mapping[str, Any] | None, response_format: Mapping[str, Any] | None,
-                temperature: float | None, max_tokens: int | None, extra: Mapping[str, Any] | None,
-                conversation: str | None) -> ChatRequest:
-        body = build_chat_request(None, messages, stream=stream, tools=tools, tool_choice=tool_choice,
-                                  response_format=response_format, temperature=temperature, max_tokens=max_tokens,
-                                  extra=extra)
-        # A snapshot: the caller may reuse its lists.
-        request = ChatRequest(copy.deepcopy(body), conversation, len(self.requests) + 1)
+    def _record(self, messages: Sequence[Message], stream: bool, options: ChatCallOptions) -> ChatRequest:
+        request = ChatRequest.of(messages, stream, options, len(self.requests) + 1)
         self.requests.append(request)
         return request
 

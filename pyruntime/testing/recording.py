@@ -9,12 +9,11 @@ it was never sent.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeAlias, Unpack
 
 from pyruntime.model import ChatCompletion, Gate, ModelClient, ModelStream
-from pyruntime.model.client.compat import Message, build_chat_request
+from pyruntime.model.client.compat import ChatCallOptions, Message
 from pyruntime.testing.models import ChatRequest, FunctionModel, Reply, ReplyFunction, ScriptedModel
 from pyruntime.testing.scripted import Script
 
@@ -78,44 +77,16 @@ class RecordingModel:
     def gate(self, gate: Gate | None) -> None:
         self.model.gate = gate
 
-    async def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        response_format: Mapping[str, Any] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        extra: Mapping[str, Any] | None = None,
-        conversation: str | None = None,
-    ) -> ChatCompletion:
+    async def chat(self, messages: Sequence[Message], **options: Unpack[ChatCallOptions]) -> ChatCompletion:
         """Record the request, then the answering model's whole reply."""
         self.model.check_available()
-        self._record(messages, False, tools, tool_choice, response_format, temperature, max_tokens, extra,
-                     conversation)
-        return await self.model.chat(messages, tools=tools, tool_choice=tool_choice, response_format=response_format,
-                                     temperature=temperature, max_tokens=max_tokens, extra=extra,
-                                     conversation=conversation)
+        self._record(messages, False, options)
+        return await self.model.chat(messages, **options)
 
-    def stream_chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        response_format: Mapping[str, Any] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        extra: Mapping[str, Any] | None = None,
-        conversation: str | None = None,
-    ) -> ModelStream:
+    def stream_chat(self, messages: Sequence[Message], **options: Unpack[ChatCallOptions]) -> ModelStream:
         """The answering model's stream (its gate asked first), the request recorded."""
-        stream = self.model.stream_chat(messages, tools=tools, tool_choice=tool_choice,
-                                        response_format=response_format, temperature=temperature,
-                                        max_tokens=max_tokens, extra=extra, conversation=conversation)
-        self._record(messages, True, tools, tool_choice, response_format, temperature, max_tokens, extra,
-                     conversation)
+        stream = self.model.stream_chat(messages, **options)
+        self._record(messages, True, options)
         return stream
 
     def check_available(self) -> None:
@@ -126,15 +97,8 @@ class RecordingModel:
         """Close the answering model."""
         await self.model.aclose()
 
-    def _record(self, messages: Sequence[Message], stream: bool, tools: Sequence[Mapping[str, Any]] | None,
-                tool_choice: str | Mapping[str, Any] | None, response_format: Mapping[str, Any] | None,
-                temperature: float | None, max_tokens: int | None, extra: Mapping[str, Any] | None,
-                conversation: str | None) -> None:
-        body = build_chat_request(None, messages, stream=stream, tools=tools, tool_choice=tool_choice,
-                                  response_format=response_format, temperature=temperature, max_tokens=max_tokens,
-                                  extra=extra)
-        # A snapshot: the caller may reuse its lists.
-        self.requests.append(ChatRequest(copy.deepcopy(body), conversation, len(self.requests) + 1))
+    def _record(self, messages: Sequence[Message], stream: bool, options: ChatCallOptions) -> None:
+        self.requests.append(ChatRequest.of(messages, stream, options, len(self.requests) + 1))
 
 
 def _is_model_client(value: object) -> bool:

@@ -22,35 +22,34 @@ import pytest
 
 from pyruntime.catalog.cache import ModelCache, PullRequest
 from pyruntime.catalog.download import DownloadError
-from tests.support.file_server import FileServer, Served
+from tests.support.file_server import (
+    FOLDERS,
+    PARTIAL,
+    PULLED,
+    RECORD,
+    SERVER_CHANGES,
+    VICTIM,
+    FileServer,
+    Served,
+    changed_on_server,
+    make_outside_cache,
+    other_model,
+)
 from tests.support.lock_hammer import start_hammers
 from tests.support.tls import make_certificates
 from tests.support.tree import changes, tree
 
 ROOT = Path(__file__).resolve().parents[2]
-VICTIM = b"a file of the player's, outside the cache\n" * 100
-PARTIAL = "models/.partial/npc.gguf.partial"
-RECORD = PARTIAL + ".json"
-PULLED = ["models/npc.gguf", "models/npc.json"]
-FOLDERS = ["models", "models/.partial"]
 
 
 @pytest.fixture
 def outside(tmp_path: Path) -> Path:
-    """A folder beside the cache with a file no pull may write, and the tree is snapshotted from tmp_path."""
-    folder = tmp_path / "elsewhere"
-    folder.mkdir()
-    (folder / "victim.bin").write_bytes(VICTIM)
-    return folder
+    """A folder beside the cache with a file no pull may write."""
+    return make_outside_cache(tmp_path)
 
 
 def pull(cli, models_dir: Path, url: str, *extra: str) -> tuple[int, str, str]:
     return cli("models", "pull", url, "--name", "npc", "--models-dir", str(models_dir), *extra)
-
-
-def other_model(gguf_bytes: bytes) -> bytes:
-    """Another valid GGUF of the same length (different weights at the end): a splice of the two would pass."""
-    return gguf_bytes[:-4096] + bytes(b ^ 0x5A for b in gguf_bytes[-4096:])
 
 
 # -- 3: links and special files planted in the cache ------------------------------------------------------
@@ -190,21 +189,11 @@ def test_a_pull_of_another_url_under_the_same_name_starts_over(
     assert (models_dir / "npc.json").read_text().count(hashlib.sha256(b_bytes).hexdigest()) == 1
 
 
-@pytest.mark.parametrize("change", ["etag", "last-modified", "length", "etag, If-Range ignored"])
+@pytest.mark.parametrize("change", SERVER_CHANGES)
 def test_a_file_changed_on_the_server_since_the_cut_is_downloaded_again(
         tmp_path: Path, outside: Path, server: FileServer, models_dir: Path, gguf_bytes: bytes, cli,
         change: str) -> None:
-    first = Served(gguf_bytes, cut_after=len(gguf_bytes) // 2)
-    new = other_model(gguf_bytes)
-    if change.startswith("etag"):
-        first.etag = '"v1"'
-        second = Served(new, etag='"v2"', if_range=change == "etag")
-    elif change == "last-modified":
-        first.last_modified = "Mon, 01 Dec 2026 10:00:00 GMT"
-        second = Served(new, last_modified="Sat, 05 Dec 2026 10:00:00 GMT")
-    else:  # no validators at all: only the length tells the files apart
-        new = new + b"\0" * 1000
-        second = Served(new)
+    first, second, new = changed_on_server(gguf_bytes, change)
     server.files["/m.gguf"] = first
     assert pull(cli, models_dir, server.url("/m.gguf"))[0] == 1
     kept = tree(tmp_path)

@@ -8,27 +8,14 @@ from pathlib import Path
 import pytest
 
 from pyruntime.scopes import AgentMemoryScope
-from pyruntime.stores import TranscriptEntry, TranscriptKind
-from tests.cli.conftest import file_bundle, memory_file, memory_on_disk
+from tests.cli.conftest import file_bundle, memory_file, memory_on_disk, seed_history
 
 U1 = AgentMemoryScope("t", "u1")
 U1_FLAGS = ["--tenant", "t", "--user", "u1"]
 
 
-def seed_history(data_dir: Path, role: str = "SmartChat", scope: AgentMemoryScope = U1) -> None:
-    """Two chat messages, a tool call + result and a rolling summary, written through the file stores."""
-    view = file_bundle(data_dir).scoped(scope)
-    view.append_chat_message(role, "user", "My name is Alex")
-    view.append_transcript(role, [
-        TranscriptEntry(TranscriptKind.TOOL_CALL, "memory", '{"action":"append","content":"Name: Alex"}', "c1", 100),
-        TranscriptEntry(TranscriptKind.TOOL_RESULT, "memory", '{"Success":true}', "c1", 101),
-    ])
-    view.append_chat_message(role, "assistant", "Nice to meet you,\nAlex!")
-    view.save_summary(role, "- user: hello")
-
-
 def test_history_show_json(tmp_path: Path, cli) -> None:
-    seed_history(tmp_path)
+    seed_history(tmp_path, U1)
     run = cli("history", "show", "--data-dir", tmp_path, "--role", "SmartChat", *U1_FLAGS, "--json")
     assert run.rc == 0
     shown = run.json()
@@ -41,7 +28,7 @@ def test_history_show_json(tmp_path: Path, cli) -> None:
 
 
 def test_history_show_max_and_text(tmp_path: Path, cli) -> None:
-    seed_history(tmp_path)
+    seed_history(tmp_path, U1)
     newest = cli("history", "show", "--data-dir", tmp_path, "--role", "SmartChat", *U1_FLAGS, "--max", "1", "--json")
     assert [row["content"] for row in newest.json()["history"]] == ["Nice to meet you,\nAlex!"]
     text = cli("history", "show", "--data-dir", tmp_path, "--role", "SmartChat", *U1_FLAGS)
@@ -54,13 +41,13 @@ def test_history_show_max_and_text(tmp_path: Path, cli) -> None:
 
 
 def test_history_show_of_another_scope_is_empty(tmp_path: Path, cli) -> None:
-    seed_history(tmp_path)
+    seed_history(tmp_path, U1)
     run = cli("history", "show", "--data-dir", tmp_path, "--role", "SmartChat", "--user", "u2", "--json")
     assert run.json() == {"summary": None, "history": []}
 
 
 def test_history_clear_removes_history_transcript_and_summary_but_not_memory(tmp_path: Path, cli) -> None:
-    seed_history(tmp_path)
+    seed_history(tmp_path, U1)
     cli("memory", "write", "--data-dir", tmp_path, "--role", "SmartChat", *U1_FLAGS, "--content", "Name: Alex")
     run = cli("history", "clear", "--data-dir", tmp_path, "--role", "SmartChat", *U1_FLAGS)
     assert run.rc == 0
@@ -73,7 +60,7 @@ def test_history_clear_removes_history_transcript_and_summary_but_not_memory(tmp
 
 
 def test_export_then_import_into_another_scope(tmp_path: Path, cli) -> None:
-    seed_history(tmp_path, "SmartChat")
+    seed_history(tmp_path, U1)
     cli("memory", "write", "--data-dir", tmp_path, "--role", "SmartChat", *U1_FLAGS, "--content", "Name: Alex")
     cli("memory", "append", "--data-dir", tmp_path, "--role", "BlacksmithNPC", *U1_FLAGS, "--actor", "Smith",
         "--content", "Owes 5 gold")
@@ -168,7 +155,7 @@ def test_export_to_a_missing_folder_is_an_error(tmp_path: Path, cli) -> None:
 
 def test_an_unreadable_summary_is_reported_and_history_clear_still_fixes_it(tmp_path: Path, cli,
                                                                             caplog: pytest.LogCaptureFixture) -> None:
-    seed_history(tmp_path)
+    seed_history(tmp_path, U1)
     summary = next((tmp_path / "CoreAI" / "ConversationSummaries").iterdir())
     summary.write_bytes(b'{"Summary": "torn')
     run = cli("history", "show", "--data-dir", tmp_path, "--role", "SmartChat", *U1_FLAGS)

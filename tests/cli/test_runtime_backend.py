@@ -24,8 +24,7 @@ import pytest
 from pyruntime.client import RuntimeClient
 from pyruntime.net.auth import TOKEN_ENV
 from pyruntime.scopes import AgentMemoryScope
-from pyruntime.stores import TranscriptEntry, TranscriptKind
-from tests.cli.conftest import file_bundle, memory_file, memory_on_disk
+from tests.cli.conftest import file_bundle, memory_file, memory_on_disk, seed_history
 from tests.rpc.conftest import ROOT, TOKEN, RuntimeProcess, spawn_runtime
 from tests.support.cli import CliRun
 
@@ -225,18 +224,6 @@ def test_an_unreadable_document_fails_the_same_way_and_is_not_overwritten(both: 
 
 
 # -- history ------------------------------------------------------------------------------------------------
-
-
-def seed_history(data_dir: Path, scope: AgentMemoryScope, role: str = "SmartChat") -> None:
-    """Chat, a tool call + result and a summary, written straight to the files (safe beside a runtime)."""
-    view = file_bundle(data_dir).scoped(scope)
-    view.append_chat_message(role, "user", "My name is Alex")
-    view.append_transcript(role, [
-        TranscriptEntry(TranscriptKind.TOOL_CALL, "memory", '{"action":"append","content":"Name: Alex"}', "c1", 100),
-        TranscriptEntry(TranscriptKind.TOOL_RESULT, "memory", '{"Success":true}', "c1", 101),
-    ])
-    view.append_chat_message(role, "assistant", "Nice to meet you,\nAlex!")
-    view.save_summary(role, "- user: hello")
 
 
 def test_history_show_and_clear_print_and_clear_what_the_files_do(both: Both) -> None:

@@ -40,7 +40,8 @@ from pyruntime.history.budget import (
     summary_bound_tokens,
     summary_cut_tokens,
 )
-from pyruntime.history.fold import SummaryShape, anchor_of, deterministic_fold, limit_summary_tokens, split_marker
+from pyruntime.history.fold import SummaryShape, deterministic_fold, limit_summary_tokens
+from pyruntime.history.fold_marker import anchor_of, split_marker
 from pyruntime.history.llm_fold import LlmCompactionOptions, clip_summary
 from pyruntime.history.messages import HistoryMessage
 from pyruntime.history.pipeline import Disposition, PreparedHistory, prepare_scoped_turn_history

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import hashlib
 
-from pyruntime.history.fold import (
-    SUMMARY_HEADER,
+from pyruntime.history.fold import SUMMARY_HEADER, SummaryShape, deterministic_fold, limit_summary_tokens
+from pyruntime.history.fold_marker import (
     Anchor,
-    SummaryShape,
-    deterministic_fold,
     find_fold_point,
     fold_marker,
-    limit_summary_tokens,
     marker_anchors,
     split_marker,
     strip_fold_marker,

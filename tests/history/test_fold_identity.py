@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from pyruntime.history.budget import compute_history_budget
-from pyruntime.history.fold import (
+from pyruntime.history.fold_marker import (
     Anchor,
     find_fold_point,
     marker_anchors,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 
 from pyruntime.history import pipeline
-from pyruntime.history.fold import split_marker
+from pyruntime.history.fold_marker import split_marker
 from tests.history.session_sim import SessionPlan, Tally, TurnPlan, run_plan, session_plans
 
 CI_PROFILE = settings(max_examples=150, deadline=None, derandomize=True,

@@ -11,7 +11,7 @@ import llama_cpp
 import pytest
 
 from pyruntime.history.cut_report import CompactionKind
-from pyruntime.history.fold import find_fold_point, split_marker
+from pyruntime.history.fold_marker import find_fold_point, split_marker
 from pyruntime.history.llm_fold import (
     COMPACTION_ROLE_ID,
     DEFAULT_SUMMARIZER_PROMPT,

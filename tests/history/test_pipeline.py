@@ -11,7 +11,8 @@ from coreai.v1 import orchestrator_pb2
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.history.budget import compute_history_budget
 from pyruntime.history.cut_report import CompactionKind
-from pyruntime.history.fold import SUMMARY_HEADER, find_fold_point, split_marker
+from pyruntime.history.fold import SUMMARY_HEADER
+from pyruntime.history.fold_marker import find_fold_point, split_marker
 from pyruntime.history.messages import HistoryMessage as M
 from pyruntime.history.pipeline import Disposition, prepare_scoped_turn_history, prepare_turn_history
 from pyruntime.history.tokens import HeuristicTokenCounter, count_message_tokens

@@ -7,7 +7,8 @@ import random
 from collections import Counter
 
 from pyruntime.history.budget import compute_history_budget
-from pyruntime.history.fold import render_bullet, split_marker
+from pyruntime.history.fold import render_bullet
+from pyruntime.history.fold_marker import split_marker
 from pyruntime.history.messages import HistoryMessage
 from pyruntime.history.pipeline import Disposition, prepare_scoped_turn_history
 from pyruntime.history.prune import strip_think

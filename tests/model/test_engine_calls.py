@@ -119,12 +119,12 @@ def test_the_minimal_http_server_serves_the_engine_streamed_and_whole_on_one_kep
 
 
 def test_a_tcp_engine_is_reached_through_the_proxy_the_environment_names_unless_no_proxy_covers_it(monkeypatch) -> None:
-    from pyruntime.model.client.http import _env_proxy
+    from pyruntime.model.client.pool import env_proxy
 
     monkeypatch.setenv("HTTP_PROXY", "http://user:secret@proxy.studio.example:3128")
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
-    proxy, auth = _env_proxy("http://gpu-engine.studio.example:8000/v1")
+    proxy, auth = env_proxy("http://gpu-engine.studio.example:8000/v1")
     assert proxy == "http://proxy.studio.example:3128" and auth is not None and auth.login == "user"
     monkeypatch.setenv("NO_PROXY", "gpu-engine.studio.example")
-    assert _env_proxy("http://gpu-engine.studio.example:8000/v1") == (None, None)
+    assert env_proxy("http://gpu-engine.studio.example:8000/v1") == (None, None)

@@ -17,13 +17,14 @@ import pytest
 
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.client.errors import ModelUnavailableError
+from pyruntime.model.hosting.engine_place import port_is_free
 from pyruntime.model.hosting.llama_server import (
     SMALL_MODEL_MAX_BYTES,
     SMALL_MODEL_PROMPT_CACHE_MB,
     LlamaServerConfig,
     effective_n_ctx,
 )
-from pyruntime.model.hosting.process import LlamaServerProcess, hosted_model_config, port_is_free
+from pyruntime.model.hosting.process import LlamaServerProcess, hosted_model_config
 from tests.support.fixtures import free_port
 from tests.support.tiny_model import TINY_CONTEXT_LENGTH, TINY_MODEL_ALIAS
 
@@ -344,7 +345,8 @@ def test_the_serve_flag_decides_the_prompt_cache_and_its_absence_leaves_the_defa
 
 def test_the_prompt_cache_folder_flows_from_the_serve_flag_to_the_child(tiny_model_path, tmp_path):
     from pyruntime.cli import build_parser
-    from pyruntime.cli.serve import options_from_args, validate
+    from pyruntime.cli.serve import options_from_args
+    from pyruntime.cli.serve_checks import validate
     from pyruntime.stores.engine_files import PROMPT_CACHE_RELATIVE_PATH
 
     def folder_of(*flags: str) -> Path | None:
@@ -377,7 +379,7 @@ def test_the_prompt_cache_folder_flows_from_the_serve_flag_to_the_child(tiny_mod
 def test_the_model_child_returns_freed_state_copies_to_the_os(tiny_model_path, monkeypatch):
     # A fixed glibc mmap threshold in the child (freed prompt-cache state copies go back to the OS);
     # a value the game set itself wins. Reads the child's environment from /proc (Linux, as CI).
-    from pyruntime.model.hosting.process import MALLOC_MMAP_THRESHOLD_BYTES, MALLOC_MMAP_THRESHOLD_ENV
+    from pyruntime.model.hosting.engine_place import MALLOC_MMAP_THRESHOLD_BYTES, MALLOC_MMAP_THRESHOLD_ENV
 
     def child_env() -> dict[str, str]:
         server = LlamaServerProcess(hosted_model_config(tiny_model_path, port=free_port(), api_key="k", n_threads=1))

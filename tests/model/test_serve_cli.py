@@ -25,8 +25,9 @@ from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.client import RuntimeClient, RuntimeUnavailableError
 from pyruntime.model.client.http import OpenAICompatClient
 from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS
+from pyruntime.model.hosting.engine_place import port_is_free
 from pyruntime.model.hosting.llama_server import DEFAULT_SLOTS
-from pyruntime.model.hosting.process import SMALL_MODEL_PROMPT_CACHE_MB, port_is_free
+from pyruntime.model.hosting.process import SMALL_MODEL_PROMPT_CACHE_MB
 from pyruntime.net.auth import read_token_file
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.stores import AgentMemoryPersistenceMode, LoadStatus, open_stores

@@ -37,6 +37,30 @@ class Served:
     sent: int = 0  # body bytes written so far (all requests)
 
 
+SERVER_CHANGES = ("etag", "last-modified", "length", "etag, If-Range ignored")
+"""How a file may change on the server between a cut download and its resume (`changed_on_server`)."""
+
+
+def other_model(gguf: bytes) -> bytes:
+    """Another valid GGUF of the same length (different weights at the end): a splice of the two would pass."""
+    return gguf[:-4096] + bytes(b ^ 0x5A for b in gguf[-4096:])
+
+
+def changed_on_server(gguf: bytes, change: str) -> tuple[Served, Served, bytes]:
+    """(the file cut halfway, the file the server has since, its bytes) for one of `SERVER_CHANGES`: a new
+    ETag (If-Range honoured or ignored), a newer Last-Modified, or no validators and another length."""
+    first = Served(gguf, cut_after=len(gguf) // 2)
+    new = other_model(gguf)
+    if change.startswith("etag"):
+        first.etag = '"v1"'
+        return first, Served(new, etag='"v2"', if_range=change == "etag"), new
+    if change == "last-modified":
+        first.last_modified = "Mon, 01 Dec 2026 10:00:00 GMT"
+        return first, Served(new, last_modified="Sat, 05 Dec 2026 10:00:00 GMT"), new
+    new = new + b"\0" * 1000  # no validators at all: only the length tells the files apart
+    return first, Served(new), new
+
+
 @dataclass
 class Request:
     """What one request asked for."""
@@ -197,3 +221,25 @@ class FileServer:
             return
         if limit < len(body) or length > len(body):
             handler.close_connection = True  # the client sees a body shorter than Content-Length
+
+
+# -- the pulled-model cache a download leaves (Python `models pull` and C# `ModelStore` share its layout) ---------
+
+PARTIAL = "models/.partial/npc.gguf.partial"
+"""The bytes of a download of the model named npc, while it runs or after it stopped (relative to the test's tmp)."""
+RECORD = PARTIAL + ".json"
+"""What says which file those bytes are (url, validators), so a resume can trust them."""
+LOCK = PARTIAL + ".lock"
+PULLED = ["models/npc.gguf", "models/npc.json"]
+"""What a finished pull leaves: the model and its record."""
+FOLDERS = ["models", "models/.partial"]
+VICTIM = b"a file of the player's, outside the cache\n" * 100
+"""The bytes of a file beside the cache that no pull may write (`make_outside_cache`)."""
+
+
+def make_outside_cache(tmp_path: Path) -> Path:
+    """A folder beside the cache holding `victim.bin` (VICTIM), which no pull may write."""
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    (folder / "victim.bin").write_bytes(VICTIM)
+    return folder

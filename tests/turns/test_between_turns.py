@@ -15,6 +15,7 @@ import pytest
 
 from pyruntime.history import CompactionKind, CutReport, LlmCompactionOptions, strip_fold_marker
 from pyruntime.memory import MemoryTool
+from pyruntime.model.client.compat import ChatCallOptions
 from pyruntime.model.client.queue import ModelRequestQueue, Priority
 from pyruntime.model.client.types import StreamDelta
 from pyruntime.policy import AgentMemoryPolicy
@@ -58,14 +59,14 @@ class HoldingClient(RecordingClient):
     def let_go(self, kind: str) -> None:
         self.held.pop(kind).set()
 
-    async def _stream(self, messages: Any, *args: Any) -> AsyncIterator[StreamDelta]:
-        kind = _kind(messages, args[4])
+    async def _stream(self, messages: Any, options: ChatCallOptions) -> AsyncIterator[StreamDelta]:
+        kind = _kind(messages, options.get("max_tokens"))
         self.kinds.append(kind)
         gate = self.held.get(kind)
         if gate is not None:
             self.arrived[kind].set()
             await gate.wait()  # a pre-empted request is cancelled here
-        async for delta in super()._stream(messages, *args):
+        async for delta in super()._stream(messages, options):
             yield delta
 
 

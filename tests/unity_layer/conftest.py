@@ -69,18 +69,24 @@ def scenarios(assemblies: Path) -> Path:
     return assemblies
 
 
-@pytest.fixture(scope="module")
-def sample(assemblies: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample assembly (Samples~/BlacksmithNpc), compiled against the package and the Unity stubs, loaded."""
+def load_sample(folder: Path, *references: Path) -> Path:
+    """The sample assembly (Samples~/BlacksmithNpc) compiled into folder against the client, the Unity stubs and
+    `references`, loaded."""
     import clr
 
     files = sorted((ROOT / "unity_package" / "Samples~" / "BlacksmithNpc").rglob("*.cs"))
     unity = build_unity()
     assert unity is not None
-    dll = compile_assembly("CoreAI.Samples.BlacksmithNpc", files, tmp_path_factory.mktemp("sample"),
-                           [build_client(), *build_stubs(), unity])
+    dll = compile_assembly("CoreAI.Samples.BlacksmithNpc", files, folder, [build_client(), *references,
+                                                                           *build_stubs(), unity])
     clr.AddReference(str(dll))
     return dll
+
+
+@pytest.fixture(scope="module")
+def sample(assemblies: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample assembly, compiled against the package's client and the Unity stubs only, loaded."""
+    return load_sample(tmp_path_factory.mktemp("sample"))
 
 
 @pytest.fixture(scope="module")

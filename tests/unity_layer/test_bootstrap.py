@@ -4,6 +4,7 @@ main thread, survives a domain reload by reusing the runtime, and stops it in On
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,6 +64,17 @@ def _until_ready(bootstrap, ready: list) -> None:
     wait_for(tick, 60, "RuntimeReady on the main thread")
 
 
+def _play(settings) -> tuple[Any, list[int]]:
+    """A bootstrap component through Awake and OnEnable until its runtime is ready: (it, the runtime pids it saw)."""
+    bootstrap = _bootstrap(settings)
+    ready: list[int] = []
+    bootstrap.RuntimeReady += lambda endpoint: ready.append(endpoint.ProcessId)
+    _call(bootstrap, "Awake")
+    _call(bootstrap, "OnEnable")
+    _until_ready(bootstrap, ready)
+    return bootstrap, ready
+
+
 def test_bootstrap_runs_the_runtime_for_play_mode(unity_state: Path, tiny_model: Path, tmp_path: Path,
                                                   monkeypatch) -> None:
     import threading
@@ -89,12 +101,7 @@ def test_bootstrap_runs_the_runtime_for_play_mode(unity_state: Path, tiny_model:
     # A domain reload in Play Mode: OnDisable, then the reloaded component's OnEnable.
     _call(first, "OnDisable")
     _call(first, "OnDestroy")
-    second = _bootstrap(settings)
-    again: list = []
-    second.RuntimeReady += lambda endpoint: again.append(endpoint.ProcessId)
-    _call(second, "Awake")
-    _call(second, "OnEnable")
-    _until_ready(second, again)
+    second, again = _play(settings)
     assert again == [pid] and second.Launcher.Reused
 
     family = tree(pid)
@@ -192,12 +199,7 @@ def test_editor_play_stop_keeps_one_runtime_shared_with_the_inspector(unity_stat
     StubState.IsEditor = True
     try:
         settings = _settings(tiny_model)
-        play = _bootstrap(settings)
-        ready: list = []
-        play.RuntimeReady += lambda endpoint: ready.append(endpoint.ProcessId)
-        _call(play, "Awake")
-        _call(play, "OnEnable")
-        _until_ready(play, ready)
+        play, ready = _play(settings)
         pid = ready[0]
         # The Memory Inspector connects with the project's settings: it shares the Play Mode runtime.
         project_root = str(Path(StubState.DataPath).parent)
@@ -213,12 +215,7 @@ def test_editor_play_stop_keeps_one_runtime_shared_with_the_inspector(unity_stat
         assert wait(inspector_client.GetRoleConfigAsync("Merchant")).RoleId == "Merchant"
 
         # Play again: the same runtime is reused (same settings digest), not restarted.
-        again = _bootstrap(settings)
-        second: list = []
-        again.RuntimeReady += lambda endpoint: second.append(endpoint.ProcessId)
-        _call(again, "Awake")
-        _call(again, "OnEnable")
-        _until_ready(again, second)
+        again, second = _play(settings)
         assert second == [pid] and again.Launcher.Reused
         for name in ("OnApplicationQuit", "OnDisable", "OnDestroy"):
             _call(again, name)

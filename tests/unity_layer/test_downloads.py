@@ -17,24 +17,11 @@ import pytest
 
 from pyruntime.catalog.cache import ModelCache
 from tests.support.file_server import FileServer, Served
-from tests.support.tiny_model import write_tiny_model
 from tests.unity_layer.conftest import PYTHON, free_ports
 from tests.unity_layer.dotnet import ROOT
 from tests.unity_layer.processes import wait_for
 from tests.unity_layer.test_bootstrap import _bootstrap, _call
 from tools import gen_catalog_csharp, package_runtime
-
-
-@pytest.fixture(scope="module")
-def gguf(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    return write_tiny_model(tmp_path_factory.mktemp("gguf") / "tiny.gguf").read_bytes()
-
-
-@pytest.fixture
-def server(gguf: bytes):
-    files = FileServer({"/tiny.gguf": Served(gguf)})
-    yield files
-    files.close()
 
 
 def _pump(queue, task, timeout: float = 60.0) -> None:
@@ -80,37 +67,38 @@ def test_the_generated_catalogue_is_the_runtimes(assemblies) -> None:
 
 
 def test_a_model_pulled_in_csharp_reports_progress_on_the_main_thread_and_the_runtime_finds_it(
-        assemblies, server: FileServer, gguf: bytes, tmp_path: Path) -> None:
+        assemblies, server: FileServer, gguf_bytes: bytes, tmp_path: Path) -> None:
     from CoreAI.Downloads import ModelStore
     from CoreAI.UnityIntegration import MainThreadProgress, MainThreadQueue
     from System.Threading import CancellationToken
 
-    server.files["/slow.gguf"] = Served(gguf, chunk=16 * 1024, delay_s=0.02)  # several 100 ms progress ticks
+    server.files["/slow.gguf"] = Served(gguf_bytes, chunk=16 * 1024, delay_s=0.02)  # several 100 ms progress ticks
     queue = MainThreadQueue()
     seen: list[Any] = []
     store = ModelStore(str(tmp_path / "models"))
-    sha = hashlib.sha256(gguf).hexdigest()
-    task = store.PullAsync("npc-model", server.url("/slow.gguf"), sha, len(gguf), "url",
+    sha = hashlib.sha256(gguf_bytes).hexdigest()
+    task = store.PullAsync("npc-model", server.url("/slow.gguf"), sha, len(gguf_bytes), "url",
                            MainThreadProgress(queue, _on_main_thread(seen)), CancellationToken(False))
     _pump(queue, task)
     assert _error(task) is None
-    assert Path(task.Result).read_bytes() == gguf
+    assert Path(task.Result).read_bytes() == gguf_bytes
     assert len(seen) >= 3 and all(on_main for _, _, on_main in seen)
-    assert [r for r, _, _ in seen] == sorted(r for r, _, _ in seen) and seen[-1][:2] == (len(gguf), len(gguf))
+    size = len(gguf_bytes)
+    assert [r for r, _, _ in seen] == sorted(r for r, _, _ in seen) and seen[-1][:2] == (size, size)
     assert store.IsPulled("npc-model") and list(store.Pulled()) == ["npc-model"]
     pulled = ModelCache(tmp_path / "models").get("npc-model")  # the runtime's cache reads what C# wrote
-    assert pulled is not None and pulled.sha256 == sha and pulled.size_bytes == len(gguf)
+    assert pulled is not None and pulled.sha256 == sha and pulled.size_bytes == len(gguf_bytes)
 
 
-def test_a_cut_download_resumes_and_bad_files_are_refused_leaving_nothing(assemblies, server: FileServer, gguf: bytes,
-                                                                            tmp_path: Path) -> None:
+def test_a_cut_download_resumes_and_bad_files_are_refused_leaving_nothing(
+        assemblies, server: FileServer, gguf_bytes: bytes, tmp_path: Path) -> None:
     from CoreAI.Downloads import DownloadFailure, ModelStore
     from System.Threading import CancellationToken
 
     store = ModelStore(str(tmp_path / "models"))
-    sha = hashlib.sha256(gguf).hexdigest()
-    cut = len(gguf) // 2
-    server.files["/cut.gguf"] = Served(gguf, cut_after=cut)
+    sha = hashlib.sha256(gguf_bytes).hexdigest()
+    cut = len(gguf_bytes) // 2
+    server.files["/cut.gguf"] = Served(gguf_bytes, cut_after=cut)
 
     def pull(name: str, path: str, checksum: str | None = sha, size: int = -1):
         task = store.PullAsync(name, server.url(path), checksum, size, "url", None, CancellationToken(False))
@@ -131,7 +119,7 @@ def test_a_cut_download_resumes_and_bad_files_are_refused_leaving_nothing(assemb
     server.files["/page.gguf"] = Served(b"<html>please log in</html>" * 40)
     page = _error(pull("page", "/page.gguf", None))
     assert page.Kind == DownloadFailure.NotUsable and "not a GGUF model file" in page.Message
-    short = _error(pull("short", "/tiny.gguf", None, len(gguf) + 10))
+    short = _error(pull("short", "/tiny.gguf", None, len(gguf_bytes) + 10))
     assert short.Kind == DownloadFailure.Truncated
     left = sorted(p.name for p in (tmp_path / "models").rglob("*") if p.is_file())
     assert left == ["cut.gguf", "cut.json"], "no partial and no lock file of a refused download stays"
@@ -233,7 +221,7 @@ def project(assemblies, tmp_path: Path):
     StubState.DataPath = ""
 
 
-def test_the_models_panel_pulls_assigns_and_fetches_the_runtime(project, server: FileServer, gguf: bytes,
+def test_the_models_panel_pulls_assigns_and_fetches_the_runtime(project, server: FileServer, gguf_bytes: bytes,
                                                                 tmp_path: Path) -> None:
     from CoreAI.Downloads import CatalogModel
     from CoreAI.EditorTools import ModelsPanel
@@ -244,9 +232,9 @@ def test_the_models_panel_pulls_assigns_and_fetches_the_runtime(project, server:
     panel = ModelsPanel(settings, str(root))
     seen: list = []
     panel.ProgressChanged += _on_main_thread(seen)
-    sha = hashlib.sha256(gguf).hexdigest()
-    server.files["/npc.gguf"] = Served(gguf, chunk=16 * 1024, delay_s=0.02)
-    entry = CatalogModel("test-npc", server.url("/npc.gguf"), sha, len(gguf), "Apache-2.0", 2048, "structured",
+    sha = hashlib.sha256(gguf_bytes).hexdigest()
+    server.files["/npc.gguf"] = Served(gguf_bytes, chunk=16 * 1024, delay_s=0.02)
+    entry = CatalogModel("test-npc", server.url("/npc.gguf"), sha, len(gguf_bytes), "Apache-2.0", 2048, "structured",
                          "writer",
                          "a test model", "computed in the test")
     dirty = StubDialogs.DirtyCount
@@ -259,7 +247,7 @@ def test_the_models_panel_pulls_assigns_and_fetches_the_runtime(project, server:
         time.sleep(0.01)
     assert task.Result is True and not panel.Busy, panel.Status
     assert settings.ModelName == "test-npc" and settings.ModelPath == "CoreAIModels/test-npc.gguf"
-    assert (root / "CoreAIModels" / "test-npc.gguf").read_bytes() == gguf and StubDialogs.DirtyCount > dirty
+    assert (root / "CoreAIModels" / "test-npc.gguf").read_bytes() == gguf_bytes and StubDialogs.DirtyCount > dirty
     assert seen and all(on_main for _, _, on_main in seen)
 
     archive, checksum = package_runtime.package(_fake_runtime(tmp_path / "dist", "fetched"), tmp_path / "release",
@@ -278,12 +266,12 @@ def test_the_models_panel_pulls_assigns_and_fetches_the_runtime(project, server:
 
 
 def test_a_player_downloads_its_model_on_first_launch_then_starts_the_runtime_with_it(
-        assemblies, server: FileServer, gguf: bytes, tmp_path: Path, monkeypatch) -> None:
+        assemblies, server: FileServer, gguf_bytes: bytes, tmp_path: Path, monkeypatch) -> None:
     from CoreAI.UnityIntegration import CoreAIRuntimeSettings, RuntimeProgram
     from UnityEngine import ScriptableObject, StubState
 
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    server.files["/cdn/npc.gguf"] = Served(gguf, chunk=16 * 1024, delay_s=0.02)
+    server.files["/cdn/npc.gguf"] = Served(gguf_bytes, chunk=16 * 1024, delay_s=0.02)
     settings = ScriptableObject.CreateInstance[CoreAIRuntimeSettings]()
     settings.RuntimeProgram = RuntimeProgram.PythonEnvironment
     settings.RuntimePath = str(PYTHON)
@@ -291,7 +279,7 @@ def test_a_player_downloads_its_model_on_first_launch_then_starts_the_runtime_wi
     settings.ModelPath = "CoreAIModels/first-launch-npc.gguf"  # the editor's copy: not in the player
     settings.DownloadModelOnFirstLaunch = True
     settings.ModelDownloadUrl = server.url("/cdn/npc.gguf")
-    settings.ModelDownloadSha256 = hashlib.sha256(gguf).hexdigest()
+    settings.ModelDownloadSha256 = hashlib.sha256(gguf_bytes).hexdigest()
     settings.ConnectPort, settings.GrpcPort, settings.ModelPort = free_ports(3)
     assert settings.ModelFileFor(str(tmp_path)) is None  # the build step bundles no model then
     persistent = tmp_path / "persistent"
@@ -314,9 +302,9 @@ def test_a_player_downloads_its_model_on_first_launch_then_starts_the_runtime_wi
 
         wait_for(tick, 90, "RuntimeReady after the first-launch download")
         model = persistent / "CoreAI" / "models" / "first-launch-npc.gguf"
-        assert model.read_bytes() == gguf
+        assert model.read_bytes() == gguf_bytes
         assert start.IsCompleted and start.Result.ProcessId == ready[0].ProcessId
-        assert len(seen) >= 2 and all(on_main for _, _, on_main in seen) and seen[-1][0] == len(gguf)
+        assert len(seen) >= 2 and all(on_main for _, _, on_main in seen) and seen[-1][0] == len(gguf_bytes)
         from tests.unity_layer.processes import cmdline
         argv = cmdline(ready[0].ProcessId)
         assert argv[argv.index("--model") + 1] == str(model)

@@ -19,40 +19,31 @@ import pytest
 
 from pyruntime.catalog.cache import ModelCache, PullRequest
 from pyruntime.catalog.download import DownloadError
-from tests.support.file_server import FileServer, Served
-from tests.support.tiny_model import write_tiny_model
+from tests.support.file_server import (
+    FOLDERS,
+    LOCK,
+    PARTIAL,
+    PULLED,
+    RECORD,
+    SERVER_CHANGES,
+    VICTIM,
+    FileServer,
+    Served,
+    changed_on_server,
+    make_outside_cache,
+    other_model,
+)
 from tests.support.tls import make_certificates
 from tests.support.tree import changes, tree
 
 pytestmark = pytest.mark.usefixtures("assemblies")
 
-VICTIM = b"a file of the player's, outside the cache\n" * 100
-PARTIAL = "models/.partial/npc.gguf.partial"
-RECORD = PARTIAL + ".json"
-LOCK = PARTIAL + ".lock"
-PULLED = ["models/npc.gguf", "models/npc.json"]
-FOLDERS = ["models", "models/.partial"]
-
-
-@pytest.fixture(scope="module")
-def gguf(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    return write_tiny_model(tmp_path_factory.mktemp("gguf") / "tiny.gguf").read_bytes()
-
-
-@pytest.fixture
-def server(gguf: bytes):
-    files = FileServer({"/tiny.gguf": Served(gguf)})
-    yield files
-    files.close()
 
 
 @pytest.fixture
 def outside(tmp_path: Path) -> Path:
     """A folder beside the cache with a file no pull may write."""
-    folder = tmp_path / "elsewhere"
-    folder.mkdir()
-    (folder / "victim.bin").write_bytes(VICTIM)
-    return folder
+    return make_outside_cache(tmp_path)
 
 
 @pytest.fixture
@@ -82,11 +73,6 @@ def pull(store, url: str, sha: str | None = None, size: int = -1):
     return settle(start(store, url, sha, size))
 
 
-def other_model(gguf: bytes) -> bytes:
-    """Another valid GGUF of the same length (different weights at the end): a splice of the two would pass."""
-    return gguf[:-4096] + bytes(b ^ 0x5A for b in gguf[-4096:])
-
-
 def wait_for_bytes(tmp_path: Path, task) -> None:
     deadline = time.monotonic() + 30
     while not ((tmp_path / PARTIAL).exists() and (tmp_path / PARTIAL).stat().st_size > 0):
@@ -100,11 +86,11 @@ def wait_for_bytes(tmp_path: Path, task) -> None:
 @pytest.mark.parametrize("target", ["victim.bin", "missing.bin"])
 @pytest.mark.parametrize("planted", [PARTIAL, LOCK, RECORD])
 def test_a_link_planted_at_a_download_file_is_removed_and_its_target_untouched(
-        tmp_path: Path, outside: Path, server: FileServer, store, gguf: bytes, planted: str, target: str) -> None:
+        tmp_path: Path, outside: Path, server: FileServer, store, gguf_bytes: bytes, planted: str, target: str) -> None:
     (tmp_path / planted).parent.mkdir(parents=True)
     (tmp_path / planted).symlink_to(outside / target)  # a missing target: opening through the link would create it
     before = tree(tmp_path)
-    assert pull(store, server.url("/tiny.gguf"), hashlib.sha256(gguf).hexdigest()) is None
+    assert pull(store, server.url("/tiny.gguf"), hashlib.sha256(gguf_bytes).hexdigest()) is None
     assert (outside / "victim.bin").read_bytes() == VICTIM
     assert changes(before, tree(tmp_path)) == {"added": PULLED, "removed": [planted], "changed": []}
 
@@ -139,14 +125,14 @@ def test_a_fifo_planted_at_the_partial_is_removed_without_being_opened(
 
 
 def test_the_manifest_is_never_written_through_a_planted_link(tmp_path: Path, outside: Path, server: FileServer,
-                                                              store, gguf: bytes) -> None:
+                                                              store, gguf_bytes: bytes) -> None:
     (tmp_path / "models").mkdir()
     for name in ("npc.json", "npc.json.tmp"):  # the manifest, and the temp name it used to be written under
         (tmp_path / "models" / name).symlink_to(outside / "victim.bin")
     assert pull(store, server.url("/tiny.gguf")) is None
     assert (outside / "victim.bin").read_bytes() == VICTIM
     manifest = tmp_path / "models" / "npc.json"
-    assert not manifest.is_symlink() and hashlib.sha256(gguf).hexdigest() in manifest.read_text()
+    assert not manifest.is_symlink() and hashlib.sha256(gguf_bytes).hexdigest() in manifest.read_text()
     assert ModelCache(tmp_path / "models").get("npc") is not None  # the runtime reads the manifest C# wrote
 
 
@@ -169,11 +155,11 @@ def test_a_fifo_or_link_manifest_counts_as_not_pulled(tmp_path: Path, outside: P
 # -- size and disk bounds ------------------------------------------------------------------------------------------
 
 
-def test_an_endless_body_stops_at_the_size_limit_and_nothing_is_kept(tmp_path: Path, outside: Path,
-                                                                     server: FileServer, store, gguf: bytes) -> None:
+def test_an_endless_body_stops_at_the_size_limit_and_nothing_is_kept(
+        tmp_path: Path, outside: Path, server: FileServer, store, gguf_bytes: bytes) -> None:
     from CoreAI.Downloads import DownloadFailure
 
-    server.files["/endless.gguf"] = Served(gguf, endless=True)
+    server.files["/endless.gguf"] = Served(gguf_bytes, endless=True)
     store.MaxDownloadBytes = 5_000_000
     before = tree(tmp_path)
     error = pull(store, server.url("/endless.gguf"))
@@ -184,8 +170,8 @@ def test_an_endless_body_stops_at_the_size_limit_and_nothing_is_kept(tmp_path: P
 
 
 def test_a_claimed_size_over_the_default_limit_is_refused_before_a_byte_is_written(
-        tmp_path: Path, outside: Path, server: FileServer, store, gguf: bytes) -> None:
-    server.files["/huge.gguf"] = Served(gguf, claimed_length=100 * 10**9)
+        tmp_path: Path, outside: Path, server: FileServer, store, gguf_bytes: bytes) -> None:
+    server.files["/huge.gguf"] = Served(gguf_bytes, claimed_length=100 * 10**9)
     before = tree(tmp_path)
     error = pull(store, server.url("/huge.gguf"))
     assert "/huge.gguf is 100.0 GB, over the 64.0 GB limit of a download (MaxBytes)" in error.Message
@@ -193,10 +179,10 @@ def test_a_claimed_size_over_the_default_limit_is_refused_before_a_byte_is_writt
 
 
 def test_a_file_larger_than_the_free_disk_is_refused_before_a_byte_is_written(
-        tmp_path: Path, outside: Path, server: FileServer, store, gguf: bytes) -> None:
+        tmp_path: Path, outside: Path, server: FileServer, store, gguf_bytes: bytes) -> None:
     from CoreAI.Downloads import DownloadFailure
 
-    server.files["/vast.gguf"] = Served(gguf, claimed_length=10**15)
+    server.files["/vast.gguf"] = Served(gguf_bytes, claimed_length=10**15)
     store.MaxDownloadBytes = 10**16
     before = tree(tmp_path)
     error = pull(store, server.url("/vast.gguf"))
@@ -207,8 +193,8 @@ def test_a_file_larger_than_the_free_disk_is_refused_before_a_byte_is_written(
 
 
 def test_a_download_stops_before_the_disk_falls_below_what_is_kept_free(
-        tmp_path: Path, outside: Path, server: FileServer, store, gguf: bytes) -> None:
-    server.files["/endless.gguf"] = Served(gguf, endless=True)
+        tmp_path: Path, outside: Path, server: FileServer, store, gguf_bytes: bytes) -> None:
+    server.files["/endless.gguf"] = Served(gguf_bytes, endless=True)
     store.KeepFreeBytes = shutil.disk_usage(tmp_path).free - 40 * 10**6  # 40 MB of room: the endless body fills it
     store.MaxDownloadBytes = 2 * 10**9
     before = tree(tmp_path)
@@ -219,10 +205,10 @@ def test_a_download_stops_before_the_disk_falls_below_what_is_kept_free(
 
 
 def test_a_catalogue_download_stops_at_the_catalogue_size(tmp_path: Path, server: FileServer, store,
-                                                          gguf: bytes) -> None:
-    server.files["/endless.gguf"] = Served(gguf, endless=True)  # no length: only the catalogue's size bounds it
-    error = pull(store, server.url("/endless.gguf"), None, len(gguf))
-    assert f"sent more than the {len(gguf)} bytes expected" in error.Message
+                                                          gguf_bytes: bytes) -> None:
+    server.files["/endless.gguf"] = Served(gguf_bytes, endless=True)  # no length: only the catalogue's size bounds it
+    error = pull(store, server.url("/endless.gguf"), None, len(gguf_bytes))
+    assert f"sent more than the {len(gguf_bytes)} bytes expected" in error.Message
     assert server.files["/endless.gguf"].sent < 64 * 1024 * 1024
     assert changes({}, tree(tmp_path))["added"] == FOLDERS
 
@@ -231,9 +217,9 @@ def test_a_catalogue_download_stops_at_the_catalogue_size(tmp_path: Path, server
 
 
 def test_a_pull_of_another_url_under_the_same_name_starts_over(tmp_path: Path, server: FileServer, store,
-                                                               gguf: bytes) -> None:
-    b_bytes = other_model(gguf)
-    server.files["/a.gguf"] = Served(gguf, cut_after=len(gguf) // 2)
+                                                               gguf_bytes: bytes) -> None:
+    b_bytes = other_model(gguf_bytes)
+    server.files["/a.gguf"] = Served(gguf_bytes, cut_after=len(gguf_bytes) // 2)
     server.files["/b.gguf"] = Served(b_bytes)
     assert pull(store, server.url("/a.gguf")).Resumable  # A cut halfway: its bytes kept for A's resume
     assert pull(store, server.url("/b.gguf")) is None
@@ -241,20 +227,10 @@ def test_a_pull_of_another_url_under_the_same_name_starts_over(tmp_path: Path, s
     assert [(r.path, r.range) for r in server.requests] == [("/a.gguf", None), ("/b.gguf", None)]
 
 
-@pytest.mark.parametrize("change", ["etag", "last-modified", "length", "etag, If-Range ignored"])
+@pytest.mark.parametrize("change", SERVER_CHANGES)
 def test_a_file_changed_on_the_server_since_the_cut_is_downloaded_again(tmp_path: Path, server: FileServer, store,
-                                                                        gguf: bytes, change: str) -> None:
-    first = Served(gguf, cut_after=len(gguf) // 2)
-    new = other_model(gguf)
-    if change.startswith("etag"):
-        first.etag = '"v1"'
-        second = Served(new, etag='"v2"', if_range=change == "etag")
-    elif change == "last-modified":
-        first.last_modified = "Mon, 01 Dec 2026 10:00:00 GMT"
-        second = Served(new, last_modified="Sat, 05 Dec 2026 10:00:00 GMT")
-    else:  # no validators at all: only the length tells the files apart
-        new = new + b"\0" * 1000
-        second = Served(new)
+                                                                        gguf_bytes: bytes, change: str) -> None:
+    first, second, new = changed_on_server(gguf_bytes, change)
     server.files["/m.gguf"] = first
     assert pull(store, server.url("/m.gguf")).Resumable
     kept = tree(tmp_path)
@@ -271,47 +247,47 @@ def test_a_file_changed_on_the_server_since_the_cut_is_downloaded_again(tmp_path
 
 
 def test_the_same_file_still_resumes_with_its_validator(tmp_path: Path, server: FileServer, store,
-                                                        gguf: bytes) -> None:
-    cut = len(gguf) // 3
-    server.files["/m.gguf"] = Served(gguf, cut_after=cut, etag='"v1"')
+                                                        gguf_bytes: bytes) -> None:
+    cut = len(gguf_bytes) // 3
+    server.files["/m.gguf"] = Served(gguf_bytes, cut_after=cut, etag='"v1"')
     assert pull(store, server.url("/m.gguf")).Resumable
-    assert pull(store, server.url("/m.gguf"), hashlib.sha256(gguf).hexdigest()) is None
+    assert pull(store, server.url("/m.gguf"), hashlib.sha256(gguf_bytes).hexdigest()) is None
     assert (server.requests[-1].range, server.requests[-1].if_range) == (f"bytes={cut}-", '"v1"')
 
 
-def test_bytes_without_a_record_are_not_resumed(tmp_path: Path, server: FileServer, store, gguf: bytes) -> None:
+def test_bytes_without_a_record_are_not_resumed(tmp_path: Path, server: FileServer, store, gguf_bytes: bytes) -> None:
     # Planted (or left by an older package): nothing says which file they are, so they are not trusted.
     (tmp_path / PARTIAL).parent.mkdir(parents=True)
     (tmp_path / PARTIAL).write_bytes(b"\xff" * 1000)
     assert pull(store, server.url("/tiny.gguf")) is None
-    assert (tmp_path / "models" / "npc.gguf").read_bytes() == gguf and server.requests[-1].range is None
+    assert (tmp_path / "models" / "npc.gguf").read_bytes() == gguf_bytes and server.requests[-1].range is None
 
 
 @pytest.mark.parametrize("first", ["package", "runtime"])
-def test_what_one_side_kept_the_other_resumes(tmp_path: Path, server: FileServer, store, gguf: bytes,
+def test_what_one_side_kept_the_other_resumes(tmp_path: Path, server: FileServer, store, gguf_bytes: bytes,
                                               first: str) -> None:
-    cut = len(gguf) // 2
-    server.files["/m.gguf"] = Served(gguf, cut_after=cut, etag='"v1"')
+    cut = len(gguf_bytes) // 2
+    server.files["/m.gguf"] = Served(gguf_bytes, cut_after=cut, etag='"v1"')
     url = server.url("/m.gguf")
     cache = ModelCache(tmp_path / "models")
     if first == "package":
         assert pull(store, url).Resumable
-        cache.pull(PullRequest("npc", url, hashlib.sha256(gguf).hexdigest(), None, "url"))
+        cache.pull(PullRequest("npc", url, hashlib.sha256(gguf_bytes).hexdigest(), None, "url"))
     else:
         with pytest.raises(DownloadError, match="run the same command again to resume"):
             cache.pull(PullRequest("npc", url, None, None, "url"))
-        assert pull(store, url, hashlib.sha256(gguf).hexdigest()) is None
+        assert pull(store, url, hashlib.sha256(gguf_bytes).hexdigest()) is None
     assert (server.requests[-1].range, server.requests[-1].if_range) == (f"bytes={cut}-", '"v1"')
-    assert (tmp_path / "models" / "npc.gguf").read_bytes() == gguf
+    assert (tmp_path / "models" / "npc.gguf").read_bytes() == gguf_bytes
     assert store.IsPulled("npc") and cache.get("npc") is not None
 
 
 def test_a_paused_pull_keeps_its_record_and_one_without_a_length_keeps_nothing(tmp_path: Path, server: FileServer,
-                                                                               store, gguf: bytes) -> None:
+                                                                               store, gguf_bytes: bytes) -> None:
     from CoreAI.Downloads import DownloadFailure
     from System.Threading import CancellationTokenSource
 
-    server.files["/slow.gguf"] = Served(gguf, chunk=8 * 1024, delay_s=0.02, etag='"v1"')
+    server.files["/slow.gguf"] = Served(gguf_bytes, chunk=8 * 1024, delay_s=0.02, etag='"v1"')
     pause = CancellationTokenSource()
     task = start(store, server.url("/slow.gguf"), pause=pause.Token)
     wait_for_bytes(tmp_path, task)
@@ -322,7 +298,8 @@ def test_a_paused_pull_keeps_its_record_and_one_without_a_length_keeps_nothing(t
     assert pull(store, server.url("/slow.gguf")) is None
     assert server.requests[-1].if_range == '"v1"' and server.requests[-1].range is not None
 
-    server.files["/endless.gguf"] = Served(gguf, endless=True, delay_s=0.01)  # no length: nothing could tell a resume
+    # No length: nothing could tell a resume.
+    server.files["/endless.gguf"] = Served(gguf_bytes, endless=True, delay_s=0.01)
     pause = CancellationTokenSource()
     task = store.PullAsync("other", server.url("/endless.gguf"), None, -1, "url", None,
                            CancellationTokenSource().Token, pause.Token)
@@ -339,9 +316,10 @@ def test_a_paused_pull_keeps_its_record_and_one_without_a_length_keeps_nothing(t
 # -- lock files ----------------------------------------------------------------------------------------------------
 
 
-def test_no_lock_file_is_left_by_any_pull_or_remove(tmp_path: Path, server: FileServer, store, gguf: bytes) -> None:
-    server.files["/cut.gguf"] = Served(gguf, cut_after=1000)
-    sha = hashlib.sha256(gguf).hexdigest()
+def test_no_lock_file_is_left_by_any_pull_or_remove(tmp_path: Path, server: FileServer, store,
+                                                    gguf_bytes: bytes) -> None:
+    server.files["/cut.gguf"] = Served(gguf_bytes, cut_after=1000)
+    sha = hashlib.sha256(gguf_bytes).hexdigest()
     for path, failed in [("/gone.gguf", True), ("/tiny.gguf", True), ("/cut.gguf", True), ("/tiny.gguf", False)]:
         assert (pull(store, server.url(path), "0" * 64 if failed else sha) is not None) == failed
         assert not [p for p in tree(tmp_path) if p.endswith(".lock")]
@@ -350,19 +328,19 @@ def test_no_lock_file_is_left_by_any_pull_or_remove(tmp_path: Path, server: File
 
 
 def test_remove_deletes_a_stopped_download_with_its_record(tmp_path: Path, server: FileServer, store,
-                                                           gguf: bytes) -> None:
-    server.files["/cut.gguf"] = Served(gguf, cut_after=1000)
+                                                           gguf_bytes: bytes) -> None:
+    server.files["/cut.gguf"] = Served(gguf_bytes, cut_after=1000)
     assert pull(store, server.url("/cut.gguf")).Resumable
     assert store.Remove("npc") is True
     assert changes({}, tree(tmp_path))["added"] == FOLDERS
 
 
 def test_a_running_pull_keeps_its_lock_against_a_second_pull_a_remove_and_the_runtime(
-        tmp_path: Path, server: FileServer, store, gguf: bytes) -> None:
+        tmp_path: Path, server: FileServer, store, gguf_bytes: bytes) -> None:
     from CoreAI.Downloads import DownloadException, DownloadFailure
 
-    server.files["/slow.gguf"] = Served(gguf, chunk=16 * 1024, delay_s=0.05)
-    running = start(store, server.url("/slow.gguf"), hashlib.sha256(gguf).hexdigest())
+    server.files["/slow.gguf"] = Served(gguf_bytes, chunk=16 * 1024, delay_s=0.05)
+    running = start(store, server.url("/slow.gguf"), hashlib.sha256(gguf_bytes).hexdigest())
     wait_for_bytes(tmp_path, running)
     held = os.stat(tmp_path / LOCK)
     second = pull(store, server.url("/slow.gguf"))
@@ -373,7 +351,7 @@ def test_a_running_pull_keeps_its_lock_against_a_second_pull_a_remove_and_the_ru
         ModelCache(tmp_path / "models").pull(PullRequest("npc", server.url("/slow.gguf"), None, None, "url"))
     assert os.path.samestat(os.stat(tmp_path / LOCK), held)  # none took the lock file away from its holder
     assert settle(running) is None
-    assert (tmp_path / "models" / "npc.gguf").read_bytes() == gguf and not (tmp_path / LOCK).exists()
+    assert (tmp_path / "models" / "npc.gguf").read_bytes() == gguf_bytes and not (tmp_path / LOCK).exists()
 
 
 # -- redirects -------------------------------------------------------------------------------------------------------
@@ -411,21 +389,22 @@ def test_a_redirect_to_a_file_url_is_refused(tmp_path: Path, outside: Path, serv
 
 
 def test_a_redirect_is_followed_without_reading_its_body(tmp_path: Path, server: FileServer, store,
-                                                         gguf: bytes) -> None:
+                                                         gguf_bytes: bytes) -> None:
     server.files["/moved.gguf"] = Served(b"x" * 65536, redirect="/tiny.gguf", endless=True)
     assert pull(store, server.url("/moved.gguf")) is None
-    assert (tmp_path / "models" / "npc.gguf").read_bytes() == gguf
+    assert (tmp_path / "models" / "npc.gguf").read_bytes() == gguf_bytes
     assert server.files["/moved.gguf"].sent < 16 * 1024 * 1024  # the endless body was not read
 
 
 def test_a_redirect_from_https_down_to_http_is_refused(tmp_path: Path, server: FileServer, store,
-                                                       gguf: bytes) -> None:
+                                                       gguf_bytes: bytes) -> None:
     from CoreAI.Downloads import DownloadFailure
     from CoreAI.Runtime import TlsTrust
     from System.Net import ServicePointManager
 
     certificates = make_certificates(tmp_path / "tls")
-    secure = FileServer({"/tiny.gguf": Served(gguf), "/down.gguf": Served(b"", redirect=server.url("/tiny.gguf"))},
+    secure = FileServer({"/tiny.gguf": Served(gguf_bytes),
+                         "/down.gguf": Served(b"", redirect=server.url("/tiny.gguf"))},
                         tls=(certificates.server_cert, certificates.server_key))
     previous = ServicePointManager.ServerCertificateValidationCallback
     ServicePointManager.ServerCertificateValidationCallback = TlsTrust.Pinned(

@@ -24,11 +24,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.support.file_server import FileServer, Served
-from tests.unity_layer.conftest import free_ports
+from tests.unity_layer.conftest import free_ports, load_sample
 from tests.unity_layer.dotnet import ROOT
 from tests.unity_layer.frames import pump_until
 from tools import package_runtime
-from tools.build_csharp import build_client, build_hosting, build_stubs, build_unity, compile_assembly
+from tools.build_csharp import build_hosting
 from tools.build_runtime import DEFAULT_DIST, DEFAULT_WORK, build
 from tools.package_version import git_url
 
@@ -125,15 +125,7 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Served]:
 @pytest.fixture(scope="module")
 def sample(assemblies: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Step 6's import: the Blacksmith sample compiled into the project, loaded."""
-    import clr
-
-    files = sorted((ROOT / "unity_package" / "Samples~" / "BlacksmithNpc").rglob("*.cs"))
-    unity = build_unity()
-    assert unity is not None
-    dll = compile_assembly("CoreAI.Samples.BlacksmithNpc", files, tmp_path_factory.mktemp("sample"),
-                           [build_client(), build_hosting(), *build_stubs(), unity])
-    clr.AddReference(str(dll))
-    return dll
+    return load_sample(tmp_path_factory.mktemp("sample"), build_hosting())
 
 
 def _scene(settings: Any) -> tuple[Any, Any]:

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pyruntime.model.client.errors import ContextOverflowError, ModelError, ModelUnavailableError
 from pyruntime.model.client.types import (
@@ -27,6 +27,22 @@ from pyruntime.model.client.types import (
 )
 
 Message = Mapping[str, Any]
+
+
+class ChatCallOptions(TypedDict, total=False):
+    """The keywords of one chat call, beside its messages; every `ModelClient` takes them as `**options`.
+
+    Declared once so that the seam, the HTTP client and the doubles cannot drift apart; a key left out (or None)
+    leaves the server's default.
+    """
+
+    tools: Sequence[Mapping[str, Any]] | None  # native tool definitions (OpenAI `tools`)
+    tool_choice: str | Mapping[str, Any] | None  # "auto", "none", "required", or a tool forced by name
+    response_format: Mapping[str, Any] | None  # a JSON schema the reply is constrained to
+    temperature: float | None
+    max_tokens: int | None
+    extra: Mapping[str, Any] | None  # keys sent as given (e.g. `seed`)
+    conversation: str | None  # names the conversation: the hosted engine keeps its slot (not part of the body)
 
 _OVERFLOW_TEXT = re.compile(r"context (length|window|size)|exceeds? (the )?(available )?context", re.IGNORECASE)
 _OVERFLOW_NUMBERS = re.compile(r"maximum context length is (\d+) tokens.*?requested (\d+) tokens", re.DOTALL)
@@ -82,15 +98,13 @@ def build_chat_request(
     messages: Sequence[Message],
     *,
     stream: bool,
-    tools: Sequence[Mapping[str, Any]] | None = None,
-    tool_choice: str | Mapping[str, Any] | None = None,
-    response_format: Mapping[str, Any] | None = None,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
-    extra: Mapping[str, Any] | None = None,
     json_schema_as_json_object: bool = True,
+    **options: Unpack[ChatCallOptions],
 ) -> dict[str, Any]:
     """The JSON body of `POST /chat/completions`; `extra` keys are sent as given (e.g. `seed`)."""
+    tools, tool_choice = options.get("tools"), options.get("tool_choice")
+    response_format, extra = options.get("response_format"), options.get("extra")
+    temperature, max_tokens = options.get("temperature"), options.get("max_tokens")
     if not messages:
         raise ValueError("a chat request needs at least one message")
     body: dict[str, Any] = {"messages": normalize_messages(messages), "stream": stream}

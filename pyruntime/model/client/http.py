@@ -1,8 +1,9 @@
 """One async client for any OpenAI-compatible chat server (the hosted llama.cpp, LM Studio, Ollama, ...).
 
-Over 400 lines as one job, the HTTP side of a call (deadlines, stall limits, the keep-alive retry, slot
-affinity), which splitting would scatter across the streamed and unary paths that share it; what goes on
-the wire and how replies are read is `compat.py`'s, the SSE framing `sse.py`'s.
+Just over 400 lines as one job, the HTTP side of a call (deadlines, stall limits, slot affinity), which
+splitting would scatter across the streamed and unary paths that share it; what goes on the wire and how
+replies are read is `compat.py`'s, the SSE framing `sse.py`'s, the connections and their keep-alive retry
+`pool.py`'s.
 
 The HTTP client is aiohttp's: every turn is a streamed call of a few dozen events, and aiohttp's C parser and
 reader cost ~0.7 ms of CPU per such call where httpx (pure-Python h11 under anyio) cost ~4.7 ms, the largest
@@ -17,13 +18,12 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import aiohttp
-from aiohttp.helpers import get_env_proxy_for_url
-from yarl import URL
 
 from pyruntime.model.client.compat import (
+    ChatCallOptions,
     ForcedCall,
     ForcedCallStream,
     Message,
@@ -38,6 +38,7 @@ from pyruntime.model.client.compat import (
 from pyruntime.model.client.concurrency import conversation_fields
 from pyruntime.model.client.errors import IncompleteStreamError, ModelError, ModelStalledError, ModelUnavailableError
 from pyruntime.model.client.parked_states import ParkedStates
+from pyruntime.model.client.pool import LoopPool
 from pyruntime.model.client.seam import Gate, ModelClient
 from pyruntime.model.client.slot_moves import EngineAnswer, SlotMoves, slot_action
 from pyruntime.model.client.slots import SlotAffinity, SlotUse
@@ -47,12 +48,6 @@ from pyruntime.model.client.types import ChatCompletion, FinishDelta, StreamDelt
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 300.0  # a long non-streamed reply on a slow CPU
-CONNECT_TIMEOUT_S = 5.0
-# llama-server (cpp-httplib) closes a connection idle for 5 s (CPPHTTPLIB_KEEPALIVE_TIMEOUT_SECOND); a client
-# that keeps one for 5 s too races the close on reuse at that boundary. Ours expire first.
-KEEPALIVE_EXPIRY_S = 2.0
-DEFAULT_CONNECTIONS = 100  # the pool's size when the caller does not say how many calls run at once
-
 DEFAULT_DEADLINE_S = 300.0  # every call, streamed or not, ends by then (closing the stream stops the generation)
 # A stream that sends no text for this long is stopped and reported (ModelStalledError). Before the
 # first text the prompt is still being evaluated, which takes longer on a slow CPU with a long prompt.
@@ -152,70 +147,25 @@ class OpenAICompatClient:
         self.slot_moves = SlotMoves(slots, parked, self._engine_post) if slots is not None else None
         self.llama_server = llama_server
         self.forced_tools_as_schema = forced_tools_as_schema
-        self._owns_http = http_client is None
-        self._unix_socket = unix_socket
-        self._connections = connections or DEFAULT_CONNECTIONS
-        self._middlewares = tuple(middlewares)
-        self._given_http = http_client
-        self._pool: aiohttp.ClientSession | None = None
-        self._pool_loop: asyncio.AbstractEventLoop | None = None
-
-    def _new_http(self) -> aiohttp.ClientSession:
-        """A session whose pool keeps alive as many connections as calls run at once (a pool that keeps fewer opens
-        a new connection for most calls). Waiting for a pooled connection counts against `timeout`, as reading does."""
-        path = self._unix_socket() if callable(self._unix_socket) else self._unix_socket
-        connector = (aiohttp.UnixConnector(path, limit=self._connections, keepalive_timeout=KEEPALIVE_EXPIRY_S)
-                     if path else aiohttp.TCPConnector(limit=self._connections, keepalive_timeout=KEEPALIVE_EXPIRY_S))
-        timeout = aiohttp.ClientTimeout(total=None, connect=self._timeout, sock_connect=CONNECT_TIMEOUT_S,
-                                        sock_read=self._timeout)
-        # A proxy from the environment (HTTP(S)_PROXY, NO_PROXY) applies to a TCP engine, never to the hosted engine's
-        # socket; it is looked up once here (aiohttp's trust_env looks it up, and reads ~/.netrc, for every request).
-        proxy, proxy_auth = (None, None) if path else _env_proxy(self.base_url)
-        return aiohttp.ClientSession(connector=connector, timeout=timeout, proxy=proxy, proxy_auth=proxy_auth,
-                                     middlewares=self._middlewares)
-
-    @property
-    def _http(self) -> aiohttp.ClientSession:
-        """The HTTP client of the running event loop. Kept-alive connections belong to the loop that opened them: a
-        client used from a new loop (a script calling `asyncio.run` per turn) starts a new pool; the old loop's
-        connections cannot be closed from this one and are left to it."""
-        if self._given_http is not None:
-            return self._given_http
-        loop = asyncio.get_running_loop()
-        if self._pool is None or self._pool_loop is not loop:
-            if self._pool is not None:
-                _abandon(self._pool)
-            self._pool, self._pool_loop = self._new_http(), loop
-        return self._pool
+        self._pool = LoopPool(self.base_url, timeout=timeout, unix_socket=unix_socket, connections=connections,
+                              middlewares=middlewares, given=http_client)
 
     async def models(self) -> list[str]:
         """Ids of the models the server offers (`GET /models`)."""
         with self._transport_errors():
-            async with await self._request("GET", f"{self.base_url}/models", headers=self._headers) as response:
+            async with await self._pool.request("GET", f"{self.base_url}/models", headers=self._headers) as response:
                 status, content = response.status, await response.read()
         if status >= 400:
             raise error_from_response(status, content)
         data = self._json(content)
         return [str(m.get("id")) for m in data.get("data") or [] if isinstance(m, Mapping)]
 
-    async def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        response_format: Mapping[str, Any] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        extra: Mapping[str, Any] | None = None,
-        conversation: str | None = None,
-    ) -> ChatCompletion:
+    async def chat(self, messages: Sequence[Message], **options: Unpack[ChatCallOptions]) -> ChatCompletion:
         """One non-streamed chat completion (within `deadline_s`); `conversation` (a `slots.conversation_id`)
         keeps the hosted engine's slot of that conversation."""
         self.check_available()
-        body = await self._request_body(
-            messages, False, tools, tool_choice, response_format, temperature, max_tokens, extra
-        )
+        conversation = options.get("conversation")
+        body = await self._request_body(messages, False, options)
         forced = self._forced(body)
         headers = self._named(body, conversation)
         limit = asyncio.timeout(self.deadline_s)
@@ -256,23 +206,7 @@ class OpenAICompatClient:
 
     async def _post(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> aiohttp.ClientResponse:
         """POST a completion, up to its response's head (`_request`)."""
-        return await self._request("POST", f"{self.base_url}/chat/completions", json=body, headers=headers)
-
-    async def _request(self, method: str, url: str, **options: Any) -> aiohttp.ClientResponse:
-        """Send a request, up to its response's head; a kept-alive connection the server closed before answering is
-        retried once.
-
-        llama-server closes its connection after every streamed reply, a moment after the reply's end: a request
-        sent at once may go out on the connection it is closing (toolchain notes); nothing was received or
-        generated then, so sending it again on a new connection is safe. Which error that shows as depends on when
-        the close lands (`_closed_before_answering`).
-        """
-        try:
-            return await self._http.request(method, url, **options)
-        except aiohttp.ClientConnectionError as exc:
-            if not _closed_before_answering(exc):
-                raise
-            return await self._http.request(method, url, **options)
+        return await self._pool.request("POST", f"{self.base_url}/chat/completions", json=body, headers=headers)
 
     @contextlib.asynccontextmanager
     async def _slot(self, conversation: str | None, messages: Sequence[Message],
@@ -310,24 +244,14 @@ class OpenAICompatClient:
         """A POST to the engine's root (slot actions); None when it did not answer."""
         root = self.base_url.removesuffix("/v1")
         try:
-            async with await self._request("POST", f"{root}{path}", params=params, json=body, headers=self._headers,
-                                           timeout=aiohttp.ClientTimeout(total=SLOT_ACTION_TIMEOUT_S)) as response:
+            timeout = aiohttp.ClientTimeout(total=SLOT_ACTION_TIMEOUT_S)
+            async with await self._pool.request("POST", f"{root}{path}", params=params, json=body,
+                                                headers=self._headers, timeout=timeout) as response:
                 return EngineAnswer(response.status, await response.read())
         except (aiohttp.ClientError, TimeoutError):
             return None
 
-    def stream_chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        response_format: Mapping[str, Any] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        extra: Mapping[str, Any] | None = None,
-        conversation: str | None = None,
-    ) -> ChatStream:
+    def stream_chat(self, messages: Sequence[Message], **options: Unpack[ChatCallOptions]) -> ChatStream:
         """A streamed chat completion; ends with a `FinishDelta` or raises (never truncates silently).
 
         Raises `ModelStalledError` when no text comes for `first_text_s` / `text_gap_s`, and
@@ -335,25 +259,11 @@ class OpenAICompatClient:
         the generation on the hosted server. `conversation`: as in `chat`.
         """
         self.check_available()
-        return ChatStream(
-            self._stream(messages, tools, tool_choice, response_format, temperature, max_tokens, extra,
-                         conversation)
-        )
+        return ChatStream(self._stream(messages, options))
 
-    async def _stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Mapping[str, Any]] | None,
-        tool_choice: str | Mapping[str, Any] | None,
-        response_format: Mapping[str, Any] | None,
-        temperature: float | None,
-        max_tokens: int | None,
-        extra: Mapping[str, Any] | None,
-        conversation: str | None = None,
-    ) -> AsyncIterator[StreamDelta]:
-        body = await self._request_body(
-            messages, True, tools, tool_choice, response_format, temperature, max_tokens, extra
-        )
+    async def _stream(self, messages: Sequence[Message], options: ChatCallOptions) -> AsyncIterator[StreamDelta]:
+        conversation = options.get("conversation")
+        body = await self._request_body(messages, True, options)
         body.setdefault("stream_options", {"include_usage": True})
         forced = self._forced(body)
         headers = self._named(body, conversation)
@@ -450,34 +360,15 @@ class OpenAICompatClient:
     def _deadline_error(self) -> ModelUnavailableError:
         return ModelUnavailableError(f"the model call did not finish within {self.deadline_s:g} s; it was stopped")
 
-    async def _request_body(
-        self,
-        messages: Sequence[Message],
-        stream: bool,
-        tools: Sequence[Mapping[str, Any]] | None,
-        tool_choice: str | Mapping[str, Any] | None,
-        response_format: Mapping[str, Any] | None,
-        temperature: float | None,
-        max_tokens: int | None,
-        extra: Mapping[str, Any] | None,
-    ) -> dict[str, Any]:
+    async def _request_body(self, messages: Sequence[Message], stream: bool,
+                            options: ChatCallOptions) -> dict[str, Any]:
         if self.model is None:
             ids = await self.models()
             if not ids:
                 raise ModelUnavailableError("model server lists no models")
             self.model = ids[0]
-        return build_chat_request(
-            self.model,
-            messages,
-            stream=stream,
-            tools=tools,
-            tool_choice=tool_choice,
-            response_format=response_format,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            extra=extra,
-            json_schema_as_json_object=self._json_schema_as_json_object,
-        )
+        return build_chat_request(self.model, messages, stream=stream,
+                                  json_schema_as_json_object=self._json_schema_as_json_object, **options)
 
     @staticmethod
     def _json(content: bytes | str) -> Mapping[str, Any]:
@@ -503,12 +394,7 @@ class OpenAICompatClient:
 
     async def aclose(self) -> None:
         """Close the internal HTTP client (a passed-in one is left open)."""
-        if self._owns_http and self._pool is not None:
-            if self._pool_loop is asyncio.get_running_loop():
-                await self._pool.close()
-            else:
-                _abandon(self._pool)
-        self._pool = None
+        await self._pool.aclose()
 
     async def __aenter__(self) -> OpenAICompatClient:
         return self
@@ -517,34 +403,6 @@ class OpenAICompatClient:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
-
-
-def _env_proxy(url: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
-    """The proxy the environment names for `url`, with its credentials (None: none, or NO_PROXY covers it)."""
-    try:
-        proxy, auth = get_env_proxy_for_url(URL(url))
-    except LookupError:
-        return None, None
-    return str(proxy), auth
-
-
-def _closed_before_answering(exc: aiohttp.ClientConnectionError) -> bool:
-    """A kept-alive connection the engine closed between two requests fails the next one before any answer: with
-    "disconnected" if the close was seen, else a reset on the read or a broken pipe on the write (on the Unix socket,
-    under load). Nothing was generated then; one retry on a new connection is safe. A refused connect is no such
-    case (nothing kept alive failed), nor is a timeout."""
-    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ServerTimeoutError):
-        return False
-    return isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError | aiohttp.ClientConnectionResetError)
-
-
-def _abandon(session: aiohttp.ClientSession) -> None:
-    """Let go of a session whose event loop has ended: its connections cannot be closed from another loop, and
-    leaving them to the old loop must not log an "unclosed" error when they are collected."""
-    connector = session.connector
-    session.detach()
-    if connector is not None:
-        connector._close()  # the synchronous part of `close()`: marks it closed; nothing to await on a dead loop
 
 
 def _earliest(*times: float | None) -> float | None:

@@ -9,11 +9,11 @@ its implementations (each one holds itself to it where it is defined, for mypy).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, TypeAlias
+from typing import Protocol, TypeAlias, Unpack
 
-from pyruntime.model.client.compat import Message
+from pyruntime.model.client.compat import ChatCallOptions, Message
 from pyruntime.model.client.types import ChatCompletion, StreamDelta
 
 Gate: TypeAlias = Callable[[], None]
@@ -29,39 +29,18 @@ The deltas end with a `FinishDelta` (usage comes as a `UsageDelta`), or the iter
 class ModelClient(Protocol):
     """What the turn engine asks of a model: a reply, a streamed reply, whether it is up, and closing.
 
-    `gate`, when set, is asked before every request (see `Gate`): the runtime points it at the engine's
-    watchdog so turns fail fast (UNAVAILABLE) while the model restarts.
+    A call's keywords (tools, tool_choice, response_format, temperature, max_tokens, extra, conversation) are
+    declared once, as `ChatCallOptions`. `gate`, when set, is asked before every request (see `Gate`): the runtime
+    points it at the engine's watchdog so turns fail fast (UNAVAILABLE) while the model restarts.
     """
 
     gate: Gate | None
 
-    async def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        response_format: Mapping[str, Any] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        extra: Mapping[str, Any] | None = None,
-        conversation: str | None = None,
-    ) -> ChatCompletion:
-        """One whole reply; `conversation` names the conversation (the hosted engine keeps its slot)."""
+    async def chat(self, messages: Sequence[Message], **options: Unpack[ChatCallOptions]) -> ChatCompletion:
+        """One whole reply; `options["conversation"]` names the conversation (the hosted engine keeps its slot)."""
         ...
 
-    def stream_chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | Mapping[str, Any] | None = None,
-        response_format: Mapping[str, Any] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        extra: Mapping[str, Any] | None = None,
-        conversation: str | None = None,
-    ) -> ModelStream:
+    def stream_chat(self, messages: Sequence[Message], **options: Unpack[ChatCallOptions]) -> ModelStream:
         """A streamed reply (the gate is asked now, before the stream is opened)."""
         ...
 

@@ -12,20 +12,19 @@ dies with the runtime on every OS (`lifeline.py`). Its stderr is kept in memory 
 it (`server_log.py`). A GPU that cannot take the requested layers makes the engine start again on
 the CPU, with the reason in Health, instead of failing to start.
 
-Over 400 lines as one job, the lifecycle of one child (private socket and key, readiness, CPU fallback,
-stop): its config and command line are `llama_server.py`'s, its log's facts `server_log.py`'s, the
-restart-warm slot calls `warm_slots.py`'s.
+Over 400 lines as one job, the lifecycle of one child (start, readiness, CPU fallback, what it reports, stop),
+whose steps share the child's handles; its private folder, key, address and
+environment are `engine_place.py`'s, its config and command line `llama_server.py`'s, its log's facts
+`server_log.py`'s, the restart-warm slot calls `warm_slots.py`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,9 +37,16 @@ from typing import Any
 import httpx
 
 from pyruntime.model.client.errors import ModelUnavailableError
-from pyruntime.model.client.http import KEEPALIVE_EXPIRY_S
 from pyruntime.model.client.parked_states import ParkedStates
+from pyruntime.model.client.pool import KEEPALIVE_EXPIRY_S
 from pyruntime.model.client.slots import SlotAffinity
+from pyruntime.model.hosting.engine_place import (
+    engine_address,
+    engine_env,
+    port_is_free,
+    state_folder,
+    write_key_file,
+)
 from pyruntime.model.hosting.gguf_info import read_gguf_info
 from pyruntime.model.hosting.lifeline import kill_model_server, spawn_model_server
 from pyruntime.model.hosting.llama_server import (
@@ -66,51 +72,13 @@ log = logging.getLogger(__name__)
 # The config (`hosted_model_config`, `generate_model_key`) is llama_server.py's, re-exported where callers found it.
 __all__ = [
     "DEFAULT_SLOTS", "SMALL_MODEL_MAX_BYTES", "SMALL_MODEL_PROMPT_CACHE_MB", "LlamaServerProcess",
-    "default_prompt_cache_mb", "generate_model_key", "hosted_model_config", "port_is_free",
+    "default_prompt_cache_mb", "generate_model_key", "hosted_model_config",
 ]
 
-MALLOC_MMAP_THRESHOLD_ENV = "MALLOC_MMAP_THRESHOLD_"
-# glibc keeps freed prompt-cache state copies in its heap; a fixed threshold gives them back to the OS
-# (docs/benchmarks.md#model-server-memory-over-long-sessions; llama-server copies slot states the same way).
-MALLOC_MMAP_THRESHOLD_BYTES = "131072"
-# Variables llama-server reads as flags or keys (LLAMA_ARG_*, LLAMA_API_KEY, ...): a game's environment
-# must not change how the engine runs nor where it writes.
-_SCRUBBED_ENV_PREFIXES = ("LLAMA_",)
 ENGINE_HOST = "http://engine"  # the Host of requests over the Unix socket (any name: only we connect)
 ENGINE_KEEPALIVE = httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S)  # the model port's proxy to the engine
 _POLL_S = 0.05
 _TICK_S = 2.0
-
-
-def port_is_free(host: str, port: int) -> bool:
-    """True when nothing listens on host:port (checked by binding it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: TIME_WAIT is free
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _state_folder(folder: Path | None) -> Path | None:
-    """`folder` (created 0700) when it is a real folder, not a link (llama-server writes through it); else None."""
-    if folder is None:
-        return None
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if folder.is_symlink() or not folder.is_dir():
-            raise NotADirectoryError(folder)
-    except OSError:
-        log.warning("the engine state folder is not a folder of its own; using the engine's private folder")
-        return None
-    return folder
 
 
 class LlamaServerProcess:
@@ -264,20 +232,11 @@ class LlamaServerProcess:
             self._private = Path(tempfile.mkdtemp(prefix="coreai-engine-"))  # 0700, short enough for a socket path
         if not self._engine_key:
             self._engine_key = secrets.token_urlsafe(32)
-        key_file = self._private / "key"
-        key_file.unlink(missing_ok=True)
-        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as file:
-            file.write(self._engine_key + "\n")
-        if sys.platform == "win32":
-            port = self._launch.port if self._launch is not None else _free_loopback_port()
-            listen = "127.0.0.1"
-        else:
-            listen, port = str(self._private / "engine.sock"), 0
-            Path(listen).unlink(missing_ok=True)  # a killed engine leaves its socket file
+        key_file = write_key_file(self._private, self._engine_key)
+        listen, port = engine_address(self._private, self._launch.port if self._launch is not None else None)
         slot_dir = None
         if self.config.prompt_cache_dir is None:  # llama-server's save path otherwise (EngineLaunch.slot_dir)
-            slot_dir = _state_folder(self.config.state_dir) or self._private / "slots"
+            slot_dir = state_folder(self.config.state_dir) or self._private / "slots"
             slot_dir.mkdir(mode=0o700, exist_ok=True)
         self._launch = EngineLaunch(listen=listen, port=port, key_file=key_file, n_gpu_layers=layers,
                                     slot_dir=slot_dir)
@@ -302,9 +261,7 @@ class LlamaServerProcess:
         self._wait_ready(began, timeout)
 
     def _child_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED_ENV_PREFIXES)}
-        env.setdefault(MALLOC_MMAP_THRESHOLD_ENV, MALLOC_MMAP_THRESHOLD_BYTES)
-        return env
+        return engine_env()
 
     def _wait_ready(self, began: float, timeout: float) -> None:
         assert self._process is not None and self._http is not None and self._launch is not None
