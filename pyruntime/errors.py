@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import enum
+from typing import TypeVar
+
+E = TypeVar("E", bound=enum.Enum)
+
 
 class CoreAIError(Exception):
     """Base class of every error the runtime raises on purpose."""
@@ -55,3 +60,15 @@ class AlreadyExistsError(CoreAIError):
 
 class ToolCallEndedError(CoreAIError):
     """A game-tool result came after its call ended without one (timed out, turn cancelled or ended)."""
+
+
+def parse_choice(choices: type[E], value: str | E, what: str) -> E:
+    """The member of the string enum `choices` that `value` names (trimmed, case-insensitive), or a clear error."""
+    if isinstance(value, choices):
+        return value
+    if isinstance(value, str):
+        for choice in choices:
+            if value.strip().lower() == choice.value:
+                return choice
+    expected = " or ".join(repr(choice.value) for choice in choices)
+    raise InvalidArgumentError(f"unknown {what} {value!r}; expected {expected}")

@@ -15,6 +15,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from pyruntime.history.llm_fold import CompactionAbandoned
@@ -39,34 +40,24 @@ from pyruntime.turns.writer.passes import MemoryPassOutcome
 log = logging.getLogger("pyruntime.turns")
 
 
+@dataclass(eq=False)
 class NextTurn:
-    """Starts the work between turns after each completed turn; see the module docstring."""
+    """Starts the work between turns after each completed turn; see the module docstring.
 
-    def __init__(
-        self,
-        client: ModelClient,
-        queue: ModelRequestQueue,
-        planner: RequestPlanner,
-        settings: TurnSettings,
-        *,
-        prewarms: Prewarms,
-        staged_folds: StagedFolds,
-        compaction_stats: CompactionStats,
-        prompt_cache_status: Callable[[], Mapping[str, object]] | None,
-        recent_conversations: deque[str],
-        block_pace: BlockPace,
-    ) -> None:
-        """Take the engine's settings and the state it shares (prewarms, folds, recent conversations, pace)."""
-        self.client = client  # the prewarm's requests; `AiOrchestrator.client` keeps it current
-        self.queue = queue
-        self.planner = planner
-        self.settings = settings
-        self.prewarms = prewarms
-        self.staged_folds = staged_folds
-        self.compaction_stats = compaction_stats
-        self.prompt_cache_status = prompt_cache_status
-        self.recent_conversations = recent_conversations  # the conversations of the last turns, newest last
-        self.block_pace = block_pace  # told when the prewarms run and how long they take (turns/between/block_pace.py)
+    Built with the engine's settings and the state it shares (prewarms, folds, recent conversations, pace).
+    """
+
+    client: ModelClient  # the prewarm's requests; `AiOrchestrator.client` keeps it current
+    queue: ModelRequestQueue
+    planner: RequestPlanner
+    settings: TurnSettings
+    _: KW_ONLY
+    prewarms: Prewarms
+    staged_folds: StagedFolds
+    compaction_stats: CompactionStats
+    prompt_cache_status: Callable[[], Mapping[str, object]] | None
+    recent_conversations: deque[str]  # the conversations of the last turns, newest last
+    block_pace: BlockPace  # told when the prewarms run and how long they take (turns/between/block_pace.py)
 
     def prepare(self, turn: TurnInput, offer: TurnOffer, plan: TurnPlan, outcome: RoundsOutcome,
                 memory_pass: asyncio.Future[MemoryPassOutcome] | None) -> None:

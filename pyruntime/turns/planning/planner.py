@@ -115,20 +115,23 @@ class PeekedMemory:
         return blocks
 
 
+@dataclass(eq=False)
 class RequestPlanner:
-    """Plans, renders and fits the requests of turns against one model's context; see the module docstring."""
+    """Plans, renders and fits the requests of turns against one model's context; see the module docstring.
 
-    def __init__(self, client: ModelClient, queue: ModelRequestQueue, counter: RequestTokens, settings: TurnSettings,
-                 *, staged_folds: StagedFolds, session_starts: SessionStarts, anchors: TailAnchors) -> None:
-        """Take the engine's settings and the state it keeps between turns (staged folds, session starts, anchors)."""
-        self.client = client  # the compaction's model calls; `AiOrchestrator.client` keeps it current
-        self.queue = queue
-        self.counter = counter
-        self.settings = settings
-        self.staged_folds = staged_folds
-        self.session_starts = session_starts
-        self.anchors = anchors
-        self._context_warnings: set[tuple[int, int]] = set()  # (role, model) context sizes already warned about
+    Built with the engine's settings and the state it keeps between turns (staged folds, session starts, anchors).
+    """
+
+    client: ModelClient  # the compaction's model calls; `AiOrchestrator.client` keeps it current
+    queue: ModelRequestQueue
+    counter: RequestTokens
+    settings: TurnSettings
+    _: dataclasses.KW_ONLY
+    staged_folds: StagedFolds
+    session_starts: SessionStarts
+    anchors: TailAnchors
+    # (role, model) context sizes already warned about
+    _context_warnings: set[tuple[int, int]] = dataclasses.field(default_factory=set, init=False, repr=False)
 
     async def draft(self, turn: TurnInput, offer: TurnOffer, *, overflow_retries: int,
                     plan_blocks: PlanBlocks | None = None) -> RequestDraft:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyruntime.errors import InvalidArgumentError
+from pyruntime.errors import parse_choice
 from pyruntime.history.messages import clip_marked
 from pyruntime.jsonlimits import MAX_JSON_DEPTH, nesting_depth
 from pyruntime.memory.tool import MEMORY_TOOL_NAME
@@ -53,13 +53,7 @@ class ToolCallMode(enum.Enum):
     @classmethod
     def parse(cls, value: str | ToolCallMode) -> ToolCallMode:
         """The mode for `native`/`structured` (trimmed, case-insensitive)."""
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, str):
-            for mode in cls:
-                if value.strip().lower() == mode.value:
-                    return mode
-        raise InvalidArgumentError(f"unknown tool-call mode {value!r}; expected 'native' or 'structured'")
+        return parse_choice(cls, value, "tool-call mode")
 
 
 def _name(definition: Mapping[str, Any]) -> str:

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyruntime.errors import InvalidArgumentError
+from pyruntime.errors import parse_choice
 from pyruntime.turns.writer.prompt import WriterDecision
 
 LINE_PREFIX = "Player's "
@@ -47,13 +47,7 @@ class MemoryDesign(enum.Enum):
     @classmethod
     def parse(cls, value: str | MemoryDesign) -> MemoryDesign:
         """The design for `tool`/`writer` (trimmed, case-insensitive)."""
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, str):
-            for design in cls:
-                if value.strip().lower() == design.value:
-                    return design
-        raise InvalidArgumentError(f"unknown memory design {value!r}; expected 'tool' or 'writer'")
+        return parse_choice(cls, value, "memory design")
 
 
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
