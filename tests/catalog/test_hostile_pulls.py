@@ -252,11 +252,17 @@ def test_remove_deletes_a_stopped_download_with_its_record(tmp_path: Path, serve
     assert changes({}, tree(tmp_path))["added"] == FOLDERS
 
 
+def _as_in_a_terminal() -> None:
+    # A command typed in a terminal gets Ctrl+C; one that inherits SIGINT ignored (a job a non-interactive shell
+    # started in the background, as a CI runner may) never would, and Python then installs no Ctrl+C handler.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_pull(tmp_path: Path, url: str, models_dir: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "pyruntime.cli", "models", "pull", url, "--name", "npc", "--models-dir",
          str(models_dir), *extra], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_as_in_a_terminal)
 
 
 def _wait_for_bytes(models_dir: Path, process: subprocess.Popen[str]) -> None:
