@@ -139,6 +139,7 @@ class Run:
     identities: str = ""
     engine_peak: int = 0
     others_cpu_s: float = 0.0  # the players' client (this process) and the test engine, same run
+    client_lag: list[float] = field(default_factory=list)  # the players' event loop: how late a 5 ms sleep woke, s
 
     @property
     def turns(self) -> int:
@@ -238,6 +239,15 @@ async def play(url: str, run: Run, player: int, turns: int, first_token: dict[st
         await client.close()
 
 
+async def loop_lag(lags: list[float]) -> None:
+    """How late this process's event loop wakes from a 5 ms sleep, until cancelled: a player's first token is
+    stamped on this loop, so its lag is in the player's (and the runtime-added) figures though it is not serve's."""
+    while True:
+        began = time.perf_counter()
+        await asyncio.sleep(0.005)
+        lags.append(time.perf_counter() - began - 0.005)
+
+
 def check_engine(run: Run, records: list[dict[str, Any]], first_token: dict[str, float]) -> None:
     """No request mixing two players, one identity per player; the runtime's share of each first token."""
     identity: dict[str, set[tuple[str | None, str | None]]] = defaultdict(set)
@@ -309,8 +319,10 @@ def one_run(args: argparse.Namespace, code_root: Path, label: str, players: int,
             began = time.perf_counter()
 
             async def everyone() -> None:
+                probe = asyncio.create_task(loop_lag(run.client_lag))
                 await asyncio.gather(*[play(url, run, p, args.turns, first_token, tuple(args.think_s), args.seed,
                                             args.client == "raw") for p in range(players)])
+                probe.cancel()
 
             asyncio.run(everyone())
             run.seconds = time.perf_counter() - began
@@ -341,15 +353,15 @@ def row(run: Run) -> str:
     return (f"| {run.name} | {run.players} | {run.turns / run.seconds:.1f} | {pct(run.ttft, 0.5):.0f} / "
             f"{pct(run.ttft, 0.9):.0f} / {pct(run.ttft, 0.99):.0f} | {pct(run.added, 0.5):.1f} / "
             f"{pct(run.added, 0.9):.1f} / {pct(run.added, 0.99):.1f} | {cpu:.1f} | {run.cpu_s / run.seconds:.2f} | "
-            f"{run.others_cpu_s / max(1, run.turns) * 1000:.1f} | {run.rss_per_player / 1024:.0f} | "
+            f"{run.others_cpu_s / max(1, run.turns) * 1000:.1f} | {pct(run.client_lag, 0.99):.1f} | {run.rss_per_player / 1024:.0f} | "
             f"{run.refused} ({run.retry_hints} with a hint) | {run.failed} | {run.lost} | {run.mixed}, "
             f"{run.identities or '-'} | {run.engine_peak} |")
 
 
 HEADER = ("| run | players | turns/s | player's first token p50 / p90 / p99 ms | runtime-added p50 / p90 / p99 ms | "
-          "serve CPU ms/turn | serve cores busy | players + engine CPU ms/turn | RSS KiB/player | refused | failed | "
+          "serve CPU ms/turn | serve cores busy | players + engine CPU ms/turn | players' loop lag p99 ms | RSS KiB/player | refused | failed | "
           "lost | mixed, identities | engine peak |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def main() -> int:

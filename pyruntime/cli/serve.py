@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -301,9 +302,22 @@ async def serve(options: RuntimeSettings, *, on_ready: Callable[[dict[str, Any]]
                 log.info("stopped while starting")
                 return EXIT_OK
             ready = starting.result()
+            freeze_startup_heap()
             (on_ready or _print_ready)(ready)
             log.info("ready; stop with Ctrl+C or SIGTERM")
             return await _wait(stop)
+
+
+def freeze_startup_heap() -> None:
+    """Move every object alive once the runtime has started out of the garbage collector's sight.
+
+    What start-up loaded (modules, grpc and pydantic schemas, the model catalogue) lives as long as the process;
+    left in the collector's oldest generation, every full collection walks it again while holding the GIL, which
+    stalls every turn in flight for ~50 ms (the slowest 1 % of first tokens at 100 players). Frozen, a full
+    collection walks only what turns made since.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 @contextlib.contextmanager
