@@ -36,6 +36,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import resource
 import shutil
 import subprocess
@@ -140,6 +141,7 @@ class Run:
     engine_peak: int = 0
     others_cpu_s: float = 0.0  # the players' client (this process) and the test engine, same run
     client_lag: list[float] = field(default_factory=list)  # the players' event loop: how late a 5 ms sleep woke, s
+    serve_added: dict[float, float] = field(default_factory=dict)  # serve's own share by its clock: quantile -> s
 
     @property
     def turns(self) -> int:
@@ -248,6 +250,24 @@ async def loop_lag(lags: list[float]) -> None:
         lags.append(time.perf_counter() - began - 0.005)
 
 
+def serve_share(connect_port: int) -> dict[float, float]:
+    """p50/p90/p99 of what serve added to first tokens by its own clock (its histogram, interpolated within buckets
+    as Prometheus' histogram_quantile does): the runtime-added figure without the players' and the engine's loops."""
+    text = httpx.get(f"http://127.0.0.1:{connect_port}/metrics", timeout=30).text
+    buckets = [(float(m.group(1)), float(m.group(2))) for m in re.finditer(
+        r'^coreai_turn_first_token_added_seconds_bucket\{le="([^"+]+)"\} (\S+)$', text, re.M)]
+    total = buckets[-1][1] if buckets else 0.0
+    shares: dict[float, float] = {}
+    for q in (0.5, 0.9, 0.99):
+        rank, below, low = q * total, 0.0, 0.0
+        for bound, count in buckets:
+            if count >= rank and total:
+                shares[q] = low + (bound - low) * (rank - below) / max(count - below, 1e-9)
+                break
+            below, low = count, bound
+    return shares
+
+
 def check_engine(run: Run, records: list[dict[str, Any]], first_token: dict[str, float]) -> None:
     """No request mixing two players, one identity per player; the runtime's share of each first token."""
     identity: dict[str, set[tuple[str | None, str | None]]] = defaultdict(set)
@@ -329,6 +349,7 @@ def one_run(args: argparse.Namespace, code_root: Path, label: str, players: int,
             run.cpu_s = cpu_seconds(serve.pid) - cpu0
             run.others_cpu_s = own_cpu_seconds() + (cpu_seconds(engine.pid) if engine else 0.0) - others0
             run.rss_per_player = (rss_bytes(serve.pid) - rss0) / players
+            run.serve_added = serve_share(serve.ready["connect_port"])
             if spy is not None:
                 spy.send_signal(2)  # SIGINT: py-spy writes what it has
                 spy.wait(30)
@@ -350,18 +371,24 @@ def one_run(args: argparse.Namespace, code_root: Path, label: str, players: int,
 
 def row(run: Run) -> str:
     cpu = run.cpu_s / run.turns * 1000 if run.turns else float("nan")
-    return (f"| {run.name} | {run.players} | {run.turns / run.seconds:.1f} | {pct(run.ttft, 0.5):.0f} / "
-            f"{pct(run.ttft, 0.9):.0f} / {pct(run.ttft, 0.99):.0f} | {pct(run.added, 0.5):.1f} / "
-            f"{pct(run.added, 0.9):.1f} / {pct(run.added, 0.99):.1f} | {cpu:.1f} | {run.cpu_s / run.seconds:.2f} | "
-            f"{run.others_cpu_s / max(1, run.turns) * 1000:.1f} | {pct(run.client_lag, 0.99):.1f} | {run.rss_per_player / 1024:.0f} | "
-            f"{run.refused} ({run.retry_hints} with a hint) | {run.failed} | {run.lost} | {run.mixed}, "
-            f"{run.identities or '-'} | {run.engine_peak} |")
+    share = " / ".join(f"{run.serve_added[q] * 1000:.1f}" if q in run.serve_added else "-" for q in (0.5, 0.9, 0.99))
+    cells = [
+        run.name, run.players, f"{run.turns / run.seconds:.1f}",
+        " / ".join(f"{pct(run.ttft, q):.0f}" for q in (0.5, 0.9, 0.99)),
+        " / ".join(f"{pct(run.added, q):.1f}" for q in (0.5, 0.9, 0.99)), share,
+        f"{cpu:.1f}", f"{run.cpu_s / run.seconds:.2f}", f"{run.others_cpu_s / max(1, run.turns) * 1000:.1f}",
+        f"{pct(run.client_lag, 0.99):.1f}", f"{run.rss_per_player / 1024:.0f}",
+        f"{run.refused} ({run.retry_hints} with a hint)", run.failed, run.lost,
+        f"{run.mixed}, {run.identities or '-'}", run.engine_peak,
+    ]
+    return "| " + " | ".join(map(str, cells)) + " |"
 
 
-HEADER = ("| run | players | turns/s | player's first token p50 / p90 / p99 ms | runtime-added p50 / p90 / p99 ms | "
-          "serve CPU ms/turn | serve cores busy | players + engine CPU ms/turn | players' loop lag p99 ms | RSS KiB/player | refused | failed | "
-          "lost | mixed, identities | engine peak |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+COLUMNS = ["run", "players", "turns/s", "player's first token p50 / p90 / p99 ms",
+           "runtime-added p50 / p90 / p99 ms", "of which serve's, by its clock, p50 / p90 / p99 ms",
+           "serve CPU ms/turn", "serve cores busy", "players + engine CPU ms/turn", "players' loop lag p99 ms",
+           "RSS KiB/player", "refused", "failed", "lost", "mixed, identities", "engine peak"]
+HEADER = "| " + " | ".join(COLUMNS) + " |\n" + "|---" * len(COLUMNS) + "|"
 
 
 def main() -> int:

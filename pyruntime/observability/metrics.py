@@ -86,6 +86,8 @@ class _PrewarmCollector(Collector):
 AdmissionSnapshot = Callable[[], Any]
 """Turn admission now: an object with running, queued, max_running, max_queued, max_per_conversation
 (service/admission.AdmissionSnapshot)."""
+FIRST_TOKEN_ADDED_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1,
+                             0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 QUEUE_WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -137,6 +139,10 @@ class RuntimeMetrics:
         self.accept_errors = Counter("coreai_accept_errors", "Failed accepts (e.g. out of file handles)", registry=r)
         self.queue_wait = Histogram("coreai_turn_queue_wait_seconds", "How long admitted turns waited for a place",
                                     buckets=QUEUE_WAIT_BUCKETS, registry=r)
+        self.first_token_share = Histogram(
+            "coreai_turn_first_token_added_seconds", "What the runtime added to streamed turns' first token: from the "
+            "turn's arrival to its first text relayed, less the engine's own time to that text",
+            buckets=FIRST_TOKEN_ADDED_BUCKETS, registry=r)
         self._admission = _AdmissionCollector()
         r.register(self._admission)
         self._model = _ModelCollector()
@@ -169,6 +175,11 @@ class RuntimeMetrics:
     def turn_admitted(self, waited_s: float) -> None:
         """A turn got its place after waiting `waited_s` seconds."""
         self.queue_wait.observe(waited_s)
+
+    def first_token_added(self, seconds: float | None) -> None:
+        """A streamed turn ended; `seconds` of its first token were the runtime's (None: it relayed no text)."""
+        if seconds is not None:
+            self.first_token_share.observe(seconds)
 
     def watch_model_queue(self, source: Callable[[], float]) -> None:
         """Read the number of model calls waiting from source at every scrape."""

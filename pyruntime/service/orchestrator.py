@@ -21,6 +21,7 @@ from coreai.v1 import common_pb2
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.observability import RuntimeMetrics, new_trace_id, trace_context
+from pyruntime.observability.first_token import first_token_clock, text_relayed
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig, config_from_proto, config_to_proto
 from pyruntime.scopes import DEFAULT_TURN_ROLE, storage_key
 from pyruntime.service.admission import TurnAdmission
@@ -196,7 +197,7 @@ class OrchestratorService:
     async def stream_task(self, request: pb.RunTaskRequest) -> AsyncIterator[pb.TurnEvent]:
         """The same turn as events; a caller that stops reading (disconnects) cancels it."""
         request = self._traced(request)
-        with trace_context(request.trace_id):
+        with trace_context(request.trace_id), first_token_clock() as clock:
             async with contextlib.AsyncExitStack() as admitted:
                 try:
                     runner, key = self._checked(request)
@@ -216,9 +217,12 @@ class OrchestratorService:
                         except Exception as exc:  # noqa: BLE001
                             ended = True
                             raise self._refused(exc) from None
-                        if event.HasField("final"):
+                        if event.HasField("text_delta"):
+                            text_relayed(clock)
+                        elif event.HasField("final"):
                             ended = True
                             self._ended(event.final)
+                            self.metrics.first_token_added(clock.runtime_added())
                         yield event
                 finally:
                     if not ended:  # the caller went away before the final event

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from pyruntime.client import AsyncRuntimeClient
 from pyruntime.model.client.concurrency import DEFAULT_EXTERNAL_CONCURRENCY
 from pyruntime.scopes import AgentMemoryScope, storage_key
 from pyruntime.service.admission import running_places
-from pyruntime.testing.engine import LatencyEngine, LatencyEngineServer
+from pyruntime.testing.engine import LatencyEngine, LatencyEngineServer, LatencyModel
 from pyruntime.turns.planning.tail_anchors import conversation_digest
 from tests.rpc.conftest import TOKEN, Runtime, start_runtime
 
@@ -122,3 +124,36 @@ def test_calls_beyond_the_engines_concurrency_wait_in_the_runtime(tmp_path: Path
         assert engine.engine.stats.peak == 2  # never more calls at once than the engine was said to run
     finally:
         runtime.handle.stop()
+
+
+def test_the_metrics_show_what_the_runtime_added_to_each_streamed_first_token(tmp_path: Path) -> None:
+    """`coreai_turn_first_token_added_seconds`: a player's first token less the engine's own time to it."""
+    slow_first_token = 0.4
+    with LatencyEngineServer(LatencyEngine(LatencyModel(first_token_s=slow_first_token, tokens=4))) as slow:
+        runtime = external(tmp_path, slow)
+        try:
+            async def two_lines() -> list[float]:
+                firsts = []
+                async with AsyncRuntimeClient(runtime.url("connect"), token=TOKEN, timeout=60) as client:
+                    for line in ("I found a ring near the mill.", "Do you sell rope?"):
+                        began = time.perf_counter()
+                        first = None
+                        async for event in client.stream_task(line, role_id=ROLE, scope=scope(1)):
+                            if first is None and event.HasField("text_delta"):
+                                first = time.perf_counter() - began
+                        assert first is not None
+                        firsts.append(first)
+                    await client.run_task("And a lantern?", role_id=ROLE, scope=scope(1))  # not streamed: not counted
+                return firsts
+
+            firsts = asyncio.run(two_lines())
+            text = runtime.services.metrics.render().decode()
+        finally:
+            runtime.handle.stop()
+    count = re.search(r"^coreai_turn_first_token_added_seconds_count (\S+)$", text, re.M)
+    total = re.search(r"^coreai_turn_first_token_added_seconds_sum (\S+)$", text, re.M)
+    assert count is not None and total is not None
+    assert float(count.group(1)) == 2.0
+    assert all(first >= slow_first_token for first in firsts)  # the players waited for the engine...
+    added = float(total.group(1))
+    assert 0 < added < sum(firsts) - 2 * slow_first_token + 0.01  # ...which is not counted as the runtime's

@@ -44,6 +44,7 @@ from pyruntime.model.client.slot_moves import EngineAnswer, SlotMoves, slot_acti
 from pyruntime.model.client.slots import SlotAffinity, SlotUse
 from pyruntime.model.client.sse import SSEDecoder, SSELines
 from pyruntime.model.client.types import ChatCompletion, FinishDelta, StreamDelta, TextDelta, ToolCallDelta
+from pyruntime.observability.first_token import model_call_sent, model_text_received
 
 log = logging.getLogger(__name__)
 
@@ -281,6 +282,7 @@ class OpenAICompatClient:
         limit = asyncio.timeout(None)
         try:
             async with limit, self._slot(conversation, messages, body) as use:
+                model_call_sent()
                 with self._transport_errors():
                     async with self._open_stream(body, headers) as response:
                         if response.status >= 400:
@@ -309,6 +311,8 @@ class OpenAICompatClient:
                                 received += parse_chunk(self._json(data))
                             if translate is not None:
                                 received = [out for delta in received for out in translate.feed(delta)]
+                            if any(isinstance(delta, TextDelta | ToolCallDelta) for delta in received):
+                                model_text_received()  # before the consumer relays it; only the first counts
                             got_text = False
                             for delta in received:
                                 finished = finished or isinstance(delta, FinishDelta)
