@@ -8,8 +8,12 @@ files), streaming its turns (`StreamTask`) over gRPC or Connect, with 1-2 s (see
 line; players start spread over the first pause. The players' client is the public async client (`--client sdk`)
 or, for Connect, `raw_connect.py` (`--client raw`: a hand-parsed HTTP/1.1 stream, a fraction of the CPU per turn).
 
-Reported per run: turns/s; the player's first token p50/p90/p99 and the part the runtime adds (the player's
-first token minus the engine's own, matched per turn through the line's marker; test engine only); turns refused
+Reported per run: turns/s, beside the players' pace (what the turns/s would be if every reply took the engine's
+time only: the players' own pauses set it); the player's first token p50/p90/p99 and the part the runtime adds (the
+player's first token minus the engine's own, matched per turn through the line's marker; test engine only), and of
+that the part `serve` measured on its own clock (`coreai_turn_first_token_added_seconds`: without the players' and
+the engine's event loops, whose lag on a small machine lands in the players' figure; the players' loop lag p99 is
+reported too); turns refused
 (with the retry hint they carried); `serve` CPU seconds per turn (utime + stime of the process from /proc, the
 figure to trust on a shared machine: wall-clock latencies move with whatever else runs), the cores `serve` kept
 busy and what the players' clients and the engine cost beside it (on two cores they compete with `serve`: when
@@ -57,9 +61,11 @@ from bench.raw_connect import RawConnectPlayer, RefusedError  # noqa: E402
 from pyruntime.client import AsyncRuntimeClient, RuntimeCallError  # noqa: E402
 from pyruntime.client._messages import affinity, task_request  # noqa: E402
 from pyruntime.scopes import AgentMemoryScope  # noqa: E402
+from pyruntime.testing.engine import LatencyModel  # noqa: E402
 from tests.support.fixtures import free_port  # noqa: E402
 
 ROLE = "SmartChat"
+REPLY_S = LatencyModel().first_token_s + (LatencyModel().tokens - 1) * LatencyModel().token_gap_s  # the test engine's
 TOKEN = "bench-players-token-0123456789"
 MARKER = r"P\d{4}T\d{4}"
 LINES = ["I found a ring near the mill.", "Do you sell rope?", "The bridge is out again.",
@@ -142,10 +148,19 @@ class Run:
     others_cpu_s: float = 0.0  # the players' client (this process) and the test engine, same run
     client_lag: list[float] = field(default_factory=list)  # the players' event loop: how late a 5 ms sleep woke, s
     serve_added: dict[float, float] = field(default_factory=dict)  # serve's own share by its clock: quantile -> s
+    paused: dict[int, float] = field(default_factory=dict)  # each player's own pauses (start and between lines), s
+    reply_s: float = 0.0  # the engine's time for one reply where known (the test engine's), else 0
 
     @property
     def turns(self) -> int:
         return sum(map(len, self.acknowledged.values()))
+
+
+def players_pace(run: Run) -> float:
+    """The turns/s the players would make if every reply took the engine's time only: their pauses, not the
+    runtime, set the run's length (the slowest player's pauses and replies end it)."""
+    longest = max((run.paused[p] + len(lines) * run.reply_s for p, lines in run.acknowledged.items()), default=0.0)
+    return run.turns / longest if longest else float("nan")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -217,7 +232,9 @@ async def play(url: str, run: Run, player: int, turns: int, first_token: dict[st
     scope = AgentMemoryScope(tenant_id="bench", user_id=f"player-{player:04d}")
     client = RawPlayer(url) if raw else SdkPlayer(url)
     try:
-        await asyncio.sleep(rng.uniform(0, think[1]))
+        pause = rng.uniform(0, think[1])
+        run.paused[player] = pause
+        await asyncio.sleep(pause)
         for turn in range(turns):
             line = line_of(player, turn)
             while True:
@@ -236,7 +253,9 @@ async def play(url: str, run: Run, player: int, turns: int, first_token: dict[st
                 run.acknowledged[player].append(line)
                 run.ttft.append(first - began)
                 first_token[line.split()[0]] = first - began
-            await asyncio.sleep(rng.uniform(*think))
+            pause = rng.uniform(*think)
+            run.paused[player] += pause
+            await asyncio.sleep(pause)
     finally:
         await client.close()
 
@@ -311,7 +330,7 @@ def start_serve(code_root: Path, data_dir: Path, engine_url: str | None, extra: 
 
 
 def one_run(args: argparse.Namespace, code_root: Path, label: str, players: int, transport: str) -> Run:
-    run = Run(f"{label} {transport}", players)
+    run = Run(f"{label} {transport}", players, reply_s=REPLY_S if args.engine == "test" else 0.0)
     work = Path(tempfile.mkdtemp(prefix="bench-players-"))
     engine = None
     every_cpu = os.sched_getaffinity(0)
@@ -373,7 +392,7 @@ def row(run: Run) -> str:
     cpu = run.cpu_s / run.turns * 1000 if run.turns else float("nan")
     share = " / ".join(f"{run.serve_added[q] * 1000:.1f}" if q in run.serve_added else "-" for q in (0.5, 0.9, 0.99))
     cells = [
-        run.name, run.players, f"{run.turns / run.seconds:.1f}",
+        run.name, run.players, f"{run.turns / run.seconds:.1f} ({players_pace(run):.1f})",
         " / ".join(f"{pct(run.ttft, q):.0f}" for q in (0.5, 0.9, 0.99)),
         " / ".join(f"{pct(run.added, q):.1f}" for q in (0.5, 0.9, 0.99)), share,
         f"{cpu:.1f}", f"{run.cpu_s / run.seconds:.2f}", f"{run.others_cpu_s / max(1, run.turns) * 1000:.1f}",
@@ -384,7 +403,7 @@ def row(run: Run) -> str:
     return "| " + " | ".join(map(str, cells)) + " |"
 
 
-COLUMNS = ["run", "players", "turns/s", "player's first token p50 / p90 / p99 ms",
+COLUMNS = ["run", "players", "turns/s (the players' pace)", "player's first token p50 / p90 / p99 ms",
            "runtime-added p50 / p90 / p99 ms", "of which serve's, by its clock, p50 / p90 / p99 ms",
            "serve CPU ms/turn", "serve cores busy", "players + engine CPU ms/turn", "players' loop lag p99 ms",
            "RSS KiB/player", "refused", "failed", "lost", "mixed, identities", "engine peak"]
