@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Set
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 
 async def finish_or_cancel(running: Set[asyncio.Task[Any]], grace: float, cancel_wait: float) -> int:
@@ -21,3 +22,19 @@ async def finish_or_cancel(running: Set[asyncio.Task[Any]], grace: float, cancel
     if left:
         await asyncio.wait(left, timeout=cancel_wait)
     return len(left)
+
+
+class AsyncClosing:
+    """A base for an object with `aclose()`: `async with obj` hands back obj and closes it on the way out."""
+
+    async def aclose(self) -> None:
+        """Release what the object holds."""
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
