@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from typing import TextIO
 
@@ -80,23 +81,30 @@ class LineReader:
                 return
 
 
+@dataclass(eq=False)
 class ChatSession:
-    """The chat loop of one role and scope: turns, commands and their output."""
+    """The chat loop of one role and scope: turns, commands and their output.
 
-    def __init__(self, orchestrator: AiOrchestrator, out: TextIO, *, role: str, scope: AgentMemoryScope,
-                 actor: str | None, max_tokens: int, server: LlamaServerProcess | None = None) -> None:
-        """A session over an orchestrator whose stores are the chat's file stores; `server`: the hosted model
-        (the chat ends when it dies)."""
-        self.orchestrator = orchestrator
-        self.out = out
-        self.server = server
-        self.role = role
-        self.scope = scope
-        self.actor = actor
-        self.max_tokens = max_tokens
-        self.view: ScopedAgentMemoryStore = orchestrator.stores.scoped(scope, actor)
-        self.config: RoleMemoryConfig = orchestrator.policy.get(self.role)
-        self._commands: dict[str, Callable[[str], Awaitable[bool]]] = {
+    Over an orchestrator whose stores are the chat's file stores; `server`: the hosted model (the chat ends when it
+    dies).
+    """
+
+    orchestrator: AiOrchestrator
+    out: TextIO
+    _: KW_ONLY
+    role: str
+    scope: AgentMemoryScope
+    actor: str | None
+    max_tokens: int
+    server: LlamaServerProcess | None = None
+    view: ScopedAgentMemoryStore = field(init=False)
+    config: RoleMemoryConfig = field(init=False)
+    _commands: dict[str, Callable[[str], Awaitable[bool]]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.view = self.orchestrator.stores.scoped(self.scope, self.actor)
+        self.config = self.orchestrator.policy.get(self.role)
+        self._commands = {
             "/memory": self._memory,
             "/versions": self._versions,
             "/revert": self._revert,

@@ -24,7 +24,7 @@ import socket
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import httpx
 
@@ -221,12 +221,16 @@ class GuardedPort:
     def __init__(self, app: ASGIApp, host: str, port: int, *, limits: TransportLimits = TransportLimits(),
                  name: str = "model port", on_stop: Callable[[], Awaitable[None]] | None = None) -> None:
         """Prepare (not start) the port; `port` 0 picks a free one; `on_stop` runs on the port's loop last."""
-        self.app = app
-        self.host = host
+        self.app: Final = app
+        """The ASGI app served."""
+        self.host: Final = host
+        """The address the port binds."""
+        self.limits: Final = limits
+        """The connection bounds (the RPC ports' `TransportLimits`)."""
+        self.name: Final = name
+        """What logs and errors call the port."""
         self._port = port
         self._on_stop = on_stop
-        self.limits = limits
-        self.name = name
         self.stats = PortStats()
         self.guard: ConnectionGuard | None = None
         self._socket: socket.socket | None = None

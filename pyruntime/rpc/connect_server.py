@@ -32,6 +32,7 @@ from protobuf.wkt import Any as AnyDetail
 import pyruntime
 from coreai.v1.memory_store_connect import MemoryStoreASGIApplication
 from coreai.v1.orchestrator_connect import OrchestratorASGIApplication
+from pyruntime.aio import finish_or_cancel
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.jsonlimits import check_json_depth, check_json_shape
 from pyruntime.net.auth import HeaderCheck, bearer_matches, check_host_header, check_origin
@@ -276,13 +277,7 @@ class ConnectRuntimeApp:
     async def drain(self, grace: float) -> None:
         """Shutdown: let RPCs in flight finish for grace seconds, then end the rest with UNAVAILABLE."""
         self._stopping = True
-        if self._calls:
-            await asyncio.wait(set(self._calls), timeout=grace)
-        left = set(self._calls)
-        for task in left:
-            task.cancel()
-        if left:
-            await asyncio.wait(left, timeout=END_CALLS_S)
+        await finish_or_cancel(self._calls, grace, END_CALLS_S)
 
     async def _probe(self, path: str, scope: dict[str, Any], send: Send) -> None:
         """Health, liveness and metrics: read state in memory only (never the model, never a store lock)."""

@@ -59,7 +59,7 @@ from pyruntime.stores.key_locks import (
     STUCK_AFTER_S,
     KeyedFolder,
     KeyState,
-    require_key,
+    verified_stem,
 )
 from pyruntime.stores.order_counter import OrderCounter, counter_path, read_counter, write_counter
 from pyruntime.stores.save_files import SaveFiles, SaveKind
@@ -254,8 +254,7 @@ class FileAgentMemoryStore:
                      summary: str | None) -> None:
         """Raise what replacing key's memory and history with these would raise (its id, the file limits), writing
         nothing: an import checks every role this way before it writes the first."""
-        stem = require_key(key)
-        self.identities.verify(key, stem)
+        verified_stem(key, self.identities)
         if state is not None:
             if not isinstance(state, AgentMemoryState):
                 raise InvalidArgumentError("state must be an AgentMemoryState")

@@ -16,7 +16,7 @@ from pyruntime.stores.file_layout import (
     file_stem,
 )
 from pyruntime.stores.identity_index import IdentityIndex
-from pyruntime.stores.key_locks import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_CACHED_KEYS, KeyedFolder, require_key
+from pyruntime.stores.key_locks import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_CACHED_KEYS, KeyedFolder, verified_stem
 from pyruntime.stores.save_files import SaveFiles, SaveKind
 from pyruntime.stores.summary_rules import PersistentSummaryStore
 
@@ -73,8 +73,7 @@ class FileConversationSummaryStore(PersistentSummaryStore):
                      summary: str | None) -> None:
         """Raise what saving summary for key would raise (its id, the file limit), writing nothing (see the memory
         store's `check_import`)."""
-        stem = require_key(key)
-        self.identities.verify(key, stem)
+        verified_stem(key, self.identities)
         if summary is not None:
             if not isinstance(summary, str):
                 raise InvalidArgumentError("summary must be a string")

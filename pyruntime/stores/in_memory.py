@@ -47,6 +47,17 @@ class _KeyData:
     volatile: set[int] = field(default_factory=set)  # orders of rows appended with persist=False
     trim_logged: bool = False  # this key's first trim was logged as a warning; later ones are info lines
 
+    def chat_window(self, cap: int, persisted_only: bool) -> list[ChatMessage]:
+        """The newest `cap` chat messages (persisted_only: without the persist=False rows)."""
+        chat = [as_chat_message(r) for r in self.rows
+                if r.is_chat_message and not (persisted_only and r.order in self.volatile)]
+        return window(chat, cap)
+
+    def transcript_window(self, cap: int, persisted_only: bool) -> list[TranscriptEntry]:
+        """The transcript's newest `cap` rows (persisted_only: then without the persist=False rows)."""
+        rows = window(self.rows, cap)
+        return [r for r in rows if r.order not in self.volatile] if persisted_only else rows
+
 
 class _KeyLocks:
     """One lock per key while some call uses it, so work on different keys never waits on each other.
@@ -163,15 +174,8 @@ class InMemoryAgentMemoryStore:
 
         persisted_only: without the persist=False rows.
         """
-        require_key(key)
-        _require_limit(max_messages, "max_messages")
-        with self._locks.hold(key):
-            data = self._peek(key)
-            if data is None:
-                return []
-            chat = [as_chat_message(r) for r in data.rows
-                    if r.is_chat_message and not (persisted_only and r.order in data.volatile)]
-        return window(window(chat, self.chat_cap), max_messages)
+        return self._newest(key, max_messages, "max_messages",
+                            lambda data: data.chat_window(self.chat_cap, persisted_only))
 
     def clear_chat_history(self, key: str) -> None:
         """Delete chat history and transcript of key; memory stays."""
@@ -201,16 +205,17 @@ class InMemoryAgentMemoryStore:
 
         persisted_only: without the persist=False rows.
         """
+        return self._newest(key, max_entries, "max_entries",
+                            lambda data: data.transcript_window(self.transcript_cap, persisted_only))
+
+    def _newest(self, key: str, limit: int, limit_name: str, read: Callable[[_KeyData], list[T]]) -> list[T]:
+        """The newest `limit` (0 = all) of what `read` takes from the key's data under its lock ([] without data)."""
         require_key(key)
-        _require_limit(max_entries, "max_entries")
+        _require_limit(limit, limit_name)
         with self._locks.hold(key):
             data = self._peek(key)
-            if data is None:
-                return []
-            rows = window(data.rows, self.transcript_cap)
-            if persisted_only:
-                rows = [r for r in rows if r.order not in data.volatile]
-        return window(rows, max_entries)
+            items = read(data) if data is not None else []
+        return window(items, limit)
 
     def _append_rows(self, key: str, data: _KeyData, rows: list[TranscriptEntry], persist: bool = True) -> None:
         trim = trim_of_append(key, data.chat_rows, len(data.rows), sum(r.is_chat_message for r in rows), len(rows),

@@ -55,6 +55,13 @@ def require_key(key: object) -> str:
     return file_stem(key)
 
 
+def verified_stem(key: str, identities: IdentityIndex) -> str:
+    """The file stem of key once the identity index agrees it is key's; touches no file (a check before writing)."""
+    stem = require_key(key)
+    identities.verify(key, stem)
+    return stem
+
+
 @dataclass
 class KeyState:
     lock: threading.Lock
@@ -122,8 +129,7 @@ class KeyedFolder:
     def checked_stem(self, key: str, identities: IdentityIndex, suffixes: Sequence[str]) -> str:
         """The file stem of key, once the identity index agrees it is key's and files saved under its pre-escape
         name moved to it (`move_pre_escape_files`)."""
-        stem = require_key(key)
-        identities.verify(key, stem)
+        stem = verified_stem(key, identities)
         self.move_pre_escape_files(key, stem, suffixes)
         return stem
 

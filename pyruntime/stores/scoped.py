@@ -102,9 +102,7 @@ class ScopedAgentMemoryStore:
     def get_chat_history(self, role_id: str, max_messages: int = 0, *,
                          persisted_only: bool = False) -> list[ChatMessage]:
         """Oldest first, the newest max_messages (0 = all); persisted_only leaves out persist=False rows."""
-        if persisted_only:
-            return self.store.get_chat_history(self.key(role_id), max_messages, persisted_only=True)
-        return self.store.get_chat_history(self.key(role_id), max_messages)
+        return self.store.get_chat_history(self.key(role_id), max_messages, persisted_only=persisted_only)
 
     def clear_chat_history(self, role_id: str) -> None:
         """Delete the role's chat history, transcript and rolling summary; memory stays."""
@@ -119,9 +117,7 @@ class ScopedAgentMemoryStore:
     def get_transcript(self, role_id: str, max_entries: int = 0, *,
                        persisted_only: bool = False) -> list[TranscriptEntry]:
         """Oldest first, the newest max_entries (0 = all); persisted_only leaves out persist=False rows."""
-        if persisted_only:
-            return self.store.get_transcript(self.key(role_id), max_entries, persisted_only=True)
-        return self.store.get_transcript(self.key(role_id), max_entries)
+        return self.store.get_transcript(self.key(role_id), max_entries, persisted_only=persisted_only)
 
     def history_status(self, role_id: str) -> HistoryStatus:
         """Unreadable lines of the role's history file and where a damaged one was kept (no files: clean)."""
@@ -132,16 +128,11 @@ class ScopedAgentMemoryStore:
 
     def load_summary(self, role_id: str, *, persisted_only: bool = False) -> str | None:
         """The role's rolling summary, None if there is none (persisted_only: not a session-only one)."""
-        if persisted_only:
-            return self.summaries.load_summary(self.key(role_id), persisted_only=True)
-        return self.summaries.load_summary(self.key(role_id))
+        return self.summaries.load_summary(self.key(role_id), persisted_only=persisted_only)
 
     def save_summary(self, role_id: str, summary: str, persist: bool = True) -> None:
         """Replace the role's rolling summary (persist=False, for session-only chat: this process only)."""
-        if persist:
-            self.summaries.save_summary(self._key_to_write(role_id), summary)
-        else:
-            self.summaries.save_summary(self._key_to_write(role_id), summary, persist=False)
+        self.summaries.save_summary(self._key_to_write(role_id), summary, persist=persist)
 
     def clear_summary(self, role_id: str) -> None:
         """Delete the role's rolling summary."""

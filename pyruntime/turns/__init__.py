@@ -27,24 +27,14 @@ if TYPE_CHECKING:
     from pyruntime.turns.settings import TurnSettings
 
 _EXPORTS = {
-    "CutReportEvent": "pyruntime.turns.events",
-    "FinalEvent": "pyruntime.turns.events",
-    "MemoryWriteEvent": "pyruntime.turns.events",
-    "TaskResult": "pyruntime.turns.events",
-    "TextDeltaEvent": "pyruntime.turns.events",
-    "ToolCallEvent": "pyruntime.turns.events",
-    "ToolResultEvent": "pyruntime.turns.events",
-    "TurnEvent": "pyruntime.turns.events",
-    "TurnStatus": "pyruntime.turns.events",
-    "TurnUsage": "pyruntime.turns.events",
+    **dict.fromkeys(("CutReportEvent", "FinalEvent", "MemoryWriteEvent", "TaskResult", "TextDeltaEvent",
+                     "ToolCallEvent", "ToolResultEvent", "TurnEvent", "TurnStatus", "TurnUsage"),
+                    "pyruntime.turns.events"),
     "build_orchestrator": "pyruntime.turns.factory",
-    "ToolCallMode": "pyruntime.turns.rounds.modes",
     "AiOrchestrator": "pyruntime.turns.orchestrator",
     "AiTaskRequest": "pyruntime.turns.request",
-    "RegisteredTool": "pyruntime.turns.rounds.registry",
-    "ToolContext": "pyruntime.turns.rounds.registry",
-    "ToolOutput": "pyruntime.turns.rounds.registry",
-    "ToolRegistry": "pyruntime.turns.rounds.registry",
+    "ToolCallMode": "pyruntime.turns.rounds.modes",
+    **dict.fromkeys(("RegisteredTool", "ToolContext", "ToolOutput", "ToolRegistry"), "pyruntime.turns.rounds.registry"),
     "TurnSettings": "pyruntime.turns.settings",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -30,7 +30,7 @@ TOOL_CALL_ALLOWANCE_TOKENS = 512
 DEFAULT_MODEL_CONTEXT_TOKENS = 8192
 DEFAULT_STREAM_BUFFER = 32
 
-AssembleMessages = Callable[..., list[dict[str, Any]]]  # `prompt.assemble_messages`'s signature
+AssembleMessages = Callable[..., list[dict[str, Any]]]  # (*, system_prompt, **parts: `prompt.PromptParts`)
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class TurnSettings:
     # After each turn, evaluate the next turn's prefix in the background when it changes (turns/between/prewarm.py);
     # the factory turns it on for a model we host.
     prewarm: bool = False
-    # How a request is laid out (`prompt.assemble_messages`'s signature): a benchmark runs the design note's
+    # How a request is laid out (a system prompt and `prompt.PromptParts`): a benchmark runs the design note's
     # layout against the runtime's with it (bench/design_note_layout.py). Memory-last uses its own.
     assemble: AssembleMessages = assemble_messages
 

@@ -17,11 +17,11 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Unpack
 
 import aiohttp
 
+from pyruntime.aio import AsyncClosing
 from pyruntime.model.client.compat import (
     ChatCallOptions,
     ForcedCall,
@@ -58,7 +58,7 @@ DRAIN_AFTER_DONE_S = 1.0  # how long the end of a body may lag its [DONE] before
 # A slot action (park, restore, erase) waits for the slot's running request: llama-server defers it until then.
 SLOT_ACTION_TIMEOUT_S = 60.0
 
-class ChatStream:
+class ChatStream(AsyncClosing):
     """The deltas of one streamed reply; leaving `async with` (or `aclose()`) closes the HTTP stream."""
 
     def __init__(self, deltas: AsyncIterator[StreamDelta]) -> None:
@@ -75,16 +75,8 @@ class ChatStream:
         """Stop reading and close the HTTP stream."""
         await self._deltas.aclose()  # type: ignore[attr-defined]
 
-    async def __aenter__(self) -> ChatStream:
-        return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-
-class OpenAICompatClient:
+class OpenAICompatClient(AsyncClosing):
     """Chat completions and model listing over the OpenAI HTTP API; errors become `ModelError`s.
 
     `base_url` includes the version prefix, e.g. `http://127.0.0.1:13333/v1`. Without `model`, the
@@ -399,14 +391,6 @@ class OpenAICompatClient:
     async def aclose(self) -> None:
         """Close the internal HTTP client (a passed-in one is left open)."""
         await self._pool.aclose()
-
-    async def __aenter__(self) -> OpenAICompatClient:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 def _earliest(*times: float | None) -> float | None:

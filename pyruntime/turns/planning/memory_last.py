@@ -24,9 +24,9 @@ Measured in docs/benchmarks.md#the-memory-block-moves-stays-auto.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Unpack
 
 from pyruntime.history.messages import HistoryMessage
 from pyruntime.turns.planning.prompt import (
@@ -34,6 +34,7 @@ from pyruntime.turns.planning.prompt import (
     NoteAnchor,
     Placement,
     PromptAnchors,
+    PromptParts,
     TailAnchor,
     TailBlocks,
     assemble_messages,
@@ -61,19 +62,9 @@ def memory_block(memory: str) -> str:
     return block(LAST_MEMORY_HEADING, memory)
 
 
-def assemble_memory_last(
-    *,
-    system_prompt: str,
-    summary: str = "",
-    history: Sequence[HistoryMessage | Mapping[str, str]] = (),
-    tail: TailBlocks = TailBlocks(),
-    user_payload: str = "",
-    system_messages_after_first: bool = True,
-    tail_after: int | None = None,
-    notes_after: Sequence[int] | None = None,
-    memory_with_tail: bool = False,
-) -> list[dict[str, Any]]:
-    """The messages of one request (`assemble_messages`' signature), `tail.memory` right after the tail
+def assemble_memory_last(*, system_prompt: str, memory_with_tail: bool = False,
+                         **parts: Unpack[PromptParts]) -> list[dict[str, Any]]:
+    """The messages of one request (`assemble_messages`' parts), `tail.memory` right after the tail
     (`memory_with_tail`) or last before the payload.
 
     `tail.memory` is the whole current memory (the orchestrator consolidates it every turn in this
@@ -81,12 +72,14 @@ def assemble_memory_last(
     With `memory_with_tail`, `tail.memory` is the part sent with the tail and `tail.memory_notes` the
     lines appended since, each after the first `notes_after` history messages (`place_memory_with_tail`).
     """
-    history = list(history)
+    history, tail = list(parts.get("history", ())), parts.get("tail", TailBlocks())
+    tail_after, notes_after = parts.get("tail_after"), parts.get("notes_after")
+    system_messages_after_first = parts.get("system_messages_after_first", True)
     at = len(history) if tail_after is None or not memory_with_tail else max(0, min(tail_after, len(history)))
     without_memory = replace(tail, memory="", memory_updates="", memory_folded=None, memory_notes=())
-    messages = assemble_messages(system_prompt=system_prompt, summary=summary, history=history[:at],
-                                 tail=without_memory, system_messages_after_first=system_messages_after_first,
-                                 tail_after=None if memory_with_tail else tail_after)
+    messages: list[dict[str, Any]] = assemble_messages(
+        system_prompt=system_prompt, summary=parts.get("summary", ""), history=history[:at], tail=without_memory,
+        system_messages_after_first=system_messages_after_first, tail_after=None if memory_with_tail else tail_after)
     blocks = [(at, tail.memory)]
     if memory_with_tail:
         places = notes_after if notes_after is not None else [len(history)] * len(tail.memory_notes)
@@ -100,7 +93,7 @@ def assemble_memory_last(
         if text:
             messages.append(context_message(text, system_messages_after_first=system_messages_after_first))
     messages.extend(history_message(message) for message in history[sent:])
-    if user_payload:
+    if user_payload := parts.get("user_payload", ""):
         messages.append({"role": "user", "content": user_payload})
     return messages
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict, Unpack
 
 from pyruntime.history.messages import HistoryMessage
 
@@ -250,31 +250,33 @@ def tail_text_of(tail: TailBlocks) -> str:
     return "\n\n".join(tail.render(cache_stable=True))
 
 
-def assemble_messages(
-    *,
-    system_prompt: str,
-    summary: str = "",
-    history: Sequence[HistoryMessage | Mapping[str, str]] = (),
-    tail: TailBlocks = TailBlocks(),
-    user_payload: str = "",
-    system_messages_after_first: bool = True,
-    tail_after: int | None = None,
-    notes_after: Sequence[int] | None = None,
-) -> list[dict[str, str]]:
-    """The messages of one request: system, the head (snapshot, summary, folded updates), history, tail, payload.
+class PromptParts(TypedDict, total=False):
+    """What a request is laid out from, beside its system prompt: every layout (`assemble_messages`,
+    `memory_last.assemble_memory_last`, `TurnSettings.assemble`) takes them as `**parts`; a key left out takes the
+    default named here."""
 
-    `tail_after` puts the tail after that many history messages (see `place_tail`), `notes_after` each
-    memory note (see `place_notes`); None: right before the payload.
-    """
+    summary: str  # the rolling summary ("")
+    history: Sequence[HistoryMessage | Mapping[str, str]]  # oldest first (none)
+    tail: TailBlocks  # the memory blocks and world state (none)
+    user_payload: str  # the player's line ("": none)
+    system_messages_after_first: bool  # False: later context goes as `System context update:` user messages (True)
+    tail_after: int | None  # the tail after that many history messages (`place_tail`; None: before the payload)
+    notes_after: Sequence[int] | None  # each memory note after that many (`place_notes`; None: before the payload)
+
+
+def assemble_messages(*, system_prompt: str, **parts: Unpack[PromptParts]) -> list[dict[str, str]]:
+    """The messages of one request: system, the head (snapshot, summary, folded updates), history, tail, payload."""
+    tail = parts.get("tail", TailBlocks())
+    system_messages_after_first = parts.get("system_messages_after_first", True)
     messages = [{"role": "system", "content": system_prompt}]
     # The snapshot (rarely changed), then the summary (a fold only appends to it), then what a compaction
     # folded: a compaction re-evaluates from the summary's new lines on, not the snapshot or the summary.
     folded = tail.memory_folded.text if tail.memory_folded else ""
-    head = [b for b in (block(MEMORY_HEADING, tail.memory), summary_block(summary),
+    head = [b for b in (block(MEMORY_HEADING, tail.memory), summary_block(parts.get("summary", "")),
                         block(MEMORY_UPDATES_HEADING, folded)) if b]
     if head:
         messages.append(context_message("\n\n".join(head), system_messages_after_first=system_messages_after_first))
-    history = list(history)
+    history = list(parts.get("history", ()))
 
     def place(at: int | None) -> int:
         return len(history) if at is None else max(0, min(at, len(history)))
@@ -286,10 +288,11 @@ def assemble_messages(
     # moves again next turn and takes what follows it along: the note, in the prewarm between turns, not in the
     # player's turn.
     notes = tail.memory_notes
+    notes_after = parts.get("notes_after")
     places = notes_after if notes_after is not None and len(notes_after) == len(notes) else [None] * len(notes)
     inserts: list[tuple[int, int, str]] = [
         (place(at), 1, block(MEMORY_UPDATES_HEADING, note.text)) for note, at in zip(notes, places, strict=True)]
-    inserts.append((place(tail_after), 0, tail_text_of(tail)))
+    inserts.append((place(parts.get("tail_after")), 0, tail_text_of(tail)))
     inserts = sorted((i for i in inserts if i[2]), key=lambda i: (i[0], i[1]))
     for index in range(len(history) + 1):
         while inserts and inserts[0][0] == index:
@@ -297,6 +300,6 @@ def assemble_messages(
             messages.append(context_message(text, system_messages_after_first=system_messages_after_first))
         if index < len(history):
             messages.append(history_message(history[index]))
-    if user_payload:
+    if user_payload := parts.get("user_payload", ""):
         messages.append({"role": "user", "content": user_payload})
     return messages

@@ -22,6 +22,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, replace
 
+from pyruntime.aio import finish_or_cancel
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.memory import MemoryTool
 from pyruntime.model.client.errors import ModelError
@@ -263,13 +264,8 @@ class MemoryPasses:
     async def stop(self, grace: float) -> list[MemoryPassOutcome]:
         """Shutdown: the running passes get `grace` s to finish, the rest are cancelled (an edit is applied
         whole or not at all); returns every outcome so far."""
-        if self._running:
-            await asyncio.wait(set(self._running), timeout=grace)
-        left = set(self._running)
-        for task in left:
-            task.cancel()
-        if left:
-            log.info("%d memory pass(es) not finished within the grace period: cancelled", len(left))
-            await asyncio.wait(left, timeout=_CANCEL_S)
+        cancelled = await finish_or_cancel(self._running, grace, _CANCEL_S)
+        if cancelled:
+            log.info("%d memory pass(es) not finished within the grace period: cancelled", cancelled)
             await asyncio.sleep(0)
         return await self.drain(0)
