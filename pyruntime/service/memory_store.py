@@ -23,7 +23,7 @@ Which failures become statuses, and which stay results:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from coreai.v1 import common_pb2
 from coreai.v1 import memory_store_pb2 as pb
@@ -66,6 +66,8 @@ from pyruntime.stores.scoped import ScopedAgentMemoryStore
 from pyruntime.stores.snapshot import entry_to_proto, state_from_proto, state_to_proto
 
 _TYPED_ARGUMENTS = tuple(name for name in MEMORY_ARGUMENT_NAMES if name != "action")
+
+R = TypeVar("R")
 
 
 def tool_result_to_proto(result: MemoryToolResult) -> pb.MemoryToolResult:
@@ -202,6 +204,13 @@ class MemoryStoreService(BlockingCalls):
     def _key(self, target: Target) -> str:
         return self._view(target).key(target.role_id)
 
+    def _newest(self, target_message: common_pb2.AgentTarget, read: Callable[[ScopedAgentMemoryStore, str], Sequence[R]]
+                ) -> tuple[Sequence[R], pb.HistoryIntegrity | None]:
+        """A conversation's newest rows as `read(view, role)` reads them, with its history file's integrity."""
+        target = target_from_proto(target_message)
+        view = self._view(target)
+        return read(view, target.role_id), _integrity(view, target.role_id)
+
     # -- memory document --------------------------------------------------------------------
 
     @blocking
@@ -283,11 +292,9 @@ class MemoryStoreService(BlockingCalls):
     @blocking
     def get_chat_history(self, request: pb.GetChatHistoryRequest) -> pb.GetChatHistoryResponse:
         """Oldest first, the newest max_messages (0 = all)."""
-        target = target_from_proto(request.target)
-        view = self._view(target)
-        messages = view.get_chat_history(target.role_id, request.max_messages)
-        return pb.GetChatHistoryResponse(messages=[chat_message_to_proto(m) for m in messages],
-                                         integrity=_integrity(view, target.role_id))
+        messages, integrity = self._newest(request.target, lambda view, role: view.get_chat_history(
+            role, request.max_messages))
+        return pb.GetChatHistoryResponse(messages=[chat_message_to_proto(m) for m in messages], integrity=integrity)
 
     async def clear_chat_history(self, request: pb.ClearChatHistoryRequest) -> pb.ClearChatHistoryResponse:
         """Chat history, transcript and rolling summary; memory stays. The engine's states of the conversation
@@ -298,11 +305,9 @@ class MemoryStoreService(BlockingCalls):
     @blocking
     def get_transcript(self, request: pb.GetTranscriptRequest) -> pb.GetTranscriptResponse:
         """Oldest first, the newest max_entries (0 = all)."""
-        target = target_from_proto(request.target)
-        view = self._view(target)
-        entries = view.get_transcript(target.role_id, request.max_entries)
-        return pb.GetTranscriptResponse(entries=[entry_to_proto(e) for e in entries],
-                                        integrity=_integrity(view, target.role_id))
+        entries, integrity = self._newest(request.target, lambda view, role: view.get_transcript(
+            role, request.max_entries))
+        return pb.GetTranscriptResponse(entries=[entry_to_proto(e) for e in entries], integrity=integrity)
 
     # -- rolling summary ------------------------------------------------------------------------
 
