@@ -2,8 +2,8 @@
 
 Token counts only, never times. What the prewarm sends and when (the prediction, skips, failures, supersession) is
 tested exactly on the model doubles in test_prewarm.py; these prove what only the engine can show: that the next
-turn finds its prefix warm, that the prompt cache keeps no entry for a prewarm, and that a prewarm puts a conversation
-back into a single slot after the writer pass displaced it.
+turn finds its prefix warm (a fold made between turns too), that the prompt cache keeps no entry for a prewarm, and
+that a prewarm puts a conversation back into a single slot after the writer pass displaced it.
 """
 
 from __future__ import annotations
@@ -89,3 +89,16 @@ def test_after_a_writer_pass_the_prewarm_puts_the_conversation_back(tiny_model_p
     assert on[1].usage.evaluated_prompt_tokens * 2 < off[1].usage.evaluated_prompt_tokens, (on[1].usage, off[1].usage)
     assert [r.body for r in on_model.requests if kind(r) == "turn"] == \
         [r.body for r in off_model.requests if kind(r) == "turn"]
+
+
+def test_the_turn_that_sends_a_fold_made_between_turns_finds_it_warm(tiny_server_url: str, sessions: dict) -> None:
+    # The fold is made after the reply and warmed with it; the turn that sends it evaluates only its own new tokens.
+    between = smith_session(_engine(tiny_server_url), prewarm=True, background_compaction=True)
+    cold = sessions[False]
+    sent = [i for i, r in enumerate(between["results"])
+            if r.cut_report is not None and r.cut_report.folded_between_turns]
+    assert sent == [3, 5, 7]
+    for i in sent:
+        warm_usage, cold_usage = between["results"][i].usage, cold["results"][i].usage
+        assert warm_usage.prompt_tokens == cold_usage.prompt_tokens  # the same request as the fold in the turn
+        assert warm_usage.evaluated_prompt_tokens * 2 < cold_usage.evaluated_prompt_tokens, (i, warm_usage, cold_usage)
