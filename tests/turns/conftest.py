@@ -1,4 +1,5 @@
-"""Fixtures of the turn tests: the real tiny llama.cpp server, a client that keeps the bodies it sent, stores."""
+"""Fixtures of the turn tests: a client of the real tiny llama.cpp server that keeps the bodies it sent, the tiny
+model's server prepared but not started (what `build_orchestrator` reads of it), stores."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ import pytest
 from pyruntime.model.client.http import OpenAICompatClient
 from pyruntime.model.client.queue import ModelRequestQueue
 from pyruntime.model.client.seam import Gate
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.turns import AiOrchestrator, ToolRegistry
+from tests.support.fixtures import free_port
+from tests.support.tiny_model import TINY_CONTEXT_LENGTH, TINY_MODEL_ALIAS
 
 T = TypeVar("T")
 
@@ -68,6 +73,15 @@ def make_orchestrator(
         **options,
     )
     return orchestrator, client
+
+
+@pytest.fixture
+def prepared_server(tiny_model_path: Path) -> LlamaServerProcess:
+    """The tiny model's server, prepared and never started: its configuration and GGUF (size, chat template) are all
+    `build_orchestrator` reads of a hosted server, so the factory's choices need no engine. Its context is given
+    (a start resolves an unset one from the GGUF)."""
+    return LlamaServerProcess(LlamaServerConfig(model_path=tiny_model_path, alias=TINY_MODEL_ALIAS, port=free_port(),
+                                                n_ctx=TINY_CONTEXT_LENGTH))
 
 
 @pytest.fixture
