@@ -78,14 +78,16 @@ class TurnRuntime:
     runner: ObservedRunner
 
 
-def turn_runtime(model: RuntimeModel, data_dir: Path) -> TurnRuntime:
+def turn_runtime(model: RuntimeModel, data_dir: Path, **settings: Any) -> TurnRuntime:
+    """A runtime over `model` whose turn runner notes the streams closed early; `settings`: `RuntimeSettings` fields."""
+    settings.setdefault("tool_mode", ToolCallMode.NATIVE)
     runners: list[ObservedRunner] = []
 
     def observed(orchestrator: AiOrchestrator) -> ObservedRunner:
         runners.append(ObservedRunner(orchestrator))
         return runners[-1]
 
-    runtime = start_runtime(data_dir, model=model, turn_runner=observed, tool_mode=ToolCallMode.NATIVE)
+    runtime = start_runtime(data_dir, model=model, turn_runner=observed, **settings)
     return TurnRuntime(runtime, runners[0])
 
 
