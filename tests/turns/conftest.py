@@ -1,5 +1,6 @@
-"""Fixtures of the turn tests: a client of the real tiny llama.cpp server that keeps the bodies it sent, the tiny
-model's server prepared but not started (what `build_orchestrator` reads of it), stores."""
+"""Fixtures of the turn tests: the real HTTP client keeping the bodies it sent (for the scripted model served over
+HTTP and the slow tests' SmolLM2), the tiny model's server prepared but not started (what `build_orchestrator` reads
+of it), stores."""
 
 from __future__ import annotations
 
@@ -33,9 +34,8 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 class RecordingClient(OpenAICompatClient):
     """The real client; it also keeps every request body the turn engine asked for (the model call stays real).
 
-    It speaks the hosted engine's dialect, as `build_orchestrator` makes the runtime's own client do: the tiny
-    model's template renders no tools, so a forced call goes to llama-server as a JSON schema. The bodies kept
-    are the requests as built, before that translation.
+    It speaks the hosted engine's dialect, as `build_orchestrator` makes the runtime's own client do: a forced call
+    goes to llama-server as a JSON schema. The bodies kept are the requests as built, before that translation.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -60,7 +60,7 @@ def make_orchestrator(
     model: str | None = None,
     **options: Any,
 ) -> tuple[AiOrchestrator, RecordingClient]:
-    """An orchestrator over the real server with a recording client (model context: the tiny model's 2048);
+    """An orchestrator over a real server with a recording client (model context: the tiny model's 2048);
     `gate`: the client's, as the runtime passes its watchdog's; `model`: the model name the client sends."""
     client = RecordingClient(base_url, gate=gate, model=model)
     options.setdefault("model_context_tokens", 2048)
