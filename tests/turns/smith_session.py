@@ -28,14 +28,21 @@ def is_prewarm(request: ChatRequest) -> bool:
     return request.max_tokens == PREWARM_MAX_TOKENS
 
 
+def is_summarizer(request: ChatRequest) -> bool:
+    """The summarizer's call of an LLM fold: its instructions, then the dialogue to fold."""
+    return request.roles == ["system", "user"] and request.last_text.startswith("Prior summary:")
+
+
 def is_turn(request: ChatRequest) -> bool:
     """A player's turn (the writer pass is not streamed)."""
-    return request.streamed and not is_prewarm(request)
+    return request.streamed and not is_prewarm(request) and not is_summarizer(request)
 
 
 def kind(request: ChatRequest) -> str:
-    """"turn", "prewarm" or "writer"."""
-    return "turn" if is_turn(request) else "prewarm" if is_prewarm(request) else "writer"
+    """"turn", "prewarm", "summarizer" or "writer"."""
+    if is_turn(request):
+        return "turn"
+    return "prewarm" if is_prewarm(request) else "summarizer" if is_summarizer(request) else "writer"
 
 
 def smith_policy() -> AgentMemoryPolicy:

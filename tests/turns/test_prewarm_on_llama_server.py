@@ -2,8 +2,9 @@
 
 Token counts only, never times. What the prewarm sends and when (the prediction, skips, failures, supersession) is
 tested exactly on the model doubles in test_prewarm.py; these prove what only the engine can show: that the next
-turn finds its prefix warm (a fold made between turns too), that the prompt cache keeps no entry for a prewarm, and
-that a prewarm puts a conversation back into a single slot after the writer pass displaced it.
+turn finds its prefix warm (a fold made between turns too), that the prompt cache keeps no entry for a prewarm, that
+a prewarm puts a conversation back into a single slot after the writer pass displaced it, and that the summarizer's
+call of an LLM fold between turns runs on the engine.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from pyruntime.history import CompactionKind
+from pyruntime.history import CompactionKind, LlmCompactionOptions, strip_fold_marker
 from pyruntime.model import OpenAICompatClient
 from pyruntime.testing import RecordingModel
 from pyruntime.turns.between.prewarm import PREWARM_MAX_TOKENS
 from tests.support.fixtures import start_llama_server
-from tests.turns.smith_session import HINTS, kind, smith_session, writer_session
+from tests.turns.smith_session import HINTS, is_summarizer, kind, smith_session, writer_session
 
 
 def _engine(base_url: str) -> RecordingModel:
@@ -102,3 +103,20 @@ def test_the_turn_that_sends_a_fold_made_between_turns_finds_it_warm(tiny_server
         warm_usage, cold_usage = between["results"][i].usage, cold["results"][i].usage
         assert warm_usage.prompt_tokens == cold_usage.prompt_tokens  # the same request as the fold in the turn
         assert warm_usage.evaluated_prompt_tokens * 2 < cold_usage.evaluated_prompt_tokens, (i, warm_usage, cold_usage)
+
+
+def test_an_llm_fold_made_between_turns_runs_on_the_engine_and_the_next_turn_sends_its_summary(
+        tiny_server_url: str) -> None:
+    # The summarizer's call goes to llama-server behind player turns (streamed, pre-emptible); the random model's
+    # summary is bounded so that it comes out smaller than what it folds and is taken.
+    model = _engine(tiny_server_url)
+    session = smith_session(model, prewarm=True, background_compaction=True, llm_compaction_enabled=True,
+                            llm_compaction_options=LlmCompactionOptions(max_output_tokens=24), turns=5)
+    reports = [r.cut_report for r in session["results"]]
+    assert [r is not None and r.folded_between_turns and r.compaction is CompactionKind.LLM for r in reports] == [
+        False, False, False, True, False]
+    summaries = model.where(is_summarizer)
+    # The fold the fourth turn sent, and the next one staged after the fifth.
+    assert [(r.streamed, r.max_tokens, r.temperature) for r in summaries] == [(True, 24, 0.15)] * 2
+    summary = session["summary"]
+    assert summary and strip_fold_marker(summary) in str(session["turns"][3].messages[1]["content"])
