@@ -1,7 +1,8 @@
 """`coreai-runtime chat` as a real subprocess: lines on stdin, files on disk.
 
 The commands, the turns and the writer's lines run against the scripted model served on loopback (`--llm-url`), so
-what the chat prints and saves is exact; one chat hosts the tiny model itself, as a user's first chat does.
+what the chat prints and saves is exact; one chat hosts the tiny model itself, as a user's first chat does. Usage
+errors, refused before anything starts, run in-process (the `cli` fixture).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from pyruntime.testing.scripted_server import ScriptedModelServer
 from pyruntime.turns import ToolCallEvent, ToolResultEvent
 from pyruntime.turns.writer.prompt import WRITER_SYSTEM
 from tests.cli.conftest import file_bundle, memory_on_disk
+from tests.support.cli import CliRun
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAT_TIMEOUT_S = 90
@@ -100,7 +102,8 @@ def test_chat_turns_commands_and_saves_on_disk(scripted_url: str, tmp_path: Path
     assert "SmartChat> " not in out  # /quit stopped before the last line was sent
 
 
-def test_chat_role_config_file_and_memory_design_flag(scripted_url: str, tmp_path: Path) -> None:
+def test_chat_role_config_file_and_memory_design_flag(scripted_url: str, tmp_path: Path,
+                                                     cli: Callable[..., CliRun]) -> None:
     config = tmp_path / "npc.json"
     config.write_text('{"roleId": "Bram", "useMemoryTool": true, "persistChatHistory": true, '
                       '"systemPrompt": "You are Bram, the blacksmith."}', encoding="utf-8")
@@ -112,12 +115,12 @@ def test_chat_role_config_file_and_memory_design_flag(scripted_url: str, tmp_pat
     assert f"Bram> {REPLY}\n" in run.stdout and "[stored" not in run.stdout and "[nothing stored" not in run.stdout
     assert [(m.role, m.content) for m in file_bundle(tmp_path).scoped().get_chat_history("Bram")] == [
         ("user", SWORD_LINE), ("assistant", REPLY)]
-    # A file for another role, or not a role config, is a usage error before anything starts.
-    other = chat("--llm-url", scripted_url, "--data-dir", tmp_path, "--role", "Mira", "--role-config", config)
-    assert other.returncode == 2 and "names another role" in other.stderr
+    # A file for another role, or not a role config, is a usage error before anything starts (run in-process).
+    other = cli("chat", "--llm-url", scripted_url, "--data-dir", tmp_path, "--role", "Mira", "--role-config", config)
+    assert other.rc == 2 and "names another role" in other.err
     config.write_text('{"noSuchField": 1}', encoding="utf-8")
-    bad = chat("--llm-url", scripted_url, "--data-dir", tmp_path, "--role", "Bram", "--role-config", config)
-    assert bad.returncode == 2 and "RoleMemoryConfig" in bad.stderr
+    bad = cli("chat", "--llm-url", scripted_url, "--data-dir", tmp_path, "--role", "Bram", "--role-config", config)
+    assert bad.rc == 2 and "RoleMemoryConfig" in bad.err
 
 
 def test_chat_command_errors_change_nothing(scripted_url: str, tmp_path: Path) -> None:
@@ -130,22 +133,19 @@ def test_chat_command_errors_change_nothing(scripted_url: str, tmp_path: Path) -
     assert not list((tmp_path / "CoreAI").rglob("*.json*"))  # no document, no history written
 
 
-def test_chat_usage_errors_are_one_line(tmp_path: Path) -> None:
-    missing = chat("--model", tmp_path / "missing.gguf", "--data-dir", tmp_path / "d")
-    assert missing.returncode == 2
-    assert missing.stderr.strip() == "error: --model must be an existing .gguf file"
+def test_chat_usage_errors_are_one_line(cli: Callable[..., CliRun], tmp_path: Path) -> None:
+    # Refused before anything starts, so they run in-process (the `cli` fixture): the same exit code and stderr.
+    missing = cli("chat", "--model", tmp_path / "missing.gguf", "--data-dir", tmp_path / "d")
+    assert (missing.rc, missing.err.strip()) == (2, "error: --model must be an existing .gguf file")
     assert not (tmp_path / "d").exists()  # nothing created
     afile = tmp_path / "file"
     afile.write_text("x")
-    assert chat("--data-dir", afile).stderr.strip() == "error: --data-dir exists but is not a directory"
-    assert chat("--role", "  ", "--data-dir", tmp_path / "d").returncode == 2
-    bad_url = chat("--llm-url", "ftp://x", "--data-dir", tmp_path / "d")
-    assert (bad_url.returncode, bad_url.stderr.strip()) == (2, "error: --llm-url must be an http:// or https:// URL")
-
-
-def test_chat_refuses_a_bad_n_gpu_layers_before_anything_starts(tmp_path: Path) -> None:
-    bad = chat("--n-gpu-layers", "-2", "--data-dir", tmp_path / "d")
-    assert (bad.returncode, bad.stderr.strip()) == (2, "error: --n-gpu-layers must be -1 (all), 0 (CPU) or more")
+    assert cli("chat", "--data-dir", afile).err.strip() == "error: --data-dir exists but is not a directory"
+    assert cli("chat", "--role", "  ", "--data-dir", tmp_path / "d").rc == 2
+    bad_url = cli("chat", "--llm-url", "ftp://x", "--data-dir", tmp_path / "d")
+    assert (bad_url.rc, bad_url.err.strip()) == (2, "error: --llm-url must be an http:// or https:// URL")
+    bad_layers = cli("chat", "--n-gpu-layers", "-2", "--data-dir", tmp_path / "d")
+    assert (bad_layers.rc, bad_layers.err.strip()) == (2, "error: --n-gpu-layers must be -1 (all), 0 (CPU) or more")
     assert not (tmp_path / "d").exists()
 
 
