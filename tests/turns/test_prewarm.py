@@ -19,7 +19,7 @@ from pyruntime.model.client.queue import Priority
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.testing import ChatRequest, FunctionModel, RecordingModel
 from pyruntime.testing.scripted import scripted_answer, scripted_usage
-from pyruntime.turns import AiTaskRequest, TaskResult
+from pyruntime.turns import AiOrchestrator, AiTaskRequest, TaskResult
 from pyruntime.turns.between.prewarm import (
     PREWARM_MAX_TOKENS,
     in_own_slot,
@@ -127,10 +127,12 @@ def test_a_turn_that_comes_first_supersedes_its_prewarm() -> None:
         for r in request[:2]:
             await orchestrator.run_task(r)
             await orchestrator.prewarms.drain()
-        await orchestrator.run_task(request[2])  # its prewarm (the next turn compacts) is due, not run yet
+        await orchestrator.run_task(request[2])  # its prewarm (the next turn compacts) is due
         async with orchestrator.queue.slot(Priority.PLAYER):  # the model is busy with another NPC's turn
+            await asyncio.wait_for(_waiting(orchestrator, 1), 60)  # the prewarm waits for it
             later = asyncio.create_task(orchestrator.run_task(request[3]))
-            await asyncio.sleep(0.2)  # the player is faster than the prewarm: the next turn has started
+            # The player is faster than the prewarm: the next turn waits for the model beside it.
+            await asyncio.wait_for(_waiting(orchestrator, 2), 60)
         result = await later
         await orchestrator.prewarms.drain()
         return result
@@ -150,6 +152,12 @@ def test_without_a_prompt_cache_npcs_taking_turns_get_no_prewarm() -> None:
     stats = session["stats"]
     assert (stats.sent, stats.skipped) == (0, 2 * len(HINTS))
     assert session["prewarms"] == []
+
+
+async def _waiting(orchestrator: AiOrchestrator, calls: int) -> None:
+    """Return once `calls` model calls wait for the model."""
+    while orchestrator.queue.waiting < calls:
+        await asyncio.sleep(0.01)
 
 
 def _number(request: ChatRequest) -> int:
