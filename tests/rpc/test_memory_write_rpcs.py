@@ -1,27 +1,42 @@
 """Memory writes over both transports (Python client): the pending flag, WaitMemoryWrites, waiting in the call
-and at the end of a stream. The tiny model (writer design, as every small hosted model) decides gibberish: these
-tests assert the protocol (trace ids, order, pending), never what was kept."""
+and at the end of a stream. A model double answers the turns and decides as the writer would (the writer design, as
+every small hosted model gets it), so what each write kept is asserted exactly."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 
 from coreai.v1 import orchestrator_pb2 as pb
+from pyruntime.app import RuntimeModel
 from pyruntime.errors import InvalidArgumentError
-from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.policy import RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope
+from pyruntime.testing import ChatRequest, RecordingModel
+from pyruntime.turns.writer.decision import MemoryDesign
+from pyruntime.turns.writer.prompt import WRITER_SYSTEM
 from tests.rpc.conftest import TRANSPORTS
 from tests.rpc.test_turn_rpcs import TurnRuntime, turn_runtime
 
 SCOPE = AgentMemoryScope(user_id="player-7")
+DECISIONS = {"My name is Tobin.": ("name", "Tobin"), "I owe you 25 gold.": ("debt", "25 gold"),
+             "My horse is called Clover.": ("horse", "Clover"), "I love apples.": ("likes", "apples")}
+
+
+def _npc_and_writer(request: ChatRequest) -> str:
+    """The writer's decision for a decision request (JSON), else the NPC's reply."""
+    if request.system_prompt != WRITER_SYSTEM:
+        return "Aye."
+    topic, value = DECISIONS.get(request.last_text, ("", ""))
+    return json.dumps({"kind": "fact" if value else "nothing", "topic": topic, "value": value})
 
 
 @pytest.fixture(scope="module")
-def turns(tiny_llama_server: LlamaServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TurnRuntime]:
-    rt = turn_runtime(tiny_llama_server, tmp_path_factory.mktemp("writes") / "data")
+def turns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TurnRuntime]:
+    model = RuntimeModel(None, "npc-double", client=RecordingModel(_npc_and_writer))
+    rt = turn_runtime(model, tmp_path_factory.mktemp("writes") / "data", memory_design=MemoryDesign.WRITER)
     yield rt
     rt.runtime.handle.stop(1.0)
     rt.runtime.services.close()
@@ -42,7 +57,8 @@ def test_a_pending_write_is_said_and_waited_for_by_trace_id(turns: TurnRuntime, 
     assert not stated.HasField("memory_write")
     assert not waited.pending and [w.trace_id for w in waited.writes] == [stated.trace_id]
     write = waited.writes[0]
-    assert write.summary and (write.changed == bool(write.lines)) and (write.version > 0) == write.changed
+    assert (write.summary, write.changed, [line.stored for line in write.lines], write.version) == (
+        "stored: Player's name: Tobin", True, ["Player's name: Tobin"], 1)
     assert list(again.writes) == list(waited.writes)
     assert not elsewhere.writes and not elsewhere.pending
     assert not asked.memory_write_pending  # a question: decided at once, nothing to come
@@ -60,11 +76,14 @@ def test_waiting_in_the_call_and_at_the_end_of_the_stream(turns: TurnRuntime, tr
         plain = list(client.stream_task("I love apples.", role_id=role, scope=SCOPE))
         client.wait_memory_writes(role, scope=SCOPE, timeout_ms=60_000)
     assert not waited.memory_write_pending and waited.HasField("memory_write")
-    assert waited.memory_write.trace_id == waited.trace_id
+    assert (waited.memory_write.trace_id, waited.memory_write.summary) == (waited.trace_id,
+                                                                            "stored: Player's debt: 25 gold")
     kinds = [e.WhichOneof("event") for e in events]
-    assert kinds[-2:] == ["final", "memory_write"] and kinds.count("memory_write") == 1
+    assert kinds == ["cut_report", "text_delta", "final", "memory_write"]
     assert events[-2].final.memory_write_pending and events[-1].memory_write.trace_id == f"s-{transport}"
-    assert plain[-1].WhichOneof("event") == "final" and plain[-1].final.memory_write_pending
+    assert events[-1].memory_write.summary == "stored: Player's horse: Clover"
+    assert [e.WhichOneof("event") for e in plain] == ["cut_report", "text_delta", "final"]
+    assert plain[-1].final.memory_write_pending
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

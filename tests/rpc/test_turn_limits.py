@@ -3,7 +3,7 @@ waiting is RESOURCE_EXHAUSTED with a retry hint, on both transports, and the adm
 for the model longer than the connection timeouts is never cut by them.
 
 The model is made busy the way a long generation makes it busy: the test holds the runtime's real model
-queue slot, so admitted turns wait behind it.
+queue slot, so admitted turns wait behind it. A model double answers the turns (admission never looks at the model).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import pytest
 from coreai.v1 import orchestrator_pb2 as pb
 from pyruntime.app import RuntimeModel
 from pyruntime.client import RuntimeCallError
-from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.net.limits import TransportLimits
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service import StatusCode, TurnAdmission
+from pyruntime.testing import ScriptedModel
 from pyruntime.turns import AiOrchestrator, ToolCallMode
 from tests.rpc.conftest import TRANSPORTS, Runtime, start_runtime
 
@@ -62,7 +62,7 @@ class HeldModel:
 
 
 class LimitedRuntime:
-    """A runtime over the tiny model with small turn limits and short connection timeouts."""
+    """A runtime over a model double with small turn limits and short connection timeouts."""
 
     def __init__(self, runtime: Runtime, orchestrator: AiOrchestrator, admission: TurnAdmission) -> None:
         self.runtime = runtime
@@ -80,11 +80,10 @@ class LimitedRuntime:
 
 
 @pytest.fixture(scope="module")
-def limited(tiny_llama_server: LlamaServerProcess,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[LimitedRuntime]:
+def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LimitedRuntime]:
     data_dir = tmp_path_factory.mktemp("limited") / "data"
     admission = TurnAdmission(max_running=2, max_queued=2, max_per_conversation=2)
-    model = RuntimeModel(tiny_llama_server.base_url, tiny_llama_server.config.alias, tiny_llama_server)
+    model = RuntimeModel(None, "npc-double", client=ScriptedModel(["Hello."]))
     runtime = start_runtime(data_dir, model=model, admission=admission, tool_mode=ToolCallMode.NATIVE,
                             limits=TransportLimits(request_timeout_s=SHORT_S, idle_timeout_s=SHORT_S))
     yield LimitedRuntime(runtime, runtime.orchestrator, admission)

@@ -1,7 +1,9 @@
-"""RunTask and StreamTask through both transports against a real llama.cpp server with the tiny model.
+"""RunTask and StreamTask through both transports.
 
-The tiny model's text is gibberish: these tests assert protocol and structure (events in order, deltas
-that add up to the final text, tool calls and results, recording, cancellation), never meaning.
+The protocol (events in order, deltas that add up to the final text, tool calls and results, recording, cancellation)
+runs on a model double inside the runtime, so every event is asserted exactly. Against real llama.cpp (the tiny
+model): the engine's cached and evaluated prompt tokens reaching the client, and a standalone runtime pointed at a
+llama-server by URL.
 """
 
 from __future__ import annotations
@@ -26,11 +28,25 @@ from pyruntime.policy import RoleMemoryConfig
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service.turn_runner import ProtoTurnRunner
 from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.testing import Answer, ChatRequest, RecordingModel, Reply, ScriptedCall, scripted_answer
 from pyruntime.turns import AiOrchestrator, ToolCallMode
 from tests.rpc.conftest import TOKEN, TRANSPORTS, Runtime, spawn_runtime, start_runtime
 from tests.support.fixtures import start_llama_server
 
 SCOPE = AgentMemoryScope(user_id="player-1")
+FACT = "Likes swords"
+STORY = tuple(f"word{i} " for i in range(1500))  # a reply long enough to be cut: 1500 pieces, 10 ms apart
+
+
+def _npc(request: ChatRequest) -> Reply:
+    """The double's replies: a memory call when forced, a long story when asked, else a short answer."""
+    if request.facts.after_tools:
+        return "Noted."
+    if request.tool_choice is not None and request.tool_names == ("memory",) and request.facts.hint == "remember":
+        return ScriptedCall("memory", {"action": "append", "content": FACT})
+    if "story" in request.facts.hint:
+        return Answer(STORY, delay_ms=10)
+    return scripted_answer(f"You said: {request.facts.hint}.", pieces=["You said: ", request.facts.hint, "."])
 
 
 class ObservedRunner(ProtoTurnRunner):
@@ -62,53 +78,57 @@ class TurnRuntime:
     runner: ObservedRunner
 
 
-def turn_runtime(server: LlamaServerProcess, data_dir: Path) -> TurnRuntime:
+def turn_runtime(model: RuntimeModel, data_dir: Path, **settings: Any) -> TurnRuntime:
+    """A runtime over `model` whose turn runner notes the streams closed early; `settings`: `RuntimeSettings` fields."""
+    settings.setdefault("tool_mode", ToolCallMode.NATIVE)
     runners: list[ObservedRunner] = []
 
     def observed(orchestrator: AiOrchestrator) -> ObservedRunner:
         runners.append(ObservedRunner(orchestrator))
         return runners[-1]
 
-    model = RuntimeModel(server.base_url, server.config.alias, server)
-    runtime = start_runtime(data_dir, model=model, turn_runner=observed, tool_mode=ToolCallMode.NATIVE)
+    runtime = start_runtime(data_dir, model=model, turn_runner=observed, **settings)
     return TurnRuntime(runtime, runners[0])
 
 
 @pytest.fixture(scope="module")
-def turns(tiny_llama_server: LlamaServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TurnRuntime]:
-    rt = turn_runtime(tiny_llama_server, tmp_path_factory.mktemp("turns") / "data")
+def turns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TurnRuntime]:
+    """A runtime whose turns the double answers (`_npc`)."""
+    model = RuntimeModel(None, "npc-double", client=RecordingModel(_npc))
+    rt = turn_runtime(model, tmp_path_factory.mktemp("turns") / "data")
     yield rt
     rt.runtime.handle.stop(1.0)
 
 
 @pytest.fixture(scope="module")
-def endless_turns(tiny_endless_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TurnRuntime]:
-    server = start_llama_server(tiny_endless_model_path)
-    rt = turn_runtime(server, tmp_path_factory.mktemp("endless") / "data")
+def engine_turns(tiny_llama_server: LlamaServerProcess, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[TurnRuntime]:
+    """A runtime whose turns go to the session's tiny llama-server."""
+    model = RuntimeModel(tiny_llama_server.base_url, tiny_llama_server.config.alias, tiny_llama_server)
+    rt = turn_runtime(model, tmp_path_factory.mktemp("engine") / "data")
     yield rt
     rt.runtime.handle.stop(1.0)
-    server.stop()
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_run_task_and_health(turns: TurnRuntime, transport: str) -> None:
     with turns.runtime.client(transport) as client:
         health = client.health()
-        assert health.ready and health.model_ready and health.model == "tiny-test-model"
+        assert health.ready and health.model_ready and health.model == "npc-double"
         role = f"Plain{transport}"
         client.configure_role(RoleMemoryConfig(role, use_memory_tool=False, max_output_tokens=12, temperature=0.0))
         result = client.run_task("hello there", role_id=role, scope=SCOPE, trace_id="t-1")
-        assert result.status == pb.TURN_STATUS_OK and result.text and result.trace_id == "t-1"
+        assert (result.status, result.text, result.trace_id) == (pb.TURN_STATUS_OK, "You said: hello there.", "t-1")
         assert result.usage.model_calls == 1
         history = client.get_chat_history(role, scope=SCOPE)
         assert [(m.role, m.content) for m in history] == [("user", "hello there"), ("assistant", result.text)]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_turn_usage_carries_the_cached_and_evaluated_prompt_tokens(turns: TurnRuntime, transport: str) -> None:
+def test_turn_usage_carries_the_cached_and_evaluated_prompt_tokens(engine_turns: TurnRuntime, transport: str) -> None:
     # llama.cpp's counts reach the client: a repeated turn reuses its prompt from the model's cache.
     role = f"Echo{transport}"
-    with turns.runtime.client(transport) as client:
+    with engine_turns.runtime.client(transport) as client:
         client.configure_role(RoleMemoryConfig(role, use_memory_tool=False, with_chat_history=False,
                                                max_output_tokens=6, temperature=0.0))
         first, second = (client.run_task("the same line", role_id=role, scope=SCOPE) for _ in range(2))
@@ -131,21 +151,21 @@ def test_stream_task_delivers_deltas_tool_calls_and_cut_report(turns: TurnRuntim
     with turns.runtime.client(transport) as client:
         client.configure_role(RoleMemoryConfig(role, max_output_tokens=200, temperature=0.0,
                                                max_tool_call_roundtrips=1))
-        events = list(client.stream_task("remember this", role_id=role, scope=SCOPE, forced_tool_mode="memory"))
+        events = list(client.stream_task("remember", role_id=role, scope=SCOPE, forced_tool_mode="memory"))
         kinds = [e.WhichOneof("event") for e in events]
-        assert kinds[0] == "cut_report" and kinds[-1] == "final" and kinds.count("final") == 1
+        assert kinds == ["cut_report", "tool_call", "tool_result", "text_delta", "final"]
         final = events[-1].final
-        calls = [e.tool_call for e in events if e.HasField("tool_call")]
-        results = [e.tool_result for e in events if e.HasField("tool_result")]
-        assert calls and calls[0].name == "memory" and results[0].call_id == calls[0].call_id
-        assert kinds.index("tool_call") < kinds.index("tool_result")
-        assert set(json.loads(results[0].content)) == {"Success", "Message", "Error", "Version", "MemoryLength",
-                                                       "Memory"}
-        assert "".join(e.text_delta.text for e in events if e.HasField("text_delta")) == final.text
-        assert [c.call_id for c in final.tool_calls] == [c.call_id for c in calls]
+        call, result = events[1].tool_call, events[2].tool_result
+        assert (call.name, json.loads(call.arguments_json)) == ("memory", {"action": "append", "content": FACT})
+        assert result.call_id == call.call_id and result.success
+        reported = json.loads(result.content)
+        assert set(reported) == {"Success", "Message", "Error", "Version", "MemoryLength", "Memory"}
+        assert (reported["Success"], reported["Version"], reported["Memory"]) == (True, 1, FACT)
+        assert (events[3].text_delta.text, final.text, final.status) == ("Noted.", "Noted.", pb.TURN_STATUS_OK)
+        assert [c.call_id for c in final.tool_calls] == [call.call_id]
         # What the tool reported is what the store holds, seen through the MemoryStore service.
-        reported = json.loads(results[0].content)["Version"]
-        assert max((v.version for v in client.list_versions(role, scope=SCOPE)), default=0) == reported
+        assert [v.version for v in client.list_versions(role, scope=SCOPE)] == [1]
+        assert client.apply_memory_tool(role, {"action": "read"}, scope=SCOPE).memory == FACT
 
 
 def test_raw_connect_stream_as_unity_reads_it(turns: TurnRuntime) -> None:
@@ -165,18 +185,16 @@ def test_raw_connect_stream_as_unity_reads_it(turns: TurnRuntime) -> None:
         data = data[5 + length:]
     assert [f for f, _ in frames[:-1]] == [0] * (len(frames) - 1) and frames[-1] == (0x02, {})  # clean end
     messages = [m for _, m in frames[:-1]]
-    assert "cutReport" in messages[0] and "final" in messages[-1]
-    assert messages[-1]["final"]["status"] == "TURN_STATUS_OK"
-    text = "".join(m["textDelta"]["text"] for m in messages if "textDelta" in m)
-    assert text == messages[-1]["final"]["text"]
+    assert [next(iter(m)) for m in messages] == ["cutReport", "textDelta", "textDelta", "textDelta", "final"]
+    assert [m["textDelta"]["text"] for m in messages[1:-1]] == ["You said: ", "hi", "."]
+    assert (messages[-1]["final"]["status"], messages[-1]["final"]["text"]) == ("TURN_STATUS_OK", "You said: hi.")
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_client_disconnect_cancels_the_turn_and_the_hint_is_recorded_once(endless_turns: TurnRuntime,
-                                                                          transport: str) -> None:
+def test_client_disconnect_cancels_the_turn_and_the_hint_is_recorded_once(turns: TurnRuntime, transport: str) -> None:
     role = f"Talker{transport}"
-    before = endless_turns.runner.closed_early
-    with endless_turns.runtime.client(transport) as client:
+    before = turns.runner.closed_early
+    with turns.runtime.client(transport) as client:
         client.configure_role(RoleMemoryConfig(role, use_memory_tool=False, max_output_tokens=1500))
         stream = client.stream_task("a long story please", role_id=role, scope=SCOPE)
         seen = []
@@ -186,12 +204,12 @@ def test_client_disconnect_cancels_the_turn_and_the_hint_is_recorded_once(endles
                 break
         stream.close()  # the client goes away mid-turn
         deadline = time.monotonic() + 20
-        while endless_turns.runner.closed_early == before and time.monotonic() < deadline:
+        while turns.runner.closed_early == before and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert endless_turns.runner.closed_early == before + 1  # the turn was cut, not run to its end
+        assert turns.runner.closed_early == before + 1  # the turn was cut, not run to its end (15 s more)
+        assert seen == ["cut_report", "text_delta", "text_delta", "text_delta"]
         history = client.get_chat_history(role, scope=SCOPE)
-        assert [m.content for m in history].count("a long story please") == 1
-        assert history[0].role == "user"
+        assert [(m.role, m.content) for m in history] == [("user", "a long story please")]  # once, and no reply
         # The runtime keeps serving the same role.
         assert client.apply_memory_tool(role, {"action": "read"}, scope=SCOPE).success
 

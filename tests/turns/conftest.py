@@ -1,4 +1,6 @@
-"""Fixtures of the turn tests: the real tiny llama.cpp server, a client that keeps the bodies it sent, stores."""
+"""Fixtures of the turn tests: the real HTTP client keeping the bodies it sent (for the scripted model served over
+HTTP and the slow tests' SmolLM2), the tiny model's server prepared but not started (what `build_orchestrator` reads
+of it), stores."""
 
 from __future__ import annotations
 
@@ -13,9 +15,13 @@ import pytest
 from pyruntime.model.client.http import OpenAICompatClient
 from pyruntime.model.client.queue import ModelRequestQueue
 from pyruntime.model.client.seam import Gate
+from pyruntime.model.hosting.llama_server import LlamaServerConfig
+from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.stores import AgentMemoryPersistenceMode, StoreBundle, open_stores
 from pyruntime.turns import AiOrchestrator, ToolRegistry
+from tests.support.fixtures import free_port
+from tests.support.tiny_model import TINY_CONTEXT_LENGTH, TINY_MODEL_ALIAS
 
 T = TypeVar("T")
 
@@ -28,9 +34,8 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 class RecordingClient(OpenAICompatClient):
     """The real client; it also keeps every request body the turn engine asked for (the model call stays real).
 
-    It speaks the hosted engine's dialect, as `build_orchestrator` makes the runtime's own client do: the tiny
-    model's template renders no tools, so a forced call goes to llama-server as a JSON schema. The bodies kept
-    are the requests as built, before that translation.
+    It speaks the hosted engine's dialect, as `build_orchestrator` makes the runtime's own client do: a forced call
+    goes to llama-server as a JSON schema. The bodies kept are the requests as built, before that translation.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -55,7 +60,7 @@ def make_orchestrator(
     model: str | None = None,
     **options: Any,
 ) -> tuple[AiOrchestrator, RecordingClient]:
-    """An orchestrator over the real server with a recording client (model context: the tiny model's 2048);
+    """An orchestrator over a real server with a recording client (model context: the tiny model's 2048);
     `gate`: the client's, as the runtime passes its watchdog's; `model`: the model name the client sends."""
     client = RecordingClient(base_url, gate=gate, model=model)
     options.setdefault("model_context_tokens", 2048)
@@ -68,6 +73,15 @@ def make_orchestrator(
         **options,
     )
     return orchestrator, client
+
+
+@pytest.fixture
+def prepared_server(tiny_model_path: Path) -> LlamaServerProcess:
+    """The tiny model's server, prepared and never started: its configuration and GGUF (size, chat template) are all
+    `build_orchestrator` reads of a hosted server, so the factory's choices need no engine. Its context is given
+    (a start resolves an unset one from the GGUF)."""
+    return LlamaServerProcess(LlamaServerConfig(model_path=tiny_model_path, alias=TINY_MODEL_ALIAS, port=free_port(),
+                                                n_ctx=TINY_CONTEXT_LENGTH))
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Proto conversion and the proto-facing runner over a real turn; build_orchestrator on a hosted server."""
+"""Proto conversion and the proto-facing runner over a turn of a model double, built as for the hosted tiny model."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.hosting.process import LlamaServerProcess
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.service.turn_runner import ProtoTurnRunner, request_from_proto
+from pyruntime.testing import RecordingModel, scripted_answer
 from pyruntime.turns import AiTaskRequest, TurnStatus, build_orchestrator
-from tests.turns.conftest import run
+from tests.support.doubles import run
 
 
 def test_request_from_proto_maps_every_field() -> None:
@@ -42,25 +43,26 @@ def test_bad_requests_are_refused() -> None:
     assert AiTaskRequest("x", source_tag=" CHAT ").is_chat_source
 
 
-def test_proto_runner_streams_a_real_turn(tiny_llama_server: LlamaServerProcess) -> None:
-    orchestrator = build_orchestrator(server=tiny_llama_server, tool_mode="native")
-    assert orchestrator.settings.model_context_tokens == tiny_llama_server.config.n_ctx
-    assert orchestrator.settings.system_messages_after_first  # ChatML takes a later system message
+def test_proto_runner_streams_a_turn(prepared_server: LlamaServerProcess) -> None:
+    model = RecordingModel([scripted_answer("Well met, traveller.", pieces=["Well met", ", traveller", "."])])
+    orchestrator = build_orchestrator(server=prepared_server, tool_mode="native", client=model)
+    assert orchestrator.settings.model_context_tokens == prepared_server.config.n_ctx
+    assert orchestrator.settings.system_messages_after_first  # the GGUF's ChatML takes a later system message
     runner = ProtoTurnRunner(orchestrator)
     request = pb.RunTaskRequest(target=common_pb2.AgentTarget(role_id="AINpc"), hint="hello", trace_id="tr-1",
                                 max_output_tokens=12, forced_tool_mode="none")
 
-    async def go() -> tuple[list, pb.RunTaskResponse]:
+    async def go() -> tuple[list[pb.TurnEvent], pb.RunTaskResponse]:
         events = [e async for e in runner.stream_task(request)]
         response = await runner.run_task(request)
-        await orchestrator.client.aclose()
         return events, response
 
     events, response = run(go())
-    kinds = [e.WhichOneof("event") for e in events]
-    assert kinds[0] == "cut_report" and kinds[-1] == "final" and "text_delta" in kinds
+    assert [e.WhichOneof("event") for e in events] == ["cut_report", "text_delta", "text_delta", "text_delta", "final"]
+    assert [e.text_delta.text for e in events[1:-1]] == ["Well met", ", traveller", "."]
     final = events[-1].final
     assert final.status == pb.TURN_STATUS_OK == int(TurnStatus.OK) and final.trace_id == "tr-1"
-    assert "".join(e.text_delta.text for e in events if e.HasField("text_delta")) == final.text
-    assert response.status == pb.TURN_STATUS_OK and response.usage.model_calls == 1
+    assert final.text == "Well met, traveller."
+    assert (response.status, response.text, response.usage.model_calls) == (pb.TURN_STATUS_OK, final.text, 1)
     assert response.cut_report.stored_messages == 2  # the first turn's hint and reply
+    assert [r.max_tokens for r in model.requests] == [12, 12] and model.last.last_text == "hello"

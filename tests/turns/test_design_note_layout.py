@@ -8,16 +8,15 @@ honest: it is the note's order, not a second copy of the runtime's.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from bench.design_note_layout import NO_HYSTERESIS, assemble_design_note
 from pyruntime.history.messages import HistoryMessage
 from pyruntime.memory import MemoryTool
 from pyruntime.policy import AgentMemoryPolicy
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
+from pyruntime.testing import ChatRequest, RecordingModel
 from pyruntime.turns import AiTaskRequest, TurnStatus
 from pyruntime.turns.planning.prompt import MemoryNote, TailBlocks, assemble_messages
-from tests.turns.conftest import make_orchestrator, run
+from tests.support.doubles import orchestrator_on, run, session_stores
 from tests.turns.test_prompt import FULL_TAIL, HISTORY, _headings
 
 
@@ -64,20 +63,26 @@ def test_empty_blocks_are_left_out_as_in_the_runtime() -> None:
         {"role": "system", "content": "SYS"}, {"role": "user", "content": "x"}]
 
 
-def test_an_orchestrator_given_the_layout_sends_its_requests_in_it(tiny_server_url: str) -> None:
+def test_an_orchestrator_given_the_layout_sends_its_requests_in_it() -> None:
     # The benchmark's design-note pass: the layout is an argument, no module global is patched.
-    def bodies(**options: Any) -> list[dict]:
-        stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
+    def sent(**options: object) -> ChatRequest:
+        stores = session_stores()
         MemoryTool(stores.memory, stores.scoped().key("Smith")).execute({"action": "write", "content": "likes swords"})
         policy = AgentMemoryPolicy()
         policy.configure_role("Smith", system_prompt="You are Smith.", max_output_tokens=4, temperature=0.0)
-        orchestrator, client = make_orchestrator(tiny_server_url, stores, policy=policy, **options)
+        model = RecordingModel(["Aye."])
+        orchestrator = orchestrator_on(model, stores, policy, **options)
         result = run(orchestrator.run_task(AiTaskRequest("hello", "Smith", forced_tool_mode="none")))
-        run(client.aclose())
         assert result.status is TurnStatus.OK
-        return client.bodies
+        [request] = model.requests
+        return request
 
-    design = bodies(assemble=assemble_design_note, compaction_target_ratio=NO_HYSTERESIS)[0]["messages"]
-    runtime = bodies()[0]["messages"]
-    assert "## Memory\nlikes swords" in design[-2]["content"] and design[-1]["content"] == "hello"
-    assert runtime[1]["content"].startswith("## Memory\nlikes swords")
+    design = sent(assemble=assemble_design_note, compaction_target_ratio=NO_HYSTERESIS)
+    runtime = sent()
+    assert design.system_prompt == runtime.system_prompt
+    # The note's order: the memory in the tail after the history; the runtime's: the memory in the head.
+    assert design.roles == ["system", "system", "user"] and runtime.roles == ["system", "system", "system", "user"]
+    assert _headings(str(design.messages[1]["content"])) == ["## Memory", "## Tool Availability (current request)"]
+    assert design.messages[1]["content"].startswith("## Memory\nlikes swords\n\n") and design.last_text == "hello"
+    assert runtime.messages[1]["content"] == "## Memory\nlikes swords"
+    assert _headings(str(runtime.messages[2]["content"])) == ["## Tool Availability (current request)"]

@@ -1,4 +1,7 @@
-"""`build_orchestrator` and the per-model profile: one place decides tool mode and calls per round."""
+"""`build_orchestrator` and the per-model profile: one place decides tool mode and calls per round.
+
+The factory reads a hosted server's configuration and GGUF, never the running engine: these run on the tiny model's
+server prepared but not started, and a model double answers the turn."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import pytest
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.hosting.llama_server import SMALL_MODEL_MAX_BYTES
 from pyruntime.model.hosting.process import LlamaServerProcess
+from pyruntime.testing import RecordingModel
 from pyruntime.turns import AiTaskRequest, ToolCallMode, build_orchestrator
 from pyruntime.turns.factory import (
     HOSTED_STRUCTURED_CALLS_PER_ROUND,
@@ -15,7 +19,9 @@ from pyruntime.turns.factory import (
 )
 from pyruntime.turns.rounds.modes import MAX_CALLS_PER_ROUND
 from pyruntime.turns.writer.decision import MemoryDesign
-from tests.turns.conftest import RecordingClient, run
+from tests.support.doubles import run
+
+NOWHERE = "http://127.0.0.1:9/v1"  # a server we do not run (never contacted: the factory only builds a client)
 
 
 def test_model_profile_per_server_kind_and_explicit_mode() -> None:
@@ -43,40 +49,39 @@ def test_model_profile_gives_the_writer_pass_to_small_hosted_models_only() -> No
         model_profile(hosted=True, memory_design="notes")
 
 
-def test_a_hosted_server_gets_structured_mode_with_one_call_in_the_grammar(tiny_llama_server: LlamaServerProcess
+def test_a_hosted_server_gets_structured_mode_with_one_call_in_the_grammar(prepared_server: LlamaServerProcess
                                                                           ) -> None:
     # The tiny test model is a small model: by default it gets the writer pass, not the tool in its reply.
-    assert build_orchestrator(server=tiny_llama_server).settings.memory_design is MemoryDesign.WRITER
-    client = RecordingClient(tiny_llama_server.base_url)
-    orchestrator = build_orchestrator(server=tiny_llama_server, memory_design="tool", client=client)
+    default = build_orchestrator(server=prepared_server, client=RecordingModel(["Hello."]))
+    assert default.settings.memory_design is MemoryDesign.WRITER
+    model = RecordingModel(["Hello."])
+    orchestrator = build_orchestrator(server=prepared_server, memory_design="tool", client=model)
     assert (orchestrator.settings.tool_mode, orchestrator.settings.max_calls_per_round) == (ToolCallMode.STRUCTURED, 1)
+    assert orchestrator.settings.model_context_tokens == prepared_server.config.n_ctx == 2048
+    assert orchestrator.queue.capacity == prepared_server.config.slots
 
-    async def go() -> None:
-        try:
-            await orchestrator.run_task(AiTaskRequest(hint="hi", role_id="SmartChat", max_output_tokens=16))
-        finally:
-            await client.aclose()
-
-    run(go())
-    schema = client.bodies[0]["response_format"]["schema"]
-    assert schema["properties"]["tool_calls"]["maxItems"] == 1
+    result = run(orchestrator.run_task(AiTaskRequest(hint="hi", role_id="SmartChat", max_output_tokens=16)))
+    assert (result.ok, result.text) == (True, "Hello.")
+    [request] = model.requests
+    assert request.tool_names == ("memory",) and request.tools == []  # offered in the grammar, not natively
+    assert request.schema is not None and request.schema["properties"]["tool_calls"]["maxItems"] == 1
 
 
-def test_an_external_url_gets_native_mode_and_explicit_settings_win(tiny_server_url: str) -> None:
-    external = build_orchestrator(base_url=tiny_server_url)
+def test_an_external_url_gets_native_mode_and_explicit_settings_win() -> None:
+    external = build_orchestrator(base_url=NOWHERE)
     assert (external.settings.tool_mode, external.settings.max_calls_per_round) == (
         ToolCallMode.NATIVE, MAX_CALLS_PER_ROUND)
-    chosen = build_orchestrator(base_url=tiny_server_url, tool_mode="structured", max_calls_per_round=2)
+    chosen = build_orchestrator(base_url=NOWHERE, tool_mode="structured", max_calls_per_round=2)
     assert (chosen.settings.tool_mode, chosen.settings.max_calls_per_round) == (ToolCallMode.STRUCTURED, 2)
     for orchestrator in (external, chosen):
         run(orchestrator.client.aclose())
 
 
-def test_the_prewarm_is_on_for_a_hosted_model_only(tiny_llama_server: LlamaServerProcess) -> None:
+def test_the_prewarm_is_on_for_a_hosted_model_only(prepared_server: LlamaServerProcess) -> None:
     # A server we do not run may keep no prefix, and each prewarm is one more request to it.
-    hosted = build_orchestrator(server=tiny_llama_server)
-    external = build_orchestrator(base_url=tiny_llama_server.base_url)
-    switched_off = build_orchestrator(server=tiny_llama_server, prewarm=False)
+    hosted = build_orchestrator(server=prepared_server)
+    external = build_orchestrator(base_url=prepared_server.base_url)
+    switched_off = build_orchestrator(server=prepared_server, prewarm=False)
     assert (hosted.settings.prewarm, external.settings.prewarm, switched_off.settings.prewarm) == (True, False, False)
 
     async def close() -> None:

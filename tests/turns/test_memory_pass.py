@@ -1,8 +1,12 @@
-"""The memory writer pass with the real tiny llama.cpp server: what is sent, when, and what reaches the store."""
+"""The memory writer pass on the model doubles: what is sent, when, and what reaches the store.
+
+The doubles decide as the scripted writer does (a JSON decision per statement), so what is stored is asserted exactly;
+that llama-server takes the decision schema as a grammar is tested in test_turns_on_llama_server.py."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 from pyruntime.cli.chat import free_port
@@ -11,6 +15,7 @@ from pyruntime.model.client.http import OpenAICompatClient
 from pyruntime.model.client.queue import ModelRequestQueue, Priority
 from pyruntime.policy import AgentMemoryPolicy, RoleMemoryConfig
 from pyruntime.stores import StoreBundle
+from pyruntime.testing import ChatRequest, RecordingModel
 from pyruntime.turns import AiTaskRequest, TurnStatus
 from pyruntime.turns.writer.decision import MemoryDesign
 from pyruntime.turns.writer.passes import (
@@ -20,28 +25,44 @@ from pyruntime.turns.writer.passes import (
     apply_decision,
     run_memory_pass,
 )
-from pyruntime.turns.writer.prompt import WRITER_MAX_TOKENS, WriterDecision, writer_schema
+from pyruntime.turns.writer.prompt import WRITER_MAX_TOKENS, WRITER_SYSTEM, WriterDecision, writer_schema
+from tests.support.doubles import orchestrator_on, run
 from tests.support.loads import loaded
-from tests.turns.conftest import RecordingClient, make_orchestrator, run
 
 ROLE = "SmartChat"
+# The decision for each statement the writer is asked about; any other statement: nothing to keep.
+DECISIONS = {"My name is Tobin.": ("name", "Tobin"), "My name is Alaric": ("name", "Alaric"),
+             "I love horses.": ("horses", "love horses")}
 
 
-def test_writer_design_replies_without_the_tool_then_runs_one_constrained_pass(
-        tiny_server_url: str, file_stores: StoreBundle) -> None:
-    orchestrator, client = make_orchestrator(tiny_server_url, file_stores, memory_design="writer")
+def _is_decision(request: ChatRequest) -> bool:
+    return request.system_prompt == WRITER_SYSTEM
+
+
+def _writer_and_npc(request: ChatRequest) -> str:
+    """The writer's decision (JSON) for a decision request, else the NPC's short reply."""
+    if not _is_decision(request):
+        return "Well met."
+    topic, value = DECISIONS.get(request.last_text, ("", ""))
+    return json.dumps({"kind": "fact" if value else "nothing", "topic": topic, "value": value})
+
+
+def _model() -> RecordingModel:
+    return RecordingModel(_writer_and_npc)
+
+
+def test_writer_design_replies_without_the_tool_then_runs_one_constrained_pass(file_stores: StoreBundle) -> None:
+    model = _model()
+    orchestrator = orchestrator_on(model, file_stores, memory_design="writer")
 
     async def go() -> tuple[TurnStatus, list[MemoryPassOutcome]]:
-        try:
-            result = await orchestrator.run_task(AiTaskRequest(hint="My name is Tobin.", role_id=ROLE,
-                                                               max_output_tokens=8))
-            return result.status, await orchestrator.memory_passes.drain()
-        finally:
-            await client.aclose()
+        result = await orchestrator.run_task(AiTaskRequest(hint="My name is Tobin.", role_id=ROLE,
+                                                           max_output_tokens=8))
+        return result.status, await orchestrator.memory_passes.drain()
 
     status, outcomes = run(go())
     assert status is TurnStatus.OK
-    reply, decision = client.bodies
+    reply, decision = (r.body for r in model.requests)
     # The reply is plain text: no memory tool, no grammar (a small model's reply is not delayed by JSON).
     assert "response_format" not in reply and "tools" not in reply
     assert "## Tools" not in reply["messages"][0]["content"]  # no tool contract (and no format example to copy)
@@ -50,77 +71,67 @@ def test_writer_design_replies_without_the_tool_then_runs_one_constrained_pass(
     assert decision["response_format"]["schema"]["properties"]["value"]["enum"][:3] == ["", "My", "My name"]
     assert decision["temperature"] == 0.0 and decision["max_tokens"] == WRITER_MAX_TOKENS
     assert decision["messages"][-1] == {"role": "user", "content": "My name is Tobin."}
-    assert len(outcomes) == 1 and outcomes[0].role_id == ROLE and outcomes[0].model_calls == 1
-    # The tiny model writes gibberish: whatever it decided, memory holds only grounded, labelled lines.
-    memory = file_stores.scoped().try_load(ROLE).state
-    lines = memory.memory.splitlines() if memory is not None else []
-    assert all(line.startswith("Player's ") for line in lines)
-    assert bool(lines) == bool(outcomes[0].stored)
+    assert outcomes == [MemoryPassOutcome(ROLE, stored="Player's name: Tobin", model_calls=1, version=1)]
+    assert loaded(file_stores.scoped().try_load(ROLE)).memory == "Player's name: Tobin"
 
 
 def test_no_pass_for_questions_roles_without_memory_failed_turns_or_the_tool_design(
-        tiny_server_url: str, memory_stores: StoreBundle) -> None:
+        memory_stores: StoreBundle) -> None:
     policy = AgentMemoryPolicy()
     policy.set(RoleMemoryConfig("Quiet", use_memory_tool=False))
-    writer, writer_client = make_orchestrator(tiny_server_url, memory_stores, policy=policy, memory_design="writer")
-    tool, tool_client = make_orchestrator(tiny_server_url, memory_stores, policy=policy, memory_design="tool")
+    writer_model, tool_model = _model(), _model()
+    writer = orchestrator_on(writer_model, memory_stores, policy, memory_design="writer")
+    tool = orchestrator_on(tool_model, memory_stores, policy, memory_design="tool")
 
     async def go() -> tuple[list[MemoryPassOutcome], list[MemoryPassOutcome]]:
-        try:
-            await writer.run_task(AiTaskRequest(hint="Where is the smithy?", role_id=ROLE, max_output_tokens=4))
-            await writer.run_task(AiTaskRequest(hint="My name is Tobin.", role_id="Quiet", max_output_tokens=4))
-            await writer.run_task(AiTaskRequest(hint="My name is Tobin.", role_id=ROLE, max_output_tokens=4,
-                                                timeout=1e-6))  # times out: no pass for a turn that did not end
-            await tool.run_task(AiTaskRequest(hint="My name is Tobin.", role_id=ROLE, max_output_tokens=4))
-            return await writer.memory_passes.drain(), await tool.memory_passes.drain()
-        finally:
-            await writer_client.aclose()
-            await tool_client.aclose()
+        await writer.run_task(AiTaskRequest(hint="Where is the smithy?", role_id=ROLE, max_output_tokens=4))
+        await writer.run_task(AiTaskRequest(hint="My name is Tobin.", role_id="Quiet", max_output_tokens=4))
+        timed_out = await writer.run_task(AiTaskRequest(hint="My name is Tobin.", role_id=ROLE, max_output_tokens=4,
+                                                        timeout=1e-6))  # no pass for a turn that did not end
+        assert timed_out.status is TurnStatus.TIMED_OUT
+        await tool.run_task(AiTaskRequest(hint="My name is Tobin.", role_id=ROLE, max_output_tokens=4))
+        return await writer.memory_passes.drain(), await tool.memory_passes.drain()
 
     writer_outcomes, tool_outcomes = run(go())
     # The question's pass decided without the model; nothing else started one.
     assert writer_outcomes == [MemoryPassOutcome(ROLE, reason="no statement about the player")]
     assert tool_outcomes == []
-    assert all("writer" not in str(b.get("response_format")) for b in writer_client.bodies)
-    assert sum(1 for b in writer_client.bodies if b.get("response_format")) == 0
+    assert [r.last_text for r in writer_model.requests] == ["Where is the smithy?", "My name is Tobin."]
+    assert [_is_decision(r) or r.response_format is not None for r in writer_model.requests] == [False, False]
     # The tool design keeps the contract's memory tool in the reply (grammar with a memory branch).
-    assert "memory" in str(tool_client.bodies[-1]["response_format"]["schema"])
+    assert [r.tool_names for r in tool_model.requests] == [("memory",)]
+    assert tool_model.last.schema is not None
 
 
-def test_forcing_the_memory_tool_by_name_offers_it_in_the_writer_design(
-        tiny_server_url: str, memory_stores: StoreBundle) -> None:
-    orchestrator, client = make_orchestrator(tiny_server_url, memory_stores, memory_design="writer")
+def test_forcing_the_memory_tool_by_name_offers_it_in_the_writer_design(memory_stores: StoreBundle) -> None:
+    model = _model()
+    orchestrator = orchestrator_on(model, memory_stores, memory_design="writer")
 
     async def go() -> None:
-        try:
-            await orchestrator.run_task(AiTaskRequest(hint="Remember: sword Dawnbreaker.", role_id=ROLE,
-                                                      forced_tool_mode="memory", max_output_tokens=64))
-            await orchestrator.memory_passes.drain()
-        finally:
-            await client.aclose()
+        await orchestrator.run_task(AiTaskRequest(hint="Remember: sword Dawnbreaker.", role_id=ROLE,
+                                                  forced_tool_mode="memory", max_output_tokens=64))
+        await orchestrator.memory_passes.drain()
 
     run(go())
-    assert "memory" in str(client.bodies[0]["response_format"]["schema"])
+    assert model.requests[0].tool_names == ("memory",) and model.requests[0].schema is not None
 
 
-def test_a_pass_waits_behind_player_turns(tiny_server_url: str, memory_stores: StoreBundle) -> None:
-    client = RecordingClient(tiny_server_url)
+def test_a_pass_waits_behind_player_turns(memory_stores: StoreBundle) -> None:
+    model = _model()
     queue = ModelRequestQueue()
     tool = MemoryTool(memory_stores.memory, memory_stores.scoped().key(ROLE))
 
-    async def go() -> int:
-        try:
-            async with queue.slot(Priority.PLAYER):
-                task = asyncio.ensure_future(run_memory_pass(client, queue, tool, ROLE, "My name is Tobin."))
-                await asyncio.sleep(0.2)
-                sent_while_player_held_the_model = len(client.bodies)
-            await task
-            return sent_while_player_held_the_model
-        finally:
-            await client.aclose()
+    async def go() -> tuple[int, MemoryPassOutcome]:
+        async with queue.slot(Priority.PLAYER):
+            task = asyncio.ensure_future(run_memory_pass(model, queue, tool, ROLE, "My name is Tobin."))
+            await asyncio.sleep(0.2)
+            sent_while_player_held_the_model = len(model.requests)
+        return sent_while_player_held_the_model, await task
 
-    assert run(go()) == 0
-    assert len(client.bodies) == 1
+    sent_while_held, outcome = run(go())
+    assert sent_while_held == 0
+    assert [r.last_text for r in model.requests] == ["My name is Tobin."]
+    assert outcome.stored == "Player's name: Tobin"
 
 
 def test_a_model_failure_is_an_outcome_not_an_error(memory_stores: StoreBundle) -> None:
@@ -172,11 +183,9 @@ def test_an_unreadable_memory_document_is_never_overwritten(file_stores: StoreBu
     assert documents[0].read_text(encoding="utf-8") == "{not json"
 
 
-def test_design_is_reported_by_the_orchestrator(tiny_server_url: str, memory_stores: StoreBundle) -> None:
-    orchestrator, client = make_orchestrator(tiny_server_url, memory_stores)
+def test_design_is_reported_by_the_orchestrator(memory_stores: StoreBundle) -> None:
     # The orchestrator's own default: the contract's tool.
-    assert orchestrator.settings.memory_design is MemoryDesign.TOOL
-    run(client.aclose())
+    assert orchestrator_on(_model(), memory_stores).settings.memory_design is MemoryDesign.TOOL
 
 
 def test_uncollected_outcomes_are_bounded(memory_stores: StoreBundle) -> None:
@@ -217,23 +226,25 @@ def test_a_stop_gives_passes_the_grace_period_then_cancels_the_rest() -> None:
     assert passes.pending == 0
 
 
-def test_a_line_with_two_statements_gets_a_decision_for_each(tiny_server_url: str, file_stores: StoreBundle) -> None:
-    orchestrator, client = make_orchestrator(tiny_server_url, file_stores, memory_design="writer")
+def test_a_line_with_two_statements_gets_a_decision_for_each(file_stores: StoreBundle) -> None:
+    model = _model()
+    orchestrator = orchestrator_on(model, file_stores, memory_design="writer")
 
     async def go() -> list[MemoryPassOutcome]:
-        try:
-            await orchestrator.run_task(AiTaskRequest(hint="My name is Alaric and I love horses.", role_id=ROLE,
-                                                      max_output_tokens=8))
-            return await orchestrator.memory_passes.drain()
-        finally:
-            await client.aclose()
+        await orchestrator.run_task(AiTaskRequest(hint="My name is Alaric and I love horses.", role_id=ROLE,
+                                                  max_output_tokens=8))
+        return await orchestrator.memory_passes.drain()
 
     outcomes = run(go())
-    _, *decisions = client.bodies
-    assert [d["messages"][-1]["content"] for d in decisions] == ["My name is Alaric", "I love horses."]
+    _, *decisions = model.requests
+    assert [d.last_text for d in decisions] == ["My name is Alaric", "I love horses."]
     # Each decision's value may only be words of its own statement.
-    assert decisions[0]["response_format"]["schema"] == writer_schema("My name is Alaric")
-    assert len(outcomes) == 1 and outcomes[0].model_calls == 2  # one outcome per line, as the chat shows it
+    assert [d.schema for d in decisions] == [writer_schema("My name is Alaric"), writer_schema("I love horses.")]
+    # One outcome per line, as the chat shows it, with both writes.
+    [line] = outcomes
+    assert (line.stored, line.model_calls) == ("Player's name: Alaric", 2)
+    memory = loaded(file_stores.scoped().try_load(ROLE)).memory
+    assert memory == "Player's name: Alaric\nPlayer's horse: love horses"  # the topic in the singular
 
 
 def test_the_outcome_of_a_line_lists_every_write_first() -> None:

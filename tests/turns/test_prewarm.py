@@ -1,26 +1,25 @@
 """The prewarm: after a turn, the next turn's prefix is evaluated in the background.
 
-Against the real tiny llama.cpp server: token counts only (never times). The same session runs with
-the prewarm on and off; the turns must send and store the same bytes either way.
+On the model doubles, every request recorded: which turns get a prewarm, what it sends, that a failing or superseded
+one changes nothing, and that the turns send and store the same bytes with the prewarm on and off. What the engine
+then evaluates (the warm prefix, its prompt cache) is tested on llama-server in test_prewarm_on_llama_server.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pyruntime.history import CompactionKind
-from pyruntime.memory import MemoryTool
 from pyruntime.model.client.errors import ModelUnavailableError
 from pyruntime.model.client.queue import Priority
-from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import AgentMemoryScope
-from pyruntime.stores import AgentMemoryPersistenceMode, open_stores
-from pyruntime.turns import AiTaskRequest, TaskResult
+from pyruntime.testing import ChatRequest, FunctionModel, RecordingModel
+from pyruntime.testing.scripted import scripted_answer, scripted_usage
+from pyruntime.turns import AiOrchestrator, AiTaskRequest, TaskResult
 from pyruntime.turns.between.prewarm import (
     PREWARM_MAX_TOKENS,
     in_own_slot,
@@ -28,147 +27,146 @@ from pyruntime.turns.between.prewarm import (
     prompt_cache_has_room,
     worth_prewarming,
 )
-from tests.support.fixtures import start_llama_server
-from tests.turns.conftest import make_orchestrator, run
+from tests.support.doubles import orchestrator_on, run, session_stores
+from tests.turns.smith_session import HINTS, PLAYER, WINDOW, is_prewarm, kind, smith_policy, smith_session
 
-PLAYER = AgentMemoryScope(user_id="player1")
-WINDOW = 4  # compaction on every second turn past the window (hysteresis folds down to 2 messages)
-HINTS = ["Good morning, smith!", "Have you heard news from the road?", "What would you charge for a sword?",
-         "Tell me about this town.", "Do you remember my name?", "Any work for me?", "Will it rain?",
-         "I will be back later."]
+COMPACTING = [3, 5, 7]  # the turns whose history reaches the window's fold (every second one past it)
 
 
-def _is_prewarm(body: dict[str, Any]) -> bool:
-    return body.get("max_tokens") == PREWARM_MAX_TOKENS  # streamed like a turn (for its usage), one token
+def _reply(request: ChatRequest) -> str:
+    return f"About '{request.facts.hint}': aye."
 
 
-def _is_turn(body: dict[str, Any]) -> bool:
-    return bool(body.get("stream")) and not _is_prewarm(body)  # the writer pass is not streamed
+def _model() -> RecordingModel:
+    return RecordingModel(FunctionModel(_reply))
 
 
-def _policy() -> AgentMemoryPolicy:
-    policy = AgentMemoryPolicy()
-    policy.configure_role("Smith", system_prompt="You are Smith, the village blacksmith. Answer briefly.",
-                          max_chat_history_messages=WINDOW, with_chat_history=True, use_memory_tool=True,
-                          max_output_tokens=8, temperature=0.0)
-    return policy
-
-
-def _session(url: str, *, prewarm: bool, turns: int = len(HINTS), scopes: tuple[AgentMemoryScope, ...] = (PLAYER,),
-             **options: Any) -> dict[str, Any]:
-    """One NPC's session, each turn after the previous turn's prewarm finished (the player read the reply);
-    with several `scopes` (players), each hint is taken by each of them in turn."""
-    stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
-    tool = MemoryTool(stores.memory, stores.scoped(PLAYER).key("Smith"))
-    for fact in ("The player's name is Alex.", "The player owes 30 gold.", "The player fears spiders."):
-        assert tool.execute({"action": "append", "content": fact}).success
-    orchestrator, client = make_orchestrator(url, stores, policy=_policy(), prewarm=prewarm, **options)
-
-    async def go() -> list[TaskResult]:
-        results = []
-        try:
-            for hint in HINTS[:turns]:
-                for scope in scopes:
-                    results.append(await orchestrator.run_task(
-                        AiTaskRequest(hint, "Smith", scope=scope, forced_tool_mode="none", extra={"seed": 0})))
-                    await orchestrator.prewarms.drain()
-        finally:
-            await client.aclose()
-        return results
-
-    results = run(go())
-    assert all(r.ok for r in results), [(i, r.status, r.error) for i, r in enumerate(results) if not r.ok]
-    scoped = stores.scoped(PLAYER)
-    return {
-        "results": results,
-        "turn_bodies": [b for b in client.bodies if _is_turn(b)],
-        "prewarm_bodies": [b for b in client.bodies if _is_prewarm(b)],
-        "history": [(m.role, m.content) for m in scoped.get_chat_history("Smith")],
-        "summary": scoped.load_summary("Smith"),
-        "stats": orchestrator.prewarms.stats,
-    }
+def _compacting(results: list[TaskResult]) -> list[int]:
+    return [i for i, r in enumerate(results)
+            if r.cut_report is not None and r.cut_report.compaction is not CompactionKind.NONE]
 
 
 @pytest.fixture(scope="module")
-def sessions(tiny_server_url: str) -> dict[bool, dict[str, Any]]:
-    """The same session with the prewarm on and off, one after the other on the session's tiny server."""
-    return {flag: _session(tiny_server_url, prewarm=flag) for flag in (True, False)}
+def sessions() -> dict[bool, dict[str, Any]]:
+    """The same session with the prewarm on and off."""
+    return {flag: smith_session(_model(), prewarm=flag) for flag in (True, False)}
 
 
-def test_the_turn_after_a_predicted_compaction_evaluates_only_its_new_tokens(sessions: dict) -> None:
+def test_a_prewarm_goes_out_after_each_turn_whose_next_turn_compacts_and_only_then(sessions: dict) -> None:
     on, off = sessions[True], sessions[False]
-    compacting = [i for i, r in enumerate(on["results"])
-                  if r.cut_report is not None and r.cut_report.compaction is not CompactionKind.NONE]
-    assert len(compacting) >= 2, compacting  # the window is small enough to compact several times
-    appending = [i for i in range(1, len(HINTS)) if i not in compacting]
-    for i in compacting:
-        warm, cold = on["results"][i].usage, off["results"][i].usage
-        assert warm.prompt_tokens == cold.prompt_tokens  # the same request
-        # Off: the new head and the whole history again. On: the prewarm evaluated those.
-        assert warm.evaluated_prompt_tokens * 2 < cold.evaluated_prompt_tokens, (i, warm, cold)
-        # At most what an append-only turn evaluates (the reply before it and the player's line).
-        most_appended = max(on["results"][j].usage.evaluated_prompt_tokens for j in appending)
-        assert warm.evaluated_prompt_tokens <= most_appended, (i, warm, most_appended)
-    # One prewarm for each compaction predicted (the turns that only append were warm already).
-    assert on["stats"].sent == len(on["prewarm_bodies"]) >= len(compacting)
-    assert on["stats"].failed == 0
-    # The work moved off the turns is counted where it went (benches add it to the runtime's total).
-    moved = sum(off["results"][i].usage.evaluated_prompt_tokens - on["results"][i].usage.evaluated_prompt_tokens
-                for i in compacting)
-    assert on["stats"].evaluated_tokens >= moved // 2 > 0
-    assert all(b["max_tokens"] == PREWARM_MAX_TOKENS and b["temperature"] == 0.0 for b in on["prewarm_bodies"])
-    assert not off["prewarm_bodies"] and off["stats"].sent == 0
+    assert _compacting(on["results"]) == _compacting(off["results"]) == COMPACTING
+    # The turn before each compacting one is followed by its prewarm; the turns that only append were warm already.
+    order = ["prewarm" if is_prewarm(r) else "turn" for r in sorted(on["turns"] + on["prewarms"], key=_number)]
+    assert order == ["turn", "turn", "turn", "prewarm", "turn", "turn", "prewarm", "turn", "turn", "prewarm", "turn"]
+    stats = on["stats"]
+    assert (stats.sent, stats.skipped, stats.failed, stats.preempted) == (3, 5, 0, 0)
+    assert stats.evaluated_tokens == sum(_prompt_tokens(r) for r in on["prewarms"])
+    for prewarm in on["prewarms"]:
+        assert (prewarm.max_tokens, prewarm.temperature, prewarm.streamed) == (PREWARM_MAX_TOKENS, 0.0, True)
+        assert prewarm.conversation == on["turns"][0].conversation  # the player's conversation (its slot)
+    assert off["prewarms"] == [] and off["stats"].sent == off["stats"].skipped == 0
 
 
 def test_a_prewarm_sends_the_next_turns_request_but_the_player_line(sessions: dict) -> None:
     on = sessions[True]
-    for prewarm in on["prewarm_bodies"]:
-        sent = prewarm["messages"]
-        # The next turn sent exactly these messages, then its player's line (the tail was predicted right).
-        assert any(b["messages"][:-1] == sent for b in on["turn_bodies"]), sent
+    for prewarm in on["prewarms"]:
+        following = next(r for r in on["turns"] if r.number == prewarm.number + 1)
+        assert prewarm.messages == following.messages[:-1]  # the tail was predicted right
+        assert following.messages[-1] == {"role": "user", "content": following.facts.hint}
 
 
 def test_turns_send_and_store_the_same_bytes_with_the_prewarm_on_and_off(sessions: dict) -> None:
     on, off = sessions[True], sessions[False]
-    assert len(on["turn_bodies"]) == len(off["turn_bodies"]) == len(HINTS)
-    assert on["turn_bodies"] == off["turn_bodies"]
+    assert len(on["turns"]) == len(off["turns"]) == len(HINTS)
+    assert [r.body for r in on["turns"]] == [r.body for r in off["turns"]]
     assert on["history"] == off["history"] and on["summary"] == off["summary"] and on["summary"]
     assert [r.cut_report for r in on["results"]] == [r.cut_report for r in off["results"]]
-    assert [r.text for r in on["results"]] == [r.text for r in off["results"]]
+    assert [r.text for r in on["results"]] == [r.text for r in off["results"]] == [
+        f"About '{hint}': aye." for hint in HINTS]
 
 
-def test_a_failing_prewarm_changes_no_turn(tiny_server_url: str, caplog: pytest.LogCaptureFixture) -> None:
-    stores = open_stores(AgentMemoryPersistenceMode.SESSION_ONLY, None)
+def test_a_failing_prewarm_changes_no_turn(caplog: pytest.LogCaptureFixture) -> None:
+    stores = session_stores()
     down = False
 
     def gate() -> None:  # what the watchdog answers while the model server restarts
         if down:
             raise ModelUnavailableError("the model server is restarting")
 
-    orchestrator, client = make_orchestrator(tiny_server_url, stores, policy=_policy(), prewarm=True, gate=gate)
+    model = RecordingModel(_reply, gate=gate)
+    orchestrator = orchestrator_on(model, stores, smith_policy(), prewarm=True)
 
     async def go() -> list[TaskResult]:
         nonlocal down
         results = []
-        try:
-            for hint in HINTS[:WINDOW]:  # the last one predicts a compaction: its prewarm is due
-                down = False
-                results.append(await orchestrator.run_task(
-                    AiTaskRequest(hint, "Smith", scope=PLAYER, forced_tool_mode="none")))
-                down = True  # gone before its prewarm reaches it
-                await orchestrator.prewarms.drain()
-        finally:
-            await client.aclose()
+        for hint in HINTS[:WINDOW]:  # the last one predicts a compaction: its prewarm is due
+            down = False
+            results.append(await orchestrator.run_task(
+                AiTaskRequest(hint, "Smith", scope=PLAYER, forced_tool_mode="none")))
+            down = True  # gone before its prewarm reaches it
+            await orchestrator.prewarms.drain()
         return results
 
     with caplog.at_level(logging.WARNING, logger="pyruntime.turns"):
         results = run(go())
-    assert all(r.ok for r in results)
-    assert orchestrator.prewarms.stats.failed >= 1 and orchestrator.prewarms.stats.sent == 0
+    assert [r.ok for r in results] == [True] * WINDOW
+    stats = orchestrator.prewarms.stats
+    assert (stats.sent, stats.failed) == (0, 1)
     warnings = [r.getMessage() for r in caplog.records if "prewarm" in r.getMessage()]
-    assert warnings and all(w == "prewarm failed (ModelUnavailableError)" for w in warnings)
+    assert warnings == ["prewarm failed (ModelUnavailableError)"]
     assert len(stores.scoped(PLAYER).get_chat_history("Smith")) == 2 * WINDOW  # every turn recorded
-    assert not [b for b in client.bodies if _is_prewarm(b)]  # nothing reached the server
+    assert [kind(r) for r in model.requests] == ["turn"] * WINDOW  # nothing else reached the model
+
+
+def test_a_turn_that_comes_first_supersedes_its_prewarm() -> None:
+    model = _model()
+    orchestrator = orchestrator_on(model, None, smith_policy(), prewarm=True)
+    request = [AiTaskRequest(hint, "Smith", scope=PLAYER, forced_tool_mode="none") for hint in HINTS[:4]]
+
+    async def go() -> TaskResult:
+        for r in request[:2]:
+            await orchestrator.run_task(r)
+            await orchestrator.prewarms.drain()
+        await orchestrator.run_task(request[2])  # its prewarm (the next turn compacts) is due
+        async with orchestrator.queue.slot(Priority.PLAYER):  # the model is busy with another NPC's turn
+            await asyncio.wait_for(_waiting(orchestrator, 1), 60)  # the prewarm waits for it
+            later = asyncio.create_task(orchestrator.run_task(request[3]))
+            # The player is faster than the prewarm: the next turn waits for the model beside it.
+            await asyncio.wait_for(_waiting(orchestrator, 2), 60)
+        result = await later
+        await orchestrator.prewarms.drain()
+        return result
+
+    result = run(go())
+    assert result.ok and result.cut_report is not None and result.cut_report.compaction is not CompactionKind.NONE
+    stats = orchestrator.prewarms.stats
+    assert (stats.sent, stats.skipped, stats.failed) == (0, 4, 0)  # two warm already, the stale one, the last
+    assert [kind(r) for r in model.requests] == ["turn"] * 4  # the stale prewarm never reached the model
+
+
+def test_without_a_prompt_cache_npcs_taking_turns_get_no_prewarm() -> None:
+    # Two players with the same smith, turn about, on an engine without a prompt cache (no status): each turn
+    # replaces the other conversation in llama.cpp's one sequence, so a prewarm would be wasted work.
+    session = smith_session(_model(), prewarm=True, scopes=(PLAYER, AgentMemoryScope(user_id="player2")))
+    assert _compacting(session["results"]) == [6, 7, 10, 11, 14, 15]  # a prewarm would have been due before each
+    stats = session["stats"]
+    assert (stats.sent, stats.skipped) == (0, 2 * len(HINTS))
+    assert session["prewarms"] == []
+
+
+async def _waiting(orchestrator: AiOrchestrator, calls: int) -> None:
+    """Return once `calls` model calls wait for the model."""
+    while orchestrator.queue.waiting < calls:
+        await asyncio.sleep(0.01)
+
+
+def _number(request: ChatRequest) -> int:
+    return request.number
+
+
+def _prompt_tokens(request: ChatRequest) -> int:
+    """The prompt tokens the doubles report for a request (the scripted model's count)."""
+    return scripted_usage(request.messages, scripted_answer(""))[0]
 
 
 def test_a_turn_is_warm_already_when_its_request_starts_the_next_one() -> None:
@@ -178,88 +176,6 @@ def test_a_turn_is_warm_already_when_its_request_starts_the_next_one() -> None:
     assert not needs_prewarm([*sent, history[1]], sent, displaced=False)  # only this turn's reply follows
     assert needs_prewarm([*sent, history[1]], sent, displaced=True)  # the writer pass's prompt replaced it
     assert needs_prewarm([system, {"role": "system", "content": "new head"}, *history, tail], sent, displaced=False)
-
-
-def test_with_the_prompt_cache_a_prewarm_leaves_no_entry_behind(tiny_model_path: Path) -> None:
-    # The prewarm's state (its prompt, the generation prompt, one token) is the next turn's prefix but for
-    # those last tokens: the turn extends it in the same slot, nothing goes to the host cache for it.
-    entries = {}
-    for flag in (True, False):
-        server = start_llama_server(tiny_model_path, prompt_cache_mb=64, slots=1)
-        try:
-            # With the server's status, as `build_orchestrator` wires it: the cache has room, so prewarms go out.
-            session = _session(server.base_url, prewarm=flag, prompt_cache_status=server.status)
-            entries[flag] = server.status()["prompt_cache_entries"]
-        finally:
-            server.stop()
-        if flag:
-            assert session["stats"].sent >= 2
-    assert entries[True] == entries[False], entries
-
-
-def _writer_session(url: str, *, prewarm: bool) -> tuple[list[TaskResult], list[dict[str, Any]], Any]:
-    """Two turns with the memory writer pass after each; the next turn waits for both background requests."""
-    orchestrator, client = make_orchestrator(url, policy=_policy(), prewarm=prewarm, memory_design="writer")
-
-    async def go() -> list[TaskResult]:
-        results = []
-        try:
-            for hint in ("My name is Alex and I love horses.", "What do you sell?"):
-                results.append(await orchestrator.run_task(
-                    AiTaskRequest(hint, "Smith", scope=PLAYER, forced_tool_mode="none")))
-                await orchestrator.memory_passes.drain()
-                await orchestrator.prewarms.drain()
-        finally:
-            await client.aclose()
-        return results
-
-    results = run(go())
-    assert all(r.ok for r in results), [(i, r.status, r.error) for i, r in enumerate(results) if not r.ok]
-    return results, client.bodies, orchestrator.prewarms.stats
-
-
-def test_after_a_writer_pass_the_prewarm_puts_the_conversation_back(tiny_model_path: Path) -> None:
-    # With one slot and no host prompt cache the writer pass's request replaces the conversation in the
-    # engine's KV cache: the prewarm, queued behind it, evaluates the conversation again before the player's
-    # next line. (With slots, each keeps its own; with the host cache, the conversation comes back from it.)
-    server = start_llama_server(tiny_model_path, slots=1, prompt_cache_mb=0)
-    try:
-        on, on_bodies, stats = _writer_session(server.base_url, prewarm=True)
-        off, off_bodies, _ = _writer_session(server.base_url, prewarm=False)
-    finally:
-        server.stop()
-    kinds = ["turn" if _is_turn(b) else "prewarm" if _is_prewarm(b) else "writer" for b in on_bodies]
-    # One decision per statement, then the prewarm; after the question no writer call and nothing to warm.
-    assert kinds == ["turn", "writer", "writer", "prewarm", "turn"], kinds
-    assert stats.sent == 1
-    assert on[1].usage.prompt_tokens == off[1].usage.prompt_tokens
-    assert on[1].usage.evaluated_prompt_tokens * 2 < off[1].usage.evaluated_prompt_tokens, (on[1].usage, off[1].usage)
-    assert [b for b in on_bodies if _is_turn(b)] == [b for b in off_bodies if _is_turn(b)]
-
-
-def test_a_turn_that_comes_first_supersedes_its_prewarm(tiny_server_url: str) -> None:
-    orchestrator, client = make_orchestrator(tiny_server_url, policy=_policy(), prewarm=True)
-    request = [AiTaskRequest(hint, "Smith", scope=PLAYER, forced_tool_mode="none") for hint in HINTS[:4]]
-
-    async def go() -> TaskResult:
-        try:
-            for r in request[:2]:
-                await orchestrator.run_task(r)
-                await orchestrator.prewarms.drain()
-            await orchestrator.run_task(request[2])  # its prewarm (the next turn compacts) is due, not run yet
-            async with orchestrator.queue.slot(Priority.PLAYER):  # the model is busy with another NPC's turn
-                later = asyncio.create_task(orchestrator.run_task(request[3]))
-                await asyncio.sleep(0.2)  # the player is faster than the prewarm: the next turn has started
-            result = await later
-            await orchestrator.prewarms.drain()
-            return result
-        finally:
-            await client.aclose()
-
-    result = run(go())
-    assert result.ok and result.cut_report is not None and result.cut_report.compaction is not CompactionKind.NONE
-    assert orchestrator.prewarms.stats.sent == 0 and orchestrator.prewarms.stats.skipped >= 1
-    assert not [b for b in client.bodies if _is_prewarm(b)]  # the stale prewarm never reached the model
 
 
 def test_a_prewarm_is_sent_only_while_the_prompt_cache_has_room_for_it() -> None:
@@ -275,16 +191,6 @@ def test_a_prewarm_is_sent_only_while_the_prompt_cache_has_room_for_it() -> None
     # Without a cache only a dialogue gains: another conversation's turn would replace the prefix first.
     assert worth_prewarming(None, ["npc-a", "npc-a"], "npc-a")
     assert not worth_prewarming(None, ["npc-b", "npc-a"], "npc-a")
-
-
-def test_without_a_prompt_cache_npcs_taking_turns_get_no_prewarm(tiny_server_url: str) -> None:
-    # Two players with the same smith, turn about, on the session's tiny server (no prompt cache): each
-    # turn replaces the other conversation in llama.cpp's one sequence, so a prewarm would be wasted work.
-    session = _session(tiny_server_url, prewarm=True, scopes=(PLAYER, AgentMemoryScope(user_id="player2")))
-    results = session["results"]
-    assert any(r.cut_report.compaction is not CompactionKind.NONE for r in results)  # a prewarm would have been due
-    assert session["stats"].sent == 0 and session["stats"].skipped >= len(results) - 1
-    assert not session["prewarm_bodies"]
 
 
 def test_a_conversation_in_its_own_slot_is_prewarmed_whatever_the_host_cache_holds() -> None:
