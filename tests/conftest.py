@@ -29,13 +29,19 @@ if TYPE_CHECKING:  # the model's modules load in ~1 s: imported by the fixtures 
 
 
 @pytest.fixture(autouse=True)
-def _root_logging_restored() -> Iterator[None]:
-    """The CLI run in-process (serve, chat) configures the root logger; later tests must not inherit it."""
+def _logging_restored() -> Iterator[None]:
+    """The CLI run in-process configures logging (serve the root logger, chat quiets `pyruntime` to warnings);
+    later tests must not inherit it: a quieted logger would hide the records a `caplog` test looks for."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    levels = {name: logger.level for name, logger in logging.Logger.manager.loggerDict.items()
+              if isinstance(logger, logging.Logger)}
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+    for name, logger in logging.Logger.manager.loggerDict.items():
+        if isinstance(logger, logging.Logger) and logger.level != levels.get(name, logging.NOTSET):
+            logger.setLevel(levels.get(name, logging.NOTSET))
 
 
 # --- the tiny model and a real llama.cpp server hosting it -----------------------------------------
