@@ -302,9 +302,9 @@ async def serve(options: RuntimeSettings, *, on_ready: Callable[[dict[str, Any]]
                 log.info("stopped while starting")
                 return EXIT_OK
             ready = starting.result()
-            freeze_startup_heap()
             (on_ready or _print_ready)(ready)
             log.info("ready; stop with Ctrl+C or SIGTERM")
+            freeze_startup_heap()  # after the announcement: a launcher that sees the ports answer finds it logged
             return await _wait(stop)
 
 
