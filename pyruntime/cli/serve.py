@@ -67,6 +67,7 @@ from pyruntime.turns.writer.decision import MemoryDesign
 log = logging.getLogger(__name__)
 
 EXIT_OK = 0
+YOUNG_COLLECTION_THRESHOLD = 20_000  # allocations between young collections (Python's default: 700)
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 _PROMPT_CACHE_PATH = PROMPT_CACHE_RELATIVE_PATH.as_posix()
@@ -314,10 +315,13 @@ def freeze_startup_heap() -> None:
     What start-up loaded (modules, grpc and pydantic schemas, the model catalogue) lives as long as the process;
     left in the collector's oldest generation, every full collection walks it again while holding the GIL, which
     stalls every turn in flight for ~50 ms (the slowest 1 % of first tokens at 100 players). Frozen, a full
-    collection walks only what turns made since.
+    collection walks only what turns made since. The young generation's threshold goes from 700 allocations to
+    YOUNG_COLLECTION_THRESHOLD: a turn allocates thousands of short-lived objects, and fewer, larger young collections
+    cost the same CPU with fewer pauses in a turn's way (the players' p90 and p99 lower at 200 players, same run).
     """
     gc.collect()
     gc.freeze()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, 20, 10)
 
 
 @contextlib.contextmanager
