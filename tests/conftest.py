@@ -6,6 +6,7 @@ conftest, helpers in tests/support.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -42,6 +43,16 @@ def _logging_restored() -> Iterator[None]:
     for name, logger in logging.Logger.manager.loggerDict.items():
         if isinstance(logger, logging.Logger) and logger.level != levels.get(name, logging.NOTSET):
             logger.setLevel(levels.get(name, logging.NOTSET))
+
+
+@pytest.fixture(autouse=True)
+def _garbage_collector_restored() -> Iterator[None]:
+    """`serve` run in-process freezes the heap and raises the young generation's threshold once ready (a server's
+    tuning); the test session's own collector goes back to how it was."""
+    thresholds = gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*thresholds)
 
 
 # --- the tiny model and a real llama.cpp server hosting it -----------------------------------------
