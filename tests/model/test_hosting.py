@@ -157,7 +157,9 @@ def test_the_child_exits_when_its_parent_dies(tiny_model_path, tmp_path, kind):
     parent = subprocess.Popen([sys.executable, "-c", script])
     try:
         deadline = time.monotonic() + 60
-        while not pid_file.exists() and time.monotonic() < deadline and parent.poll() is None:
+        # Until the pid is in the file: it exists a moment before write_text has written it.
+        while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline \
+                and parent.poll() is None:
             time.sleep(0.05)
         child = int(pid_file.read_text())
         engines = [child, *_children(child)]  # the keeper's llama-server too
