@@ -6,6 +6,7 @@ engine then evaluates); the turns must send and store the same bytes with the pr
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pyruntime.memory import MemoryTool
@@ -45,13 +46,27 @@ def kind(request: ChatRequest) -> str:
     return "prewarm" if is_prewarm(request) else "summarizer" if is_summarizer(request) else "writer"
 
 
-def smith_policy() -> AgentMemoryPolicy:
-    """The smith: memory tool, a chat history window of `WINDOW` messages, short replies at temperature 0."""
+def smith_policy(*, use_memory_tool: bool = True) -> AgentMemoryPolicy:
+    """The smith: the memory tool (unless told), a chat history window of `WINDOW` messages, short replies at
+    temperature 0."""
     policy = AgentMemoryPolicy()
     policy.configure_role("Smith", system_prompt="You are Smith, the village blacksmith. Answer briefly.",
-                          max_chat_history_messages=WINDOW, with_chat_history=True, use_memory_tool=True,
+                          max_chat_history_messages=WINDOW, with_chat_history=True, use_memory_tool=use_memory_tool,
                           max_output_tokens=8, temperature=0.0)
     return policy
+
+
+def played(model: RecordingModel, play: Callable[[], Awaitable[list[TaskResult]]]) -> list[TaskResult]:
+    """`play()`'s turns, the model closed after them; every turn must have ended OK."""
+    async def go() -> list[TaskResult]:
+        try:
+            return await play()
+        finally:
+            await model.aclose()
+
+    results = run(go())
+    assert all(r.ok for r in results), [(i, r.status, r.error) for i, r in enumerate(results) if not r.ok]
+    return results
 
 
 def smith_session(model: RecordingModel, *, prewarm: bool, turns: int = len(HINTS),
@@ -64,20 +79,16 @@ def smith_session(model: RecordingModel, *, prewarm: bool, turns: int = len(HINT
         assert tool.execute({"action": "append", "content": fact}).success
     orchestrator = orchestrator_on(model, stores, smith_policy(), prewarm=prewarm, **options)
 
-    async def go() -> list[TaskResult]:
+    async def play() -> list[TaskResult]:
         results = []
-        try:
-            for hint in HINTS[:turns]:
-                for scope in scopes:
-                    results.append(await orchestrator.run_task(
-                        AiTaskRequest(hint, "Smith", scope=scope, forced_tool_mode="none", extra={"seed": 0})))
-                    await orchestrator.prewarms.drain()
-        finally:
-            await model.aclose()
+        for hint in HINTS[:turns]:
+            for scope in scopes:
+                results.append(await orchestrator.run_task(
+                    AiTaskRequest(hint, "Smith", scope=scope, forced_tool_mode="none", extra={"seed": 0})))
+                await orchestrator.prewarms.drain()
         return results
 
-    results = run(go())
-    assert all(r.ok for r in results), [(i, r.status, r.error) for i, r in enumerate(results) if not r.ok]
+    results = played(model, play)
     scoped = stores.scoped(PLAYER)
     return {
         "results": results,
@@ -93,18 +104,14 @@ def writer_session(model: RecordingModel, *, prewarm: bool) -> tuple[list[TaskRe
     """Two turns with the memory writer pass after each; the next turn waits for both background requests."""
     orchestrator = orchestrator_on(model, None, smith_policy(), prewarm=prewarm, memory_design="writer")
 
-    async def go() -> list[TaskResult]:
+    async def play() -> list[TaskResult]:
         results = []
-        try:
-            for hint in ("My name is Alex and I love horses.", "What do you sell?"):
-                results.append(await orchestrator.run_task(
-                    AiTaskRequest(hint, "Smith", scope=PLAYER, forced_tool_mode="none")))
-                await orchestrator.memory_passes.drain()
-                await orchestrator.prewarms.drain()
-        finally:
-            await model.aclose()
+        for hint in ("My name is Alex and I love horses.", "What do you sell?"):
+            results.append(await orchestrator.run_task(
+                AiTaskRequest(hint, "Smith", scope=PLAYER, forced_tool_mode="none")))
+            await orchestrator.memory_passes.drain()
+            await orchestrator.prewarms.drain()
         return results
 
-    results = run(go())
-    assert all(r.ok for r in results), [(i, r.status, r.error) for i, r in enumerate(results) if not r.ok]
+    results = played(model, play)
     return results, orchestrator.prewarms.stats

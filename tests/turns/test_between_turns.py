@@ -16,7 +16,6 @@ import pytest
 from pyruntime.history import CompactionKind, CutReport, LlmCompactionOptions, strip_fold_marker
 from pyruntime.memory import MemoryTool
 from pyruntime.model.client.queue import Priority
-from pyruntime.policy import AgentMemoryPolicy
 from pyruntime.scopes import AgentMemoryScope
 from pyruntime.testing import ChatRequest, RecordingModel
 from pyruntime.turns import AiOrchestrator, AiTaskRequest, TaskResult
@@ -24,9 +23,10 @@ from pyruntime.turns.between.prewarm import PREWARM_MAX_TOKENS
 from pyruntime.turns.planning.prompt import SUMMARY_HEADING
 from pyruntime.turns.planning.tail_anchors import conversation_digest
 from tests.support.doubles import orchestrator_on, run
+from tests.turns.smith_session import WINDOW, smith_policy
 
 PLAYER = AgentMemoryScope(user_id="player1")
-WINDOW = 4  # the fourth turn finds 6 stored messages: past the window (hysteresis folds down to 2)
+# The smith's window (4): the fourth turn finds 6 stored messages, past it (hysteresis folds down to 2).
 SLACK = 6  # stored messages a turn may still send verbatim while its fold is prepared (the window + half of it)
 HINTS = ["Good morning, smith!", "Have you heard news from the road?", "What would you charge for a sword?",
          "Tell me about this town.", "Do you remember my name?", "Any work for me?", "Will it rain?",
@@ -76,20 +76,12 @@ class HoldingModel(RecordingModel):
         return SUMMARY if kind == "summarizer" else f"About '{request.facts.hint}': aye."
 
 
-def _policy() -> AgentMemoryPolicy:
-    policy = AgentMemoryPolicy()
-    policy.configure_role("Smith", system_prompt="You are Smith, the village blacksmith. Answer briefly.",
-                          max_chat_history_messages=WINDOW, with_chat_history=True, use_memory_tool=False,
-                          max_output_tokens=8, temperature=0.0)
-    return policy
-
-
 def _orchestrator(**options: Any) -> tuple[AiOrchestrator, HoldingModel]:
     options.setdefault("prewarm", True)
     options.setdefault("background_compaction", True)
     options.setdefault("llm_compaction_options", LlmCompactionOptions(max_output_tokens=24))
     client = HoldingModel()
-    return orchestrator_on(client, None, _policy(), **options), client
+    return orchestrator_on(client, None, smith_policy(use_memory_tool=False), **options), client
 
 
 def _staged(orchestrator: AiOrchestrator):
