@@ -303,12 +303,11 @@ class OpenAICompatClient(AsyncClosing):
                                 received += parse_chunk(self._json(data))
                             if translate is not None:
                                 received = [out for delta in received for out in translate.feed(delta)]
-                            if any(isinstance(delta, TextDelta | ToolCallDelta) for delta in received):
+                            got_text = any(isinstance(delta, TextDelta | ToolCallDelta) for delta in received)
+                            if got_text:
                                 model_text_received()  # before the consumer relays it; only the first counts
-                            got_text = False
                             for delta in received:
                                 finished = finished or isinstance(delta, FinishDelta)
-                                got_text = got_text or isinstance(delta, TextDelta | ToolCallDelta)
                                 yield delta
                             if got_text and self.text_gap_s is not None:
                                 text_by = loop.time() + self.text_gap_s  # after the consumer took the pieces
