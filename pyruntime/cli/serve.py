@@ -36,6 +36,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,10 @@ log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 YOUNG_COLLECTION_THRESHOLD = 20_000  # allocations between young collections (Python's default: 700)
+# The threads of `asyncio.to_thread`: a turn's store reads and its records, which fsync. Python's default (CPUs + 4)
+# lets a burst of records waiting on the disk hold every thread while the next turns' reads, on the way to their
+# first token, queue behind them; a worker mostly waits on the disk, so many cost little.
+BLOCKING_IO_WORKERS = 64
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 _PROMPT_CACHE_PATH = PROMPT_CACHE_RELATIVE_PATH.as_posix()
@@ -284,6 +289,7 @@ async def serve(options: RuntimeSettings, *, on_ready: Callable[[dict[str, Any]]
     """Start the runtime, announce readiness, wait for a stop (signal, Shutdown RPC, lifeline), stop in reverse."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    loop.set_default_executor(ThreadPoolExecutor(BLOCKING_IO_WORKERS, thread_name_prefix="coreai-io"))
 
     def request_stop() -> None:  # the Shutdown RPC (loopback only: the Runtime decides); called off the loop
         loop.call_soon_threadsafe(stop.set)
