@@ -13,7 +13,9 @@ time only: the players' own pauses set it); the player's first token p50/p90/p99
 player's first token minus the engine's own, matched per turn through the line's marker; test engine only), and of
 that the part `serve` measured on its own clock (`coreai_turn_first_token_added_seconds`: without the players' and
 the engine's event loops, whose lag on a small machine lands in the players' figure; the players' loop lag p99 is
-reported too); turns refused
+reported too); the runtime-added p99 apart for the turns begun while players still join (every player's first line
+comes within the first pause: 200 first lines in 2 s, each dearer than a later one) and for the turns after; turns
+refused
 (with the retry hint they carried); `serve` CPU seconds per turn (utime + stime of the process from /proc, the
 figure to trust on a shared machine: wall-clock latencies move with whatever else runs), the cores `serve` kept
 busy and what the players' clients and the engine cost beside it (on two cores they compete with `serve`: when
@@ -134,6 +136,9 @@ class Run:
     players: int
     ttft: list[float] = field(default_factory=list)  # the player's first token, s
     added: list[float] = field(default_factory=list)  # of which the runtime's, s
+    added_joining: list[float] = field(default_factory=list)  # the runtime's, turns begun while players still joined
+    added_joined: list[float] = field(default_factory=list)  # the runtime's, turns begun after every first line
+    began: dict[str, tuple[float, int]] = field(default_factory=dict)  # line marker -> (when sent, line number)
     acknowledged: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
     refused: int = 0
     retry_hints: int = 0
@@ -253,6 +258,7 @@ async def play(url: str, run: Run, player: int, turns: int, first_token: dict[st
                 run.acknowledged[player].append(line)
                 run.ttft.append(first - began)
                 first_token[line.split()[0]] = first - began
+                run.began[line.split()[0]] = (began, turn)
             pause = rng.uniform(*think)
             run.paused[player] += pause
             await asyncio.sleep(pause)
@@ -290,6 +296,7 @@ def serve_share(connect_port: int) -> dict[float, float]:
 def check_engine(run: Run, records: list[dict[str, Any]], first_token: dict[str, float]) -> None:
     """No request mixing two players, one identity per player; the runtime's share of each first token."""
     identity: dict[str, set[tuple[str | None, str | None]]] = defaultdict(set)
+    joined = max((sent for sent, turn in run.began.values() if turn == 0), default=0.0)  # the last first line
     for record in records:
         players = {m[:5] for m in record["markers"]}
         if len(players) > 1:
@@ -300,6 +307,7 @@ def check_engine(run: Run, records: list[dict[str, Any]], first_token: dict[str,
             if marker in first_token and record["first_token"] is not None:
                 engine_s = record["first_token"] - record["arrived"]
                 run.added.append(max(0.0, first_token.pop(marker) - engine_s))
+                (run.added_joined if run.began[marker][0] > joined else run.added_joining).append(run.added[-1])
     ids = [next(iter(v)) for v in identity.values() if len(v) == 1]
     one_each = len(ids) == len(identity)
     distinct = len(set(ids)) == len(ids)
@@ -394,7 +402,8 @@ def row(run: Run) -> str:
     cells = [
         run.name, run.players, f"{run.turns / run.seconds:.1f} ({players_pace(run):.1f})",
         " / ".join(f"{pct(run.ttft, q):.0f}" for q in (0.5, 0.9, 0.99)),
-        " / ".join(f"{pct(run.added, q):.1f}" for q in (0.5, 0.9, 0.99)), share,
+        " / ".join(f"{pct(run.added, q):.1f}" for q in (0.5, 0.9, 0.99)),
+        f"{pct(run.added_joining, 0.99):.1f} / {pct(run.added_joined, 0.99):.1f}", share,
         f"{cpu:.1f}", f"{run.cpu_s / run.seconds:.2f}", f"{run.others_cpu_s / max(1, run.turns) * 1000:.1f}",
         f"{pct(run.client_lag, 0.99):.1f}", f"{run.rss_per_player / 1024:.0f}",
         f"{run.refused} ({run.retry_hints} with a hint)", run.failed, run.lost,
@@ -404,7 +413,8 @@ def row(run: Run) -> str:
 
 
 COLUMNS = ["run", "players", "turns/s (the players' pace)", "player's first token p50 / p90 / p99 ms",
-           "runtime-added p50 / p90 / p99 ms", "of which serve's, by its clock, p50 / p90 / p99 ms",
+           "runtime-added p50 / p90 / p99 ms", "runtime-added p99 while players join / after ms",
+           "of which serve's, by its clock, p50 / p90 / p99 ms",
            "serve CPU ms/turn", "serve cores busy", "players + engine CPU ms/turn", "players' loop lag p99 ms",
            "RSS KiB/player", "refused", "failed", "lost", "mixed, identities", "engine peak"]
 HEADER = "| " + " | ".join(COLUMNS) + " |\n" + "|---" * len(COLUMNS) + "|"
