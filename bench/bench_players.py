@@ -403,7 +403,7 @@ def row(run: Run) -> str:
         run.name, run.players, f"{run.turns / run.seconds:.1f} ({players_pace(run):.1f})",
         " / ".join(f"{pct(run.ttft, q):.0f}" for q in (0.5, 0.9, 0.99)),
         " / ".join(f"{pct(run.added, q):.1f}" for q in (0.5, 0.9, 0.99)),
-        f"{pct(run.added_joining, 0.99):.1f} / {pct(run.added_joined, 0.99):.1f}", share,
+        " / ".join(f"{pct(part, 0.99):.1f}" if part else "-" for part in (run.added_joining, run.added_joined)), share,
         f"{cpu:.1f}", f"{run.cpu_s / run.seconds:.2f}", f"{run.others_cpu_s / max(1, run.turns) * 1000:.1f}",
         f"{pct(run.client_lag, 0.99):.1f}", f"{run.rss_per_player / 1024:.0f}",
         f"{run.refused} ({run.retry_hints} with a hint)", run.failed, run.lost,
