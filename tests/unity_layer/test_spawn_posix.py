@@ -165,7 +165,9 @@ def test_the_program_keeps_its_own_pid_through_the_shell_fallback(scenarios, tmp
     try:
         wait_for(lambda: log.exists() and log.read_text().strip() != "", 10, "the pid line")
         assert int(log.read_text().split()[0]) == process.Id
-        assert Path(f"/proc/{process.Id}/cmdline").read_bytes().split(b"\0")[0] == b"sleep"
+        # The shell writes the line before it execs sleep: the same pid becomes sleep a moment later.
+        wait_for(lambda: Path(f"/proc/{process.Id}/cmdline").read_bytes().split(b"\0")[0] == b"sleep", 10,
+                 "the shell to exec the program in its own pid")
     finally:
         process.Kill()
         process.WaitForExit(10000)
