@@ -9,6 +9,7 @@ import pytest
 
 from tests.support.internals import internal, member
 from tests.unity.conftest import TOKEN, wait
+from tests.unity_layer.processes import wait_for
 
 
 def test_wrong_token_is_unauthenticated(runtime: Any) -> None:
@@ -178,7 +179,10 @@ def test_client_timeout_is_deadline_exceeded_and_cancellation_is_operation_cance
         with pytest.raises(DeadlineExceededException):
             one_ms = CallOptions.WithTimeout(TimeSpan.FromMilliseconds(1))
             wait(member(client, "Orchestrator").RunTaskAsync(proto, one_ms, CancellationToken(False)))
-        # A turn's own Timeout is the runtime's to enforce: the turn ends and says so.
+        # A turn's own Timeout is the runtime's to enforce: the turn ends and says so. Once the abandoned turn has
+        # left the runtime: a conversation runs one turn at a time, and a 1 ms turn cannot wait for its place.
+        admission = runtime.services.orchestrator.admission
+        wait_for(lambda: admission.running == admission.queued == 0, 30, "the abandoned turn to end")
         request.Timeout = TimeSpan.FromMilliseconds(1)
         result = wait(client.CreateOrchestrator().RunTaskWithResultAsync(request))
         assert str(result.Status) == "TimedOut" and not result.Succeeded
