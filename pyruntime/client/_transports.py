@@ -71,14 +71,14 @@ def _grpc_credentials(kind: str, ca_cert: CaCert | None) -> grpc.ChannelCredenti
     return grpc.ssl_channel_credentials(root_certificates=_pem(ca_cert))
 
 
-def _tls_options(base_url: str, ca_cert: CaCert | None) -> dict[str, Any] | None:
+def _tls_options(base_url: str, ca_cert: CaCert | None) -> dict[str, Any]:
     """pyqwest transport options for https (ca_cert only when given: a pinned private CA; else the system's roots);
-    None for plain http, which keeps pyqwest's shared default transport."""
+    none for plain http."""
     https = base_url.startswith("https://")
     if ca_cert is not None and not https:
         raise InvalidArgumentError("ca_cert needs a TLS URL (grpcs:// or https://)")
     if not https:
-        return None
+        return {}
     pem = _pem(ca_cert)
     return {"tls_ca_cert": pem} if pem is not None else {"tls_include_system_certs": True}
 
@@ -233,8 +233,10 @@ class AsyncConnectTransport:
     """connectrpc's async clients over one pyqwest connection pool (binary protobuf)."""
 
     def __init__(self, base_url: str, token: str, timeout: float | None, ca_cert: CaCert | None = None) -> None:
-        tls = _tls_options(base_url, ca_cert)
-        self._http = Client() if tls is None else Client(HTTPTransport(**tls))
+        # A pool of its own, closed by aclose(): connectrpc's close() leaves the HTTP client open, and pyqwest's
+        # default pool is the process's, kept after the client closes.
+        self._pool = HTTPTransport(**_tls_options(base_url, ca_cert))
+        self._http = Client(self._pool)
         options: dict[str, Any] = {"timeout_ms": _timeout_ms(timeout), "http_client": self._http,
                                    "read_max_bytes": MAX_MESSAGE_BYTES}
         self._clients = {MEMORY_STORE: MemoryStoreClient(base_url, **options),
@@ -264,17 +266,18 @@ class AsyncConnectTransport:
                 await aclose()
 
     async def aclose(self) -> None:
-        """Close the clients (the pool is closed with them)."""
+        """Close the clients and their connection pool."""
         for client in self._clients.values():
             await client.close()
+        await self._pool.aclose()
 
 
 class ConnectTransport:
     """connectrpc's blocking clients over one pyqwest connection pool (binary protobuf)."""
 
     def __init__(self, base_url: str, token: str, timeout: float | None, ca_cert: CaCert | None = None) -> None:
-        tls = _tls_options(base_url, ca_cert)
-        self._http = SyncClient() if tls is None else SyncClient(SyncHTTPTransport(**tls))
+        self._pool = SyncHTTPTransport(**_tls_options(base_url, ca_cert))  # its own, as the async transport's
+        self._http = SyncClient(self._pool)
         options: dict[str, Any] = {"timeout_ms": _timeout_ms(timeout), "http_client": self._http,
                                    "read_max_bytes": MAX_MESSAGE_BYTES}
         self._clients = {MEMORY_STORE: MemoryStoreClientSync(base_url, **options),
@@ -303,9 +306,10 @@ class ConnectTransport:
                 close()
 
     def close(self) -> None:
-        """Close the clients."""
+        """Close the clients and their connection pool."""
         for client in self._clients.values():
             client.close()
+        self._pool.close()
 
 
 def async_transport(url: str, token: str, timeout: float | None, ca_cert: CaCert | None = None) -> AsyncTransport:
