@@ -197,6 +197,7 @@ def test_editor_play_stop_keeps_one_runtime_shared_with_the_inspector(unity_stat
 
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     StubState.IsEditor = True
+    inspector = None
     try:
         settings = _settings(tiny_model)
         play, ready = _play(settings)
@@ -223,6 +224,8 @@ def test_editor_play_stop_keeps_one_runtime_shared_with_the_inspector(unity_stat
         inspector_client.Dispose()
     finally:
         StubState.IsEditor = False
+        if inspector is not None:
+            inspector.Detach()  # the inspector closed: its watchdog ends and restarts nothing after the stop below
         family = tree(ready[0]) if ready else []
         stopped = RuntimeLauncher.StopRecorded(str(unity_state), __import__("System").TimeSpan.FromSeconds(10))
         assert stopped or not ready

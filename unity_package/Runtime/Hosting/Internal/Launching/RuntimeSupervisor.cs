@@ -27,7 +27,7 @@ namespace CoreAI.Launcher
             lock (gate)
             {
                 if (thread != null && thread.IsAlive) return;
-                thread = new Thread(() => Watch(lifetime)) { IsBackground = true, Name = "CoreAI runtime watchdog" };
+                thread = new Thread(() => WatchUntilEnd(lifetime)) { IsBackground = true, Name = "CoreAI runtime watchdog" };
                 thread.Start();
             }
         }
@@ -42,6 +42,30 @@ namespace CoreAI.Launcher
                 thread = null;
             }
             if (running != null && running != Thread.CurrentThread) running.Join(join);
+        }
+
+        /// <summary>
+        /// The thread's body. An exception that escapes a thread ends the process on Mono and IL2CPP players, so a fault
+        /// here ends the watching instead, said once as GaveUp: the game keeps running without automatic restarts.
+        /// </summary>
+        private void WatchUntilEnd(CancellationToken cancel)
+        {
+            try
+            {
+                Watch(cancel);
+            }
+            catch (Exception e)
+            {
+                try
+                {
+                    launcher.Raise(RuntimeLauncherEventKind.GaveUp, 0, 0, TimeSpan.Zero,
+                                   "the watchdog stopped on an internal error (" + e.GetType().Name + ")");
+                }
+                catch (Exception)
+                {
+                    // Nothing left to tell it to: the thread still must not end the process.
+                }
+            }
         }
 
         private void Watch(CancellationToken cancel)
