@@ -23,7 +23,8 @@ namespace CoreAI.Launcher
         /// <summary>A restart attempt failed; another follows after a longer delay.</summary>
         RestartFailed,
 
-        /// <summary>Too many restarts failed in a row; the launcher stopped trying.</summary>
+        /// <summary>Too many restarts failed in a row, or the watchdog met an internal error (the message says which);
+        /// the launcher stopped trying.</summary>
         GaveUp,
 
         /// <summary>The runtime was stopped on request.</summary>
