@@ -73,7 +73,7 @@ def _grpc_credentials(kind: str, ca_cert: CaCert | None) -> grpc.ChannelCredenti
 
 def _tls_options(base_url: str, ca_cert: CaCert | None) -> dict[str, Any]:
     """pyqwest transport options for https (ca_cert only when given: a pinned private CA; else the system's roots);
-    none for plain http."""
+    empty for plain http."""
     https = base_url.startswith("https://")
     if ca_cert is not None and not https:
         raise InvalidArgumentError("ca_cert needs a TLS URL (grpcs:// or https://)")

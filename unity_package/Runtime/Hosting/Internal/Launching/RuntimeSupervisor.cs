@@ -27,7 +27,10 @@ namespace CoreAI.Launcher
             lock (gate)
             {
                 if (thread != null && thread.IsAlive) return;
-                thread = new Thread(() => WatchUntilEnd(lifetime)) { IsBackground = true, Name = "CoreAI runtime watchdog" };
+                thread = new Thread(() => WatchUntilEnd(lifetime))
+                {
+                    IsBackground = true, Name = "CoreAI runtime watchdog"
+                };
                 thread.Start();
             }
         }
@@ -45,8 +48,8 @@ namespace CoreAI.Launcher
         }
 
         /// <summary>
-        /// The thread's body. An exception that escapes a thread ends the process on Mono and IL2CPP players, so a fault
-        /// here ends the watching instead, said once as GaveUp: the game keeps running without automatic restarts.
+        /// The thread's body. An exception that escapes a thread ends the process on Mono and IL2CPP players, so a
+        /// fault here ends the watching instead, said once as GaveUp: the game keeps running without automatic restarts.
         /// </summary>
         private void WatchUntilEnd(CancellationToken cancel)
         {
