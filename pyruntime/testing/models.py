@@ -18,24 +18,21 @@ import asyncio
 import contextlib
 import copy
 import inspect
-import json
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, Unpack
 
-from pyruntime.model.client.compat import ChatCallOptions, Message, build_chat_request, error_from_body
+from pyruntime.model.client.compat import (
+    ChatCallOptions,
+    Message,
+    build_chat_request,
+    error_from_body,
+    parse_chunk,
+    parse_completion,
+)
 from pyruntime.model.client.errors import ModelError, ModelUnavailableError
 from pyruntime.model.client.seam import Gate, ModelClient, ModelStream
-from pyruntime.model.client.types import (
-    ChatCompletion,
-    FinishDelta,
-    StreamDelta,
-    TextDelta,
-    ToolCall,
-    ToolCallDelta,
-    Usage,
-    UsageDelta,
-)
+from pyruntime.model.client.types import ChatCompletion, StreamDelta
 from pyruntime.testing.scripted import (
     Answer,
     RequestFacts,
@@ -44,8 +41,8 @@ from pyruntime.testing.scripted import (
     ScriptedError,
     request_facts,
     scripted_answer,
-    scripted_usage,
 )
+from pyruntime.testing.scripted_wire import ReplyHeader, chunk_bodies, completion_body, error_body
 
 Reply: TypeAlias = str | ScriptedCall | ScriptedError | Answer
 """One model reply: a text, one tool call (with no text), an HTTP failure, or a whole `Answer`."""
@@ -176,13 +173,7 @@ class InProcessModel:
         if answer.first_delay_ms:
             await asyncio.sleep(answer.first_delay_ms / 1000)
         _raise_error(answer)
-        return ChatCompletion(
-            text=answer.text,
-            tool_calls=tuple(ToolCall.from_raw(*_call_parts(i, c)) for i, c in enumerate(answer.tool_calls)),
-            finish_reason=_finish_reason(answer),
-            usage=_usage(request, answer),
-            model=self.model_name,
-        )
+        return parse_completion(completion_body(answer, request.messages, self._reply(request)))
 
     def stream_chat(self, messages: Sequence[Message], **options: Unpack[ChatCallOptions]) -> ModelStream:
         """A streamed reply: the text piece by piece, then the tool calls, the usage and the finish."""
@@ -195,16 +186,15 @@ class InProcessModel:
         if answer.first_delay_ms:
             await asyncio.sleep(answer.first_delay_ms / 1000)
         _raise_error(answer)
-        for index, piece in enumerate(answer.pieces):
-            if index and answer.delay_ms:
-                await asyncio.sleep(answer.delay_ms / 1000)
-            if piece:
-                yield TextDelta(piece)
-        for index, call in enumerate(answer.tool_calls):
-            call_id, name, arguments = _call_parts(index, call)
-            yield ToolCallDelta(index, call_id, name, arguments)
-        yield UsageDelta(_usage(request, answer))
-        yield FinishDelta(_finish_reason(answer))
+        for wait, chunk in chunk_bodies(answer, request.messages, self._reply(request)):
+            if wait:
+                await asyncio.sleep(wait)
+            for delta in parse_chunk(chunk):
+                yield delta
+
+    def _reply(self, request: ChatRequest) -> ReplyHeader:
+        """The reply's model name and id, as an HTTP server would send them."""
+        return ReplyHeader(self.model_name, f"{self.model_name}-{request.number}")
 
     def check_available(self) -> None:
         """Raise `ModelUnavailableError` when closed or when the gate says the model cannot take requests."""
@@ -288,23 +278,8 @@ def _as_answer(reply: Reply) -> Answer:
 def _raise_error(answer: Answer) -> None:
     """An error answer fails the call as the same HTTP failure would through the real client."""
     if answer.error is not None:
-        error: ModelError = error_from_body(answer.error.status, {
-            "error": {"message": answer.error.message, "code": answer.error.status}})
+        error: ModelError = error_from_body(answer.error.status, error_body(answer.error))
         raise error
-
-
-def _call_parts(index: int, call: ScriptedCall) -> tuple[str, str, str]:
-    """(id, name, arguments JSON) of a reply's tool call, with the scripted server's ids."""
-    return f"call_{index + 1}", call.name, json.dumps(call.arguments, ensure_ascii=False)
-
-
-def _finish_reason(answer: Answer) -> str:
-    return "tool_calls" if answer.tool_calls else "stop"
-
-
-def _usage(request: ChatRequest, answer: Answer) -> Usage:
-    prompt, completion = scripted_usage(request.messages, answer)
-    return Usage(prompt, completion)
 
 
 if TYPE_CHECKING:  # mypy holds the doubles to the seam the turn engine is typed against

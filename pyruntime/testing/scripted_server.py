@@ -18,7 +18,8 @@ from typing import Any
 from pyruntime.errors import InvalidArgumentError
 from pyruntime.model.public_port import GuardedPort, ModelPortAuth, read_body
 from pyruntime.net.limits import TransportLimits
-from pyruntime.testing.scripted import Answer, Script, scripted_usage
+from pyruntime.testing.scripted import Answer, Script
+from pyruntime.testing.scripted_wire import ReplyHeader, chunk_bodies, completion_body, error_body
 
 log = logging.getLogger("pyruntime.model")
 
@@ -33,17 +34,6 @@ async def _json(send: Send, status: int, payload: Any) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
-
-
-def _calls(answer: Answer) -> list[dict[str, Any]]:
-    return [{"id": f"call_{i + 1}", "type": "function",
-             "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
-            for i, c in enumerate(answer.tool_calls)]
-
-
-def _usage(body: dict[str, Any], answer: Answer) -> dict[str, int]:
-    prompt, completion = scripted_usage(body.get("messages", []), answer)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 class ScriptedApp:
@@ -86,42 +76,22 @@ class ScriptedApp:
         if answer.first_delay_ms:
             await asyncio.sleep(answer.first_delay_ms / 1000)
         if answer.error is not None:
-            await _json(send, answer.error.status, {"error": {"message": answer.error.message,
-                                                              "code": answer.error.status}})
+            await _json(send, answer.error.status, error_body(answer.error))
             return
+        reply = ReplyHeader(MODEL_ID, f"scripted-{self.requests}", int(time.time()))
         if body.get("stream"):
-            await self._stream(send, body, answer)
+            await self._stream(send, body, answer, reply)
         else:
-            message: dict[str, Any] = {"role": "assistant", "content": answer.text}
-            if answer.tool_calls:
-                message["tool_calls"] = _calls(answer)
-            await _json(send, 200, {
-                "id": f"scripted-{self.requests}", "object": "chat.completion", "created": int(time.time()),
-                "model": MODEL_ID, "usage": _usage(body, answer),
-                "choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if answer.tool_calls else "stop"}],
-            })
+            await _json(send, 200, completion_body(answer, body.get("messages", []), reply))
 
-    async def _stream(self, send: Send, body: dict[str, Any], answer: Answer) -> None:
+    async def _stream(self, send: Send, body: dict[str, Any], answer: Answer, reply: ReplyHeader) -> None:
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
-        base = {"id": f"scripted-{self.requests}", "object": "chat.completion.chunk", "created": int(time.time()),
-                "model": MODEL_ID}
-
-        async def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> None:
-            chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+        for wait, chunk in chunk_bodies(answer, body.get("messages", []), reply):
+            if wait:
+                await asyncio.sleep(wait)
             await send({"type": "http.response.body", "body": f"data: {json.dumps(chunk)}\n\n".encode(),
                         "more_body": True})
-
-        await event({"role": "assistant"})
-        for index, piece in enumerate(answer.pieces):
-            if index and answer.delay_ms:
-                await asyncio.sleep(answer.delay_ms / 1000)
-            if piece:
-                await event({"content": piece})
-        if answer.tool_calls:
-            await event({"tool_calls": [{"index": i, **c} for i, c in enumerate(_calls(answer))]})
-        await event({}, "tool_calls" if answer.tool_calls else "stop", usage=_usage(body, answer))
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
 
 
