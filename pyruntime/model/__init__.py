@@ -3,7 +3,8 @@ seam, types, errors, the request queue), hosting and supervising llama.cpp's lla
 the guarded public model port (`model/public_port.py`). The client never imports the hosting.
 
 The names below are imported on first use, so `import pyruntime.model.client.types` loads neither the HTTP client
-nor the hosting.
+nor the hosting. The values a model call returns (`ChatCompletion`, the stream deltas, `ToolCall`, `Usage`) are
+not re-exported: they have one home, `pyruntime.model.client.types`, where every user imports them.
 """
 
 from __future__ import annotations
@@ -23,17 +24,6 @@ if TYPE_CHECKING:
     from pyruntime.model.client.http import ChatStream, OpenAICompatClient
     from pyruntime.model.client.queue import ModelRequestQueue, Priority
     from pyruntime.model.client.seam import Gate, ModelClient, ModelStream
-    from pyruntime.model.client.types import (
-        ChatCompletion,
-        ChatCompletionAccumulator,
-        FinishDelta,
-        StreamDelta,
-        TextDelta,
-        ToolCall,
-        ToolCallDelta,
-        Usage,
-        UsageDelta,
-    )
     from pyruntime.model.hosting.embedded import EMBEDDED_MODEL_ALIAS, embedded_model_path
     from pyruntime.model.hosting.llama_server import LlamaServerConfig
     from pyruntime.model.hosting.process import LlamaServerProcess, hosted_model_config
@@ -47,8 +37,6 @@ _EXPORTS = {
     **dict.fromkeys(("ChatStream", "OpenAICompatClient"), f"{_CLIENT}.http"),
     **dict.fromkeys(("ModelRequestQueue", "Priority"), f"{_CLIENT}.queue"),
     **dict.fromkeys(("Gate", "ModelClient", "ModelStream"), f"{_CLIENT}.seam"),
-    **dict.fromkeys(("ChatCompletion", "ChatCompletionAccumulator", "FinishDelta", "StreamDelta", "TextDelta",
-                     "ToolCall", "ToolCallDelta", "Usage", "UsageDelta"), f"{_CLIENT}.types"),
     **dict.fromkeys(("EMBEDDED_MODEL_ALIAS", "embedded_model_path"), f"{_HOSTING}.embedded"),
     "LlamaServerConfig": f"{_HOSTING}.llama_server",
     **dict.fromkeys(("LlamaServerProcess", "hosted_model_config"), f"{_HOSTING}.process"),
@@ -58,11 +46,8 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "EMBEDDED_MODEL_ALIAS",
-    "ChatCompletion",
-    "ChatCompletionAccumulator",
     "ChatStream",
     "ContextOverflowError",
-    "FinishDelta",
     "Gate",
     "IncompleteStreamError",
     "LlamaServerConfig",
@@ -77,12 +62,6 @@ __all__ = [
     "ModelUnavailableError",
     "OpenAICompatClient",
     "Priority",
-    "StreamDelta",
-    "TextDelta",
-    "ToolCall",
-    "ToolCallDelta",
-    "Usage",
-    "UsageDelta",
     "WatchdogSettings",
     "embedded_model_path",
     "hosted_model_config",

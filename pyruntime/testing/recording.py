@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeAlias, Unpack
 
-from pyruntime.model import ChatCompletion, Gate, ModelClient, ModelStream
+from pyruntime.model import Gate, ModelClient, ModelStream
 from pyruntime.model.client.compat import ChatCallOptions, Message
+from pyruntime.model.client.types import ChatCompletion
 from pyruntime.testing.models import ChatRequest, FunctionModel, Reply, ReplyFunction, ScriptedModel
 from pyruntime.testing.scripted import Script
 
