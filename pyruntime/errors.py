@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import TypeVar
-
-E = TypeVar("E", bound=enum.Enum)
+from typing import Any, ClassVar, Self
 
 
 class CoreAIError(Exception):
@@ -62,13 +60,26 @@ class ToolCallEndedError(CoreAIError):
     """A game-tool result came after its call ended without one (timed out, turn cancelled or ended)."""
 
 
-def parse_choice(choices: type[E], value: str | E, what: str) -> E:
-    """The member of the string enum `choices` that `value` names (trimmed, case-insensitive), or a clear error."""
-    if isinstance(value, choices):
-        return value
-    if isinstance(value, str):
-        for choice in choices:
-            if value.strip().lower() == choice.value:
-                return choice
-    expected = " or ".join(repr(choice.value) for choice in choices)
-    raise InvalidArgumentError(f"unknown {what} {value!r}; expected {expected}")
+class SettingChoice(enum.Enum):
+    """A setting's closed set of string values; `parse` reads one (trimmed, case-insensitive) or fails clearly.
+
+    A subclass names its setting for the error: `class ToolCallMode(SettingChoice, setting="tool-call mode")`.
+    """
+
+    _setting: ClassVar[str]
+
+    def __init_subclass__(cls, *, setting: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._setting = setting
+
+    @classmethod
+    def parse(cls, value: str | Self) -> Self:
+        """The member `value` names, or InvalidArgumentError naming the setting and its values."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            for choice in cls:
+                if value.strip().lower() == choice.value:
+                    return choice
+        expected = " or ".join(repr(choice.value) for choice in cls)
+        raise InvalidArgumentError(f"unknown {cls._setting} {value!r}; expected {expected}")

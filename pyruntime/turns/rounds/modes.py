@@ -8,13 +8,12 @@ streams the `reply` string while it decodes.
 
 from __future__ import annotations
 
-import enum
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyruntime.errors import parse_choice
+from pyruntime.errors import SettingChoice
 from pyruntime.history.messages import clip_marked
 from pyruntime.jsonlimits import MAX_JSON_DEPTH, nesting_depth
 from pyruntime.memory.tool import MEMORY_TOOL_NAME
@@ -44,16 +43,11 @@ _STRUCTURED_FORMAT_WITH_MEMORY = (
 )
 
 
-class ToolCallMode(enum.Enum):
+class ToolCallMode(SettingChoice, setting="tool-call mode"):
     """How tool calls travel between the model and the runtime."""
 
     NATIVE = "native"
     STRUCTURED = "structured"
-
-    @classmethod
-    def parse(cls, value: str | ToolCallMode) -> ToolCallMode:
-        """The mode for `native`/`structured` (trimmed, case-insensitive)."""
-        return parse_choice(cls, value, "tool-call mode")
 
 
 def _name(definition: Mapping[str, Any]) -> str:

@@ -24,13 +24,12 @@ model gets is decided in one place: `pyruntime.turns.factory.model_profile`. The
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyruntime.errors import parse_choice
+from pyruntime.errors import SettingChoice
 from pyruntime.turns.writer.prompt import WriterDecision
 
 LINE_PREFIX = "Player's "
@@ -38,16 +37,11 @@ NAME_TOPIC = "name"
 NOTE_TOPIC = "note"  # a fact with no topic of its own; notes are never replaced by topic (they differ)
 
 
-class MemoryDesign(enum.Enum):
+class MemoryDesign(SettingChoice, setting="memory design"):
     """How memory gets written: the `memory` tool in the reply, or the writer pass after it."""
 
     TOOL = "tool"
     WRITER = "writer"
-
-    @classmethod
-    def parse(cls, value: str | MemoryDesign) -> MemoryDesign:
-        """The design for `tool`/`writer` (trimmed, case-insensitive)."""
-        return parse_choice(cls, value, "memory design")
 
 
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
