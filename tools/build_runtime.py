@@ -94,6 +94,7 @@ def inputs_digest(with_model: bool) -> str:
             version = "-"
         digest.update(f"{package}={version}\n".encode())
     sources = [Path(__file__).resolve(), *sorted((ROOT / "pyruntime").rglob("*.py")),
+               *sorted((ROOT / "pyruntime").rglob("*.toml")),
                *sorted((ROOT / "coreai").rglob("*.py"))]
     for path in engine_files():  # a rebuilt llama-server rebuilds the folder
         digest.update(path.name.encode())
@@ -142,6 +143,7 @@ def pyinstaller_args(dist: Path, work: Path, entry: Path, with_model: bool) -> l
         "--collect-binaries", "llama_cpp",  # libllama, libggml*: loaded by ctypes, invisible to the analysis
         "--collect-submodules", "uvicorn",  # protocols, loops and lifespan are chosen by name at run time
         "--collect-data", "grpc",  # roots.pem
+        "--collect-data", "pyruntime",  # the model catalogue (catalog/models.toml)
         "--copy-metadata", "llama_cpp_python",
     ]
     for module in EXCLUDES:
