@@ -46,6 +46,11 @@ class AdmissionSnapshot:
     max_queued: int
     max_per_conversation: int
 
+    @property
+    def in_flight(self) -> int:
+        """Turns admitted and not finished, running or waiting."""
+        return self.running + self.queued
+
 
 @dataclass
 class _Waiter:
@@ -83,23 +88,8 @@ class TurnAdmission:
             self.max_running = running_places(model_concurrency)
             self._dispatch()
 
-    @property
-    def in_flight(self) -> int:
-        """Turns admitted and not finished, running or waiting."""
-        return self._running + self._queued
-
-    @property
-    def running(self) -> int:
-        """Turns running now."""
-        return self._running
-
-    @property
-    def queued(self) -> int:
-        """Turns waiting for a place."""
-        return self._queued
-
     def snapshot(self) -> AdmissionSnapshot:
-        """The counts and limits now."""
+        """The counts and limits now (the one way to read them: one value, not fields read one by one)."""
         return AdmissionSnapshot(self._running, self._queued, self.max_running, self.max_queued,
                                  self.max_per_conversation)
 

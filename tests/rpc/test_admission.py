@@ -77,7 +77,8 @@ def test_a_conversation_runs_one_turn_at_a_time_in_order_while_others_use_the_fr
             t.start("a2", "a")
             t.start("b1", "b")
             await t.settle()
-            running, queued = admission.running, admission.queued
+            now = admission.snapshot()
+            running, queued = now.running, now.queued
             await t.finish("a1")
             return t.order, running, queued
 
@@ -100,7 +101,8 @@ def test_a_full_queue_refuses_at_once_with_a_retry_hint_from_the_turns_that_fini
             with pytest.raises(ServiceError) as refused:
                 async with admission.admit("z"):
                     pass
-            assert admission.queued == 1 and admission.running == 1  # the refusal changed nothing
+            now = admission.snapshot()
+            assert now.queued == 1 and now.running == 1  # the refusal changed nothing
             return refused.value
 
     error = asyncio.run(scenario())
@@ -117,7 +119,7 @@ def test_a_turn_whose_deadline_passes_while_it_waits_is_refused_and_leaves_the_q
             with pytest.raises(ServiceError) as refused:
                 async with admission.admit("late", deadline_s=0.05):
                     pass
-            return refused.value, admission.queued, admission.in_flight
+            return refused.value, admission.snapshot().queued, admission.snapshot().in_flight
 
     error, queued, in_flight = asyncio.run(scenario())
     assert error.code is StatusCode.RESOURCE_EXHAUSTED and "deadline" in error.message
@@ -164,7 +166,7 @@ def test_a_conversation_over_its_limit_is_refused_and_a_cancelled_waiter_gives_i
             t.start("b1", "b")
             await t.settle()
             await t.finish("a1")
-            return refused.value, t.order, admission.in_flight
+            return refused.value, t.order, admission.snapshot().in_flight
 
     error, order, in_flight = asyncio.run(scenario())
     assert error.code is StatusCode.RESOURCE_EXHAUSTED and "this conversation" in error.message

@@ -74,8 +74,8 @@ class LimitedRuntime:
 
     def wait_in_flight(self, count: int) -> None:
         deadline = time.monotonic() + 60
-        while self.admission.in_flight != count:
-            assert time.monotonic() < deadline, f"{self.admission.in_flight} turns in flight, expected {count}"
+        while (now := self.admission.snapshot().in_flight) != count:
+            assert time.monotonic() < deadline, f"{now} turns in flight, expected {count}"
             time.sleep(0.02)
 
 
@@ -134,7 +134,7 @@ def test_turns_beyond_the_places_wait_and_a_full_queue_is_refused_with_a_retry_h
         limited.wait_in_flight(2)
         waiting = [in_thread(turn(limited, transport, name, stream=True)) for name in ("cyd", "dan")]  # no place
         limited.wait_in_flight(4)
-        assert limited.admission.queued == 2
+        assert limited.admission.snapshot().queued == 2
         full = refused(turn(limited, transport, "eli", stream=True))
         assert "full" in str(full)
     # Released: every admitted turn ends normally, those that waited included, and the places are free again.

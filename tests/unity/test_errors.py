@@ -182,7 +182,7 @@ def test_client_timeout_is_deadline_exceeded_and_cancellation_is_operation_cance
         # A turn's own Timeout is the runtime's to enforce: the turn ends and says so. Once the abandoned turn has
         # left the runtime: a conversation runs one turn at a time, and a 1 ms turn cannot wait for its place.
         admission = runtime.services.orchestrator.admission
-        wait_for(lambda: admission.running == admission.queued == 0, 30, "the abandoned turn to end")
+        wait_for(lambda: admission.snapshot().in_flight == 0, 30, "the abandoned turn to end")
         request.Timeout = TimeSpan.FromMilliseconds(1)
         result = wait(client.CreateOrchestrator().RunTaskWithResultAsync(request))
         assert str(result.Status) == "TimedOut" and not result.Succeeded
