@@ -84,7 +84,7 @@ class _PrewarmCollector(Collector):
 
 
 AdmissionSnapshot = Callable[[], Any]
-"""Turn admission now: an object with running, queued, max_running, max_queued, max_per_conversation
+"""Turn admission now: an object with running, queued, in_flight, max_running, max_queued, max_per_conversation
 (service/admission.AdmissionSnapshot)."""
 FIRST_TOKEN_ADDED_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1,
                              0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -92,7 +92,8 @@ QUEUE_WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 
 
 class _AdmissionCollector(Collector):
-    """coreai_turns_running, coreai_turns_queued and coreai_turn_limit{limit}: turn admission as read now."""
+    """coreai_turns_in_flight, coreai_turns_running, coreai_turns_queued and coreai_turn_limit{limit}: turn
+    admission as read now, all from one snapshot."""
 
     def __init__(self) -> None:
         self.source: AdmissionSnapshot | None = None
@@ -104,6 +105,8 @@ class _AdmissionCollector(Collector):
         def read(name: str) -> float:
             return float(getattr(now, name, 0) or 0)
 
+        yield GaugeMetricFamily("coreai_turns_in_flight", "Turns admitted and not finished (queued or running)",
+                                value=read("in_flight"))
         yield GaugeMetricFamily("coreai_turns_running", "Turns running now (holding a place)", value=read("running"))
         yield GaugeMetricFamily("coreai_turns_queued", "Turns waiting for a place (the queue's depth)",
                                 value=read("queued"))
@@ -127,8 +130,6 @@ class RuntimeMetrics:
         self.prompt_tokens = Counter("coreai_turn_prompt_tokens", "Prompt tokens of finished turns", registry=r)
         self.completion_tokens = Counter("coreai_turn_completion_tokens", "Completion tokens of finished turns",
                                          registry=r)
-        self.turns_in_flight = Gauge("coreai_turns_in_flight", "Turns admitted and not finished (queued or running)",
-                                     registry=r)
         self.model_queue_waiting = Gauge("coreai_model_queue_waiting", "Model calls waiting for the model's slot",
                                          registry=r)
         self.open_connections = Gauge("coreai_open_connections", "Open client connections", ["transport"],
@@ -149,7 +150,6 @@ class RuntimeMetrics:
         r.register(self._model)
         self._prewarms = _PrewarmCollector()
         r.register(self._prewarms)
-        self.turns_in_flight.set_function(lambda: 0)
         self.model_queue_waiting.set_function(lambda: 0)
 
     def watch_model(self, source: ModelSnapshot) -> None:
@@ -163,10 +163,6 @@ class RuntimeMetrics:
     def watch_prewarms(self, source: PrewarmSnapshot) -> None:
         """Read the orchestrator's (sent, skipped, failed) prewarm counts from source at every scrape."""
         self._prewarms.source = source
-
-    def watch_turns_in_flight(self, source: Callable[[], float]) -> None:
-        """Read the number of admitted turns from source at every scrape."""
-        self.turns_in_flight.set_function(source)
 
     def watch_admission(self, source: AdmissionSnapshot) -> None:
         """Read turn admission's counts and limits from source at every scrape."""

@@ -94,7 +94,6 @@ class OrchestratorService:
         self.default_timeout_s: float | None = None  # the turn engine's, once attached (a turn's deadline)
         self.model_concurrency = 0  # model calls the engine is sent at once, once attached (Health)
         self.metrics = metrics or RuntimeMetrics()
-        self.metrics.watch_turns_in_flight(lambda: self.admission.snapshot().in_flight)
         self.metrics.watch_admission(self.admission.snapshot)
         self.metrics.watch_model(self._model_snapshot)
         self.metrics.watch_model_memory(self._memory_snapshot)

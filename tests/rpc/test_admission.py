@@ -119,7 +119,8 @@ def test_a_turn_whose_deadline_passes_while_it_waits_is_refused_and_leaves_the_q
             with pytest.raises(ServiceError) as refused:
                 async with admission.admit("late", deadline_s=0.05):
                     pass
-            return refused.value, admission.snapshot().queued, admission.snapshot().in_flight
+            now = admission.snapshot()
+            return refused.value, now.queued, now.in_flight
 
     error, queued, in_flight = asyncio.run(scenario())
     assert error.code is StatusCode.RESOURCE_EXHAUSTED and "deadline" in error.message
